@@ -1,0 +1,190 @@
+// Package sse reads and writes Server-Sent Events (text/event-stream) as the
+// Anthropic and OpenAI APIs and their Go SDKs use them.
+//
+// A Reader decodes one event at a time from an io.Reader and never buffers
+// more than one event; a Writer frames and flushes one event at a time. Both
+// follow the SDK decoders' rules: lines end in "\n" or "\r\n", "event:" and
+// "data:" take one optional space after the colon, lines starting with ":"
+// are comments, several data lines join with "\n", and an event is dispatched
+// only on a blank line. Neither type is safe for concurrent use.
+// The package imports only the standard library.
+package sse
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+)
+
+// MaxLineBytes bounds one line, as the SDK decoders do (32 MiB).
+const MaxLineBytes = 32 << 20
+
+// ErrLineTooLong is returned when a line exceeds MaxLineBytes.
+var ErrLineTooLong = errors.New("sse: line too long")
+
+// Event is one decoded event. Data aliases the Reader's buffer and is valid
+// only until the next call to Next.
+type Event struct {
+	// Event is the "event:" field, empty when the event had none.
+	Event string
+	Data  []byte
+	ID    string
+}
+
+// Reader decodes events from a stream.
+type Reader struct {
+	br   *bufio.Reader
+	data []byte
+	line []byte
+}
+
+// NewReader returns a Reader over r.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{br: bufio.NewReaderSize(r, 16<<10)}
+}
+
+// Next returns the next event. At a clean end of stream (after a blank line
+// or with nothing pending) it returns io.EOF; when the stream ends in the
+// middle of an event (no terminating blank line) it returns
+// io.ErrUnexpectedEOF, which callers treat as a cut stream. Events with
+// neither an event name nor data (a lone comment block) are skipped.
+func (r *Reader) Next() (Event, error) {
+	r.data = r.data[:0]
+	var ev Event
+	sawField := false
+	hasData := false
+	for {
+		line, err := r.readLine()
+		if err != nil {
+			if err == io.EOF {
+				if sawField {
+					return Event{}, io.ErrUnexpectedEOF
+				}
+				return Event{}, io.EOF
+			}
+			return Event{}, err
+		}
+		if len(line) == 0 {
+			if !sawField {
+				continue
+			}
+			ev.Data = r.data
+			return ev, nil
+		}
+		if line[0] == ':' {
+			continue
+		}
+		name, value := line, []byte(nil)
+		if i := bytes.IndexByte(line, ':'); i >= 0 {
+			name, value = line[:i], line[i+1:]
+			if len(value) > 0 && value[0] == ' ' {
+				value = value[1:]
+			}
+		}
+		switch string(name) {
+		case "event":
+			ev.Event = string(value)
+			sawField = true
+		case "data":
+			if hasData {
+				r.data = append(r.data, '\n')
+			}
+			r.data = append(r.data, value...)
+			hasData = true
+			sawField = true
+		case "id":
+			ev.ID = string(value)
+			sawField = true
+		default:
+			// "retry" and unknown fields are ignored, as the SDKs do.
+		}
+	}
+}
+
+// readLine returns one line without its terminator. A final line without a
+// terminator is returned with a nil error, then io.EOF follows.
+func (r *Reader) readLine() ([]byte, error) {
+	r.line = r.line[:0]
+	for {
+		chunk, err := r.br.ReadSlice('\n')
+		r.line = append(r.line, chunk...)
+		if len(r.line) > MaxLineBytes {
+			return nil, ErrLineTooLong
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			if err == io.EOF && len(r.line) > 0 {
+				// A last line with no newline is incomplete: the event it
+				// belongs to was never terminated.
+				return nil, io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		l := r.line[:len(r.line)-1]
+		if n := len(l); n > 0 && l[n-1] == '\r' {
+			l = l[:n-1]
+		}
+		return l, nil
+	}
+}
+
+// Writer frames events onto a stream and flushes each one.
+type Writer struct {
+	w     io.Writer
+	flush func() error
+	buf   []byte
+}
+
+// NewWriter returns a Writer onto w; flush, when not nil, is called after
+// every event so it leaves the process at once (http.ResponseController.Flush).
+func NewWriter(w io.Writer, flush func() error) *Writer {
+	return &Writer{w: w, flush: flush}
+}
+
+// WriteEvent writes "event: name" (omitted when name is empty), one "data:"
+// line per line of data, and the terminating blank line, then flushes.
+func (w *Writer) WriteEvent(name string, data []byte) error {
+	b := w.buf[:0]
+	if name != "" {
+		b = append(b, "event: "...)
+		b = append(b, name...)
+		b = append(b, '\n')
+	}
+	for {
+		i := bytes.IndexByte(data, '\n')
+		b = append(b, "data: "...)
+		if i < 0 {
+			b = append(b, data...)
+			b = append(b, '\n')
+			break
+		}
+		b = append(b, data[:i]...)
+		b = append(b, '\n')
+		data = data[i+1:]
+	}
+	b = append(b, '\n')
+	w.buf = b
+	return w.write(b)
+}
+
+// WriteComment writes ": text" and a blank line, then flushes (a keep-alive).
+func (w *Writer) WriteComment(text string) error {
+	b := append(w.buf[:0], ": "...)
+	b = append(b, text...)
+	b = append(b, "\n\n"...)
+	w.buf = b
+	return w.write(b)
+}
+
+func (w *Writer) write(b []byte) error {
+	if _, err := w.w.Write(b); err != nil {
+		return err
+	}
+	if w.flush != nil {
+		return w.flush()
+	}
+	return nil
+}
