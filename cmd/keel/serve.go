@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/keelmesh/keel"
+	"github.com/keelmesh/keel/config"
+	"github.com/keelmesh/keel/internal/simfleet"
+	"github.com/keelmesh/keel/sim"
+)
+
+func serveCmd() *cobra.Command {
+	var cfgPath, listen string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the proxy: the Anthropic Messages and OpenAI Chat Completions APIs in front of the fleet",
+		Long: `Run Keel as a proxy.
+
+With --config, serve the providers and models the file declares.
+Without it: if ANTHROPIC_API_KEY or OPENAI_API_KEY is set, proxy any model
+name to the real provider of the client's wire format; otherwise start an
+in-process simulated fleet on loopback and serve it, so curl works at once.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			return runServe(ctx, cfgPath, listen, cmd.Flags().Changed("listen"), os.Stderr, nil)
+		},
+	}
+	cmd.Flags().StringVar(&cfgPath, "config", "", "YAML config file (docs/config.md); none: the simulator, or the real providers when their API keys are set")
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7878", "address to listen on (overrides server.listen)")
+	return cmd
+}
+
+// runServe serves until ctx ends, then drains. When ready is not nil it
+// receives the listening address once serving.
+func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOut *os.File, ready chan<- string) error {
+	var cfg *config.Config
+	var banner string
+	var closers []func()
+	defer func() {
+		for _, c := range closers {
+			c()
+		}
+	}()
+	switch {
+	case cfgPath != "":
+		c, err := config.Load(cfgPath)
+		if err != nil {
+			return err
+		}
+		cfg = c
+		banner = "keel: serving the fleet configured in " + cfgPath
+	case os.Getenv("ANTHROPIC_API_KEY") != "" || os.Getenv("OPENAI_API_KEY") != "":
+		cfg = realProvidersConfig()
+		banner = "keel: no --config; proxying to the real providers whose API keys are set (any model name passes through)"
+	default:
+		fleet, err := sim.New(sim.DefaultConfig())
+		if err != nil {
+			return err
+		}
+		srv, err := fleet.Start("127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		closers = append(closers, func() { srv.Close() })
+		cfg = simfleet.Config(fleet, srv.URL())
+		banner = "keel: no --config; serving an in-process SIMULATED fleet at " + srv.URL() + " (keel sim; not real models)"
+	}
+	if listenSet || cfg.Server.Listen == "" {
+		cfg.Server.Listen = listen
+	}
+	log := newLogger(logOut, cfg.Server.LogFormat, cfg.Server.LogLevel)
+	log.Info(banner)
+	m, err := keel.New(cfg, keel.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{
+		Handler:           m.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	log.Info("keel: listening", "addr", "http://"+ln.Addr().String())
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	// Drain: stop accepting, report not ready, let in-flight calls and
+	// streams finish within the shutdown timeout, then cut the rest.
+	m.SetReady(false)
+	grace := time.Duration(cfg.Server.ShutdownTimeout)
+	if grace <= 0 {
+		grace = 30 * time.Second
+	}
+	log.Info("keel: shutting down", "grace", grace.String())
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		log.Warn("keel: shutdown grace expired; remaining connections cut")
+	}
+	return nil
+}
+
+// realProvidersConfig proxies to the real APIs whose keys are in the environment.
+func realProvidersConfig() *config.Config {
+	cfg := &config.Config{}
+	if os.Getenv("ANTHROPIC_API_KEY") != "" {
+		cfg.Providers = append(cfg.Providers, config.Provider{Name: "anthropic", Type: "anthropic", APIKeyEnv: "ANTHROPIC_API_KEY"})
+	}
+	if os.Getenv("OPENAI_API_KEY") != "" {
+		cfg.Providers = append(cfg.Providers, config.Provider{Name: "openai", Type: "openai", APIKeyEnv: "OPENAI_API_KEY"})
+	}
+	cfg.ApplyDefaults()
+	return cfg
+}
+
+func newLogger(out *os.File, format, level string) *slog.Logger {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil || level == "" {
+		lv = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(out, opts))
+	}
+	return slog.New(slog.NewTextHandler(out, opts))
+}
+
+var _ = fmt.Sprintf

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/keelmesh/keel/sim"
+)
+
+func simCmd() *cobra.Command {
+	var cfgPath, listen string
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "Run the simulated provider fleet (both wire formats, regions, latency, faults) on loopback",
+		Long: `Run the simulated provider fleet.
+
+Region R is served at /r/R/v1/messages (Anthropic) and /r/R/v1/chat/completions
+(OpenAI); /v1/... serves from a model's first region. Control it at runtime:
+  POST /sim/regions/{name}/down | /sim/regions/{name}/up
+  POST /sim/faults   (JSON list of faults; replaces the current ones)
+  GET  /sim/faults, GET /sim/stats, POST /sim/reset`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := sim.DefaultConfig()
+			if cfgPath != "" {
+				data, err := os.ReadFile(cfgPath)
+				if err != nil {
+					return err
+				}
+				if cfg, err = sim.ParseConfig(data); err != nil {
+					return err
+				}
+			}
+			fleet, err := sim.New(cfg)
+			if err != nil {
+				return err
+			}
+			srv, err := fleet.Start(listen)
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			fmt.Fprintf(cmd.ErrOrStderr(), "keel sim: simulated fleet listening on %s\n", srv.URL())
+			for _, m := range fleet.Models() {
+				fmt.Fprintf(cmd.ErrOrStderr(), "  model %-12s capability %d  regions %v\n", m.Name, m.Capability, m.Regions)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			<-ctx.Done()
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&cfgPath, "config", "", "simulator YAML config (default: the built-in fleet of three models in three regions)")
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7879", "address to listen on")
+	return cmd
+}

@@ -1,0 +1,228 @@
+// Package config is Keel's one configuration file: the types it decodes into,
+// loading with strict checking, ${VAR} expansion, defaults and validation.
+//
+// A Config is plain data. Load and Parse return a fully defaulted and
+// validated value; after that it is safe for concurrent reads and must not be
+// mutated while shared. Nothing in the package blocks or starts goroutines.
+//
+// Every error names the key path (providers[0].timeouts.connect) and, when the
+// configuration came from a file, the file, line and column. Secrets (api_key,
+// header values) are held as Secret, which prints, logs and marshals as
+// "[redacted]"; no error message ever contains a configured value of a secret
+// field.
+//
+// The package imports only the standard library and github.com/goccy/go-yaml.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Defaults. A zero field in a Config means the default listed here; ApplyDefaults
+// writes them in.
+const (
+	DefaultListen              = "127.0.0.1:7878"
+	DefaultMaxBodyBytes        = 10 << 20 // 10 MiB
+	DefaultShutdownTimeout     = Duration(30 * time.Second)
+	DefaultLogFormat           = "text"
+	DefaultLogLevel            = "info"
+	DefaultAnthropicBaseURL    = "https://api.anthropic.com"
+	DefaultOpenAIBaseURL       = "https://api.openai.com/v1"
+	DefaultAnthropicVersion    = "2023-06-01"
+	DefaultMaxIdleConnsPerHost = 1024
+	DefaultConnectTimeout      = Duration(5 * time.Second)
+	DefaultResponseHeader      = Duration(60 * time.Second)
+	DefaultStreamIdle          = Duration(30 * time.Second)
+	DefaultRequestTimeout      = Duration(10 * time.Minute)
+	DefaultCapability          = 3
+	DefaultContextWindow       = 200000
+	DefaultRegion              = "default"
+	DefaultStrategy            = StrategyOrdered
+)
+
+// Provider types: the wire format a provider speaks.
+const (
+	TypeAnthropic = "anthropic"
+	TypeOpenAI    = "openai" // OpenAI-compatible: OpenAI, vLLM, Ollama, llama.cpp, hosted services
+)
+
+// Alias strategies.
+const (
+	StrategyOrdered = "ordered" // try the models in the listed order
+	StrategyLatency = "latency" // pick the model whose endpoints are currently fastest
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	Server    Server     `yaml:"server"`
+	Providers []Provider `yaml:"providers"`
+	Models    []Model    `yaml:"models"`
+	Aliases   []Alias    `yaml:"aliases"`
+
+	// src locates keys in the file this Config was parsed from; nil when built in code.
+	src *source
+}
+
+// Server configures the HTTP front of `keel serve` and process-wide logging.
+type Server struct {
+	// Listen is the host:port to listen on; default "127.0.0.1:7878".
+	Listen string `yaml:"listen"`
+	// MaxBodyBytes caps a request body; default 10 MiB.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// ShutdownTimeout bounds a graceful shutdown; default 30s.
+	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// LogFormat is "text" (default) or "json".
+	LogFormat string `yaml:"log_format"`
+	// LogLevel is "debug", "info" (default), "warn" or "error".
+	LogLevel string `yaml:"log_level"`
+}
+
+// Provider is one upstream API account: a wire format, a base URL and credentials.
+type Provider struct {
+	// Name is unique among providers and required; endpoints refer to it.
+	// Letters, digits, '.', '_' and '-'.
+	Name string `yaml:"name"`
+	// Type is the wire format: "anthropic" or "openai" (any OpenAI-compatible server).
+	Type string `yaml:"type"`
+	// BaseURL defaults to https://api.anthropic.com for anthropic and
+	// https://api.openai.com/v1 for openai. May use ${VAR}.
+	BaseURL string `yaml:"base_url"`
+	// APIKeyEnv names the environment variable holding the key, read at call
+	// time by Key. Mutually exclusive with APIKey.
+	APIKeyEnv string `yaml:"api_key_env"`
+	// APIKey is the key itself, literal or "${VAR}" (expanded at load time).
+	APIKey Secret `yaml:"api_key"`
+	// AnthropicVersion, when set, is forced as the anthropic-version header
+	// upstream; when empty the client's header is passed on, and
+	// DefaultAnthropicVersion is sent if the client sent none. Anthropic only.
+	AnthropicVersion string `yaml:"anthropic_version"`
+	// Headers are extra headers sent upstream. Values may use ${VAR} and are
+	// secrets (an Authorization header is typical), so they print redacted.
+	Headers map[string]Secret `yaml:"headers"`
+	// Timeouts bound each upstream attempt.
+	Timeouts Timeouts `yaml:"timeouts"`
+	// MaxConnsPerHost caps connections to one upstream host; 0 (default) is unlimited.
+	MaxConnsPerHost int `yaml:"max_conns_per_host"`
+	// MaxIdleConnsPerHost caps idle kept-alive connections; default 1024.
+	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host"`
+}
+
+// Timeouts bound one upstream attempt. Zero means the default.
+type Timeouts struct {
+	// Connect bounds dialing and the TLS handshake; default 5s.
+	Connect Duration `yaml:"connect"`
+	// ResponseHeader bounds the wait for the response headers; default 60s.
+	ResponseHeader Duration `yaml:"response_header"`
+	// StreamIdle is the longest gap allowed between two stream events; default 30s.
+	StreamIdle Duration `yaml:"stream_idle"`
+	// Request bounds a whole attempt, body included; default 10m.
+	Request Duration `yaml:"request"`
+}
+
+// Model is a model name clients can ask for, served by one or more endpoints.
+type Model struct {
+	// Name is what clients put in "model"; unique across models and aliases.
+	Name string `yaml:"name"`
+	// Capability is a tier from 1 (weakest) to 5 (strongest); default 3.
+	Capability int `yaml:"capability"`
+	// ContextWindow is the context size in tokens; default 200000.
+	ContextWindow int `yaml:"context_window"`
+	// Price is the list price, used for cost reports.
+	Price Price `yaml:"price"`
+	// Endpoints are the places this model is served; at least one.
+	Endpoints []Endpoint `yaml:"endpoints"`
+}
+
+// Price is a model's price in US dollars per million tokens.
+type Price struct {
+	InputPerMTok  float64 `yaml:"input_per_mtok"`
+	OutputPerMTok float64 `yaml:"output_per_mtok"`
+}
+
+// Endpoint is one way to reach a model: a provider, in a region, under the
+// model name that provider uses.
+type Endpoint struct {
+	// Provider names an entry of Config.Providers; required.
+	Provider string `yaml:"provider"`
+	// Region labels the endpoint for routing and metrics; default "default".
+	// Letters, digits, '.', '_' and '-'.
+	Region string `yaml:"region"`
+	// UpstreamModel is the model name sent upstream; default the Model's name.
+	UpstreamModel string `yaml:"upstream_model"`
+	// BaseURL overrides the provider's base URL for this endpoint. May use ${VAR}.
+	BaseURL string `yaml:"base_url"`
+}
+
+// Alias is a client-facing name for an ordered fallback chain of models.
+type Alias struct {
+	// Name is what clients put in "model"; unique across models and aliases.
+	Name string `yaml:"name"`
+	// Models is the fallback chain, most preferred first; at least one.
+	Models []string `yaml:"models"`
+	// Strategy is "ordered" (default) or "latency".
+	Strategy string `yaml:"strategy"`
+}
+
+// ID returns the endpoint's stable identifier, model/region/provider, used in
+// health tracking, metrics and logs. An empty region counts as "default".
+// Region and provider names cannot contain '/', so the ID splits unambiguously
+// from the right even when the model name contains '/'.
+func (e Endpoint) ID(model string) string {
+	region := e.Region
+	if region == "" {
+		region = DefaultRegion
+	}
+	return model + "/" + region + "/" + e.Provider
+}
+
+// ErrKeyEnvUnset reports that a provider's api_key_env names an environment
+// variable that is not set (or is empty).
+var ErrKeyEnvUnset = errors.New("api key environment variable not set")
+
+// Key returns the provider's API key: the value of the environment variable
+// named by APIKeyEnv, read now, or APIKey. It returns "" and no error when the
+// provider has no key configured (a local server). The error names the
+// variable, never a value, and wraps ErrKeyEnvUnset.
+func (p Provider) Key() (string, error) {
+	if p.APIKeyEnv != "" {
+		v := os.Getenv(p.APIKeyEnv)
+		if v == "" {
+			return "", fmt.Errorf("provider %q: %w: %s", p.Name, ErrKeyEnvUnset, p.APIKeyEnv)
+		}
+		return v, nil
+	}
+	return p.APIKey.Value(), nil
+}
+
+// Provider returns the provider with the given name, or nil.
+func (c *Config) Provider(name string) *Provider {
+	for i := range c.Providers {
+		if c.Providers[i].Name == name {
+			return &c.Providers[i]
+		}
+	}
+	return nil
+}
+
+// Model returns the model with the given name, or nil.
+func (c *Config) Model(name string) *Model {
+	for i := range c.Models {
+		if c.Models[i].Name == name {
+			return &c.Models[i]
+		}
+	}
+	return nil
+}
+
+// Alias returns the alias with the given name, or nil.
+func (c *Config) Alias(name string) *Alias {
+	for i := range c.Aliases {
+		if c.Aliases[i].Name == name {
+			return &c.Aliases[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,63 @@
+package config
+
+// ApplyDefaults replaces every zero field that has a documented default by
+// that default. It leaves invalid values (negative sizes, unknown types) for
+// Validate to report, and is idempotent.
+func (c *Config) ApplyDefaults() {
+	s := &c.Server
+	setString(&s.Listen, DefaultListen)
+	if s.MaxBodyBytes == 0 {
+		s.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	setDuration(&s.ShutdownTimeout, DefaultShutdownTimeout)
+	setString(&s.LogFormat, DefaultLogFormat)
+	setString(&s.LogLevel, DefaultLogLevel)
+
+	for i := range c.Providers {
+		p := &c.Providers[i]
+		if p.BaseURL == "" {
+			switch p.Type {
+			case TypeAnthropic:
+				p.BaseURL = DefaultAnthropicBaseURL
+			case TypeOpenAI:
+				p.BaseURL = DefaultOpenAIBaseURL
+			}
+		}
+		setDuration(&p.Timeouts.Connect, DefaultConnectTimeout)
+		setDuration(&p.Timeouts.ResponseHeader, DefaultResponseHeader)
+		setDuration(&p.Timeouts.StreamIdle, DefaultStreamIdle)
+		setDuration(&p.Timeouts.Request, DefaultRequestTimeout)
+		if p.MaxIdleConnsPerHost == 0 {
+			p.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
+		}
+	}
+	for i := range c.Models {
+		m := &c.Models[i]
+		if m.Capability == 0 {
+			m.Capability = DefaultCapability
+		}
+		if m.ContextWindow == 0 {
+			m.ContextWindow = DefaultContextWindow
+		}
+		for j := range m.Endpoints {
+			e := &m.Endpoints[j]
+			setString(&e.Region, DefaultRegion)
+			setString(&e.UpstreamModel, m.Name)
+		}
+	}
+	for i := range c.Aliases {
+		setString(&c.Aliases[i].Strategy, DefaultStrategy)
+	}
+}
+
+func setString(p *string, def string) {
+	if *p == "" {
+		*p = def
+	}
+}
+
+func setDuration(p *Duration, def Duration) {
+	if *p == 0 {
+		*p = def
+	}
+}

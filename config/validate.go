@@ -1,0 +1,358 @@
+package config
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Validate checks the whole configuration and returns every problem found,
+// joined with errors.Join and ordered by position in the file; nil when the
+// configuration is valid. Each problem is an *Error naming the key path and
+// what was expected. A zero field counts as its default, so Validate accepts
+// a Config before and after ApplyDefaults alike.
+func (c *Config) Validate() error {
+	return joinSorted(c.problems())
+}
+
+func (c *Config) problems() []error {
+	v := &validator{c: c}
+	v.server()
+	v.providers()
+	v.models()
+	v.aliases()
+	return v.errs
+}
+
+type validator struct {
+	c    *Config
+	errs []error
+}
+
+func (v *validator) add(path, format string, args ...any) {
+	v.errs = append(v.errs, v.c.errAt(path, format, args...))
+}
+
+func (v *validator) nonNegative(path string, n int64) {
+	if n < 0 {
+		v.add(path, "must not be negative, got %d", n)
+	}
+}
+
+func (v *validator) duration(path string, d Duration) {
+	if d < 0 {
+		v.add(path, "must not be negative, got %s", d)
+	}
+}
+
+func (v *validator) server() {
+	s := v.c.Server
+	if s.Listen != "" {
+		if err := checkListen(s.Listen); err != "" {
+			v.add("server.listen", "%s", err)
+		}
+	}
+	v.nonNegative("server.max_body_bytes", s.MaxBodyBytes)
+	v.duration("server.shutdown_timeout", s.ShutdownTimeout)
+	switch s.LogFormat {
+	case "", "text", "json":
+	default:
+		v.add("server.log_format", "expected text or json, got %q", s.LogFormat)
+	}
+	switch s.LogLevel {
+	case "", "debug", "info", "warn", "error":
+	default:
+		v.add("server.log_level", "expected debug, info, warn or error, got %q", s.LogLevel)
+	}
+}
+
+func checkListen(s string) string {
+	const want = "expected host:port such as \"127.0.0.1:7878\" or \":7878\""
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Sprintf("%s, got %q", want, s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Sprintf("%s, got port %q (expected a number from 0 to 65535)", want, port)
+	}
+	return ""
+}
+
+func (v *validator) providers() {
+	first := map[string]string{}
+	for i, p := range v.c.Providers {
+		base := fmt.Sprintf("providers[%d]", i)
+		v.name(base+".name", "provider", p.Name, first)
+		switch p.Type {
+		case TypeAnthropic, TypeOpenAI:
+		case "":
+			v.add(base+".type", "required: expected anthropic or openai")
+		default:
+			v.add(base+".type", "unknown provider type %q: expected anthropic or openai", p.Type)
+		}
+		if p.BaseURL != "" {
+			if err := checkURL(p.BaseURL); err != "" {
+				v.add(base+".base_url", "%s", err)
+			}
+		}
+		if p.APIKeyEnv != "" {
+			if p.APIKey != "" {
+				v.add(base+".api_key_env", "api_key and api_key_env are mutually exclusive: set one of them")
+			}
+			// The value is not quoted: a common mistake is to paste the key itself here.
+			if !validEnvName(p.APIKeyEnv) {
+				v.add(base+".api_key_env", "expected the name of an environment variable such as ANTHROPIC_API_KEY (letters, digits and '_'); a literal key belongs in api_key")
+			}
+		}
+		if p.AnthropicVersion != "" {
+			if p.Type == TypeOpenAI {
+				v.add(base+".anthropic_version", "applies only to providers of type anthropic")
+			} else if _, err := time.Parse(time.DateOnly, p.AnthropicVersion); err != nil {
+				v.add(base+".anthropic_version", "expected a date such as %q, got %q", DefaultAnthropicVersion, p.AnthropicVersion)
+			}
+		}
+		for _, name := range sortedKeys(p.Headers) {
+			path := base + ".headers." + name
+			if !validHeaderName(name) {
+				v.add(path, "invalid header name: expected letters, digits and !#$%%&'*+-.^_`|~")
+			}
+			if strings.ContainsAny(p.Headers[name].Value(), "\r\n\x00") {
+				v.add(path, "header value must not contain line breaks or NUL")
+			}
+		}
+		v.duration(base+".timeouts.connect", p.Timeouts.Connect)
+		v.duration(base+".timeouts.response_header", p.Timeouts.ResponseHeader)
+		v.duration(base+".timeouts.stream_idle", p.Timeouts.StreamIdle)
+		v.duration(base+".timeouts.request", p.Timeouts.Request)
+		v.nonNegative(base+".max_conns_per_host", int64(p.MaxConnsPerHost))
+		v.nonNegative(base+".max_idle_conns_per_host", int64(p.MaxIdleConnsPerHost))
+	}
+}
+
+// name checks a required, unique name. seen maps names to the path of their
+// first definition.
+func (v *validator) name(path, what, name string, seen map[string]string) {
+	switch {
+	case name == "":
+		v.add(path, "required: every %s needs a name", what)
+		return
+	case what == "provider" && !validLabel(name):
+		v.add(path, "invalid provider name %q: expected letters, digits, '.', '_' and '-'", name)
+	case what != "provider" && strings.IndexFunc(name, isSpaceOrControl) >= 0:
+		v.add(path, "invalid %s name %q: must not contain spaces or control characters", what, name)
+	}
+	if prev, ok := seen[name]; ok {
+		v.add(path, "duplicate %s name %q (first defined at %s)", what, name, v.where(prev))
+		return
+	}
+	seen[name] = path
+}
+
+// where describes a path for a message: "line N" when known, else the path.
+func (v *validator) where(path string) string {
+	if p, ok := v.c.src.lookup(path); ok {
+		return fmt.Sprintf("%s, line %d", strings.TrimSuffix(path, ".name"), p.line)
+	}
+	return strings.TrimSuffix(path, ".name")
+}
+
+func (v *validator) models() {
+	first := map[string]string{}
+	for i, m := range v.c.Models {
+		base := fmt.Sprintf("models[%d]", i)
+		v.name(base+".name", "model", m.Name, first)
+		if m.Capability != 0 && (m.Capability < 1 || m.Capability > 5) {
+			v.add(base+".capability", "expected a tier from 1 to 5, got %d", m.Capability)
+		}
+		v.nonNegative(base+".context_window", int64(m.ContextWindow))
+		v.price(base+".price.input_per_mtok", m.Price.InputPerMTok)
+		v.price(base+".price.output_per_mtok", m.Price.OutputPerMTok)
+		if len(m.Endpoints) == 0 {
+			v.add(base+".endpoints", "required: at least one endpoint")
+		}
+		ids := map[string]bool{}
+		for j, e := range m.Endpoints {
+			ep := fmt.Sprintf("%s.endpoints[%d]", base, j)
+			switch {
+			case e.Provider == "":
+				v.add(ep+".provider", "required: expected the name of a provider")
+			case v.c.Provider(e.Provider) == nil:
+				v.add(ep+".provider", "unknown provider %q%s", e.Provider, v.didYouMean(e.Provider, v.providerNames()))
+			}
+			if e.Region != "" && !validLabel(e.Region) {
+				v.add(ep+".region", "invalid region %q: expected letters, digits, '.', '_' and '-'", e.Region)
+			}
+			if e.BaseURL != "" {
+				if err := checkURL(e.BaseURL); err != "" {
+					v.add(ep+".base_url", "%s", err)
+				}
+			}
+			id := e.ID(m.Name)
+			if ids[id] {
+				v.add(ep, "duplicate endpoint %s: each provider may serve a model once per region", id)
+			}
+			ids[id] = true
+		}
+	}
+}
+
+func (v *validator) price(path string, p float64) {
+	if math.IsNaN(p) || math.IsInf(p, 0) || p < 0 {
+		v.add(path, "expected a price of 0 or more, got %v", p)
+	}
+}
+
+func (v *validator) aliases() {
+	first := map[string]string{}
+	for i, a := range v.c.Aliases {
+		base := fmt.Sprintf("aliases[%d]", i)
+		v.name(base+".name", "alias", a.Name, first)
+		if a.Name != "" && v.c.Model(a.Name) != nil {
+			v.add(base+".name", "alias name %q is also a model name: names must be unique across models and aliases", a.Name)
+		}
+		if len(a.Models) == 0 {
+			v.add(base+".models", "required: at least one model")
+		}
+		listed := map[string]bool{}
+		for j, name := range a.Models {
+			path := fmt.Sprintf("%s.models[%d]", base, j)
+			switch {
+			case v.c.Model(name) != nil:
+			case v.c.Alias(name) != nil:
+				v.add(path, "%q is an alias: an alias lists models, not other aliases", name)
+			default:
+				v.add(path, "unknown model %q%s", name, v.didYouMean(name, v.modelNames()))
+			}
+			if listed[name] {
+				v.add(path, "model %q listed twice", name)
+			}
+			listed[name] = true
+		}
+		switch a.Strategy {
+		case "", StrategyOrdered, StrategyLatency:
+		default:
+			v.add(base+".strategy", "expected ordered or latency, got %q", a.Strategy)
+		}
+	}
+}
+
+func (v *validator) didYouMean(name string, names []string) string {
+	best, bestD := "", 3
+	for _, n := range names {
+		if d := editDistance(strings.ToLower(name), strings.ToLower(n)); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+func (v *validator) providerNames() []string {
+	var out []string
+	for _, p := range v.c.Providers {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+func (v *validator) modelNames() []string {
+	var out []string
+	for _, m := range v.c.Models {
+		out = append(out, m.Name)
+	}
+	return out
+}
+
+// checkURL returns what is wrong with a base URL, or "". It never quotes the
+// URL, which may have come from an environment variable.
+func checkURL(s string) string {
+	const want = "expected an absolute http or https URL such as \"https://api.anthropic.com\""
+	u, err := url.Parse(s)
+	if err != nil {
+		return want
+	}
+	switch {
+	case u.Scheme == "":
+		return want + ", got no scheme"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Sprintf("%s, got scheme %q", want, u.Scheme)
+	case u.Host == "":
+		return want + ", got no host"
+	case u.User != nil:
+		return "must not carry credentials (user:password@): put them in api_key or headers, which are kept secret"
+	case u.Fragment != "" || u.RawQuery != "":
+		return want + " without query or fragment"
+	}
+	return ""
+}
+
+// validLabel reports whether s is a provider or region name: letters,
+// digits, '.', '_' and '-' (never '/', which separates endpoint IDs).
+func validLabel(s string) bool {
+	for _, r := range s {
+		switch {
+		case r == '.', r == '_', r == '-':
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
+// validHeaderName reports whether s is an HTTP field name (RFC 9110 token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func isSpaceOrControl(r rune) bool {
+	return r <= ' ' || r == 0x7f || r == 0x85 || r == 0xa0 || r == 0x2028 || r == 0x2029
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// joinSorted joins errors ordered by line and column; errors without a
+// position keep their relative order after the located ones.
+func joinSorted(errs []error) error {
+	key := func(err error) (int, int) {
+		var e *Error
+		if errors.As(err, &e) && e.Line > 0 {
+			return e.Line, e.Column
+		}
+		return math.MaxInt, 0
+	}
+	slices.SortStableFunc(errs, func(a, b error) int {
+		al, ac := key(a)
+		bl, bc := key(b)
+		return cmp.Or(cmp.Compare(al, bl), cmp.Compare(ac, bc))
+	})
+	return errors.Join(errs...)
+}

@@ -1,0 +1,65 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/keelmesh/keel/internal/llm"
+)
+
+// Behavior holds the per-request mesh options a client may set in the body
+// (`mesh_behavior`, or the object form of the Anthropic system) or in the
+// X-Mesh-Behavior header. Fields not yet acted on by the engine are parsed
+// and validated so clients get a clear error for a typo today.
+type Behavior struct {
+	DisableNormalization bool            `json:"disable_normalization,omitempty"`
+	MinRedundancy        int             `json:"min_redundancy,omitempty"`
+	PreferredRegion      string          `json:"preferred_region,omitempty"`
+	MinModelCapability   int             `json:"min_model_capability,omitempty"`
+	CalibrationID        string          `json:"calibration_id,omitempty"`
+	Fragment             *bool           `json:"fragment,omitempty"`
+	Hedge                *bool           `json:"hedge,omitempty"`
+	OutputSchema         json.RawMessage `json:"output_schema,omitempty"`
+	Debug                bool            `json:"debug,omitempty"`
+}
+
+// ParseBehavior merges the body's mesh_behavior and the X-Mesh-Behavior
+// header (the body wins per key). Unknown keys and wrong types are a 400.
+func ParseBehavior(body json.RawMessage, header string) (*Behavior, error) {
+	var b Behavior
+	if header != "" {
+		if err := decodeBehavior([]byte(header), &b, "X-Mesh-Behavior"); err != nil {
+			return nil, err
+		}
+	}
+	if len(body) > 0 && !bytes.Equal(bytes.TrimSpace(body), []byte("null")) {
+		if err := decodeBehavior(body, &b, "mesh_behavior"); err != nil {
+			return nil, err
+		}
+	}
+	if b.MinRedundancy < 0 {
+		return nil, badBehavior("mesh_behavior.min_redundancy: must be ≥ 0")
+	}
+	if b.MinModelCapability < 0 || b.MinModelCapability > 5 {
+		return nil, badBehavior("mesh_behavior.min_model_capability: must be between 1 and 5")
+	}
+	return &b, nil
+}
+
+func decodeBehavior(data []byte, b *Behavior, where string) error {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.DisallowUnknownFields()
+	if err := d.Decode(b); err != nil {
+		return badBehavior(fmt.Sprintf("%s: %v (known keys: disable_normalization, min_redundancy, preferred_region, min_model_capability, calibration_id, fragment, hedge, output_schema, debug)", where, err))
+	}
+	if d.More() {
+		return badBehavior(where + ": trailing data after the object")
+	}
+	return nil
+}
+
+func badBehavior(msg string) *llm.APIError {
+	return &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Message: msg, Param: "mesh_behavior"}
+}

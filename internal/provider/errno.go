@@ -1,0 +1,10 @@
+package provider
+
+import (
+	"errors"
+	"syscall"
+)
+
+func isRefused(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED)
+}

@@ -1,0 +1,434 @@
+// Package provider sends one attempt of a canonical request to one upstream
+// endpoint and returns its answer as canonical values: a complete response,
+// an event stream, or an error that says what went wrong.
+//
+// A Client is safe for concurrent use; it holds one shared, tuned
+// http.Transport (or any RoundTripper a test injects). A Stream is used by one
+// goroutine at a time and must be closed.
+package provider
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/wire/anthropic"
+	"github.com/keelmesh/keel/internal/wire/openai"
+)
+
+// Default Anthropic API version sent upstream when the client named none.
+const DefaultAnthropicVersion = "2023-06-01"
+
+// AnthropicVersionNoSampling is the API version that rejects temperature,
+// top_p and top_k outright (PROTOCOLS §0.1).
+const AnthropicVersionNoSampling = "2026-10-21"
+
+// Endpoint is one upstream: a model served by one provider in one region.
+// Endpoints are immutable once built.
+type Endpoint struct {
+	// ID is "model/region/provider", stable across reloads.
+	ID            string
+	Model         string // the name clients use
+	UpstreamModel string // the name sent upstream
+	Region        string
+	Provider      string
+	Format        llm.Format
+	// BaseURL is the provider base: https://api.anthropic.com for Anthropic
+	// (the path /v1/messages is appended) or https://api.openai.com/v1 for
+	// OpenAI (/chat/completions is appended).
+	BaseURL string
+	APIKey  string
+	// AnthropicVersion, when set, is always sent; otherwise the client's
+	// header, else DefaultAnthropicVersion.
+	AnthropicVersion string
+	Header           http.Header
+
+	// ResponseHeaderTimeout bounds the wait for response headers,
+	// StreamIdleTimeout the gap between stream events and RequestTimeout
+	// the whole attempt. Zero means no bound.
+	ResponseHeaderTimeout time.Duration
+	StreamIdleTimeout     time.Duration
+	RequestTimeout        time.Duration
+
+	Capability    int
+	ContextWindow int
+	InputPrice    float64 // per million tokens
+	OutputPrice   float64
+}
+
+// URL returns the endpoint's request URL.
+func (e *Endpoint) URL() string {
+	base := strings.TrimRight(e.BaseURL, "/")
+	if e.Format == llm.FormatOpenAI {
+		return base + "/chat/completions"
+	}
+	return base + "/v1/messages"
+}
+
+// TransportOptions tune the shared upstream transport.
+type TransportOptions struct {
+	ConnectTimeout      time.Duration // default 5s
+	MaxIdleConnsPerHost int           // default 1024
+	MaxConnsPerHost     int           // default 0, unlimited
+}
+
+// NewTransport returns the shared upstream transport: keep-alive pool sized
+// for thousands of concurrent streams, HTTP/2 negotiated over TLS when the
+// upstream offers it, no compression negotiation (SSE must not be buffered
+// by a gzip reader).
+func NewTransport(o TransportOptions) *http.Transport {
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = 5 * time.Second
+	}
+	if o.MaxIdleConnsPerHost == 0 {
+		o.MaxIdleConnsPerHost = 1024
+	}
+	d := &net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          4096,
+		MaxIdleConnsPerHost:   o.MaxIdleConnsPerHost,
+		MaxConnsPerHost:       o.MaxConnsPerHost,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   o.ConnectTimeout,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+		ReadBufferSize:        32 << 10,
+		WriteBufferSize:       32 << 10,
+	}
+}
+
+// Client sends attempts upstream.
+type Client struct {
+	rt http.RoundTripper
+}
+
+// NewClient returns a Client over rt (NewTransport's result in production,
+// the simulator's in-memory transport in tests).
+func NewClient(rt http.RoundTripper) *Client {
+	return &Client{rt: rt}
+}
+
+// Result is a successful attempt: exactly one of Response and Stream is set.
+type Result struct {
+	Status   int
+	Header   http.Header
+	Response *llm.Response
+	Stream   Stream
+	// Dropped lists request parameters removed because the endpoint's API
+	// version rejects them.
+	Dropped []string
+}
+
+// Stream yields canonical events. Next returns io.EOF after the wire's
+// clean terminator and an error wrapping io.ErrUnexpectedEOF when the stream
+// was cut. Close cancels the attempt and releases its connection.
+type Stream interface {
+	Next() (*llm.Event, error)
+	Close() error
+}
+
+// Kind classifies a failed attempt.
+type Kind uint8
+
+const (
+	// KindStatus: the upstream answered with an error status; see APIError.
+	KindStatus Kind = iota + 1
+	// KindConnect: no connection could be made (refused, DNS, TLS).
+	KindConnect
+	// KindReset: the connection broke before a complete answer.
+	KindReset
+	// KindTimeout: a header, idle or request timeout fired.
+	KindTimeout
+	// KindProtocol: the upstream's answer did not parse.
+	KindProtocol
+	// KindCanceled: the caller cancelled.
+	KindCanceled
+)
+
+var kindNames = [...]string{"", "status", "connect", "reset", "timeout", "protocol", "canceled"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
+// Error is a failed attempt.
+type Error struct {
+	Kind     Kind
+	Endpoint string
+	// API is set for KindStatus (and for error events inside a stream).
+	API *llm.APIError
+	Err error
+}
+
+func (e *Error) Error() string {
+	if e.API != nil {
+		return fmt.Sprintf("endpoint %s: %v", e.Endpoint, e.API)
+	}
+	return fmt.Sprintf("endpoint %s: %s: %v", e.Endpoint, e.Kind, e.Err)
+}
+
+func (e *Error) Unwrap() error {
+	if e.API != nil {
+		return e.API
+	}
+	return e.Err
+}
+
+// ErrIdleTimeout is the cause when a stream sent nothing for StreamIdleTimeout.
+var ErrIdleTimeout = errors.New("stream idle timeout")
+
+// errHeaderTimeout is the cause when response headers did not come in time.
+var errHeaderTimeout = errors.New("response header timeout")
+
+// Call holds what an attempt needs besides the request.
+type Call struct {
+	// ClientHeader is the client's request header: anthropic-version and
+	// anthropic-beta are passed on to Anthropic endpoints.
+	ClientHeader http.Header
+}
+
+// Do sends req to ep. The request is not modified. On success with a stream
+// the caller owns Result.Stream; ctx must stay live while it is read.
+func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Call) (*Result, error) {
+	out := *req
+	out.Model = ep.UpstreamModel
+	var dropped []string
+	version := ""
+	if ep.Format == llm.FormatAnthropic {
+		version = ep.AnthropicVersion
+		if version == "" && call.ClientHeader != nil {
+			version = call.ClientHeader.Get("anthropic-version")
+		}
+		if version == "" {
+			version = DefaultAnthropicVersion
+		}
+		if version == AnthropicVersionNoSampling {
+			if out.Temperature != nil {
+				dropped = append(dropped, "temperature")
+				out.Temperature = nil
+			}
+			if out.TopP != nil {
+				dropped = append(dropped, "top_p")
+				out.TopP = nil
+			}
+			if out.TopK != nil {
+				dropped = append(dropped, "top_k")
+				out.TopK = nil
+			}
+		}
+		if !out.HasMaxTokens {
+			// An OpenAI-format client may omit it; Anthropic requires it.
+			out.MaxTokens, out.HasMaxTokens = 4096, true
+		}
+	} else if out.Stream {
+		// Usage is only sent on streams that ask for it; the mesh needs it.
+		out.IncludeUsage = true
+	}
+	var body []byte
+	var err error
+	if ep.Format == llm.FormatOpenAI {
+		body, err = openai.EncodeRequest(&out)
+	} else {
+		body, err = anthropic.EncodeRequest(&out)
+	}
+	if err != nil {
+		return nil, &Error{Kind: KindProtocol, Endpoint: ep.ID, Err: fmt.Errorf("encoding request: %w", err)}
+	}
+
+	actx, cancel := context.WithCancelCause(ctx)
+	var stopReq func() bool
+	if ep.RequestTimeout > 0 {
+		t := time.AfterFunc(ep.RequestTimeout, func() { cancel(context.DeadlineExceeded) })
+		stopReq = t.Stop
+	}
+	release := func() {
+		if stopReq != nil {
+			stopReq()
+		}
+		cancel(context.Canceled)
+	}
+	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, ep.URL(), bytes.NewReader(body))
+	if err != nil {
+		release()
+		return nil, &Error{Kind: KindConnect, Endpoint: ep.ID, Err: err}
+	}
+	h := hreq.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json")
+	if ep.Format == llm.FormatAnthropic {
+		h.Set("anthropic-version", version)
+		if ep.APIKey != "" {
+			h.Set("x-api-key", ep.APIKey)
+		}
+		if call.ClientHeader != nil {
+			if b := call.ClientHeader.Values("anthropic-beta"); len(b) > 0 {
+				h["Anthropic-Beta"] = b
+			}
+		}
+	} else if ep.APIKey != "" {
+		h.Set("Authorization", "Bearer "+ep.APIKey)
+	}
+	for k, v := range ep.Header {
+		h[k] = v
+	}
+
+	var hdrTimer *time.Timer
+	if ep.ResponseHeaderTimeout > 0 {
+		hdrTimer = time.AfterFunc(ep.ResponseHeaderTimeout, func() { cancel(errHeaderTimeout) })
+	}
+	resp, err := c.rt.RoundTrip(hreq)
+	if hdrTimer != nil {
+		hdrTimer.Stop()
+	}
+	if err != nil {
+		cause := context.Cause(actx)
+		release()
+		return nil, classifyTransportErr(ep.ID, err, cause, ctx)
+	}
+	res := &Result{Status: resp.StatusCode, Header: resp.Header, Dropped: dropped}
+	if resp.StatusCode != http.StatusOK {
+		b, rerr := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		release()
+		if rerr != nil && len(b) == 0 {
+			return nil, classifyTransportErr(ep.ID, rerr, context.Cause(actx), ctx)
+		}
+		var apiErr *llm.APIError
+		if ep.Format == llm.FormatOpenAI {
+			apiErr = openai.ParseError(resp.StatusCode, resp.Header, b)
+		} else {
+			apiErr = anthropic.ParseError(resp.StatusCode, resp.Header, b)
+		}
+		return nil, &Error{Kind: KindStatus, Endpoint: ep.ID, API: apiErr}
+	}
+	if !req.Stream {
+		b, rerr := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if rerr != nil {
+			cause := context.Cause(actx)
+			release()
+			return nil, classifyTransportErr(ep.ID, rerr, cause, ctx)
+		}
+		release()
+		var r *llm.Response
+		if ep.Format == llm.FormatOpenAI {
+			r, err = openai.ParseResponse(b)
+		} else {
+			r, err = anthropic.ParseResponse(b)
+		}
+		if err != nil {
+			return nil, &Error{Kind: KindProtocol, Endpoint: ep.ID, Err: fmt.Errorf("parsing response: %w", err)}
+		}
+		res.Response = r
+		return res, nil
+	}
+	s := &stream{
+		ep:      ep,
+		body:    resp.Body,
+		ctx:     actx,
+		parent:  ctx,
+		cancel:  cancel,
+		release: release,
+		idle:    ep.StreamIdleTimeout,
+	}
+	if ep.Format == llm.FormatOpenAI {
+		s.next = openai.NewStreamReader(resp.Body).Next
+	} else {
+		s.next = anthropic.NewStreamReader(resp.Body).Next
+	}
+	if s.idle > 0 {
+		s.idleTimer = time.AfterFunc(s.idle, func() { cancel(ErrIdleTimeout) })
+	}
+	res.Stream = s
+	return res, nil
+}
+
+type stream struct {
+	ep        *Endpoint
+	body      io.ReadCloser
+	ctx       context.Context
+	parent    context.Context
+	cancel    context.CancelCauseFunc
+	release   func()
+	next      func() (*llm.Event, error)
+	idle      time.Duration
+	idleTimer *time.Timer
+	done      bool
+}
+
+func (s *stream) Next() (*llm.Event, error) {
+	if s.done {
+		return nil, io.EOF
+	}
+	ev, err := s.next()
+	if err != nil {
+		if err == io.EOF {
+			s.done = true
+			return nil, io.EOF
+		}
+		cause := context.Cause(s.ctx)
+		if errors.Is(err, io.ErrUnexpectedEOF) && cause == nil {
+			return nil, &Error{Kind: KindReset, Endpoint: s.ep.ID, Err: err}
+		}
+		return nil, classifyTransportErr(s.ep.ID, err, cause, s.parent)
+	}
+	if s.idleTimer != nil {
+		s.idleTimer.Reset(s.idle)
+	}
+	if ev.Type == llm.EventError && ev.Err != nil {
+		return ev, nil
+	}
+	return ev, nil
+}
+
+func (s *stream) Close() error {
+	if s.idleTimer != nil {
+		s.idleTimer.Stop()
+	}
+	s.cancel(context.Canceled)
+	// Drain a bounded amount so a finished connection returns to the pool.
+	if s.done {
+		io.CopyN(io.Discard, s.body, 4<<10)
+	}
+	err := s.body.Close()
+	s.release()
+	return err
+}
+
+func classifyTransportErr(id string, err, cause error, parent context.Context) *Error {
+	switch {
+	case parent.Err() != nil:
+		return &Error{Kind: KindCanceled, Endpoint: id, Err: context.Cause(parent)}
+	case errors.Is(cause, ErrIdleTimeout):
+		return &Error{Kind: KindTimeout, Endpoint: id, Err: ErrIdleTimeout}
+	case errors.Is(cause, errHeaderTimeout), errors.Is(cause, context.DeadlineExceeded):
+		return &Error{Kind: KindTimeout, Endpoint: id, Err: cause}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return &Error{Kind: KindTimeout, Endpoint: id, Err: err}
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return &Error{Kind: KindConnect, Endpoint: id, Err: err}
+	}
+	if isRefused(err) {
+		return &Error{Kind: KindConnect, Endpoint: id, Err: err}
+	}
+	return &Error{Kind: KindReset, Endpoint: id, Err: err}
+}

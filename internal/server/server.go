@@ -1,0 +1,391 @@
+// Package server is Keel's HTTP front: it speaks the Anthropic Messages and
+// OpenAI Chat Completions APIs to clients, hands each call to the engine and
+// writes the answer back in the client's wire format, streaming event by
+// event.
+//
+// A Server is safe for concurrent use. Each request's context is the
+// upstream attempt's parent: a client that goes away cancels its upstream
+// request at once.
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/provider"
+	"github.com/keelmesh/keel/internal/sse"
+	"github.com/keelmesh/keel/internal/wire/anthropic"
+	"github.com/keelmesh/keel/internal/wire/openai"
+)
+
+// DefaultMaxBodyBytes bounds a request body when Options.MaxBodyBytes is 0.
+const DefaultMaxBodyBytes = 10 << 20
+
+// Options configure a Server.
+type Options struct {
+	Engine       *engine.Engine
+	Logger       *slog.Logger
+	MaxBodyBytes int64
+}
+
+// Server is the HTTP handler.
+type Server struct {
+	eng     *engine.Engine
+	log     *slog.Logger
+	maxBody int64
+	ready   atomic.Bool
+	seq     atomic.Uint64
+	idBase  string
+}
+
+// New returns a ready Server.
+func New(o Options) *Server {
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{eng: o.Engine, log: log, maxBody: o.MaxBodyBytes, idBase: strconv.FormatInt(time.Now().UnixNano()&0xffffffffff, 36)}
+	s.ready.Store(true)
+	return s
+}
+
+// SetReady flips /readyz; a draining server reports not ready.
+func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+// ServeHTTP routes a request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.Path
+	switch {
+	case strings.HasSuffix(path, "/v1/messages") && (path == "/v1/messages" || s.embedded(r)):
+		s.api(w, r, llm.FormatAnthropic)
+	case strings.HasSuffix(path, "/chat/completions") && (path == "/v1/chat/completions" || s.embedded(r)):
+		s.api(w, r, llm.FormatOpenAI)
+	case path == "/v1/models" || strings.HasSuffix(path, "/v1/models") && s.embedded(r):
+		if !allow(w, r, llm.FormatOpenAI, http.MethodGet) {
+			return
+		}
+		s.listModels(w, r)
+	case path == "/healthz":
+		if allowPlain(w, r) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			io.WriteString(w, "ok\n")
+		}
+	case path == "/readyz":
+		if allowPlain(w, r) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			if !s.ready.Load() {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				io.WriteString(w, "draining\n")
+				return
+			}
+			io.WriteString(w, "ready\n")
+		}
+	default:
+		f := llm.FormatOpenAI
+		if r.Header.Get("anthropic-version") != "" {
+			f = llm.FormatAnthropic
+		}
+		writeError(w, f, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Message: "no route for " + r.Method + " " + path})
+	}
+}
+
+// embeddedKey marks requests that come through the in-process transport,
+// whose paths keep the SDK's base-URL prefix.
+type embeddedKey struct{}
+
+// EmbeddedContextKey is set (to true) in the context of requests served
+// through Keel's embedded transport.
+var EmbeddedContextKey = embeddedKey{}
+
+func (s *Server) embedded(r *http.Request) bool {
+	v, _ := r.Context().Value(EmbeddedContextKey).(bool)
+	return v
+}
+
+func allow(w http.ResponseWriter, r *http.Request, f llm.Format, method string) bool {
+	if r.Method == method {
+		return true
+	}
+	w.Header().Set("Allow", method)
+	writeError(w, f, &llm.APIError{Status: http.StatusMethodNotAllowed, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest,
+		Message: fmt.Sprintf("method %s not allowed on %s; use %s", r.Method, r.URL.Path, method)})
+	return false
+}
+
+func allowPlain(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	return false
+}
+
+// writeError writes e in format f with the right status.
+func writeError(w http.ResponseWriter, f llm.Format, e *llm.APIError) {
+	var body []byte
+	if f == llm.FormatAnthropic {
+		body = anthropic.EncodeError(e)
+	} else {
+		body = openai.EncodeError(e)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if e.MeshCode != "" {
+		h.Set("X-Mesh-Error-Code", e.MeshCode)
+	}
+	status := e.Status
+	if status < 400 || status > 599 {
+		status = llm.TypeStatus(e.Type)
+	}
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+func (s *Server) requestID() string {
+	return "mesh_" + s.idBase + "_" + strconv.FormatUint(s.seq.Add(1), 36)
+}
+
+// api serves POST /v1/messages and POST /v1/chat/completions.
+func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
+	if !allow(w, r, f, http.MethodPost) {
+		return
+	}
+	start := time.Now()
+	rid := s.requestID()
+	w.Header().Set("X-Mesh-Request-Id", rid)
+	body, err := readBody(r, s.maxBody)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, f, &llm.APIError{Status: http.StatusRequestEntityTooLarge, Type: llm.ErrTooLarge, MeshCode: llm.MeshBadRequest,
+				Message: fmt.Sprintf("request body exceeds the limit of %d bytes", s.maxBody)})
+			return
+		}
+		writeError(w, f, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Message: "reading request body: " + err.Error()})
+		return
+	}
+	var req *llm.Request
+	if f == llm.FormatAnthropic {
+		req, err = anthropic.ParseRequest(body)
+	} else {
+		req, err = openai.ParseRequest(body)
+	}
+	if err != nil {
+		writeError(w, f, asAPIError(err))
+		return
+	}
+	if _, err := engine.ParseBehavior(req.MeshBehavior, r.Header.Get("X-Mesh-Behavior")); err != nil {
+		writeError(w, f, asAPIError(err))
+		return
+	}
+	out, err := s.eng.Do(r.Context(), req, provider.Call{ClientHeader: r.Header})
+	if err != nil {
+		ae := asAPIError(err)
+		if ae.MeshCode == llm.MeshFallbackExhausted {
+			// Keel already retried elsewhere: SDK retries would multiply the load.
+			w.Header().Set("X-Should-Retry", "false")
+		}
+		writeError(w, f, ae)
+		s.logRequest(r, rid, req, nil, ae, start)
+		return
+	}
+	h := w.Header()
+	h.Set("X-Mesh-Model", out.Endpoint.Model)
+	h.Set("X-Mesh-Region", out.Endpoint.Region)
+	h.Set("X-Mesh-Provider", out.Endpoint.Provider)
+	h.Set("X-Mesh-Attempts", strconv.Itoa(out.Attempts))
+	if out.Fallback != "" {
+		h.Set("X-Mesh-Fallback", out.Fallback)
+	}
+	if len(out.Result.Dropped) > 0 {
+		h.Set("X-Mesh-Dropped", strings.Join(out.Result.Dropped, ","))
+	}
+	if id := upstreamRequestID(out.Result.Header); id != "" {
+		if f == llm.FormatAnthropic {
+			h.Set("Request-Id", id)
+		} else {
+			h.Set("X-Request-Id", id)
+		}
+	}
+	if out.Result.Stream == nil {
+		var b []byte
+		if f == llm.FormatAnthropic {
+			b, err = anthropic.EncodeResponse(out.Result.Response)
+		} else {
+			b, err = openai.EncodeResponse(out.Result.Response)
+		}
+		if err != nil {
+			writeError(w, f, &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshUpstreamProtocolFailed, Message: "encoding response: " + err.Error()})
+			return
+		}
+		h.Set("Content-Type", "application/json")
+		h.Set("Content-Length", strconv.Itoa(len(b)))
+		w.WriteHeader(http.StatusOK)
+		w.Write(b)
+		s.logRequest(r, rid, req, out, nil, start)
+		return
+	}
+	s.stream(w, r, f, req, out)
+	s.logRequest(r, rid, req, out, nil, start)
+}
+
+// stream copies the upstream's events to the client, one flush per event.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, f llm.Format, req *llm.Request, out *engine.Outcome) {
+	st := out.Result.Stream
+	defer st.Close()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	sw := sse.NewWriter(w, rc.Flush)
+	var write func(*llm.Event) error
+	if f == llm.FormatAnthropic {
+		write = anthropic.NewStreamWriter(sw, anthropic.StreamOptions{}).Write
+	} else {
+		write = openai.NewStreamWriter(sw, openai.StreamOptions{IncludeUsage: req.IncludeUsage}).Write
+	}
+	for {
+		ev, err := st.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			// The upstream broke after bytes reached the client: end with
+			// the wire's error event, never a fake clean finish.
+			ae := &llm.APIError{Status: http.StatusOK, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted, Message: "upstream stream failed: " + err.Error()}
+			var pe *provider.Error
+			if errors.As(err, &pe) && pe.Kind == provider.KindCanceled {
+				return
+			}
+			write(&llm.Event{Type: llm.EventError, Err: ae})
+			return
+		}
+		if err := write(ev); err != nil {
+			// The client went away; the deferred Close cancels upstream.
+			return
+		}
+		if ev.Type == llm.EventError {
+			return
+		}
+	}
+}
+
+func (s *Server) logRequest(r *http.Request, rid string, req *llm.Request, out *engine.Outcome, ae *llm.APIError, start time.Time) {
+	if !s.log.Enabled(r.Context(), slog.LevelInfo) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("request_id", rid),
+		slog.String("path", r.URL.Path),
+		slog.String("model", req.Model),
+		slog.Bool("stream", req.Stream),
+		slog.Duration("latency", time.Since(start)),
+	}
+	if out != nil {
+		attrs = append(attrs, slog.String("served_by", out.Endpoint.ID), slog.Int("attempts", out.Attempts))
+		if out.Fallback != "" {
+			attrs = append(attrs, slog.String("fallback", out.Fallback))
+		}
+	}
+	if ae != nil {
+		attrs = append(attrs, slog.Int("status", ae.Status), slog.String("error", ae.Message))
+		if ae.MeshCode != "" {
+			attrs = append(attrs, slog.String("mesh_error_code", ae.MeshCode))
+		}
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+}
+
+func upstreamRequestID(h http.Header) string {
+	if h == nil {
+		return ""
+	}
+	if id := h.Get("Request-Id"); id != "" {
+		return id
+	}
+	return h.Get("X-Request-Id")
+}
+
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	rd := http.MaxBytesReader(nil, r.Body, limit)
+	if r.ContentLength > 0 {
+		b := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(rd, b); err != nil {
+			return nil, err
+		}
+		// Anything beyond the declared length is an error in net/http already.
+		return b, nil
+	}
+	return io.ReadAll(rd)
+}
+
+func asAPIError(err error) *llm.APIError {
+	var ae *llm.APIError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	return &llm.APIError{Status: http.StatusInternalServerError, Type: llm.ErrAPI, Message: err.Error()}
+}
+
+// listModels serves GET /v1/models in the OpenAI list shape, or the
+// Anthropic shape when the client sent anthropic-version.
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+	models := s.eng.Models()
+	var v any
+	if r.Header.Get("anthropic-version") != "" {
+		type am struct {
+			Type        string `json:"type"`
+			ID          string `json:"id"`
+			DisplayName string `json:"display_name"`
+			CreatedAt   string `json:"created_at"`
+		}
+		data := make([]am, 0, len(models))
+		for _, m := range models {
+			data = append(data, am{Type: "model", ID: m.Name, DisplayName: m.Name, CreatedAt: "2026-01-01T00:00:00Z"})
+		}
+		first, last := "", ""
+		if len(data) > 0 {
+			first, last = data[0].ID, data[len(data)-1].ID
+		}
+		v = map[string]any{"data": data, "has_more": false, "first_id": first, "last_id": last}
+	} else {
+		type om struct {
+			ID            string   `json:"id"`
+			Object        string   `json:"object"`
+			Created       int64    `json:"created"`
+			OwnedBy       string   `json:"owned_by"`
+			Alias         bool     `json:"alias,omitempty"`
+			Capability    int      `json:"capability,omitempty"`
+			ContextWindow int      `json:"context_window,omitempty"`
+			Regions       []string `json:"regions,omitempty"`
+		}
+		data := make([]om, 0, len(models))
+		for _, m := range models {
+			data = append(data, om{ID: m.Name, Object: "model", Created: 1767225600, OwnedBy: "keel", Alias: m.Alias, Capability: m.Capability, ContextWindow: m.ContextWindow, Regions: m.Regions})
+		}
+		v = map[string]any{"object": "list", "data": data}
+	}
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
+}

@@ -1,0 +1,54 @@
+// Package simfleet builds a Keel config that serves a simulator fleet, for
+// `keel serve` without a config, `keel demo`, and tests. Only cmd and tests
+// import it (it imports sim).
+package simfleet
+
+import (
+	"strings"
+
+	"github.com/keelmesh/keel/config"
+	"github.com/keelmesh/keel/sim"
+)
+
+// Provider names used for the fleet's two wire formats.
+const (
+	AnthropicProvider = "sim-anthropic"
+	OpenAIProvider    = "sim-openai"
+)
+
+// Config returns a validated config whose models are the fleet's, each with
+// one endpoint per region, reached at baseURL (the fleet's HTTP address, or
+// any base when the mesh is given the fleet's in-memory transport). A model
+// the fleet serves in the Anthropic format is reached in that format,
+// otherwise in the OpenAI format.
+func Config(f *sim.Fleet, baseURL string) *config.Config {
+	base := strings.TrimRight(baseURL, "/")
+	cfg := &config.Config{
+		Providers: []config.Provider{
+			{Name: AnthropicProvider, Type: "anthropic", BaseURL: base},
+			{Name: OpenAIProvider, Type: "openai", BaseURL: base + "/v1"},
+		},
+	}
+	for _, m := range f.Models() {
+		mc := config.Model{Name: m.Name, Capability: m.Capability, ContextWindow: m.ContextWindow,
+			Price: config.Price{InputPerMTok: m.Price.InputPerMTok, OutputPerMTok: m.Price.OutputPerMTok}}
+		anth := len(m.Formats) == 0
+		for _, fm := range m.Formats {
+			if fm == "anthropic" {
+				anth = true
+			}
+		}
+		for _, r := range m.Regions {
+			ep := config.Endpoint{Region: r}
+			if anth {
+				ep.Provider, ep.BaseURL = AnthropicProvider, base+"/r/"+r
+			} else {
+				ep.Provider, ep.BaseURL = OpenAIProvider, base+"/r/"+r+"/v1"
+			}
+			mc.Endpoints = append(mc.Endpoints, ep)
+		}
+		cfg.Models = append(cfg.Models, mc)
+	}
+	cfg.ApplyDefaults()
+	return cfg
+}

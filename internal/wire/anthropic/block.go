@@ -1,0 +1,288 @@
+package anthropic
+
+import (
+	"encoding/json"
+
+	"github.com/keelmesh/keel/internal/llm"
+)
+
+// parseContent reads a content value that is a string (one text block, isString
+// true) or an array of blocks.
+func parseContent(path string, v []byte) (blocks []llm.Block, isString bool, err error) {
+	if len(v) > 0 && v[0] == '"' {
+		s, err := unquote(path, v)
+		if err != nil {
+			return nil, false, err
+		}
+		return []llm.Block{{Type: llm.BlockText, Text: s}}, true, nil
+	}
+	if len(v) == 0 || v[0] != '[' {
+		return nil, false, errAt(path, "expected a string or an array of content blocks, got %s", kindName(v))
+	}
+	blocks = make([]llm.Block, 0, 4)
+	err = eachElem(path, v, func(i int, e []byte) error {
+		b, err := parseBlock(joinIndex(path, i), e)
+		if err != nil {
+			return err
+		}
+		blocks = append(blocks, b)
+		return nil
+	})
+	return blocks, false, err
+}
+
+// blockType finds the "type" member of a block object.
+func blockType(path string, v []byte) (string, error) {
+	typ, found := "", false
+	err := eachMember(path, v, func(k string, val []byte) error {
+		if k != "type" {
+			return nil
+		}
+		s, err := unquote(join(path, "type"), val)
+		typ, found = s, true
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	if !found {
+		return "", errAt(join(path, "type"), "field required")
+	}
+	return typ, nil
+}
+
+// parseBlock reads one content block. Types this codec does not model, and
+// image blocks whose source is neither base64 nor url, are kept verbatim in
+// Block.Raw; unknown members of known types go to Block.Extra.
+func parseBlock(path string, v []byte) (llm.Block, error) {
+	typ, err := blockType(path, v)
+	if err != nil {
+		return llm.Block{}, err
+	}
+	b := llm.Block{Type: llm.BlockType(typ)}
+	switch b.Type {
+	case llm.BlockText, llm.BlockImage, llm.BlockToolUse, llm.BlockToolResult, llm.BlockThinking, llm.BlockRedactedThinking:
+	default:
+		b.Raw = json.RawMessage(v)
+		return b, nil
+	}
+	unmodelled := false
+	err = eachMember(path, v, func(k string, val []byte) error {
+		p := join(path, k)
+		var err error
+		switch {
+		case k == "type":
+		case k == "text" && b.Type == llm.BlockText:
+			b.Text, err = unquote(p, val)
+		case k == "id" && b.Type == llm.BlockToolUse:
+			b.ID, err = str(p, val)
+		case k == "name" && b.Type == llm.BlockToolUse:
+			b.Name, err = str(p, val)
+		case k == "input" && b.Type == llm.BlockToolUse:
+			if len(val) == 0 || val[0] != '{' {
+				return errAt(p, "expected an object, got %s", kindName(val))
+			}
+			b.Input = json.RawMessage(val)
+		case k == "tool_use_id" && b.Type == llm.BlockToolResult:
+			b.ToolUseID, err = str(p, val)
+		case k == "content" && b.Type == llm.BlockToolResult:
+			if isNull(val) {
+				return nil
+			}
+			b.Content, b.ContentIsString, err = parseContent(p, val)
+		case k == "is_error" && b.Type == llm.BlockToolResult:
+			b.IsError, err = boolean(p, val)
+		case k == "source" && b.Type == llm.BlockImage:
+			b.Image, err = parseImageSource(p, val)
+			unmodelled = err == nil && b.Image == nil
+		case k == "thinking" && b.Type == llm.BlockThinking:
+			b.Thinking, err = unquote(p, val)
+		case k == "signature" && b.Type == llm.BlockThinking:
+			b.Signature, err = str(p, val)
+		case k == "data" && b.Type == llm.BlockRedactedThinking:
+			b.Data, err = unquote(p, val)
+		default:
+			setExtra(&b.Extra, k, val)
+		}
+		return err
+	})
+	if err != nil {
+		return llm.Block{}, err
+	}
+	if unmodelled {
+		return llm.Block{Type: b.Type, Raw: json.RawMessage(v)}, nil
+	}
+	switch b.Type {
+	case llm.BlockText:
+		if !hasMember(v, "text") {
+			return llm.Block{}, errAt(join(path, "text"), "field required")
+		}
+	case llm.BlockImage:
+		if b.Image == nil {
+			return llm.Block{}, errAt(join(path, "source"), "field required")
+		}
+	case llm.BlockToolUse:
+		if b.Input == nil {
+			return llm.Block{}, errAt(join(path, "input"), "field required")
+		}
+	case llm.BlockToolResult:
+		if b.ToolUseID == "" {
+			return llm.Block{}, errAt(join(path, "tool_use_id"), "field required")
+		}
+	}
+	return b, nil
+}
+
+// hasMember reports whether object v (already known valid) has member key.
+func hasMember(v []byte, key string) bool {
+	found := false
+	_ = eachMember("", v, func(k string, _ []byte) error {
+		if k == key {
+			found = true
+		}
+		return nil
+	})
+	return found
+}
+
+// parseImageSource reads an image source. It returns nil (and no error) for
+// a source llm.ImageSource cannot hold exactly: a type other than base64
+// {media_type, data} or url {url}, or any other member; the caller then keeps
+// the block verbatim in Block.Raw.
+func parseImageSource(path string, v []byte) (*llm.ImageSource, error) {
+	const (
+		seenMediaType = 1 << iota
+		seenData
+		seenURL
+		seenOther
+	)
+	src := &llm.ImageSource{}
+	seen := 0
+	err := eachMember(path, v, func(k string, val []byte) error {
+		if len(val) == 0 || val[0] != '"' {
+			if k == "type" {
+				return errAt(join(path, k), "expected a string, got %s", kindName(val))
+			}
+			seen |= seenOther
+			return nil
+		}
+		s, err := unquote(join(path, k), val)
+		switch k {
+		case "type":
+			src.Kind = s
+		case "media_type":
+			src.MediaType, seen = s, seen|seenMediaType
+		case "data":
+			src.Data, seen = s, seen|seenData
+		case "url":
+			src.URL, seen = s, seen|seenURL
+		default:
+			seen |= seenOther
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case src.Kind == "":
+		return nil, errAt(join(path, "type"), "field required")
+	case src.Kind == "base64" && seen == seenMediaType|seenData,
+		src.Kind == "url" && seen == seenURL:
+		return src, nil
+	}
+	return nil, nil
+}
+
+// appendContent appends a content value: a plain string when asString and the
+// blocks are exactly one plain text block, otherwise an array.
+func appendContent(b []byte, path string, bs []llm.Block, asString bool) ([]byte, error) {
+	if asString && len(bs) == 1 && isPlainText(&bs[0]) {
+		return appendString(b, bs[0].Text), nil
+	}
+	b = append(b, '[')
+	var err error
+	for i := range bs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if b, err = appendBlock(b, joinIndex(path, i), &bs[i]); err != nil {
+			return b, err
+		}
+	}
+	return append(b, ']'), nil
+}
+
+func isPlainText(bl *llm.Block) bool {
+	return bl.Type == llm.BlockText && bl.Raw == nil && len(bl.Extra) == 0
+}
+
+// appendBlock appends one content block: Raw verbatim when set, otherwise the
+// known members in a fixed order followed by Extra sorted by key.
+func appendBlock(b []byte, path string, bl *llm.Block) ([]byte, error) {
+	if bl.Raw != nil {
+		return appendRaw(b, path, bl.Raw)
+	}
+	var err error
+	b = append(b, `{"type":`...)
+	b = appendString(b, string(bl.Type))
+	switch bl.Type {
+	case llm.BlockText:
+		b = append(b, `,"text":`...)
+		b = appendString(b, bl.Text)
+	case llm.BlockImage:
+		b = append(b, `,"source":`...)
+		src := bl.Image
+		if src == nil {
+			src = &llm.ImageSource{}
+		}
+		b = append(b, `{"type":`...)
+		b = appendString(b, src.Kind)
+		switch src.Kind {
+		case "url":
+			b = append(b, `,"url":`...)
+			b = appendString(b, src.URL)
+		default:
+			b = append(b, `,"media_type":`...)
+			b = appendString(b, src.MediaType)
+			b = append(b, `,"data":`...)
+			b = appendString(b, src.Data)
+		}
+		b = append(b, '}')
+	case llm.BlockToolUse:
+		b = append(b, `,"id":`...)
+		b = appendString(b, bl.ID)
+		b = append(b, `,"name":`...)
+		b = appendString(b, bl.Name)
+		b = append(b, `,"input":`...)
+		if len(bl.Input) == 0 {
+			b = append(b, "{}"...)
+		} else if b, err = appendRaw(b, join(path, "input"), bl.Input); err != nil {
+			return b, err
+		}
+	case llm.BlockToolResult:
+		b = append(b, `,"tool_use_id":`...)
+		b = appendString(b, bl.ToolUseID)
+		if bl.Content != nil {
+			b = append(b, `,"content":`...)
+			if b, err = appendContent(b, join(path, "content"), bl.Content, bl.ContentIsString); err != nil {
+				return b, err
+			}
+		}
+		if bl.IsError {
+			b = append(b, `,"is_error":true`...)
+		}
+	case llm.BlockThinking:
+		b = append(b, `,"thinking":`...)
+		b = appendString(b, bl.Thinking)
+		b = append(b, `,"signature":`...)
+		b = appendString(b, bl.Signature)
+	case llm.BlockRedactedThinking:
+		b = append(b, `,"data":`...)
+		b = appendString(b, bl.Data)
+	}
+	if b, err = appendExtra(b, path, bl.Extra); err != nil {
+		return b, err
+	}
+	return append(b, '}'), nil
+}

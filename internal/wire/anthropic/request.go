@@ -1,0 +1,581 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/keelmesh/keel/internal/llm"
+)
+
+// badRequest is the error ParseRequest returns for any input it rejects.
+func badRequest(msg string) *llm.APIError {
+	return &llm.APIError{
+		Status:   400,
+		Type:     llm.ErrInvalidRequest,
+		MeshCode: llm.MeshBadRequest,
+		Message:  msg,
+	}
+}
+
+// invalidJSON describes why body is not JSON, with the byte offset.
+func invalidJSON(body []byte) string {
+	var v json.RawMessage
+	if err := json.Unmarshal(body, &v); err != nil {
+		return "invalid JSON: " + err.Error()
+	}
+	return "invalid JSON"
+}
+
+// ParseRequest parses a Messages API request body. Unknown top-level members
+// go to Request.Extra, unknown block members to Block.Extra and unknown block
+// types to Block.Raw, so EncodeRequest reproduces them. mesh_behavior (at the
+// top level or inside the object form of system) goes to
+// Request.MeshBehavior. Any error is an *llm.APIError with status 400, type
+// invalid_request_error, MeshCode MESH_BAD_REQUEST and a message naming the
+// field path. The result does not alias body.
+func ParseRequest(body []byte) (*llm.Request, error) {
+	body = trimValue(body)
+	if !json.Valid(body) {
+		return nil, badRequest(invalidJSON(body))
+	}
+	body = bytes.Clone(body)
+	r := &llm.Request{Format: llm.FormatAnthropic}
+	var sawModel, sawMessages, sawMeshTop, sawMeshSystem bool
+	err := eachMember("", body, func(k string, v []byte) error {
+		var err error
+		switch k {
+		case "model":
+			r.Model, err = unquote(k, v)
+			sawModel = true
+		case "max_tokens":
+			if isNull(v) {
+				return nil
+			}
+			r.MaxTokens, err = integer(k, v)
+			if err == nil && r.MaxTokens < 0 {
+				return errAt(k, "must be greater than or equal to 0")
+			}
+			r.HasMaxTokens = true
+		case "system":
+			sawMeshSystem, err = parseSystem(r, v)
+		case "messages":
+			sawMessages = true
+			r.Messages, err = parseMessages(k, v)
+		case "tools":
+			if isNull(v) {
+				return nil
+			}
+			r.Tools, err = parseTools(k, v)
+		case "tool_choice":
+			if isNull(v) {
+				return nil
+			}
+			r.ToolChoice, err = parseToolChoice(k, v)
+		case "stop_sequences":
+			if isNull(v) {
+				return nil
+			}
+			r.StopSequences = make([]string, 0, 2)
+			err = eachElem(k, v, func(i int, e []byte) error {
+				s, err := unquote(joinIndex(k, i), e)
+				r.StopSequences = append(r.StopSequences, s)
+				return err
+			})
+		case "temperature":
+			r.Temperature, err = optFloat(k, v)
+		case "top_p":
+			r.TopP, err = optFloat(k, v)
+		case "top_k":
+			if isNull(v) {
+				return nil
+			}
+			var n int
+			n, err = integer(k, v)
+			r.TopK = &n
+		case "metadata":
+			if isNull(v) {
+				return nil
+			}
+			err = eachMember(k, v, func(mk string, mv []byte) error {
+				if mk == "user_id" {
+					var err error
+					r.UserID, err = str(join(k, mk), mv)
+					return err
+				}
+				setExtra(&r.MetadataExtra, mk, mv)
+				return nil
+			})
+		case "stream":
+			r.Stream, err = boolean(k, v)
+		case "mesh_behavior":
+			if len(v) == 0 || v[0] != '{' {
+				return errAt(k, "expected an object, got %s", kindName(v))
+			}
+			r.MeshBehavior = json.RawMessage(v)
+			sawMeshTop = true
+		default:
+			setExtra(&r.Extra, k, v)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, badRequest(err.Error())
+	}
+	switch {
+	case sawMeshTop && sawMeshSystem:
+		return nil, badRequest("mesh_behavior: given both at the top level and in system")
+	case !sawModel:
+		return nil, badRequest("model: field required")
+	case r.Model == "":
+		return nil, badRequest("model: must not be empty")
+	case !r.HasMaxTokens:
+		return nil, badRequest("max_tokens: field required")
+	case !sawMessages:
+		return nil, badRequest("messages: field required")
+	case len(r.Messages) == 0:
+		return nil, badRequest("messages: must contain at least one message")
+	}
+	return r, nil
+}
+
+func optFloat(path string, v []byte) (*float64, error) {
+	if isNull(v) {
+		return nil, nil
+	}
+	f, err := number(path, v)
+	if err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+// parseSystem reads system as a string, an array of text blocks, or Keel's
+// object form {"content": <string|blocks>, "mesh_behavior": {...}}. It
+// reports whether the object form carried mesh_behavior.
+func parseSystem(r *llm.Request, v []byte) (sawMesh bool, err error) {
+	switch {
+	case isNull(v):
+		return false, nil
+	case len(v) > 0 && v[0] == '{':
+		sawContent := false
+		err = eachMember("system", v, func(k string, mv []byte) error {
+			switch k {
+			case "content":
+				sawContent = true
+				var err error
+				r.System, r.SystemIsString, err = parseContent("system.content", mv)
+				return err
+			case "mesh_behavior":
+				if len(mv) == 0 || mv[0] != '{' {
+					return errAt("system.mesh_behavior", "expected an object, got %s", kindName(mv))
+				}
+				r.MeshBehavior = json.RawMessage(mv)
+				sawMesh = true
+				return nil
+			}
+			return errAt(join("system", k), "unknown member of the system object (allowed: content, mesh_behavior)")
+		})
+		if err == nil && !sawContent {
+			err = errAt("system.content", "field required")
+		}
+		return sawMesh, err
+	}
+	r.System, r.SystemIsString, err = parseContent("system", v)
+	return false, err
+}
+
+func parseMessages(path string, v []byte) ([]llm.Message, error) {
+	msgs := make([]llm.Message, 0, 8)
+	err := eachElem(path, v, func(i int, e []byte) error {
+		p := joinIndex(path, i)
+		var m llm.Message
+		var sawRole, sawContent bool
+		err := eachMember(p, e, func(k string, mv []byte) error {
+			var err error
+			switch k {
+			case "role":
+				var role string
+				role, err = unquote(join(p, k), mv)
+				switch llm.Role(role) {
+				case llm.RoleUser, llm.RoleAssistant, llm.RoleSystem:
+					m.Role = llm.Role(role)
+				default:
+					if err == nil {
+						err = errAt(join(p, k), `must be "user", "assistant" or "system", got %q`, role)
+					}
+				}
+				sawRole = true
+			case "content":
+				m.Content, m.ContentIsString, err = parseContent(join(p, k), mv)
+				sawContent = true
+			default:
+				setExtra(&m.Extra, k, mv)
+			}
+			return err
+		})
+		switch {
+		case err != nil:
+			return err
+		case !sawRole:
+			return errAt(join(p, "role"), "field required")
+		case !sawContent:
+			return errAt(join(p, "content"), "field required")
+		}
+		msgs = append(msgs, m)
+		return nil
+	})
+	return msgs, err
+}
+
+func parseTools(path string, v []byte) ([]llm.Tool, error) {
+	tools := make([]llm.Tool, 0, 4)
+	err := eachElem(path, v, func(i int, e []byte) error {
+		p := joinIndex(path, i)
+		var t llm.Tool
+		err := eachMember(p, e, func(k string, tv []byte) error {
+			var err error
+			switch k {
+			case "type":
+				t.Type, err = str(join(p, k), tv)
+			case "name":
+				t.Name, err = unquote(join(p, k), tv)
+			case "description":
+				t.Description, err = str(join(p, k), tv)
+			case "input_schema":
+				if len(tv) == 0 || tv[0] != '{' {
+					return errAt(join(p, k), "expected an object, got %s", kindName(tv))
+				}
+				t.InputSchema = json.RawMessage(tv)
+			case "strict":
+				if isNull(tv) {
+					return nil
+				}
+				var s bool
+				s, err = boolean(join(p, k), tv)
+				t.Strict = &s
+			default:
+				setExtra(&t.Extra, k, tv)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		// "custom" is the explicit name of a plain client tool.
+		if t.Type == "custom" {
+			t.Type = ""
+		}
+		if t.Type != "" {
+			// A server tool (web_search_20260318 …): kept verbatim; Name is informational.
+			tools = append(tools, llm.Tool{Type: t.Type, Name: t.Name, Raw: json.RawMessage(e)})
+			return nil
+		}
+		if t.Name == "" {
+			return errAt(join(p, "name"), "field required")
+		}
+		tools = append(tools, t)
+		return nil
+	})
+	return tools, err
+}
+
+func parseToolChoice(path string, v []byte) (*llm.ToolChoice, error) {
+	tc := &llm.ToolChoice{}
+	err := eachMember(path, v, func(k string, cv []byte) error {
+		var err error
+		switch k {
+		case "type":
+			var s string
+			s, err = unquote(join(path, k), cv)
+			tc.Type = llm.ToolChoiceType(s)
+		case "name":
+			tc.Name, err = str(join(path, k), cv)
+		case "disable_parallel_tool_use":
+			if isNull(cv) {
+				return nil
+			}
+			var d bool
+			d, err = boolean(join(path, k), cv)
+			tc.DisableParallel = &d
+		default:
+			setExtra(&tc.Extra, k, cv)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	switch tc.Type {
+	case "":
+		return nil, errAt(join(path, "type"), "field required")
+	case llm.ToolChoiceAuto, llm.ToolChoiceAny, llm.ToolChoiceNone:
+	case llm.ToolChoiceTool:
+		if tc.Name == "" {
+			return nil, errAt(join(path, "name"), `field required when type is "tool"`)
+		}
+	default:
+		return &llm.ToolChoice{Type: tc.Type, Raw: json.RawMessage(v)}, nil
+	}
+	return tc, nil
+}
+
+// EncodeRequest writes the upstream Messages API body. Known members come in
+// a fixed order (model, max_tokens, system, messages, tools, tool_choice,
+// stop_sequences, temperature, top_p, top_k, metadata, stream), then Extra
+// sorted by key, so equal requests give equal bytes. mesh_behavior is never
+// written. String-versus-blocks forms are kept as parsed.
+//
+// The one cross-format step it takes: developer messages, and system
+// messages of a request not parsed from the Anthropic wire (OpenAI origin),
+// are hoisted into the top-level system, after r.System, as text; a single
+// string when every part was a string, else text blocks. A system message of
+// an Anthropic-origin request is a mid-conversation system turn and stays in
+// place. OpenAI-only fields (n, response_format, parallel_tool_calls,
+// stream_options, message names, image detail) are not written: mapping them
+// is the translation layer's job.
+func EncodeRequest(r *llm.Request) ([]byte, error) {
+	b := make([]byte, 0, 512+estimateRequest(r))
+	var err error
+	b = append(b, `{"model":`...)
+	b = appendString(b, r.Model)
+	if r.HasMaxTokens {
+		b = append(b, `,"max_tokens":`...)
+		b = appendInt(b, r.MaxTokens)
+	}
+	system, systemIsString, hoist := hoistSystem(r)
+	if system != nil {
+		b = append(b, `,"system":`...)
+		if b, err = appendContent(b, "system", system, systemIsString); err != nil {
+			return nil, err
+		}
+	}
+	b = append(b, `,"messages":[`...)
+	first := true
+	for i := range r.Messages {
+		m := &r.Messages[i]
+		if hoist(m) {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		p := joinIndex("messages", i)
+		b = append(b, `{"role":`...)
+		b = appendString(b, string(m.Role))
+		b = append(b, `,"content":`...)
+		content := m.Content
+		if content == nil {
+			content = []llm.Block{}
+		}
+		if b, err = appendContent(b, join(p, "content"), content, m.ContentIsString); err != nil {
+			return nil, err
+		}
+		if b, err = appendExtra(b, p, m.Extra); err != nil {
+			return nil, err
+		}
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	if r.Tools != nil {
+		b = append(b, `,"tools":[`...)
+		for i := range r.Tools {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if b, err = appendTool(b, joinIndex("tools", i), &r.Tools[i]); err != nil {
+				return nil, err
+			}
+		}
+		b = append(b, ']')
+	}
+	if tc := r.ToolChoice; tc != nil {
+		b = append(b, `,"tool_choice":`...)
+		if tc.Raw != nil {
+			if b, err = appendRaw(b, "tool_choice", tc.Raw); err != nil {
+				return nil, err
+			}
+		} else {
+			b = append(b, `{"type":`...)
+			b = appendString(b, string(tc.Type))
+			if tc.Name != "" {
+				b = append(b, `,"name":`...)
+				b = appendString(b, tc.Name)
+			}
+			if tc.DisableParallel != nil {
+				b = append(b, `,"disable_parallel_tool_use":`...)
+				b = appendBool(b, *tc.DisableParallel)
+			}
+			if b, err = appendExtra(b, "tool_choice", tc.Extra); err != nil {
+				return nil, err
+			}
+			b = append(b, '}')
+		}
+	}
+	if r.StopSequences != nil {
+		b = append(b, `,"stop_sequences":[`...)
+		for i, s := range r.StopSequences {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, s)
+		}
+		b = append(b, ']')
+	}
+	for _, f := range [...]struct {
+		key string
+		v   *float64
+	}{{"temperature", r.Temperature}, {"top_p", r.TopP}} {
+		if f.v == nil {
+			continue
+		}
+		b = appendKey(b, f.key)
+		if b, err = appendFloat(b, *f.v); err != nil {
+			return nil, errAt(f.key, "%v", err)
+		}
+	}
+	if r.TopK != nil {
+		b = append(b, `,"top_k":`...)
+		b = appendInt(b, *r.TopK)
+	}
+	if r.UserID != "" || len(r.MetadataExtra) > 0 {
+		b = append(b, `,"metadata":{`...)
+		if r.UserID != "" {
+			b = append(b, `"user_id":`...)
+			b = appendString(b, r.UserID)
+		}
+		if b, err = appendExtra(b, "metadata", r.MetadataExtra); err != nil {
+			return nil, err
+		}
+		b = append(b, '}')
+	}
+	if r.Stream {
+		b = append(b, `,"stream":true`...)
+	}
+	if r.Extra != nil {
+		extra := r.Extra
+		if _, ok := extra["mesh_behavior"]; ok {
+			extra = make(llm.Extra, len(r.Extra))
+			for k, v := range r.Extra {
+				if k != "mesh_behavior" {
+					extra[k] = v
+				}
+			}
+		}
+		if b, err = appendExtra(b, "", extra); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// hoistSystem computes the top-level system content and a predicate telling
+// which messages were folded into it.
+func hoistSystem(r *llm.Request) ([]llm.Block, bool, func(*llm.Message) bool) {
+	hoist := func(m *llm.Message) bool {
+		return m.Role == llm.RoleDeveloper || (m.Role == llm.RoleSystem && r.Format != llm.FormatAnthropic)
+	}
+	n := 0
+	allString := r.System == nil || r.SystemIsString
+	for i := range r.Messages {
+		if m := &r.Messages[i]; hoist(m) {
+			n++
+			allString = allString && m.ContentIsString
+		}
+	}
+	if n == 0 {
+		return r.System, r.SystemIsString, hoist
+	}
+	if allString {
+		var parts []string
+		for _, bl := range r.System {
+			if bl.Text != "" {
+				parts = append(parts, bl.Text)
+			}
+		}
+		for i := range r.Messages {
+			if m := &r.Messages[i]; hoist(m) {
+				if t := m.Text(); t != "" {
+					parts = append(parts, t)
+				}
+			}
+		}
+		return []llm.Block{{Type: llm.BlockText, Text: strings.Join(parts, "\n\n")}}, true, hoist
+	}
+	system := append([]llm.Block(nil), r.System...)
+	for i := range r.Messages {
+		if m := &r.Messages[i]; hoist(m) {
+			for _, bl := range m.Content {
+				// The API rejects empty text blocks; non-text parts have no place in system.
+				if bl.Type == llm.BlockText && bl.Raw == nil && bl.Text != "" {
+					system = append(system, bl)
+				}
+			}
+		}
+	}
+	return system, false, hoist
+}
+
+func appendTool(b []byte, path string, t *llm.Tool) ([]byte, error) {
+	if t.Raw != nil {
+		return appendRaw(b, path, t.Raw)
+	}
+	var err error
+	b = append(b, `{"name":`...)
+	b = appendString(b, t.Name)
+	if t.Description != "" {
+		b = append(b, `,"description":`...)
+		b = appendString(b, t.Description)
+	}
+	if t.InputSchema != nil {
+		b = append(b, `,"input_schema":`...)
+		if b, err = appendRaw(b, join(path, "input_schema"), t.InputSchema); err != nil {
+			return b, err
+		}
+	}
+	if t.Strict != nil {
+		b = append(b, `,"strict":`...)
+		b = appendBool(b, *t.Strict)
+	}
+	if b, err = appendExtra(b, path, t.Extra); err != nil {
+		return b, err
+	}
+	return append(b, '}'), nil
+}
+
+// estimateRequest guesses the encoded size so the buffer rarely grows.
+func estimateRequest(r *llm.Request) int {
+	n := 0
+	for i := range r.System {
+		n += len(r.System[i].Text) + 32
+	}
+	for i := range r.Messages {
+		for j := range r.Messages[i].Content {
+			n += estimateBlock(&r.Messages[i].Content[j])
+		}
+		n += 32
+	}
+	for i := range r.Tools {
+		t := &r.Tools[i]
+		n += len(t.Raw) + len(t.Name) + len(t.Description) + len(t.InputSchema) + 48
+	}
+	for _, v := range r.Extra {
+		n += len(v) + 16
+	}
+	return n
+}
+
+func estimateBlock(bl *llm.Block) int {
+	n := len(bl.Raw) + len(bl.Text) + len(bl.Input) + len(bl.Thinking) + len(bl.Signature) + len(bl.Data) + 48
+	if bl.Image != nil {
+		n += len(bl.Image.Data) + len(bl.Image.URL) + 64
+	}
+	for i := range bl.Content {
+		n += estimateBlock(&bl.Content[i])
+	}
+	for _, v := range bl.Extra {
+		n += len(v) + 16
+	}
+	return n
+}

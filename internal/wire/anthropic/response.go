@@ -1,0 +1,246 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/keelmesh/keel/internal/llm"
+)
+
+// protocolError is the error for an upstream answer this codec cannot read.
+func protocolError(msg string) *llm.APIError {
+	return &llm.APIError{
+		Status:   502,
+		Type:     llm.ErrAPI,
+		MeshCode: llm.MeshUpstreamProtocolFailed,
+		Message:  "anthropic upstream: " + msg,
+	}
+}
+
+// ParseResponse parses a non-streaming Messages API response. Unknown
+// members go to Response.Extra and Usage.Extra; unknown stop reasons are
+// kept as they are. A body that is not a message is an *llm.APIError with
+// status 502 and MeshCode MESH_UPSTREAM_PROTOCOL. The result does not alias
+// body.
+func ParseResponse(body []byte) (*llm.Response, error) {
+	body = trimValue(body)
+	if !json.Valid(body) {
+		return nil, protocolError(invalidJSON(body))
+	}
+	body = bytes.Clone(body)
+	r, err := parseMessage("", body)
+	if err != nil {
+		return nil, protocolError(err.Error())
+	}
+	return r, nil
+}
+
+// parseMessage reads a message object (a response, or the message of a
+// message_start event).
+func parseMessage(path string, v []byte) (*llm.Response, error) {
+	r := &llm.Response{}
+	err := eachMember(path, v, func(k string, mv []byte) error {
+		p := join(path, k)
+		var err error
+		switch k {
+		case "id":
+			r.ID, err = str(p, mv)
+		case "type":
+			var typ string
+			if typ, err = str(p, mv); err == nil && typ != "message" {
+				err = errAt(p, `expected "message", got %q`, typ)
+			}
+		case "role":
+			var role string
+			if role, err = str(p, mv); err == nil && role != "assistant" {
+				err = errAt(p, `expected "assistant", got %q`, role)
+			}
+		case "model":
+			r.Model, err = str(p, mv)
+		case "content":
+			if isNull(mv) {
+				return nil
+			}
+			r.Content, _, err = parseContent(p, mv)
+			if err == nil && mv[0] == '"' {
+				err = errAt(p, "expected an array, got a string")
+			}
+		case "stop_reason":
+			var s string
+			s, err = str(p, mv)
+			r.StopReason = llm.StopReason(s)
+		case "stop_sequence":
+			r.StopSequence, err = str(p, mv)
+		case "usage":
+			if isNull(mv) {
+				return nil
+			}
+			err = parseUsage(p, mv, &r.Usage)
+		default:
+			setExtra(&r.Extra, k, mv)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// parseUsage reads a usage object into u, overwriting the counts it carries.
+// output_tokens_details.thinking_tokens becomes ReasoningTokens; other members
+// of output_tokens_details stay in Extra["output_tokens_details"] and are
+// merged back by appendUsage.
+func parseUsage(path string, v []byte, u *llm.Usage) error {
+	return eachMember(path, v, func(k string, uv []byte) error {
+		p := join(path, k)
+		var err error
+		switch k {
+		case "input_tokens":
+			u.InputTokens, err = integer(p, uv)
+		case "output_tokens":
+			u.OutputTokens, err = integer(p, uv)
+		case "cache_creation_input_tokens":
+			u.CacheWriteTokens, err = integer(p, uv)
+		case "cache_read_input_tokens":
+			u.CacheReadTokens, err = integer(p, uv)
+		case "output_tokens_details":
+			if len(uv) == 0 || uv[0] != '{' {
+				setExtra(&u.Extra, k, uv)
+				return nil
+			}
+			var rest []byte
+			err = eachMember(p, uv, func(dk string, dv []byte) error {
+				if dk == "thinking_tokens" && !isNull(dv) {
+					var err error
+					u.ReasoningTokens, err = integer(join(p, dk), dv)
+					return err
+				}
+				if rest == nil {
+					rest = append(rest, '{')
+				}
+				rest = appendKey(rest, dk)
+				rest = append(rest, dv...)
+				return nil
+			})
+			if rest != nil {
+				setExtra(&u.Extra, k, append(rest, '}'))
+			}
+		default:
+			setExtra(&u.Extra, k, uv)
+		}
+		return err
+	})
+}
+
+// usageFields selects the optional counts appendUsage writes.
+type usageFields uint8
+
+const (
+	usageAll       usageFields = iota // every count, as in a message
+	usageDeltaOnly                    // output_tokens, plus the others when non-zero (message_delta)
+)
+
+// appendUsage appends a usage object: the counts in a fixed order, then Extra
+// sorted by key, with ReasoningTokens merged into output_tokens_details.
+func appendUsage(b []byte, path string, u *llm.Usage, which usageFields) ([]byte, error) {
+	b = append(b, '{')
+	if which == usageAll || u.InputTokens != 0 {
+		b = append(b, `"input_tokens":`...)
+		b = appendInt(b, u.InputTokens)
+	}
+	b = appendKey(b, "output_tokens")
+	b = appendInt(b, u.OutputTokens)
+	if which == usageAll || u.CacheWriteTokens != 0 {
+		b = append(b, `,"cache_creation_input_tokens":`...)
+		b = appendInt(b, u.CacheWriteTokens)
+	}
+	if which == usageAll || u.CacheReadTokens != 0 {
+		b = append(b, `,"cache_read_input_tokens":`...)
+		b = appendInt(b, u.CacheReadTokens)
+	}
+	extra := u.Extra
+	if u.ReasoningTokens != 0 {
+		details := []byte(`{"thinking_tokens":`)
+		details = appendInt(details, u.ReasoningTokens)
+		if prev, ok := u.Extra["output_tokens_details"]; ok {
+			var err error
+			details, err = mergeMembers(details, join(path, "output_tokens_details"), prev)
+			if err != nil {
+				return b, err
+			}
+		}
+		details = append(details, '}')
+		extra = make(llm.Extra, len(u.Extra)+1)
+		for k, v := range u.Extra {
+			extra[k] = v
+		}
+		extra["output_tokens_details"] = details
+	}
+	b, err := appendExtra(b, path, extra)
+	if err != nil {
+		return b, err
+	}
+	return append(b, '}'), nil
+}
+
+// mergeMembers appends the members of object obj (without braces) to b, which
+// holds an open object with at least one member.
+func mergeMembers(b []byte, path string, obj json.RawMessage) ([]byte, error) {
+	if !json.Valid(obj) {
+		return b, errAt(path, "not valid JSON")
+	}
+	return b, eachMember(path, trimValue(obj), func(k string, v []byte) error {
+		if k == "thinking_tokens" {
+			return nil
+		}
+		b = appendKey(b, k)
+		b = append(b, v...)
+		return nil
+	})
+}
+
+// EncodeResponse writes a non-streaming Messages API response:
+// id, type, role, model, content, stop_reason, stop_sequence, usage, then
+// Extra sorted by key. Empty stop fields are written as null.
+func EncodeResponse(r *llm.Response) ([]byte, error) {
+	n := 256
+	for i := range r.Content {
+		n += estimateBlock(&r.Content[i])
+	}
+	return appendMessage(make([]byte, 0, n), r, r.Content)
+}
+
+func appendMessage(b []byte, r *llm.Response, content []llm.Block) ([]byte, error) {
+	b = append(b, `{"id":`...)
+	b = appendString(b, r.ID)
+	b = append(b, `,"type":"message","role":"assistant","model":`...)
+	b = appendString(b, r.Model)
+	b = append(b, `,"content":`...)
+	if content == nil {
+		content = []llm.Block{}
+	}
+	var err error
+	if b, err = appendContent(b, "content", content, false); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"stop_reason":`...)
+	b = appendStringOrNull(b, string(r.StopReason))
+	b = append(b, `,"stop_sequence":`...)
+	b = appendStringOrNull(b, r.StopSequence)
+	b = append(b, `,"usage":`...)
+	if b, err = appendUsage(b, "usage", &r.Usage, usageAll); err != nil {
+		return nil, err
+	}
+	if b, err = appendExtra(b, "", r.Extra); err != nil {
+		return nil, err
+	}
+	return append(b, '}'), nil
+}
+
+func appendStringOrNull(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, "null"...)
+	}
+	return appendString(b, s)
+}

@@ -1,0 +1,320 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/keelmesh/keel/internal/llm"
+)
+
+// Duration is a time.Duration written as a Go duration string ("300ms", "2s")
+// in YAML and JSON. A bare JSON number is read as nanoseconds.
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String returns the Go duration string.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (want e.g. \"300ms\")", b)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// UnmarshalJSON accepts a duration string or a number of nanoseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		return d.UnmarshalText([]byte(s))
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return fmt.Errorf("invalid duration %s (want e.g. \"300ms\")", b)
+	}
+	*d = Duration(n)
+	return nil
+}
+
+// Format is a wire format; the constants name the two the fleet speaks.
+type Format = llm.Format
+
+// The wire formats a fleet endpoint can serve.
+const (
+	FormatAnthropic = llm.FormatAnthropic
+	FormatOpenAI    = llm.FormatOpenAI
+)
+
+// Config describes a fleet. The zero value is not valid (it has no models);
+// start from DefaultConfig or ZeroLatency. A Config is plain data: New copies
+// it, so changing a Config after New has no effect on the fleet.
+type Config struct {
+	// Seed makes answers, latencies and fault draws reproducible.
+	Seed    int64        `json:"seed"`
+	Models  []ModelSpec  `json:"models"`
+	Regions []RegionSpec `json:"regions"`
+	// Faults are active from the start; see Fleet.SetFaults.
+	Faults []Fault `json:"faults,omitempty"`
+}
+
+// ModelSpec is one simulated model.
+type ModelSpec struct {
+	Name string `json:"name"`
+	// Capability ranks models from 1 (weakest) to 5 (strongest).
+	Capability int `json:"capability"`
+	// ContextWindow bounds input tokens; a longer prompt is a 400.
+	ContextWindow int   `json:"context_window"`
+	Price         Price `json:"price"`
+	// Regions serving the model; the first one serves the unprefixed URLs.
+	Regions []string `json:"regions"`
+	// Formats lists the wire formats ("anthropic", "openai") that serve the
+	// model; empty means both.
+	Formats []string `json:"formats,omitempty"`
+	// Latency overrides, field by non-zero field, the latency of each region
+	// for this model.
+	Latency LatencySpec `json:"latency"`
+}
+
+// Price is in US dollars per million tokens.
+type Price struct {
+	InputPerMTok  float64 `json:"input_per_mtok"`
+	OutputPerMTok float64 `json:"output_per_mtok"`
+}
+
+// RegionSpec is one simulated region.
+type RegionSpec struct {
+	Name    string      `json:"name"`
+	Latency LatencySpec `json:"latency"`
+}
+
+// LatencySpec shapes the latency of an endpoint (a model in a region).
+// The zero value means no added latency and unlimited concurrency.
+type LatencySpec struct {
+	// Concurrency is the number of calls an endpoint serves at once; more
+	// wait in FIFO order. 0 means unlimited.
+	Concurrency int `json:"concurrency"`
+	// TTFT is the median time to the first token; TTFTSigma the sigma of
+	// the lognormal distribution around it (0 = always the median).
+	TTFT      Duration `json:"ttft"`
+	TTFTSigma float64  `json:"ttft_sigma"`
+	// PerToken is the time per output token after the first.
+	PerToken Duration `json:"per_token"`
+	// With probability TailProb a call is TailFactor times slower.
+	TailProb   float64 `json:"tail_prob"`
+	TailFactor float64 `json:"tail_factor"`
+}
+
+// merge returns l with every non-zero field of o applied over it.
+func (l LatencySpec) merge(o LatencySpec) LatencySpec {
+	if o.Concurrency != 0 {
+		l.Concurrency = o.Concurrency
+	}
+	if o.TTFT != 0 {
+		l.TTFT = o.TTFT
+	}
+	if o.TTFTSigma != 0 {
+		l.TTFTSigma = o.TTFTSigma
+	}
+	if o.PerToken != 0 {
+		l.PerToken = o.PerToken
+	}
+	if o.TailProb != 0 {
+		l.TailProb = o.TailProb
+	}
+	if o.TailFactor != 0 {
+		l.TailFactor = o.TailFactor
+	}
+	return l
+}
+
+func (l LatencySpec) validate() error {
+	switch {
+	case l.Concurrency < 0:
+		return fmt.Errorf("concurrency: %d is negative", l.Concurrency)
+	case l.TTFT < 0:
+		return fmt.Errorf("ttft: %s is negative", l.TTFT)
+	case l.TTFTSigma < 0:
+		return fmt.Errorf("ttft_sigma: %g is negative", l.TTFTSigma)
+	case l.PerToken < 0:
+		return fmt.Errorf("per_token: %s is negative", l.PerToken)
+	case l.TailProb < 0 || l.TailProb > 1:
+		return fmt.Errorf("tail_prob: %g is outside [0, 1]", l.TailProb)
+	case l.TailFactor < 0:
+		return fmt.Errorf("tail_factor: %g is negative", l.TailFactor)
+	case l.TailProb > 0 && l.TailFactor < 1:
+		return fmt.Errorf("tail_factor: %g must be at least 1 when tail_prob is set", l.TailFactor)
+	}
+	return nil
+}
+
+// DefaultConfig returns a fleet of three model tiers (sim-opus, sim-sonnet,
+// sim-haiku) in three regions (us-east, eu-west, ap-south) with modest
+// latency: TTFT median 30ms, 2ms per token, 64 concurrent calls per endpoint.
+func DefaultConfig() Config {
+	lat := LatencySpec{
+		Concurrency: 64,
+		TTFT:        Duration(30 * time.Millisecond),
+		TTFTSigma:   0.25,
+		PerToken:    Duration(2 * time.Millisecond),
+	}
+	regions := []string{"us-east", "eu-west", "ap-south"}
+	return Config{
+		Seed: 1,
+		Models: []ModelSpec{
+			{Name: "sim-opus", Capability: 5, ContextWindow: 200_000, Price: Price{15, 75}, Regions: slices.Clone(regions)},
+			{Name: "sim-sonnet", Capability: 3, ContextWindow: 200_000, Price: Price{3, 15}, Regions: slices.Clone(regions)},
+			{Name: "sim-haiku", Capability: 1, ContextWindow: 200_000, Price: Price{0.8, 4}, Regions: slices.Clone(regions)},
+		},
+		Regions: []RegionSpec{
+			{Name: "us-east", Latency: lat},
+			{Name: "eu-west", Latency: lat},
+			{Name: "ap-south", Latency: lat},
+		},
+	}
+}
+
+// ZeroLatency returns DefaultConfig with every latency removed and
+// concurrency unlimited: for measuring the overhead of what sits in front.
+func ZeroLatency() Config {
+	c := DefaultConfig()
+	for i := range c.Regions {
+		c.Regions[i].Latency = LatencySpec{}
+	}
+	return c
+}
+
+// ParseConfig reads a Config from YAML (JSON is YAML too). Unknown keys are
+// errors that name their line.
+func ParseConfig(data []byte) (Config, error) {
+	var c Config
+	if err := yaml.UnmarshalWithOptions(data, &c, yaml.Strict()); err != nil {
+		return Config{}, fmt.Errorf("parsing sim config: %w", err)
+	}
+	return c, nil
+}
+
+// ParseConfigJSON reads a Config from JSON, rejecting unknown keys.
+func ParseConfigJSON(data []byte) (Config, error) {
+	var c Config
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, fmt.Errorf("parsing sim config: %w", err)
+	}
+	return c, nil
+}
+
+// Validate reports the first problem in c, naming the offending field.
+func (c *Config) Validate() error {
+	if len(c.Models) == 0 {
+		return errors.New("sim config: models: at least one model is required")
+	}
+	if len(c.Regions) == 0 {
+		return errors.New("sim config: regions: at least one region is required")
+	}
+	regions := map[string]bool{}
+	for i, r := range c.Regions {
+		if err := validName(r.Name); err != nil {
+			return fmt.Errorf("sim config: regions[%d].name: %w", i, err)
+		}
+		if regions[r.Name] {
+			return fmt.Errorf("sim config: regions[%d].name: duplicate region %q", i, r.Name)
+		}
+		regions[r.Name] = true
+		if err := r.Latency.validate(); err != nil {
+			return fmt.Errorf("sim config: regions[%d].latency.%w", i, err)
+		}
+	}
+	models := map[string]bool{}
+	for i, m := range c.Models {
+		p := fmt.Sprintf("sim config: models[%d]", i)
+		if err := validName(m.Name); err != nil {
+			return fmt.Errorf("%s.name: %w", p, err)
+		}
+		if models[m.Name] {
+			return fmt.Errorf("%s.name: duplicate model %q", p, m.Name)
+		}
+		models[m.Name] = true
+		if m.Capability < 1 || m.Capability > 5 {
+			return fmt.Errorf("%s.capability: %d is outside [1, 5]", p, m.Capability)
+		}
+		if m.ContextWindow < 0 {
+			return fmt.Errorf("%s.context_window: %d is negative", p, m.ContextWindow)
+		}
+		if m.Price.InputPerMTok < 0 || m.Price.OutputPerMTok < 0 {
+			return fmt.Errorf("%s.price: negative price", p)
+		}
+		if len(m.Regions) == 0 {
+			return fmt.Errorf("%s.regions: at least one region is required", p)
+		}
+		seen := map[string]bool{}
+		for j, r := range m.Regions {
+			if !regions[r] {
+				return fmt.Errorf("%s.regions[%d]: unknown region %q", p, j, r)
+			}
+			if seen[r] {
+				return fmt.Errorf("%s.regions[%d]: duplicate region %q", p, j, r)
+			}
+			seen[r] = true
+		}
+		for j, f := range m.Formats {
+			if llm.ParseFormat(f) == llm.FormatUnknown {
+				return fmt.Errorf("%s.formats[%d]: unknown format %q (want anthropic or openai)", p, j, f)
+			}
+		}
+		if err := m.Latency.validate(); err != nil {
+			return fmt.Errorf("%s.latency.%w", p, err)
+		}
+	}
+	for i := range c.Faults {
+		if err := c.Faults[i].validate(); err != nil {
+			return fmt.Errorf("sim config: faults[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// validName accepts names that fit in a URL path segment unescaped.
+func validName(s string) error {
+	if s == "" {
+		return errors.New("empty name")
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_.:", c)) {
+			return fmt.Errorf("%q: only letters, digits and - _ . : are allowed", s)
+		}
+	}
+	return nil
+}
+
+// serves reports whether m is served in format f.
+func (m *ModelSpec) serves(f llm.Format) bool {
+	if len(m.Formats) == 0 {
+		return true
+	}
+	for _, s := range m.Formats {
+		if llm.ParseFormat(s) == f {
+			return true
+		}
+	}
+	return false
+}

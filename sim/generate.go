@@ -1,0 +1,752 @@
+package sim
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/keelmesh/keel/internal/llm"
+)
+
+// Answer returns the answer a fleet built from cfg gives to req, exactly as
+// its endpoints send it when no fault interferes (the wire adds only the
+// response id's prefix conventions and timestamps). It is pure: the result
+// depends only on cfg.Seed, req.Model and the conversation (system text,
+// messages, tools, tool choice, stop sequences, max tokens, response format),
+// never on the wire format the request came in. Safe for concurrent use.
+//
+// The rules, which tests may rely on:
+//   - The prompt key is the system text plus each non-system turn (consecutive
+//     turns of one role merged) as its role and the text of its blocks; tool
+//     results count as their text, tool calls as name and compact input.
+//   - A text answer is 12–48 words from a built-in vocabulary, chosen by a
+//     PRNG seeded from a hash of (seed, model, prompt key, tool names). One
+//     word is one token; every word but the first carries its leading space.
+//   - max_tokens caps the tokens (stop_reason max_tokens); a stop sequence
+//     ends the text where it begins (stop_reason stop_sequence).
+//   - A last assistant turn of text P is a prefill: the answer to the
+//     conversation without it is computed, and if it starts with P only the
+//     rest is returned (possibly from mid-word); otherwise the whole answer.
+//   - With tools and tool_choice other than none, unless the last turn holds a
+//     tool result: tool_choice tool calls that tool; otherwise every tool
+//     named in the last user text is called in order of first mention; with
+//     tool_choice any and none named, the first tool. The answer is a short
+//     "Calling NAME." text block and tool_use blocks (ids "toolu_sim_<hash>")
+//     whose inputs are generated from the input schema; stop_reason tool_use.
+//   - OpenAI response_format json_object answers {"answer": "<words>"};
+//     json_schema answers a value generated from the schema.
+//   - input_tokens counts the words of the prompt key, one per turn, and one
+//     plus the description words per tool; output_tokens counts the tokens
+//     emitted.
+func Answer(cfg Config, req *llm.Request) *llm.Response {
+	return generate(cfg.Seed, req).response()
+}
+
+// answer is a generated answer in streamable form.
+type answer struct {
+	id      string
+	model   string
+	blocks  []genBlock
+	stop    llm.StopReason
+	stopSeq string
+	usage   llm.Usage
+	// jsonText marks a JSON-mode text block (block 0).
+	jsonText bool
+	// h is the conversation hash, for fault variants.
+	h uint64
+}
+
+// genBlock is one content block split into the pieces a stream sends.
+type genBlock struct {
+	tool bool
+	// tokens are the text deltas, or the input JSON pieces of a tool call.
+	tokens []string
+	id     string
+	name   string
+}
+
+func (b *genBlock) joined() string { return strings.Join(b.tokens, "") }
+
+// hasJSON reports whether the answer carries JSON a fault could corrupt.
+func (a *answer) hasJSON() bool {
+	if a.jsonText {
+		return true
+	}
+	for i := range a.blocks {
+		if a.blocks[i].tool {
+			return true
+		}
+	}
+	return false
+}
+
+// tokenCount is the number of stream deltas (= output tokens).
+func (a *answer) tokenCount() int {
+	n := 0
+	for i := range a.blocks {
+		n += len(a.blocks[i].tokens)
+	}
+	return n
+}
+
+// response renders the answer as a canonical response.
+func (a *answer) response() *llm.Response {
+	r := &llm.Response{
+		ID:           a.id,
+		Model:        a.model,
+		StopReason:   a.stop,
+		StopSequence: a.stopSeq,
+		Usage:        a.usage,
+		Content:      make([]llm.Block, 0, len(a.blocks)),
+	}
+	for i := range a.blocks {
+		b := &a.blocks[i]
+		if b.tool {
+			r.Content = append(r.Content, llm.Block{Type: llm.BlockToolUse, ID: b.id, Name: b.name, Input: json.RawMessage(b.joined())})
+		} else {
+			r.Content = append(r.Content, llm.Block{Type: llm.BlockText, Text: b.joined()})
+		}
+	}
+	return r
+}
+
+// generate computes the answer to req.
+func generate(seed int64, req *llm.Request) *answer {
+	conv := req.Messages
+	prefill, hasPrefill := "", false
+	if n := len(conv); n > 0 && conv[n-1].Role == llm.RoleAssistant && onlyText(conv[n-1].Content) {
+		prefill, hasPrefill = conv[n-1].Text(), true
+		conv = conv[:n-1]
+	}
+	turns := mergeTurns(conv)
+	sys := req.SystemText()
+
+	var kb strings.Builder
+	kb.WriteString(sys)
+	for _, t := range turns {
+		kb.WriteString("\x00")
+		kb.WriteString(string(t.role))
+		kb.WriteString("\x01")
+		kb.WriteString(t.text)
+	}
+	for _, t := range req.Tools {
+		kb.WriteString("\x02")
+		kb.WriteString(t.Name)
+	}
+	h := hashString(hashString(uint64(seed)^0x6b65656c73696d, req.Model), kb.String())
+
+	a := &answer{id: "msg_sim_" + hex16(h), model: req.Model, h: h, stop: llm.StopEndTurn}
+	a.usage.InputTokens = inputTokens(sys, turns, req)
+	if hasPrefill {
+		a.usage.InputTokens += 1 + countWords(prefill)
+	}
+
+	var lastUser string
+	lastIsToolResult := false
+	if n := len(turns); n > 0 {
+		lastUser = turns[n-1].text
+		lastIsToolResult = turns[n-1].toolResult
+		if turns[n-1].role != llm.RoleUser {
+			lastUser = ""
+		}
+	}
+
+	var text []string
+	calls := toolsToCall(req, lastUser, lastIsToolResult)
+	switch {
+	case len(calls) > 0:
+		names := make([]string, len(calls))
+		for i, t := range calls {
+			names[i] = t.Name
+		}
+		text = splitWords("Calling " + joinNames(names) + ".")
+	case req.ResponseFormat != nil && (req.ResponseFormat.Type == "json_object" || req.ResponseFormat.Type == "json_schema"):
+		a.jsonText = true
+		text = splitPieces(jsonAnswer(req.ResponseFormat, h))
+	default:
+		text = words(h)
+	}
+	if hasPrefill && prefill != "" {
+		if full := strings.Join(text, ""); strings.HasPrefix(full, prefill) {
+			text = cutTokens(text, len(prefill))
+		}
+	}
+	a.blocks = append(a.blocks, genBlock{tokens: text})
+	for i, t := range calls {
+		th := hashString(h^uint64(i+1)*0x9e3779b97f4a7c15, t.Name)
+		r := newRNG(th)
+		in, _ := json.Marshal(genValue(parseSchema(t.InputSchema), &r, 0))
+		a.blocks = append(a.blocks, genBlock{tool: true, id: "toolu_sim_" + hex16(th), name: t.Name, tokens: splitPieces(string(in))})
+	}
+	if len(calls) > 0 {
+		a.stop = llm.StopToolUse
+	}
+	a.limit(req)
+	return a
+}
+
+// limit applies max_tokens and stop sequences to the answer's blocks and
+// sets the output token count.
+func (a *answer) limit(req *llm.Request) {
+	budget := -1
+	if req.HasMaxTokens {
+		budget = req.MaxTokens
+	}
+	emitted := 0
+	maxStop := 0
+	for _, s := range req.StopSequences {
+		maxStop = max(maxStop, len(s))
+	}
+	var out []genBlock
+	for bi := range a.blocks {
+		b := a.blocks[bi]
+		if b.tool {
+			if budget >= 0 && emitted+len(b.tokens) > budget {
+				// A tool call that does not fit is dropped whole: a canonical
+				// tool_use block always carries a complete JSON input.
+				emitted = budget
+				a.stop, a.stopSeq = llm.StopMaxTokens, ""
+				break
+			}
+			emitted += len(b.tokens)
+			out = append(out, b)
+			continue
+		}
+		var sb strings.Builder
+		cut := false
+		for i, tok := range b.tokens {
+			if budget >= 0 && emitted == budget {
+				b.tokens = b.tokens[:i]
+				a.stop, a.stopSeq = llm.StopMaxTokens, ""
+				cut = true
+				break
+			}
+			emitted++
+			from := max(0, sb.Len()-maxStop+1)
+			sb.WriteString(tok)
+			if p, s := findStop(sb.String(), from, req.StopSequences); s != "" {
+				// Keep the text before the stop sequence (which may span
+				// several tokens); the token that completed it still counts.
+				b.tokens = trimTo(b.tokens[:i+1], p)
+				a.stop, a.stopSeq = llm.StopSequence, s
+				cut = true
+				break
+			}
+		}
+		if len(b.tokens) > 0 {
+			out = append(out, b)
+		}
+		if cut {
+			break
+		}
+	}
+	a.blocks = out
+	a.usage.OutputTokens = emitted
+}
+
+// findStop returns the position and value of the stop sequence that
+// completes first in s, searching occurrences that end after from.
+func findStop(s string, from int, stops []string) (int, string) {
+	bestEnd, bestPos, best := -1, -1, ""
+	for _, st := range stops {
+		if st == "" {
+			continue
+		}
+		i := strings.Index(s[from:], st)
+		if i < 0 {
+			continue
+		}
+		p := from + i
+		if end := p + len(st); bestEnd < 0 || end < bestEnd || end == bestEnd && p < bestPos {
+			bestEnd, bestPos, best = end, p, st
+		}
+	}
+	return bestPos, best
+}
+
+// trimTo trims tokens so that their concatenation has length n.
+func trimTo(tokens []string, n int) []string {
+	total := 0
+	for i, t := range tokens {
+		if total+len(t) >= n {
+			rest := n - total
+			if rest == 0 {
+				return tokens[:i]
+			}
+			tokens[i] = t[:rest]
+			return tokens[:i+1]
+		}
+		total += len(t)
+	}
+	return tokens
+}
+
+// cutTokens drops the first n bytes of the tokens' concatenation, keeping the
+// rest of the token n falls in as a token of its own.
+func cutTokens(tokens []string, n int) []string {
+	off := 0
+	for i, t := range tokens {
+		if off+len(t) > n {
+			rest := slices.Clone(tokens[i:])
+			rest[0] = t[n-off:]
+			return rest
+		}
+		off += len(t)
+	}
+	return nil
+}
+
+func onlyText(bs []llm.Block) bool {
+	for _, b := range bs {
+		if b.Type != llm.BlockText {
+			return false
+		}
+	}
+	return true
+}
+
+// turn is one merged conversation turn.
+type turn struct {
+	role       llm.Role
+	text       string
+	toolResult bool
+}
+
+// mergeTurns flattens non-system messages into turns, merging consecutive
+// messages of one role (as the Anthropic API does, and as OpenAI tool
+// messages following each other become one turn).
+func mergeTurns(ms []llm.Message) []turn {
+	var out []turn
+	for i := range ms {
+		m := &ms[i]
+		if m.Role == llm.RoleSystem || m.Role == llm.RoleDeveloper {
+			continue
+		}
+		text, tr := blocksKeyText(m.Content)
+		if n := len(out); n > 0 && out[n-1].role == m.Role {
+			if text != "" {
+				if out[n-1].text != "" {
+					out[n-1].text += "\n"
+				}
+				out[n-1].text += text
+			}
+			// The turn ends in a tool result when its last message holds one.
+			out[n-1].toolResult = tr
+			continue
+		}
+		out = append(out, turn{role: m.Role, text: text, toolResult: tr})
+	}
+	return out
+}
+
+// blocksKeyText is the text of blocks for the prompt key, and whether they
+// hold a tool result.
+func blocksKeyText(bs []llm.Block) (string, bool) {
+	var parts []string
+	tr := false
+	for _, b := range bs {
+		switch b.Type {
+		case llm.BlockText:
+			if b.Text != "" {
+				parts = append(parts, b.Text)
+			}
+		case llm.BlockToolResult:
+			tr = true
+			if t, _ := blocksKeyText(b.Content); t != "" {
+				parts = append(parts, t)
+			}
+		case llm.BlockToolUse:
+			parts = append(parts, b.Name+compactJSON(b.Input))
+		}
+	}
+	return strings.Join(parts, "\n"), tr
+}
+
+func compactJSON(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func inputTokens(sys string, turns []turn, req *llm.Request) int {
+	n := countWords(sys)
+	for _, t := range turns {
+		n += 1 + countWords(t.text)
+	}
+	for _, t := range req.Tools {
+		n += 1 + countWords(t.Description)
+	}
+	return max(n, 1)
+}
+
+func countWords(s string) int {
+	n, in := 0, false
+	for i := 0; i < len(s); i++ {
+		sp := s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r'
+		if !sp && !in {
+			n++
+		}
+		in = !sp
+	}
+	return n
+}
+
+// toolsToCall picks the tools the answer calls.
+func toolsToCall(req *llm.Request, lastUser string, lastIsToolResult bool) []llm.Tool {
+	if len(req.Tools) == 0 || lastIsToolResult {
+		return nil
+	}
+	choice := llm.ToolChoiceAuto
+	if req.ToolChoice != nil && req.ToolChoice.Type != "" {
+		choice = req.ToolChoice.Type
+	}
+	var calls []llm.Tool
+	switch choice {
+	case llm.ToolChoiceNone:
+		return nil
+	case llm.ToolChoiceTool:
+		for _, t := range req.Tools {
+			if t.Name == req.ToolChoice.Name {
+				return []llm.Tool{t}
+			}
+		}
+		return []llm.Tool{{Name: req.ToolChoice.Name}}
+	}
+	type hit struct {
+		pos int
+		t   llm.Tool
+	}
+	var hits []hit
+	for _, t := range req.Tools {
+		if t.Name == "" {
+			continue
+		}
+		if p := strings.Index(lastUser, t.Name); p >= 0 {
+			hits = append(hits, hit{p, t})
+		}
+	}
+	slices.SortStableFunc(hits, func(a, b hit) int { return a.pos - b.pos })
+	for _, h := range hits {
+		calls = append(calls, h.t)
+	}
+	if len(calls) == 0 && choice == llm.ToolChoiceAny {
+		calls = req.Tools[:1]
+	}
+	single := req.ParallelToolCalls != nil && !*req.ParallelToolCalls ||
+		req.ToolChoice != nil && req.ToolChoice.DisableParallel != nil && *req.ToolChoice.DisableParallel
+	if single && len(calls) > 1 {
+		calls = calls[:1]
+	}
+	return calls
+}
+
+func joinNames(ns []string) string {
+	if len(ns) == 1 {
+		return ns[0]
+	}
+	return strings.Join(ns[:len(ns)-1], ", ") + " and " + ns[len(ns)-1]
+}
+
+// splitWords splits s into tokens before each space.
+func splitWords(s string) []string {
+	var out []string
+	start := 0
+	for i := 1; i < len(s); i++ {
+		if s[i] == ' ' {
+			out = append(out, s[start:i])
+			start = i
+		}
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+// pieceBytes bounds one token of JSON text.
+const pieceBytes = 8
+
+// splitPieces splits JSON text into tokens: before each space, and at most
+// pieceBytes bytes each, never inside a UTF-8 sequence.
+func splitPieces(s string) []string {
+	var out []string
+	for _, w := range splitWords(s) {
+		for len(w) > pieceBytes {
+			n := pieceBytes
+			for n < len(w) && w[n]&0xC0 == 0x80 {
+				n++
+			}
+			out = append(out, w[:n])
+			w = w[n:]
+		}
+		if w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// words generates a text answer of 12–48 word tokens.
+func words(h uint64) []string {
+	r := newRNG(h)
+	n := 12 + int(h%37)
+	out := make([]string, n)
+	capNext := true
+	sentence := 0
+	for i := range out {
+		w := vocabulary[r.intn(len(vocabulary))]
+		if capNext {
+			w = strings.ToUpper(w[:1]) + w[1:]
+			capNext = false
+		}
+		sentence++
+		if i == n-1 || sentence >= 5 && r.intn(6) == 0 {
+			w += "."
+			capNext = true
+			sentence = 0
+		}
+		if i > 0 {
+			w = " " + w
+		}
+		out[i] = w
+	}
+	return out
+}
+
+func jsonAnswer(rf *llm.ResponseFormat, h uint64) string {
+	if rf.Type == "json_schema" && len(rf.Schema) > 0 {
+		if s := parseSchema(rf.Schema); s != nil {
+			r := newRNG(h)
+			b, _ := json.Marshal(genValue(s, &r, 0))
+			return string(b)
+		}
+	}
+	b, _ := json.Marshal(map[string]string{"answer": strings.Join(words(h), "")})
+	return string(b)
+}
+
+func parseSchema(raw json.RawMessage) map[string]any {
+	var m map[string]any
+	if json.Unmarshal(raw, &m) != nil {
+		return nil
+	}
+	return m
+}
+
+// maxSchemaDepth bounds recursion through nested schemas.
+const maxSchemaDepth = 8
+
+// genValue generates a value that satisfies the common JSON Schema
+// keywords: type, properties, required, items, minItems, enum, const,
+// anyOf/oneOf/allOf (first alternative), minimum and maximum.
+func genValue(s map[string]any, r *rng, depth int) any {
+	if depth > maxSchemaDepth {
+		return nil
+	}
+	if s == nil {
+		return map[string]any{}
+	}
+	if v, ok := s["const"]; ok {
+		return v
+	}
+	if e, ok := s["enum"].([]any); ok && len(e) > 0 {
+		return e[0]
+	}
+	for _, k := range [...]string{"anyOf", "oneOf", "allOf"} {
+		if alts, ok := s[k].([]any); ok && len(alts) > 0 {
+			alt, _ := alts[0].(map[string]any)
+			if alt == nil {
+				alt = map[string]any{}
+			}
+			return genValue(alt, r, depth+1)
+		}
+	}
+	typ := schemaType(s)
+	switch typ {
+	case "object":
+		out := map[string]any{}
+		props, _ := s["properties"].(map[string]any)
+		keys := make([]string, 0, len(props))
+		for k := range props {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			ps, _ := props[k].(map[string]any)
+			if ps == nil {
+				ps = map[string]any{"type": "string"}
+			}
+			out[k] = genValue(ps, r, depth+1)
+		}
+		if req, ok := s["required"].([]any); ok {
+			for _, k := range req {
+				if ks, ok := k.(string); ok {
+					if _, have := out[ks]; !have {
+						out[ks] = vocabulary[r.intn(len(vocabulary))]
+					}
+				}
+			}
+		}
+		return out
+	case "array":
+		items, _ := s["items"].(map[string]any)
+		if items == nil {
+			items = map[string]any{"type": "string"}
+		}
+		n := 1
+		if mi, ok := s["minItems"].(float64); ok && mi > 1 {
+			n = min(int(mi), 3)
+		}
+		out := make([]any, n)
+		for i := range out {
+			out[i] = genValue(items, r, depth+1)
+		}
+		return out
+	case "integer":
+		lo, hi := bounds(s, 0, 100)
+		return int64(lo) + int64(r.next()%uint64(int64(hi)-int64(lo)+1))
+	case "number":
+		lo, hi := bounds(s, 0, 100)
+		v := lo + float64(r.next()%10001)/10000*(hi-lo)
+		v, _ = strconv.ParseFloat(strconv.FormatFloat(v, 'f', 2, 64), 64)
+		return min(max(v, lo), hi)
+	case "boolean":
+		return r.next()&1 == 1
+	case "null":
+		return nil
+	}
+	return vocabulary[r.intn(len(vocabulary))]
+}
+
+func schemaType(s map[string]any) string {
+	switch t := s["type"].(type) {
+	case string:
+		return t
+	case []any:
+		for _, x := range t {
+			if xs, ok := x.(string); ok && xs != "null" {
+				return xs
+			}
+		}
+		return "null"
+	}
+	if _, ok := s["properties"]; ok {
+		return "object"
+	}
+	if _, ok := s["items"]; ok {
+		return "array"
+	}
+	return "string"
+}
+
+// bounds reads minimum/maximum, falling back to [dlo, dhi] and keeping
+// lo <= hi and a bounded span.
+func bounds(s map[string]any, dlo, dhi float64) (float64, float64) {
+	lo, hi := dlo, dhi
+	minSet := false
+	if v, ok := s["minimum"].(float64); ok {
+		lo, minSet = v, true
+	}
+	if v, ok := s["maximum"].(float64); ok {
+		hi = v
+		if !minSet && hi < lo {
+			lo = hi - (dhi - dlo)
+		}
+	} else if minSet {
+		hi = lo + (dhi - dlo)
+	}
+	if hi < lo {
+		hi = lo
+	}
+	if hi-lo > 1e12 {
+		hi = lo + 1e12
+	}
+	return lo, hi
+}
+
+// corruptJSON breaks JSON text in one of four ways chosen by h: truncated
+// mid-value, a trailing comma, a Markdown fence, or prose around it.
+func corruptJSON(s string, h uint64) string {
+	switch h % 4 {
+	case 0:
+		if n := len(s); n > 2 {
+			return s[:n*2/3]
+		}
+		return s + "{"
+	case 1:
+		if i := strings.LastIndexAny(s, "}]"); i > 0 {
+			return s[:i] + "," + s[i:]
+		}
+		return s + ","
+	case 2:
+		return "```json\n" + s + "\n```"
+	default:
+		return "Here is the JSON you asked for:\n" + s
+	}
+}
+
+// rng is splitmix64: tiny, fast and fully specified here, so answers stay
+// the same across Go releases.
+type rng struct{ s uint64 }
+
+func newRNG(seed uint64) rng { return rng{s: seed} }
+
+func (r *rng) next() uint64 {
+	r.s += 0x9e3779b97f4a7c15
+	z := r.s
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+func (r *rng) intn(n int) int { return int(r.next() % uint64(n)) }
+
+// float returns a number in [0, 1).
+func (r *rng) float() float64 { return float64(r.next()>>11) / (1 << 53) }
+
+// hashString folds s into h (FNV-1a, then a final mix).
+func hashString(h uint64, s string) uint64 {
+	h ^= 0xcbf29ce484222325
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 0x100000001b3
+	}
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	return h
+}
+
+func hex16(h uint64) string {
+	const digits = "0123456789abcdef"
+	var b [16]byte
+	for i := 15; i >= 0; i-- {
+		b[i] = digits[h&15]
+		h >>= 4
+	}
+	return string(b[:])
+}
+
+// vocabulary is the fixed word list answers are drawn from.
+var vocabulary = [...]string{
+	"the", "a", "system", "router", "signal", "latency", "region", "model", "answer", "stream",
+	"token", "budget", "circuit", "breaker", "fallback", "request", "response", "queue", "window", "cache",
+	"value", "result", "careful", "steady", "quick", "quiet", "bright", "narrow", "broad", "simple",
+	"measure", "observe", "balance", "gather", "follow", "compare", "select", "deliver", "resolve", "repeat",
+	"river", "mountain", "harbor", "lantern", "orchard", "meadow", "compass", "anchor", "beacon", "bridge",
+	"and", "or", "but", "then", "with", "without", "under", "over", "between", "across",
+	"is", "was", "will", "can", "should", "must", "may", "does", "has", "keeps",
+	"every", "each", "some", "many", "few", "most", "no", "any", "both", "either",
+	"clear", "exact", "early", "late", "whole", "partial", "stable", "sudden", "gentle", "strong",
+	"path", "node", "edge", "graph", "table", "record", "ledger", "report", "trace", "span",
+	"north", "south", "east", "west", "morning", "evening", "winter", "summer", "autumn", "spring",
+	"copper", "silver", "granite", "cedar", "willow", "amber", "cobalt", "marble", "velvet", "linen",
+	"thinks", "writes", "reads", "sends", "holds", "moves", "builds", "checks", "counts", "finds",
+	"plan", "step", "rule", "hint", "note", "claim", "proof", "guess", "check", "limit",
+	"over", "near", "far", "inside", "outside", "before", "after", "during", "around", "beyond",
+	"seven", "twelve", "forty", "hundred", "dozen", "single", "double", "triple", "half", "quarter",
+}
