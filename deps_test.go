@@ -16,10 +16,10 @@ func TestImportRules(t *testing.T) {
 	}
 	const mod = "github.com/keelmesh/keel"
 	stdlibOnly := map[string][]string{
-		mod + "/internal/llm":        nil,
-		mod + "/internal/sse":        nil,
-		mod + "/internal/resilience": nil,
-		mod + "/config":              {"github.com/goccy/go-yaml"},
+		mod + "/internal/llm":            nil,
+		mod + "/internal/sse":            nil,
+		mod + "/internal/resilience":     nil,
+		mod + "/config":                  {"github.com/goccy/go-yaml"},
 		mod + "/internal/wire/anthropic": {mod + "/internal/llm", mod + "/internal/sse"},
 		mod + "/internal/wire/openai":    {mod + "/internal/llm", mod + "/internal/sse"},
 	}

@@ -332,12 +332,17 @@ func TestParseErrors(t *testing.T) {
 		{
 			name: "integer overflow",
 			yaml: "providers:\n  - name: a\n    type: openai\n    max_conns_per_host: 99999999999999999999\n",
-			want: []string{`keel.yaml:4:25: providers[0].max_conns_per_host: expected an integer, got a number 99999999999999999999`},
+			want: []string{`keel.yaml:4:25: providers[0].max_conns_per_host: integer out of range`},
 		},
 		{
 			name: "float field given a string",
 			yaml: "models:\n  - name: m\n    price: {input_per_mtok: cheap}\n",
 			want: []string{`keel.yaml:3:29: models[0].price.input_per_mtok: expected a number, got the string "cheap"`},
+		},
+		{
+			name: "float field given infinity",
+			yaml: "models:\n  - name: m\n    price: {output_per_mtok: .inf}\n",
+			want: []string{`keel.yaml:3:30: models[0].price.output_per_mtok: expected a finite number, got .inf`},
 		},
 		{
 			name: "section of the wrong kind",
@@ -350,7 +355,7 @@ func TestParseErrors(t *testing.T) {
 		{
 			name: "string field given a mapping",
 			yaml: "providers:\n  - name: {first: a}\n",
-			want: []string{`keel.yaml:2:13: providers[0].name: expected a string, got a mapping`},
+			want: []string{`keel.yaml:2:12: providers[0].name: expected a string, got a mapping`},
 		},
 		{
 			name: "top level not a mapping",

@@ -335,6 +335,11 @@ func (d *decoder) decodeValue(raw ast.Node, v reflect.Value, path string) {
 		v.SetString(s)
 	case reflect.Int, reflect.Int64:
 		in, ok := n.(*ast.IntegerNode)
+		if s, isStr := n.(*ast.StringNode); isStr && s.Token != nil && s.Token.Type == token.StringType && isDigits(strings.TrimPrefix(s.Value, "-")) {
+			// go-yaml keeps an integer too large for 64 bits as a string.
+			d.fail(n, path, "integer out of range")
+			return
+		}
 		if !ok {
 			d.fail(n, path, "expected an integer, got %s", describeValue(n))
 			return
@@ -366,6 +371,8 @@ func (d *decoder) decodeValue(raw ast.Node, v reflect.Value, path string) {
 			case uint64:
 				v.SetFloat(float64(i))
 			}
+		case *ast.NanNode, *ast.InfinityNode:
+			d.fail(n, path, "expected a finite number, got %s", n.GetToken().Value)
 		default:
 			d.fail(n, path, "expected a number, got %s", describeValue(n))
 		}
@@ -390,6 +397,10 @@ func scalarText(n ast.Node) (string, bool) {
 		return t.GetToken().Value, true
 	}
 	return "", false
+}
+
+func isDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }
 
 func isNull(n ast.Node) bool {

@@ -319,6 +319,10 @@ type Response struct {
 	// Refusal is OpenAI message.refusal when present.
 	Refusal string
 	Extra   Extra
+	// ChoiceExtra and MessageExtra keep unknown members of the OpenAI
+	// choices[0] object and of its message (annotations, audio …).
+	ChoiceExtra  Extra
+	MessageExtra Extra
 }
 
 // Text concatenates the text blocks of the answer.

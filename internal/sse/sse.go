@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"strings"
 )
 
 // MaxLineBytes bounds one line, as the SDK decoders do (32 MiB).
@@ -22,6 +23,11 @@ const MaxLineBytes = 32 << 20
 
 // ErrLineTooLong is returned when a line exceeds MaxLineBytes.
 var ErrLineTooLong = errors.New("sse: line too long")
+
+// ErrLineBreak is returned by the Writer for an event name or comment that
+// contains a line break, which would end the field early and let the rest be
+// read as other fields or events.
+var ErrLineBreak = errors.New("sse: line break in event name or comment")
 
 // Event is one decoded event. Data aliases the Reader's buffer and is valid
 // only until the next call to Next.
@@ -146,7 +152,14 @@ func NewWriter(w io.Writer, flush func() error) *Writer {
 
 // WriteEvent writes "event: name" (omitted when name is empty), one "data:"
 // line per line of data, and the terminating blank line, then flushes.
+// Lines of data may end in "\n", "\r\n" or a lone "\r" (the SSE spec's line
+// ends); each becomes one data line, so a Reader returns the data with every
+// line break as "\n". A name containing "\r" or "\n" is rejected with
+// ErrLineBreak and nothing is written.
 func (w *Writer) WriteEvent(name string, data []byte) error {
+	if strings.ContainsAny(name, "\r\n") {
+		return ErrLineBreak
+	}
 	b := w.buf[:0]
 	if name != "" {
 		b = append(b, "event: "...)
@@ -154,7 +167,9 @@ func (w *Writer) WriteEvent(name string, data []byte) error {
 		b = append(b, '\n')
 	}
 	for {
-		i := bytes.IndexByte(data, '\n')
+		// A "\r" left inside a line would be lost (before "\n") or kept where
+		// SSE readers that follow the spec end the line, so split on it too.
+		i := bytes.IndexAny(data, "\r\n")
 		b = append(b, "data: "...)
 		if i < 0 {
 			b = append(b, data...)
@@ -163,6 +178,9 @@ func (w *Writer) WriteEvent(name string, data []byte) error {
 		}
 		b = append(b, data[:i]...)
 		b = append(b, '\n')
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
 		data = data[i+1:]
 	}
 	b = append(b, '\n')
@@ -171,7 +189,11 @@ func (w *Writer) WriteEvent(name string, data []byte) error {
 }
 
 // WriteComment writes ": text" and a blank line, then flushes (a keep-alive).
+// Text containing "\r" or "\n" is rejected with ErrLineBreak.
 func (w *Writer) WriteComment(text string) error {
+	if strings.ContainsAny(text, "\r\n") {
+		return ErrLineBreak
+	}
 	b := append(w.buf[:0], ": "...)
 	b = append(b, text...)
 	b = append(b, "\n\n"...)

@@ -260,14 +260,6 @@ func integer(path string, v []byte) (int, error) {
 	return int(f), nil
 }
 
-// object checks that v is an object (or null when nullOK) and returns it.
-func object(path string, v []byte) (json.RawMessage, error) {
-	if len(v) == 0 || v[0] != '{' {
-		return nil, errAt(path, "expected an object, got %s", kindName(v))
-	}
-	return json.RawMessage(v), nil
-}
-
 // ---- encoding ----
 
 const hexDigits = "0123456789abcdef"

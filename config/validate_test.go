@@ -1,0 +1,292 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestValidateErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		env  map[string]string
+		want []string // every error line, in order
+	}{
+		{
+			name: "server fields",
+			yaml: `server:
+  listen: localhost
+  max_body_bytes: -1
+  shutdown_timeout: -5s
+  log_format: xml
+  log_level: verbose
+`,
+			want: []string{
+				`keel.yaml:2:3: server.listen: expected host:port such as "127.0.0.1:7878" or ":7878", got "localhost"`,
+				`keel.yaml:3:3: server.max_body_bytes: must not be negative, got -1`,
+				`keel.yaml:4:3: server.shutdown_timeout: must not be negative, got -5s`,
+				`keel.yaml:5:3: server.log_format: expected text or json, got "xml"`,
+				`keel.yaml:6:3: server.log_level: expected debug, info, warn or error, got "verbose"`,
+			},
+		},
+		{
+			name: "listen port out of range",
+			yaml: "server:\n  listen: ':70000'\n",
+			want: []string{`keel.yaml:2:3: server.listen: expected host:port such as "127.0.0.1:7878" or ":7878", got port "70000" (expected a number from 0 to 65535)`},
+		},
+		{
+			name: "provider type unknown and missing",
+			yaml: `providers:
+  - name: a
+    type: gemini
+  - name: b
+`,
+			want: []string{
+				`keel.yaml:3:5: providers[0].type: unknown provider type "gemini": expected anthropic or openai`,
+				`keel.yaml:4:5: providers[1].type: required: expected anthropic or openai`,
+			},
+		},
+		{
+			name: "provider name missing invalid duplicate",
+			yaml: `providers:
+  - type: openai
+  - name: a/b
+    type: openai
+  - name: x
+    type: openai
+  - name: x
+    type: anthropic
+`,
+			want: []string{
+				`keel.yaml:2:5: providers[0].name: required: every provider needs a name`,
+				`keel.yaml:3:5: providers[1].name: invalid provider name "a/b": expected letters, digits, '.', '_' and '-'`,
+				`keel.yaml:7:5: providers[3].name: duplicate provider name "x" (first defined at providers[2], line 5)`,
+			},
+		},
+		{
+			name: "provider base_url",
+			yaml: `providers:
+  - {name: a, type: openai, base_url: "localhost:8000"}
+  - {name: b, type: openai, base_url: "ftp://example.com"}
+  - {name: c, type: openai, base_url: "https://"}
+  - {name: d, type: openai, base_url: "https://user:hunter2@example.com/v1"}
+  - {name: e, type: openai, base_url: "/v1"}
+  - {name: f, type: openai, base_url: "http://x/v1?a=1"}
+`,
+			want: []string{
+				`keel.yaml:2:29: providers[0].base_url: expected an absolute http or https URL such as "https://api.anthropic.com", got scheme "localhost"`,
+				`keel.yaml:3:29: providers[1].base_url: expected an absolute http or https URL such as "https://api.anthropic.com", got scheme "ftp"`,
+				`keel.yaml:4:29: providers[2].base_url: expected an absolute http or https URL such as "https://api.anthropic.com", got no host`,
+				`keel.yaml:5:29: providers[3].base_url: must not carry credentials (user:password@): put them in api_key or headers, which are kept secret`,
+				`keel.yaml:6:29: providers[4].base_url: expected an absolute http or https URL such as "https://api.anthropic.com", got no scheme`,
+				`keel.yaml:7:29: providers[5].base_url: expected an absolute http or https URL such as "https://api.anthropic.com" without query or fragment`,
+			},
+		},
+		{
+			name: "api key both set and env name invalid",
+			yaml: `providers:
+  - name: a
+    type: anthropic
+    api_key: sk-literal
+    api_key_env: ANTHROPIC_API_KEY
+  - name: b
+    type: anthropic
+    api_key_env: sk-ant-pasted-key
+`,
+			want: []string{
+				`keel.yaml:5:5: providers[0].api_key_env: api_key and api_key_env are mutually exclusive: set one of them`,
+				`keel.yaml:8:5: providers[1].api_key_env: expected the name of an environment variable such as ANTHROPIC_API_KEY (letters, digits and '_'); a literal key belongs in api_key`,
+			},
+		},
+		{
+			name: "anthropic_version",
+			yaml: `providers:
+  - {name: a, type: openai, anthropic_version: "2023-06-01"}
+  - {name: b, type: anthropic, anthropic_version: latest}
+`,
+			want: []string{
+				`keel.yaml:2:29: providers[0].anthropic_version: applies only to providers of type anthropic`,
+				`keel.yaml:3:32: providers[1].anthropic_version: expected a date such as "2023-06-01", got "latest"`,
+			},
+		},
+		{
+			name: "headers",
+			yaml: `providers:
+  - name: a
+    type: openai
+    headers:
+      "Bad Name": x
+      X-Multi: "${KEEL_TEST_MULTILINE}"
+`,
+			env: map[string]string{"KEEL_TEST_MULTILINE": "a\r\nInjected: yes"},
+			want: []string{
+				`keel.yaml:5:7: providers[0].headers.Bad Name: invalid header name: expected letters, digits and !#$%&'*+-.^_` + "`" + `|~`,
+				`keel.yaml:6:7: providers[0].headers.X-Multi: header value must not contain line breaks or NUL`,
+			},
+		},
+		{
+			name: "negative timeouts and connection limits",
+			yaml: `providers:
+  - name: a
+    type: openai
+    timeouts:
+      connect: -1s
+      response_header: -1ms
+      stream_idle: -2s
+      request: -1m
+    max_conns_per_host: -1
+    max_idle_conns_per_host: -2
+`,
+			want: []string{
+				`keel.yaml:5:7: providers[0].timeouts.connect: must not be negative, got -1s`,
+				`keel.yaml:6:7: providers[0].timeouts.response_header: must not be negative, got -1ms`,
+				`keel.yaml:7:7: providers[0].timeouts.stream_idle: must not be negative, got -2s`,
+				`keel.yaml:8:7: providers[0].timeouts.request: must not be negative, got -1m0s`,
+				`keel.yaml:9:5: providers[0].max_conns_per_host: must not be negative, got -1`,
+				`keel.yaml:10:5: providers[0].max_idle_conns_per_host: must not be negative, got -2`,
+			},
+		},
+		{
+			name: "model fields",
+			yaml: `providers: [{name: a, type: openai}]
+models:
+  - name: m1
+    capability: 6
+    context_window: -1
+    price: {input_per_mtok: -1, output_per_mtok: -0.5}
+    endpoints: [{provider: a}]
+  - name: m2
+    capability: -1
+    endpoints: [{provider: a}]
+  - name: "has space"
+    endpoints: [{provider: a}]
+  - capability: 2
+    endpoints: [{provider: a}]
+`,
+			want: []string{
+				`keel.yaml:4:5: models[0].capability: expected a tier from 1 to 5, got 6`,
+				`keel.yaml:5:5: models[0].context_window: must not be negative, got -1`,
+				`keel.yaml:6:13: models[0].price.input_per_mtok: expected a price of 0 or more, got -1`,
+				`keel.yaml:6:33: models[0].price.output_per_mtok: expected a price of 0 or more, got -0.5`,
+				`keel.yaml:9:5: models[1].capability: expected a tier from 1 to 5, got -1`,
+				`keel.yaml:11:5: models[2].name: invalid model name "has space": must not contain spaces or control characters`,
+				`keel.yaml:13:5: models[3].name: required: every model needs a name`,
+			},
+		},
+		{
+			name: "endpoints",
+			yaml: `providers: [{name: anthropic, type: anthropic}]
+models:
+  - name: m
+  - name: n
+    endpoints:
+      - provider: antropic
+      - region: us
+      - {provider: anthropic, region: "eu/west"}
+      - {provider: anthropic, base_url: "grpc://x"}
+      - {provider: anthropic, region: default}
+  - name: m
+    endpoints: [{provider: anthropic}]
+`,
+			want: []string{
+				`keel.yaml:3:5: models[0].endpoints: required: at least one endpoint`,
+				`keel.yaml:6:9: models[1].endpoints[0].provider: unknown provider "antropic" (did you mean "anthropic"?)`,
+				`keel.yaml:7:9: models[1].endpoints[1].provider: required: expected the name of a provider`,
+				`keel.yaml:8:31: models[1].endpoints[2].region: invalid region "eu/west": expected letters, digits, '.', '_' and '-'`,
+				`keel.yaml:9:31: models[1].endpoints[3].base_url: expected an absolute http or https URL such as "https://api.anthropic.com", got scheme "grpc"`,
+				`keel.yaml:10:10: models[1].endpoints[4]: duplicate endpoint n/default/anthropic: each provider may serve a model once per region`,
+				`keel.yaml:11:5: models[2].name: duplicate model name "m" (first defined at models[0], line 3)`,
+			},
+		},
+		{
+			name: "aliases",
+			yaml: `providers: [{name: a, type: openai}]
+models:
+  - {name: m1, endpoints: [{provider: a}]}
+  - {name: m2, endpoints: [{provider: a}]}
+aliases:
+  - name: m1
+    models: [m2]
+  - name: chain
+    models: [m1, m3, chain2, m1]
+    strategy: fastest
+  - name: chain2
+    models: []
+  - name: chain2
+    models: [m2]
+  - models: [m1]
+`,
+			want: []string{
+				`keel.yaml:6:5: aliases[0].name: alias name "m1" is also a model name: names must be unique across models and aliases`,
+				`keel.yaml:9:18: aliases[1].models[1]: unknown model "m3" (did you mean "m1"?)`,
+				`keel.yaml:9:22: aliases[1].models[2]: "chain2" is an alias: an alias lists models, not other aliases`,
+				`keel.yaml:9:30: aliases[1].models[3]: model "m1" listed twice`,
+				`keel.yaml:10:5: aliases[1].strategy: expected ordered or latency, got "fastest"`,
+				`keel.yaml:12:5: aliases[2].models: required: at least one model`,
+				`keel.yaml:13:5: aliases[3].name: duplicate alias name "chain2" (first defined at aliases[2], line 11)`,
+				`keel.yaml:15:5: aliases[4].name: required: every alias needs a name`,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := parseErrors(t, tt.yaml, tt.env)
+			if d := diffLines(got, tt.want); d != "" {
+				t.Errorf("Parse errors mismatch (-got +want):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestValidateInCode checks a Config built without a file: errors carry
+// paths but no positions, and zero fields count as their defaults.
+func TestValidateInCode(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want []string
+	}{
+		{name: "zero config is valid", cfg: Config{}},
+		{
+			name: "zero fields are defaults",
+			cfg: Config{
+				Providers: []Provider{{Name: "a", Type: TypeOpenAI}},
+				Models:    []Model{{Name: "m", Endpoints: []Endpoint{{Provider: "a"}}}},
+				Aliases:   []Alias{{Name: "x", Models: []string{"m"}}},
+			},
+		},
+		{
+			name: "problems without positions",
+			cfg: Config{
+				Server:    Server{Listen: "nope"},
+				Providers: []Provider{{Name: "a", Type: "bedrock"}},
+				Models:    []Model{{Name: "m", Capability: 9, Endpoints: []Endpoint{{Provider: "b"}}}},
+			},
+			want: []string{
+				`server.listen: expected host:port such as "127.0.0.1:7878" or ":7878", got "nope"`,
+				`providers[0].type: unknown provider type "bedrock": expected anthropic or openai`,
+				`models[0].capability: expected a tier from 1 to 5, got 9`,
+				`models[0].endpoints[0].provider: unknown provider "b" (did you mean "a"?)`,
+			},
+		},
+		{
+			name: "duplicate without positions",
+			cfg: Config{
+				Providers: []Provider{{Name: "a", Type: TypeOpenAI}, {Name: "a", Type: TypeOpenAI}},
+			},
+			want: []string{`providers[1].name: duplicate provider name "a" (first defined at providers[0])`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			var got []string
+			if err != nil {
+				got = strings.Split(err.Error(), "\n")
+			}
+			if d := diffLines(got, tt.want); d != "" {
+				t.Errorf("Validate mismatch (-got +want):\n%s", d)
+			}
+		})
+	}
+}

@@ -1,0 +1,211 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/keelmesh/keel/internal/llm"
+)
+
+// wireErrorType is the error.type written for e: RawType when the upstream
+// used a word outside the canonical set, "server_error" for api_error (what
+// OpenAI says on a 500), else the canonical type.
+func wireErrorType(e *llm.APIError) string {
+	if e.RawType != "" {
+		return e.RawType
+	}
+	t := e.Type
+	if t == "" {
+		t = statusType(e.Status)
+	}
+	if t == llm.ErrAPI {
+		return "server_error"
+	}
+	return string(t)
+}
+
+// statusType is llm.StatusErrorType, except that a status below 400 (an
+// error inside a 200 stream) gives api_error.
+func statusType(status int) llm.ErrorType {
+	if status < 400 {
+		return llm.ErrAPI
+	}
+	return llm.StatusErrorType(status)
+}
+
+// EncodeError writes e in OpenAI's error shape:
+// {"error":{"message","type","param","code","mesh_error_code"?}} with param
+// and code null when empty. Status, request id and retry-after belong in the
+// HTTP response line and headers, not here.
+func EncodeError(e *llm.APIError) []byte {
+	b := make([]byte, 0, 128+len(e.Message))
+	return appendErrorBody(b, e, true)
+}
+
+func appendErrorBody(b []byte, e *llm.APIError, withParam bool) []byte {
+	b = append(b, `{"error":{"message":`...)
+	b = appendString(b, e.Message)
+	b = append(b, `,"type":`...)
+	b = appendString(b, wireErrorType(e))
+	if withParam {
+		b = append(b, `,"param":`...)
+		if e.Param == "" {
+			b = append(b, "null"...)
+		} else {
+			b = appendString(b, e.Param)
+		}
+	}
+	b = append(b, `,"code":`...)
+	if e.Code == "" {
+		b = append(b, "null"...)
+	} else {
+		b = appendString(b, e.Code)
+	}
+	if e.MeshCode != "" {
+		b = append(b, `,"mesh_error_code":`...)
+		b = appendString(b, e.MeshCode)
+	}
+	return append(b, "}}"...)
+}
+
+// maxErrorText bounds how much of a non-JSON error body becomes the message.
+const maxErrorText = 1024
+
+// ParseError turns any upstream error answer into an APIError. A JSON body
+// {"error":{message,type,param,code,mesh_error_code}} is read member by member
+// ({"error":"text"} and {"message":"text"} are accepted too); any other body
+// becomes the message (trimmed, at most 1 KiB) with the type taken from the
+// status. RetryAfter comes from retry-after-ms, else retry-after (seconds or
+// an HTTP date); RequestID from x-request-id.
+func ParseError(status int, h http.Header, body []byte) *llm.APIError {
+	e := &llm.APIError{Status: status}
+	if h != nil {
+		e.RequestID = h.Get("x-request-id")
+		e.RetryAfter = retryAfter(h, time.Now())
+	}
+	var typ string
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) > 0 && trimmed[0] == '{' && json.Valid(trimmed) {
+		_ = eachMember(trimmed, func(k, v []byte) error {
+			switch string(bareKey(k)) {
+			case "error":
+				switch {
+				case len(v) > 0 && v[0] == '{':
+					_ = eachMember(v, func(ek, ev []byte) error {
+						switch string(bareKey(ek)) {
+						case "message":
+							e.Message = scalarText(ev)
+						case "type":
+							typ = scalarText(ev)
+						case "param":
+							e.Param = scalarText(ev)
+						case "code":
+							e.Code = scalarText(ev)
+						case "mesh_error_code":
+							e.MeshCode = scalarText(ev)
+						}
+						return nil
+					})
+				case len(v) > 0 && v[0] == '"':
+					e.Message = scalarText(v)
+				}
+			case "message":
+				if e.Message == "" {
+					e.Message = scalarText(v)
+				}
+			}
+			return nil
+		})
+	} else if len(trimmed) > 0 {
+		e.Message = truncateText(trimmed, maxErrorText)
+	}
+	if e.Message == "" {
+		if e.Message = http.StatusText(status); e.Message == "" {
+			e.Message = "upstream error (status " + strconv.Itoa(status) + ")"
+		}
+	}
+	e.Type, e.RawType = classify(typ, status)
+	return e
+}
+
+// classify picks the canonical type for an OpenAI error.type and status.
+func classify(typ string, status int) (llm.ErrorType, string) {
+	byStatus := statusType(status)
+	switch t := llm.ErrorType(typ); t {
+	case "":
+		return byStatus, ""
+	case "server_error":
+		if status >= 400 && byStatus != llm.ErrAPI {
+			return byStatus, typ
+		}
+		return llm.ErrAPI, ""
+	case llm.ErrInvalidRequest:
+		// OpenAI says invalid_request_error on 401 and 404 too: trust the status.
+		if status >= 400 && byStatus != llm.ErrInvalidRequest {
+			return byStatus, typ
+		}
+		return t, ""
+	case llm.ErrAuthentication, llm.ErrBilling, llm.ErrPermission, llm.ErrNotFound,
+		llm.ErrConflict, llm.ErrTooLarge, llm.ErrRateLimit, llm.ErrAPI, llm.ErrTimeout, llm.ErrOverloaded:
+		return t, ""
+	}
+	return byStatus, typ
+}
+
+// scalarText renders a JSON string, number or boolean as text; null and
+// containers give "".
+func scalarText(v []byte) string {
+	if len(v) == 0 {
+		return ""
+	}
+	switch v[0] {
+	case '"':
+		s, _ := unquote(v)
+		return s
+	case '{', '[', 'n':
+		return ""
+	}
+	return string(v)
+}
+
+func truncateText(b []byte, n int) string {
+	if len(b) <= n {
+		return strings.ToValidUTF8(string(b), "\uFFFD")
+	}
+	b = b[:n]
+	for len(b) > 0 && !utf8.Valid(b[len(b)-min(len(b), utf8.UTFMax):]) {
+		b = b[:len(b)-1]
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD") + "…"
+}
+
+// retryAfter reads retry-after-ms (milliseconds) or retry-after (seconds or
+// an HTTP date relative to now); 0 when absent or unparsable.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if v := h.Get("retry-after-ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < 1e12 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := h.Get("retry-after")
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s > 0 && s < 1e9 {
+			return time.Duration(s * float64(time.Second))
+		}
+		return 0
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}

@@ -1,0 +1,857 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/keelmesh/keel/internal/llm"
+)
+
+// badRequest is the error every request-parsing failure returns.
+func badRequest(param, format string, args ...any) *llm.APIError {
+	msg := fmt.Sprintf(format, args...)
+	if param != "" {
+		msg = param + ": " + msg
+	}
+	return &llm.APIError{
+		Status:   400,
+		Type:     llm.ErrInvalidRequest,
+		MeshCode: llm.MeshBadRequest,
+		Param:    param,
+		Message:  msg,
+	}
+}
+
+func wrongType(param, want string, got []byte) *llm.APIError {
+	return badRequest(param, "expected %s, got %s", want, kind(got))
+}
+
+func getString(v []byte, param string) (string, error) {
+	if len(v) == 0 || v[0] != '"' {
+		return "", wrongType(param, "a string", v)
+	}
+	s, ok := unquote(v)
+	if !ok {
+		return "", badRequest(param, "invalid string")
+	}
+	return s, nil
+}
+
+func getBool(v []byte, param string) (bool, error) {
+	switch string(v) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, wrongType(param, "a boolean", v)
+}
+
+func getInt(v []byte, param string) (int, error) {
+	if len(v) == 0 || !(v[0] == '-' || v[0] >= '0' && v[0] <= '9') {
+		return 0, wrongType(param, "an integer", v)
+	}
+	n, err := strconv.ParseInt(string(v), 10, 32)
+	if err != nil {
+		return 0, badRequest(param, "expected an integer, got %s", v)
+	}
+	return int(n), nil
+}
+
+func getFloat(v []byte, param string) (*float64, error) {
+	if len(v) == 0 || !(v[0] == '-' || v[0] >= '0' && v[0] <= '9') {
+		return nil, wrongType(param, "a number", v)
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil || math.IsInf(f, 0) {
+		return nil, badRequest(param, "number out of range")
+	}
+	return &f, nil
+}
+
+func indexParam(prefix string, i int, field string) string {
+	s := prefix + "[" + strconv.Itoa(i) + "]"
+	if field != "" {
+		s += "." + field
+	}
+	return s
+}
+
+// ParseRequest decodes an OpenAI Chat Completions request body into the
+// canonical model. It keeps every member it does not understand (Request.Extra,
+// Message.Extra, Block.Extra, Block.Raw, Tool.Raw, ToolChoice.Raw,
+// StreamOptionsExtra) so that EncodeRequest reproduces an equivalent body.
+//
+// Conventions beyond the canonical model's documentation:
+//   - consecutive role "tool" messages become one user message of tool_result
+//     blocks; a tool message's members other than role, tool_call_id and
+//     content go to that block's Extra;
+//   - an assistant tool call whose arguments are not a JSON object (empty,
+//     truncated, an array …), whose type is not "function", or whose function
+//     object has unknown members is kept verbatim in Block.Raw; the block still
+//     has Type tool_use, ID, Name and Input "{}" for other formats to use;
+//   - content parts other than text and image_url, and image_url parts with
+//     members beyond url and detail, are kept verbatim in Block.Raw;
+//   - tools other than plain function tools (or with unknown function members)
+//     are kept in Tool.Raw with Tool.Type set;
+//   - a response_format this model cannot represent exactly (unknown type,
+//     unknown json_schema members) is kept in Extra["response_format"];
+//   - when both max_completion_tokens and max_tokens are present, max_tokens
+//     stays in Extra.
+//
+// Every error is an *llm.APIError with status 400 naming the offending field.
+// Role "function" (deprecated) is rejected. n above 1 is rejected.
+func ParseRequest(body []byte) (*llm.Request, error) {
+	if !json.Valid(body) {
+		return nil, badRequest("", "request body is not valid JSON")
+	}
+	body = bytes.Clone(body) // raw values below alias this copy, not the caller's buffer
+	if i := skipWS(body, 0); i >= len(body) || body[i] != '{' {
+		return nil, badRequest("", "request body must be a JSON object")
+	}
+	r := &llm.Request{Format: llm.FormatOpenAI}
+	var (
+		maxCompletion, maxLegacy []byte
+		maxLegacyKey             []byte
+		responseFormat           []byte
+		responseFormatKey        []byte
+		sawModel, sawMessages    bool
+	)
+	err := eachMember(body, func(k, v []byte) error {
+		var err error
+		switch string(bareKey(k)) {
+		case "model":
+			sawModel = true
+			r.Model, err = getString(v, "model")
+		case "messages":
+			sawMessages = true
+			r.Messages = r.Messages[:0]
+			err = parseMessages(v, r)
+		case "max_completion_tokens":
+			maxCompletion = v
+		case "max_tokens":
+			maxLegacy, maxLegacyKey = v, k
+		case "temperature":
+			if !isNull(v) {
+				r.Temperature, err = getFloat(v, "temperature")
+			}
+		case "top_p":
+			if !isNull(v) {
+				r.TopP, err = getFloat(v, "top_p")
+			}
+		case "n":
+			if !isNull(v) {
+				r.N, err = getInt(v, "n")
+				if err == nil && r.N > 1 {
+					err = badRequest("n", "only 1 is supported")
+				} else if err == nil && r.N < 1 {
+					err = badRequest("n", "must be 1")
+				}
+			}
+		case "stop":
+			err = parseStop(v, r)
+		case "stream":
+			if !isNull(v) {
+				r.Stream, err = getBool(v, "stream")
+			}
+		case "stream_options":
+			err = parseStreamOptions(v, r)
+		case "tools":
+			err = parseTools(v, r)
+		case "tool_choice":
+			r.ToolChoice, err = parseToolChoice(v)
+		case "parallel_tool_calls":
+			if !isNull(v) {
+				var b bool
+				b, err = getBool(v, "parallel_tool_calls")
+				r.ParallelToolCalls = &b
+			}
+		case "response_format":
+			responseFormat, responseFormatKey = v, k
+		case "user":
+			if !isNull(v) {
+				r.UserID, err = getString(v, "user")
+			}
+		case "mesh_behavior":
+			if !isNull(v) {
+				r.MeshBehavior = json.RawMessage(v)
+			}
+		default:
+			setExtra(&r.Extra, k, v)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !sawModel || r.Model == "" {
+		return nil, badRequest("model", "required")
+	}
+	if !sawMessages {
+		return nil, badRequest("messages", "required")
+	}
+	if len(r.Messages) == 0 {
+		return nil, badRequest("messages", "must contain at least one message")
+	}
+	switch {
+	case maxCompletion != nil && !isNull(maxCompletion):
+		if err := setMaxTokens(r, maxCompletion, "max_completion_tokens"); err != nil {
+			return nil, err
+		}
+		if maxLegacy != nil {
+			setExtra(&r.Extra, maxLegacyKey, maxLegacy)
+		}
+	case maxLegacy != nil && !isNull(maxLegacy):
+		if err := setMaxTokens(r, maxLegacy, "max_tokens"); err != nil {
+			return nil, err
+		}
+		r.MaxTokensLegacy = true
+	}
+	if responseFormat != nil && !isNull(responseFormat) {
+		rf, err := parseResponseFormat(responseFormat)
+		if err != nil {
+			return nil, err
+		}
+		if rf == nil {
+			setExtra(&r.Extra, responseFormatKey, responseFormat)
+		}
+		r.ResponseFormat = rf
+	}
+	return r, nil
+}
+
+func setMaxTokens(r *llm.Request, v []byte, param string) error {
+	n, err := getInt(v, param)
+	if err != nil {
+		return err
+	}
+	if n < 0 {
+		return badRequest(param, "must not be negative")
+	}
+	r.MaxTokens, r.HasMaxTokens = n, true
+	return nil
+}
+
+func parseStop(v []byte, r *llm.Request) error {
+	r.StopSequences, r.StopIsString = nil, false
+	switch {
+	case isNull(v):
+		return nil
+	case v[0] == '"':
+		s, err := getString(v, "stop")
+		r.StopSequences, r.StopIsString = []string{s}, true
+		return err
+	case v[0] == '[':
+		return eachElement(v, func(i int, el []byte) error {
+			s, err := getString(el, indexParam("stop", i, ""))
+			r.StopSequences = append(r.StopSequences, s)
+			return err
+		})
+	}
+	return wrongType("stop", "a string or an array of strings", v)
+}
+
+func parseStreamOptions(v []byte, r *llm.Request) error {
+	r.IncludeUsage, r.StreamOptionsExtra = false, nil
+	if isNull(v) {
+		return nil
+	}
+	if v[0] != '{' {
+		return wrongType("stream_options", "an object", v)
+	}
+	return eachMember(v, func(k, mv []byte) error {
+		if string(bareKey(k)) == "include_usage" {
+			if isNull(mv) {
+				return nil
+			}
+			var err error
+			r.IncludeUsage, err = getBool(mv, "stream_options.include_usage")
+			return err
+		}
+		setExtra(&r.StreamOptionsExtra, k, mv)
+		return nil
+	})
+}
+
+// rawMessage is one wire message before its role is known.
+type rawMessage struct {
+	role, content, name, toolCalls, toolCallID []byte
+	// keys of the members above, for putting them in Extra when the role
+	// does not use them
+	nameKey, toolCallsKey, toolCallIDKey []byte
+	extra                                llm.Extra
+}
+
+func parseMessages(v []byte, r *llm.Request) error {
+	if v[0] != '[' {
+		return wrongType("messages", "an array", v)
+	}
+	lastWasTool := false
+	return eachElement(v, func(i int, el []byte) error {
+		if el[0] != '{' {
+			return wrongType(indexParam("messages", i, ""), "an object", el)
+		}
+		var m rawMessage
+		err := eachMember(el, func(k, mv []byte) error {
+			switch string(bareKey(k)) {
+			case "role":
+				m.role = mv
+			case "content":
+				m.content = mv
+			case "name":
+				m.name, m.nameKey = mv, k
+			case "tool_calls":
+				m.toolCalls, m.toolCallsKey = mv, k
+			case "tool_call_id":
+				m.toolCallID, m.toolCallIDKey = mv, k
+			default:
+				setExtra(&m.extra, k, mv)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if m.role == nil {
+			return badRequest(indexParam("messages", i, "role"), "required")
+		}
+		role, err := getString(m.role, indexParam("messages", i, "role"))
+		if err != nil {
+			return err
+		}
+		if role == "tool" {
+			b, err := parseToolMessage(&m, i)
+			if err != nil {
+				return err
+			}
+			if !lastWasTool {
+				r.Messages = append(r.Messages, llm.Message{Role: llm.RoleUser})
+			}
+			last := &r.Messages[len(r.Messages)-1]
+			last.Content = append(last.Content, b)
+			lastWasTool = true
+			return nil
+		}
+		lastWasTool = false
+		msg, err := parseMessage(&m, llm.Role(role), i)
+		if err != nil {
+			return err
+		}
+		r.Messages = append(r.Messages, msg)
+		return nil
+	})
+}
+
+func parseMessage(m *rawMessage, role llm.Role, i int) (llm.Message, error) {
+	msg := llm.Message{Role: role, Extra: m.extra}
+	switch role {
+	case llm.RoleSystem, llm.RoleDeveloper, llm.RoleUser, llm.RoleAssistant:
+	default:
+		return msg, badRequest(indexParam("messages", i, "role"), "unsupported role %q", string(role))
+	}
+	if m.name != nil {
+		var err error
+		if msg.Name, err = getString(m.name, indexParam("messages", i, "name")); err != nil {
+			return msg, err
+		}
+	}
+	if m.toolCallID != nil {
+		setExtra(&msg.Extra, m.toolCallIDKey, m.toolCallID)
+	}
+	if role != llm.RoleAssistant && m.toolCalls != nil {
+		setExtra(&msg.Extra, m.toolCallsKey, m.toolCalls)
+	}
+	param := indexParam("messages", i, "content")
+	switch {
+	case m.content == nil:
+		if role != llm.RoleAssistant {
+			return msg, badRequest(param, "required")
+		}
+	case isNull(m.content):
+		msg.ContentIsNull = true
+	case m.content[0] == '"':
+		s, err := getString(m.content, param)
+		if err != nil {
+			return msg, err
+		}
+		msg.ContentIsString = true
+		msg.Content = []llm.Block{{Type: llm.BlockText, Text: s}}
+	case m.content[0] == '[':
+		var err error
+		if msg.Content, err = parseParts(m.content, param, nil); err != nil {
+			return msg, err
+		}
+		if len(msg.Content) == 0 && role == llm.RoleAssistant {
+			msg.Content = nil // an assistant's [] and an absent content mean the same
+		}
+	default:
+		return msg, wrongType(param, "a string or an array of content parts", m.content)
+	}
+	if role == llm.RoleAssistant && m.toolCalls != nil && !isNull(m.toolCalls) {
+		param := indexParam("messages", i, "tool_calls")
+		if m.toolCalls[0] != '[' {
+			return msg, wrongType(param, "an array", m.toolCalls)
+		}
+		err := eachElement(m.toolCalls, func(j int, el []byte) error {
+			b, err := parseToolCall(el, indexParam(param, j, ""))
+			msg.Content = append(msg.Content, b)
+			return err
+		})
+		if err != nil {
+			return msg, err
+		}
+	}
+	return msg, nil
+}
+
+func parseToolMessage(m *rawMessage, i int) (llm.Block, error) {
+	b := llm.Block{Type: llm.BlockToolResult, Extra: m.extra}
+	if m.toolCallID == nil {
+		return b, badRequest(indexParam("messages", i, "tool_call_id"), "required")
+	}
+	var err error
+	if b.ToolUseID, err = getString(m.toolCallID, indexParam("messages", i, "tool_call_id")); err != nil {
+		return b, err
+	}
+	if m.name != nil {
+		setExtra(&b.Extra, m.nameKey, m.name)
+	}
+	if m.toolCalls != nil {
+		setExtra(&b.Extra, m.toolCallsKey, m.toolCalls)
+	}
+	param := indexParam("messages", i, "content")
+	switch {
+	case m.content == nil:
+		return b, badRequest(param, "required")
+	case m.content[0] == '"':
+		s, err := getString(m.content, param)
+		if err != nil {
+			return b, err
+		}
+		b.ContentIsString = true
+		b.Content = []llm.Block{{Type: llm.BlockText, Text: s}}
+	case m.content[0] == '[':
+		if b.Content, err = parseParts(m.content, param, nil); err != nil {
+			return b, err
+		}
+	default:
+		return b, wrongType(param, "a string or an array of content parts", m.content)
+	}
+	return b, nil
+}
+
+// parseParts decodes an array of content parts.
+// An empty array gives an empty, non-nil slice.
+func parseParts(v []byte, param string, dst []llm.Block) ([]llm.Block, error) {
+	if dst == nil {
+		dst = []llm.Block{}
+	}
+	err := eachElement(v, func(j int, el []byte) error {
+		b, err := parsePart(el, indexParam(param, j, ""))
+		dst = append(dst, b)
+		return err
+	})
+	return dst, err
+}
+
+func parsePart(el []byte, param string) (llm.Block, error) {
+	var b llm.Block
+	if el[0] != '{' {
+		return b, wrongType(param, "an object", el)
+	}
+	var typ, text, image []byte
+	var extra llm.Extra
+	_ = eachMember(el, func(k, v []byte) error {
+		switch string(bareKey(k)) {
+		case "type":
+			typ = v
+		case "text":
+			text = v
+		case "image_url":
+			image = v
+		default:
+			setExtra(&extra, k, v)
+		}
+		return nil
+	})
+	if typ == nil {
+		return b, badRequest(param+".type", "required")
+	}
+	t, err := getString(typ, param+".type")
+	if err != nil {
+		return b, err
+	}
+	switch {
+	case t == "text" && image == nil:
+		if text == nil {
+			return b, badRequest(param+".text", "required")
+		}
+		s, err := getString(text, param+".text")
+		return llm.Block{Type: llm.BlockText, Text: s, Extra: extra}, err
+	case t == "image_url" && text == nil:
+		if image == nil {
+			return b, badRequest(param+".image_url", "required")
+		}
+		src, err := parseImageURL(image, param+".image_url")
+		if err != nil {
+			return b, err
+		}
+		if src != nil {
+			return llm.Block{Type: llm.BlockImage, Image: src, Extra: extra}, nil
+		}
+		return llm.Block{Type: llm.BlockImage, Raw: json.RawMessage(el)}, nil
+	}
+	return llm.Block{Type: llm.BlockType(t), Raw: json.RawMessage(el)}, nil
+}
+
+// parseImageURL decodes {url, detail}; nil (no error) means "keep the part raw".
+func parseImageURL(v []byte, param string) (*llm.ImageSource, error) {
+	if v[0] != '{' {
+		return nil, wrongType(param, "an object", v)
+	}
+	var url, detail []byte
+	unknown := false
+	_ = eachMember(v, func(k, mv []byte) error {
+		switch string(bareKey(k)) {
+		case "url":
+			url = mv
+		case "detail":
+			detail = mv
+		default:
+			unknown = true
+		}
+		return nil
+	})
+	if url == nil {
+		return nil, badRequest(param+".url", "required")
+	}
+	u, err := getString(url, param+".url")
+	if err != nil {
+		return nil, err
+	}
+	src := &llm.ImageSource{Kind: "url", URL: u}
+	if detail != nil {
+		if len(detail) < 3 || detail[0] != '"' {
+			unknown = true // null, "" or another type: not representable
+		} else if src.Detail, err = getString(detail, param+".detail"); err != nil {
+			return nil, err
+		}
+	}
+	if unknown {
+		return nil, nil
+	}
+	if rest, ok := strings.CutPrefix(u, "data:"); ok {
+		if media, data, ok := strings.Cut(rest, ";base64,"); ok {
+			src.Kind, src.URL, src.MediaType, src.Data = "base64", "", media, data
+		}
+	}
+	return src, nil
+}
+
+func parseToolCall(el []byte, param string) (llm.Block, error) {
+	b := llm.Block{Type: llm.BlockToolUse}
+	if el[0] != '{' {
+		return b, wrongType(param, "an object", el)
+	}
+	var id, typ, fn []byte
+	_ = eachMember(el, func(k, v []byte) error {
+		switch string(bareKey(k)) {
+		case "id":
+			id = v
+		case "type":
+			typ = v
+		case "function":
+			fn = v
+		default:
+			setExtra(&b.Extra, k, v)
+		}
+		return nil
+	})
+	var err error
+	if id == nil {
+		return b, badRequest(param+".id", "required")
+	}
+	if b.ID, err = getString(id, param+".id"); err != nil {
+		return b, err
+	}
+	keepRaw := func() (llm.Block, error) {
+		b.Raw, b.Extra, b.Input = json.RawMessage(el), nil, json.RawMessage("{}")
+		return b, nil
+	}
+	if typ != nil && string(typ) != `"function"` {
+		return keepRaw()
+	}
+	if fn == nil || fn[0] != '{' {
+		return keepRaw()
+	}
+	var name, args []byte
+	unknown := false
+	_ = eachMember(fn, func(k, v []byte) error {
+		switch string(bareKey(k)) {
+		case "name":
+			name = v
+		case "arguments":
+			args = v
+		default:
+			unknown = true
+		}
+		return nil
+	})
+	if name == nil {
+		return b, badRequest(param+".function.name", "required")
+	}
+	if b.Name, err = getString(name, param+".function.name"); err != nil {
+		return b, err
+	}
+	if unknown || args == nil || args[0] != '"' {
+		return keepRaw()
+	}
+	s, err := getString(args, param+".function.arguments")
+	if err != nil {
+		return b, err
+	}
+	if !isJSONObject(s) {
+		return keepRaw()
+	}
+	b.Input = json.RawMessage(s)
+	return b, nil
+}
+
+// isJSONObject reports whether s is one valid JSON object.
+func isJSONObject(s string) bool {
+	i := 0
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+		i++
+	}
+	return i < len(s) && s[i] == '{' && json.Valid([]byte(s))
+}
+
+func parseTools(v []byte, r *llm.Request) error {
+	r.Tools = nil
+	if isNull(v) {
+		return nil
+	}
+	if v[0] != '[' {
+		return wrongType("tools", "an array", v)
+	}
+	return eachElement(v, func(i int, el []byte) error {
+		t, err := parseTool(el, indexParam("tools", i, ""))
+		r.Tools = append(r.Tools, t)
+		return err
+	})
+}
+
+func parseTool(el []byte, param string) (llm.Tool, error) {
+	var t llm.Tool
+	if el[0] != '{' {
+		return t, wrongType(param, "an object", el)
+	}
+	var typ, fn []byte
+	_ = eachMember(el, func(k, v []byte) error {
+		switch string(bareKey(k)) {
+		case "type":
+			typ = v
+		case "function":
+			fn = v
+		default:
+			setExtra(&t.Extra, k, v)
+		}
+		return nil
+	})
+	if typ == nil {
+		return t, badRequest(param+".type", "required")
+	}
+	tt, err := getString(typ, param+".type")
+	if err != nil {
+		return t, err
+	}
+	keepRaw := func() (llm.Tool, error) {
+		return llm.Tool{Type: tt, Name: t.Name, Raw: json.RawMessage(el)}, nil
+	}
+	if tt != "function" || fn == nil || fn[0] != '{' {
+		return keepRaw()
+	}
+	var name, desc, params, strict []byte
+	unknown := false
+	_ = eachMember(fn, func(k, v []byte) error {
+		switch string(bareKey(k)) {
+		case "name":
+			name = v
+		case "description":
+			desc = v
+		case "parameters":
+			params = v
+		case "strict":
+			strict = v
+		default:
+			unknown = true
+		}
+		return nil
+	})
+	if name == nil {
+		return t, badRequest(param+".function.name", "required")
+	}
+	if t.Name, err = getString(name, param+".function.name"); err != nil {
+		return t, err
+	}
+	if unknown {
+		return keepRaw()
+	}
+	if desc != nil && !isNull(desc) {
+		if t.Description, err = getString(desc, param+".function.description"); err != nil {
+			return t, err
+		}
+	}
+	if params != nil && !isNull(params) {
+		t.InputSchema = json.RawMessage(params)
+	}
+	if strict != nil && !isNull(strict) {
+		s, err := getBool(strict, param+".function.strict")
+		if err != nil {
+			return t, err
+		}
+		t.Strict = &s
+	}
+	return t, nil
+}
+
+func parseToolChoice(v []byte) (*llm.ToolChoice, error) {
+	switch {
+	case isNull(v):
+		return nil, nil
+	case v[0] == '"':
+		s, err := getString(v, "tool_choice")
+		if err != nil {
+			return nil, err
+		}
+		switch s {
+		case "none":
+			return &llm.ToolChoice{Type: llm.ToolChoiceNone}, nil
+		case "auto":
+			return &llm.ToolChoice{Type: llm.ToolChoiceAuto}, nil
+		case "required":
+			return &llm.ToolChoice{Type: llm.ToolChoiceAny}, nil
+		}
+		return &llm.ToolChoice{Raw: json.RawMessage(v)}, nil
+	case v[0] != '{':
+		return nil, wrongType("tool_choice", "a string or an object", v)
+	}
+	tc := &llm.ToolChoice{}
+	var typ, fn []byte
+	_ = eachMember(v, func(k, mv []byte) error {
+		switch string(bareKey(k)) {
+		case "type":
+			typ = mv
+		case "function":
+			fn = mv
+		default:
+			setExtra(&tc.Extra, k, mv)
+		}
+		return nil
+	})
+	raw := &llm.ToolChoice{Raw: json.RawMessage(v)}
+	if string(typ) != `"function"` || fn == nil || fn[0] != '{' {
+		return raw, nil
+	}
+	var name []byte
+	unknown := false
+	_ = eachMember(fn, func(k, mv []byte) error {
+		if string(bareKey(k)) == "name" {
+			name = mv
+		} else {
+			unknown = true
+		}
+		return nil
+	})
+	if unknown || name == nil || name[0] != '"' {
+		return raw, nil
+	}
+	var err error
+	tc.Type = llm.ToolChoiceTool
+	tc.Name, err = getString(name, "tool_choice.function.name")
+	return tc, err
+}
+
+// parseResponseFormat returns nil (no error) for a form kept verbatim in Extra.
+func parseResponseFormat(v []byte) (*llm.ResponseFormat, error) {
+	if v[0] != '{' {
+		return nil, wrongType("response_format", "an object", v)
+	}
+	rf := &llm.ResponseFormat{}
+	var typ, schema []byte
+	_ = eachMember(v, func(k, mv []byte) error {
+		switch string(bareKey(k)) {
+		case "type":
+			typ = mv
+		case "json_schema":
+			schema = mv
+		default:
+			setExtra(&rf.Extra, k, mv)
+		}
+		return nil
+	})
+	if typ == nil {
+		return nil, badRequest("response_format.type", "required")
+	}
+	t, err := getString(typ, "response_format.type")
+	if err != nil {
+		return nil, err
+	}
+	rf.Type = t
+	switch t {
+	case "text", "json_object":
+		if schema != nil {
+			return nil, nil
+		}
+		return rf, nil
+	case "json_schema":
+	default:
+		return nil, nil
+	}
+	if schema == nil || schema[0] != '{' {
+		return nil, nil
+	}
+	var name, desc, sch, strict []byte
+	unknown := false
+	_ = eachMember(schema, func(k, mv []byte) error {
+		switch string(bareKey(k)) {
+		case "name":
+			name = mv
+		case "description":
+			desc = mv
+		case "schema":
+			sch = mv
+		case "strict":
+			strict = mv
+		default:
+			unknown = true
+		}
+		return nil
+	})
+	if unknown || name == nil || name[0] != '"' ||
+		desc != nil && desc[0] != '"' ||
+		strict != nil && strict[0] != 't' && strict[0] != 'f' ||
+		sch != nil && isNull(sch) {
+		return nil, nil
+	}
+	if rf.Name, err = getString(name, "response_format.json_schema.name"); err != nil {
+		return nil, err
+	}
+	if desc != nil {
+		if rf.Description, err = getString(desc, "response_format.json_schema.description"); err != nil {
+			return nil, err
+		}
+	}
+	if sch != nil {
+		rf.Schema = json.RawMessage(sch)
+	}
+	if strict != nil {
+		s := strict[0] == 't'
+		rf.Strict = &s
+	}
+	return rf, nil
+}

@@ -1,0 +1,542 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/sse"
+	"github.com/keelmesh/keel/internal/wire/anthropic"
+	"github.com/keelmesh/keel/internal/wire/openai"
+)
+
+// maxBodyBytes bounds a request body.
+const maxBodyBytes = 32 << 20
+
+// Rate-limit budgets advertised in the rate-limit headers, per endpoint and
+// per minute.
+const (
+	requestsPerMinute = 4000
+	tokensPerMinute   = 400_000
+)
+
+// codec is one wire format's server side.
+type codec struct {
+	format      llm.Format
+	parse       func([]byte) (*llm.Request, error)
+	encode      func(*llm.Response) ([]byte, error)
+	encodeError func(*llm.APIError) []byte
+	stream      func(*sse.Writer, *llm.Request) eventWriter
+}
+
+type eventWriter interface{ Write(*llm.Event) error }
+
+var (
+	anthropicCodec = &codec{
+		format:      llm.FormatAnthropic,
+		parse:       anthropic.ParseRequest,
+		encode:      anthropic.EncodeResponse,
+		encodeError: anthropic.EncodeError,
+		stream: func(w *sse.Writer, _ *llm.Request) eventWriter {
+			return anthropic.NewStreamWriter(w, anthropic.StreamOptions{})
+		},
+	}
+	openaiCodec = &codec{
+		format:      llm.FormatOpenAI,
+		parse:       openai.ParseRequest,
+		encode:      openai.EncodeResponse,
+		encodeError: openai.EncodeError,
+		stream: func(w *sse.Writer, r *llm.Request) eventWriter {
+			return openai.NewStreamWriter(w, openai.StreamOptions{IncludeUsage: r.IncludeUsage})
+		},
+	}
+)
+
+func (f *Fleet) routes() http.Handler {
+	mux := http.NewServeMux()
+	api := func(c *codec, prefixed bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			region := ""
+			if prefixed {
+				region = r.PathValue("region")
+			}
+			f.serveAPI(w, r, region, c)
+		}
+	}
+	mux.HandleFunc("POST /v1/messages", api(anthropicCodec, false))
+	mux.HandleFunc("POST /r/{region}/v1/messages", api(anthropicCodec, true))
+	mux.HandleFunc("POST /v1/chat/completions", api(openaiCodec, false))
+	mux.HandleFunc("POST /r/{region}/v1/chat/completions", api(openaiCodec, true))
+	mux.HandleFunc("GET /v1/models", f.serveModels)
+	mux.HandleFunc("GET /r/{region}/v1/models", f.serveModels)
+
+	mux.HandleFunc("POST /sim/regions/{name}/down", f.serveRegion(true))
+	mux.HandleFunc("POST /sim/regions/{name}/up", f.serveRegion(false))
+	mux.HandleFunc("POST /sim/faults", f.servePutFaults)
+	mux.HandleFunc("GET /sim/faults", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, f.Faults()) })
+	mux.HandleFunc("GET /sim/stats", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, f.Stats()) })
+	mux.HandleFunc("POST /sim/reset", func(w http.ResponseWriter, r *http.Request) {
+		f.Reset()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("/", f.serveNotFound)
+	return mux
+}
+
+// callerCodec guesses the wire format of a request outside the API routes.
+func callerCodec(r *http.Request) *codec {
+	if r.Header.Get("Anthropic-Version") != "" {
+		return anthropicCodec
+	}
+	return openaiCodec
+}
+
+func (f *Fleet) serveNotFound(w http.ResponseWriter, r *http.Request) {
+	c := callerCodec(r)
+	writeAPIError(w, c, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound,
+		Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
+}
+
+func writeAPIError(w http.ResponseWriter, c *codec, e *llm.APIError) {
+	b := c.encodeError(e)
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	w.WriteHeader(e.Status)
+	w.Write(b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"encoding failed"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+func controlError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]map[string]string{"error": {"message": msg}})
+}
+
+func (f *Fleet) serveRegion(down bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		if err := f.SetRegionDown(name, down); err != nil {
+			controlError(w, http.StatusNotFound, err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"region": name, "down": down})
+	}
+}
+
+func (f *Fleet) servePutFaults(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		controlError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		return
+	}
+	fs, err := ParseFaults(body)
+	if err != nil {
+		controlError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	f.setFaults(fs)
+	writeJSON(w, http.StatusOK, f.Faults())
+}
+
+// fixedCreated is the creation time the model lists report.
+var fixedCreated = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func (f *Fleet) serveModels(w http.ResponseWriter, r *http.Request) {
+	c := callerCodec(r)
+	regionName := r.PathValue("region")
+	if regionName != "" && f.regions[regionName] == nil {
+		writeAPIError(w, c, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound,
+			Message: fmt.Sprintf("region %q not found", regionName)})
+		return
+	}
+	var ms []*ModelSpec
+	for i := range f.cfg.Models {
+		m := &f.cfg.Models[i]
+		if !m.serves(c.format) {
+			continue
+		}
+		if regionName == "" || f.eps[epKey{m.Name, regionName}] != nil {
+			ms = append(ms, m)
+		}
+	}
+	if c.format == llm.FormatAnthropic {
+		type model struct {
+			Type        string `json:"type"`
+			ID          string `json:"id"`
+			DisplayName string `json:"display_name"`
+			CreatedAt   string `json:"created_at"`
+		}
+		out := struct {
+			Data    []model `json:"data"`
+			HasMore bool    `json:"has_more"`
+			FirstID *string `json:"first_id"`
+			LastID  *string `json:"last_id"`
+		}{Data: []model{}}
+		for _, m := range ms {
+			out.Data = append(out.Data, model{"model", m.Name, m.Name, fixedCreated.Format(time.RFC3339)})
+		}
+		if n := len(out.Data); n > 0 {
+			out.FirstID, out.LastID = &out.Data[0].ID, &out.Data[n-1].ID
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	out := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	for _, m := range ms {
+		out.Data = append(out.Data, model{m.Name, "model", fixedCreated.Unix(), "keel-sim"})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (f *Fleet) requestID() string {
+	n := f.reqSeq.Add(1)
+	return "req_sim_" + hex16(hashString(uint64(f.cfg.Seed)^n*0x9e3779b97f4a7c15, "request"))
+}
+
+// serveAPI serves one Messages or Chat Completions call.
+func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName string, c *codec) {
+	ctx := r.Context()
+	h := w.Header()
+	reqID := f.requestID()
+	if c.format == llm.FormatAnthropic {
+		h["Request-Id"] = []string{reqID}
+	} else {
+		h["X-Request-Id"] = []string{reqID}
+	}
+	fail := func(status int, typ llm.ErrorType, msg string) {
+		writeAPIError(w, c, &llm.APIError{Status: status, Type: typ, Message: msg, RequestID: reqID})
+	}
+
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
+	if err != nil {
+		fail(http.StatusBadRequest, llm.ErrInvalidRequest, "reading body: "+err.Error())
+		return
+	}
+	if len(body) > maxBodyBytes {
+		fail(http.StatusRequestEntityTooLarge, llm.ErrTooLarge, "request body exceeds 32 MiB")
+		return
+	}
+	req, err := c.parse(body)
+	if err != nil {
+		var ae *llm.APIError
+		if !errors.As(err, &ae) {
+			ae = &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, Message: err.Error()}
+		}
+		// The fleet is a provider, not Keel: its errors carry no mesh code.
+		e := *ae
+		e.MeshCode, e.RequestID = "", reqID
+		if e.Status == 0 {
+			e.Status = http.StatusBadRequest
+		}
+		writeAPIError(w, c, &e)
+		return
+	}
+	spec := f.models[req.Model]
+	if spec == nil {
+		fail(http.StatusNotFound, llm.ErrNotFound, fmt.Sprintf("model: %s not found", req.Model))
+		return
+	}
+	if regionName == "" {
+		regionName = spec.Regions[0]
+	} else if f.regions[regionName] == nil {
+		fail(http.StatusNotFound, llm.ErrNotFound, fmt.Sprintf("region %q not found", regionName))
+		return
+	}
+	ep := f.eps[epKey{req.Model, regionName}]
+	if ep == nil {
+		fail(http.StatusNotFound, llm.ErrNotFound, fmt.Sprintf("model: %s is not served in region %s", req.Model, regionName))
+		return
+	}
+	if !spec.serves(c.format) {
+		fail(http.StatusNotFound, llm.ErrNotFound, fmt.Sprintf("model: %s is not served in the %s format", req.Model, c.format))
+		return
+	}
+	if tc := req.ToolChoice; tc != nil && tc.Type == llm.ToolChoiceTool && !hasTool(req.Tools, tc.Name) {
+		fail(http.StatusBadRequest, llm.ErrInvalidRequest, fmt.Sprintf("tool_choice: tool %q is not in tools", tc.Name))
+		return
+	}
+	h["X-Sim-Region"] = []string{regionName}
+	h["X-Sim-Endpoint"] = []string{ep.name}
+
+	ep.requests.Add(1)
+	ep.inFlight.Add(1)
+	f.inFlight.Add(1)
+	defer func() {
+		ep.inFlight.Add(-1)
+		f.inFlight.Add(-1)
+	}()
+	if ep.region.down.Load() {
+		ep.recordFault(kindRegionDown)
+		resetConn(w)
+		return
+	}
+
+	ans := generate(f.cfg.Seed, req)
+	if spec.ContextWindow > 0 && ans.usage.InputTokens > spec.ContextWindow {
+		ep.recordStatus(http.StatusBadRequest)
+		fail(http.StatusBadRequest, llm.ErrInvalidRequest,
+			fmt.Sprintf("prompt is too long: %d tokens > %d maximum", ans.usage.InputTokens, spec.ContextWindow))
+		return
+	}
+	fault := f.pickFault(&callInfo{model: req.Model, region: regionName, format: c.format, stream: req.Stream, hasJSON: ans.hasJSON()})
+	if fault != nil {
+		ep.recordFault(fault.Kind)
+		switch fault.Kind {
+		case KindRateLimit:
+			ra := fault.RetryAfter.D()
+			if ra <= 0 {
+				ra = time.Second
+			}
+			setRetryAfter(h, ra)
+			f.setRateHeaders(h, c, ep, 0, ra)
+			ep.recordStatus(http.StatusTooManyRequests)
+			fail(http.StatusTooManyRequests, llm.ErrRateLimit, "Number of requests has exceeded your rate limit (simulated).")
+			return
+		case KindOverloaded:
+			status := 529
+			if c.format == llm.FormatOpenAI {
+				status = http.StatusServiceUnavailable
+			}
+			if fault.RetryAfter > 0 {
+				setRetryAfter(h, fault.RetryAfter.D())
+			}
+			ep.recordStatus(status)
+			fail(status, llm.ErrOverloaded, "Overloaded (simulated).")
+			return
+		case KindServerError:
+			status := fault.Status
+			if status == 0 {
+				status = http.StatusInternalServerError
+			}
+			ep.recordStatus(status)
+			fail(status, llm.StatusErrorType(status), "Internal server error (simulated).")
+			return
+		case KindReset:
+			resetConn(w)
+			return
+		case KindHang:
+			<-ctx.Done()
+			return
+		case KindMalformedJSON:
+			ans.corrupt(c.format == llm.FormatAnthropic && !req.Stream)
+		}
+	}
+
+	start := time.Now()
+	waited, err := ep.q.acquire(ctx)
+	wait := time.Since(start)
+	if waited {
+		ep.recordWait(wait)
+	}
+	if err != nil {
+		return
+	}
+	held := true
+	release := func() {
+		if held {
+			held = false
+			ep.q.release()
+		}
+	}
+	defer release()
+	h["X-Sim-Queue-Ms"] = []string{strconv.FormatFloat(float64(wait)/float64(time.Millisecond), 'f', -1, 64)}
+
+	ttft, factor := ep.draw()
+	if fault != nil && fault.Kind == KindSlow {
+		s := fault.Factor
+		if s == 0 {
+			s = ep.lat.TailFactor
+		}
+		if s < 1 {
+			s = 10
+		}
+		factor *= s
+	}
+	n := ans.tokenCount()
+	f.setRateHeaders(h, c, ep, ans.usage.InputTokens+n, 0)
+
+	if !req.Stream {
+		if sleep(ctx, scale(ttft+time.Duration(n)*ep.lat.PerToken.D(), factor)) != nil {
+			return
+		}
+		release()
+		resp := ans.response()
+		resp.Created = time.Now().Unix()
+		b, err := c.encode(resp)
+		if err != nil {
+			ep.recordStatus(http.StatusInternalServerError)
+			fail(http.StatusInternalServerError, llm.ErrAPI, "encoding response: "+err.Error())
+			return
+		}
+		h["Content-Type"] = []string{"application/json"}
+		h["Content-Length"] = []string{strconv.Itoa(len(b))}
+		w.WriteHeader(http.StatusOK)
+		ep.recordStatus(http.StatusOK)
+		ep.recordTokens(ans.usage.InputTokens, ans.usage.OutputTokens)
+		w.Write(b)
+		return
+	}
+	if sleep(ctx, scale(ttft, factor)) != nil {
+		return
+	}
+	h["Content-Type"] = []string{"text/event-stream"}
+	h["Cache-Control"] = []string{"no-cache"}
+	w.WriteHeader(http.StatusOK)
+	ep.recordStatus(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if f.writeStream(ctx, c.stream(sse.NewWriter(w, rc.Flush), req), ans, scale(ep.lat.PerToken.D(), factor), fault) {
+		ep.recordTokens(ans.usage.InputTokens, ans.usage.OutputTokens)
+	}
+}
+
+// writeStream sends the answer as stream events, one token per delta, and
+// reports whether it finished cleanly. A stream fault fires when
+// fault.AfterTokens tokens have been sent, or before the final events when
+// the answer is shorter.
+func (f *Fleet) writeStream(ctx context.Context, sw eventWriter, ans *answer, perToken time.Duration, fault *Fault) bool {
+	faultAt := -1
+	if fault != nil && streamOnly(fault.Kind) {
+		faultAt = fault.AfterTokens
+	}
+	write := func(ev *llm.Event) bool { return sw.Write(ev) == nil }
+	start := &llm.Response{ID: ans.id, Model: ans.model, Usage: llm.Usage{InputTokens: ans.usage.InputTokens}}
+	if !write(&llm.Event{Type: llm.EventMessageStart, Message: start}) || !write(&llm.Event{Type: llm.EventPing}) {
+		return false
+	}
+	sent := 0
+	for i := range ans.blocks {
+		b := &ans.blocks[i]
+		blk := &llm.Block{Type: llm.BlockText}
+		dt := llm.DeltaText
+		if b.tool {
+			blk = &llm.Block{Type: llm.BlockToolUse, ID: b.id, Name: b.name, Input: json.RawMessage("{}")}
+			dt = llm.DeltaInputJSON
+		}
+		if !write(&llm.Event{Type: llm.EventBlockStart, Index: i, Block: blk}) {
+			return false
+		}
+		for _, tok := range b.tokens {
+			if sent == faultAt {
+				streamFault(ctx, sw, fault)
+				return false
+			}
+			if sleep(ctx, perToken) != nil || !write(&llm.Event{Type: llm.EventBlockDelta, Index: i, DeltaType: dt, Delta: tok}) {
+				return false
+			}
+			sent++
+		}
+		if !write(&llm.Event{Type: llm.EventBlockStop, Index: i}) {
+			return false
+		}
+	}
+	if faultAt >= 0 {
+		streamFault(ctx, sw, fault)
+		return false
+	}
+	usage := ans.usage
+	return write(&llm.Event{Type: llm.EventMessageDelta, StopReason: ans.stop, StopSequence: ans.stopSeq, Usage: &usage}) &&
+		write(&llm.Event{Type: llm.EventMessageStop})
+}
+
+func streamFault(ctx context.Context, sw eventWriter, fault *Fault) {
+	switch fault.Kind {
+	case KindStreamCut:
+		// Abort the connection: the client sees the body end without the
+		// wire's terminator (a chunked body cut short over HTTP).
+		panic(http.ErrAbortHandler)
+	case KindStreamError:
+		sw.Write(&llm.Event{Type: llm.EventError, Err: &llm.APIError{Status: http.StatusOK, Type: llm.ErrOverloaded, Message: "Overloaded (simulated)."}})
+	case KindStall:
+		<-ctx.Done()
+	}
+}
+
+// resetConn drops the connection without an answer: over HTTP/1 it
+// hijacks the connection and resets it (SO_LINGER 0); elsewhere it aborts
+// the handler, which Transport turns into ECONNRESET.
+func resetConn(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err == nil {
+		if tc, ok := conn.(*net.TCPConn); ok {
+			tc.SetLinger(0)
+		}
+		conn.Close()
+		return
+	}
+	panic(http.ErrAbortHandler)
+}
+
+func setRetryAfter(h http.Header, d time.Duration) {
+	secs := (d + time.Second - 1) / time.Second
+	h["Retry-After"] = []string{strconv.FormatInt(int64(secs), 10)}
+	h["Retry-After-Ms"] = []string{strconv.FormatInt(d.Milliseconds(), 10)}
+}
+
+// setRateHeaders writes the wire's rate-limit headers for a call that uses
+// tokens; limited (retryAfter > 0) reports an exhausted request budget.
+func (f *Fleet) setRateHeaders(h http.Header, c *codec, ep *endpoint, tokens int, retryAfter time.Duration) {
+	now := time.Now()
+	count, reset := ep.rateWindow(now)
+	reqLeft := max(requestsPerMinute-count, 0)
+	tokLeft := max(tokensPerMinute-count*max(tokens, 1), 0)
+	if retryAfter > 0 {
+		reqLeft, reset = 0, now.Add(retryAfter)
+	}
+	if c.format == llm.FormatAnthropic {
+		rs := []string{reset.UTC().Format(time.RFC3339)}
+		h["Anthropic-Ratelimit-Requests-Limit"] = []string{strconv.Itoa(requestsPerMinute)}
+		h["Anthropic-Ratelimit-Requests-Remaining"] = []string{strconv.Itoa(reqLeft)}
+		h["Anthropic-Ratelimit-Requests-Reset"] = rs
+		h["Anthropic-Ratelimit-Tokens-Limit"] = []string{strconv.Itoa(tokensPerMinute)}
+		h["Anthropic-Ratelimit-Tokens-Remaining"] = []string{strconv.Itoa(tokLeft)}
+		h["Anthropic-Ratelimit-Tokens-Reset"] = rs
+		return
+	}
+	rs := []string{reset.Sub(now).Round(time.Millisecond).String()}
+	h["X-Ratelimit-Limit-Requests"] = []string{strconv.Itoa(requestsPerMinute)}
+	h["X-Ratelimit-Remaining-Requests"] = []string{strconv.Itoa(reqLeft)}
+	h["X-Ratelimit-Reset-Requests"] = rs
+	h["X-Ratelimit-Limit-Tokens"] = []string{strconv.Itoa(tokensPerMinute)}
+	h["X-Ratelimit-Remaining-Tokens"] = []string{strconv.Itoa(tokLeft)}
+	h["X-Ratelimit-Reset-Tokens"] = rs
+}
+
+func scale(d time.Duration, factor float64) time.Duration {
+	if factor == 1 {
+		return d
+	}
+	return time.Duration(float64(d) * factor)
+}
+
+func hasTool(ts []llm.Tool, name string) bool {
+	for _, t := range ts {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
