@@ -71,9 +71,9 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 	if err != nil {
 		return nil, err
 	}
-	aliases := map[string][]string{}
+	aliases := map[string]engine.Alias{}
 	for _, a := range cfg.Aliases {
-		aliases[a.Name] = a.Models
+		aliases[a.Name] = engine.Alias{Models: a.Models, Strategy: a.Strategy}
 	}
 	var pass []*provider.Endpoint
 	if len(cfg.Models) == 0 {
@@ -176,13 +176,13 @@ func (m *Mesh) Close() error {
 	return nil
 }
 
-func headerOf(m map[string]string) http.Header {
+func headerOf(m map[string]config.Secret) http.Header {
 	if len(m) == 0 {
 		return nil
 	}
 	h := http.Header{}
 	for k, v := range m {
-		h.Set(k, v)
+		h.Set(k, v.Value())
 	}
 	return h
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -390,7 +391,7 @@ func TestParseErrors(t *testing.T) {
 		{
 			name: "merge loop",
 			yaml: "server: &s\n  <<: *s\n",
-			want: []string{`keel.yaml:2:3: server: merge keys (<<) nested too deeply`},
+			want: []string{`keel.yaml:2:3: server: merge keys (<<) nested more than 16 deep`},
 		},
 		{
 			name: "env unset",
@@ -430,6 +431,24 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("Parse errors mismatch (-got +want):\n%s", d)
 			}
 		})
+	}
+}
+
+// TestAliasBomb checks that aliases and merge keys cannot expand a small
+// file into an enormous amount of work.
+func TestAliasBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("x:\n  - &a0 {listen: ':1'}\n")
+	for i := 1; i <= 12; i++ {
+		fmt.Fprintf(&b, "  - &a%d {<<: [*a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d]}\n", i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
+	}
+	b.WriteString("server: *a12\n")
+	_, err := Parse([]byte(b.String()), "keel.yaml")
+	if err != nil && strings.Count(err.Error(), "\n") > 3 {
+		t.Errorf("Parse(alias bomb) reported %d errors, want a few", strings.Count(err.Error(), "\n")+1)
+	}
+	if err == nil || !strings.Contains(err.Error(), "server: file expands to more than 262144 values through aliases and merge keys") {
+		t.Fatalf("Parse(alias bomb) error = %v, want the expansion limit", err)
 	}
 }
 

@@ -49,7 +49,7 @@ func Parse(data []byte, filename string) (*Config, error) {
 	if err != nil {
 		return nil, syntaxError(filename, err)
 	}
-	d := &decoder{src: cfg.src, anchors: map[string]ast.Node{}}
+	d := &decoder{src: cfg.src, anchors: map[string]ast.Node{}, budget: maxValues}
 	switch len(f.Docs) {
 	case 0:
 	case 1:
@@ -59,7 +59,7 @@ func Parse(data []byte, filename string) (*Config, error) {
 		return nil, &Error{File: filename, Line: p.line, Column: p.col, Msg: "a config file holds one YAML document, found several"}
 	}
 	if len(d.errs) > 0 {
-		return nil, errors.Join(d.errs...)
+		return nil, joinSorted(d.errs)
 	}
 	errs := cfg.expandEnv(os.LookupEnv)
 	cfg.ApplyDefaults()
@@ -96,6 +96,23 @@ type decoder struct {
 	src     *source
 	anchors map[string]ast.Node
 	errs    []error
+	// budget counts down the values and merged keys decoded, so aliases
+	// cannot expand a small file into an enormous one ("billion laughs").
+	budget int
+	// tooDeep records that the merge depth error was reported once already.
+	tooDeep bool
+}
+
+// maxValues bounds the values and merged keys one file may expand to.
+const maxValues = 1 << 18
+
+// spend takes one unit of the budget and reports whether decoding may go on.
+func (d *decoder) spend(n ast.Node, path string) bool {
+	d.budget--
+	if d.budget == -1 {
+		d.fail(n, path, "file expands to more than %d values through aliases and merge keys", maxValues)
+	}
+	return d.budget >= 0
 }
 
 // maxMergeDepth bounds nested merge keys (<<), which could otherwise loop
@@ -196,9 +213,15 @@ func (d *decoder) entries(n ast.Node, path string, depth int) ([]entry, bool) {
 		if mv.Key == nil {
 			continue
 		}
+		if !d.spend(mv, path) {
+			return nil, true
+		}
 		if mv.Key.IsMergeKey() {
 			if depth >= maxMergeDepth {
-				d.fail(mv.Key, path, "merge keys (<<) nested too deeply")
+				if !d.tooDeep {
+					d.fail(mv.Key, path, "merge keys (<<) nested more than %d deep", maxMergeDepth)
+				}
+				d.tooDeep = true
 				continue
 			}
 			merged = append(merged, d.mergeEntries(mv.Value, path, depth)...)
@@ -235,7 +258,7 @@ func (d *decoder) mergeEntries(v ast.Node, path string, depth int) []entry {
 	if seq, ok := n.(*ast.SequenceNode); ok {
 		var out []entry
 		for _, item := range seq.Values {
-			out = append(out, d.mergeEntries(item, path, depth+1)...)
+			out = append(out, d.mergeEntries(item, path, depth)...)
 		}
 		return out
 	}
@@ -275,6 +298,9 @@ func (d *decoder) decodeStruct(n ast.Node, v reflect.Value, path string) {
 }
 
 func (d *decoder) decodeValue(raw ast.Node, v reflect.Value, path string) {
+	if !d.spend(raw, path) {
+		return
+	}
 	n := d.resolve(raw, path)
 	if n == nil || isNull(n) {
 		return // absent: keep the zero value, which means the default

@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -168,6 +169,55 @@ func TestImports(t *testing.T) {
 			if strings.Contains(first, ".") && path != "github.com/goccy/go-yaml" && !strings.HasPrefix(path, "github.com/goccy/go-yaml/") {
 				t.Errorf("%s imports %s: config may import only the standard library and go-yaml", name, path)
 			}
+		}
+	}
+}
+
+// TestDocsExample keeps the annotated example in docs/config.md identical to
+// testdata/full.yaml, which TestLoadFull loads.
+func TestDocsExample(t *testing.T) {
+	doc, err := os.ReadFile("../docs/config.md")
+	if err != nil {
+		t.Skipf("docs not present: %v", err)
+	}
+	full, err := os.ReadFile("testdata/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const open = "```yaml\n# Keel configuration"
+	i := strings.Index(string(doc), open)
+	if i < 0 {
+		t.Fatal("docs/config.md has no complete example")
+	}
+	rest := string(doc)[i+len("```yaml\n"):]
+	example := rest[:strings.Index(rest, "```")]
+	if example != string(full) {
+		t.Error("the complete example in docs/config.md differs from config/testdata/full.yaml; copy one to the other")
+	}
+
+	// Every key of every type is documented.
+	var walk func(reflect.Type)
+	walk = func(typ reflect.Type) {
+		switch typ.Kind() {
+		case reflect.Slice, reflect.Map:
+			walk(typ.Elem())
+		case reflect.Struct:
+			for i := range typ.NumField() {
+				f := typ.Field(i)
+				if !f.IsExported() {
+					continue
+				}
+				if key := yamlName(f); !strings.Contains(string(doc), key+"`") {
+					t.Errorf("docs/config.md does not document key %q (%s.%s)", key, typ.Name(), f.Name)
+				}
+				walk(f.Type)
+			}
+		}
+	}
+	walk(reflect.TypeFor[Config]())
+	for _, r := range reserved {
+		if !strings.Contains(string(doc), "`"+r+"`") {
+			t.Errorf("docs/config.md does not list reserved section %q", r)
 		}
 	}
 }

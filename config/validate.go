@@ -118,8 +118,13 @@ func (v *validator) providers() {
 				v.add(base+".anthropic_version", "expected a date such as %q, got %q", DefaultAnthropicVersion, p.AnthropicVersion)
 			}
 		}
+		folded := map[string]string{}
 		for _, name := range sortedKeys(p.Headers) {
 			path := base + ".headers." + name
+			if prev, ok := folded[strings.ToLower(name)]; ok {
+				v.add(path, "duplicate header: %q and %q name the same header", prev, name)
+			}
+			folded[strings.ToLower(name)] = name
 			if !validHeaderName(name) {
 				v.add(path, "invalid header name: expected letters, digits and !#$%%&'*+-.^_`|~")
 			}

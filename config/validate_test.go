@@ -117,11 +117,13 @@ func TestValidateErrors(t *testing.T) {
     headers:
       "Bad Name": x
       X-Multi: "${KEEL_TEST_MULTILINE}"
+      x-multi: again
 `,
 			env: map[string]string{"KEEL_TEST_MULTILINE": "a\r\nInjected: yes"},
 			want: []string{
 				`keel.yaml:5:7: providers[0].headers.Bad Name: invalid header name: expected letters, digits and !#$%&'*+-.^_` + "`" + `|~`,
 				`keel.yaml:6:7: providers[0].headers.X-Multi: header value must not contain line breaks or NUL`,
+				`keel.yaml:7:7: providers[0].headers.x-multi: duplicate header: "X-Multi" and "x-multi" name the same header`,
 			},
 		},
 		{

@@ -64,6 +64,7 @@ type endpoint struct {
 	waitMax   time.Duration
 	winStart  time.Time // rate-limit window
 	winCount  int
+	winTokens int
 	costMicro float64
 }
 
@@ -408,16 +409,17 @@ func (ep *endpoint) recordTokens(in, out int) {
 	ep.mu.Unlock()
 }
 
-// rateWindow counts a call in the current one-minute rate-limit window and
-// returns how many calls the window has seen and when it resets.
-func (ep *endpoint) rateWindow(now time.Time) (int, time.Time) {
+// rateWindow counts a call of tokens in the current one-minute rate-limit
+// window and returns the window's calls, its tokens and when it resets.
+func (ep *endpoint) rateWindow(now time.Time, tokens int) (int, int, time.Time) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	if now.Sub(ep.winStart) >= time.Minute || now.Before(ep.winStart) {
-		ep.winStart, ep.winCount = now, 0
+		ep.winStart, ep.winCount, ep.winTokens = now, 0, 0
 	}
 	ep.winCount++
-	return ep.winCount, ep.winStart.Add(time.Minute)
+	ep.winTokens += tokens
+	return ep.winCount, ep.winTokens, ep.winStart.Add(time.Minute)
 }
 
 // draw returns the time to first token and the tail factor of one call.

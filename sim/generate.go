@@ -161,9 +161,9 @@ func generate(seed int64, req *llm.Request) *answer {
 			names[i] = t.Name
 		}
 		text = splitWords("Calling " + joinNames(names) + ".")
-	case req.ResponseFormat != nil && (req.ResponseFormat.Type == "json_object" || req.ResponseFormat.Type == "json_schema"):
+	case jsonFormat(req) != nil:
 		a.jsonText = true
-		text = splitPieces(jsonAnswer(req.ResponseFormat, h))
+		text = splitPieces(jsonAnswer(jsonFormat(req), h))
 	default:
 		text = words(h)
 	}
@@ -517,6 +517,35 @@ func words(h uint64) []string {
 	return out
 }
 
+// jsonFormat returns the JSON output format asked for: OpenAI
+// response_format json_object or json_schema, or Anthropic structured
+// outputs (output_format, or output_config.format, of type json_schema).
+func jsonFormat(req *llm.Request) *llm.ResponseFormat {
+	if rf := req.ResponseFormat; rf != nil && (rf.Type == "json_object" || rf.Type == "json_schema") {
+		return rf
+	}
+	raw := req.Extra["output_format"]
+	if raw == nil {
+		var oc struct {
+			Format json.RawMessage `json:"format"`
+		}
+		if json.Unmarshal(req.Extra["output_config"], &oc) == nil {
+			raw = oc.Format
+		}
+	}
+	if raw == nil {
+		return nil
+	}
+	var of struct {
+		Type   string          `json:"type"`
+		Schema json.RawMessage `json:"schema"`
+	}
+	if json.Unmarshal(raw, &of) != nil || of.Type != "json_schema" {
+		return nil
+	}
+	return &llm.ResponseFormat{Type: "json_schema", Schema: of.Schema}
+}
+
 func jsonAnswer(rf *llm.ResponseFormat, h uint64) string {
 	if rf.Type == "json_schema" && len(rf.Schema) > 0 {
 		if s := parseSchema(rf.Schema); s != nil {
@@ -666,6 +695,28 @@ func bounds(s map[string]any, dlo, dhi float64) (float64, float64) {
 		hi = lo + 1e12
 	}
 	return lo, hi
+}
+
+// corrupt applies a malformed_json fault: the JSON-mode text, or else the
+// first tool input, is broken by corruptJSON. Where the wire carries a tool
+// input as a JSON object (Anthropic, non-streaming) the input becomes
+// {"input": "<the broken text>"}: valid JSON that violates the schema.
+func (a *answer) corrupt(objectInput bool) {
+	h := a.h ^ 0x6d616c666f726d
+	for i := range a.blocks {
+		b := &a.blocks[i]
+		if !b.tool && !a.jsonText {
+			continue
+		}
+		bad := corruptJSON(b.joined(), h)
+		if b.tool && objectInput {
+			enc, _ := json.Marshal(map[string]string{"input": bad})
+			bad = string(enc)
+		}
+		b.tokens = splitPieces(bad)
+		break
+	}
+	a.usage.OutputTokens = a.tokenCount()
 }
 
 // corruptJSON breaks JSON text in one of four ways chosen by h: truncated

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
@@ -385,6 +386,7 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		}
 		release()
 		resp := ans.response()
+		resp.ID = wireID(c, resp.ID)
 		resp.Created = time.Now().Unix()
 		b, err := c.encode(resp)
 		if err != nil {
@@ -408,7 +410,7 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 	w.WriteHeader(http.StatusOK)
 	ep.recordStatus(http.StatusOK)
 	rc := http.NewResponseController(w)
-	if f.writeStream(ctx, c.stream(sse.NewWriter(w, rc.Flush), req), ans, scale(ep.lat.PerToken.D(), factor), fault) {
+	if f.writeStream(ctx, c.stream(sse.NewWriter(w, rc.Flush), req), wireID(c, ans.id), ans, scale(ep.lat.PerToken.D(), factor), fault) {
 		ep.recordTokens(ans.usage.InputTokens, ans.usage.OutputTokens)
 	}
 }
@@ -417,13 +419,13 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 // reports whether it finished cleanly. A stream fault fires when
 // fault.AfterTokens tokens have been sent, or before the final events when
 // the answer is shorter.
-func (f *Fleet) writeStream(ctx context.Context, sw eventWriter, ans *answer, perToken time.Duration, fault *Fault) bool {
+func (f *Fleet) writeStream(ctx context.Context, sw eventWriter, id string, ans *answer, perToken time.Duration, fault *Fault) bool {
 	faultAt := -1
 	if fault != nil && streamOnly(fault.Kind) {
 		faultAt = fault.AfterTokens
 	}
 	write := func(ev *llm.Event) bool { return sw.Write(ev) == nil }
-	start := &llm.Response{ID: ans.id, Model: ans.model, Usage: llm.Usage{InputTokens: ans.usage.InputTokens}}
+	start := &llm.Response{ID: id, Model: ans.model, Created: time.Now().Unix(), Usage: llm.Usage{InputTokens: ans.usage.InputTokens}}
 	if !write(&llm.Event{Type: llm.EventMessageStart, Message: start}) || !write(&llm.Event{Type: llm.EventPing}) {
 		return false
 	}
@@ -500,9 +502,9 @@ func setRetryAfter(h http.Header, d time.Duration) {
 // tokens; limited (retryAfter > 0) reports an exhausted request budget.
 func (f *Fleet) setRateHeaders(h http.Header, c *codec, ep *endpoint, tokens int, retryAfter time.Duration) {
 	now := time.Now()
-	count, reset := ep.rateWindow(now)
+	count, used, reset := ep.rateWindow(now, tokens)
 	reqLeft := max(requestsPerMinute-count, 0)
-	tokLeft := max(tokensPerMinute-count*max(tokens, 1), 0)
+	tokLeft := max(tokensPerMinute-used, 0)
 	if retryAfter > 0 {
 		reqLeft, reset = 0, now.Add(retryAfter)
 	}
@@ -523,6 +525,15 @@ func (f *Fleet) setRateHeaders(h http.Header, c *codec, ep *endpoint, tokens int
 	h["X-Ratelimit-Limit-Tokens"] = []string{strconv.Itoa(tokensPerMinute)}
 	h["X-Ratelimit-Remaining-Tokens"] = []string{strconv.Itoa(tokLeft)}
 	h["X-Ratelimit-Reset-Tokens"] = rs
+}
+
+// wireID gives an answer's id the wire's usual shape: msg_sim_… for
+// Anthropic, chatcmpl-sim_… for OpenAI.
+func wireID(c *codec, id string) string {
+	if c.format == llm.FormatOpenAI {
+		return "chatcmpl-" + strings.TrimPrefix(id, "msg_")
+	}
+	return id
 }
 
 func scale(d time.Duration, factor float64) time.Duration {

@@ -13,7 +13,7 @@ import (
 func main() {
 	if err := rootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "keel:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 
@@ -25,5 +25,6 @@ func rootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(serveCmd(), simCmd())
+	root.AddCommand(benchCmd(), demoCmd())
 	return root
 }

@@ -17,7 +17,7 @@ type Behavior struct {
 	DisableNormalization bool            `json:"disable_normalization,omitempty"`
 	MinRedundancy        int             `json:"min_redundancy,omitempty"`
 	PreferredRegion      string          `json:"preferred_region,omitempty"`
-	MinModelCapability   int             `json:"min_model_capability,omitempty"`
+	MinModelCapability   Capability      `json:"min_model_capability,omitempty"`
 	CalibrationID        string          `json:"calibration_id,omitempty"`
 	Fragment             *bool           `json:"fragment,omitempty"`
 	Hedge                *bool           `json:"hedge,omitempty"`
@@ -43,7 +43,7 @@ func ParseBehavior(body json.RawMessage, header string) (*Behavior, error) {
 		return nil, badBehavior("mesh_behavior.min_redundancy: must be ≥ 0")
 	}
 	if b.MinModelCapability < 0 || b.MinModelCapability > 5 {
-		return nil, badBehavior("mesh_behavior.min_model_capability: must be between 1 and 5")
+		return nil, badBehavior("mesh_behavior.min_model_capability: must be a tier between 1 and 5 or one of haiku, sonnet, opus")
 	}
 	return &b, nil
 }
@@ -62,4 +62,33 @@ func decodeBehavior(data []byte, b *Behavior, where string) error {
 
 func badBehavior(msg string) *llm.APIError {
 	return &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Message: msg, Param: "mesh_behavior"}
+}
+
+// Capability is a model tier, 1 (weakest) to 5 (strongest). In JSON it is a
+// number or a tier name: "haiku" or "small" = 1, "sonnet" or "medium" = 3,
+// "opus" or "large" = 5.
+type Capability int
+
+// UnmarshalJSON accepts a number or a tier name.
+func (c *Capability) UnmarshalJSON(b []byte) error {
+	var n int
+	if err := json.Unmarshal(b, &n); err == nil {
+		*c = Capability(n)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("min_model_capability: want a number or a tier name")
+	}
+	switch s {
+	case "haiku", "small":
+		*c = 1
+	case "sonnet", "medium":
+		*c = 3
+	case "opus", "large":
+		*c = 5
+	default:
+		return fmt.Errorf("min_model_capability: unknown tier %q (want haiku, sonnet or opus, or 1-5)", s)
+	}
+	return nil
 }

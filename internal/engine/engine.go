@@ -1,52 +1,119 @@
 // Package engine runs one client call through the mesh: it resolves the
-// requested model or alias to candidate endpoints, sends attempts through
-// the provider client, falls back on errors that another endpoint may not
-// have, and hands back the first good answer or stream.
+// requested model or alias to candidate endpoints, picks one from live
+// health, sends attempts through the provider client with budgeted retries,
+// per-endpoint breakers and hedging, continues a stream that breaks
+// mid-way on another endpoint, and hands back one answer or one coherent
+// stream.
 //
-// An Engine is immutable after New and safe for concurrent use. Do blocks
-// until an answer (or the first event of a stream) arrives or ctx ends.
+// An Engine is safe for concurrent use. Do blocks until an answer (or the
+// first content event of a stream) arrives or ctx ends. The engine imports
+// no metrics, storage or HTTP-front package: it reports each finished call
+// to an Observer.
 package engine
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"sort"
+	"sync/atomic"
+	"time"
 
+	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
+	"github.com/keelmesh/keel/internal/resilience"
+	"github.com/keelmesh/keel/internal/route"
 )
 
-// Options configure an Engine.
+// Alias is an ordered chain of model names served under one name.
+type Alias struct {
+	Models []string
+	// Strategy is "ordered" or "latency" (the default).
+	Strategy string
+}
+
+// Options configure an Engine. Zero values are the documented defaults.
 type Options struct {
-	// Endpoints are every upstream, in config order; a model's endpoints are
-	// tried in this order.
+	// Endpoints are every upstream, in config order.
 	Endpoints []*provider.Endpoint
-	// Aliases map an alias to an ordered chain of model names.
-	Aliases map[string][]string
-	Client  *provider.Client
-	Logger  *slog.Logger
-	// MaxAttempts bounds attempts per call across all candidates; default 4.
-	MaxAttempts int
+	Aliases   map[string]Alias
+	Client    *provider.Client
+	Logger    *slog.Logger
+	Observer  Observer
 	// Passthrough endpoints serve model names no model or alias claims: the
 	// one whose Format matches the client's (else the first) is used with
-	// its Model and UpstreamModel set to the requested name. Used when Keel
-	// proxies to the real providers without a config.
+	// its Model and UpstreamModel set to the requested name.
 	Passthrough []*provider.Endpoint
+
+	Resilience Resilience
+	// Now is the clock (nil = time.Now); tests inject one.
+	Now func() time.Time
+	// Rand returns a uniform int in [0, n) (nil = math/rand/v2).
+	Rand func(n int) int
+}
+
+// Resilience tunes retries, hedging, breakers and health.
+type Resilience struct {
+	// MaxAttempts bounds attempts (retries and hedges included) per call; default 4.
+	MaxAttempts int
+	// Timeout is the default overall deadline of a call; 0 means none.
+	// A client's X-Mesh-Timeout header overrides it.
+	Timeout time.Duration
+	// RetryBudget caps retries per route (default ratio 0.2, burst 10).
+	RetryBudget resilience.BudgetConfig
+	// HedgeBudget caps hedges per route (default ratio 0.1, burst 10).
+	HedgeBudget resilience.BudgetConfig
+	// Hedge bounds the adaptive hedge delay (the endpoint's live p95).
+	Hedge resilience.HedgePolicy
+	// DisableHedging turns hedging off (a client may still turn it off
+	// per request with mesh_behavior.hedge: false).
+	DisableHedging bool
+	Backoff        resilience.BackoffConfig
+	Breaker        resilience.BreakerConfig
+	Health         health.Config
+	// DisableRecovery turns mid-stream continuation off.
+	DisableRecovery bool
 }
 
 // Engine is the mesh's request pipeline.
 type Engine struct {
 	client      *provider.Client
 	log         *slog.Logger
+	obs         Observer
+	now         func() time.Time
+	rnd         func(int) int
 	maxAttempts int
-	// chains maps a model or alias name to its candidate endpoints, in order.
-	chains      map[string][]*provider.Endpoint
+	timeout     time.Duration
+	backoff     *resilience.Backoff
+	hedge       resilience.HedgePolicy
+	opts        Resilience
+	hedgingOff  atomic.Bool
+	recoveryOff atomic.Bool
+
+	routes      map[string]*routeState
+	eps         []*endpoint
 	models      []ModelInfo
 	passthrough []*provider.Endpoint
+}
+
+// endpoint is an upstream with its live state.
+type endpoint struct {
+	*provider.Endpoint
+	health  *health.Tracker
+	breaker *resilience.Breaker
+}
+
+// routeState is the candidate chain of one model or alias name.
+type routeState struct {
+	name     string
+	cands    []*endpoint
+	strategy route.Strategy
+	retries  *resilience.Budget
+	hedges   *resilience.Budget
 }
 
 // ModelInfo describes a name clients may call.
@@ -63,27 +130,67 @@ func New(o Options) (*Engine, error) {
 	if o.Client == nil {
 		return nil, errors.New("engine: nil provider client")
 	}
-	if o.MaxAttempts <= 0 {
-		o.MaxAttempts = 4
+	r := o.Resilience
+	if r.MaxAttempts <= 0 {
+		r.MaxAttempts = 4
+	}
+	if r.HedgeBudget.Ratio == 0 {
+		r.HedgeBudget.Ratio = 0.1
+	}
+	if err := r.Hedge.Validate(); err != nil {
+		return nil, fmt.Errorf("engine: hedge: %w", err)
 	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{client: o.Client, log: log, maxAttempts: o.MaxAttempts, chains: map[string][]*provider.Endpoint{}, passthrough: o.Passthrough}
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	rnd := o.Rand
+	if rnd == nil {
+		rnd = rand.IntN
+	}
+	backoff, err := resilience.NewBackoff(r.Backoff)
+	if err != nil {
+		return nil, fmt.Errorf("engine: backoff: %w", err)
+	}
+	e := &Engine{
+		client: o.Client, log: log, obs: o.Observer, now: now, rnd: rnd,
+		maxAttempts: r.MaxAttempts, timeout: r.Timeout, backoff: backoff, hedge: r.Hedge, opts: r,
+		routes: map[string]*routeState{}, passthrough: o.Passthrough,
+	}
+	e.hedgingOff.Store(r.DisableHedging)
+	e.recoveryOff.Store(r.DisableRecovery)
+
 	infos := map[string]*ModelInfo{}
 	var order []string
-	for _, ep := range o.Endpoints {
-		e.chains[ep.Model] = append(e.chains[ep.Model], ep)
-		mi := infos[ep.Model]
+	byModel := map[string][]*endpoint{}
+	for _, pe := range o.Endpoints {
+		ep, err := e.newEndpoint(pe)
+		if err != nil {
+			return nil, err
+		}
+		e.eps = append(e.eps, ep)
+		byModel[pe.Model] = append(byModel[pe.Model], ep)
+		mi := infos[pe.Model]
 		if mi == nil {
-			mi = &ModelInfo{Name: ep.Model, Capability: ep.Capability, ContextWindow: ep.ContextWindow}
-			infos[ep.Model] = mi
-			order = append(order, ep.Model)
+			mi = &ModelInfo{Name: pe.Model, Capability: pe.Capability, ContextWindow: pe.ContextWindow}
+			infos[pe.Model] = mi
+			order = append(order, pe.Model)
 		}
-		if !contains(mi.Regions, ep.Region) {
-			mi.Regions = append(mi.Regions, ep.Region)
+		if !contains(mi.Regions, pe.Region) {
+			mi.Regions = append(mi.Regions, pe.Region)
 		}
+	}
+	for _, m := range order {
+		rs, err := e.newRoute(m, byModel[m], route.LatencyOptimal)
+		if err != nil {
+			return nil, err
+		}
+		e.routes[m] = rs
+		e.models = append(e.models, *infos[m])
 	}
 	aliasNames := make([]string, 0, len(o.Aliases))
 	for a := range o.Aliases {
@@ -91,26 +198,71 @@ func New(o Options) (*Engine, error) {
 	}
 	sort.Strings(aliasNames)
 	for _, a := range aliasNames {
-		if _, clash := e.chains[a]; clash {
+		if _, clash := e.routes[a]; clash {
 			return nil, fmt.Errorf("engine: alias %q has the name of a model", a)
 		}
-		var chain []*provider.Endpoint
-		for _, m := range o.Aliases[a] {
-			eps := e.chains[m]
+		spec := o.Aliases[a]
+		if len(spec.Models) == 0 {
+			return nil, fmt.Errorf("engine: alias %q names no model", a)
+		}
+		var chain []*endpoint
+		for _, m := range spec.Models {
+			eps := byModel[m]
 			if len(eps) == 0 {
 				return nil, fmt.Errorf("engine: alias %q names unknown model %q", a, m)
 			}
 			chain = append(chain, eps...)
 		}
-		e.chains[a] = chain
-		first := infos[o.Aliases[a][0]]
+		strat := route.LatencyOptimal
+		switch spec.Strategy {
+		case "", "latency", "latency_optimal":
+		case "ordered":
+			strat = route.Ordered
+		default:
+			return nil, fmt.Errorf("engine: alias %q: unknown strategy %q (want ordered or latency)", a, spec.Strategy)
+		}
+		rs, err := e.newRoute(a, chain, strat)
+		if err != nil {
+			return nil, err
+		}
+		e.routes[a] = rs
+		first := infos[spec.Models[0]]
 		e.models = append(e.models, ModelInfo{Name: a, Alias: true, Capability: first.Capability, ContextWindow: first.ContextWindow, Regions: first.Regions})
-	}
-	for _, m := range order {
-		e.models = append(e.models, *infos[m])
 	}
 	sort.SliceStable(e.models, func(i, j int) bool { return e.models[i].Name < e.models[j].Name })
 	return e, nil
+}
+
+func (e *Engine) newEndpoint(pe *provider.Endpoint) (*endpoint, error) {
+	hc := e.opts.Health
+	if hc.Now == nil {
+		hc.Now = e.now
+	}
+	h, err := health.New(hc)
+	if err != nil {
+		return nil, fmt.Errorf("engine: health: %w", err)
+	}
+	bc := e.opts.Breaker
+	if bc.Now == nil {
+		bc.Now = e.now
+	}
+	b, err := resilience.NewBreaker(bc)
+	if err != nil {
+		return nil, fmt.Errorf("engine: breaker: %w", err)
+	}
+	return &endpoint{Endpoint: pe, health: h, breaker: b}, nil
+}
+
+func (e *Engine) newRoute(name string, cands []*endpoint, s route.Strategy) (*routeState, error) {
+	rb, err := resilience.NewBudget(e.opts.RetryBudget)
+	if err != nil {
+		return nil, fmt.Errorf("engine: retry budget: %w", err)
+	}
+	hb, err := resilience.NewBudget(e.opts.HedgeBudget)
+	if err != nil {
+		return nil, fmt.Errorf("engine: hedge budget: %w", err)
+	}
+	return &routeState{name: name, cands: cands, strategy: s, retries: rb, hedges: hb}, nil
 }
 
 func contains(s []string, v string) bool {
@@ -125,55 +277,112 @@ func contains(s []string, v string) bool {
 // Models lists the names clients may call, sorted.
 func (e *Engine) Models() []ModelInfo { return e.models }
 
+// SetHedging switches hedging on or off for calls that start after it.
+func (e *Engine) SetHedging(on bool) { e.hedgingOff.Store(!on) }
+
+// Hedging reports whether hedging is on.
+func (e *Engine) Hedging() bool { return !e.hedgingOff.Load() }
+
+// SetRecovery switches mid-stream continuation on or off.
+func (e *Engine) SetRecovery(on bool) { e.recoveryOff.Store(!on) }
+
+// Recovery reports whether mid-stream continuation is on.
+func (e *Engine) Recovery() bool { return !e.recoveryOff.Load() }
+
+// EndpointStatus is one endpoint's live state, for gauges and dashboards.
+type EndpointStatus struct {
+	ID, Model, Region, Provider string
+	Breaker                     string
+	Health                      health.Snapshot
+}
+
+// Endpoints returns every endpoint's live state.
+func (e *Engine) Endpoints() []EndpointStatus {
+	out := make([]EndpointStatus, 0, len(e.eps))
+	for _, ep := range e.eps {
+		out = append(out, EndpointStatus{ID: ep.ID, Model: ep.Model, Region: ep.Region, Provider: ep.Provider,
+			Breaker: ep.breaker.State().String(), Health: ep.health.Snapshot()})
+	}
+	return out
+}
+
+// Call carries what the front knows about a client call besides the request.
+type Call struct {
+	// RequestID is the mesh's id for the call.
+	RequestID string
+	// ClientHeader is the client's request header.
+	ClientHeader http.Header
+	// Behavior is the parsed mesh options (nil = defaults).
+	Behavior *Behavior
+	// Timeout overrides the configured overall deadline when > 0.
+	Timeout time.Duration
+}
+
 // Outcome is a served call.
 type Outcome struct {
 	Endpoint *provider.Endpoint
-	Attempts int
-	// Fallback is the reason the first candidate did not serve, empty when it did.
-	Fallback string
-	Result   *provider.Result
+	// Response is set for a non-streaming call.
+	Response *llm.Response
+	// Stream is set for a streaming call; it starts with the events
+	// already received and must be closed. Its Record is final only after
+	// Close.
+	Stream *Stream
+	// Header is the serving upstream's response header.
+	Header http.Header
+	Record *Record
 }
 
-// Do serves req. On success with a stream, Outcome.Result.Stream starts with
-// the already-received first event and the caller must Close it. Errors are
-// *llm.APIError values ready for the client, with MeshCode set when Keel
-// decided the outcome.
-func (e *Engine) Do(ctx context.Context, req *llm.Request, call provider.Call) (*Outcome, error) {
-	chain := e.chains[req.Model]
-	if len(chain) == 0 && len(e.passthrough) > 0 && req.Model != "" {
-		chain = []*provider.Endpoint{e.passthroughFor(req)}
+// Do serves req. Errors are *llm.APIError values ready for the client,
+// with MeshCode set when Keel decided the outcome.
+func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome, error) {
+	start := e.now()
+	rec := &Record{RequestID: call.RequestID, Start: start, Format: req.Format, Model: req.Model, Stream: req.Stream, Behavior: call.Behavior}
+	rs := e.routes[req.Model]
+	if rs == nil && len(e.passthrough) > 0 && req.Model != "" {
+		rs = e.passthroughRoute(req)
 	}
-	if len(chain) == 0 {
-		return nil, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound,
+	if rs == nil {
+		ae := &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound,
 			Message: fmt.Sprintf("model: %q is not served by this mesh (GET /v1/models lists the names)", req.Model)}
+		e.finish(rec, nil, ae)
+		return nil, ae
 	}
-	var lastErr error
-	fallback := ""
-	attempts := 0
-	for i := 0; i < len(chain) && attempts < e.maxAttempts; i++ {
-		ep := chain[i]
-		attempts++
-		res, err := e.client.Do(ctx, ep, req, call)
-		if err == nil && res.Stream != nil {
-			err = peekFirst(res)
-		}
-		if err == nil {
-			return &Outcome{Endpoint: ep, Attempts: attempts, Fallback: fallback, Result: res}, nil
-		}
-		lastErr = err
-		reason, retry := classify(err)
-		e.log.LogAttrs(ctx, slog.LevelDebug, "attempt failed", slog.String("endpoint", ep.ID), slog.String("reason", reason), slog.Any("err", err))
-		if !retry || ctx.Err() != nil {
-			break
-		}
-		if fallback == "" {
-			fallback = reason
-		}
+	timeout := e.timeout
+	if call.Timeout > 0 {
+		timeout = call.Timeout
 	}
-	return nil, clientError(ctx, lastErr, attempts)
+	cancel := context.CancelFunc(func() {})
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errDeadline)
+	}
+	rs.retries.OnRequest()
+	rs.hedges.OnRequest()
+	x := &exec{e: e, rs: rs, req: req, call: call, rec: rec, tried: make([]bool, len(rs.cands))}
+	x.policy = e.policy(rs, call.Behavior)
+	won, err := x.run(ctx, req, "primary")
+	if err != nil {
+		cancel()
+		ae := x.clientError(ctx, err)
+		e.finish(rec, nil, ae)
+		return nil, ae
+	}
+	out := &Outcome{Endpoint: won.ep.Endpoint, Header: won.res.Header, Record: rec}
+	rec.Dropped = won.res.Dropped
+	if won.res.Stream == nil {
+		cancel()
+		won.release()
+		out.Response = won.res.Response
+		rec.Usage = won.res.Response.Usage
+		e.finish(rec, won.ep, nil)
+		return out, nil
+	}
+	out.Stream = newStream(ctx, cancel, x, won)
+	return out, nil
 }
 
-func (e *Engine) passthroughFor(req *llm.Request) *provider.Endpoint {
+var errDeadline = errors.New("the call's deadline (X-Mesh-Timeout or resilience timeout) passed")
+
+func (e *Engine) passthroughRoute(req *llm.Request) *routeState {
 	tmpl := e.passthrough[0]
 	for _, p := range e.passthrough {
 		if p.Format == req.Format {
@@ -181,101 +390,50 @@ func (e *Engine) passthroughFor(req *llm.Request) *provider.Endpoint {
 			break
 		}
 	}
-	ep := *tmpl
-	ep.Model, ep.UpstreamModel = req.Model, req.Model
-	ep.ID = req.Model + "/" + ep.Region + "/" + ep.Provider
-	return &ep
-}
-
-// peekFirst reads the stream's first event so an upstream that fails before
-// sending anything can still be replaced by another endpoint.
-func peekFirst(res *provider.Result) error {
-	ev, err := res.Stream.Next()
-	if err == io.EOF {
-		err = &provider.Error{Kind: provider.KindProtocol, Err: errors.New("empty stream")}
-	}
-	if err == nil && ev.Type == llm.EventError {
-		err = &provider.Error{Kind: provider.KindStatus, API: ev.Err}
-	}
+	pe := *tmpl
+	pe.Model, pe.UpstreamModel = req.Model, req.Model
+	pe.ID = req.Model + "/" + pe.Region + "/" + pe.Provider
+	ep, err := e.newEndpoint(&pe)
 	if err != nil {
-		res.Stream.Close()
-		return err
+		return nil
 	}
-	res.Stream = &peeked{Stream: res.Stream, first: ev}
-	return nil
+	rs, err := e.newRoute(req.Model, []*endpoint{ep}, route.Ordered)
+	if err != nil {
+		return nil
+	}
+	return rs
 }
 
-type peeked struct {
-	provider.Stream
-	first *llm.Event
+func (e *Engine) policy(rs *routeState, b *Behavior) route.Policy {
+	p := route.Policy{Strategy: rs.strategy}
+	if b != nil {
+		p.MinCapability = int(b.MinModelCapability)
+		p.PreferredRegion = b.PreferredRegion
+	}
+	return p
 }
 
-func (p *peeked) Next() (*llm.Event, error) {
-	if ev := p.first; ev != nil {
-		p.first = nil
-		return ev, nil
-	}
-	return p.Stream.Next()
-}
-
-// classify says why an attempt failed and whether another attempt may succeed.
-func classify(err error) (reason string, retry bool) {
-	var pe *provider.Error
-	if !errors.As(err, &pe) {
-		return "internal", false
-	}
-	switch pe.Kind {
-	case provider.KindCanceled:
-		return "canceled", false
-	case provider.KindConnect:
-		return "connect_error", true
-	case provider.KindReset:
-		return "connection_reset", true
-	case provider.KindTimeout:
-		return "timeout", true
-	case provider.KindProtocol:
-		return "protocol_error", true
-	}
-	if pe.API == nil {
-		return "unknown", false
-	}
-	switch s := pe.API.Status; {
-	case s == http.StatusTooManyRequests:
-		return "rate_limited", true
-	case s == 529 || pe.API.Type == llm.ErrOverloaded:
-		return "overloaded", true
-	case s == http.StatusRequestTimeout || s == http.StatusConflict:
-		return fmt.Sprintf("status_%d", s), true
-	case s >= 500:
-		return fmt.Sprintf("status_%d", s), true
-	case s == 200:
-		// An error event inside a 200 stream.
-		return "stream_error", true
-	}
-	return fmt.Sprintf("status_%d", pe.API.Status), false
-}
-
-// clientError turns the last attempt's failure into the client's error.
-func clientError(ctx context.Context, err error, attempts int) *llm.APIError {
-	if ctx.Err() != nil {
-		return &llm.APIError{Status: 499, Type: llm.ErrAPI, MeshCode: llm.MeshTimeout, Message: "request cancelled or timed out: " + context.Cause(ctx).Error()}
-	}
-	var pe *provider.Error
-	if errors.As(err, &pe) && pe.API != nil {
-		out := *pe.API
-		if _, retry := classify(err); retry {
-			out.MeshCode = llm.MeshFallbackExhausted
-			out.Message = fmt.Sprintf("all %d attempts failed; last: %s", attempts, pe.API.Message)
-			if out.Status == 200 {
-				out.Status = llm.TypeStatus(out.Type)
-			}
+// finish completes rec and hands it to the observer.
+func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
+	rec.Duration = e.now().Sub(rec.Start)
+	if served != nil {
+		rec.ServedBy, rec.ServedModel, rec.ServedRegion, rec.ServedProvider = served.ID, served.Model, served.Region, served.Provider
+		if rec.Status == 0 {
+			rec.Status = http.StatusOK
 		}
-		return &out
 	}
-	msg := "upstream failed"
-	if err != nil {
-		msg = err.Error()
+	if ae != nil {
+		rec.Err = ae
+		rec.Status = ae.Status
 	}
-	return &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted,
-		Message: fmt.Sprintf("all %d attempts failed; last: %s", attempts, msg)}
+	for _, a := range rec.Attempts {
+		rec.Cost += 0 // per-attempt cost needs per-attempt usage; only the winner's is known
+		_ = a
+	}
+	if served != nil {
+		rec.Cost = (float64(rec.Usage.PromptTokens())*served.InputPrice + float64(rec.Usage.OutputTokens)*served.OutputPrice) / 1e6
+	}
+	if e.obs != nil {
+		e.obs.RequestDone(rec)
+	}
 }

@@ -22,7 +22,6 @@ import (
 
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
-	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/sse"
 	"github.com/keelmesh/keel/internal/wire/anthropic"
 	"github.com/keelmesh/keel/internal/wire/openai"
@@ -189,14 +188,25 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
 		writeError(w, f, asAPIError(err))
 		return
 	}
-	if _, err := engine.ParseBehavior(req.MeshBehavior, r.Header.Get("X-Mesh-Behavior")); err != nil {
+	beh, err := engine.ParseBehavior(req.MeshBehavior, r.Header.Get("X-Mesh-Behavior"))
+	if err != nil {
 		writeError(w, f, asAPIError(err))
 		return
 	}
-	out, err := s.eng.Do(r.Context(), req, provider.Call{ClientHeader: r.Header})
+	call := engine.Call{RequestID: rid, ClientHeader: r.Header, Behavior: beh}
+	if v := r.Header.Get("X-Mesh-Timeout"); v != "" {
+		d, err := parseTimeout(v)
+		if err != nil {
+			writeError(w, f, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest,
+				Message: "X-Mesh-Timeout: " + err.Error()})
+			return
+		}
+		call.Timeout = d
+	}
+	out, err := s.eng.Do(r.Context(), req, call)
 	if err != nil {
 		ae := asAPIError(err)
-		if ae.MeshCode == llm.MeshFallbackExhausted {
+		if ae.MeshCode != "" && ae.MeshCode != llm.MeshBadRequest {
 			// Keel already retried elsewhere: SDK retries would multiply the load.
 			w.Header().Set("X-Should-Retry", "false")
 		}
@@ -205,29 +215,23 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
 		return
 	}
 	h := w.Header()
-	h.Set("X-Mesh-Model", out.Endpoint.Model)
-	h.Set("X-Mesh-Region", out.Endpoint.Region)
-	h.Set("X-Mesh-Provider", out.Endpoint.Provider)
-	h.Set("X-Mesh-Attempts", strconv.Itoa(out.Attempts))
-	if out.Fallback != "" {
-		h.Set("X-Mesh-Fallback", out.Fallback)
+	setMeshHeaders(h, out.Endpoint.Model, out.Endpoint.Region, out.Endpoint.Provider, out.Record)
+	if len(out.Record.Dropped) > 0 {
+		h.Set("X-Mesh-Dropped", strings.Join(out.Record.Dropped, ","))
 	}
-	if len(out.Result.Dropped) > 0 {
-		h.Set("X-Mesh-Dropped", strings.Join(out.Result.Dropped, ","))
-	}
-	if id := upstreamRequestID(out.Result.Header); id != "" {
+	if id := upstreamRequestID(out.Header); id != "" {
 		if f == llm.FormatAnthropic {
 			h.Set("Request-Id", id)
 		} else {
 			h.Set("X-Request-Id", id)
 		}
 	}
-	if out.Result.Stream == nil {
+	if out.Stream == nil {
 		var b []byte
 		if f == llm.FormatAnthropic {
-			b, err = anthropic.EncodeResponse(out.Result.Response)
+			b, err = anthropic.EncodeResponse(out.Response)
 		} else {
-			b, err = openai.EncodeResponse(out.Result.Response)
+			b, err = openai.EncodeResponse(out.Response)
 		}
 		if err != nil {
 			writeError(w, f, &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshUpstreamProtocolFailed, Message: "encoding response: " + err.Error()})
@@ -237,21 +241,59 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
 		h.Set("Content-Length", strconv.Itoa(len(b)))
 		w.WriteHeader(http.StatusOK)
 		w.Write(b)
-		s.logRequest(r, rid, req, out, nil, start)
+		s.logRequest(r, rid, req, out.Record, nil, start)
 		return
 	}
-	s.stream(w, r, f, req, out)
-	s.logRequest(r, rid, req, out, nil, start)
+	s.stream(w, f, req, out)
+	s.logRequest(r, rid, req, out.Record, out.Record.Err, start)
 }
 
-// stream copies the upstream's events to the client, one flush per event.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, f llm.Format, req *llm.Request, out *engine.Outcome) {
-	st := out.Result.Stream
+// meshTrailers are the X-Mesh headers whose final value a stream can only
+// know at its end (a continuation elsewhere changes them); they are sent
+// again as HTTP trailers.
+var meshTrailers = []string{"X-Mesh-Model", "X-Mesh-Region", "X-Mesh-Provider", "X-Mesh-Attempts", "X-Mesh-Fallback", "X-Mesh-Hedged", "X-Mesh-Recovered"}
+
+func setMeshHeaders(h interface{ Set(k, v string) }, model, region, prov string, rec *engine.Record) {
+	h.Set("X-Mesh-Model", model)
+	h.Set("X-Mesh-Region", region)
+	h.Set("X-Mesh-Provider", prov)
+	h.Set("X-Mesh-Attempts", strconv.Itoa(len(rec.Attempts)))
+	if rec.Fallback != "" {
+		h.Set("X-Mesh-Fallback", rec.Fallback)
+	}
+	if rec.Hedges > 0 {
+		if rec.HedgeWon {
+			h.Set("X-Mesh-Hedged", "won")
+		} else {
+			h.Set("X-Mesh-Hedged", "lost")
+		}
+	}
+	if rec.Recovered > 0 {
+		h.Set("X-Mesh-Recovered", strconv.Itoa(rec.Recovered))
+	}
+}
+
+// parseTimeout reads X-Mesh-Timeout: a Go duration ("2.5s") or milliseconds.
+func parseTimeout(v string) (time.Duration, error) {
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return d, nil
+	}
+	if ms, err := strconv.Atoi(v); err == nil && ms > 0 {
+		return time.Duration(ms) * time.Millisecond, nil
+	}
+	return 0, fmt.Errorf("want a positive duration such as 30s or a number of milliseconds, got %q", v)
+}
+
+// stream copies the engine's events to the client, one flush per event.
+// Final X-Mesh values follow as HTTP trailers.
+func (s *Server) stream(w http.ResponseWriter, f llm.Format, req *llm.Request, out *engine.Outcome) {
+	st := out.Stream
 	defer st.Close()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
+	h.Set("Trailer", strings.Join(meshTrailers, ", "))
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	sw := sse.NewWriter(w, rc.Flush)
@@ -263,31 +305,27 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f llm.Format, re
 	}
 	for {
 		ev, err := st.Next()
-		if err == io.EOF {
-			return
-		}
 		if err != nil {
-			// The upstream broke after bytes reached the client: end with
-			// the wire's error event, never a fake clean finish.
-			ae := &llm.APIError{Status: http.StatusOK, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted, Message: "upstream stream failed: " + err.Error()}
-			var pe *provider.Error
-			if errors.As(err, &pe) && pe.Kind == provider.KindCanceled {
-				return
-			}
-			write(&llm.Event{Type: llm.EventError, Err: ae})
-			return
+			break
 		}
 		if err := write(ev); err != nil {
 			// The client went away; the deferred Close cancels upstream.
 			return
 		}
 		if ev.Type == llm.EventError {
-			return
+			break
 		}
 	}
+	served := st.Served()
+	setMeshHeaders(trailerHeader{h}, served.Model, served.Region, served.Provider, st.Record())
 }
 
-func (s *Server) logRequest(r *http.Request, rid string, req *llm.Request, out *engine.Outcome, ae *llm.APIError, start time.Time) {
+// trailerHeader writes trailers with net/http's TrailerPrefix.
+type trailerHeader struct{ h http.Header }
+
+func (t trailerHeader) Set(k, v string) { t.h.Set(http.TrailerPrefix+k, v) }
+
+func (s *Server) logRequest(r *http.Request, rid string, req *llm.Request, rec *engine.Record, ae *llm.APIError, start time.Time) {
 	if !s.log.Enabled(r.Context(), slog.LevelInfo) {
 		return
 	}
@@ -298,10 +336,10 @@ func (s *Server) logRequest(r *http.Request, rid string, req *llm.Request, out *
 		slog.Bool("stream", req.Stream),
 		slog.Duration("latency", time.Since(start)),
 	}
-	if out != nil {
-		attrs = append(attrs, slog.String("served_by", out.Endpoint.ID), slog.Int("attempts", out.Attempts))
-		if out.Fallback != "" {
-			attrs = append(attrs, slog.String("fallback", out.Fallback))
+	if rec != nil {
+		attrs = append(attrs, slog.String("served_by", rec.ServedBy), slog.Int("attempts", len(rec.Attempts)))
+		if rec.Fallback != "" {
+			attrs = append(attrs, slog.String("fallback", rec.Fallback))
 		}
 	}
 	if ae != nil {

@@ -39,6 +39,9 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 	if !json.Valid(body) {
 		return nil, badRequest(invalidJSON(body))
 	}
+	if body[0] != '{' {
+		return nil, badRequest("request body: expected a JSON object, got " + kindName(body))
+	}
 	body = bytes.Clone(body)
 	r := &llm.Request{Format: llm.FormatAnthropic}
 	var sawModel, sawMessages, sawMeshTop, sawMeshSystem bool

@@ -27,6 +27,9 @@ func ParseResponse(body []byte) (*llm.Response, error) {
 	if !json.Valid(body) {
 		return nil, protocolError(invalidJSON(body))
 	}
+	if body[0] != '{' {
+		return nil, protocolError("response body: expected a JSON object, got " + kindName(body))
+	}
 	body = bytes.Clone(body)
 	r, err := parseMessage("", body)
 	if err != nil {
@@ -83,6 +86,9 @@ func parseMessage(path string, v []byte) (*llm.Response, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if r.Content == nil {
+		r.Content = []llm.Block{} // content is always written, as []
 	}
 	return r, nil
 }

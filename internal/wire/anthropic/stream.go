@@ -66,7 +66,7 @@ func appendEvent(b []byte, ev *llm.Event) ([]byte, error) {
 			return b, errors.New("no Message")
 		}
 		b = append(b, `,"message":`...)
-		if b, err = appendMessage(b, ev.Message, nil); err != nil {
+		if b, err = appendMessage(b, ev.Message, ev.Message.Content); err != nil {
 			return b, err
 		}
 	case llm.EventBlockStart:
@@ -114,6 +114,10 @@ func appendEvent(b []byte, ev *llm.Event) ([]byte, error) {
 		}
 		b = append(b, `,"error":`...)
 		b = appendErrorObject(b, ev.Err)
+		if ev.Err.RequestID != "" {
+			b = append(b, `,"request_id":`...)
+			b = appendString(b, ev.Err.RequestID)
+		}
 	}
 	return append(b, '}'), nil
 }

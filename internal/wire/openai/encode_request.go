@@ -230,13 +230,14 @@ func appendSystem(b []byte, r *llm.Request) []byte {
 // appendComma ends an array element; the caller's closing bracket trims it.
 func appendComma(b []byte) []byte { return append(b, ',') }
 
-func messageKnownKey(k string) bool {
-	switch k {
-	case "role", "name", "content", "tool_calls", "tool_call_id":
-		return true
-	}
-	return false
-}
+// Members a wire message may have that the encoder writes itself; anything
+// else in Extra (a tool_call_id on a user message, a name on a tool
+// message …) is written from Extra.
+func plainKnownKey(k string) bool { return k == "role" || k == "name" || k == "content" }
+
+func assistantKnownKey(k string) bool { return plainKnownKey(k) || k == "tool_calls" }
+
+func toolMessageKnownKey(k string) bool { return k == "role" || k == "content" || k == "tool_call_id" }
 
 // appendMessage writes one canonical message as one or more wire messages,
 // each followed by a comma that the closing bracket of messages replaces.
@@ -313,7 +314,11 @@ func appendPlainMessage(b []byte, m *llm.Message, content []llm.Block) []byte {
 		}
 		b = append(b, ']')
 	}
-	b = appendExtra(b, m.Extra, messageKnownKey)
+	known := plainKnownKey
+	if assistant {
+		known = assistantKnownKey
+	}
+	b = appendExtra(b, m.Extra, known)
 	b = append(b, '}')
 	return appendComma(b)
 }
@@ -424,7 +429,7 @@ func appendToolMessage(b []byte, c *llm.Block) []byte {
 	} else {
 		b = appendParts(b, c.Content, false)
 	}
-	b = appendExtra(b, c.Extra, messageKnownKey)
+	b = appendExtra(b, c.Extra, toolMessageKnownKey)
 	b = append(b, '}')
 	return appendComma(b)
 }

@@ -177,11 +177,10 @@ func truncateText(b []byte, n int) string {
 	if len(b) <= n {
 		return strings.ToValidUTF8(string(b), "\uFFFD")
 	}
-	b = b[:n]
-	for len(b) > 0 && !utf8.Valid(b[len(b)-min(len(b), utf8.UTFMax):]) {
-		b = b[:len(b)-1]
+	for n > 0 && !utf8.RuneStart(b[n]) {
+		n--
 	}
-	return strings.ToValidUTF8(string(b), "\uFFFD") + "…"
+	return strings.ToValidUTF8(string(b[:n]), "\uFFFD") + "…"
 }
 
 // retryAfter reads retry-after-ms (milliseconds) or retry-after (seconds or

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/keelmesh/keel"
+	"github.com/keelmesh/keel/bench"
+	"github.com/keelmesh/keel/internal/simfleet"
+	"github.com/keelmesh/keel/sim"
+)
+
+// demoScenarios is the order of the demo's table; embedded scenarios not
+// listed here follow in name order.
+var demoScenarios = []string{"steady", "heavy-tail", "region-outage", "rate-limit-storm", "overload", "malformed-json", "stream-cuts"}
+
+type demoFlags struct {
+	quick   bool
+	rate    float64
+	jsonOut string
+	htmlOut string
+}
+
+func demoCmd() *cobra.Command {
+	var f demoFlags
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run every scenario direct at a simulated fleet and through the mesh, side by side",
+		Long: `Start a simulated fleet and the mesh (keel serve's handler on a loopback
+listener, so the extra hop is counted), then run every scenario with the
+same load sent both straight at the simulator ("direct") and through the
+mesh, interleaved in the same run. Print one side-by-side table (latency
+percentiles in ms, errors, upstream amplification, the mesh's upstream cost
+relative to direct) and write a self-contained HTML report.
+
+--quick runs each scenario for its quick_duration (under a minute in all).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			return runDemo(ctx, &f, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().BoolVar(&f.quick, "quick", false, "short runs (each scenario's quick_duration; under 60 s in all)")
+	cmd.Flags().Float64Var(&f.rate, "rate", 0, "calls per second per target in every scenario (default: each scenario's own rate)")
+	cmd.Flags().StringVar(&f.jsonOut, "json", "", "write the results as JSON to this file")
+	cmd.Flags().StringVar(&f.htmlOut, "html", "", "HTML report path (default: keel-demo.html in the temporary directory)")
+	return cmd
+}
+
+// demoPlan is the time the demo's runs are scheduled for (without the
+// drain of the calls still in flight at the end of each).
+func demoPlan(quick bool) (time.Duration, error) {
+	total := warmup
+	for _, name := range demoOrder() {
+		s, err := bench.LoadScenario(name)
+		if err != nil {
+			return 0, err
+		}
+		if quick {
+			s = s.Quick()
+		}
+		total += s.Load.Duration.D()
+	}
+	return total, nil
+}
+
+// warmup is how long both paths are warmed before the first scenario.
+const warmup = time.Second
+
+// demoOrder lists the scenarios to run, in table order.
+func demoOrder() []string {
+	order := append([]string(nil), demoScenarios...)
+	known := map[string]bool{}
+	for _, n := range order {
+		known[n] = true
+	}
+	for _, n := range bench.ScenarioNames() {
+		if !known[n] {
+			order = append(order, n)
+		}
+	}
+	return order
+}
+
+func runDemo(ctx context.Context, f *demoFlags, out io.Writer) error {
+	started := time.Now()
+	fleet, err := sim.New(sim.DefaultConfig())
+	if err != nil {
+		return err
+	}
+	simSrv, err := fleet.Start("127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer simSrv.Close()
+	m, err := keel.New(simfleet.Config(fleet, simSrv.URL()))
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	defer hs.Close()
+	meshURL := "http://" + ln.Addr().String()
+	fmt.Fprintf(out, "keel demo: simulator %s, mesh %s (keel serve's handler)\n", simSrv.URL(), meshURL)
+
+	fs := bench.FleetSim{Fleet: fleet}
+	prices := fs.Prices()
+	tty := isTTY(out)
+	// Warm up both paths (connections, the mesh's health figures, the
+	// runtime) so the first scenario's tail is not the process starting.
+	warm := bench.Options{
+		Targets:  []bench.Target{{Name: "direct", URL: simSrv.URL(), Direct: true}, {Name: "mesh", URL: meshURL}},
+		Rate:     50,
+		Duration: warmup,
+	}
+	if _, err := bench.Run(ctx, warm); err != nil {
+		return fmt.Errorf("warming up: %w", err)
+	}
+	demo := &bench.Demo{Quick: f.quick}
+	for _, name := range demoOrder() {
+		s, err := bench.LoadScenario(name)
+		if err != nil {
+			return err
+		}
+		if f.quick {
+			s = s.Quick()
+		}
+		if f.rate > 0 {
+			s.Load.Rate = f.rate
+		}
+		fmt.Fprintf(out, "scenario %s (%s, %g req/s per target): %s\n", s.Name, s.Load.Duration, s.Load.Rate, s.Description)
+		res, err := bench.Run(ctx, bench.Options{
+			Targets: []bench.Target{
+				{Name: "direct", URL: simSrv.URL(), Direct: true},
+				{Name: "mesh", URL: meshURL},
+			},
+			Request:  s.Load.Request,
+			Rate:     s.Load.Rate,
+			Duration: s.Load.Duration.D(),
+			Timeline: s.Timeline,
+			Sim:      fs,
+			Prices:   prices,
+			Timeout:  30 * time.Second,
+			Progress: out,
+			TTY:      tty,
+		})
+		if err != nil {
+			return fmt.Errorf("scenario %s: %w", s.Name, err)
+		}
+		demo.Scenarios = append(demo.Scenarios, bench.NewDemoScenario(s, res))
+	}
+
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "latency in ms over successful calls; ampl. = upstream calls per client call; cost = mesh upstream cost per successful call / direct's")
+	if err := bench.WriteDemoTable(out, demo); err != nil {
+		return err
+	}
+	if f.jsonOut != "" {
+		if err := bench.WriteJSON(f.jsonOut, demo); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "results: %s\n", f.jsonOut)
+	}
+	path := f.htmlOut
+	if path == "" {
+		path = filepath.Join(os.TempDir(), "keel-demo.html")
+	}
+	hf, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := errors.Join(bench.WriteDemoHTML(hf, demo, time.Now()), hf.Close()); err != nil {
+		return err
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	fmt.Fprintf(out, "report: %s\n", path)
+	fmt.Fprintf(out, "done in %s\n", time.Since(started).Round(100*time.Millisecond))
+	return nil
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keelmesh/keel/bench"
+)
+
+// raceEnabled reports whether the test binary was built with -race.
+func raceEnabled() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
+	}
+	return false
+}
+
+// TestDemoQuick runs `keel demo --quick` in-process: it must print the
+// side-by-side table (a header and a row per scenario, every field there),
+// show 0 mesh errors on region-outage, write the JSON and a self-contained
+// HTML report, and finish in under 60 s.
+func TestDemoQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for about 45 s")
+	}
+	plan, err := demoPlan(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan > 50*time.Second {
+		t.Errorf("demo --quick is scheduled for %s, want ≤ 50 s (60 s with the drains)", plan)
+	}
+	dir := t.TempDir()
+	f := &demoFlags{quick: true, jsonOut: filepath.Join(dir, "demo.json"), htmlOut: filepath.Join(dir, "demo.html")}
+	race := raceEnabled()
+	if race {
+		// The race detector costs several times the CPU: a lighter load
+		// keeps the run's shape without starving the machine.
+		f.rate = 25
+	}
+	var out bytes.Buffer
+	start := time.Now()
+	if err := runDemo(context.Background(), f, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	took := time.Since(start)
+	t.Logf("demo --quick took %s (race detector: %v)", took, race)
+	if took > 60*time.Second && !race {
+		t.Errorf("demo --quick took %s, want under 60 s", took)
+	}
+	text := out.String()
+	t.Log("\n" + text)
+
+	lines := strings.Split(text, "\n")
+	hdr := -1
+	for i, l := range lines {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == "scenario" && len(f) == len(bench.DemoColumns)+1 {
+			hdr = i
+		}
+	}
+	if hdr < 0 {
+		t.Fatalf("no table header with %d columns", len(bench.DemoColumns)+1)
+	}
+	rows := map[string][]string{}
+	for _, l := range lines[hdr+1 : hdr+1+len(demoOrder())] {
+		f := strings.Fields(l)
+		if len(f) != len(bench.DemoColumns)+1 {
+			t.Fatalf("row %q has %d fields, want %d", l, len(f), len(bench.DemoColumns)+1)
+		}
+		for i := 1; i <= 8; i++ {
+			if _, err := strconv.ParseFloat(f[i], 64); err != nil {
+				t.Errorf("row %s: column %s = %q is not a number", f[0], bench.DemoColumns[i-1], f[i])
+			}
+		}
+		rows[f[0]] = f
+	}
+	for _, name := range demoOrder() {
+		if rows[name] == nil {
+			t.Errorf("no row for scenario %s", name)
+		}
+	}
+	if ro := rows["region-outage"]; ro != nil {
+		if ro[8] != "0" {
+			t.Errorf("region-outage: %s client errors through the mesh, want 0", ro[8])
+		}
+		if ro[7] == "0" {
+			t.Errorf("region-outage: 0 errors direct; the outage did not happen")
+		}
+	}
+
+	var demo struct {
+		Scenarios []struct {
+			Name   string          `json:"name"`
+			Direct json.RawMessage `json:"direct"`
+			Mesh   json.RawMessage `json:"mesh"`
+		} `json:"scenarios"`
+	}
+	b, err := os.ReadFile(f.jsonOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &demo); err != nil || len(demo.Scenarios) != len(demoOrder()) {
+		t.Errorf("demo JSON: %v, %d scenarios, want %d", err, len(demo.Scenarios), len(demoOrder()))
+	}
+	page, err := os.ReadFile(f.htmlOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(page), "<svg"); n != 2*len(demoOrder()) {
+		t.Errorf("report has %d plots, want %d", n, 2*len(demoOrder()))
+	}
+	if !strings.Contains(text, "report: "+f.htmlOut) {
+		t.Errorf("output does not print the report's path %s", f.htmlOut)
+	}
+}

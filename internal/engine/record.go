@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/keelmesh/keel/internal/llm"
+)
+
+// Observer receives one Record per finished client call (for a stream: when
+// the stream ends). Implementations must not block: they run on the
+// request's goroutine. Telemetry, the request log and the debug-trace store
+// are observers; the engine imports none of them.
+type Observer interface {
+	RequestDone(r *Record)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(*Record)
+
+// RequestDone calls f.
+func (f ObserverFunc) RequestDone(r *Record) { f(r) }
+
+// Record is everything the engine did for one client call: the metrics'
+// source, the request log's row and the debug trace's body. A Record is
+// not modified after it is handed to observers.
+type Record struct {
+	RequestID string
+	Start     time.Time
+	Duration  time.Duration
+	// TTFT is the time to the first content event sent to the client (streams).
+	TTFT   time.Duration
+	Format llm.Format
+	// Model is the name the client asked for.
+	Model  string
+	Stream bool
+	Domain string
+	// Behavior is the parsed mesh options.
+	Behavior *Behavior
+
+	// ServedBy is the endpoint whose answer reached the client (empty on error).
+	ServedBy      string
+	ServedModel   string
+	ServedRegion  string
+	ServedProvider string
+	// Fallback is why the first choice did not serve ("" when it did).
+	Fallback string
+
+	// Candidates is the router's view at the first pick: every endpoint,
+	// its score and why it was or was not chosen.
+	Candidates []Candidate
+	Attempts   []Attempt
+	Retries    int
+	Hedges     int
+	HedgeWon   bool
+	// Recovered counts mid-stream continuations.
+	Recovered int
+	// QueueWait is time the call spent waiting inside Keel (backoff and
+	// cooldown waits) before its winning attempt.
+	QueueWait time.Duration
+
+	Status int
+	Err    *llm.APIError
+	Usage  llm.Usage
+	// Cost is the estimated upstream cost of every attempt, in USD.
+	Cost float64
+
+	Repairs             []string
+	NormalizationOffset float64
+	Dropped             []string
+}
+
+// Attempt is one upstream attempt.
+type Attempt struct {
+	Endpoint string
+	Model    string
+	Region   string
+	Start    time.Time
+	End      time.Time
+	// Kind is "primary", "retry", "hedge", "fallback" or "continuation".
+	Kind string
+	// Outcome is "ok" or the failure reason from the classification table.
+	Outcome string
+	Status  int
+	// Wait is the backoff or cooldown wait before this attempt.
+	Wait   time.Duration
+	Bytes  int64
+	Winner bool
+}
+
+// Candidate is one endpoint as the router saw it.
+type Candidate struct {
+	Endpoint string
+	// ExpectedMS is the expected latency in milliseconds the router scored.
+	ExpectedMS float64
+	InFlight   int
+	Chosen     bool
+	// Reason says why it was or was not chosen.
+	Reason string
+}

@@ -1,0 +1,327 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/provider"
+)
+
+// Stream is a committed answer stream. It forwards the serving upstream's
+// events with block indexes the client can rely on; when that upstream
+// fails mid-way (cut, silent past the idle timeout, an error event, no
+// terminator) it continues the answer on another endpoint, sending what
+// the client already has as an assistant prefill and forwarding only the
+// continuation, so the client sees one coherent stream. When it cannot, it
+// ends with an error event — never a fake clean finish.
+//
+// A Stream is used by one goroutine; Close must be called.
+type Stream struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	x      *exec
+	cur    *attempt
+	buf    []*llm.Event
+
+	started  bool
+	finished bool
+	failed   bool
+	closed   bool
+	nextIdx  int
+	idxMap   map[int]int
+	// blocks is what the client has received, by client index: text so
+	// far for text blocks; tool and thinking blocks make recovery
+	// impossible (they cannot be continued by prefill).
+	blocks     []clientBlock
+	continuing bool
+	// trimmed is whitespace cut from the end of the prefill (the API
+	// rejects trailing whitespace there); it is removed from the start of
+	// the continuation because the client already has it.
+	trimmed     string
+	inputUsage  *llm.Usage
+	priorOutput int
+	deltas      int
+	finalUsage  *llm.Usage
+	endErr      *llm.APIError
+}
+
+type clientBlock struct {
+	typ  llm.BlockType
+	text strings.Builder
+	open bool
+}
+
+func newStream(ctx context.Context, cancel context.CancelFunc, x *exec, a *attempt) *Stream {
+	return &Stream{ctx: ctx, cancel: cancel, x: x, cur: a, buf: a.first, idxMap: map[int]int{}}
+}
+
+// Record returns the call's record; final after Close.
+func (s *Stream) Record() *Record { return s.x.rec }
+
+// Attempts is the number of upstream attempts so far.
+func (s *Stream) Attempts() int { return s.x.attempts }
+
+// Served is the endpoint serving the stream now.
+func (s *Stream) Served() *provider.Endpoint { return s.cur.ep.Endpoint }
+
+// Recovered reports how many times the stream was continued elsewhere.
+func (s *Stream) Recovered() int { return s.x.rec.Recovered }
+
+// Next returns the next event for the client; io.EOF after message_stop.
+// After an error event Next returns io.EOF.
+func (s *Stream) Next() (*llm.Event, error) {
+	if s.finished || s.failed {
+		return nil, io.EOF
+	}
+	for {
+		ev, err := s.upstreamNext()
+		if err == nil && ev.Type == llm.EventError {
+			err = &provider.Error{Kind: provider.KindStatus, Endpoint: s.cur.ep.ID, API: ev.Err}
+		}
+		if err == io.EOF && !s.finished {
+			err = &provider.Error{Kind: provider.KindProtocol, Endpoint: s.cur.ep.ID, Err: errors.New("stream ended without its terminal event")}
+		}
+		if err != nil {
+			if rerr := s.recover(err); rerr != nil {
+				s.failed = true
+				s.endErr = rerr
+				return &llm.Event{Type: llm.EventError, Err: rerr}, nil
+			}
+			continue
+		}
+		out, emit := s.translate(ev)
+		if emit {
+			return out, nil
+		}
+	}
+}
+
+func (s *Stream) upstreamNext() (*llm.Event, error) {
+	if len(s.buf) > 0 {
+		ev := s.buf[0]
+		s.buf = s.buf[1:]
+		return ev, nil
+	}
+	return s.cur.res.Stream.Next()
+}
+
+// translate maps an upstream event to the client's stream; emit is false
+// for events the client must not see twice (a continuation's start).
+func (s *Stream) translate(ev *llm.Event) (*llm.Event, bool) {
+	switch ev.Type {
+	case llm.EventMessageStart:
+		if s.started {
+			return nil, false
+		}
+		s.started = true
+		if ev.Message != nil {
+			u := ev.Message.Usage
+			s.inputUsage = &u
+		}
+		return ev, true
+	case llm.EventBlockStart:
+		if s.continuing && ev.Index == 0 && ev.Block != nil && ev.Block.Type == llm.BlockText {
+			if k := len(s.blocks) - 1; k >= 0 && s.blocks[k].open && s.blocks[k].typ == llm.BlockText {
+				// The continuation's first text block is the rest of the
+				// block the client has open.
+				s.idxMap[0] = k
+				return nil, false
+			}
+		}
+		k := s.nextIdx
+		s.nextIdx++
+		s.idxMap[ev.Index] = k
+		typ := llm.BlockText
+		if ev.Block != nil {
+			typ = ev.Block.Type
+		}
+		s.blocks = append(s.blocks, clientBlock{typ: typ, open: true})
+		return reindex(ev, k), true
+	case llm.EventBlockDelta:
+		k, ok := s.idxMap[ev.Index]
+		if !ok {
+			return nil, false
+		}
+		s.deltas++
+		if ev.DeltaType == llm.DeltaText {
+			text := ev.Delta
+			if s.trimmed != "" {
+				if strings.HasPrefix(text, s.trimmed) {
+					text = text[len(s.trimmed):]
+				}
+				s.trimmed = ""
+				if text != ev.Delta {
+					cp := *ev
+					cp.Delta, cp.Raw = text, nil
+					ev = &cp
+				}
+			}
+			s.blocks[k].text.WriteString(text)
+		}
+		return reindex(ev, k), true
+	case llm.EventBlockStop:
+		k, ok := s.idxMap[ev.Index]
+		if !ok {
+			return nil, false
+		}
+		s.blocks[k].open = false
+		return reindex(ev, k), true
+	case llm.EventMessageDelta:
+		if ev.Usage != nil {
+			u := *ev.Usage
+			if s.x.rec.Recovered > 0 {
+				// The client's usage covers the whole answer: the original
+				// prompt once, and every output token it received.
+				u.OutputTokens += s.priorOutput
+				if s.inputUsage != nil {
+					u.InputTokens, u.CacheReadTokens, u.CacheWriteTokens = s.inputUsage.InputTokens, s.inputUsage.CacheReadTokens, s.inputUsage.CacheWriteTokens
+				}
+				cp := *ev
+				cp.Usage, cp.Raw = &u, nil
+				ev = &cp
+			}
+			s.finalUsage = &u
+		}
+		return ev, true
+	case llm.EventMessageStop:
+		s.finished = true
+		return ev, true
+	}
+	return ev, true
+}
+
+// reindex returns ev with client index k (dropping the raw bytes, which
+// carry the upstream's index, when it differs).
+func reindex(ev *llm.Event, k int) *llm.Event {
+	if ev.Index == k {
+		return ev
+	}
+	cp := *ev
+	cp.Index, cp.Raw = k, nil
+	return &cp
+}
+
+// recover continues the answer on another endpoint after cause, or says
+// why it cannot.
+func (s *Stream) recover(cause error) *llm.APIError {
+	x := s.x
+	reason, act := classify(cause)
+	s.cur.end = x.e.now()
+	s.cur.settle(cause, reason)
+	s.cur.cancel()
+	s.cur.res.Stream.Close()
+	x.lastErr = cause
+	if x.rec.Fallback == "" {
+		x.rec.Fallback = reason
+	}
+	fail := func(why string) *llm.APIError {
+		return &llm.APIError{Status: http.StatusOK, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted,
+			Message: fmt.Sprintf("upstream stream failed (%s) and %s", reason, why)}
+	}
+	if s.ctx.Err() != nil {
+		return &llm.APIError{Status: http.StatusOK, Type: llm.ErrTimeout, MeshCode: llm.MeshTimeout, Message: "stream cancelled or past its deadline"}
+	}
+	if act == actFail {
+		return fail("the failure is not retryable")
+	}
+	if x.e.recoveryOff.Load() {
+		return fail("mid-stream recovery is off")
+	}
+	prefill := ""
+	for _, b := range s.blocks {
+		if b.typ != llm.BlockText {
+			return fail("a " + string(b.typ) + " block cannot be continued by prefill")
+		}
+		prefill += b.text.String()
+	}
+	if x.attempts >= x.e.maxAttempts {
+		return fail(fmt.Sprintf("%d attempts were made", x.attempts))
+	}
+	if !x.rs.retries.TryWithdraw() {
+		return &llm.APIError{Status: http.StatusOK, Type: llm.ErrAPI, MeshCode: llm.MeshBudgetExhausted,
+			Message: fmt.Sprintf("upstream stream failed (%s) and the retry budget is exhausted", reason)}
+	}
+	x.retries++
+	x.rec.Retries++
+	req := continuation(x.req, prefill)
+	trimmedPrefill := strings.TrimRight(prefill, " \t\r\n")
+	s.trimmed = prefill[len(trimmedPrefill):]
+	// The continuation's own prompt usage and output are not the client's:
+	// remember what the client already received.
+	s.priorOutput += s.deltas
+	s.deltas = 0
+	a, err := x.run(s.ctx, req, "continuation")
+	if err != nil {
+		ae := x.clientError(s.ctx, err)
+		ae.Status = http.StatusOK
+		ae.Message = "upstream stream failed (" + reason + ") and could not be continued: " + ae.Message
+		return ae
+	}
+	x.rec.Recovered++
+	s.cur = a
+	s.buf = a.first
+	s.continuing = true
+	s.idxMap = map[int]int{}
+	return nil
+}
+
+// continuation is req with the text the client already has as an assistant
+// prefill (appended to the client's own prefill if it sent one).
+func continuation(req *llm.Request, prefill string) *llm.Request {
+	out := *req
+	trimmed := strings.TrimRight(prefill, " \t\r\n")
+	msgs := make([]llm.Message, len(req.Messages), len(req.Messages)+1)
+	copy(msgs, req.Messages)
+	if n := len(msgs); n > 0 && msgs[n-1].Role == llm.RoleAssistant {
+		last := msgs[n-1]
+		text := strings.TrimRight(last.Text()+trimmed, " \t\r\n")
+		msgs[n-1] = llm.Message{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockText, Text: text}}}
+	} else if trimmed != "" {
+		msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockText, Text: trimmed}}})
+	}
+	out.Messages = msgs
+	return &out
+}
+
+// Close ends the stream, cancels the upstream and reports the record.
+func (s *Stream) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	x := s.x
+	if !s.failed {
+		s.cur.end = x.e.now()
+		if s.finished {
+			s.cur.settle(nil, "")
+		} else {
+			// The client left before the end: not the endpoint's fault.
+			s.cur.discard()
+		}
+	}
+	s.cur.cancel()
+	if s.cur.res != nil && s.cur.res.Stream != nil {
+		s.cur.res.Stream.Close()
+	}
+	s.cancel()
+	rec := x.rec
+	if s.finalUsage != nil {
+		rec.Usage = *s.finalUsage
+	} else if s.inputUsage != nil {
+		rec.Usage = *s.inputUsage
+	}
+	rec.TTFT = s.cur.ttft
+	if s.failed {
+		x.e.finish(rec, nil, s.endErr)
+	} else if !s.finished {
+		x.e.finish(rec, s.cur.ep, &llm.APIError{Status: 499, Type: llm.ErrAPI, Message: "client closed the stream"})
+	} else {
+		x.e.finish(rec, s.cur.ep, nil)
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/keelmesh/keel/internal/llm"
+)
+
+// seedFiles adds every file of testdata/dir with the extension to f's corpus.
+func seedFiles(f *testing.F, dir, ext string) {
+	paths, _ := filepath.Glob(filepath.Join("testdata", dir, "*"+ext))
+	if len(paths) == 0 {
+		f.Fatalf("no seeds in testdata/%s", dir)
+	}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+}
+
+// FuzzParseRequest checks ParseRequest never panics, rejects only with a 400
+// *llm.APIError, and that whatever it accepts survives EncodeRequest and a
+// second parse unchanged.
+func FuzzParseRequest(f *testing.F) {
+	seedFiles(f, "requests", ".json")
+	for _, s := range []string{
+		``, `{`, `[]`, `null`, `{"model":"m"}`, `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"a","data":"b"}}]}]}`,
+		`{"model":"m","max_tokens":1e3,"messages":[{"role":"user","content":"\ud800 \u2028 \u0000"}],"temperature":-0,"top_k":2.0}`,
+		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[]}],"tools":[],"stop_sequences":[],"system":[],"metadata":{"user_id":""}}`,
+		`{"mod\u0065l":"m","max_tokens":1,"model":"n","messages":[{"role":"assistant","content":[{"type":"tool_result","tool_use_id":"t","content":[]}]}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r1, err := ParseRequest(body)
+		if err != nil {
+			var ae *llm.APIError
+			if !errors.As(err, &ae) || ae.Status != 400 || ae.Type != llm.ErrInvalidRequest || ae.MeshCode != llm.MeshBadRequest || ae.Message == "" {
+				t.Fatalf("error %#v is not a 400 APIError", err)
+			}
+			return
+		}
+		out, err := EncodeRequest(r1)
+		if err != nil {
+			t.Fatalf("EncodeRequest of a parsed request: %v", err)
+		}
+		if !json.Valid(out) {
+			t.Fatalf("EncodeRequest wrote invalid JSON: %s", out)
+		}
+		r2, err := ParseRequest(out)
+		if err != nil {
+			t.Fatalf("re-parsing %s: %v", out, err)
+		}
+		want := *r1
+		want.MeshBehavior = nil
+		mustEqual(t, "round trip", r2, &want)
+	})
+}
+
+// FuzzStreamReader checks StreamReader never panics or loops, and that a
+// stream it reads to a clean end survives StreamWriter (from the canonical
+// fields) and a second read unchanged.
+func FuzzStreamReader(f *testing.F) {
+	seedFiles(f, "streams", ".sse")
+	for _, s := range []string{
+		"", "data: x\n\n", "event: error\ndata: x\n\n", "event: ping\n\n",
+		"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+		"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"a\"}]}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"x\"},\"usage\":{\"output_tokens_details\":{\"thinking_tokens\":1,\"z\":2}}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		evs, err := readEvents(t, in)
+		if err != io.EOF {
+			var ae *llm.APIError
+			if err == nil || (err != ErrStreamCut && !errors.As(err, &ae)) {
+				t.Fatalf("unexpected final error %v", err)
+			}
+			return
+		}
+		for _, ev := range evs {
+			if !bytes.Contains(in, ev.Raw) {
+				t.Fatalf("Raw %q is not from the input", ev.Raw)
+			}
+		}
+		out := writeEvents(t, stripRaw(evs))
+		again, err := readEvents(t, out)
+		if err != io.EOF {
+			t.Fatalf("re-reading the writer's output: %v\n%s", err, out)
+		}
+		mustEqual(t, "round trip", stripRaw(again), stripRaw(evs))
+	})
+}

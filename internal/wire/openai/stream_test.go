@@ -1,0 +1,482 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/sse"
+)
+
+// readAll drains a StreamReader, returning its events and the final error.
+func readAll(t testing.TB, in []byte) ([]*llm.Event, error) {
+	t.Helper()
+	r := NewStreamReader(bytes.NewReader(in))
+	var evs []*llm.Event
+	for range 100000 {
+		ev, err := r.Next()
+		if err != nil {
+			return evs, err
+		}
+		evs = append(evs, ev)
+	}
+	t.Fatal("reader did not end")
+	return nil, nil
+}
+
+// writeAll encodes events with a StreamWriter.
+func writeAll(t testing.TB, evs []*llm.Event, opt StreamOptions) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := NewStreamWriter(sse.NewWriter(&buf, nil), opt)
+	for _, ev := range evs {
+		if err := w.Write(ev); err != nil {
+			t.Fatalf("Write(%v): %v", ev.Type, err)
+		}
+	}
+	return buf.Bytes()
+}
+
+// eventLines renders events one JSON object per line for golden files.
+func eventLines(t testing.TB, evs []*llm.Event) []byte {
+	t.Helper()
+	type line struct {
+		Type         string         `json:"type"`
+		Index        int            `json:"index"`
+		Message      *llm.Response  `json:"message,omitempty"`
+		Block        *llm.Block     `json:"block,omitempty"`
+		DeltaType    llm.DeltaType  `json:"delta_type,omitempty"`
+		Delta        string         `json:"delta,omitempty"`
+		StopReason   llm.StopReason `json:"stop_reason,omitempty"`
+		StopSequence string         `json:"stop_sequence,omitempty"`
+		Usage        *llm.Usage     `json:"usage,omitempty"`
+		Err          *llm.APIError  `json:"err,omitempty"`
+		HasRaw       bool           `json:"has_raw,omitempty"`
+	}
+	var b bytes.Buffer
+	for _, ev := range evs {
+		j, err := json.Marshal(line{ev.Type.String(), ev.Index, ev.Message, ev.Block, ev.DeltaType, ev.Delta,
+			ev.StopReason, ev.StopSequence, ev.Usage, ev.Err, ev.Raw != nil})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+}
+
+// withoutRaw copies events without Raw/RawFormat, which legitimately differ
+// between an upstream's chunking and the writer's.
+func withoutRaw(evs []*llm.Event) []llm.Event {
+	out := make([]llm.Event, len(evs))
+	for i, ev := range evs {
+		out[i] = *ev
+		out[i].Raw, out[i].RawFormat = nil, llm.FormatUnknown
+	}
+	return out
+}
+
+func TestStreamGolden(t *testing.T) {
+	for name, path := range cases(t, "stream", ".sse") {
+		t.Run(name, func(t *testing.T) {
+			evs, err := readAll(t, readFile(t, path))
+			if err != io.EOF {
+				t.Fatalf("reader ended with %v, want io.EOF", err)
+			}
+			base := strings.TrimSuffix(path, ".sse")
+			checkGolden(t, base+".events.golden", eventLines(t, evs))
+			out := writeAll(t, evs, StreamOptions{IncludeUsage: true})
+			checkGolden(t, base+".out.golden", out)
+			checkFraming(t, out)
+
+			// reader -> writer -> reader gives the same events
+			again, err := readAll(t, out)
+			if err != io.EOF {
+				t.Fatalf("re-reading the writer's output ended with %v", err)
+			}
+			if got, want := withoutRaw(again), withoutRaw(evs); !reflect.DeepEqual(got, want) {
+				t.Errorf("round trip (-got +want):\n%s", diff(string(eventLines(t, again)), string(eventLines(t, evs))))
+			}
+		})
+	}
+}
+
+// checkFraming asserts PROTOCOLS §0.4 and §0.5 on writer output: every event
+// ends with a blank line, there are no event: lines, and only a final error
+// event has a top-level "error" member.
+func checkFraming(t *testing.T, out []byte) {
+	t.Helper()
+	if !bytes.HasSuffix(out, []byte("\n\n")) {
+		t.Fatalf("output does not end with a blank line: %q", out)
+	}
+	events := strings.Split(strings.TrimSuffix(string(out), "\n\n"), "\n\n")
+	for i, ev := range events {
+		if strings.HasPrefix(ev, ":") {
+			continue // comment
+		}
+		if strings.Contains(ev, "\n") || !strings.HasPrefix(ev, "data: ") {
+			t.Errorf("event %d is not a single data line: %q", i, ev)
+			continue
+		}
+		data := strings.TrimPrefix(ev, "data: ")
+		if data == "[DONE]" {
+			if i != len(events)-1 {
+				t.Errorf("[DONE] is not last")
+			}
+			continue
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(data), &m); err != nil {
+			t.Errorf("event %d: %v", i, err)
+			continue
+		}
+		if _, ok := m["error"]; ok && (i != len(events)-1 || len(m) != 1) {
+			t.Errorf("event %d has a top-level error key: %s", i, data)
+		}
+	}
+}
+
+func TestStreamReaderReassembly(t *testing.T) {
+	evs, err := readAll(t, readFile(t, "testdata/stream/full.sse"))
+	if err != io.EOF {
+		t.Fatal(err)
+	}
+	text, args := map[int]string{}, map[int]string{}
+	kinds := map[int]llm.BlockType{}
+	open := map[int]bool{}
+	var delta *llm.Event
+	for _, ev := range evs {
+		switch ev.Type {
+		case llm.EventBlockStart:
+			if open[ev.Index] || kinds[ev.Index] != "" {
+				t.Errorf("block %d started twice", ev.Index)
+			}
+			if ev.Index != len(kinds) {
+				t.Errorf("block index %d not contiguous", ev.Index)
+			}
+			kinds[ev.Index], open[ev.Index] = ev.Block.Type, true
+		case llm.EventBlockDelta:
+			if !open[ev.Index] {
+				t.Errorf("delta for closed block %d", ev.Index)
+			}
+			if ev.DeltaType == llm.DeltaText {
+				text[ev.Index] += ev.Delta
+			} else {
+				args[ev.Index] += ev.Delta
+			}
+		case llm.EventBlockStop:
+			open[ev.Index] = false
+		case llm.EventMessageDelta:
+			delta = ev
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		got, want any
+	}{
+		{"kinds", kinds, map[int]llm.BlockType{0: llm.BlockText, 1: llm.BlockToolUse, 2: llm.BlockToolUse}},
+		{"text", text[0], `Let me check both "cities".`},
+		{"paris", args[1], `{"city": "Paris"}`},
+		{"rome", args[2], `{"city": "Rome"}`},
+		{"stop", delta.StopReason, llm.StopToolUse},
+		{"usage", *delta.Usage, llm.Usage{InputTokens: 56, OutputTokens: 48, CacheReadTokens: 64,
+			Extra: llm.Extra{"prompt_tokens_details": json.RawMessage(`{"audio_tokens":0}`),
+				"completion_tokens_details": json.RawMessage(`{"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}`)}}},
+		{"start", *evs[0].Message, llm.Response{ID: "chatcmpl-S1", Model: "gpt-4o", Created: 1767225700, SystemFingerprint: "fp_1"}},
+		{"last", evs[len(evs)-1].Type, llm.EventMessageStop},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !reflect.DeepEqual(tc.got, tc.want) {
+				t.Errorf("(-got +want):\n- %#v\n+ %#v", tc.got, tc.want)
+			}
+		})
+	}
+	for i, o := range open {
+		if o {
+			t.Errorf("block %d never closed", i)
+		}
+	}
+}
+
+type failingReader struct{ r io.Reader }
+
+var errNetwork = errors.New("connection reset")
+
+func (f failingReader) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if err == io.EOF {
+		return n, errNetwork
+	}
+	return n, err
+}
+
+func TestStreamReaderEnds(t *testing.T) {
+	full := string(readFile(t, "testdata/stream/full.sse"))
+	noDone := full[:strings.Index(full, "data: [DONE]")]
+	chunk := `data: {"id":"c","choices":[{"index":0,"delta":{"content":"x"}}]}`
+	for _, tc := range []struct {
+		name    string
+		in      io.Reader
+		wantErr func(error) bool
+		events  int
+	}{
+		{"clean [DONE]", strings.NewReader(full), func(err error) bool { return err == io.EOF }, 16},
+		{"no [DONE]", strings.NewReader(noDone), func(err error) bool { return errors.Is(err, ErrStreamCut) }, 14},
+		{"cut inside an event", strings.NewReader(chunk + "\n\n" + chunk), func(err error) bool { return errors.Is(err, ErrStreamCut) }, 3},
+		{"empty body", strings.NewReader(""), func(err error) bool { return errors.Is(err, ErrStreamCut) }, 0},
+		{"read error", failingReader{strings.NewReader(chunk + "\n\n")}, func(err error) bool {
+			return errors.Is(err, ErrStreamCut) && errors.Is(err, errNetwork)
+		}, 3},
+		{"malformed chunk", strings.NewReader(chunk + "\n\ndata: {oops}\n\n"), func(err error) bool {
+			var e *llm.APIError
+			return errors.As(err, &e) && e.MeshCode == llm.MeshUpstreamProtocolFailed && e.Status == 502
+		}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewStreamReader(tc.in)
+			n := 0
+			var err error
+			for ; n < 1000; n++ {
+				if _, err = r.Next(); err != nil {
+					break
+				}
+			}
+			if !tc.wantErr(err) {
+				t.Errorf("err = %v", err)
+			}
+			if n != tc.events {
+				t.Errorf("got %d events before the error, want %d", n, tc.events)
+			}
+			if errors.Is(err, ErrStreamCut) && !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Errorf("ErrStreamCut does not wrap io.ErrUnexpectedEOF")
+			}
+			if _, again := r.Next(); again != err {
+				t.Errorf("second Next = %v, want the same %v", again, err)
+			}
+		})
+	}
+}
+
+func TestStreamReaderQuirks(t *testing.T) {
+	t.Run("error null is an error, as in openai-go", func(t *testing.T) {
+		evs, err := readAll(t, []byte(`data: {"id":"c","choices":[],"error":null}`+"\n\n"))
+		if err != io.EOF || len(evs) != 1 || evs[0].Type != llm.EventError || evs[0].Err.Status != 200 || evs[0].Raw == nil {
+			t.Errorf("events %v, err %v", evs, err)
+		}
+	})
+	t.Run("same index, new id starts a new tool", func(t *testing.T) {
+		in := `data: {"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]}}]}
+
+data: {"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"b","function":{"name":"g","arguments":"{\"x\":1}"}}]},"finish_reason":"tool_calls"}]}
+
+data: [DONE]
+
+`
+		evs, err := readAll(t, []byte(in))
+		if err != io.EOF {
+			t.Fatal(err)
+		}
+		var starts []string
+		for _, ev := range evs {
+			if ev.Type == llm.EventBlockStart {
+				starts = append(starts, ev.Block.ID+":"+ev.Block.Name+":"+strconv.Itoa(ev.Index))
+			}
+		}
+		if want := []string{"a:f:0", "b:g:1"}; !reflect.DeepEqual(starts, want) {
+			t.Errorf("starts (-got +want):\n- %v\n+ %v", starts, want)
+		}
+	})
+	t.Run("reasoning_content becomes a thinking block", func(t *testing.T) {
+		in := `data: {"id":"c","choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}
+
+data: {"id":"c","choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]}
+
+data: [DONE]
+
+`
+		evs, _ := readAll(t, []byte(in))
+		var got []string
+		for _, ev := range evs[1:] {
+			got = append(got, ev.Type.String()+":"+strconv.Itoa(ev.Index)+":"+ev.Delta)
+		}
+		want := []string{"content_block_start:0:", "content_block_delta:0:hmm", "content_block_stop:0:",
+			"content_block_start:1:", "content_block_delta:1:ok", "content_block_stop:1:", "message_delta:0:", "message_stop:0:"}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("(-got +want):\n- %v\n+ %v", got, want)
+		}
+	})
+}
+
+// anthropicEvents is a canonical stream as the Anthropic reader produces it.
+func anthropicEvents() []*llm.Event {
+	return []*llm.Event{
+		{Type: llm.EventMessageStart, Message: &llm.Response{ID: "msg_1", Model: "claude-sonnet", Created: 1767225900,
+			Usage: llm.Usage{InputTokens: 10, CacheReadTokens: 100, CacheWriteTokens: 5, OutputTokens: 1}}},
+		{Type: llm.EventBlockStart, Index: 0, Block: &llm.Block{Type: llm.BlockThinking}},
+		{Type: llm.EventBlockDelta, Index: 0, DeltaType: llm.DeltaThinking, Delta: "let me think"},
+		{Type: llm.EventBlockDelta, Index: 0, DeltaType: llm.DeltaSignature, Delta: "sig"},
+		{Type: llm.EventBlockStop, Index: 0},
+		{Type: llm.EventPing},
+		{Type: llm.EventBlockStart, Index: 1, Block: &llm.Block{Type: llm.BlockText}},
+		{Type: llm.EventBlockDelta, Index: 1, DeltaType: llm.DeltaText, Delta: "Hi \"there\"\n"},
+		{Type: llm.EventBlockStop, Index: 1},
+		{Type: llm.EventBlockStart, Index: 2, Block: &llm.Block{Type: llm.BlockToolUse, ID: "toolu_1", Name: "get_weather", Input: json.RawMessage("{}")}},
+		{Type: llm.EventBlockDelta, Index: 2, DeltaType: llm.DeltaInputJSON, Delta: ""},
+		{Type: llm.EventBlockDelta, Index: 2, DeltaType: llm.DeltaInputJSON, Delta: `{"city": "Pa`},
+		{Type: llm.EventBlockDelta, Index: 2, DeltaType: llm.DeltaInputJSON, Delta: `ris"}`},
+		{Type: llm.EventBlockStop, Index: 2},
+		{Type: llm.EventBlockStart, Index: 3, Block: &llm.Block{Type: llm.BlockToolUse, ID: "toolu_2", Name: "now", Input: json.RawMessage("{}")}},
+		{Type: llm.EventBlockDelta, Index: 3, DeltaType: llm.DeltaInputJSON, Delta: ""},
+		{Type: llm.EventBlockStop, Index: 3},
+		{Type: llm.EventMessageDelta, StopReason: llm.StopToolUse, Usage: &llm.Usage{OutputTokens: 42}},
+		{Type: llm.EventMessageStop},
+	}
+}
+
+func TestStreamWriterAnthropicEvents(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  StreamOptions
+	}{
+		{"with_usage", StreamOptions{IncludeUsage: true}},
+		{"without_usage", StreamOptions{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := writeAll(t, anthropicEvents(), tc.opt)
+			checkGolden(t, "testdata/stream/anthropic_events_"+tc.name+".golden", out)
+			checkFraming(t, out)
+			if got := bytes.Contains(out, []byte(`"choices":[]`)); got != tc.opt.IncludeUsage {
+				t.Errorf("usage chunk present = %v, want %v", got, tc.opt.IncludeUsage)
+			}
+		})
+	}
+	t.Run("writes nothing after the end", func(t *testing.T) {
+		var buf bytes.Buffer
+		w := NewStreamWriter(sse.NewWriter(&buf, nil), StreamOptions{})
+		for _, ev := range []*llm.Event{
+			{Type: llm.EventMessageStart, Message: &llm.Response{ID: "x", Created: 1}},
+			{Type: llm.EventError, Err: &llm.APIError{Type: llm.ErrOverloaded, Message: "Overloaded"}},
+			{Type: llm.EventBlockStart, Block: &llm.Block{Type: llm.BlockText}},
+			{Type: llm.EventMessageStop},
+		} {
+			if err := w.Write(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := `data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}
+
+data: {"error":{"message":"Overloaded","type":"overloaded_error","code":null}}
+
+`
+		if buf.String() != want {
+			t.Errorf("(-got +want):\n%s", diff(buf.String(), want))
+		}
+	})
+	t.Run("block index out of range", func(t *testing.T) {
+		w := NewStreamWriter(sse.NewWriter(io.Discard, nil), StreamOptions{})
+		if err := w.Write(&llm.Event{Type: llm.EventBlockStart, Index: -1, Block: &llm.Block{Type: llm.BlockText}}); err == nil {
+			t.Error("no error for index -1")
+		}
+	})
+	t.Run("created defaults to now", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var buf bytes.Buffer
+			w := NewStreamWriter(sse.NewWriter(&buf, nil), StreamOptions{})
+			if err := w.Write(&llm.Event{Type: llm.EventMessageStart, Message: &llm.Response{ID: "x"}}); err != nil {
+				t.Fatal(err)
+			}
+			if want := `"created":` + strconv.FormatInt(time.Now().Unix(), 10) + `,`; !strings.Contains(buf.String(), want) {
+				t.Errorf("%s lacks %s", buf.String(), want)
+			}
+		})
+	})
+}
+
+// sdkRead decodes writer output with openai-go's own SSE stream and accumulator.
+func sdkRead(t *testing.T, out []byte) (oai.ChatCompletionAccumulator, error) {
+	t.Helper()
+	res := &http.Response{
+		StatusCode: 200,
+		Header:     http.Header{"Content-Type": {"text/event-stream"}},
+		Body:       io.NopCloser(bytes.NewReader(out)),
+	}
+	stream := ssestream.NewStream[oai.ChatCompletionChunk](ssestream.NewDecoder(res), nil)
+	var acc oai.ChatCompletionAccumulator
+	for stream.Next() {
+		if !acc.AddChunk(stream.Current()) {
+			t.Fatalf("accumulator rejected chunk %+v", stream.Current())
+		}
+	}
+	return acc, stream.Err()
+}
+
+func TestSDKCompatibility(t *testing.T) {
+	t.Run("openai upstream stream", func(t *testing.T) {
+		evs, err := readAll(t, readFile(t, "testdata/stream/full.sse"))
+		if err != io.EOF {
+			t.Fatal(err)
+		}
+		acc, err := sdkRead(t, writeAll(t, evs, StreamOptions{IncludeUsage: true}))
+		if err != nil {
+			t.Fatalf("SDK stream error: %v", err)
+		}
+		msg := acc.Choices[0].Message
+		for _, tc := range []struct {
+			name      string
+			got, want any
+		}{
+			{"id", acc.ID, "chatcmpl-S1"},
+			{"content", msg.Content, `Let me check both "cities".`},
+			{"tool calls", len(msg.ToolCalls), 2},
+			{"tool 0", msg.ToolCalls[0].ID + " " + msg.ToolCalls[0].Function.Name + " " + msg.ToolCalls[0].Function.Arguments, `call_p get_weather {"city": "Paris"}`},
+			{"tool 1", msg.ToolCalls[1].ID + " " + msg.ToolCalls[1].Function.Name + " " + msg.ToolCalls[1].Function.Arguments, `call_r get_weather {"city": "Rome"}`},
+			{"finish", acc.Choices[0].FinishReason, "tool_calls"},
+			{"prompt tokens", acc.Usage.PromptTokens, int64(120)},
+			{"cached tokens", acc.Usage.PromptTokensDetails.CachedTokens, int64(64)},
+			{"completion tokens", acc.Usage.CompletionTokens, int64(48)},
+			{"total tokens", acc.Usage.TotalTokens, int64(168)},
+		} {
+			if !reflect.DeepEqual(tc.got, tc.want) {
+				t.Errorf("%s (-got +want):\n- %#v\n+ %#v", tc.name, tc.got, tc.want)
+			}
+		}
+	})
+	t.Run("anthropic upstream events", func(t *testing.T) {
+		acc, err := sdkRead(t, writeAll(t, anthropicEvents(), StreamOptions{IncludeUsage: true}))
+		if err != nil {
+			t.Fatalf("SDK stream error: %v", err)
+		}
+		msg := acc.Choices[0].Message
+		if msg.Content != "Hi \"there\"\n" || len(msg.ToolCalls) != 2 ||
+			msg.ToolCalls[0].Function.Arguments != `{"city": "Paris"}` || msg.ToolCalls[1].Function.Arguments != "{}" {
+			t.Errorf("message = %+v", msg)
+		}
+		if acc.Usage.PromptTokens != 115 || acc.Usage.PromptTokensDetails.CachedTokens != 100 || acc.Usage.CompletionTokens != 42 {
+			t.Errorf("usage = %+v", acc.Usage)
+		}
+	})
+	t.Run("error stream", func(t *testing.T) {
+		evs, _ := readAll(t, readFile(t, "testdata/stream/error.sse"))
+		acc, err := sdkRead(t, writeAll(t, evs, StreamOptions{IncludeUsage: true}))
+		var se *ssestream.StreamError
+		if !errors.As(err, &se) || !strings.Contains(se.Message, "The server had an error") {
+			t.Errorf("err = %v, want a StreamError", err)
+		}
+		if acc.Choices[0].Message.Content != "Partial" {
+			t.Errorf("content before the error = %q", acc.Choices[0].Message.Content)
+		}
+	})
+}

@@ -1,0 +1,285 @@
+package openai
+
+import (
+	"errors"
+	"time"
+
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/sse"
+)
+
+// StreamOptions configures a StreamWriter.
+type StreamOptions struct {
+	// IncludeUsage makes the writer send, right before [DONE], one chunk with
+	// "choices":[] and the full usage, as a client asks for with
+	// stream_options.include_usage.
+	IncludeUsage bool
+}
+
+// maxBlocks bounds the block indexes a writer tracks (a guard against a
+// corrupt upstream index making it allocate without limit).
+const maxBlocks = 1 << 16
+
+var errBlockIndex = errors.New("openai: stream event block index out of range")
+
+// blockKind is what a canonical block becomes on the OpenAI wire.
+type blockKind uint8
+
+const (
+	kindNone    blockKind = iota
+	kindText              // deltas become delta.content
+	kindTool              // deltas become delta.tool_calls[k].function.arguments
+	kindDropped           // thinking and unknown blocks: dropped
+)
+
+type writerBlock struct {
+	kind    blockKind
+	sawArgs bool
+	tool    int
+}
+
+// StreamWriter turns canonical stream events into OpenAI chat.completion.chunk
+// SSE events ("data: <json>" with no event line, ended by "data: [DONE]").
+// Every chunk repeats the id, created and model of message_start. A
+// StreamWriter is not safe for concurrent use; Write blocks while the
+// underlying writer does.
+type StreamWriter struct {
+	w   *sse.Writer
+	opt StreamOptions
+
+	prefix []byte // `{"id":…,"object":"chat.completion.chunk","created":…,"model":…`
+	buf    []byte
+
+	blocks   []writerBlock // by canonical block index
+	nextTool int
+	usage    llm.Usage
+	done     bool
+}
+
+// NewStreamWriter returns a StreamWriter writing to w.
+func NewStreamWriter(w *sse.Writer, opt StreamOptions) *StreamWriter {
+	return &StreamWriter{w: w, opt: opt, buf: make([]byte, 0, 512)}
+}
+
+// Write encodes one canonical event:
+//   - message_start: the first chunk, delta {"role":"assistant","content":""};
+//     created is the message's Created, or now when it is 0;
+//   - text deltas: delta.content; tool_use block start: delta.tool_calls with
+//     index k (k counts tool blocks from 0), id, type and name; input_json
+//     deltas: that tool call's arguments fragment (a tool that got no
+//     fragment gets "{}" when its block stops); thinking is dropped;
+//   - message_delta: a chunk with delta {} and the mapped finish_reason;
+//   - message_stop: the usage chunk when IncludeUsage, then data: [DONE];
+//   - error: data: {"error":{"message","type","code"}}, the end of the stream;
+//   - ping: an SSE comment.
+//
+// After message_stop or an error event, Write writes nothing and returns nil.
+// Normal chunks never carry an "error" member: openai-go treats any
+// top-level "error" key, even null, as a stream error.
+func (s *StreamWriter) Write(ev *llm.Event) error {
+	if s.done {
+		return nil
+	}
+	switch ev.Type {
+	case llm.EventMessageStart:
+		var m llm.Response
+		if ev.Message != nil {
+			m = *ev.Message
+		}
+		created := m.Created
+		if created == 0 {
+			created = time.Now().Unix()
+		}
+		p := append(s.prefix[:0], `{"id":`...)
+		p = appendString(p, m.ID)
+		p = append(p, `,"object":"chat.completion.chunk","created":`...)
+		p = appendInt(p, created)
+		p = append(p, `,"model":`...)
+		p = appendString(p, m.Model)
+		if m.SystemFingerprint != "" {
+			p = append(p, `,"system_fingerprint":`...)
+			p = appendString(p, m.SystemFingerprint)
+		}
+		s.prefix = p
+		s.usage = m.Usage
+		return s.chunk(`{"role":"assistant","content":""}`, nil)
+
+	case llm.EventBlockStart:
+		blk, err := s.block(ev.Index)
+		if err != nil {
+			return err
+		}
+		if ev.Block == nil {
+			blk.kind = kindDropped
+			return nil
+		}
+		switch ev.Block.Type {
+		case llm.BlockText:
+			blk.kind = kindText
+			if ev.Block.Text != "" {
+				return s.content(ev.Block.Text)
+			}
+			return nil
+		case llm.BlockToolUse:
+			blk.kind, blk.tool = kindTool, s.nextTool
+			s.nextTool++
+			b := s.beginChunk()
+			b = append(b, `{"tool_calls":[{"index":`...)
+			b = appendInt(b, int64(blk.tool))
+			b = append(b, `,"id":`...)
+			b = appendString(b, ev.Block.ID)
+			b = append(b, `,"type":"function","function":{"name":`...)
+			b = appendString(b, ev.Block.Name)
+			b = append(b, `,"arguments":""}}]}`...)
+			return s.endChunk(b, nil)
+		}
+		blk.kind = kindDropped
+		return nil
+
+	case llm.EventBlockDelta:
+		blk, err := s.block(ev.Index)
+		if err != nil {
+			return err
+		}
+		switch {
+		case blk.kind == kindText && ev.DeltaType == llm.DeltaText && ev.Delta != "":
+			return s.content(ev.Delta)
+		case blk.kind == kindTool && ev.DeltaType == llm.DeltaInputJSON && ev.Delta != "":
+			blk.sawArgs = true
+			return s.arguments(blk.tool, ev.Delta)
+		}
+		return nil
+
+	case llm.EventBlockStop:
+		blk, err := s.block(ev.Index)
+		if err != nil {
+			return err
+		}
+		if blk.kind == kindTool && !blk.sawArgs {
+			// Anthropic sends "" first and may send nothing else for a tool
+			// without arguments; OpenAI clients expect a JSON object.
+			blk.sawArgs = true
+			return s.arguments(blk.tool, "{}")
+		}
+		return nil
+
+	case llm.EventMessageDelta:
+		if u := ev.Usage; u != nil {
+			mergeUsage(&s.usage, u)
+		}
+		fr := finishReason(ev.StopReason)
+		return s.chunk("{}", &fr)
+
+	case llm.EventMessageStop:
+		s.done = true
+		if s.opt.IncludeUsage {
+			b := s.beginPrefix()
+			b = append(b, `,"choices":[],"usage":`...)
+			b = appendUsage(b, &s.usage)
+			b = append(b, '}')
+			s.buf = b
+			if err := s.w.WriteEvent("", b); err != nil {
+				return err
+			}
+		}
+		return s.w.WriteEvent("", []byte("[DONE]"))
+
+	case llm.EventPing:
+		return s.w.WriteComment("ping")
+
+	case llm.EventError:
+		s.done = true
+		e := ev.Err
+		if e == nil {
+			e = &llm.APIError{Type: llm.ErrAPI, Message: "stream error"}
+		}
+		b := appendErrorBody(s.buf[:0], e, false)
+		s.buf = b
+		return s.w.WriteEvent("", b)
+	}
+	return nil
+}
+
+// mergeUsage overwrites dst with the non-zero counts of the cumulative src.
+func mergeUsage(dst, src *llm.Usage) {
+	if src.InputTokens != 0 {
+		dst.InputTokens = src.InputTokens
+	}
+	if src.OutputTokens != 0 {
+		dst.OutputTokens = src.OutputTokens
+	}
+	if src.CacheReadTokens != 0 {
+		dst.CacheReadTokens = src.CacheReadTokens
+	}
+	if src.CacheWriteTokens != 0 {
+		dst.CacheWriteTokens = src.CacheWriteTokens
+	}
+	if src.ReasoningTokens != 0 {
+		dst.ReasoningTokens = src.ReasoningTokens
+	}
+	if src.Extra != nil {
+		dst.Extra = src.Extra
+	}
+}
+
+func (s *StreamWriter) block(i int) (*writerBlock, error) {
+	if i < 0 || i >= maxBlocks {
+		return nil, errBlockIndex
+	}
+	for len(s.blocks) <= i {
+		s.blocks = append(s.blocks, writerBlock{})
+	}
+	return &s.blocks[i], nil
+}
+
+func (s *StreamWriter) beginPrefix() []byte {
+	b := s.buf[:0]
+	if len(s.prefix) == 0 {
+		// no message_start was seen: still write a well-formed chunk
+		return append(b, `{"id":"","object":"chat.completion.chunk","created":0,"model":""`...)
+	}
+	return append(b, s.prefix...)
+}
+
+// beginChunk starts a chunk up to and including `"delta":`.
+func (s *StreamWriter) beginChunk() []byte {
+	b := s.beginPrefix()
+	return append(b, `,"choices":[{"index":0,"delta":`...)
+}
+
+// endChunk closes a chunk begun by beginChunk and writes it.
+func (s *StreamWriter) endChunk(b []byte, finish *string) error {
+	b = append(b, `,"logprobs":null,"finish_reason":`...)
+	if finish == nil || *finish == "" {
+		b = append(b, "null"...)
+	} else {
+		b = appendString(b, *finish)
+	}
+	b = append(b, "}]}"...)
+	s.buf = b
+	return s.w.WriteEvent("", b)
+}
+
+func (s *StreamWriter) chunk(delta string, finish *string) error {
+	b := s.beginChunk()
+	b = append(b, delta...)
+	return s.endChunk(b, finish)
+}
+
+func (s *StreamWriter) content(text string) error {
+	b := s.beginChunk()
+	b = append(b, `{"content":`...)
+	b = appendString(b, text)
+	b = append(b, '}')
+	return s.endChunk(b, nil)
+}
+
+func (s *StreamWriter) arguments(tool int, frag string) error {
+	b := s.beginChunk()
+	b = append(b, `{"tool_calls":[{"index":`...)
+	b = appendInt(b, int64(tool))
+	b = append(b, `,"function":{"arguments":`...)
+	b = appendString(b, frag)
+	b = append(b, "}}]}"...)
+	return s.endChunk(b, nil)
+}

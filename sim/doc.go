@@ -1,0 +1,35 @@
+// Package sim is a simulated LLM provider fleet: models of several
+// capability tiers served in several regions, speaking the Anthropic
+// Messages API and the OpenAI Chat Completions API byte-compatibly with the
+// official SDKs, streaming and not. It is the ground truth of Keel's tests
+// and benchmarks, and users' tests may import it.
+//
+// Answers are deterministic: the text depends only on the seed, the model
+// and the conversation, never on the wire format, and Answer computes it
+// without a fleet, so a test knows the exact expected text, tool calls and
+// token usage. A last assistant turn acts as a prefill and the fleet
+// continues exactly from it, which is what lets a cut stream be resumed and
+// checked to the byte.
+//
+// Each endpoint (a model in a region) has a finite number of slots with a
+// FIFO queue beyond them, a lognormal time to first token, a per-token
+// delay and a heavy tail; faults (rate limits, overload, 5xx, resets,
+// hangs, cut, failing or stalled streams, malformed JSON, slowdowns) are
+// injected by rule, at a seeded rate or for an exact number of calls, and
+// regions can be taken down, from Go or from the /sim control API.
+//
+// A Fleet is served in memory through Transport (no sockets, so tests can
+// run inside a testing/synctest bubble with virtual time; every wait uses
+// time.NewTimer and selects on the request context) or over a real listener
+// through Start. URLs: region R serves POST /r/R/v1/messages and POST
+// /r/R/v1/chat/completions; the unprefixed /v1/... routes serve from the
+// model's first region; GET /v1/models and /r/R/v1/models list the models
+// (in the Anthropic shape when the request has an anthropic-version header).
+// Control API: POST /sim/regions/{name}/down and /up, POST /sim/faults (a
+// JSON list that replaces the faults), GET /sim/faults, GET /sim/stats,
+// POST /sim/reset.
+//
+// Everything exported is safe for concurrent use unless its doc says
+// otherwise; Config, ModelSpec, Fault and the other spec types are plain
+// data.
+package sim
