@@ -38,9 +38,9 @@ type Record struct {
 	Behavior *Behavior
 
 	// ServedBy is the endpoint whose answer reached the client (empty on error).
-	ServedBy      string
-	ServedModel   string
-	ServedRegion  string
+	ServedBy       string
+	ServedModel    string
+	ServedRegion   string
 	ServedProvider string
 	// Fallback is why the first choice did not serve ("" when it did).
 	Fallback string
@@ -64,9 +64,22 @@ type Record struct {
 	// Cost is the estimated upstream cost of every attempt, in USD.
 	Cost float64
 
-	Repairs             []string
+	// Repairs lists structured-output repair steps applied to the answer.
+	Repairs []string
+	// NormalizationOffset is the applied temperature offset (serving − requested).
 	NormalizationOffset float64
-	Dropped             []string
+	// Dropped lists request parameters removed for the serving endpoint.
+	Dropped []string
+
+	// Fragments and FragmentsOK count fragments sent and answered;
+	// Fusions and FusionConflicts count fused fields and disagreements.
+	Fragments       int
+	FragmentsOK     int
+	Fusions         int
+	FusionConflicts int
+
+	// TraceParent is the client's W3C traceparent header, if any.
+	TraceParent string
 }
 
 // Attempt is one upstream attempt.
