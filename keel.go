@@ -170,6 +170,7 @@ func (m *Mesh) SetReady(ready bool) { m.srv.SetReady(ready) }
 // Close releases idle upstream connections. In-flight calls are not
 // interrupted.
 func (m *Mesh) Close() error {
+	m.eng.Close()
 	if m.upstream != nil {
 		m.upstream.CloseIdleConnections()
 	}

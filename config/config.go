@@ -61,6 +61,8 @@ type Config struct {
 	Providers []Provider `yaml:"providers"`
 	Models    []Model    `yaml:"models"`
 	Aliases   []Alias    `yaml:"aliases"`
+	// Resilience tunes retries, hedging, breakers, probing and the safety valve.
+	Resilience Resilience `yaml:"resilience"`
 
 	// src locates keys in the file this Config was parsed from; nil when built in code.
 	src *source
@@ -78,6 +80,77 @@ type Server struct {
 	LogFormat string `yaml:"log_format"`
 	// LogLevel is "debug", "info" (default), "warn" or "error".
 	LogLevel string `yaml:"log_level"`
+	// AdminToken protects the admin API (POST /admin/features): requests
+	// must send "Authorization: Bearer <token>". Empty (the default)
+	// disables the admin API. May use ${VAR}.
+	AdminToken Secret `yaml:"admin_token"`
+}
+
+// Resilience tunes the engine. Zero values mean the defaults listed.
+type Resilience struct {
+	// MaxAttempts bounds upstream attempts per call, retries, hedges and
+	// continuations included; default 4.
+	MaxAttempts int `yaml:"max_attempts"`
+	// Timeout is the default overall deadline of a call (a client's
+	// X-Mesh-Timeout header overrides it); default none.
+	Timeout Duration `yaml:"timeout"`
+	// RetryBudget caps retries per route: default ratio 0.2 (retries ≤ 20 %
+	// of requests), burst 10.
+	RetryBudget Budget `yaml:"retry_budget"`
+	// HedgeBudget caps hedges per route: default ratio 0.1, burst 10.
+	HedgeBudget Budget `yaml:"hedge_budget"`
+	// Hedging sends a second attempt when the first is slower than the
+	// endpoint's live p95; default true.
+	Hedging *bool `yaml:"hedging"`
+	// HedgeFloor and HedgeCeiling clamp the adaptive hedge delay; defaults 20ms and 2s.
+	HedgeFloor   Duration `yaml:"hedge_floor"`
+	HedgeCeiling Duration `yaml:"hedge_ceiling"`
+	// Recovery continues a stream that breaks mid-way on another endpoint; default true.
+	Recovery *bool `yaml:"recovery"`
+	// ProbeInterval is how often an unreachable endpoint is probed; default 500ms.
+	ProbeInterval Duration `yaml:"probe_interval"`
+	Breaker       Breaker  `yaml:"breaker"`
+	SafetyValve   Valve    `yaml:"safety_valve"`
+}
+
+// Budget is a token bucket: each request deposits Ratio tokens, each extra
+// attempt takes one, up to Burst.
+type Budget struct {
+	Ratio float64 `yaml:"ratio"`
+	Burst float64 `yaml:"burst"`
+}
+
+// Breaker tunes the per-endpoint circuit breakers. Zero values mean the
+// defaults: failure_rate 0.5 over min_requests 10 in a 10s window, or 5
+// consecutive failures; open for 5s (doubling up to 60s); 2 half-open
+// probes; 2 successes to close.
+type Breaker struct {
+	FailureRate         float64  `yaml:"failure_rate"`
+	MinRequests         int      `yaml:"min_requests"`
+	ConsecutiveFailures int      `yaml:"consecutive_failures"`
+	Window              Duration `yaml:"window"`
+	OpenFor             Duration `yaml:"open_for"`
+	HalfOpenProbes      int      `yaml:"half_open_probes"`
+	SuccessesToClose    int      `yaml:"successes_to_close"`
+}
+
+// Valve is the mesh-aware safety valve: when the share of calls that needed
+// a fallback passes Threshold over Window (with at least MinRequests calls),
+// the mesh drops to plain pass-through to each route's primary endpoint for
+// Hold, logs an alert and posts it to Webhook when set.
+type Valve struct {
+	// Disabled turns the valve off; default false.
+	Disabled bool `yaml:"disabled"`
+	// Threshold is the fallback rate that trips it; default 0.05.
+	Threshold float64 `yaml:"threshold"`
+	// Window is the rolling window; default 60s.
+	Window Duration `yaml:"window"`
+	// MinRequests is the least number of calls in the window to judge; default 50.
+	MinRequests int `yaml:"min_requests"`
+	// Hold is how long pass-through lasts before the rate is judged again; default 30s.
+	Hold Duration `yaml:"hold"`
+	// Webhook receives a JSON POST when the valve trips or recovers. May use ${VAR}.
+	Webhook string `yaml:"webhook"`
 }
 
 // Provider is one upstream API account: a wire format, a base URL and credentials.

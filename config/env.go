@@ -19,6 +19,10 @@ func (c *Config) expandEnv(lookup func(string) (string, bool)) []error {
 		}
 		*s = v
 	}
+	tok := string(c.Server.AdminToken)
+	do("server.admin_token", &tok)
+	c.Server.AdminToken = Secret(tok)
+	do("resilience.safety_valve.webhook", &c.Resilience.SafetyValve.Webhook)
 	for i := range c.Providers {
 		p := &c.Providers[i]
 		base := fmt.Sprintf("providers[%d]", i)

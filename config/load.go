@@ -18,7 +18,7 @@ import (
 // are rejected rather than ignored, so a file written for a newer Keel never
 // half-works on this one.
 var reserved = []string{
-	"routing", "resilience", "structured_output", "telemetry",
+	"routing", "structured_output", "telemetry",
 	"request_log", "fragmentation", "normalization", "redis",
 }
 
@@ -320,6 +320,19 @@ func (d *decoder) decodeValue(raw ast.Node, v reflect.Value, path string) {
 		return
 	}
 	switch v.Kind() {
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		d.decodeValue(raw, p.Elem(), path)
+		v.Set(p)
+		return
+	case reflect.Bool:
+		b, ok := n.(*ast.BoolNode)
+		if !ok {
+			d.fail(n, path, "expected true or false, got %s", describeValue(n))
+			return
+		}
+		v.SetBool(b.Value)
+		return
 	case reflect.Struct:
 		d.decodeStruct(n, v, path)
 	case reflect.Slice:

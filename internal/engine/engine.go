@@ -19,6 +19,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -77,6 +78,12 @@ type Resilience struct {
 	Health         health.Config
 	// DisableRecovery turns mid-stream continuation off.
 	DisableRecovery bool
+	// Valve is the mesh-aware safety valve.
+	Valve ValveConfig
+	// ProbeInterval is how often an endpoint found unreachable is probed
+	// (an HTTP GET of its models list) until it answers; default 500ms.
+	// While unreachable it gets no requests at all.
+	ProbeInterval time.Duration
 }
 
 // Engine is the mesh's request pipeline.
@@ -94,6 +101,12 @@ type Engine struct {
 	hedgingOff  atomic.Bool
 	recoveryOff atomic.Bool
 
+	valve    *valve
+	stop     chan struct{}
+	probes   sync.WaitGroup
+	closed   atomic.Bool
+	probeInt time.Duration
+
 	routes      map[string]*routeState
 	eps         []*endpoint
 	models      []ModelInfo
@@ -105,6 +118,8 @@ type endpoint struct {
 	*provider.Endpoint
 	health  *health.Tracker
 	breaker *resilience.Breaker
+	// down is set while the endpoint is unreachable; a prober clears it.
+	down atomic.Bool
 }
 
 // routeState is the candidate chain of one model or alias name.
@@ -160,6 +175,12 @@ func New(o Options) (*Engine, error) {
 		client: o.Client, log: log, obs: o.Observer, now: now, rnd: rnd,
 		maxAttempts: r.MaxAttempts, timeout: r.Timeout, backoff: backoff, hedge: r.Hedge, opts: r,
 		routes: map[string]*routeState{}, passthrough: o.Passthrough,
+	}
+	e.stop = make(chan struct{})
+	e.valve = newValve(r.Valve)
+	e.probeInt = r.ProbeInterval
+	if e.probeInt <= 0 {
+		e.probeInt = 500 * time.Millisecond
 	}
 	e.hedgingOff.Store(r.DisableHedging)
 	e.recoveryOff.Store(r.DisableRecovery)
@@ -359,6 +380,11 @@ func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome,
 	rs.hedges.OnRequest()
 	x := &exec{e: e, rs: rs, req: req, call: call, rec: rec, tried: make([]bool, len(rs.cands))}
 	x.policy = e.policy(rs, call.Behavior)
+	if !e.valve.cfg.Disabled && e.valve.open(start) {
+		// Safety valve open: plain pass-through to the primary endpoint.
+		x.legacy = true
+		rec.Legacy = true
+	}
 	won, err := x.run(ctx, req, "primary")
 	if err != nil {
 		cancel()
@@ -370,6 +396,7 @@ func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome,
 	rec.Dropped = won.res.Dropped
 	if won.res.Stream == nil {
 		cancel()
+		won.settle(nil, "")
 		won.release()
 		out.Response = won.res.Response
 		rec.Usage = won.res.Response.Usage
@@ -433,7 +460,51 @@ func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
 	if served != nil {
 		rec.Cost = (float64(rec.Usage.PromptTokens())*served.InputPrice + float64(rec.Usage.OutputTokens)*served.OutputPrice) / 1e6
 	}
+	if !e.valve.cfg.Disabled && !rec.Legacy && (rec.Err == nil || rec.Err.MeshCode != "") {
+		// Calls the client got wrong (400s) say nothing about the mesh.
+		if ev, rate, n := e.valve.observe(rec.Start, rec.Fallback != ""); ev != "" {
+			e.alert(ev, rate, n)
+		}
+	}
 	if e.obs != nil {
 		e.obs.RequestDone(rec)
 	}
+}
+
+// Close stops the engine's background probers. Calls in flight finish.
+func (e *Engine) Close() {
+	if e.closed.CompareAndSwap(false, true) {
+		close(e.stop)
+	}
+	e.probes.Wait()
+}
+
+// markDown takes ep out of rotation until a probe reaches it. At most one
+// prober runs per endpoint.
+func (e *Engine) markDown(ep *endpoint) {
+	if e.closed.Load() || !ep.down.CompareAndSwap(false, true) {
+		return
+	}
+	e.log.Warn("endpoint unreachable; probing until it answers", "endpoint", ep.ID, "interval", e.probeInt.String())
+	e.probes.Add(1)
+	go func() {
+		defer e.probes.Done()
+		t := time.NewTicker(e.probeInt)
+		defer t.Stop()
+		for {
+			select {
+			case <-e.stop:
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), e.probeInt)
+			err := e.client.Probe(ctx, ep.Endpoint)
+			cancel()
+			if err == nil {
+				ep.down.Store(false)
+				e.log.Info("endpoint reachable again", "endpoint", ep.ID)
+				return
+			}
+		}
+	}()
 }

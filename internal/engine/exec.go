@@ -28,6 +28,9 @@ type exec struct {
 	rec    *Record
 	policy route.Policy
 
+	// legacy is the safety valve's pass-through: one attempt to the
+	// route's primary endpoint, nothing else.
+	legacy    bool
 	tried     []bool
 	attempts  int
 	retries   int
@@ -144,6 +147,8 @@ func (x *exec) pick(allowTried bool) (int, error) {
 		switch {
 		case x.tried[i] && !allowTried:
 			c.Available, c.Unavailable = false, "tried"
+		case ep.down.Load():
+			c.Available, c.Unavailable = false, "unreachable"
 		case ep.health.Unavailable() != "":
 			c.Available, c.Unavailable = false, ep.health.Unavailable()
 		case ep.breaker.State() == resilience.Open:
@@ -263,6 +268,9 @@ func (a *attempt) settle(err error, reason string) {
 	}
 	a.hdone(o)
 	a.bdone(ok)
+	if (o.Kind == health.KindConnect || o.Kind == health.KindReset) && a.ep.health.Unavailable() == "ejected" {
+		a.x.e.markDown(a.ep)
+	}
 	r := &a.x.rec.Attempts[a.recIdx]
 	r.End = a.end
 	r.Status = o.Status
@@ -324,6 +332,20 @@ func (x *exec) run(ctx context.Context, req *llm.Request, kind string) (*attempt
 	hedging := !e.hedgingOff.Load() && kind == "primary" &&
 		(x.call.Behavior == nil || x.call.Behavior.Hedge == nil || *x.call.Behavior.Hedge)
 
+	if x.legacy {
+		a := x.launch(ctx, req, 0, "primary", 0, results)
+		if a == nil {
+			return nil, &meshError{code: llm.MeshCircuitOpen, why: "safety valve pass-through: the primary endpoint's breaker is open"}
+		}
+		a = <-results
+		if a.err != nil {
+			reason, _ := classify(a.err)
+			a.settle(a.err, reason)
+			return nil, a.err
+		}
+		a.x.rec.Attempts[a.recIdx].Winner = true
+		return a, nil
+	}
 	next := kind
 	var wait time.Duration
 	for {

@@ -44,6 +44,9 @@ type Record struct {
 	ServedProvider string
 	// Fallback is why the first choice did not serve ("" when it did).
 	Fallback string
+	// Legacy is set when the safety valve sent the call straight to the
+	// primary endpoint.
+	Legacy bool
 
 	// Candidates is the router's view at the first pick: every endpoint,
 	// its score and why it was or was not chosen.

@@ -229,7 +229,7 @@ func (s *Stream) recover(cause error) *llm.APIError {
 	if act == actFail {
 		return fail("the failure is not retryable")
 	}
-	if x.e.recoveryOff.Load() {
+	if x.e.recoveryOff.Load() || x.legacy {
 		return fail("mid-stream recovery is off")
 	}
 	prefill := ""

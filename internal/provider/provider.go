@@ -366,9 +366,29 @@ type stream struct {
 	cancel    context.CancelCauseFunc
 	release   func()
 	next      func() (*llm.Event, error)
-	idle      time.Duration
+	idle      time.Duration // the configured cap
 	idleTimer *time.Timer
 	done      bool
+	lastEvent time.Time
+	maxGap    time.Duration
+	events    int
+}
+
+// Adaptive idle timeout: once a stream has shown its rhythm, a silence of
+// IdleGapMultiple × its longest gap so far (at least IdleFloor, at most the
+// configured StreamIdleTimeout) means the upstream stalled.
+const (
+	IdleGapMultiple = 10
+	IdleFloor       = 2 * time.Second
+	idleWarmup      = 3 // events before the rhythm is trusted
+)
+
+func (s *stream) nextIdle() time.Duration {
+	if s.events < idleWarmup {
+		return s.idle
+	}
+	d := min(max(IdleGapMultiple*s.maxGap, IdleFloor), s.idle)
+	return d
 }
 
 func (s *stream) Next() (*llm.Event, error) {
@@ -388,10 +408,13 @@ func (s *stream) Next() (*llm.Event, error) {
 		return nil, classifyTransportErr(s.ep.ID, err, cause, s.parent)
 	}
 	if s.idleTimer != nil {
-		s.idleTimer.Reset(s.idle)
-	}
-	if ev.Type == llm.EventError && ev.Err != nil {
-		return ev, nil
+		now := time.Now()
+		if s.events > 0 {
+			s.maxGap = max(s.maxGap, now.Sub(s.lastEvent))
+		}
+		s.lastEvent = now
+		s.events++
+		s.idleTimer.Reset(s.nextIdle())
 	}
 	return ev, nil
 }
@@ -431,4 +454,35 @@ func classifyTransportErr(id string, err, cause error, parent context.Context) *
 		return &Error{Kind: KindConnect, Endpoint: id, Err: err}
 	}
 	return &Error{Kind: KindReset, Endpoint: id, Err: err}
+}
+
+// Probe checks that ep's server answers HTTP at all: a GET of its models
+// list. Any HTTP response, whatever its status, proves the endpoint is
+// reachable; only a transport failure is an error. It sends no model
+// request, so it costs the provider nothing.
+func (c *Client) Probe(ctx context.Context, ep *Endpoint) error {
+	base := strings.TrimRight(ep.BaseURL, "/")
+	url := base + "/v1/models"
+	if ep.Format == llm.FormatOpenAI {
+		url = base + "/models"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	if ep.Format == llm.FormatAnthropic {
+		req.Header.Set("anthropic-version", DefaultAnthropicVersion)
+		if ep.APIKey != "" {
+			req.Header.Set("x-api-key", ep.APIKey)
+		}
+	} else if ep.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+ep.APIKey)
+	}
+	resp, err := c.rt.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	io.CopyN(io.Discard, resp.Body, 64<<10)
+	resp.Body.Close()
+	return nil
 }

@@ -24,3 +24,28 @@ func TestSelect(t *testing.T) {
 		t.Errorf("provider attribute %q: gen_ai.system was renamed in v1.37", AttrProviderName)
 	}
 }
+
+func TestPrometheusName(t *testing.T) {
+	cases := []struct {
+		name, metric, unit, want string
+	}{
+		{"seconds", MetricOperationDuration, UnitSeconds, "gen_ai_client_operation_duration_seconds"},
+		{"annotation unit", MetricTokenUsage, UnitTokens, "gen_ai_client_token_usage"},
+		{"ttfc", MetricTimeToFirstChunk, UnitSeconds, "gen_ai_client_operation_time_to_first_chunk_seconds"},
+		{"experimental", MetricInferenceDuration, UnitSeconds, "gen_ai_client_inference_duration_seconds"},
+		{"no unit", "mesh.requests", "", "mesh_requests"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := PrometheusName(c.metric, c.unit); got != c.want {
+				t.Errorf("PrometheusName(%q, %q) = %q, want %q", c.metric, c.unit, got, c.want)
+			}
+		})
+	}
+	if got := PrometheusLabel(AttrTokenType); got != "gen_ai_token_type" {
+		t.Errorf("PrometheusLabel(%q) = %q", AttrTokenType, got)
+	}
+	if got := PrometheusLabel("0x.y-z"); got != "_x_y_z" {
+		t.Errorf("PrometheusLabel(0x.y-z) = %q", got)
+	}
+}

@@ -1,0 +1,495 @@
+// Package sqlite is Keel's request log: one row per client call and one per
+// upstream attempt, in an embedded SQLite database (modernc.org/sqlite, pure
+// Go), written off the hot path.
+//
+// A *Log is an engine.Observer. RequestDone never blocks and does no I/O: it
+// puts the Record on a bounded queue, and when the queue is full the Record is
+// dropped and counted (Dropped). A single writer goroutine owns every write:
+// it takes Records off the queue, converts them to rows and inserts them in
+// batched transactions, and it enforces retention (at Open and then hourly by
+// the configured clock). Every method of *Log is safe for concurrent use.
+//
+// Prompt and answer bodies are not stored unless Config.LogBodies is set; the
+// Record carries no bodies, so they come from Config.Bodies.
+//
+// The database runs in WAL mode with synchronous=NORMAL: a crash of the
+// machine (not of the process) may lose the last committed batches, never
+// corrupt the file. Readers (OpenReader, Query) do not block the writer.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/keelmesh/keel/internal/engine"
+)
+
+// Defaults of Config's zero fields.
+const (
+	DefaultPath          = "keel-requests.db"
+	DefaultRetentionDays = 30
+	DefaultQueueSize     = 8192
+	DefaultBatchSize     = 256
+	DefaultFlushInterval = 200 * time.Millisecond
+)
+
+// pruneEvery is how often retention runs after Open, by Config.Now.
+const pruneEvery = time.Hour
+
+// busyTimeoutMS is how long a connection waits for a lock held by another
+// connection (a reader checkpointing, a second process) before failing.
+const busyTimeoutMS = 5000
+
+// Config configures Open. The zero value of every field is its default.
+type Config struct {
+	// Path is the database file (default "keel-requests.db"); it is created
+	// if missing.
+	Path string
+	// RetentionDays is how long rows are kept (default 30); older rows are
+	// deleted at Open and every hour.
+	RetentionDays int
+	// QueueSize bounds the Records waiting for the writer (default 8192);
+	// beyond it RequestDone drops.
+	QueueSize int
+	// BatchSize is the most Records written in one transaction (default 256).
+	BatchSize int
+	// FlushInterval is the longest a queued Record waits before its batch is
+	// written (default 200ms).
+	FlushInterval time.Duration
+	// LogBodies stores prompt and answer bodies (from Bodies). Off by default:
+	// bodies are never written unless it is set.
+	LogBodies bool
+	// Bodies returns the prompt and answer of a Record. It is called on the
+	// writer goroutine, only when LogBodies is set; nil stores no bodies.
+	Bodies func(r *engine.Record) (prompt, answer string)
+	// Now is the clock of retention (default time.Now).
+	Now func() time.Time
+	// Logger receives write failures; nil discards.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Path == "" {
+		c.Path = DefaultPath
+	}
+	if c.RetentionDays == 0 {
+		c.RetentionDays = DefaultRetentionDays
+	}
+	if c.QueueSize == 0 {
+		c.QueueSize = DefaultQueueSize
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = DefaultFlushInterval
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case c.RetentionDays < 0:
+		return c, fmt.Errorf("retention_days: want a positive number of days, got %d", c.RetentionDays)
+	case c.QueueSize < 0:
+		return c, fmt.Errorf("queue_size: want a positive size, got %d", c.QueueSize)
+	case c.BatchSize < 0:
+		return c, fmt.Errorf("batch_size: want a positive size, got %d", c.BatchSize)
+	case c.FlushInterval < 0:
+		return c, fmt.Errorf("flush_interval: want a positive duration, got %s", c.FlushInterval)
+	}
+	return c, nil
+}
+
+// Log is the request log. Build it with Open and release it with Close.
+type Log struct {
+	cfg   Config
+	db    *sql.DB
+	queue chan *engine.Record
+	flush chan chan error
+	stop  chan struct{}
+	done  chan struct{}
+	gate  <-chan struct{} // test hook: the writer waits for it before its first read
+
+	closed  atomic.Bool
+	dropped atomic.Uint64
+	written atomic.Uint64
+	failed  atomic.Uint64
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ engine.Observer = (*Log)(nil)
+
+// hooks are test hooks of open.
+type hooks struct {
+	// gate holds the writer before it reads the queue until it is closed.
+	gate <-chan struct{}
+}
+
+// Open opens (creating if needed) the request log at cfg.Path, brings its
+// schema up to date, deletes rows older than the retention and starts the
+// writer. Close it to flush and stop the writer.
+func Open(cfg Config) (*Log, error) { return open(cfg, hooks{}) }
+
+func open(cfg Config, h hooks) (*Log, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("opening request log: %w", err)
+	}
+	db, err := sql.Open("sqlite", dsn(cfg.Path, false))
+	if err != nil {
+		return nil, fmt.Errorf("opening request log %s: %w", cfg.Path, err)
+	}
+	if err := migrate(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening request log %s: %w", cfg.Path, err)
+	}
+	l := &Log{
+		cfg:   cfg,
+		db:    db,
+		queue: make(chan *engine.Record, cfg.QueueSize),
+		flush: make(chan chan error),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+		gate:  h.gate,
+	}
+	if err := l.prune(context.Background()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening request log %s: %w", cfg.Path, err)
+	}
+	go l.run()
+	return l, nil
+}
+
+// dsn is the modernc.org/sqlite data source name of path: WAL, synchronous
+// NORMAL, a busy timeout, and read-only when ro.
+func dsn(path string, ro bool) string {
+	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+	q := fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeoutMS)
+	if ro {
+		return "file:" + esc + "?mode=ro&" + q
+	}
+	return "file:" + esc + "?" + q + "&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+}
+
+// migrate creates the version table and applies the missing migrations,
+// each in its own transaction.
+func migrate(db *sql.DB) error {
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("creating schema_version: %w", err)
+	}
+	v, err := schemaVersion(ctx, db)
+	if err != nil {
+		return err
+	}
+	if v > len(migrations) {
+		return fmt.Errorf("schema version %d is newer than this keel (%d)", v, len(migrations))
+	}
+	for ; v < len(migrations); v++ {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("migrating to version %d: %w", v+1, err)
+		}
+		_, err = tx.ExecContext(ctx, migrations[v])
+		if err == nil {
+			_, err = tx.ExecContext(ctx, `DELETE FROM schema_version`)
+		}
+		if err == nil {
+			_, err = tx.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (?)`, v+1)
+		}
+		if err == nil {
+			err = tx.Commit()
+		} else {
+			tx.Rollback()
+		}
+		if err != nil {
+			return fmt.Errorf("migrating to version %d: %w", v+1, err)
+		}
+	}
+	return nil
+}
+
+// schemaVersion reads the version table; 0 when it is empty.
+func schemaVersion(ctx context.Context, db *sql.DB) (int, error) {
+	var v int
+	err := db.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading schema version: %w", err)
+	}
+	return v, nil
+}
+
+// RequestDone queues r for the writer. It never blocks: when the queue is
+// full, or the Log is closed, r is dropped and counted by Dropped. r must not
+// be modified afterwards (the engine's Record contract).
+func (l *Log) RequestDone(r *engine.Record) {
+	if r == nil {
+		return
+	}
+	if l.closed.Load() {
+		l.dropped.Add(1)
+		return
+	}
+	select {
+	case l.queue <- r:
+	default:
+		l.dropped.Add(1)
+	}
+}
+
+// Dropped is the number of Records not queued because the queue was full or
+// the Log closed.
+func (l *Log) Dropped() uint64 { return l.dropped.Load() }
+
+// Written is the number of Records written to the database.
+func (l *Log) Written() uint64 { return l.written.Load() }
+
+// Failed is the number of Records lost because their batch failed to write
+// (each failure is also logged).
+func (l *Log) Failed() uint64 { return l.failed.Load() }
+
+// Flush blocks until every Record queued before the call has been written
+// (or failed to write), and runs retention if it is due. It returns the
+// first write error of that flush, or ctx's error.
+func (l *Log) Flush(ctx context.Context) error {
+	reply := make(chan error, 1)
+	select {
+	case l.flush <- reply:
+	case <-l.done:
+		return errors.New("flushing request log: closed")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close writes the queued Records, stops the writer and closes the
+// database. Records delivered after Close are dropped and counted. It is
+// safe to call more than once; later calls return the first result.
+func (l *Log) Close() error {
+	l.closeOnce.Do(func() {
+		l.closed.Store(true)
+		close(l.stop)
+		<-l.done
+		l.closeErr = l.db.Close()
+	})
+	return l.closeErr
+}
+
+// run is the writer goroutine: the only code that writes to the database
+// after Open.
+func (l *Log) run() {
+	defer close(l.done)
+	if l.gate != nil {
+		select {
+		case <-l.gate:
+		case <-l.stop:
+		}
+	}
+	ctx := context.Background()
+	batch := make([]*engine.Record, 0, l.cfg.BatchSize)
+	lastPrune := l.cfg.Now()
+	tick := time.NewTicker(l.cfg.FlushInterval)
+	defer tick.Stop()
+	// drain moves what is queued now into batch, writing each full batch.
+	drain := func() error {
+		var first error
+		for {
+			select {
+			case r := <-l.queue:
+				batch = append(batch, r)
+				if len(batch) == cap(batch) {
+					first = cmp(first, l.write(ctx, batch))
+					batch = batch[:0]
+				}
+			default:
+				return first
+			}
+		}
+	}
+	flush := func() error {
+		err := drain()
+		if len(batch) > 0 {
+			err = cmp(err, l.write(ctx, batch))
+			batch = batch[:0]
+		}
+		return err
+	}
+	housekeep := func() error {
+		if now := l.cfg.Now(); now.Sub(lastPrune) >= pruneEvery {
+			lastPrune = now
+			return l.prune(ctx)
+		}
+		return nil
+	}
+	for {
+		select {
+		case r := <-l.queue:
+			batch = append(batch, r)
+			if len(batch) == cap(batch) {
+				l.write(ctx, batch)
+				batch = batch[:0]
+			}
+		case <-tick.C:
+			flush()
+			if err := housekeep(); err != nil {
+				l.cfg.Logger.Warn("request log retention failed", slog.Any("err", err))
+			}
+		case reply := <-l.flush:
+			err := flush()
+			reply <- cmp(err, housekeep())
+		case <-l.stop:
+			flush()
+			return
+		}
+	}
+}
+
+// cmp returns the first non-nil error.
+func cmp(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// prune deletes the rows that started before the retention window.
+func (l *Log) prune(ctx context.Context) error {
+	cutoff := l.cfg.Now().Add(-time.Duration(l.cfg.RetentionDays) * 24 * time.Hour).UnixNano()
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("applying retention: %w", err)
+	}
+	defer tx.Rollback()
+	for _, q := range []string{
+		`DELETE FROM attempts WHERE request_seq IN (SELECT seq FROM requests WHERE time_ns < ?)`,
+		`DELETE FROM bodies WHERE request_seq IN (SELECT seq FROM requests WHERE time_ns < ?)`,
+		`DELETE FROM requests WHERE time_ns < ?`,
+	} {
+		if _, err := tx.ExecContext(ctx, q, cutoff); err != nil {
+			return fmt.Errorf("applying retention: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("applying retention: %w", err)
+	}
+	return nil
+}
+
+const insertRequest = `INSERT INTO requests (id, time_ns, duration_ms, ttft_ms, format, model,
+	served_endpoint, served_model, served_region, served_provider, status, mesh_error_code,
+	fallback, attempts, retries, hedges, hedge_won, recovered, fragments, fragments_ok,
+	fusions, fusion_conflicts, normalization_offset, repairs, tokens_in, tokens_out,
+	tokens_cache_read, tokens_cache_write, cost_usd, queue_wait_ms, stream, domain)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+const insertAttempt = `INSERT INTO attempts (request_seq, idx, endpoint, model, region, kind,
+	outcome, status, start_ms, duration_ms, wait_ms, bytes, winner)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+const insertBodies = `INSERT INTO bodies (request_seq, prompt, answer) VALUES (?, ?, ?)`
+
+// write inserts batch in one transaction. On failure the whole batch is
+// counted in Failed and logged.
+func (l *Log) write(ctx context.Context, batch []*engine.Record) error {
+	err := l.insert(ctx, batch)
+	if err != nil {
+		l.failed.Add(uint64(len(batch)))
+		l.cfg.Logger.Warn("request log write failed", slog.Int("records", len(batch)), slog.Any("err", err))
+		return fmt.Errorf("writing %d records: %w", len(batch), err)
+	}
+	l.written.Add(uint64(len(batch)))
+	return nil
+}
+
+func (l *Log) insert(ctx context.Context, batch []*engine.Record) error {
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	reqStmt, err := tx.PrepareContext(ctx, insertRequest)
+	if err != nil {
+		return err
+	}
+	defer reqStmt.Close()
+	attStmt, err := tx.PrepareContext(ctx, insertAttempt)
+	if err != nil {
+		return err
+	}
+	defer attStmt.Close()
+	var bodyStmt *sql.Stmt
+	if l.cfg.LogBodies && l.cfg.Bodies != nil {
+		if bodyStmt, err = tx.PrepareContext(ctx, insertBodies); err != nil {
+			return err
+		}
+		defer bodyStmt.Close()
+	}
+	for _, r := range batch {
+		code := ""
+		if r.Err != nil {
+			code = r.Err.MeshCode
+		}
+		res, err := reqStmt.ExecContext(ctx,
+			r.RequestID, r.Start.UnixNano(), ms(r.Duration), ms(r.TTFT), r.Format.String(), r.Model,
+			r.ServedBy, r.ServedModel, r.ServedRegion, r.ServedProvider, r.Status, code,
+			r.Fallback, len(r.Attempts), r.Retries, r.Hedges, r.HedgeWon, r.Recovered, r.Fragments, r.FragmentsOK,
+			r.Fusions, r.FusionConflicts, r.NormalizationOffset, strings.Join(r.Repairs, "\n"),
+			r.Usage.InputTokens, r.Usage.OutputTokens, r.Usage.CacheReadTokens, r.Usage.CacheWriteTokens,
+			r.Cost, ms(r.QueueWait), r.Stream, r.Domain)
+		if err != nil {
+			return err
+		}
+		seq, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		for i, a := range r.Attempts {
+			var start, dur float64
+			if !a.Start.IsZero() {
+				start = ms(a.Start.Sub(r.Start))
+				if !a.End.IsZero() {
+					dur = ms(a.End.Sub(a.Start))
+				}
+			}
+			if _, err := attStmt.ExecContext(ctx, seq, i, a.Endpoint, a.Model, a.Region, a.Kind,
+				a.Outcome, a.Status, start, dur, ms(a.Wait), a.Bytes, a.Winner); err != nil {
+				return err
+			}
+		}
+		if bodyStmt != nil {
+			prompt, answer := l.cfg.Bodies(r)
+			if prompt != "" || answer != "" {
+				if _, err := bodyStmt.ExecContext(ctx, seq, prompt, answer); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return tx.Commit()
+}
+
+// ms is d in (fractional) milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,66 @@
+package sqlite
+
+// migrations are applied in order; migrations[i] brings the schema from
+// version i to version i+1. Append only: a shipped migration never changes.
+var migrations = []string{
+	// 1: requests and their upstream attempts.
+	`CREATE TABLE requests (
+		seq                  INTEGER PRIMARY KEY,
+		id                   TEXT    NOT NULL,
+		time_ns              INTEGER NOT NULL, -- start, Unix nanoseconds
+		duration_ms          REAL    NOT NULL,
+		ttft_ms              REAL    NOT NULL,
+		format               TEXT    NOT NULL,
+		model                TEXT    NOT NULL, -- the model the client asked for
+		served_endpoint      TEXT    NOT NULL,
+		served_model         TEXT    NOT NULL,
+		served_region        TEXT    NOT NULL,
+		served_provider      TEXT    NOT NULL,
+		status               INTEGER NOT NULL,
+		mesh_error_code      TEXT    NOT NULL,
+		fallback             TEXT    NOT NULL, -- why the first choice did not serve
+		attempts             INTEGER NOT NULL,
+		retries              INTEGER NOT NULL,
+		hedges               INTEGER NOT NULL,
+		hedge_won            INTEGER NOT NULL,
+		recovered            INTEGER NOT NULL,
+		fragments            INTEGER NOT NULL,
+		fragments_ok         INTEGER NOT NULL,
+		fusions              INTEGER NOT NULL,
+		fusion_conflicts     INTEGER NOT NULL,
+		normalization_offset REAL    NOT NULL,
+		repairs              TEXT    NOT NULL, -- newline-separated repair steps
+		tokens_in            INTEGER NOT NULL,
+		tokens_out           INTEGER NOT NULL,
+		tokens_cache_read    INTEGER NOT NULL,
+		tokens_cache_write   INTEGER NOT NULL,
+		cost_usd             REAL    NOT NULL,
+		queue_wait_ms        REAL    NOT NULL,
+		stream               INTEGER NOT NULL,
+		domain               TEXT    NOT NULL
+	);
+	CREATE INDEX requests_time ON requests (time_ns);
+	CREATE INDEX requests_id ON requests (id);
+	CREATE TABLE attempts (
+		request_seq  INTEGER NOT NULL,
+		idx          INTEGER NOT NULL,
+		endpoint     TEXT    NOT NULL,
+		model        TEXT    NOT NULL,
+		region       TEXT    NOT NULL,
+		kind         TEXT    NOT NULL, -- primary, retry, hedge, fallback, continuation
+		outcome      TEXT    NOT NULL,
+		status       INTEGER NOT NULL,
+		start_ms     REAL    NOT NULL, -- offset from the request's start
+		duration_ms  REAL    NOT NULL,
+		wait_ms      REAL    NOT NULL,
+		bytes        INTEGER NOT NULL,
+		winner       INTEGER NOT NULL,
+		PRIMARY KEY (request_seq, idx)
+	) WITHOUT ROWID;`,
+	// 2: prompt and answer bodies, written only with LogBodies.
+	`CREATE TABLE bodies (
+		request_seq INTEGER PRIMARY KEY,
+		prompt      TEXT NOT NULL,
+		answer      TEXT NOT NULL
+	);`,
+}

@@ -1,0 +1,391 @@
+// Package metrics exports Keel's Prometheus metrics: the mesh's own series
+// (requests, fallbacks, normalisation offset, fragments, fusions, queue
+// wait, attempts, retries, hedges, recoveries, structured-output outcomes),
+// the OpenTelemetry GenAI client metrics under their Prometheus names, and
+// per-endpoint health gauges read from the engine at scrape time.
+//
+// A *Metrics is an engine.Observer: RequestDone updates counters from one
+// engine.Record. It is safe for concurrent use and never blocks: label
+// children are cached behind atomic pointers, so the per-request path takes
+// no lock except the first time a label combination is seen. Metrics live
+// in their own registry (never the global one), served by Handler.
+//
+// Label values are bounded. model, region and domain accept only the values
+// given in Options (plus "other" for anything else and "none" for an empty
+// value); failure reasons and error types accept the first
+// Options.MaxDynamicValues distinct values seen, then "other".
+//
+// Prometheus names cannot contain dots, so the GenAI metrics are exposed as
+// OpenTelemetry's Prometheus exporter would name them (see
+// semconv.PrometheusName):
+//
+//	gen_ai.client.operation.duration (s)            → gen_ai_client_operation_duration_seconds
+//	gen_ai.client.token.usage ({token})             → gen_ai_client_token_usage
+//	gen_ai.client.operation.time_to_first_chunk (s) → gen_ai_client_operation_time_to_first_chunk_seconds
+//
+// with attribute keys as labels (gen_ai.token.type → gen_ai_token_type).
+// With OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental the duration
+// and time-to-first-chunk metrics take the experimental
+// gen_ai.client.inference.* names instead.
+//
+// The mesh rates, in PromQL (deploy/prometheus/rules.yml records them):
+//
+//	mesh_fallback_rate           = sum(rate(mesh_fallbacks_total[5m])) / sum(rate(mesh_requests_total[5m]))
+//	mesh_fragment_success_rate   = sum(rate(mesh_fragments_succeeded_total[5m])) / sum(rate(mesh_fragments_sent_total[5m]))
+//	mesh_fusion_conflict_rate    = sum(rate(mesh_fusion_conflicts_total[5m])) / sum(rate(mesh_fusions_total[5m]))
+//	normalisation offset average = sum(rate(mesh_normalization_offset_sum[5m])) / sum(rate(mesh_normalization_offset_count[5m]))
+//	queue wait p95 (ms)          = histogram_quantile(0.95, sum by (le) (rate(mesh_queue_wait_ms_bucket[5m])))
+package metrics
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/structured"
+	"github.com/keelmesh/keel/internal/telemetry/semconv"
+)
+
+// DefaultDomains is the domain classifier's built-in set.
+var DefaultDomains = []string{"finance", "medical", "legal", "code", "general"}
+
+// DefaultMaxDynamicValues caps the distinct values of a reason or error-type
+// label when Options.MaxDynamicValues is 0.
+const DefaultMaxDynamicValues = 32
+
+// Options configure New. The zero value is usable: every model and region
+// is then "other" (or "none").
+type Options struct {
+	// Models are the model and alias names clients may call (config
+	// models and aliases); the model label takes these values.
+	Models []string
+	// Regions are the configured regions; the region label takes these.
+	Regions []string
+	// Domains are the classifier's domains (nil = DefaultDomains).
+	Domains []string
+	// ProviderNames maps a config provider name to its
+	// gen_ai.provider.name ("anthropic", "openai"); a provider missing
+	// here is reported under its config name.
+	ProviderNames map[string]string
+	// Endpoints, when set, is read at every scrape for the per-endpoint
+	// gauges (engine.Engine.Endpoints).
+	Endpoints func() []engine.EndpointStatus
+	// Structured, when set, is read at every scrape for
+	// mesh_structured_total and mesh_structured_repair_steps_total.
+	Structured *structured.Metrics
+	// MaxDynamicValues caps the distinct values of each open-ended label
+	// (fallback reason, attempt outcome, error type, provider); 0 means
+	// DefaultMaxDynamicValues.
+	MaxDynamicValues int
+	// NoRuntimeMetrics leaves out the Go runtime and process collectors.
+	NoRuntimeMetrics bool
+}
+
+// Metrics is the Prometheus observer. See the package doc for its
+// concurrency rules.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	models, regions, domains fixedSet
+	reasons, outcomes        capped // fallback reasons; attempt outcomes
+	errTypes, providers      capped
+	providerNames            map[string]string
+
+	series []atomic.Pointer[series] // by (model, region, domain) index
+	// attempts holds one child per outcome for each kind in attemptKinds.
+	attempts [len(attemptKinds)]cow[string, prometheus.Counter]
+
+	requestsV, fallbacksV                     *prometheus.CounterVec
+	offsetV, queueWaitV                       *prometheus.HistogramVec
+	fragSentV, fragOKV, fusionsV, conflictsV  *prometheus.CounterVec
+	retriesV, hedgesV, hedgesWonV, recoveredV *prometheus.CounterVec
+	attemptsV                                 *prometheus.CounterVec
+	durationV, ttfcV, tokensV                 *prometheus.HistogramVec
+}
+
+// Request outcomes: "ok", the mesh error codes without their MESH_ prefix
+// in lower case, else the HTTP status class.
+var requestOutcomes = [...]string{"ok", "timeout", "fallback_exhausted", "circuit_open", "normalization_failed",
+	"schema_violation", "budget_exhausted", "bad_request", "upstream_protocol", "error_4xx", "error_5xx", Other}
+
+// Attempt kinds the engine records, plus Other.
+var attemptKinds = [...]string{"primary", "retry", "hedge", "fallback", "continuation", Other}
+
+// genaiKey picks a GenAI child within a series (whose model is the request model).
+type genaiKey struct {
+	respModel         int // -1: no response model
+	provider, errType string
+}
+
+// series holds the children of one (model, region, domain) combination.
+type series struct {
+	labels    [3]string
+	requests  [len(requestOutcomes)]atomic.Pointer[prometheus.Counter]
+	fallbacks cow[string, prometheus.Counter]
+	offset    prometheus.Observer
+	queueWait prometheus.Observer
+	fragSent, fragOK, fusions, conflicts,
+	retries, hedges, hedgesWon, recovered prometheus.Counter
+	genai cow[genaiKey, *genaiSeries]
+}
+
+type genaiSeries struct {
+	duration, ttfc, tokIn, tokOut prometheus.Observer
+}
+
+var (
+	offsetBuckets    = []float64{0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2}
+	queueWaitBuckets = []float64{0, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000}
+)
+
+// New builds the metrics and their registry.
+func New(o Options) (*Metrics, error) {
+	if o.MaxDynamicValues < 0 {
+		return nil, errors.New("metrics: MaxDynamicValues must be ≥ 0")
+	}
+	if o.MaxDynamicValues == 0 {
+		o.MaxDynamicValues = DefaultMaxDynamicValues
+	}
+	if o.Domains == nil {
+		o.Domains = DefaultDomains
+	}
+	m := &Metrics{
+		reg:     prometheus.NewRegistry(),
+		models:  newFixedSet(o.Models),
+		regions: newFixedSet(o.Regions),
+		domains: newFixedSet(o.Domains),
+		reasons: capped{max: o.MaxDynamicValues}, outcomes: capped{max: o.MaxDynamicValues},
+		errTypes: capped{max: o.MaxDynamicValues}, providers: capped{max: o.MaxDynamicValues},
+		providerNames: o.ProviderNames,
+	}
+	m.series = make([]atomic.Pointer[series], m.models.len()*m.regions.len()*m.domains.len())
+
+	mrd := []string{"model", "region", "domain"}
+	counter := func(name, help string, extra ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, append(append([]string(nil), mrd...), extra...))
+	}
+	m.requestsV = counter("mesh_requests_total", "Client calls finished, by outcome (ok, a mesh error code, or the HTTP status class).", "outcome")
+	m.fallbacksV = counter("mesh_fallbacks_total", "Client calls whose first choice did not serve, by the first failure's reason; mesh_fallback_rate = fallbacks / requests.", "reason")
+	m.offsetV = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "mesh_normalization_offset",
+		Help: "Absolute temperature offset (|serving − requested|) applied by behaviour normalisation, per served call (0 when none).", Buckets: offsetBuckets}, mrd)
+	m.queueWaitV = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "mesh_queue_wait_ms",
+		Help: "Time a call waited inside Keel (backoff and cooldown) before its winning attempt, in milliseconds.", Buckets: queueWaitBuckets}, mrd)
+	m.fragSentV = counter("mesh_fragments_sent_total", "Fragments dispatched; mesh_fragment_success_rate = succeeded / sent.")
+	m.fragOKV = counter("mesh_fragments_succeeded_total", "Fragments answered.")
+	m.fusionsV = counter("mesh_fusions_total", "Fields fused from fragment answers; mesh_fusion_conflict_rate = conflicts / fusions.")
+	m.conflictsV = counter("mesh_fusion_conflicts_total", "Fused fields whose fragment answers disagreed.")
+	m.retriesV = counter("mesh_retries_total", "Retry attempts (after a failure, including mid-stream continuations).")
+	m.hedgesV = counter("mesh_hedges_sent_total", "Hedge attempts sent.")
+	m.hedgesWonV = counter("mesh_hedges_won_total", "Calls won by a hedge attempt.")
+	m.recoveredV = counter("mesh_recoveries_total", "Mid-stream continuations on another endpoint.")
+	m.attemptsV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_attempts_total",
+		Help: "Upstream attempts by kind (primary, retry, hedge, fallback, continuation) and outcome (ok or the failure reason)."}, []string{"kind", "outcome"})
+
+	names := semconv.Current()
+	gl := []string{semconv.PrometheusLabel(semconv.AttrOperationName), semconv.PrometheusLabel(semconv.AttrProviderName),
+		semconv.PrometheusLabel(semconv.AttrRequestModel), semconv.PrometheusLabel(semconv.AttrResponseModel), semconv.PrometheusLabel(semconv.AttrErrorType)}
+	m.durationV = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: semconv.PrometheusName(names.OperationDuration, semconv.UnitSeconds),
+		Help: "GenAI operation duration (" + names.OperationDuration + ", s): the client call through the mesh.", Buckets: semconv.DurationBuckets}, gl)
+	m.ttfcV = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: semconv.PrometheusName(names.TimeToFirstChunk, semconv.UnitSeconds),
+		Help: "Time to the first content chunk of a stream (" + names.TimeToFirstChunk + ", s).", Buckets: semconv.DurationBuckets}, gl)
+	m.tokensV = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: semconv.PrometheusName(semconv.MetricTokenUsage, semconv.UnitTokens),
+		Help: "Tokens per call (" + semconv.MetricTokenUsage + ", {token}); input includes cached tokens.", Buckets: semconv.TokenBuckets},
+		append(gl[:4:4], semconv.PrometheusLabel(semconv.AttrTokenType)))
+
+	cs := []prometheus.Collector{m.requestsV, m.fallbacksV, m.offsetV, m.queueWaitV, m.fragSentV, m.fragOKV, m.fusionsV, m.conflictsV,
+		m.retriesV, m.hedgesV, m.hedgesWonV, m.recoveredV, m.attemptsV, m.durationV, m.ttfcV, m.tokensV}
+	if o.Endpoints != nil {
+		cs = append(cs, newEndpointCollector(o.Endpoints))
+	}
+	if o.Structured != nil {
+		cs = append(cs, newStructuredCollector(o.Structured))
+	}
+	if !o.NoRuntimeMetrics {
+		cs = append(cs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	for _, c := range cs {
+		if err := m.reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Registry returns the registry the metrics live in, for callers that
+// want to add their own collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus text (or OpenMetrics, when
+// asked) exposition format, for GET /metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, EnableOpenMetrics: true})
+}
+
+// RequestDone updates the metrics from one finished call. It never blocks.
+func (m *Metrics) RequestDone(r *engine.Record) {
+	s := m.seriesFor(r)
+	s.requestCounter(m, requestOutcome(r)).Inc()
+	if r.Fallback != "" {
+		reason := m.reasons.value(r.Fallback)
+		s.fallbacks.get(reason, func(reason string) (prometheus.Counter, bool) {
+			return m.fallbacksV.WithLabelValues(s.labels[0], s.labels[1], s.labels[2], reason), true
+		}).Inc()
+	}
+	if r.Err == nil {
+		off := r.NormalizationOffset
+		if off < 0 {
+			off = -off
+		}
+		s.offset.Observe(off)
+	}
+	s.queueWait.Observe(float64(r.QueueWait.Microseconds()) / 1000)
+	addInt(s.fragSent, r.Fragments)
+	addInt(s.fragOK, r.FragmentsOK)
+	addInt(s.fusions, r.Fusions)
+	addInt(s.conflicts, r.FusionConflicts)
+	addInt(s.retries, r.Retries)
+	addInt(s.hedges, r.Hedges)
+	if r.HedgeWon {
+		s.hedgesWon.Inc()
+	}
+	addInt(s.recovered, r.Recovered)
+	for i := range r.Attempts {
+		a := &r.Attempts[i]
+		kind := kindIndex(a.Kind)
+		m.attempts[kind].get(m.outcomes.value(a.Outcome), func(outcome string) (prometheus.Counter, bool) {
+			return m.attemptsV.WithLabelValues(attemptKinds[kind], outcome), true
+		}).Inc()
+	}
+	m.observeGenAI(s, r)
+}
+
+func addInt(c prometheus.Counter, n int) {
+	if n > 0 {
+		c.Add(float64(n))
+	}
+}
+
+func (m *Metrics) seriesFor(r *engine.Record) *series {
+	mi, ri, di := m.models.index(r.Model), m.regions.index(r.ServedRegion), m.domains.index(r.Domain)
+	p := &m.series[(mi*m.regions.len()+ri)*m.domains.len()+di]
+	if s := p.Load(); s != nil {
+		return s
+	}
+	l := [3]string{m.models.names[mi], m.regions.names[ri], m.domains.names[di]}
+	s := &series{
+		labels: l, offset: m.offsetV.WithLabelValues(l[:]...), queueWait: m.queueWaitV.WithLabelValues(l[:]...),
+		fragSent: m.fragSentV.WithLabelValues(l[:]...), fragOK: m.fragOKV.WithLabelValues(l[:]...),
+		fusions: m.fusionsV.WithLabelValues(l[:]...), conflicts: m.conflictsV.WithLabelValues(l[:]...),
+		retries: m.retriesV.WithLabelValues(l[:]...), hedges: m.hedgesV.WithLabelValues(l[:]...),
+		hedgesWon: m.hedgesWonV.WithLabelValues(l[:]...), recovered: m.recoveredV.WithLabelValues(l[:]...),
+	}
+	if p.CompareAndSwap(nil, s) {
+		return s
+	}
+	return p.Load() // another call built the same children first
+}
+
+func (s *series) requestCounter(m *Metrics, outcome int) prometheus.Counter {
+	p := &s.requests[outcome]
+	if c := p.Load(); c != nil {
+		return *c
+	}
+	c := m.requestsV.WithLabelValues(s.labels[0], s.labels[1], s.labels[2], requestOutcomes[outcome])
+	p.CompareAndSwap(nil, &c)
+	return *p.Load()
+}
+
+func requestOutcome(r *engine.Record) int {
+	if r.Err == nil {
+		return 0
+	}
+	if code, ok := strings.CutPrefix(r.Err.MeshCode, "MESH_"); ok {
+		code = strings.ToLower(code)
+		for i, o := range requestOutcomes {
+			if o == code {
+				return i
+			}
+		}
+	}
+	switch {
+	case r.Err.Status >= 400 && r.Err.Status < 500:
+		return len(requestOutcomes) - 3
+	case r.Err.Status >= 500:
+		return len(requestOutcomes) - 2
+	}
+	return len(requestOutcomes) - 1
+}
+
+func kindIndex(kind string) int {
+	for i, k := range attemptKinds[:len(attemptKinds)-1] {
+		if k == kind {
+			return i
+		}
+	}
+	return len(attemptKinds) - 1
+}
+
+func (m *Metrics) observeGenAI(s *series, r *engine.Record) {
+	respModel := m.models.index(r.ServedModel)
+	if r.ServedModel == "" {
+		respModel = -1 // no response model: the label stays empty
+	}
+	k := genaiKey{respModel: respModel, provider: m.providers.value(m.providerName(r.ServedProvider))}
+	if r.Err != nil {
+		k.errType = m.errTypes.value(errorType(r.Err))
+	}
+	g := s.genai.get(k, func(k genaiKey) (*genaiSeries, bool) {
+		resp := ""
+		if k.respModel >= 0 {
+			resp = m.models.names[k.respModel]
+		}
+		provider := k.provider
+		if provider == None {
+			provider = semconv.ErrorTypeOther
+		}
+		l := []string{semconv.OperationChat, provider, s.labels[0], resp, k.errType}
+		return &genaiSeries{
+			duration: m.durationV.WithLabelValues(l...),
+			ttfc:     m.ttfcV.WithLabelValues(l...),
+			tokIn:    m.tokensV.WithLabelValues(append(l[:4:4], semconv.TokenTypeInput)...),
+			tokOut:   m.tokensV.WithLabelValues(append(l[:4:4], semconv.TokenTypeOutput)...),
+		}, true
+	})
+	g.duration.Observe(r.Duration.Seconds())
+	if r.Stream && r.TTFT > 0 {
+		g.ttfc.Observe(r.TTFT.Seconds())
+	}
+	if r.Err == nil {
+		g.tokIn.Observe(float64(r.Usage.PromptTokens()))
+		g.tokOut.Observe(float64(r.Usage.OutputTokens))
+	}
+}
+
+func (m *Metrics) providerName(p string) string {
+	if n, ok := m.providerNames[p]; ok {
+		return n
+	}
+	return p
+}
+
+// errorType is error.type for a failed call: the mesh code when Keel
+// decided the outcome, else the upstream's error type, else its status.
+func errorType(e *llm.APIError) string {
+	switch {
+	case e.MeshCode != "":
+		return e.MeshCode
+	case e.Type != "":
+		return string(e.Type)
+	case e.Status != 0:
+		return strconv.Itoa(e.Status)
+	}
+	return semconv.ErrorTypeOther
+}

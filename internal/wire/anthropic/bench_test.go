@@ -1,0 +1,116 @@
+package anthropic
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/keelmesh/keel/internal/sse"
+)
+
+func readTestdata(b *testing.B, parts ...string) []byte {
+	in, err := os.ReadFile(filepath.Join(append([]string{"testdata"}, parts...)...))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return in
+}
+
+func BenchmarkParseRequest(b *testing.B) {
+	in := readTestdata(b, "requests", "multi_turn_tools.json")
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseRequest(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncodeRequest(b *testing.B) {
+	r, err := ParseRequest(readTestdata(b, "requests", "multi_turn_tools.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := EncodeRequest(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkParseResponse(b *testing.B) {
+	in := readTestdata(b, "responses", "usage_cache.json")
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseResponse(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncodeResponse(b *testing.B) {
+	r, err := ParseResponse(readTestdata(b, "responses", "tool_use.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := EncodeResponse(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStreamWriter encodes the golden stream from canonical fields
+// (no Raw), the translation path; one op is the whole stream.
+func BenchmarkStreamWriter(b *testing.B) {
+	evs, err := readEvents(b, readTestdata(b, "streams", "full.sse"))
+	if err != io.EOF {
+		b.Fatal(err)
+	}
+	evs = stripRaw(evs)
+	w := NewStreamWriter(sse.NewWriter(io.Discard, nil), StreamOptions{})
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, ev := range evs {
+			if err := w.Write(ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(len(evs)), "events/op")
+}
+
+// BenchmarkStreamReader decodes the golden stream; one op is the whole stream.
+func BenchmarkStreamReader(b *testing.B) {
+	in := readTestdata(b, "streams", "full.sse")
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r := NewStreamReader(&byteReader{b: in})
+		for {
+			if _, err := r.Next(); err != nil {
+				if err != io.EOF {
+					b.Fatal(err)
+				}
+				break
+			}
+		}
+	}
+}
+
+// byteReader is a bytes.Reader without WriterTo, like a network body.
+type byteReader struct{ b []byte }
+
+func (r *byteReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b)
+	r.b = r.b[n:]
+	return n, nil
+}
