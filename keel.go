@@ -22,6 +22,7 @@ import (
 	"github.com/keelmesh/keel/internal/inproc"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
+	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/server"
 )
 
@@ -37,6 +38,8 @@ type Mesh struct {
 type options struct {
 	logger   *slog.Logger
 	upstream http.RoundTripper
+	observer engine.Observer
+	now      func() time.Time
 }
 
 // Option configures New.
@@ -48,6 +51,13 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // WithUpstream sends every upstream attempt through rt instead of Keel's own
 // tuned transport — for example the simulator's in-memory transport in tests.
 func WithUpstream(rt http.RoundTripper) Option { return func(o *options) { o.upstream = rt } }
+
+// WithObserver receives a record of every finished call (metrics, request
+// log, tests). It must not block.
+func WithObserver(o engine.Observer) Option { return func(op *options) { op.observer = o } }
+
+// WithClock injects the engine's clock (tests).
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
 // New builds a Mesh from a validated config.
 func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
@@ -94,11 +104,12 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 			})
 		}
 	}
-	m.eng, err = engine.New(engine.Options{Endpoints: eps, Aliases: aliases, Client: provider.NewClient(rt), Logger: o.logger, Passthrough: pass})
+	m.eng, err = engine.New(engine.Options{Endpoints: eps, Aliases: aliases, Client: provider.NewClient(rt), Logger: o.logger,
+		Passthrough: pass, Resilience: resilienceOptions(cfg.Resilience), Observer: o.observer, Now: o.now})
 	if err != nil {
 		return nil, err
 	}
-	m.srv = server.New(server.Options{Engine: m.eng, Logger: o.logger, MaxBodyBytes: cfg.Server.MaxBodyBytes})
+	m.srv = server.New(server.Options{Engine: m.eng, Logger: o.logger, MaxBodyBytes: cfg.Server.MaxBodyBytes, AdminToken: cfg.Server.AdminToken.Value()})
 	m.transport = &inproc.Transport{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m.srv.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), server.EmbeddedContextKey, true)))
 	})}
@@ -164,6 +175,13 @@ func (m *Mesh) Transport() http.RoundTripper { return m.transport }
 // option.WithHTTPClient in anthropic-sdk-go and openai-go.
 func (m *Mesh) HTTPClient() *http.Client { return m.client }
 
+// Endpoints returns every upstream endpoint's live state: health,
+// breaker, ejection.
+func (m *Mesh) Endpoints() []engine.EndpointStatus { return m.eng.Endpoints() }
+
+// Engine returns the mesh's engine (for telemetry wiring and tests).
+func (m *Mesh) Engine() *engine.Engine { return m.eng }
+
 // SetReady flips the proxy's /readyz (false while draining).
 func (m *Mesh) SetReady(ready bool) { m.srv.SetReady(ready) }
 
@@ -186,4 +204,29 @@ func headerOf(m map[string]config.Secret) http.Header {
 		h.Set(k, v.Value())
 	}
 	return h
+}
+
+// resilienceOptions maps the config section onto the engine's options.
+func resilienceOptions(c config.Resilience) engine.Resilience {
+	r := engine.Resilience{
+		MaxAttempts:     c.MaxAttempts,
+		Timeout:         time.Duration(c.Timeout),
+		RetryBudget:     resilience.BudgetConfig{Ratio: c.RetryBudget.Ratio, Burst: c.RetryBudget.Burst},
+		HedgeBudget:     resilience.BudgetConfig{Ratio: c.HedgeBudget.Ratio, Burst: c.HedgeBudget.Burst},
+		Hedge:           resilience.HedgePolicy{Floor: time.Duration(c.HedgeFloor), Ceiling: time.Duration(c.HedgeCeiling)},
+		DisableHedging:  c.Hedging != nil && !*c.Hedging,
+		DisableRecovery: c.Recovery != nil && !*c.Recovery,
+		ProbeInterval:   time.Duration(c.ProbeInterval),
+		Breaker: resilience.BreakerConfig{
+			FailureRate: c.Breaker.FailureRate, MinRequests: c.Breaker.MinRequests,
+			ConsecutiveFailures: c.Breaker.ConsecutiveFailures, Window: time.Duration(c.Breaker.Window),
+			OpenFor: time.Duration(c.Breaker.OpenFor), HalfOpenProbes: c.Breaker.HalfOpenProbes,
+			SuccessesToClose: c.Breaker.SuccessesToClose,
+		},
+		Valve: engine.ValveConfig{
+			Disabled: c.SafetyValve.Disabled, Threshold: c.SafetyValve.Threshold, Window: time.Duration(c.SafetyValve.Window),
+			MinRequests: c.SafetyValve.MinRequests, Hold: time.Duration(c.SafetyValve.Hold), Webhook: c.SafetyValve.Webhook,
+		},
+	}
+	return r
 }

@@ -165,6 +165,11 @@ func (f *Fleet) serveModels(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("region %q not found", regionName)})
 		return
 	}
+	if regionName != "" && f.regions[regionName].down.Load() {
+		// A dead region answers nothing at all, models list included.
+		resetConn(w)
+		return
+	}
 	var ms []*ModelSpec
 	for i := range f.cfg.Models {
 		m := &f.cfg.Models[i]

@@ -26,5 +26,6 @@ func rootCmd() *cobra.Command {
 	}
 	root.AddCommand(serveCmd(), simCmd())
 	root.AddCommand(benchCmd(), demoCmd())
+	root.AddCommand(reportCmd())
 	return root
 }

@@ -378,6 +378,7 @@ func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome,
 	}
 	rs.retries.OnRequest()
 	rs.hedges.OnRequest()
+	rec.PrimaryModel = rs.cands[0].Model
 	x := &exec{e: e, rs: rs, req: req, call: call, rec: rec, tried: make([]bool, len(rs.cands))}
 	x.policy = e.policy(rs, call.Behavior)
 	if !e.valve.cfg.Disabled && e.valve.open(start) {
@@ -445,6 +446,7 @@ func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
 	rec.Duration = e.now().Sub(rec.Start)
 	if served != nil {
 		rec.ServedBy, rec.ServedModel, rec.ServedRegion, rec.ServedProvider = served.ID, served.Model, served.Region, served.Provider
+		rec.ModelFallback = rec.PrimaryModel != "" && served.Model != rec.PrimaryModel
 		if rec.Status == 0 {
 			rec.Status = http.StatusOK
 		}
@@ -461,8 +463,10 @@ func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
 		rec.Cost = (float64(rec.Usage.PromptTokens())*served.InputPrice + float64(rec.Usage.OutputTokens)*served.OutputPrice) / 1e6
 	}
 	if !e.valve.cfg.Disabled && !rec.Legacy && (rec.Err == nil || rec.Err.MeshCode != "") {
-		// Calls the client got wrong (400s) say nothing about the mesh.
-		if ev, rate, n := e.valve.observe(rec.Start, rec.Fallback != ""); ev != "" {
+		// Calls the client got wrong (400s) say nothing about the mesh. The
+		// valve counts fallbacks to another model — the cascade it exists
+		// to stop — not a region failover within the model.
+		if ev, rate, n := e.valve.observe(rec.Start, rec.ModelFallback); ev != "" {
 			e.alert(ev, rate, n)
 		}
 	}
@@ -489,7 +493,8 @@ func (e *Engine) markDown(ep *endpoint) {
 	e.probes.Add(1)
 	go func() {
 		defer e.probes.Done()
-		t := time.NewTicker(e.probeInt)
+		// The first probe comes soon, in case the failure was a blip.
+		t := time.NewTimer(e.probeInt / 5)
 		defer t.Stop()
 		for {
 			select {
@@ -497,10 +502,12 @@ func (e *Engine) markDown(ep *endpoint) {
 				return
 			case <-t.C:
 			}
+			t.Reset(e.probeInt)
 			ctx, cancel := context.WithTimeout(context.Background(), e.probeInt)
 			err := e.client.Probe(ctx, ep.Endpoint)
 			cancel()
 			if err == nil {
+				ep.health.Restore()
 				ep.down.Store(false)
 				e.log.Info("endpoint reachable again", "endpoint", ep.ID)
 				return

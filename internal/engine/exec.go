@@ -33,6 +33,7 @@ type exec struct {
 	legacy    bool
 	tried     []bool
 	attempts  int
+	waits     int
 	retries   int
 	lastErr   error
 	firstPick bool
@@ -137,12 +138,28 @@ func isContextExceeded(a *llm.APIError) bool {
 // in this call compete again (a retry on a one-endpoint route).
 func (x *exec) pick(allowTried bool) (int, error) {
 	x.cands = x.cands[:0]
+	warmBest := time.Duration(0)
+	for _, ep := range x.rs.cands {
+		if !ep.health.Cold() {
+			if d := ep.health.ExpectedLatency(); warmBest == 0 || d < warmBest {
+				warmBest = d
+			}
+		}
+	}
 	for i, ep := range x.rs.cands {
 		c := route.Candidate{
 			ID: ep.ID, Model: ep.Model, Region: ep.Region, Order: i,
 			Capability: ep.Capability, ContextWindow: ep.ContextWindow,
 			ExpectedLatency: ep.health.ExpectedLatency(), InFlight: ep.health.InFlight(),
 			Available: true,
+		}
+		if warmBest > 0 && ep.health.Cold() {
+			// Optimistic start: an endpoint with no success yet ties with
+			// the best warm one, so it gets tried and learns its latency.
+			c.ExpectedLatency = warmBest
+		}
+		if x.legacy && ep.Model != x.rs.cands[0].Model {
+			c.Available, c.Unavailable = false, "safety_valve"
 		}
 		switch {
 		case x.tried[i] && !allowTried:
@@ -266,9 +283,18 @@ func (a *attempt) settle(err error, reason string) {
 		o.Failure = act != actFail && reason != "canceled"
 		ok = !o.Failure
 	}
+	var pe *provider.Error
+	unreachable := errors.As(err, &pe) && pe.BeforeResponse && (pe.Kind == provider.KindConnect || pe.Kind == provider.KindReset)
+	if unreachable {
+		// The endpoint's server could not be reached at all: take it out
+		// of rotation now and let a probe bring it back. Reachability is
+		// the prober's business, not the breaker's, so the breaker does
+		// not hold a recovered region out for its open interval.
+		ok = true
+	}
 	a.hdone(o)
 	a.bdone(ok)
-	if (o.Kind == health.KindConnect || o.Kind == health.KindReset) && a.ep.health.Unavailable() == "ejected" {
+	if unreachable {
 		a.x.e.markDown(a.ep)
 	}
 	r := &a.x.rec.Attempts[a.recIdx]
@@ -288,13 +314,9 @@ func (a *attempt) discard() {
 		a.res.Stream.Close()
 	}
 	// A loser was cancelled, not failed: it counts neither way for health.
+	// Its record entry was written when it was abandoned.
 	a.hdone(health.Outcome{Latency: a.end.Sub(a.start)})
 	a.bdone(true)
-	r := &a.x.rec.Attempts[a.recIdx]
-	r.End = a.end
-	if r.Outcome == "" {
-		r.Outcome = "cancelled_loser"
-	}
 }
 
 // release frees a finished non-streaming winner.
@@ -316,8 +338,13 @@ func (x *exec) run(ctx context.Context, req *llm.Request, kind string) (*attempt
 	}
 	defer stopHedge()
 	abandon := func() {
+		now := e.now()
 		for _, a := range inflight {
 			a.cancel()
+			// Written here, on the call's goroutine: the record is handed
+			// to observers before the losers' goroutines report.
+			r := &x.rec.Attempts[a.recIdx]
+			r.End, r.Outcome = now, "cancelled_loser"
 		}
 		n := len(inflight)
 		inflight = nil
@@ -329,28 +356,14 @@ func (x *exec) run(ctx context.Context, req *llm.Request, kind string) (*attempt
 			}()
 		}
 	}
-	hedging := !e.hedgingOff.Load() && kind == "primary" &&
+	hedging := !e.hedgingOff.Load() && kind == "primary" && !x.legacy &&
 		(x.call.Behavior == nil || x.call.Behavior.Hedge == nil || *x.call.Behavior.Hedge)
 
-	if x.legacy {
-		a := x.launch(ctx, req, 0, "primary", 0, results)
-		if a == nil {
-			return nil, &meshError{code: llm.MeshCircuitOpen, why: "safety valve pass-through: the primary endpoint's breaker is open"}
-		}
-		a = <-results
-		if a.err != nil {
-			reason, _ := classify(a.err)
-			a.settle(a.err, reason)
-			return nil, a.err
-		}
-		a.x.rec.Attempts[a.recIdx].Winner = true
-		return a, nil
-	}
 	next := kind
 	var wait time.Duration
 	for {
 		if len(inflight) == 0 {
-			if x.attempts >= e.maxAttempts {
+			if x.attempts+x.waits >= e.maxAttempts {
 				return nil, x.exhausted(llm.MeshFallbackExhausted, fmt.Sprintf("gave up after %d attempts", x.attempts))
 			}
 			if x.attempts > 0 && !x.rs.retries.TryWithdraw() {
@@ -358,8 +371,13 @@ func (x *exec) run(ctx context.Context, req *llm.Request, kind string) (*attempt
 			}
 			i, err := x.pick(false)
 			if err != nil && !errors.Is(err, route.ErrAllFiltered) && (x.attempts > 0 || x.cooldownLeft() > 0) {
-				// Every untried endpoint is out: retry an endpoint already
-				// tried, after a backoff that honours its retry-after.
+				// Every untried endpoint is out: retry one already tried (or
+				// wait out the retry-after of every one), after a backoff
+				// that honours the retry-after. A wait costs a retry token
+				// and an attempt slot, so a perpetual storm ends.
+				if x.attempts == 0 && !x.rs.retries.TryWithdraw() {
+					return nil, x.exhausted(llm.MeshBudgetExhausted, "retry budget exhausted while every endpoint is cooling down")
+				}
 				d := e.backoff.Delay(x.retries, x.cooldownLeft())
 				if dl, ok := ctx.Deadline(); ok && e.now().Add(d).After(dl) {
 					return nil, x.exhausted(llm.MeshTimeout, "no endpoint can be tried again before the deadline")
@@ -368,8 +386,12 @@ func (x *exec) run(ctx context.Context, req *llm.Request, kind string) (*attempt
 					return nil, err
 				}
 				x.rec.QueueWait += d
-				wait = d
+				wait += d
 				i, err = x.pick(true)
+				if err != nil && x.cooldownLeft() > 0 {
+					x.waits++ // still cooling (another call's 429): wait again
+					continue
+				}
 			}
 			if err != nil {
 				return nil, x.noCandidate(err)

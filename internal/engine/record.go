@@ -44,8 +44,12 @@ type Record struct {
 	ServedProvider string
 	// Fallback is why the first choice did not serve ("" when it did).
 	Fallback string
-	// Legacy is set when the safety valve sent the call straight to the
-	// primary endpoint.
+	// PrimaryModel is the first model of the route's chain; ModelFallback
+	// is set when another model served.
+	PrimaryModel  string
+	ModelFallback bool
+	// Legacy is set when the safety valve restricted the call to the
+	// route's primary model, without hedging or continuation.
 	Legacy bool
 
 	// Candidates is the router's view at the first pick: every endpoint,

@@ -301,6 +301,8 @@ func (s *Stream) Close() error {
 			s.cur.settle(nil, "")
 		} else {
 			// The client left before the end: not the endpoint's fault.
+			r := &x.rec.Attempts[s.cur.recIdx]
+			r.End, r.Outcome = s.cur.end, "client_gone"
 			s.cur.discard()
 		}
 	}

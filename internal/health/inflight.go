@@ -3,3 +3,20 @@ package health
 // InFlight is the number of requests begun and not yet done: one atomic
 // load, for the per-request path (power-of-two-choices).
 func (t *Tracker) InFlight() int { return int(t.inflight.Load()) }
+
+// Restore forgets the endpoint's failures: the error-rate window, the
+// consecutive-failure count and any ejection in force. The engine calls it
+// when an out-of-band probe shows an unreachable endpoint answering again,
+// so that the failures of its outage do not keep it out of rotation.
+// Latency statistics and the cooldown are kept.
+func (t *Tracker) Restore() {
+	t.rate.reset()
+	t.ejectCount.reset()
+	t.consec.Store(0)
+	t.ejectedUntil.Store(0)
+}
+
+// Cold reports that no success has been recorded yet, so ExpectedLatency
+// is only the configured prior. Routers treat cold endpoints
+// optimistically, or a cold endpoint would never be tried.
+func (t *Tracker) Cold() bool { return t.ewma.Load() == 0 }

@@ -17,6 +17,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -90,6 +91,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			resp.ContentLength = n
 		}
 	}
+	if declared := w.snapshot.Values("Trailer"); len(declared) > 0 {
+		resp.Trailer = make(http.Header)
+		w.trailer = resp.Trailer
+	}
 	resp.Body = &body{pr: pr, cancel: cancel}
 	return resp, nil
 }
@@ -119,6 +124,9 @@ type responseWriter struct {
 	err      error
 	once     sync.Once
 	buf      bytes.Buffer // body written before the first flush, when no header was sent yet
+	// trailer is the response's Trailer map, filled when the handler
+	// returns (before the body's EOF, so the reader sees it after EOF).
+	trailer http.Header
 }
 
 func (w *responseWriter) Header() http.Header { return w.header }
@@ -185,6 +193,21 @@ func (w *responseWriter) finish() {
 		b := w.buf.Bytes()
 		w.buf.Reset()
 		w.pw.Write(b)
+	}
+	if w.trailer != nil {
+		for k, vs := range w.header {
+			if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok {
+				w.trailer[http.CanonicalHeaderKey(name)] = vs
+			}
+		}
+		for _, decl := range w.snapshot.Values("Trailer") {
+			for _, k := range strings.Split(decl, ",") {
+				k = http.CanonicalHeaderKey(strings.TrimSpace(k))
+				if v, ok := w.header[k]; ok && w.trailer.Get(k) == "" {
+					w.trailer[k] = v
+				}
+			}
+		}
 	}
 	w.pw.Close()
 }

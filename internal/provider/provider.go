@@ -16,6 +16,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 
@@ -170,6 +171,10 @@ func (k Kind) String() string {
 type Error struct {
 	Kind     Kind
 	Endpoint string
+	// BeforeResponse is set when the attempt failed before any response
+	// header arrived (the server could not be reached or dropped the
+	// connection at once), as opposed to a stream broken mid-way.
+	BeforeResponse bool
 	// API is set for KindStatus (and for error events inside a stream).
 	API *llm.APIError
 	Err error
@@ -208,6 +213,17 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 	out := *req
 	out.Model = ep.UpstreamModel
 	var dropped []string
+	if req.Format != ep.Format && req.Format != llm.FormatUnknown && len(req.Extra) > 0 {
+		// Members the client's wire format has and this one may not: never
+		// sent across formats (a real API would answer 400); reported.
+		keys := make([]string, 0, len(req.Extra))
+		for k := range req.Extra {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		dropped = append(dropped, keys...)
+		out.Extra = nil
+	}
 	version := ""
 	if ep.Format == llm.FormatAnthropic {
 		version = ep.AnthropicVersion
@@ -298,7 +314,9 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 	if err != nil {
 		cause := context.Cause(actx)
 		release()
-		return nil, classifyTransportErr(ep.ID, err, cause, ctx)
+		e := classifyTransportErr(ep.ID, err, cause, ctx)
+		e.BeforeResponse = true
+		return nil, e
 	}
 	res := &Result{Status: resp.StatusCode, Header: resp.Header, Dropped: dropped}
 	if resp.StatusCode != http.StatusOK {

@@ -35,6 +35,8 @@ type Options struct {
 	Engine       *engine.Engine
 	Logger       *slog.Logger
 	MaxBodyBytes int64
+	// AdminToken enables the admin API; empty disables it.
+	AdminToken string
 }
 
 // Server is the HTTP handler.
@@ -45,6 +47,8 @@ type Server struct {
 	ready   atomic.Bool
 	seq     atomic.Uint64
 	idBase  string
+
+	adminToken string
 }
 
 // New returns a ready Server.
@@ -56,7 +60,7 @@ func New(o Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{eng: o.Engine, log: log, maxBody: o.MaxBodyBytes, idBase: strconv.FormatInt(time.Now().UnixNano()&0xffffffffff, 36)}
+	s := &Server{eng: o.Engine, log: log, maxBody: o.MaxBodyBytes, idBase: strconv.FormatInt(time.Now().UnixNano()&0xffffffffff, 36), adminToken: o.AdminToken}
 	s.ready.Store(true)
 	return s
 }
@@ -77,6 +81,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.listModels(w, r)
+	case path == "/admin/features":
+		s.admin(w, r)
 	case path == "/healthz":
 		if allowPlain(w, r) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -5,9 +5,10 @@
 // A *Log is an engine.Observer. RequestDone never blocks and does no I/O: it
 // puts the Record on a bounded queue, and when the queue is full the Record is
 // dropped and counted (Dropped). A single writer goroutine owns every write:
-// it takes Records off the queue, converts them to rows and inserts them in
-// batched transactions, and it enforces retention (at Open and then hourly by
-// the configured clock). Every method of *Log is safe for concurrent use.
+// every FlushInterval, or as soon as BatchSize Records are queued, it takes
+// the Records off the queue, converts them to rows and inserts them in
+// batched transactions; it also enforces retention (at Open and then hourly
+// by the configured clock). Every method of *Log is safe for concurrent use.
 //
 // Prompt and answer bodies are not stored unless Config.LogBodies is set; the
 // Record carries no bodies, so they come from Config.Bodies.
@@ -117,10 +118,11 @@ type Log struct {
 	cfg   Config
 	db    *sql.DB
 	queue chan *engine.Record
+	kick  chan struct{} // a batch is ready: wakes the writer before its tick
 	flush chan chan error
 	stop  chan struct{}
 	done  chan struct{}
-	gate  <-chan struct{} // test hook: the writer waits for it before its first read
+	hooks hooks
 
 	closed  atomic.Bool
 	dropped atomic.Uint64
@@ -137,6 +139,8 @@ var _ engine.Observer = (*Log)(nil)
 type hooks struct {
 	// gate holds the writer before it reads the queue until it is closed.
 	gate <-chan struct{}
+	// discard makes the writer drop batches instead of writing them.
+	discard bool
 }
 
 // Open opens (creating if needed) the request log at cfg.Path, brings its
@@ -161,10 +165,11 @@ func open(cfg Config, h hooks) (*Log, error) {
 		cfg:   cfg,
 		db:    db,
 		queue: make(chan *engine.Record, cfg.QueueSize),
+		kick:  make(chan struct{}, 1),
 		flush: make(chan chan error),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
-		gate:  h.gate,
+		hooks: h,
 	}
 	if err := l.prune(context.Background()); err != nil {
 		db.Close()
@@ -249,6 +254,15 @@ func (l *Log) RequestDone(r *engine.Record) {
 	}
 	select {
 	case l.queue <- r:
+		// The writer sleeps until its tick or a full batch: waking a parked
+		// goroutine costs the caller ~10-20 µs, so only every BatchSize-th
+		// call pays it.
+		if len(l.queue) >= l.cfg.BatchSize {
+			select {
+			case l.kick <- struct{}{}:
+			default:
+			}
+		}
 	default:
 		l.dropped.Add(1)
 	}
@@ -286,8 +300,9 @@ func (l *Log) Flush(ctx context.Context) error {
 }
 
 // Close writes the queued Records, stops the writer and closes the
-// database. Records delivered after Close are dropped and counted. It is
-// safe to call more than once; later calls return the first result.
+// database. Records delivered after Close are dropped and counted (one
+// delivered at the same instant as Close may be lost uncounted). It is safe
+// to call more than once; later calls return the first result.
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
 		l.closed.Store(true)
@@ -302,9 +317,9 @@ func (l *Log) Close() error {
 // after Open.
 func (l *Log) run() {
 	defer close(l.done)
-	if l.gate != nil {
+	if l.hooks.gate != nil {
 		select {
-		case <-l.gate:
+		case <-l.hooks.gate:
 		case <-l.stop:
 		}
 	}
@@ -313,26 +328,24 @@ func (l *Log) run() {
 	lastPrune := l.cfg.Now()
 	tick := time.NewTicker(l.cfg.FlushInterval)
 	defer tick.Stop()
-	// drain moves what is queued now into batch, writing each full batch.
+	// drain moves what is queued now (not what arrives meanwhile, so that a
+	// rate beyond the writer's cannot hold it here) into batch, writing each
+	// full batch.
 	drain := func() error {
 		var first error
-		for {
-			select {
-			case r := <-l.queue:
-				batch = append(batch, r)
-				if len(batch) == cap(batch) {
-					first = cmp(first, l.write(ctx, batch))
-					batch = batch[:0]
-				}
-			default:
-				return first
+		for range len(l.queue) {
+			batch = append(batch, <-l.queue)
+			if len(batch) == cap(batch) {
+				first = firstErr(first, l.write(ctx, batch))
+				batch = batch[:0]
 			}
 		}
+		return first
 	}
 	flush := func() error {
 		err := drain()
 		if len(batch) > 0 {
-			err = cmp(err, l.write(ctx, batch))
+			err = firstErr(err, l.write(ctx, batch))
 			batch = batch[:0]
 		}
 		return err
@@ -346,12 +359,8 @@ func (l *Log) run() {
 	}
 	for {
 		select {
-		case r := <-l.queue:
-			batch = append(batch, r)
-			if len(batch) == cap(batch) {
-				l.write(ctx, batch)
-				batch = batch[:0]
-			}
+		case <-l.kick:
+			drain()
 		case <-tick.C:
 			flush()
 			if err := housekeep(); err != nil {
@@ -359,7 +368,7 @@ func (l *Log) run() {
 			}
 		case reply := <-l.flush:
 			err := flush()
-			reply <- cmp(err, housekeep())
+			reply <- firstErr(err, housekeep())
 		case <-l.stop:
 			flush()
 			return
@@ -367,8 +376,8 @@ func (l *Log) run() {
 	}
 }
 
-// cmp returns the first non-nil error.
-func cmp(a, b error) error {
+// firstErr returns the first non-nil error.
+func firstErr(a, b error) error {
 	if a != nil {
 		return a
 	}
@@ -402,8 +411,8 @@ const insertRequest = `INSERT INTO requests (id, time_ns, duration_ms, ttft_ms, 
 	served_endpoint, served_model, served_region, served_provider, status, mesh_error_code,
 	fallback, attempts, retries, hedges, hedge_won, recovered, fragments, fragments_ok,
 	fusions, fusion_conflicts, normalization_offset, repairs, tokens_in, tokens_out,
-	tokens_cache_read, tokens_cache_write, cost_usd, queue_wait_ms, stream, domain)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	tokens_cache_read, tokens_cache_write, cost_usd, queue_wait_ms, stream, domain, legacy)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 const insertAttempt = `INSERT INTO attempts (request_seq, idx, endpoint, model, region, kind,
 	outcome, status, start_ms, duration_ms, wait_ms, bytes, winner)
@@ -414,6 +423,9 @@ const insertBodies = `INSERT INTO bodies (request_seq, prompt, answer) VALUES (?
 // write inserts batch in one transaction. On failure the whole batch is
 // counted in Failed and logged.
 func (l *Log) write(ctx context.Context, batch []*engine.Record) error {
+	if l.hooks.discard {
+		return nil
+	}
 	err := l.insert(ctx, batch)
 	if err != nil {
 		l.failed.Add(uint64(len(batch)))
@@ -458,7 +470,7 @@ func (l *Log) insert(ctx context.Context, batch []*engine.Record) error {
 			r.Fallback, len(r.Attempts), r.Retries, r.Hedges, r.HedgeWon, r.Recovered, r.Fragments, r.FragmentsOK,
 			r.Fusions, r.FusionConflicts, r.NormalizationOffset, strings.Join(r.Repairs, "\n"),
 			r.Usage.InputTokens, r.Usage.OutputTokens, r.Usage.CacheReadTokens, r.Usage.CacheWriteTokens,
-			r.Cost, ms(r.QueueWait), r.Stream, r.Domain)
+			r.Cost, ms(r.QueueWait), r.Stream, r.Domain, r.Legacy)
 		if err != nil {
 			return err
 		}

@@ -16,9 +16,10 @@ type Row struct {
 	// Seq is the row's key in the log, increasing in write order.
 	Seq       int64
 	RequestID string
-	Start     time.Time
-	Duration  time.Duration
-	TTFT      time.Duration
+	// Start is in UTC, with the nanoseconds the engine recorded.
+	Start    time.Time
+	Duration time.Duration
+	TTFT     time.Duration
 	// Format is the client's wire format ("anthropic", "openai", "unknown").
 	Format string
 	// Model is the model the client asked for.
@@ -51,7 +52,10 @@ type Row struct {
 	QueueWait time.Duration
 	Stream    bool
 	Domain    string
-	Attempts  []Attempt
+	// Legacy is set when the safety valve sent the call straight to the
+	// primary endpoint.
+	Legacy   bool
+	Attempts []Attempt
 }
 
 // Attempt is one upstream attempt of a Row.
@@ -129,7 +133,7 @@ const selectRows = `SELECT r.seq, r.id, r.time_ns, r.duration_ms, r.ttft_ms, r.f
 	r.mesh_error_code, r.fallback, r.retries, r.hedges, r.hedge_won, r.recovered,
 	r.fragments, r.fragments_ok, r.fusions, r.fusion_conflicts, r.normalization_offset,
 	r.repairs, r.tokens_in, r.tokens_out, r.tokens_cache_read, r.tokens_cache_write,
-	r.cost_usd, r.queue_wait_ms, r.stream, r.domain,
+	r.cost_usd, r.queue_wait_ms, r.stream, r.domain, r.legacy,
 	a.idx, a.endpoint, a.model, a.region, a.kind, a.outcome, a.status, a.start_ms,
 	a.duration_ms, a.wait_ms, a.bytes, a.winner
 	FROM requests r LEFT JOIN attempts a ON a.request_seq = r.seq
@@ -161,7 +165,7 @@ func query(ctx context.Context, db *sql.DB, since time.Time) iter.Seq2[*Row, err
 				&row.MeshErrorCode, &row.Fallback, &row.Retries, &row.Hedges, &row.HedgeWon, &row.Recovered,
 				&row.Fragments, &row.FragmentsOK, &row.Fusions, &row.FusionConflicts, &row.NormalizationOffset,
 				&repairs, &row.TokensIn, &row.TokensOut, &row.TokensCacheRead, &row.TokensCacheWrite,
-				&row.CostUSD, &wait, &row.Stream, &row.Domain,
+				&row.CostUSD, &wait, &row.Stream, &row.Domain, &row.Legacy,
 				&idx, &aEndpoint, &aModel, &aRegion, &aKind, &aO, &aStatus, &aStart,
 				&aDur, &aWait, &aBytes, &aWinner); err != nil {
 				yield(nil, fmt.Errorf("reading request log: %w", err))
@@ -171,7 +175,7 @@ func query(ctx context.Context, db *sql.DB, since time.Time) iter.Seq2[*Row, err
 				if cur != nil && !yield(cur, nil) {
 					return
 				}
-				row.Start = time.Unix(0, startNS)
+				row.Start = time.Unix(0, startNS).UTC()
 				row.Duration, row.TTFT, row.QueueWait = dur2(dur), dur2(ttft), dur2(wait)
 				if repairs != "" {
 					row.Repairs = strings.Split(repairs, "\n")

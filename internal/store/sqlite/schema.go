@@ -63,4 +63,6 @@ var migrations = []string{
 		prompt      TEXT NOT NULL,
 		answer      TEXT NOT NULL
 	);`,
+	// 3: calls the safety valve sent straight to the primary endpoint.
+	`ALTER TABLE requests ADD COLUMN legacy INTEGER NOT NULL DEFAULT 0;`,
 }

@@ -31,6 +31,7 @@
 // The mesh rates, in PromQL (deploy/prometheus/rules.yml records them):
 //
 //	mesh_fallback_rate           = sum(rate(mesh_fallbacks_total[5m])) / sum(rate(mesh_requests_total[5m]))
+//	model fallback rate (valve)  = sum(rate(mesh_model_fallbacks_total[5m])) / sum(rate(mesh_requests_total[5m]))
 //	mesh_fragment_success_rate   = sum(rate(mesh_fragments_succeeded_total[5m])) / sum(rate(mesh_fragments_sent_total[5m]))
 //	mesh_fusion_conflict_rate    = sum(rate(mesh_fusion_conflicts_total[5m])) / sum(rate(mesh_fusions_total[5m]))
 //	normalisation offset average = sum(rate(mesh_normalization_offset_sum[5m])) / sum(rate(mesh_normalization_offset_count[5m]))
@@ -103,7 +104,8 @@ type Metrics struct {
 	// attempts holds one child per outcome for each kind in attemptKinds.
 	attempts [len(attemptKinds)]cow[string, prometheus.Counter]
 
-	requestsV, fallbacksV                     *prometheus.CounterVec
+	requestsV, fallbacksV, modelFallbacksV    *prometheus.CounterVec
+	legacyV                                   *prometheus.CounterVec
 	offsetV, queueWaitV                       *prometheus.HistogramVec
 	fragSentV, fragOKV, fusionsV, conflictsV  *prometheus.CounterVec
 	retriesV, hedgesV, hedgesWonV, recoveredV *prometheus.CounterVec
@@ -133,7 +135,8 @@ type series struct {
 	offset    prometheus.Observer
 	queueWait prometheus.Observer
 	fragSent, fragOK, fusions, conflicts,
-	retries, hedges, hedgesWon, recovered prometheus.Counter
+	retries, hedges, hedgesWon, recovered,
+	modelFallbacks, legacy prometheus.Counter
 	genai cow[genaiKey, *genaiSeries]
 }
 
@@ -174,6 +177,8 @@ func New(o Options) (*Metrics, error) {
 	}
 	m.requestsV = counter("mesh_requests_total", "Client calls finished, by outcome (ok, a mesh error code, or the HTTP status class).", "outcome")
 	m.fallbacksV = counter("mesh_fallbacks_total", "Client calls whose first choice did not serve, by the first failure's reason; mesh_fallback_rate = fallbacks / requests.", "reason")
+	m.modelFallbacksV = counter("mesh_model_fallbacks_total", "Client calls served by another model than the route's primary one (the safety valve's measure).")
+	m.legacyV = counter("mesh_legacy_requests_total", "Client calls the safety valve sent down the legacy path (primary endpoint only, no retry, hedge or fallback).")
 	m.offsetV = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "mesh_normalization_offset",
 		Help: "Absolute temperature offset (|serving − requested|) applied by behaviour normalisation, per served call (0 when none).", Buckets: offsetBuckets}, mrd)
 	m.queueWaitV = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "mesh_queue_wait_ms",
@@ -200,7 +205,7 @@ func New(o Options) (*Metrics, error) {
 		Help: "Tokens per call (" + semconv.MetricTokenUsage + ", {token}); input includes cached tokens.", Buckets: semconv.TokenBuckets},
 		append(gl[:4:4], semconv.PrometheusLabel(semconv.AttrTokenType)))
 
-	cs := []prometheus.Collector{m.requestsV, m.fallbacksV, m.offsetV, m.queueWaitV, m.fragSentV, m.fragOKV, m.fusionsV, m.conflictsV,
+	cs := []prometheus.Collector{m.requestsV, m.fallbacksV, m.modelFallbacksV, m.legacyV, m.offsetV, m.queueWaitV, m.fragSentV, m.fragOKV, m.fusionsV, m.conflictsV,
 		m.retriesV, m.hedgesV, m.hedgesWonV, m.recoveredV, m.attemptsV, m.durationV, m.ttfcV, m.tokensV}
 	if o.Endpoints != nil {
 		cs = append(cs, newEndpointCollector(o.Endpoints))
@@ -238,6 +243,12 @@ func (m *Metrics) RequestDone(r *engine.Record) {
 		s.fallbacks.get(reason, func(reason string) (prometheus.Counter, bool) {
 			return m.fallbacksV.WithLabelValues(s.labels[0], s.labels[1], s.labels[2], reason), true
 		}).Inc()
+	}
+	if r.ModelFallback {
+		s.modelFallbacks.Inc()
+	}
+	if r.Legacy {
+		s.legacy.Inc()
 	}
 	if r.Err == nil {
 		off := r.NormalizationOffset
@@ -286,6 +297,7 @@ func (m *Metrics) seriesFor(r *engine.Record) *series {
 		fusions: m.fusionsV.WithLabelValues(l[:]...), conflicts: m.conflictsV.WithLabelValues(l[:]...),
 		retries: m.retriesV.WithLabelValues(l[:]...), hedges: m.hedgesV.WithLabelValues(l[:]...),
 		hedgesWon: m.hedgesWonV.WithLabelValues(l[:]...), recovered: m.recoveredV.WithLabelValues(l[:]...),
+		modelFallbacks: m.modelFallbacksV.WithLabelValues(l[:]...), legacy: m.legacyV.WithLabelValues(l[:]...),
 	}
 	if p.CompareAndSwap(nil, s) {
 		return s

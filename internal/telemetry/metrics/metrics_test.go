@@ -134,6 +134,9 @@ func TestScriptedRunExactCounters(t *testing.T) {
 				r.Attempts[0].Outcome, r.Attempts[0].Winner = "canceled", false
 				r.Attempts[1].Outcome, r.Attempts[1].Winner = "ok", true
 			}
+		case i == 40 || i == 41: // served by another model, once on the legacy path
+			r.ModelFallback, r.Legacy = true, i == 41
+			r.ServedModel = "claude-haiku"
 		case i == 60: // a fragmented call
 			r.Fragments, r.FragmentsOK, r.Fusions, r.FusionConflicts = 4, 3, 10, 2
 		case i == 70: // a stream continued once elsewhere
@@ -157,6 +160,9 @@ func TestScriptedRunExactCounters(t *testing.T) {
 		{"fallbacks overloaded", "mesh_fallbacks_total", map[string]string{"reason": "overloaded", "model": "claude-sonnet", "domain": "finance"}, 7},
 		{"fallbacks any", "mesh_fallbacks_total", nil, 7},
 		{"retries", "mesh_retries_total", nil, 8},
+		{"model fallbacks", "mesh_model_fallbacks_total", sonnet, 2},
+		{"legacy", "mesh_legacy_requests_total", nil, 1},
+		{"genai response model", "gen_ai_client_operation_duration_seconds", map[string]string{"gen_ai_response_model": "claude-haiku"}, 2},
 		{"hedges sent", "mesh_hedges_sent_total", nil, 2},
 		{"hedges won", "mesh_hedges_won_total", nil, 1},
 		{"recoveries", "mesh_recoveries_total", nil, 1},
@@ -172,7 +178,7 @@ func TestScriptedRunExactCounters(t *testing.T) {
 		{"attempts all", "mesh_attempts_total", nil, 110},
 		{"queue wait observations", "mesh_queue_wait_ms", nil, 100},
 		{"offset observations", "mesh_normalization_offset", nil, 100},
-		{"genai duration", "gen_ai_client_operation_duration_seconds", map[string]string{"gen_ai_operation_name": "chat", "gen_ai_provider_name": "anthropic", "gen_ai_request_model": "claude-sonnet", "gen_ai_response_model": "claude-sonnet"}, 100},
+		{"genai duration", "gen_ai_client_operation_duration_seconds", map[string]string{"gen_ai_operation_name": "chat", "gen_ai_provider_name": "anthropic", "gen_ai_request_model": "claude-sonnet", "gen_ai_response_model": "claude-sonnet"}, 98},
 		{"genai ttfc", "gen_ai_client_operation_time_to_first_chunk_seconds", nil, 1},
 		{"genai input tokens", "gen_ai_client_token_usage", map[string]string{"gen_ai_token_type": "input"}, 100},
 	}
@@ -276,7 +282,7 @@ func TestDynamicLabelCap(t *testing.T) {
 }
 
 type fakeEndpoints struct {
-	mu sync.Mutex // guards eps
+	mu  sync.Mutex // guards eps
 	eps []engine.EndpointStatus
 }
 

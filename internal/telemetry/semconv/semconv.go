@@ -89,6 +89,8 @@ const (
 	AttrMeshEndpoint       = "mesh.endpoint"
 	AttrMeshRegion         = "mesh.region"
 	AttrMeshFallback       = "mesh.fallback.reason"
+	AttrMeshModelFallback  = "mesh.fallback.model" // bool: another model served
+	AttrMeshLegacy         = "mesh.legacy"         // bool: the safety valve's legacy path
 	AttrMeshAttempts       = "mesh.attempts"
 	AttrMeshRetries        = "mesh.retries"
 	AttrMeshHedges         = "mesh.hedges"

@@ -232,7 +232,7 @@ func TestEncodeRequestCrossFormat(t *testing.T) {
 		{
 			name: "anthropic system string",
 			r: &llm.Request{Model: "m", System: []llm.Block{{Type: llm.BlockText, Text: "Be nice."}}, SystemIsString: true,
-				Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "hi"}}}},
+				Messages:  []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "hi"}}}},
 				MaxTokens: 10, HasMaxTokens: true, TopK: new(int), Temperature: &f},
 			want: `{"model":"m","messages":[{"role":"system","content":"Be nice."},{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_completion_tokens":10,"temperature":0.5}`,
 		},

@@ -1,0 +1,453 @@
+// Package report builds Keel's transparency report from the request log:
+// what the mesh did to the traffic (fragmentation, fallbacks, normalisation,
+// hedging and retries), what it cost, and how fast it was, hour by hour.
+//
+// Build reads the log once and holds only aggregates plus one float per
+// request for the latency percentiles. A *Report is plain data: safe to read
+// concurrently, and rendered as JSON, Markdown or self-contained HTML with
+// inline SVG charts (Render).
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"iter"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/keelmesh/keel/internal/store/sqlite"
+)
+
+// Report is the transparency report. Every figure is computed from the
+// request log's rows that started at or after Since; ratios are 0 when their
+// denominator is.
+type Report struct {
+	GeneratedAt time.Time `json:"generated_at"`
+	Since       time.Time `json:"since"`
+	// First and Last are the earliest and latest request start (nil when
+	// there are no requests).
+	First    *time.Time `json:"first_request,omitempty"`
+	Last     *time.Time `json:"last_request,omitempty"`
+	Requests int        `json:"requests"`
+	Streamed int        `json:"streamed"`
+	// Legacy counts calls the safety valve sent straight to the primary
+	// endpoint, bypassing the mesh's routing.
+	Legacy int `json:"legacy"`
+
+	Fragmentation Fragmentation `json:"fragmentation"`
+	Fallbacks     Fallbacks     `json:"fallbacks"`
+	Normalization Normalization `json:"normalization"`
+	Latency       Latency       `json:"latency"`
+	Amplification Amplification `json:"amplification"`
+	Cost          Cost          `json:"cost"`
+	// Errors counts failed requests (HTTP status ≥ 400 or a mesh error
+	// code) by mesh_error_code; "" is an error without a mesh code.
+	Errors      []Count `json:"errors_by_code"`
+	ErrorsTotal int     `json:"errors_total"`
+}
+
+// Count is a labelled count.
+type Count struct {
+	Key string `json:"key"`
+	N   int    `json:"n"`
+}
+
+// Fragmentation is how many requests were split into fragments.
+type Fragmentation struct {
+	Requests        int     `json:"requests"`
+	Share           float64 `json:"share"`
+	FragmentsSent   int     `json:"fragments_sent"`
+	FragmentsOK     int     `json:"fragments_ok"`
+	Fusions         int     `json:"fusions"`
+	FusionConflicts int     `json:"fusion_conflicts"`
+}
+
+// Fallbacks counts requests whose first choice did not serve.
+type Fallbacks struct {
+	Total    int     `json:"total"`
+	Rate     float64 `json:"rate"`
+	ByReason []Count `json:"by_reason"`
+	// ByModelRegion is keyed by the first choice's model and region (the
+	// endpoint fallen back from).
+	ByModelRegion []ModelRegionCount `json:"by_model_region"`
+}
+
+// ModelRegionCount is a count per model and region.
+type ModelRegionCount struct {
+	Model  string `json:"model"`
+	Region string `json:"region"`
+	N      int    `json:"n"`
+}
+
+// Normalization is the distribution of the temperature offsets the
+// normaliser applied (serving − requested) over compensated requests.
+type Normalization struct {
+	// Compensated is the number of requests with a non-zero offset.
+	Compensated int     `json:"compensated"`
+	Share       float64 `json:"share"`
+	Min         float64 `json:"min"`
+	Max         float64 `json:"max"`
+	Mean        float64 `json:"mean"`
+	BinWidth    float64 `json:"bin_width"`
+	Histogram   []Bin   `json:"histogram"`
+}
+
+// Bin is one histogram bin [Lo, Hi).
+type Bin struct {
+	Lo float64 `json:"lo"`
+	Hi float64 `json:"hi"`
+	N  int     `json:"n"`
+}
+
+// Latency holds end-to-end request latency percentiles in milliseconds
+// (nearest-rank), overall and per UTC hour.
+type Latency struct {
+	Overall Percentiles   `json:"overall"`
+	Hourly  []HourLatency `json:"hourly"`
+}
+
+// Percentiles are nearest-rank percentiles in milliseconds.
+type Percentiles struct {
+	P50 float64 `json:"p50_ms"`
+	P95 float64 `json:"p95_ms"`
+	P99 float64 `json:"p99_ms"`
+}
+
+// HourLatency is the latency of the requests that started in one UTC hour.
+type HourLatency struct {
+	Hour     time.Time `json:"hour"`
+	Requests int       `json:"requests"`
+	Percentiles
+}
+
+// Amplification is upstream attempts per client request.
+type Amplification struct {
+	Attempts   int         `json:"attempts"`
+	PerRequest float64     `json:"per_request"`
+	ByKind     []KindCount `json:"by_kind"`
+	Retries    int         `json:"retries"`
+	Hedges     int         `json:"hedges"`
+	Hedged     int         `json:"hedged_requests"`
+	HedgesWon  int         `json:"hedges_won"`
+	Recovered  int         `json:"recovered"`
+	Outcomes   []Count     `json:"attempt_outcomes"`
+}
+
+// KindCount is the attempts of one kind (primary, retry, hedge, fallback,
+// continuation) and their share of amplification.
+type KindCount struct {
+	Kind       string  `json:"kind"`
+	Attempts   int     `json:"attempts"`
+	PerRequest float64 `json:"per_request"`
+}
+
+// Cost is upstream cost in USD. RecordedUSD is the engine's figure (the
+// winning attempts' usage at the serving model's price). The overheads are
+// estimates: per-attempt usage is not recorded, so every attempt that did not
+// win is priced as one winning attempt of the same request — an upper bound,
+// since an attempt that failed before generating is billed less or nothing.
+type Cost struct {
+	RecordedUSD float64 `json:"recorded_usd"`
+	// HedgeOverheadUSD prices the attempts that lost a race (outcome
+	// "cancelled_loser", or none yet when the call finished).
+	HedgeOverheadUSD float64 `json:"hedge_overhead_usd_estimate"`
+	// RedundancyOverheadUSD prices the failed attempts that were retried or
+	// fallen back from.
+	RedundancyOverheadUSD float64 `json:"redundancy_overhead_usd_estimate"`
+	TotalUSD              float64 `json:"total_usd_estimate"`
+	// UnpricedAttempts are non-winning attempts of requests with no priced
+	// winner (failed requests): their cost is unknown and not included.
+	UnpricedAttempts int         `json:"unpriced_attempts"`
+	ByModel          []ModelCost `json:"by_model"`
+	Note             string      `json:"note"`
+}
+
+// ModelCost is Cost for the requests served by one model ("unserved: M" for
+// failed requests that asked for M).
+type ModelCost struct {
+	Model                 string  `json:"model"`
+	Requests              int     `json:"requests"`
+	RecordedUSD           float64 `json:"recorded_usd"`
+	HedgeOverheadUSD      float64 `json:"hedge_overhead_usd_estimate"`
+	RedundancyOverheadUSD float64 `json:"redundancy_overhead_usd_estimate"`
+	TotalUSD              float64 `json:"total_usd_estimate"`
+	// OverheadShare is the overheads' share of TotalUSD.
+	OverheadShare float64 `json:"overhead_share"`
+}
+
+// CostNote is the caveat every rendering of the cost section carries.
+const CostNote = "Overheads are estimates: per-attempt usage is not recorded, so each attempt that did not win is priced as one winning attempt of the same request (an upper bound; attempts that failed before generating cost less or nothing)."
+
+// Options configure Build.
+type Options struct {
+	// Since is the start of the window (only rows at or after it are read).
+	Since time.Time
+	// Now stamps GeneratedAt (default time.Now).
+	Now func() time.Time
+}
+
+// binTarget is the most normalisation histogram bins before widening.
+const (
+	binBase   = 0.05
+	binTarget = 40
+)
+
+// kindOrder is the display order of attempt kinds; others follow by name.
+var kindOrder = []string{"primary", "retry", "hedge", "fallback", "continuation"}
+
+// Build reads rows (typically Reader.Query(ctx, opt.Since)) and computes the
+// report. It stops at the first error rows yields.
+func Build(rows iter.Seq2[*sqlite.Row, error], opt Options) (*Report, error) {
+	now := time.Now
+	if opt.Now != nil {
+		now = opt.Now
+	}
+	r := &Report{GeneratedAt: now().UTC(), Since: opt.Since.UTC()}
+	var (
+		all         []float64
+		hourly      = map[time.Time][]float64{}
+		reasons     = map[string]int{}
+		fromMR      = map[[2]string]int{}
+		errs        = map[string]int{}
+		outcomes    = map[string]int{}
+		byKind      = map[string]int{}
+		models      = map[string]*ModelCost{}
+		offsets     []float64
+		offsetSum   float64
+		first, last time.Time
+	)
+	for row, err := range rows {
+		if err != nil {
+			return nil, err
+		}
+		if row.Start.Before(opt.Since) {
+			continue
+		}
+		r.Requests++
+		if first.IsZero() || row.Start.Before(first) {
+			first = row.Start
+		}
+		if row.Start.After(last) {
+			last = row.Start
+		}
+		if row.Stream {
+			r.Streamed++
+		}
+		if row.Legacy {
+			r.Legacy++
+		}
+		msec := float64(row.Duration) / float64(time.Millisecond)
+		all = append(all, msec)
+		h := row.Start.UTC().Truncate(time.Hour)
+		hourly[h] = append(hourly[h], msec)
+
+		f := &r.Fragmentation
+		if row.Fragments > 0 {
+			f.Requests++
+		}
+		f.FragmentsSent += row.Fragments
+		f.FragmentsOK += row.FragmentsOK
+		f.Fusions += row.Fusions
+		f.FusionConflicts += row.FusionConflicts
+
+		if row.Fallback != "" {
+			r.Fallbacks.Total++
+			reasons[row.Fallback]++
+			m, reg := row.Model, ""
+			if len(row.Attempts) > 0 {
+				if a := row.Attempts[0]; a.Model != "" {
+					m = a.Model
+				}
+				reg = row.Attempts[0].Region
+			}
+			fromMR[[2]string{m, reg}]++
+		}
+
+		if o := row.NormalizationOffset; o != 0 {
+			offsets = append(offsets, o)
+			offsetSum += o
+		}
+
+		if row.Status >= 400 || row.MeshErrorCode != "" {
+			r.ErrorsTotal++
+			errs[row.MeshErrorCode]++
+		}
+
+		a := &r.Amplification
+		a.Attempts += len(row.Attempts)
+		a.Retries += row.Retries
+		a.Hedges += row.Hedges
+		if row.Hedges > 0 {
+			a.Hedged++
+		}
+		if row.HedgeWon {
+			a.HedgesWon++
+		}
+		a.Recovered += row.Recovered
+
+		key := row.ServedModel
+		if key == "" {
+			key = "unserved: " + row.Model
+		}
+		mc := models[key]
+		if mc == nil {
+			mc = &ModelCost{Model: key}
+			models[key] = mc
+		}
+		mc.Requests++
+		mc.RecordedUSD += row.CostUSD
+		winners := 0
+		for _, at := range row.Attempts {
+			byKind[at.Kind]++
+			outcomes[at.Outcome]++
+			if at.Winner {
+				winners++
+			}
+		}
+		var price float64
+		if winners > 0 && row.CostUSD > 0 {
+			price = row.CostUSD / float64(winners)
+		}
+		for _, at := range row.Attempts {
+			switch {
+			case at.Winner:
+			case price == 0:
+				r.Cost.UnpricedAttempts++
+			case at.Outcome == "cancelled_loser" || at.Outcome == "":
+				// An attempt without an outcome was still in flight when the
+				// call finished: it lost the race like a cancelled loser.
+				mc.HedgeOverheadUSD += price
+			default:
+				mc.RedundancyOverheadUSD += price
+			}
+		}
+	}
+	if r.Requests > 0 {
+		r.First, r.Last = ptr(first.UTC()), ptr(last.UTC())
+	}
+	n := float64(r.Requests)
+	r.Fragmentation.Share = ratio(float64(r.Fragmentation.Requests), n)
+	r.Fallbacks.Rate = ratio(float64(r.Fallbacks.Total), n)
+	r.Fallbacks.ByReason = counts(reasons)
+	for k, v := range fromMR {
+		r.Fallbacks.ByModelRegion = append(r.Fallbacks.ByModelRegion, ModelRegionCount{Model: k[0], Region: k[1], N: v})
+	}
+	slices.SortFunc(r.Fallbacks.ByModelRegion, func(a, b ModelRegionCount) int {
+		return cmp.Or(cmp.Compare(b.N, a.N), cmp.Compare(a.Model, b.Model), cmp.Compare(a.Region, b.Region))
+	})
+	r.Errors = counts(errs)
+	r.Amplification.Outcomes = counts(outcomes)
+	r.Amplification.PerRequest = ratio(float64(r.Amplification.Attempts), n)
+	r.Amplification.ByKind = kinds(byKind, n)
+	r.Normalization = normalization(offsets, offsetSum, n)
+	r.Latency.Overall = percentiles(all)
+	for h, v := range hourly {
+		r.Latency.Hourly = append(r.Latency.Hourly, HourLatency{Hour: h, Requests: len(v), Percentiles: percentiles(v)})
+	}
+	slices.SortFunc(r.Latency.Hourly, func(a, b HourLatency) int { return a.Hour.Compare(b.Hour) })
+
+	c := &r.Cost
+	c.Note = CostNote
+	for _, mc := range models {
+		mc.TotalUSD = mc.RecordedUSD + mc.HedgeOverheadUSD + mc.RedundancyOverheadUSD
+		mc.OverheadShare = ratio(mc.HedgeOverheadUSD+mc.RedundancyOverheadUSD, mc.TotalUSD)
+		c.ByModel = append(c.ByModel, *mc)
+	}
+	slices.SortFunc(c.ByModel, func(a, b ModelCost) int {
+		return cmp.Or(cmp.Compare(b.TotalUSD, a.TotalUSD), cmp.Compare(a.Model, b.Model))
+	})
+	for _, mc := range c.ByModel { // summed in a fixed order: the totals are reproducible
+		c.RecordedUSD += mc.RecordedUSD
+		c.HedgeOverheadUSD += mc.HedgeOverheadUSD
+		c.RedundancyOverheadUSD += mc.RedundancyOverheadUSD
+	}
+	c.TotalUSD = c.RecordedUSD + c.HedgeOverheadUSD + c.RedundancyOverheadUSD
+	return r, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// counts sorts a map of counts by count, descending, then key.
+func counts(m map[string]int) []Count {
+	out := make([]Count, 0, len(m))
+	for k, v := range m {
+		out = append(out, Count{Key: k, N: v})
+	}
+	slices.SortFunc(out, func(a, b Count) int { return cmp.Or(cmp.Compare(b.N, a.N), cmp.Compare(a.Key, b.Key)) })
+	return out
+}
+
+func kinds(m map[string]int, n float64) []KindCount {
+	out := []KindCount{}
+	for _, k := range kindOrder {
+		if v, ok := m[k]; ok {
+			out = append(out, KindCount{Kind: k, Attempts: v, PerRequest: ratio(float64(v), n)})
+		}
+	}
+	var rest []KindCount
+	for k, v := range m {
+		if !slices.Contains(kindOrder, k) {
+			rest = append(rest, KindCount{Kind: k, Attempts: v, PerRequest: ratio(float64(v), n)})
+		}
+	}
+	slices.SortFunc(rest, func(a, b KindCount) int { return cmp.Compare(a.Kind, b.Kind) })
+	return append(out, rest...)
+}
+
+// Percentile is the nearest-rank p-th percentile (0 < p ≤ 100) of sorted.
+func Percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func percentiles(v []float64) Percentiles {
+	slices.Sort(v)
+	return Percentiles{P50: Percentile(v, 50), P95: Percentile(v, 95), P99: Percentile(v, 99)}
+}
+
+// normalization bins the non-zero offsets in bins of binBase (widened by
+// whole multiples to keep at most binTarget bins), aligned on multiples of
+// the width.
+func normalization(offsets []float64, sum, n float64) Normalization {
+	out := Normalization{Compensated: len(offsets), Share: ratio(float64(len(offsets)), n), Histogram: []Bin{}}
+	if len(offsets) == 0 {
+		return out
+	}
+	out.Min, out.Max = slices.Min(offsets), slices.Max(offsets)
+	out.Mean = sum / float64(len(offsets))
+	w := binBase
+	idx := func(x float64) int { return int(math.Floor(x/w + 1e-9)) }
+	if span := idx(out.Max) - idx(out.Min) + 1; span > binTarget {
+		w = binBase * math.Ceil(float64(span)/binTarget)
+	}
+	out.BinWidth = w
+	lo, hi := idx(out.Min), idx(out.Max)
+	bins := make([]int, hi-lo+1)
+	for _, o := range offsets {
+		bins[idx(o)-lo]++
+	}
+	for i, c := range bins {
+		out.Histogram = append(out.Histogram, Bin{Lo: round9(float64(lo+i) * w), Hi: round9(float64(lo+i+1) * w), N: c})
+	}
+	return out
+}
+
+// round9 removes float noise from bin edges (0.15000000000000002 → 0.15).
+func round9(x float64) float64 { return math.Round(x*1e9) / 1e9 }
+
+// String is a one-line summary.
+func (r *Report) String() string {
+	return fmt.Sprintf("%d requests since %s: %.1f%% fragmented, %.1f%% fell back, %.2f upstream attempts per request, $%.4f (estimate)",
+		r.Requests, r.Since.Format(time.RFC3339), 100*r.Fragmentation.Share, 100*r.Fallbacks.Rate, r.Amplification.PerRequest, r.Cost.TotalUSD)
+}

@@ -1,0 +1,75 @@
+package server
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/keelmesh/keel/internal/engine"
+)
+
+// features is the admin API's view of the runtime switches.
+type features struct {
+	Hedging     *bool              `json:"hedging,omitempty"`
+	Recovery    *bool              `json:"recovery,omitempty"`
+	SafetyValve *engine.ValveState `json:"safety_valve,omitempty"`
+}
+
+// admin serves GET and POST /admin/features, protected by the admin token.
+// A POST switches features for every call that starts after it; no restart.
+func (s *Server) admin(w http.ResponseWriter, r *http.Request) {
+	writeJSON := func(status int, v any) {
+		b, _ := json.Marshal(v)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		w.Write(b)
+	}
+	fail := func(status int, msg string) {
+		writeJSON(status, map[string]any{"error": map[string]string{"type": http.StatusText(status), "message": msg}})
+	}
+	if s.adminToken == "" {
+		fail(http.StatusNotFound, "the admin API is disabled: set server.admin_token in the config")
+		return
+	}
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.adminToken)) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="keel-admin"`)
+		fail(http.StatusUnauthorized, "missing or wrong admin token (Authorization: Bearer <server.admin_token>)")
+		return
+	}
+	switch r.Method {
+	case http.MethodGet:
+	case http.MethodPost:
+		body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+		if err != nil {
+			fail(http.StatusBadRequest, "reading body: "+err.Error())
+			return
+		}
+		var req struct {
+			Hedging  *bool `json:"hedging"`
+			Recovery *bool `json:"recovery"`
+		}
+		d := json.NewDecoder(bytes.NewReader(body))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&req); err != nil {
+			fail(http.StatusBadRequest, "body: "+err.Error()+` (want {"hedging": bool, "recovery": bool})`)
+			return
+		}
+		if req.Hedging != nil {
+			s.eng.SetHedging(*req.Hedging)
+		}
+		if req.Recovery != nil {
+			s.eng.SetRecovery(*req.Recovery)
+		}
+		s.log.Info("keel: features switched", "hedging", s.eng.Hedging(), "recovery", s.eng.Recovery())
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		fail(http.StatusMethodNotAllowed, "use GET or POST")
+		return
+	}
+	h, rc, v := s.eng.Hedging(), s.eng.Recovery(), s.eng.Valve()
+	writeJSON(http.StatusOK, features{Hedging: &h, Recovery: &rc, SafetyValve: &v})
+}

@@ -1,0 +1,118 @@
+package sqlite
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// BenchmarkObserve is the hot-path cost of the request log: RequestDone on
+// the request's goroutine. "enqueue" holds the writer so that every call
+// takes the enqueue path (the queue is sized to b.N); "live" runs the writer
+// against a real file, so calls beyond its pace take the drop path.
+func BenchmarkObserve(b *testing.B) {
+	rec := hedged()
+	b.Run("enqueue", func(b *testing.B) {
+		gate := make(chan struct{})
+		l, err := open(Config{Path: filepath.Join(b.TempDir(), "r.db"), QueueSize: b.N + 1}, hooks{gate: gate, discard: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			l.RequestDone(rec)
+		}
+		b.StopTimer()
+		if l.Dropped() != 0 {
+			b.Fatalf("dropped %d", l.Dropped())
+		}
+	})
+	b.Run("live-parallel", func(b *testing.B) {
+		l, err := Open(Config{Path: filepath.Join(b.TempDir(), "r.db")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				l.RequestDone(rec)
+			}
+		})
+		b.StopTimer()
+		b.ReportMetric(float64(l.Dropped())/float64(b.N), "dropped/op")
+	})
+}
+
+// BenchmarkSustained5k offers 5,000 Records per second for 2 s to a real
+// database file, timing every RequestDone, then waits for the writer. It
+// reports the hot-path p50/p99, the rows written per second of wall time
+// (requests + attempts; the run is paced, so this is the offered rate when
+// the writer keeps up) and drops. Run with -benchtime=1x.
+func BenchmarkSustained5k(b *testing.B) {
+	const rate, run = 5000, 2 * time.Second
+	rec := hedged()
+	for range b.N {
+		l, err := Open(Config{Path: filepath.Join(b.TempDir(), "r.db")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		total := int(rate * run.Seconds())
+		lat := make([]time.Duration, 0, total)
+		start := time.Now()
+		for sent := 0; sent < total; {
+			due := min(total, int(time.Since(start).Seconds()*rate)+1)
+			for ; sent < due; sent++ {
+				t := time.Now()
+				l.RequestDone(rec)
+				lat = append(lat, time.Since(t))
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if err := l.Flush(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		wall := time.Since(start)
+		if err := l.Close(); err != nil {
+			b.Fatal(err)
+		}
+		slices.Sort(lat)
+		rows := float64(l.Written()) * float64(1+len(rec.Attempts))
+		b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+		b.ReportMetric(float64(l.Written())/wall.Seconds(), "req/s")
+		b.ReportMetric(rows/wall.Seconds(), "rows/s")
+		b.ReportMetric(float64(l.Dropped()), "dropped")
+	}
+}
+
+// BenchmarkWriterCapacity is the writer's unpaced throughput: 50,000 Records
+// queued while it is held, then released and timed until all are written.
+func BenchmarkWriterCapacity(b *testing.B) {
+	const n = 50000
+	rec := hedged()
+	for range b.N {
+		gate := make(chan struct{})
+		l, err := open(Config{Path: filepath.Join(b.TempDir(), "r.db"), QueueSize: n}, hooks{gate: gate})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for range n {
+			l.RequestDone(rec)
+		}
+		start := time.Now()
+		close(gate)
+		if err := l.Flush(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		d := time.Since(start)
+		l.Close()
+		b.ReportMetric(n/d.Seconds(), "req/s")
+		b.ReportMetric(n*float64(1+len(rec.Attempts))/d.Seconds(), "rows/s")
+	}
+}

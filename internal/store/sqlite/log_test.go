@@ -1,0 +1,437 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/llm"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// t0 is the start of every test's timeline.
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
+
+// fakeClock is a settable clock for retention.
+type fakeClock struct {
+	mu  sync.Mutex // guards following
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func openTest(t *testing.T, cfg Config, h hooks) *Log {
+	t.Helper()
+	if cfg.Path == "" {
+		cfg.Path = filepath.Join(t.TempDir(), "requests.db")
+	}
+	if cfg.Now == nil {
+		cfg.Now = (&fakeClock{now: t0}).Now
+	}
+	l, err := open(cfg, h)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func collect(t *testing.T, seq func(func(*Row, error) bool)) []*Row {
+	t.Helper()
+	var out []*Row
+	for r, err := range seq {
+		if err != nil {
+			t.Fatalf("query: %v", err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func flush(t *testing.T, l *Log) {
+	t.Helper()
+	if err := l.Flush(context.Background()); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+}
+
+// hedged is a streamed call whose hedge won after a 429 fallback.
+func hedged() *engine.Record {
+	s := t0.Add(time.Minute)
+	return &engine.Record{
+		RequestID: "req-hedged", Start: s, Duration: 812345678 * time.Nanosecond, TTFT: 98765432 * time.Nanosecond,
+		Format: llm.FormatAnthropic, Model: "claude-x", Stream: true, Domain: "code", Legacy: true,
+		ServedBy: "claude-x@eu", ServedModel: "claude-x", ServedRegion: "eu", ServedProvider: "anthropic",
+		Fallback: "rate_limited", Retries: 1, Hedges: 1, HedgeWon: true, Recovered: 1, QueueWait: 15 * time.Millisecond,
+		Status: 200, Usage: llm.Usage{InputTokens: 1200, OutputTokens: 340, CacheReadTokens: 800, CacheWriteTokens: 5},
+		Cost: 0.012345, Repairs: []string{"strip_fence", "close_brace"}, NormalizationOffset: -0.15,
+		Fragments: 3, FragmentsOK: 2, Fusions: 4, FusionConflicts: 1,
+		Attempts: []engine.Attempt{
+			{Endpoint: "claude-x@us", Model: "claude-x", Region: "us", Kind: "primary", Outcome: "rate_limited", Status: 429,
+				Start: s.Add(time.Millisecond), End: s.Add(21 * time.Millisecond), Bytes: 120},
+			{Endpoint: "claude-x@eu", Model: "claude-x", Region: "eu", Kind: "retry", Outcome: "cancelled_loser",
+				Start: s.Add(36 * time.Millisecond), End: s.Add(400 * time.Millisecond), Wait: 15 * time.Millisecond},
+			{Endpoint: "claude-x@eu2", Model: "claude-x", Region: "eu", Kind: "hedge", Outcome: "ok", Status: 200,
+				Start: s.Add(236 * time.Millisecond), End: s.Add(812 * time.Millisecond), Bytes: 4096, Winner: true},
+		},
+	}
+}
+
+func hedgedRow() *Row {
+	return &Row{
+		Seq: 1, RequestID: "req-hedged", Start: t0.Add(time.Minute), Duration: 812345678 * time.Nanosecond, TTFT: 98765432 * time.Nanosecond,
+		Format: "anthropic", Model: "claude-x", Stream: true, Domain: "code", Legacy: true,
+		ServedEndpoint: "claude-x@eu", ServedModel: "claude-x", ServedRegion: "eu", ServedProvider: "anthropic",
+		Fallback: "rate_limited", Retries: 1, Hedges: 1, HedgeWon: true, Recovered: 1, QueueWait: 15 * time.Millisecond,
+		Status: 200, TokensIn: 1200, TokensOut: 340, TokensCacheRead: 800, TokensCacheWrite: 5,
+		CostUSD: 0.012345, Repairs: []string{"strip_fence", "close_brace"}, NormalizationOffset: -0.15,
+		Fragments: 3, FragmentsOK: 2, Fusions: 4, FusionConflicts: 1,
+		Attempts: []Attempt{
+			{Endpoint: "claude-x@us", Model: "claude-x", Region: "us", Kind: "primary", Outcome: "rate_limited", Status: 429,
+				Start: time.Millisecond, Duration: 20 * time.Millisecond, Bytes: 120},
+			{Endpoint: "claude-x@eu", Model: "claude-x", Region: "eu", Kind: "retry", Outcome: "cancelled_loser",
+				Start: 36 * time.Millisecond, Duration: 364 * time.Millisecond, Wait: 15 * time.Millisecond},
+			{Endpoint: "claude-x@eu2", Model: "claude-x", Region: "eu", Kind: "hedge", Outcome: "ok", Status: 200,
+				Start: 236 * time.Millisecond, Duration: 576 * time.Millisecond, Bytes: 4096, Winner: true},
+		},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	failed := &engine.Record{
+		RequestID: "req-failed", Start: t0.Add(2 * time.Minute), Duration: 3 * time.Second,
+		Format: llm.FormatOpenAI, Model: "gpt-y", Status: 503, Fallback: "overloaded",
+		Err: &llm.APIError{Status: 503, MeshCode: "mesh_fallback_exhausted", Message: "gave up"},
+		Attempts: []engine.Attempt{{Endpoint: "gpt-y@us", Kind: "primary", Outcome: "overloaded", Status: 529,
+			Start: t0.Add(2 * time.Minute), End: t0.Add(2*time.Minute + time.Second)}},
+	}
+	failedRow := &Row{Seq: 2, RequestID: "req-failed", Start: t0.Add(2 * time.Minute), Duration: 3 * time.Second,
+		Format: "openai", Model: "gpt-y", Status: 503, Fallback: "overloaded", MeshErrorCode: "mesh_fallback_exhausted",
+		Attempts: []Attempt{{Endpoint: "gpt-y@us", Kind: "primary", Outcome: "overloaded", Status: 529, Duration: time.Second}}}
+	bare := &engine.Record{RequestID: "req-bare", Start: t0.Add(3 * time.Minute), Status: 400}
+	bareRow := &Row{Seq: 3, RequestID: "req-bare", Start: t0.Add(3 * time.Minute), Status: 400, Format: "unknown"}
+
+	tests := []struct {
+		name  string
+		in    []*engine.Record
+		since time.Time
+		want  []*Row
+	}{
+		{name: "all", in: []*engine.Record{hedged(), failed, bare}, since: t0, want: []*Row{hedgedRow(), failedRow, bareRow}},
+		{name: "since excludes older", in: []*engine.Record{hedged(), failed, bare}, since: t0.Add(2 * time.Minute), want: []*Row{failedRow, bareRow}},
+		{name: "none", in: []*engine.Record{hedged()}, since: t0.Add(time.Hour), want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := openTest(t, Config{}, hooks{})
+			for _, r := range tt.in {
+				l.RequestDone(r)
+			}
+			flush(t, l)
+			got := collect(t, l.Query(context.Background(), tt.since))
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %d rows, want %d", len(got), len(tt.want))
+			}
+			for i := range got {
+				if !reflect.DeepEqual(got[i], tt.want[i]) {
+					t.Errorf("row %d (-got +want):\n-%+v\n+%+v", i, *got[i], *tt.want[i])
+				}
+			}
+			if l.Written() != uint64(len(tt.in)) || l.Dropped() != 0 || l.Failed() != 0 {
+				t.Errorf("written %d dropped %d failed %d, want %d 0 0", l.Written(), l.Dropped(), l.Failed(), len(tt.in))
+			}
+		})
+	}
+}
+
+func TestFullQueueDropsWithoutBlocking(t *testing.T) {
+	gate := make(chan struct{})
+	l := openTest(t, Config{QueueSize: 4}, hooks{gate: gate})
+	r := hedged()
+	start := time.Now()
+	for range 1000 {
+		l.RequestDone(r)
+	}
+	// 1000 non-blocking calls take microseconds; a blocked send would never
+	// return, so this bound only catches a send that waits for the writer.
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("1000 RequestDone calls with a full queue took %v", d)
+	}
+	if got := l.Dropped(); got != 996 {
+		t.Errorf("Dropped() = %d, want 996", got)
+	}
+	close(gate)
+	flush(t, l)
+	if got := len(collect(t, l.Query(context.Background(), t0))); got != 4 {
+		t.Errorf("rows = %d, want the 4 queued", got)
+	}
+}
+
+func TestRetention(t *testing.T) {
+	clock := &fakeClock{now: t0}
+	path := filepath.Join(t.TempDir(), "requests.db")
+	at := func(id string, ago time.Duration) *engine.Record {
+		return &engine.Record{RequestID: id, Start: clock.Now().Add(-ago), Attempts: []engine.Attempt{{Endpoint: "e", Kind: "primary"}}}
+	}
+	ids := func(l *Log) string {
+		var s []string
+		for _, r := range collect(t, l.Query(context.Background(), time.Time{})) {
+			s = append(s, r.RequestID)
+		}
+		return strings.Join(s, ",")
+	}
+
+	l := openTest(t, Config{Path: path, RetentionDays: 2, Now: clock.Now}, hooks{})
+	l.RequestDone(at("old", 3*24*time.Hour))
+	l.RequestDone(at("edge", 2*24*time.Hour-2*time.Hour))
+	l.RequestDone(at("new", time.Hour))
+	flush(t, l) // not an hour since Open: nothing pruned yet
+	if got := ids(l); got != "old,edge,new" {
+		t.Fatalf("before retention: %s", got)
+	}
+	clock.Advance(time.Hour)
+	flush(t, l) // an hour has passed: the hourly retention runs
+	if got := ids(l); got != "edge,new" {
+		t.Fatalf("after an hour: %s, want edge,new", got)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	clock.Advance(24 * time.Hour)
+	l = openTest(t, Config{Path: path, RetentionDays: 2, Now: clock.Now}, hooks{})
+	if got := ids(l); got != "new" { // retention at Open
+		t.Fatalf("after reopen a day later: %s, want new", got)
+	}
+	var orphans int
+	if err := l.db.QueryRow(`SELECT count(*) FROM attempts WHERE request_seq NOT IN (SELECT seq FROM requests)`).Scan(&orphans); err != nil {
+		t.Fatal(err)
+	}
+	if orphans != 0 {
+		t.Errorf("%d attempts rows outlived their request", orphans)
+	}
+}
+
+func TestBodies(t *testing.T) {
+	tests := []struct {
+		name      string
+		logBodies bool
+		want      int
+	}{
+		{name: "off by default", logBodies: false, want: 0},
+		{name: "log_bodies", logBodies: true, want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			called := 0
+			l := openTest(t, Config{LogBodies: tt.logBodies, Bodies: func(*engine.Record) (string, string) {
+				called++
+				return "the prompt", "the answer"
+			}}, hooks{})
+			l.RequestDone(hedged())
+			flush(t, l)
+			var n int
+			if err := l.db.QueryRow(`SELECT count(*) FROM bodies WHERE prompt = 'the prompt' AND answer = 'the answer'`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != tt.want || called != tt.want {
+				t.Errorf("bodies rows %d, hook calls %d, want %d", n, called, tt.want)
+			}
+		})
+	}
+}
+
+func TestCloseFlushesAndDropsAfter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "requests.db")
+	l := openTest(t, Config{Path: path, FlushInterval: time.Hour}, hooks{})
+	l.RequestDone(hedged())
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	l.RequestDone(hedged())
+	if l.Dropped() != 1 {
+		t.Errorf("Dropped() after Close = %d, want 1", l.Dropped())
+	}
+	if err := l.Flush(context.Background()); err == nil {
+		t.Error("Flush after Close succeeded")
+	}
+	r, err := OpenReader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := collect(t, r.Query(context.Background(), t0)); len(got) != 1 || !reflect.DeepEqual(got[0], hedgedRow()) {
+		t.Errorf("after Close the reader sees %d rows, want the hedged row", len(got))
+	}
+}
+
+func TestReaderWhileWriting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "requests.db")
+	l := openTest(t, Config{Path: path}, hooks{})
+	l.RequestDone(hedged())
+	flush(t, l)
+	r, err := OpenReader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	l.RequestDone(hedged())
+	flush(t, l)
+	if got := len(collect(t, r.Query(context.Background(), t0))); got != 2 {
+		t.Errorf("reader sees %d rows, want 2", got)
+	}
+}
+
+func TestQueryStopsEarly(t *testing.T) {
+	l := openTest(t, Config{}, hooks{})
+	for range 5 {
+		l.RequestDone(hedged())
+	}
+	flush(t, l)
+	n := 0
+	for _, err := range l.Query(context.Background(), t0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n++; n == 2 {
+			break
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for r, err := range l.Query(ctx, t0) {
+		if err == nil || r != nil {
+			t.Fatalf("cancelled query yielded %v, %v", r, err)
+		}
+	}
+}
+
+func TestOpenReaderErrors(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(text, []byte(strings.Repeat("not a database\n", 100)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.db")
+	db, err := sql.Open("sqlite", other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE t (x)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	tests := []struct {
+		name, path, want string
+	}{
+		{name: "missing", path: filepath.Join(dir, "nope.db"), want: "no such file"},
+		{name: "directory", path: dir, want: "is a directory"},
+		{name: "not sqlite", path: text, want: "not a keel request log"},
+		{name: "other sqlite", path: other, want: "not a keel request log"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := OpenReader(tt.path)
+			if err == nil {
+				r.Close()
+				t.Fatal("OpenReader succeeded")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nope.db")); !os.IsNotExist(err) {
+		t.Errorf("OpenReader created the missing file")
+	}
+}
+
+func TestSchemaVersion(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "requests.db")
+	l := openTest(t, Config{Path: path}, hooks{})
+	l.RequestDone(hedged())
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openTest(t, Config{Path: path}, hooks{}) // reopening migrates nothing and keeps the rows
+	if got := len(collect(t, l.Query(context.Background(), t0))); got != 1 {
+		t.Fatalf("after reopen: %d rows, want 1", got)
+	}
+	if v, err := schemaVersion(context.Background(), l.db); err != nil || v != len(migrations) {
+		t.Fatalf("version %d, %v; want %d", v, err, len(migrations))
+	}
+	if _, err := l.db.Exec(`UPDATE schema_version SET version = 99`); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if _, err := Open(Config{Path: path}); err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Errorf("Open of a newer schema: %v", err)
+	}
+	if _, err := OpenReader(path); err == nil || !strings.Contains(err.Error(), "unsupported schema version 99") {
+		t.Errorf("OpenReader of a newer schema: %v", err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{name: "retention", cfg: Config{RetentionDays: -1}, want: "retention_days"},
+		{name: "queue", cfg: Config{QueueSize: -1}, want: "queue_size"},
+		{name: "batch", cfg: Config{BatchSize: -1}, want: "batch_size"},
+		{name: "flush", cfg: Config{FlushInterval: -time.Second}, want: "flush_interval"},
+		{name: "unwritable path", cfg: Config{Path: filepath.Join(t.TempDir(), "missing-dir", "x.db")}, want: "opening request log"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := Open(tt.cfg)
+			if err == nil {
+				l.Close()
+				t.Fatal("Open succeeded")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestWALMode(t *testing.T) {
+	l := openTest(t, Config{}, hooks{})
+	var mode string
+	var sync int
+	if err := l.db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.db.QueryRow(`PRAGMA synchronous`).Scan(&sync); err != nil {
+		t.Fatal(err)
+	}
+	if mode != "wal" || sync != 1 {
+		t.Errorf("journal_mode %q synchronous %d, want wal 1 (NORMAL)", mode, sync)
+	}
+}

@@ -1,0 +1,180 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/health"
+)
+
+// fleet is a two-region endpoint set whose us-east region can be killed.
+type fleet struct {
+	mu     sync.Mutex // guards killed
+	killed bool
+}
+
+func (f *fleet) kill() { f.mu.Lock(); f.killed = true; f.mu.Unlock() }
+
+func (f *fleet) endpoints() []engine.EndpointStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	us := engine.EndpointStatus{ID: "claude-sonnet/us-east/anthropic", Model: "claude-sonnet", Region: "us-east", Provider: "anthropic", Breaker: "closed",
+		Health: health.Snapshot{P95: 420 * time.Millisecond, InFlight: 4, ErrorRate: 0.01, Headroom: 0.8}}
+	eu := engine.EndpointStatus{ID: "claude-sonnet/eu-west/anthropic", Model: "claude-sonnet", Region: "eu-west", Provider: "anthropic", Breaker: "closed",
+		Health: health.Snapshot{P95: 510 * time.Millisecond, InFlight: 3, ErrorRate: 0.02, Headroom: 0.9}}
+	if f.killed {
+		us.Breaker = "open"
+		us.Health.ErrorRate, us.Health.Ejected, us.Health.InFlight = 1, true, 0
+		eu.Health.InFlight = 9
+	}
+	return []engine.EndpointStatus{us, eu}
+}
+
+func chromium() string {
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// In a real headless Chromium: the page is open while a region dies, and
+// the fallback rate it shows rises as fallback records arrive over SSE.
+// Set KEEL_DASHBOARD_SCREENSHOT=file.png to keep a screenshot.
+func TestBrowserShowsFallbackRateRise(t *testing.T) {
+	bin := chromium()
+	if bin == "" {
+		t.Skip("chromium not installed (apt-get install -y chromium)")
+	}
+	fl := &fleet{}
+	d, err := New(Options{Interval: 100 * time.Millisecond, Endpoints: fl.endpoints})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /dashboard", d.Handler())
+	mux.Handle("GET /dashboard/events", d.Handler())
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	served := func(i int, region, fallback string) *engine.Record {
+		return &engine.Record{RequestID: fmt.Sprintf("req-%04d", i), Model: "claude-sonnet", Fallback: fallback,
+			ServedBy: "claude-sonnet/" + region + "/anthropic", ServedModel: "claude-sonnet", ServedRegion: region, Status: 200}
+	}
+	for i := range 60 { // healthy traffic before the page opens
+		d.RequestDone(served(i, []string{"us-east", "eu-west"}[i%2], ""))
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(bin),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.WindowSize(1400, 900),
+	)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
+	defer cancelBrowser()
+
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(srv.URL+"/dashboard"),
+		chromedp.WaitVisible(chromedp.CSS("#conn.live")),
+	); err != nil {
+		t.Fatalf("loading the page: %v", err)
+	}
+	before, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#rate-fallback")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before != "0.0%" {
+		t.Errorf("fallback rate before the kill shows %q, want 0.0%%", before)
+	}
+
+	// Kill us-east while the page is open: every call now falls back to
+	// eu-west after a connect error, arriving over the next second.
+	fl.kill()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for i := range 60 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			d.RequestDone(served(100+i, "eu-west", "connect_error"))
+		}
+	}()
+	defer wg.Wait()
+
+	// The shown rate must rise past 30 % and end at 60 fallbacks / 120 calls.
+	if err := chromedp.Do(bctx, chromedp.Poll[chromedp.Void](`Number(document.getElementById("rate-fallback").dataset.value) > 0.3`,
+		chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("fallback rate never rose above 30%%: %v", err)
+	}
+	wg.Wait()
+	if err := chromedp.Do(bctx, chromedp.Poll[chromedp.Void](`document.getElementById("rate-fallback").dataset.value === "0.5"`,
+		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Fatalf("fallback rate never reached 60/120: %v", err)
+	}
+	// Read everything in one evaluation: the page re-renders its tables on
+	// every snapshot, so nodes found by one query may be gone by the next.
+	got, err := chromedp.Run(bctx, chromedp.Evaluate[map[string]string](`(() => {
+		const q = (s) => { const e = document.querySelector(s); return e ? e.textContent : "(missing)"; };
+		return {
+			text: q("#rate-fallback"),
+			value: document.getElementById("rate-fallback").dataset.value,
+			breaker: q('tr[data-endpoint="claude-sonnet/us-east/anthropic"] .badge'),
+			state: q('tr[data-endpoint="claude-sonnet/us-east/anthropic"] td:last-child'),
+			reason: q("#fallbacks tr:first-child td:nth-child(3)"),
+			requests: q("#requests"),
+		};
+	})()`))
+	if err != nil {
+		t.Fatalf("reading the page: %v", err)
+	}
+	checks := []struct{ name, got, want string }{
+		{"fallback rate text", got["text"], "50.0%"},
+		{"fallback rate value", got["value"], strconv.FormatFloat(0.5, 'g', -1, 64)},
+		{"us-east breaker", got["breaker"], "open"},
+		{"us-east state", got["state"], "ejected"},
+		{"latest fallback reason", got["reason"], "connect_error"},
+		{"calls in window", got["requests"], "120"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+		}
+	}
+	if path := os.Getenv("KEEL_DASHBOARD_SCREENSHOT"); path != "" {
+		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot: %v", err)
+		}
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
