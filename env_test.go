@@ -43,6 +43,8 @@ func newEnv(t *testing.T, simCfg sim.Config) *env {
 	rec := &recorder{next: up}
 	cfg := simfleet.Config(fleet, srv.URL())
 	cfg.Providers[0].APIKey = "sk-ant-upstream-secret"
+	off := false
+	cfg.RequestLog.Enabled = &off
 	m, err := keel.New(cfg, keel.WithUpstream(rec))
 	if err != nil {
 		t.Fatal(err)

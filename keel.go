@@ -15,15 +15,24 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/keelmesh/keel/config"
+	"github.com/keelmesh/keel/internal/classify"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/inproc"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/server"
+	"github.com/keelmesh/keel/internal/store/sqlite"
+	"github.com/keelmesh/keel/internal/telemetry"
+	"github.com/keelmesh/keel/internal/telemetry/dashboard"
+	"github.com/keelmesh/keel/internal/telemetry/debugtrace"
+	"github.com/keelmesh/keel/internal/telemetry/metrics"
+	"github.com/keelmesh/keel/internal/telemetry/tracing"
 )
 
 // Mesh is a running Keel engine with its HTTP front and embedded transport.
@@ -33,6 +42,13 @@ type Mesh struct {
 	transport http.RoundTripper
 	client    *http.Client
 	upstream  *http.Transport // nil when an upstream RoundTripper was injected
+
+	metrics  *metrics.Metrics
+	tracer   *tracing.Tracer
+	debug    *debugtrace.Store
+	dash     *dashboard.Dashboard
+	reqlog   *sqlite.Log
+	closeOne sync.Once
 }
 
 type options struct {
@@ -104,12 +120,20 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 			})
 		}
 	}
-	m.eng, err = engine.New(engine.Options{Endpoints: eps, Aliases: aliases, Client: provider.NewClient(rt), Logger: o.logger,
-		Passthrough: pass, Resilience: resilienceOptions(cfg.Resilience), Observer: o.observer, Now: o.now})
+	observer, routes, err := m.observability(cfg, o)
 	if err != nil {
+		m.Close()
 		return nil, err
 	}
-	m.srv = server.New(server.Options{Engine: m.eng, Logger: o.logger, MaxBodyBytes: cfg.Server.MaxBodyBytes, AdminToken: cfg.Server.AdminToken.Value()})
+	m.eng, err = engine.New(engine.Options{Endpoints: eps, Aliases: aliases, Client: provider.NewClient(rt), Logger: o.logger,
+		Passthrough: pass, Resilience: resilienceOptions(cfg.Resilience), Observer: observer, Now: o.now,
+		Classify: func(text string) string { return classify.Default().Classify(text).Domain }})
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	m.srv = server.New(server.Options{Engine: m.eng, Logger: o.logger, MaxBodyBytes: cfg.Server.MaxBodyBytes,
+		AdminToken: cfg.Server.AdminToken.Value(), Routes: routes})
 	m.transport = &inproc.Transport{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m.srv.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), server.EmbeddedContextKey, true)))
 	})}
@@ -188,11 +212,105 @@ func (m *Mesh) SetReady(ready bool) { m.srv.SetReady(ready) }
 // Close releases idle upstream connections. In-flight calls are not
 // interrupted.
 func (m *Mesh) Close() error {
-	m.eng.Close()
-	if m.upstream != nil {
-		m.upstream.CloseIdleConnections()
+	var err error
+	m.closeOne.Do(func() {
+		if m.eng != nil {
+			m.eng.Close()
+		}
+		if m.reqlog != nil {
+			err = m.reqlog.Close()
+		}
+		if m.tracer != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			m.tracer.Shutdown(ctx)
+			cancel()
+		}
+		if m.upstream != nil {
+			m.upstream.CloseIdleConnections()
+		}
+	})
+	return err
+}
+
+// observability builds the observers (metrics, tracing, debug traces,
+// dashboard, request log, the caller's) and the HTTP routes that show them.
+func (m *Mesh) observability(cfg *config.Config, o options) (engine.Observer, []server.Route, error) {
+	t := cfg.Telemetry
+	on := func(b *bool) bool { return b == nil || *b }
+	endpoints := func() []engine.EndpointStatus {
+		if m.eng == nil {
+			return nil
+		}
+		return m.eng.Endpoints()
 	}
-	return nil
+	pn := map[string]string{}
+	for _, p := range cfg.Providers {
+		pn[p.Name] = p.Type
+	}
+	var obs []engine.Observer
+	var routes []server.Route
+	if on(t.Metrics) {
+		var models, regions []string
+		for _, md := range cfg.Models {
+			models = append(models, md.Name)
+			for _, e := range md.Endpoints {
+				if !slices.Contains(regions, e.Region) {
+					regions = append(regions, e.Region)
+				}
+			}
+		}
+		for _, a := range cfg.Aliases {
+			models = append(models, a.Name)
+		}
+		mt, err := metrics.New(metrics.Options{Models: models, Regions: regions, ProviderNames: pn, Endpoints: endpoints})
+		if err != nil {
+			return nil, nil, err
+		}
+		m.metrics = mt
+		obs = append(obs, mt)
+		routes = append(routes, server.Route{Path: "/metrics", Handler: mt.Handler()})
+	}
+	if t.OTLPEndpoint != "" {
+		hdr := map[string]string{}
+		for k, v := range t.OTLPHeaders {
+			hdr[k] = v.Value()
+		}
+		tr, err := tracing.New(context.Background(), tracing.Options{OTLPEndpoint: t.OTLPEndpoint, Headers: hdr, ServiceName: t.ServiceName, ProviderNames: pn})
+		if err != nil {
+			return nil, nil, err
+		}
+		m.tracer = tr
+		obs = append(obs, tr)
+	}
+	dbg, err := debugtrace.NewStore(t.DebugTraces)
+	if err != nil {
+		return nil, nil, err
+	}
+	m.debug = dbg
+	obs = append(obs, dbg)
+	routes = append(routes, server.Route{Path: "/debug/traces", Prefix: true, Handler: dbg.Handler()})
+	if on(t.Dashboard) {
+		d, err := dashboard.New(dashboard.Options{Endpoints: endpoints})
+		if err != nil {
+			return nil, nil, err
+		}
+		m.dash = d
+		obs = append(obs, d)
+		routes = append(routes, server.Route{Path: "/dashboard", Prefix: true, Handler: d.Handler()})
+	}
+	if rl := cfg.RequestLog; on(rl.Enabled) {
+		l, err := sqlite.Open(sqlite.Config{Path: rl.Path, RetentionDays: rl.RetentionDays, QueueSize: rl.QueueSize,
+			BatchSize: rl.BatchSize, FlushInterval: time.Duration(rl.FlushInterval), LogBodies: rl.LogBodies, Logger: o.logger})
+		if err != nil {
+			return nil, nil, err
+		}
+		m.reqlog = l
+		obs = append(obs, l)
+	}
+	if o.observer != nil {
+		obs = append(obs, o.observer)
+	}
+	return telemetry.Multi(obs...), routes, nil
 }
 
 func headerOf(m map[string]config.Secret) http.Header {

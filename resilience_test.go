@@ -44,6 +44,8 @@ func newSimMesh(t *testing.T, simCfg sim.Config, tweak func(*config.Config)) *si
 	}
 	s := &simMesh{fleet: fleet, up: &timedRecorder{next: fleet.Transport()}}
 	s.cfg = simfleet.Config(fleet, "http://sim.test")
+	off := false
+	s.cfg.RequestLog.Enabled = &off
 	if tweak != nil {
 		tweak(s.cfg)
 	}

@@ -63,6 +63,10 @@ type Config struct {
 	Aliases   []Alias    `yaml:"aliases"`
 	// Resilience tunes retries, hedging, breakers, probing and the safety valve.
 	Resilience Resilience `yaml:"resilience"`
+	// Telemetry configures metrics, tracing, debug traces and the dashboard.
+	Telemetry Telemetry `yaml:"telemetry"`
+	// RequestLog configures the embedded SQLite request log.
+	RequestLog RequestLog `yaml:"request_log"`
 
 	// src locates keys in the file this Config was parsed from; nil when built in code.
 	src *source
@@ -84,6 +88,42 @@ type Server struct {
 	// must send "Authorization: Bearer <token>". Empty (the default)
 	// disables the admin API. May use ${VAR}.
 	AdminToken Secret `yaml:"admin_token"`
+}
+
+// Telemetry configures what Keel exposes about itself.
+type Telemetry struct {
+	// Metrics serves Prometheus metrics at GET /metrics; default true.
+	Metrics *bool `yaml:"metrics"`
+	// OTLPEndpoint is the OTLP/HTTP traces URL (http://host:4318/v1/traces);
+	// empty (the default) exports no spans. May use ${VAR}.
+	OTLPEndpoint string `yaml:"otlp_endpoint"`
+	// OTLPHeaders are sent with every export (an API key, typically).
+	OTLPHeaders map[string]Secret `yaml:"otlp_headers"`
+	// ServiceName is the OTel service.name; default "keel".
+	ServiceName string `yaml:"service_name"`
+	// DebugTraces is how many debug traces GET /debug/traces/{id} keeps; default 1024.
+	DebugTraces int `yaml:"debug_traces"`
+	// Dashboard serves the live dashboard at GET /dashboard; default true.
+	Dashboard *bool `yaml:"dashboard"`
+}
+
+// RequestLog is the embedded SQLite request log `keel report` reads.
+type RequestLog struct {
+	// Enabled writes one row per request; default true.
+	Enabled *bool `yaml:"enabled"`
+	// Path is the database file; default "keel-requests.db".
+	Path string `yaml:"path"`
+	// RetentionDays is how long rows are kept; default 30.
+	RetentionDays int `yaml:"retention_days"`
+	// QueueSize bounds records waiting to be written; a full queue drops
+	// (and counts) rather than slowing a request; default 8192.
+	QueueSize int `yaml:"queue_size"`
+	// BatchSize is the most records written per transaction; default 256.
+	BatchSize int `yaml:"batch_size"`
+	// FlushInterval is the longest a record waits to be written; default 200ms.
+	FlushInterval Duration `yaml:"flush_interval"`
+	// LogBodies stores prompt and answer bodies too; default false.
+	LogBodies bool `yaml:"log_bodies"`
 }
 
 // Resilience tunes the engine. Zero values mean the defaults listed.

@@ -284,15 +284,13 @@ func TestParseErrors(t *testing.T) {
 		},
 		{
 			name: "reserved sections all",
-			yaml: "routing: {}\nstructured_output: {}\ntelemetry: {}\nrequest_log: {}\nfragmentation: {}\nnormalization: {}\nredis: {}\n",
+			yaml: "routing: {}\nstructured_output: {}\nfragmentation: {}\nnormalization: {}\nredis: {}\n",
 			want: []string{
 				`keel.yaml:1:1: routing: section reserved for a later Keel version, not supported yet`,
 				`keel.yaml:2:1: structured_output: section reserved for a later Keel version, not supported yet`,
-				`keel.yaml:3:1: telemetry: section reserved for a later Keel version, not supported yet`,
-				`keel.yaml:4:1: request_log: section reserved for a later Keel version, not supported yet`,
-				`keel.yaml:5:1: fragmentation: section reserved for a later Keel version, not supported yet`,
-				`keel.yaml:6:1: normalization: section reserved for a later Keel version, not supported yet`,
-				`keel.yaml:7:1: redis: section reserved for a later Keel version, not supported yet`,
+				`keel.yaml:3:1: fragmentation: section reserved for a later Keel version, not supported yet`,
+				`keel.yaml:4:1: normalization: section reserved for a later Keel version, not supported yet`,
+				`keel.yaml:5:1: redis: section reserved for a later Keel version, not supported yet`,
 			},
 		},
 		{

@@ -23,6 +23,12 @@ func (c *Config) expandEnv(lookup func(string) (string, bool)) []error {
 	do("server.admin_token", &tok)
 	c.Server.AdminToken = Secret(tok)
 	do("resilience.safety_valve.webhook", &c.Resilience.SafetyValve.Webhook)
+	do("telemetry.otlp_endpoint", &c.Telemetry.OTLPEndpoint)
+	for name, v := range c.Telemetry.OTLPHeaders {
+		s := string(v)
+		do("telemetry.otlp_headers."+name, &s)
+		c.Telemetry.OTLPHeaders[name] = Secret(s)
+	}
 	for i := range c.Providers {
 		p := &c.Providers[i]
 		base := fmt.Sprintf("providers[%d]", i)

@@ -162,3 +162,24 @@ func TestFleetControl(t *testing.T) {
 		t.Error("Models exposes the fleet's config")
 	}
 }
+
+func TestStatsTokensAndCost(t *testing.T) {
+	cfg := ZeroLatency()
+	h := memHarness(mustNew(t, cfg))
+	resp, err := h.post(t.Context(), FormatOpenAI, "eu-west", chatBody(FormatOpenAI, "sim-opus", "price me", false, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	want := Answer(cfg, userReq("sim-opus", "price me")).Usage
+	st, ok := h.f.Endpoint("sim-opus", "eu-west")
+	if !ok || st.InputTokens != int64(want.InputTokens) || st.OutputTokens != int64(want.OutputTokens) {
+		t.Fatalf("stats %+v, want usage %+v", st, want)
+	}
+	if cost := (float64(want.InputTokens)*15 + float64(want.OutputTokens)*75) / 1e6; st.CostUSD != cost {
+		t.Errorf("cost %v, want %v", st.CostUSD, cost)
+	}
+	if got := h.f.Stats().Total; got.Requests != 1 || got.ByStatus[200] != 1 || got.InFlight != 0 {
+		t.Errorf("total %+v", got)
+	}
+}

@@ -321,30 +321,7 @@ func (s *EndpointStats) add(o *EndpointStats) {
 func (f *Fleet) Stats() Stats {
 	st := Stats{Total: EndpointStats{ByStatus: map[int]int64{}, ByFault: map[string]int64{}}}
 	for _, ep := range f.epList {
-		s := EndpointStats{
-			Endpoint:     ep.name,
-			Model:        ep.model.Name,
-			Region:       ep.region.spec.Name,
-			Requests:     ep.requests.Load(),
-			InFlight:     ep.inFlight.Load(),
-			InputTokens:  ep.inTok.Load(),
-			OutputTokens: ep.outTok.Load(),
-			ByStatus:     map[int]int64{},
-			ByFault:      map[string]int64{},
-		}
-		ep.mu.Lock()
-		for k, v := range ep.byStatus {
-			s.ByStatus[k] = v
-		}
-		for k, v := range ep.byFault {
-			s.ByFault[k] = v
-		}
-		s.TailHits = ep.tailHits
-		s.Queued = ep.queued
-		s.QueueWait = Duration(ep.waitSum)
-		s.QueueWaitMax = Duration(ep.waitMax)
-		s.CostUSD = ep.costMicro / 1e6
-		ep.mu.Unlock()
+		s := ep.stats()
 		st.Total.add(&s)
 		st.Endpoints = append(st.Endpoints, s)
 	}
@@ -358,12 +335,35 @@ func (f *Fleet) Endpoint(model, region string) (EndpointStats, bool) {
 	if ep == nil {
 		return EndpointStats{}, false
 	}
-	for _, s := range f.Stats().Endpoints {
-		if s.Endpoint == ep.name {
-			return s, true
-		}
+	return ep.stats(), true
+}
+
+func (ep *endpoint) stats() EndpointStats {
+	s := EndpointStats{
+		Endpoint:     ep.name,
+		Model:        ep.model.Name,
+		Region:       ep.region.spec.Name,
+		Requests:     ep.requests.Load(),
+		InFlight:     ep.inFlight.Load(),
+		InputTokens:  ep.inTok.Load(),
+		OutputTokens: ep.outTok.Load(),
+		ByStatus:     map[int]int64{},
+		ByFault:      map[string]int64{},
 	}
-	return EndpointStats{}, false
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	for k, v := range ep.byStatus {
+		s.ByStatus[k] = v
+	}
+	for k, v := range ep.byFault {
+		s.ByFault[k] = v
+	}
+	s.TailHits = ep.tailHits
+	s.Queued = ep.queued
+	s.QueueWait = Duration(ep.waitSum)
+	s.QueueWaitMax = Duration(ep.waitMax)
+	s.CostUSD = ep.costMicro / 1e6
+	return s
 }
 
 // Reset zeroes the counters (not the in-flight gauges, which stay live).

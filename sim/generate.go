@@ -498,21 +498,30 @@ func words(h uint64) []string {
 	capNext := true
 	sentence := 0
 	for i := range out {
-		w := vocabulary[r.intn(len(vocabulary))]
-		if capNext {
-			w = strings.ToUpper(w[:1]) + w[1:]
-			capNext = false
-		}
+		k := r.intn(len(vocabulary))
 		sentence++
-		if i == n-1 || sentence >= 5 && r.intn(6) == 0 {
-			w += "."
-			capNext = true
+		end := i == n-1 || sentence >= 5 && r.intn(6) == 0
+		switch {
+		case !capNext && !end:
+			// The common case needs no allocation.
+			out[i] = spacedVocabulary[k] // i > 0: word 0 is capitalised
+		default:
+			w := vocabulary[k]
+			if capNext {
+				w = strings.ToUpper(w[:1]) + w[1:]
+			}
+			if end {
+				w += "."
+			}
+			if i > 0 {
+				w = " " + w
+			}
+			out[i] = w
+		}
+		capNext = end
+		if end {
 			sentence = 0
 		}
-		if i > 0 {
-			w = " " + w
-		}
-		out[i] = w
 	}
 	return out
 }
@@ -781,6 +790,15 @@ func hex16(h uint64) string {
 	}
 	return string(b[:])
 }
+
+// spacedVocabulary holds each word with a leading space.
+var spacedVocabulary = func() []string {
+	out := make([]string, len(vocabulary))
+	for i, w := range vocabulary {
+		out[i] = " " + w
+	}
+	return out
+}()
 
 // vocabulary is the fixed word list answers are drawn from.
 var vocabulary = [...]string{

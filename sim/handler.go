@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -103,6 +104,18 @@ func (f *Fleet) serveNotFound(w http.ResponseWriter, r *http.Request) {
 	c := callerCodec(r)
 	writeAPIError(w, c, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound,
 		Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
+}
+
+// readBody reads a request body of at most maxBodyBytes+1 bytes, sized
+// from Content-Length when the client sent one.
+func readBody(r *http.Request) ([]byte, error) {
+	n := 512
+	if cl := r.ContentLength; cl > 0 && cl <= maxBodyBytes {
+		n = int(cl) + 1 // +1 so that reading EOF does not grow the buffer
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, n))
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, maxBodyBytes+1))
+	return buf.Bytes(), err
 }
 
 func writeAPIError(w http.ResponseWriter, c *codec, e *llm.APIError) {
@@ -237,7 +250,7 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		writeAPIError(w, c, &llm.APIError{Status: status, Type: typ, Message: msg, RequestID: reqID})
 	}
 
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
+	body, err := readBody(r)
 	if err != nil {
 		fail(http.StatusBadRequest, llm.ErrInvalidRequest, "reading body: "+err.Error())
 		return
@@ -291,10 +304,26 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 	ep.requests.Add(1)
 	ep.inFlight.Add(1)
 	f.inFlight.Add(1)
-	defer func() {
-		ep.inFlight.Add(-1)
-		f.inFlight.Add(-1)
-	}()
+	// done ends the call's accounting: it runs right before the last bytes
+	// are written, so a client that has read them sees the call gone from
+	// InFlight and its slot free.
+	held, finished := false, false
+	done := func() {
+		if held {
+			held = false
+			ep.q.release()
+		}
+		if !finished {
+			finished = true
+			ep.inFlight.Add(-1)
+			f.inFlight.Add(-1)
+		}
+	}
+	defer done()
+	fail = func(status int, typ llm.ErrorType, msg string) {
+		done()
+		writeAPIError(w, c, &llm.APIError{Status: status, Type: typ, Message: msg, RequestID: reqID})
+	}
 	if ep.region.down.Load() {
 		ep.recordFault(kindRegionDown)
 		resetConn(w)
@@ -361,14 +390,7 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 	if err != nil {
 		return
 	}
-	held := true
-	release := func() {
-		if held {
-			held = false
-			ep.q.release()
-		}
-	}
-	defer release()
+	held = true
 	h["X-Sim-Queue-Ms"] = []string{strconv.FormatFloat(float64(wait)/float64(time.Millisecond), 'f', -1, 64)}
 
 	ttft, factor := ep.draw()
@@ -389,7 +411,8 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		if sleep(ctx, scale(ttft+time.Duration(n)*ep.lat.PerToken.D(), factor)) != nil {
 			return
 		}
-		release()
+		ep.q.release()
+		held = false
 		resp := ans.response()
 		resp.ID = wireID(c, resp.ID)
 		resp.Created = time.Now().Unix()
@@ -401,9 +424,10 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		}
 		h["Content-Type"] = []string{"application/json"}
 		h["Content-Length"] = []string{strconv.Itoa(len(b))}
-		w.WriteHeader(http.StatusOK)
 		ep.recordStatus(http.StatusOK)
 		ep.recordTokens(ans.usage.InputTokens, ans.usage.OutputTokens)
+		done()
+		w.WriteHeader(http.StatusOK)
 		w.Write(b)
 		return
 	}
@@ -415,16 +439,20 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 	w.WriteHeader(http.StatusOK)
 	ep.recordStatus(http.StatusOK)
 	rc := http.NewResponseController(w)
-	if f.writeStream(ctx, c.stream(sse.NewWriter(w, rc.Flush), req), wireID(c, ans.id), ans, scale(ep.lat.PerToken.D(), factor), fault) {
-		ep.recordTokens(ans.usage.InputTokens, ans.usage.OutputTokens)
+	last := func(clean bool) {
+		if clean {
+			ep.recordTokens(ans.usage.InputTokens, ans.usage.OutputTokens)
+		}
+		done()
 	}
+	f.writeStream(ctx, c.stream(sse.NewWriter(w, rc.Flush), req), wireID(c, ans.id), ans, scale(ep.lat.PerToken.D(), factor), fault, last)
 }
 
 // writeStream sends the answer as stream events, one token per delta, and
-// reports whether it finished cleanly. A stream fault fires when
-// fault.AfterTokens tokens have been sent, or before the final events when
-// the answer is shorter.
-func (f *Fleet) writeStream(ctx context.Context, sw eventWriter, id string, ans *answer, perToken time.Duration, fault *Fault) bool {
+// calls last right before the final event (clean: message_stop; otherwise
+// an error event). A stream fault fires when fault.AfterTokens tokens have
+// been sent, or before the final events when the answer is shorter.
+func (f *Fleet) writeStream(ctx context.Context, sw eventWriter, id string, ans *answer, perToken time.Duration, fault *Fault, last func(clean bool)) {
 	faultAt := -1
 	if fault != nil && streamOnly(fault.Kind) {
 		faultAt = fault.AfterTokens
@@ -432,7 +460,7 @@ func (f *Fleet) writeStream(ctx context.Context, sw eventWriter, id string, ans 
 	write := func(ev *llm.Event) bool { return sw.Write(ev) == nil }
 	start := &llm.Response{ID: id, Model: ans.model, Created: time.Now().Unix(), Usage: llm.Usage{InputTokens: ans.usage.InputTokens}}
 	if !write(&llm.Event{Type: llm.EventMessageStart, Message: start}) || !write(&llm.Event{Type: llm.EventPing}) {
-		return false
+		return
 	}
 	sent := 0
 	for i := range ans.blocks {
@@ -444,38 +472,42 @@ func (f *Fleet) writeStream(ctx context.Context, sw eventWriter, id string, ans 
 			dt = llm.DeltaInputJSON
 		}
 		if !write(&llm.Event{Type: llm.EventBlockStart, Index: i, Block: blk}) {
-			return false
+			return
 		}
 		for _, tok := range b.tokens {
 			if sent == faultAt {
-				streamFault(ctx, sw, fault)
-				return false
+				streamFault(ctx, sw, fault, last)
+				return
 			}
 			if sleep(ctx, perToken) != nil || !write(&llm.Event{Type: llm.EventBlockDelta, Index: i, DeltaType: dt, Delta: tok}) {
-				return false
+				return
 			}
 			sent++
 		}
 		if !write(&llm.Event{Type: llm.EventBlockStop, Index: i}) {
-			return false
+			return
 		}
 	}
 	if faultAt >= 0 {
-		streamFault(ctx, sw, fault)
-		return false
+		streamFault(ctx, sw, fault, last)
+		return
 	}
 	usage := ans.usage
-	return write(&llm.Event{Type: llm.EventMessageDelta, StopReason: ans.stop, StopSequence: ans.stopSeq, Usage: &usage}) &&
-		write(&llm.Event{Type: llm.EventMessageStop})
+	if !write(&llm.Event{Type: llm.EventMessageDelta, StopReason: ans.stop, StopSequence: ans.stopSeq, Usage: &usage}) {
+		return
+	}
+	last(true)
+	write(&llm.Event{Type: llm.EventMessageStop})
 }
 
-func streamFault(ctx context.Context, sw eventWriter, fault *Fault) {
+func streamFault(ctx context.Context, sw eventWriter, fault *Fault, last func(bool)) {
 	switch fault.Kind {
 	case KindStreamCut:
 		// Abort the connection: the client sees the body end without the
 		// wire's terminator (a chunked body cut short over HTTP).
 		panic(http.ErrAbortHandler)
 	case KindStreamError:
+		last(false)
 		sw.Write(&llm.Event{Type: llm.EventError, Err: &llm.APIError{Status: http.StatusOK, Type: llm.ErrOverloaded, Message: "Overloaded (simulated)."}})
 	case KindStall:
 		<-ctx.Done()

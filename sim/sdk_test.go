@@ -3,10 +3,13 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -279,4 +282,54 @@ func jsonEqual(a, b []byte) bool {
 		return false
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// The SDKs work over the in-memory Transport too, streaming included, and
+// see reset faults as connection errors.
+func TestSDKOverTransport(t *testing.T) {
+	cfg := ZeroLatency()
+	f := mustNew(t, cfg)
+	hc := &http.Client{Transport: f.Transport()}
+	ctx := context.Background()
+	want := expected(t, cfg, "sim-opus", "in memory", false)
+
+	ac := anthropicClient(f.BaseURL("ap-south", FormatAnthropic), aoption.WithHTTPClient(hc))
+	s := ac.Messages.NewStreaming(ctx, anthropic.MessageNewParams{
+		Model: "sim-opus", MaxTokens: 1024,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("in memory"))},
+	})
+	var msg anthropic.Message
+	for s.Next() {
+		msg.Accumulate(s.Current())
+	}
+	if err := s.Err(); err != nil || len(msg.Content) != 1 || msg.Content[0].Text != want.Text() {
+		t.Errorf("anthropic stream: %v %+v, want %q", err, msg.Content, want.Text())
+	}
+	s.Close()
+
+	oc := openaiClient(f.BaseURL("ap-south", FormatOpenAI), ooption.WithHTTPClient(hc))
+	cc, err := oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model: "sim-opus", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("in memory")},
+	})
+	if err != nil || cc.Choices[0].Message.Content != want.Text() || cc.Usage.CompletionTokens != int64(want.Usage.OutputTokens) {
+		t.Errorf("openai: %v %+v", err, cc)
+	}
+
+	f.AddFault(Fault{Kind: KindRateLimit, Count: 1, RetryAfter: Duration(1500 * time.Millisecond)})
+	_, err = oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model: "sim-opus", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("in memory")},
+	})
+	var oe *openai.Error
+	if !errors.As(err, &oe) || oe.StatusCode != 429 {
+		t.Errorf("rate limited call: %v, want a 429 *openai.Error", err)
+	}
+
+	f.SetRegionDown("ap-south", true)
+	_, err = ac.Messages.New(ctx, anthropic.MessageNewParams{
+		Model: "sim-opus", MaxTokens: 1024,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("in memory"))},
+	})
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("call to a down region: %v, want ECONNRESET", err)
+	}
 }

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -36,19 +35,13 @@ func errConnReset() error {
 var errBodyClosed = errors.New("sim: response body closed")
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	var body []byte
-	if req.Body != nil && req.Body != http.NoBody {
-		var err error
-		body, err = io.ReadAll(req.Body)
-		req.Body.Close()
-		if err != nil {
-			return nil, fmt.Errorf("sim: reading request body: %w", err)
-		}
-	}
 	ctx, cancel := context.WithCancelCause(req.Context())
 	sreq := req.WithContext(ctx)
-	sreq.Body = io.NopCloser(bytes.NewReader(body))
-	sreq.ContentLength = int64(len(body))
+	body := req.Body
+	if body == nil {
+		body = http.NoBody
+	}
+	sreq.Body = body
 	sreq.RequestURI = req.URL.RequestURI()
 	sreq.RemoteAddr = "192.0.2.1:1"
 	if sreq.Host == "" {
@@ -68,6 +61,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				w.fail(fmt.Errorf("sim: handler panic: %v", p))
 			}
 			cancel(nil)
+			// The RoundTripper contract: the transport closes the request
+			// body, here once the handler is done with it.
+			body.Close()
 		}()
 		t.h.ServeHTTP(w, sreq)
 	}()
@@ -124,7 +120,7 @@ func (b *pipeBody) Close() error {
 // code, sent and err.
 type pipeWriter struct {
 	header   http.Header
-	sent     http.Header // snapshot at WriteHeader
+	sent     http.Header // the header as of WriteHeader
 	code     int
 	released bool // the header went to the client
 	ready    chan struct{}
@@ -139,7 +135,9 @@ func (w *pipeWriter) WriteHeader(code int) {
 		return
 	}
 	w.code = code
-	w.sent = w.header.Clone()
+	// No copy: the fleet's handlers never touch the header after
+	// WriteHeader, and the client reads it only after ready is closed.
+	w.sent = w.header
 }
 
 func (w *pipeWriter) release() {

@@ -51,6 +51,9 @@ type Options struct {
 	Passthrough []*provider.Endpoint
 
 	Resilience Resilience
+	// Classify returns the domain of a prompt (finance, medical, legal,
+	// code, general); nil leaves Record.Domain empty.
+	Classify func(text string) string
 	// Now is the clock (nil = time.Now); tests inject one.
 	Now func() time.Time
 	// Rand returns a uniform int in [0, n) (nil = math/rand/v2).
@@ -89,6 +92,7 @@ type Resilience struct {
 // Engine is the mesh's request pipeline.
 type Engine struct {
 	client      *provider.Client
+	classify    func(string) string
 	log         *slog.Logger
 	obs         Observer
 	now         func() time.Time
@@ -172,7 +176,7 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: backoff: %w", err)
 	}
 	e := &Engine{
-		client: o.Client, log: log, obs: o.Observer, now: now, rnd: rnd,
+		client: o.Client, classify: o.Classify, log: log, obs: o.Observer, now: now, rnd: rnd,
 		maxAttempts: r.MaxAttempts, timeout: r.Timeout, backoff: backoff, hedge: r.Hedge, opts: r,
 		routes: map[string]*routeState{}, passthrough: o.Passthrough,
 	}
@@ -337,6 +341,8 @@ type Call struct {
 	Behavior *Behavior
 	// Timeout overrides the configured overall deadline when > 0.
 	Timeout time.Duration
+	// TraceParent is the client's W3C traceparent header.
+	TraceParent string
 }
 
 // Outcome is a served call.
@@ -357,7 +363,10 @@ type Outcome struct {
 // with MeshCode set when Keel decided the outcome.
 func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome, error) {
 	start := e.now()
-	rec := &Record{RequestID: call.RequestID, Start: start, Format: req.Format, Model: req.Model, Stream: req.Stream, Behavior: call.Behavior}
+	rec := &Record{RequestID: call.RequestID, Start: start, Format: req.Format, Model: req.Model, Stream: req.Stream, Behavior: call.Behavior, TraceParent: call.TraceParent}
+	if e.classify != nil {
+		rec.Domain = e.classify(promptText(req))
+	}
 	rs := e.routes[req.Model]
 	if rs == nil && len(e.passthrough) > 0 && req.Model != "" {
 		rs = e.passthroughRoute(req)
@@ -514,4 +523,21 @@ func (e *Engine) markDown(ep *endpoint) {
 			}
 		}
 	}()
+}
+
+// promptText is the text the domain classifier reads: the system prompt and
+// the last user turn.
+func promptText(req *llm.Request) string {
+	sys := req.SystemText()
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if req.Messages[i].Role == llm.RoleUser {
+			if t := req.Messages[i].Text(); t != "" {
+				if sys == "" {
+					return t
+				}
+				return sys + "\n\n" + t
+			}
+		}
+	}
+	return sys
 }

@@ -37,6 +37,15 @@ type Options struct {
 	MaxBodyBytes int64
 	// AdminToken enables the admin API; empty disables it.
 	AdminToken string
+	// Routes are extra GET endpoints (metrics, debug traces, dashboard).
+	Routes []Route
+}
+
+// Route serves Path (and everything under it when Prefix is set) with Handler.
+type Route struct {
+	Path    string
+	Prefix  bool
+	Handler http.Handler
 }
 
 // Server is the HTTP handler.
@@ -49,6 +58,7 @@ type Server struct {
 	idBase  string
 
 	adminToken string
+	routes     []Route
 }
 
 // New returns a ready Server.
@@ -60,7 +70,7 @@ func New(o Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{eng: o.Engine, log: log, maxBody: o.MaxBodyBytes, idBase: strconv.FormatInt(time.Now().UnixNano()&0xffffffffff, 36), adminToken: o.AdminToken}
+	s := &Server{eng: o.Engine, log: log, maxBody: o.MaxBodyBytes, idBase: strconv.FormatInt(time.Now().UnixNano()&0xffffffffff, 36), adminToken: o.AdminToken, routes: o.Routes}
 	s.ready.Store(true)
 	return s
 }
@@ -99,6 +109,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, "ready\n")
 		}
 	default:
+		for _, rt := range s.routes {
+			if path == rt.Path || rt.Prefix && strings.HasPrefix(path, rt.Path+"/") {
+				rt.Handler.ServeHTTP(w, r)
+				return
+			}
+		}
 		f := llm.FormatOpenAI
 		if r.Header.Get("anthropic-version") != "" {
 			f = llm.FormatAnthropic
@@ -199,7 +215,13 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
 		writeError(w, f, asAPIError(err))
 		return
 	}
-	call := engine.Call{RequestID: rid, ClientHeader: r.Header, Behavior: beh}
+	if isTrue(r.Header.Get("X-Mesh-Debug")) || isTrue(r.Header.Get("Mesh-Debug-Mode")) {
+		beh.Debug = true
+	}
+	if beh.Debug {
+		w.Header().Set("X-Mesh-Trace-Id", rid)
+	}
+	call := engine.Call{RequestID: rid, ClientHeader: r.Header, Behavior: beh, TraceParent: r.Header.Get("Traceparent")}
 	if v := r.Header.Get("X-Mesh-Timeout"); v != "" {
 		d, err := parseTimeout(v)
 		if err != nil {
@@ -433,3 +455,5 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(b)
 }
+
+func isTrue(v string) bool { return v == "true" || v == "1" || v == "True" || v == "TRUE" }

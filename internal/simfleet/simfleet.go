@@ -20,7 +20,7 @@ const (
 // one endpoint per region, reached at baseURL (the fleet's HTTP address, or
 // any base when the mesh is given the fleet's in-memory transport). A model
 // the fleet serves in the Anthropic format is reached in that format,
-// otherwise in the OpenAI format.
+// otherwise in the OpenAI format. The request log is off.
 func Config(f *sim.Fleet, baseURL string) *config.Config {
 	base := strings.TrimRight(baseURL, "/")
 	cfg := &config.Config{
@@ -49,6 +49,10 @@ func Config(f *sim.Fleet, baseURL string) *config.Config {
 		}
 		cfg.Models = append(cfg.Models, mc)
 	}
+	// No request log unless the caller asks for one: tests and tools
+	// built on a fleet must not leave database files behind.
+	off := false
+	cfg.RequestLog.Enabled = &off
 	cfg.ApplyDefaults()
 	return cfg
 }
