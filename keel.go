@@ -12,6 +12,7 @@ package keel
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -28,6 +29,7 @@ import (
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/server"
 	"github.com/keelmesh/keel/internal/store/sqlite"
+	"github.com/keelmesh/keel/internal/structured"
 	"github.com/keelmesh/keel/internal/telemetry"
 	"github.com/keelmesh/keel/internal/telemetry/dashboard"
 	"github.com/keelmesh/keel/internal/telemetry/debugtrace"
@@ -126,7 +128,8 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 		return nil, err
 	}
 	m.eng, err = engine.New(engine.Options{Endpoints: eps, Aliases: aliases, Client: provider.NewClient(rt), Logger: o.logger,
-		Passthrough: pass, Resilience: resilienceOptions(cfg.Resilience), Observer: observer, Now: o.now,
+		Passthrough: pass, Resilience: resilienceOptions(cfg.Resilience), Structured: structuredOptions(cfg.StructuredOutput),
+		Observer: observer, Now: o.now,
 		Classify: func(text string) string { return classify.Default().Classify(text).Domain }})
 	if err != nil {
 		m.Close()
@@ -347,4 +350,26 @@ func resilienceOptions(c config.Resilience) engine.Resilience {
 		},
 	}
 	return r
+}
+
+// structuredOptions maps the config section onto the engine's options.
+func structuredOptions(c config.StructuredOutput) engine.StructuredOptions {
+	o := engine.StructuredOptions{
+		RelaxedStreams: c.StreamMode == "relaxed",
+		PassViolations: c.OnViolation == "pass",
+		DisableReask:   c.Reask != nil && !*c.Reask,
+		DisableImplied: c.ImpliedSchemas != nil && !*c.ImpliedSchemas,
+	}
+	for _, d := range c.Derive {
+		t := map[string]any{}
+		for k, v := range d.Table {
+			var x any
+			if err := json.Unmarshal([]byte(v), &x); err != nil {
+				x = v // not JSON: the string itself
+			}
+			t[k] = x
+		}
+		o.Derive = append(o.Derive, structured.Derivation{At: d.At, Field: d.Field, From: d.From, Table: t})
+	}
+	return o
 }

@@ -67,6 +67,8 @@ type Config struct {
 	Telemetry Telemetry `yaml:"telemetry"`
 	// RequestLog configures the embedded SQLite request log.
 	RequestLog RequestLog `yaml:"request_log"`
+	// StructuredOutput configures JSON validation, repair and re-ask.
+	StructuredOutput StructuredOutput `yaml:"structured_output"`
 
 	// src locates keys in the file this Config was parsed from; nil when built in code.
 	src *source
@@ -105,6 +107,35 @@ type Telemetry struct {
 	DebugTraces int `yaml:"debug_traces"`
 	// Dashboard serves the live dashboard at GET /dashboard; default true.
 	Dashboard *bool `yaml:"dashboard"`
+}
+
+// StructuredOutput configures what Keel does when an answer must be JSON
+// (OpenAI response_format, an Anthropic forced tool call,
+// mesh_behavior.output_schema, or a schema implied by the system prompt).
+type StructuredOutput struct {
+	// StreamMode is "strict" (default: buffer a streamed answer, validate
+	// and repair it, then stream the result) or "relaxed" (stream through,
+	// validate at the end, report in the X-Mesh-Schema-Valid trailer).
+	StreamMode string `yaml:"stream_mode"`
+	// OnViolation is "error" (default: MESH_SCHEMA_VIOLATION) or "pass"
+	// (deliver the raw answer with X-Mesh-Schema-Violation: true).
+	OnViolation string `yaml:"on_violation"`
+	// Reask sends one targeted repair request when repair fails; default true.
+	Reask *bool `yaml:"reask"`
+	// ImpliedSchemas derives a schema from hard format demands in the
+	// system prompt; default true.
+	ImpliedSchemas *bool `yaml:"implied_schemas"`
+	// Derive declares the only way a missing required field may be filled.
+	Derive []Derivation `yaml:"derive"`
+}
+
+// Derivation fills Field from From through Table, inside the object at At
+// (a JSON pointer; "" is the root, "*" matches any member or index).
+type Derivation struct {
+	At    string            `yaml:"at"`
+	Field string            `yaml:"field"`
+	From  string            `yaml:"from"`
+	Table map[string]string `yaml:"table"`
 }
 
 // RequestLog is the embedded SQLite request log `keel report` reads.

@@ -28,7 +28,56 @@ func (c *Config) problems() []error {
 	v.providers()
 	v.models()
 	v.aliases()
+	v.extra()
 	return v.errs
+}
+
+// extra checks the resilience, telemetry, request_log and
+// structured_output sections.
+func (v *validator) extra() {
+	r := v.c.Resilience
+	v.nonNegative("resilience.max_attempts", int64(r.MaxAttempts))
+	v.duration("resilience.timeout", r.Timeout)
+	v.duration("resilience.hedge_floor", r.HedgeFloor)
+	v.duration("resilience.hedge_ceiling", r.HedgeCeiling)
+	v.duration("resilience.probe_interval", r.ProbeInterval)
+	for name, b := range map[string]Budget{"retry_budget": r.RetryBudget, "hedge_budget": r.HedgeBudget} {
+		if b.Ratio < 0 || b.Ratio > 1000 {
+			v.add("resilience."+name+".ratio", "expected a number between 0 and 1000, got %v", b.Ratio)
+		}
+		if b.Burst < 0 {
+			v.add("resilience."+name+".burst", "must not be negative, got %v", b.Burst)
+		}
+	}
+	if r.HedgeCeiling > 0 && r.HedgeFloor > r.HedgeCeiling {
+		v.add("resilience.hedge_floor", "must not exceed hedge_ceiling (%s)", r.HedgeCeiling)
+	}
+	if f := r.Breaker.FailureRate; f < 0 || f > 1 {
+		v.add("resilience.breaker.failure_rate", "expected a number between 0 and 1, got %v", f)
+	}
+	if f := r.SafetyValve.Threshold; f < 0 || f > 1 {
+		v.add("resilience.safety_valve.threshold", "expected a number between 0 and 1, got %v", f)
+	}
+	v.nonNegative("telemetry.debug_traces", int64(v.c.Telemetry.DebugTraces))
+	v.nonNegative("request_log.retention_days", int64(v.c.RequestLog.RetentionDays))
+	v.nonNegative("request_log.queue_size", int64(v.c.RequestLog.QueueSize))
+	v.nonNegative("request_log.batch_size", int64(v.c.RequestLog.BatchSize))
+	so := v.c.StructuredOutput
+	switch so.StreamMode {
+	case "", "strict", "relaxed":
+	default:
+		v.add("structured_output.stream_mode", "expected strict or relaxed, got %q", so.StreamMode)
+	}
+	switch so.OnViolation {
+	case "", "error", "pass":
+	default:
+		v.add("structured_output.on_violation", "expected error or pass, got %q", so.OnViolation)
+	}
+	for i, d := range so.Derive {
+		if d.Field == "" || d.From == "" || len(d.Table) == 0 {
+			v.add(fmt.Sprintf("structured_output.derive[%d]", i), "needs field, from and a non-empty table")
+		}
+	}
 }
 
 type validator struct {

@@ -28,6 +28,7 @@ import (
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/route"
+	"github.com/keelmesh/keel/internal/structured"
 )
 
 // Alias is an ordered chain of model names served under one name.
@@ -51,6 +52,8 @@ type Options struct {
 	Passthrough []*provider.Endpoint
 
 	Resilience Resilience
+	// Structured tunes structured-output validation and repair.
+	Structured StructuredOptions
 	// Classify returns the domain of a prompt (finance, medical, legal,
 	// code, general); nil leaves Record.Domain empty.
 	Classify func(text string) string
@@ -93,6 +96,9 @@ type Resilience struct {
 type Engine struct {
 	client      *provider.Client
 	classify    func(string) string
+	structOpts  StructuredOptions
+	// structMetrics counts validated, repaired, re-asked and failed answers.
+	structMetrics structured.Metrics
 	log         *slog.Logger
 	obs         Observer
 	now         func() time.Time
@@ -176,7 +182,7 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: backoff: %w", err)
 	}
 	e := &Engine{
-		client: o.Client, classify: o.Classify, log: log, obs: o.Observer, now: now, rnd: rnd,
+		client: o.Client, classify: o.Classify, structOpts: o.Structured, log: log, obs: o.Observer, now: now, rnd: rnd,
 		maxAttempts: r.MaxAttempts, timeout: r.Timeout, backoff: backoff, hedge: r.Hedge, opts: r,
 		routes: map[string]*routeState{}, passthrough: o.Passthrough,
 	}
@@ -388,6 +394,13 @@ func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome,
 	rs.retries.OnRequest()
 	rs.hedges.OnRequest()
 	rec.PrimaryModel = rs.cands[0].Model
+	spec, err := e.outputSpecFor(req, call.Behavior)
+	if err != nil {
+		cancel()
+		ae := err.(*llm.APIError)
+		e.finish(rec, nil, ae)
+		return nil, ae
+	}
 	x := &exec{e: e, rs: rs, req: req, call: call, rec: rec, tried: make([]bool, len(rs.cands))}
 	x.policy = e.policy(rs, call.Behavior)
 	if !e.valve.cfg.Disabled && e.valve.open(start) {
@@ -405,15 +418,36 @@ func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome,
 	out := &Outcome{Endpoint: won.ep.Endpoint, Header: won.res.Header, Record: rec}
 	rec.Dropped = won.res.Dropped
 	if won.res.Stream == nil {
-		cancel()
 		won.settle(nil, "")
 		won.release()
-		out.Response = won.res.Response
-		rec.Usage = won.res.Response.Usage
+		resp := won.res.Response
+		rec.Usage = resp.Usage
+		if spec != nil {
+			resp, err = x.checkStructured(ctx, spec, resp)
+			if err != nil {
+				cancel()
+				ae := err.(*llm.APIError)
+				e.finish(rec, nil, ae)
+				return nil, ae
+			}
+		}
+		cancel()
+		out.Response = resp
 		e.finish(rec, won.ep, nil)
 		return out, nil
 	}
-	out.Stream = newStream(ctx, cancel, x, won)
+	st := newStream(ctx, cancel, x, won)
+	if spec != nil {
+		if e.structOpts.RelaxedStreams {
+			st.relaxed = spec
+		} else if err := st.strict(ctx, spec); err != nil {
+			ae := err.(*llm.APIError)
+			st.schemaErr = ae
+			st.Close()
+			return nil, ae
+		}
+	}
+	out.Stream = st
 	return out, nil
 }
 

@@ -73,6 +73,10 @@ type Record struct {
 
 	// Repairs lists structured-output repair steps applied to the answer.
 	Repairs []string
+	// Reasked is set when a targeted repair request was sent;
+	// SchemaViolation when the answer stayed invalid.
+	Reasked         bool
+	SchemaViolation bool
 	// NormalizationOffset is the applied temperature offset (serving − requested).
 	NormalizationOffset float64
 	// Dropped lists request parameters removed for the serving endpoint.

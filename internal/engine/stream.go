@@ -10,6 +10,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
+	"github.com/keelmesh/keel/internal/structured"
 )
 
 // Stream is a committed answer stream. It forwards the serving upstream's
@@ -48,6 +49,50 @@ type Stream struct {
 	deltas      int
 	finalUsage  *llm.Usage
 	endErr      *llm.APIError
+
+	// synth, when set, replaces the upstream: a buffered, validated answer
+	// re-emitted as events (strict structured output).
+	synth     []*llm.Event
+	synthMode bool
+	// relaxed, when set, is validated at the end of a streamed-through answer.
+	relaxed *outputSpec
+	text    strings.Builder
+	// schemaErr is set when a strict structured answer was refused.
+	schemaErr *llm.APIError
+}
+
+// strict buffers the whole answer, validates and repairs it (re-asking
+// once if needed), and replaces the stream by the result.
+func (s *Stream) strict(ctx context.Context, sp *outputSpec) error {
+	resp, err := accumulate(s)
+	if err != nil || s.failed {
+		if s.endErr != nil {
+			return s.endErr
+		}
+		if ae, ok := err.(*llm.APIError); ok {
+			return ae
+		}
+		return &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted, Message: "upstream stream failed"}
+	}
+	s.x.rec.Usage = resp.Usage
+	resp, err = s.x.checkStructured(ctx, sp, resp)
+	if err != nil {
+		return err
+	}
+	s.synth = synthesize(resp, 64)
+	s.synthMode = true
+	u := resp.Usage
+	s.finalUsage = &u
+	return nil
+}
+
+// SchemaValid reports, for a relaxed structured stream after its end,
+// whether the answer was valid; ok is false when no schema applied.
+func (s *Stream) SchemaValid() (valid, ok bool) {
+	if s.relaxed == nil || !s.finished {
+		return false, false
+	}
+	return !s.x.rec.SchemaViolation, true
 }
 
 type clientBlock struct {
@@ -75,6 +120,14 @@ func (s *Stream) Recovered() int { return s.x.rec.Recovered }
 // Next returns the next event for the client; io.EOF after message_stop.
 // After an error event Next returns io.EOF.
 func (s *Stream) Next() (*llm.Event, error) {
+	if s.synthMode {
+		if len(s.synth) == 0 {
+			return nil, io.EOF
+		}
+		ev := s.synth[0]
+		s.synth = s.synth[1:]
+		return ev, nil
+	}
 	if s.finished || s.failed {
 		return nil, io.EOF
 	}
@@ -162,6 +215,11 @@ func (s *Stream) translate(ev *llm.Event) (*llm.Event, bool) {
 				}
 			}
 			s.blocks[k].text.WriteString(text)
+			if s.relaxed != nil {
+				s.text.WriteString(text)
+			}
+		} else if ev.DeltaType == llm.DeltaInputJSON && s.relaxed != nil && s.relaxed.tool != "" {
+			s.text.WriteString(ev.Delta)
 		}
 		return reindex(ev, k), true
 	case llm.EventBlockStop:
@@ -190,6 +248,16 @@ func (s *Stream) translate(ev *llm.Event) (*llm.Event, bool) {
 		return ev, true
 	case llm.EventMessageStop:
 		s.finished = true
+		if s.relaxed != nil {
+			res := structured.Repair(s.text.String(), s.relaxed.schema, structured.Options{})
+			s.x.e.structMetrics.Observe(res)
+			if !res.Valid || res.Changed {
+				// Relaxed mode delivers the answer as streamed: a repair
+				// that would change it cannot be applied any more.
+				s.x.rec.SchemaViolation = true
+				s.x.e.structMetrics.Failed.Add(1)
+			}
+		}
 		return ev, true
 	}
 	return ev, true
@@ -320,6 +388,8 @@ func (s *Stream) Close() error {
 	rec.TTFT = s.cur.ttft
 	if s.failed {
 		x.e.finish(rec, nil, s.endErr)
+	} else if s.schemaErr != nil {
+		x.e.finish(rec, nil, s.schemaErr)
 	} else if !s.finished {
 		x.e.finish(rec, s.cur.ep, &llm.APIError{Status: 499, Type: llm.ErrAPI, Message: "client closed the stream"})
 	} else {

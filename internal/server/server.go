@@ -247,6 +247,15 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
 	if len(out.Record.Dropped) > 0 {
 		h.Set("X-Mesh-Dropped", strings.Join(out.Record.Dropped, ","))
 	}
+	if len(out.Record.Repairs) > 0 {
+		h.Set("X-Mesh-Repaired", strings.Join(out.Record.Repairs, ","))
+	}
+	if out.Record.Reasked {
+		h.Set("X-Mesh-Reasked", "true")
+	}
+	if out.Record.SchemaViolation && out.Stream == nil {
+		h.Set("X-Mesh-Schema-Violation", "true")
+	}
 	if id := upstreamRequestID(out.Header); id != "" {
 		if f == llm.FormatAnthropic {
 			h.Set("Request-Id", id)
@@ -279,7 +288,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
 // meshTrailers are the X-Mesh headers whose final value a stream can only
 // know at its end (a continuation elsewhere changes them); they are sent
 // again as HTTP trailers.
-var meshTrailers = []string{"X-Mesh-Model", "X-Mesh-Region", "X-Mesh-Provider", "X-Mesh-Attempts", "X-Mesh-Fallback", "X-Mesh-Hedged", "X-Mesh-Recovered"}
+var meshTrailers = []string{"X-Mesh-Model", "X-Mesh-Region", "X-Mesh-Provider", "X-Mesh-Attempts", "X-Mesh-Fallback", "X-Mesh-Hedged", "X-Mesh-Recovered", "X-Mesh-Schema-Valid"}
 
 func setMeshHeaders(h interface{ Set(k, v string) }, model, region, prov string, rec *engine.Record) {
 	h.Set("X-Mesh-Model", model)
@@ -346,6 +355,9 @@ func (s *Server) stream(w http.ResponseWriter, f llm.Format, req *llm.Request, o
 	}
 	served := st.Served()
 	setMeshHeaders(trailerHeader{h}, served.Model, served.Region, served.Provider, st.Record())
+	if valid, ok := st.SchemaValid(); ok {
+		trailerHeader{h}.Set("X-Mesh-Schema-Valid", strconv.FormatBool(valid))
+	}
 }
 
 // trailerHeader writes trailers with net/http's TrailerPrefix.

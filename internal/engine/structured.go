@@ -1,0 +1,341 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/structured"
+)
+
+// StructuredOptions tune structured-output handling. Zero values are the
+// defaults.
+type StructuredOptions struct {
+	// RelaxedStreams streams answers through and validates at the end
+	// (reported in the X-Mesh-Schema-Valid trailer) instead of buffering
+	// and repairing them (strict, the default).
+	RelaxedStreams bool
+	// PassViolations answers with the raw invalid answer and an
+	// X-Mesh-Schema-Violation header instead of MESH_SCHEMA_VIOLATION.
+	PassViolations bool
+	// DisableReask skips the targeted repair request.
+	DisableReask bool
+	// DisableImplied ignores schemas implied by the system prompt.
+	DisableImplied bool
+	// Derive lists declared derivation rules for missing required fields.
+	Derive []structured.Derivation
+}
+
+// outputSpec says which part of an answer must be JSON, and against what.
+type outputSpec struct {
+	schema *structured.Schema // nil: any JSON value
+	raw    json.RawMessage
+	// tool, when set, names the forced tool whose input must validate;
+	// otherwise the answer's text must.
+	tool    string
+	source  string // response_format, forced_tool, output_schema, implied
+	implied *structured.Implied
+}
+
+// objectSchema is what json_object asks for.
+var objectSchema = json.RawMessage(`{"type":"object"}`)
+
+// outputSpecFor finds the request's output contract, or nil when the
+// answer passes untouched.
+func (e *Engine) outputSpecFor(req *llm.Request, b *Behavior) (*outputSpec, error) {
+	compile := func(raw json.RawMessage, src string) (*outputSpec, error) {
+		s, err := structured.Compile(raw)
+		if err != nil {
+			return nil, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest,
+				Message: src + ": invalid JSON Schema: " + err.Error()}
+		}
+		return &outputSpec{schema: s, raw: raw, source: src}, nil
+	}
+	if b != nil && len(b.OutputSchema) > 0 {
+		return compile(b.OutputSchema, "mesh_behavior.output_schema")
+	}
+	if rf := req.ResponseFormat; rf != nil {
+		switch rf.Type {
+		case "json_schema":
+			if len(rf.Schema) > 0 {
+				return compile(rf.Schema, "response_format.json_schema")
+			}
+		case "json_object":
+			return compile(objectSchema, "response_format.json_object")
+		}
+	}
+	if tc := req.ToolChoice; tc != nil && tc.Type == llm.ToolChoiceTool {
+		for _, t := range req.Tools {
+			if t.Name == tc.Name && len(t.InputSchema) > 0 {
+				sp, err := compile(t.InputSchema, "forced_tool")
+				if err != nil {
+					return nil, err
+				}
+				sp.tool = t.Name
+				return sp, nil
+			}
+		}
+	}
+	if !e.structOpts.DisableImplied && len(req.Tools) == 0 {
+		if sys := req.SystemText(); sys != "" {
+			if imp, ok := structured.ExtractConstraints(sys); ok {
+				sp, err := compile(imp.Schema, "implied")
+				if err != nil {
+					return nil, nil // an implied schema we cannot compile is no contract
+				}
+				sp.implied = imp
+				return sp, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+// StructuredMetrics returns the structured-output counters.
+func (e *Engine) StructuredMetrics() *structured.Metrics { return &e.structMetrics }
+
+// answerJSON returns the part of resp that must be JSON.
+func (sp *outputSpec) answerJSON(resp *llm.Response) (string, int, bool) {
+	if sp.tool != "" {
+		for i, b := range resp.Content {
+			if b.Type == llm.BlockToolUse && b.Name == sp.tool {
+				return string(b.Input), i, true
+			}
+		}
+		return "", -1, false
+	}
+	return resp.Text(), -1, true
+}
+
+// replace puts the repaired document back into resp.
+func (sp *outputSpec) replace(resp *llm.Response, idx int, doc []byte) {
+	if sp.tool != "" {
+		resp.Content[idx].Input = json.RawMessage(doc)
+		return
+	}
+	// One text block carries the document (surrounding prose was part of
+	// what the repair removed).
+	var content []llm.Block
+	placed := false
+	for _, b := range resp.Content {
+		if b.Type == llm.BlockText {
+			if !placed {
+				content = append(content, llm.Block{Type: llm.BlockText, Text: string(doc)})
+				placed = true
+			}
+			continue
+		}
+		content = append(content, b)
+	}
+	resp.Content = content
+}
+
+// checkStructured validates resp, repairs it losslessly, re-asks once when
+// it cannot, and returns the answer to deliver.
+func (x *exec) checkStructured(ctx context.Context, sp *outputSpec, resp *llm.Response) (*llm.Response, error) {
+	e := x.e
+	opt := structured.Options{Input: promptText(x.req), Derive: e.structOpts.Derive}
+	doc, idx, ok := sp.answerJSON(resp)
+	var res structured.Result
+	if ok {
+		res = structured.Repair(doc, sp.schema, opt)
+		e.structMetrics.Observe(res)
+		x.noteRepair(res)
+		if res.Valid {
+			if res.Changed {
+				sp.replace(resp, idx, res.Output)
+			}
+			return resp, nil
+		}
+	}
+	if !e.structOpts.DisableReask && x.attempts < e.maxAttempts && x.rs.retries.TryWithdraw() {
+		e.structMetrics.Reasked.Add(1)
+		x.rec.Reasked = true
+		x.retries++
+		x.rec.Retries++
+		rq := reaskRequest(x.req, sp, doc, res.Violations, ok)
+		if a, err := x.run(ctx, rq, "reask"); err == nil {
+			a.settle(nil, "")
+			a.release()
+			if a.res.Response != nil {
+				r2 := a.res.Response
+				x.rec.Usage.OutputTokens += r2.Usage.OutputTokens
+				if doc2, idx2, ok2 := sp.answerJSON(r2); ok2 {
+					res2 := structured.Repair(doc2, sp.schema, opt)
+					e.structMetrics.Observe(res2)
+					x.noteRepair(res2)
+					if res2.Valid {
+						if res2.Changed {
+							sp.replace(r2, idx2, res2.Output)
+						}
+						// Keep the first answer's usage of the prompt: the
+						// client's prompt was sent once as far as it knows.
+						return r2, nil
+					}
+					res = res2
+				}
+			}
+		}
+	}
+	e.structMetrics.Failed.Add(1)
+	x.rec.SchemaViolation = true
+	if e.structOpts.PassViolations {
+		return resp, nil
+	}
+	msg := "the answer is not valid JSON for the requested schema and could not be repaired"
+	if len(res.Violations) > 0 {
+		var parts []string
+		for i, v := range res.Violations {
+			if i == 3 {
+				break
+			}
+			parts = append(parts, v.Pointer+": "+v.Message)
+		}
+		msg += ": " + strings.Join(parts, "; ")
+	}
+	return nil, &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshSchemaViolation, Message: msg}
+}
+
+func (x *exec) noteRepair(res structured.Result) {
+	for _, s := range res.Steps {
+		x.rec.Repairs = append(x.rec.Repairs, s.Name)
+	}
+}
+
+// reaskRequest is the targeted repair request: the conversation, the
+// invalid answer, and the validator's complaints.
+func reaskRequest(req *llm.Request, sp *outputSpec, invalid string, v []structured.Violation, found bool) *llm.Request {
+	out := *req
+	msgs := make([]llm.Message, len(req.Messages), len(req.Messages)+2)
+	copy(msgs, req.Messages)
+	if n := len(msgs); n > 0 && msgs[n-1].Role == llm.RoleAssistant {
+		msgs = msgs[:n-1] // a client prefill is re-sent by the model's answer
+	}
+	if !found {
+		invalid = "(no " + sp.tool + " call)"
+	}
+	prompt := structured.RepairPrompt(invalid, v, sp.raw)
+	if sp.tool != "" {
+		// A forced tool call: ask again with the complaints; the tool
+		// choice still forces the call.
+		prompt = fmt.Sprintf("Your %s call had invalid input. %s", sp.tool, prompt)
+	}
+	msgs = append(msgs,
+		llm.Message{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockText, Text: nonEmpty(invalid)}}},
+		llm.Message{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: prompt}}})
+	out.Messages = msgs
+	out.Stream = false
+	return &out
+}
+
+func nonEmpty(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "(empty answer)"
+	}
+	return strings.TrimRight(s, " \t\r\n")
+}
+
+// accumulate builds the complete answer from a stream's events.
+func accumulate(s *Stream) (*llm.Response, error) {
+	resp := &llm.Response{}
+	var blocks []*llm.Block
+	var inputs []strings.Builder
+	for {
+		ev, err := s.Next()
+		if err != nil {
+			break
+		}
+		switch ev.Type {
+		case llm.EventMessageStart:
+			if ev.Message != nil {
+				resp.ID, resp.Model, resp.Usage = ev.Message.ID, ev.Message.Model, ev.Message.Usage
+				resp.Created, resp.SystemFingerprint = ev.Message.Created, ev.Message.SystemFingerprint
+			}
+		case llm.EventBlockStart:
+			b := llm.Block{Type: llm.BlockText}
+			if ev.Block != nil {
+				b = *ev.Block
+			}
+			for len(blocks) <= ev.Index {
+				blocks = append(blocks, nil)
+				inputs = append(inputs, strings.Builder{})
+			}
+			blocks[ev.Index] = &b
+		case llm.EventBlockDelta:
+			if ev.Index >= len(blocks) || blocks[ev.Index] == nil {
+				continue
+			}
+			b := blocks[ev.Index]
+			switch ev.DeltaType {
+			case llm.DeltaText:
+				b.Text += ev.Delta
+			case llm.DeltaInputJSON:
+				inputs[ev.Index].WriteString(ev.Delta)
+			case llm.DeltaThinking:
+				b.Thinking += ev.Delta
+			case llm.DeltaSignature:
+				b.Signature += ev.Delta
+			}
+		case llm.EventMessageDelta:
+			resp.StopReason, resp.StopSequence = ev.StopReason, ev.StopSequence
+			if ev.Usage != nil {
+				u := *ev.Usage
+				if u.InputTokens == 0 {
+					u.InputTokens, u.CacheReadTokens, u.CacheWriteTokens = resp.Usage.InputTokens, resp.Usage.CacheReadTokens, resp.Usage.CacheWriteTokens
+				}
+				resp.Usage = u
+			}
+		case llm.EventError:
+			return nil, ev.Err
+		}
+	}
+	for i, b := range blocks {
+		if b == nil {
+			continue
+		}
+		if b.Type == llm.BlockToolUse {
+			if in := inputs[i].String(); in != "" {
+				b.Input = json.RawMessage(in)
+			} else if len(b.Input) == 0 {
+				b.Input = json.RawMessage("{}")
+			}
+		}
+		resp.Content = append(resp.Content, *b)
+	}
+	return resp, nil
+}
+
+// synthesize turns a complete answer back into stream events, cutting text
+// and tool input into deltas of about chunk bytes (never inside a UTF-8
+// character), so the reassembled answer is exactly resp.
+func synthesize(resp *llm.Response, chunk int) []*llm.Event {
+	start := *resp
+	start.Content = nil
+	start.Usage = llm.Usage{InputTokens: resp.Usage.InputTokens, CacheReadTokens: resp.Usage.CacheReadTokens, CacheWriteTokens: resp.Usage.CacheWriteTokens}
+	evs := []*llm.Event{{Type: llm.EventMessageStart, Message: &start}}
+	for i, b := range resp.Content {
+		startBlock := b
+		var dt llm.DeltaType
+		var body string
+		switch b.Type {
+		case llm.BlockText:
+			startBlock.Text, dt, body = "", llm.DeltaText, b.Text
+		case llm.BlockToolUse:
+			startBlock.Input, dt, body = json.RawMessage("{}"), llm.DeltaInputJSON, string(b.Input)
+		case llm.BlockThinking:
+			startBlock.Thinking, dt, body = "", llm.DeltaThinking, b.Thinking
+		}
+		evs = append(evs, &llm.Event{Type: llm.EventBlockStart, Index: i, Block: &startBlock})
+		for _, piece := range structured.Deltas([]byte(body), chunk) {
+			evs = append(evs, &llm.Event{Type: llm.EventBlockDelta, Index: i, DeltaType: dt, Delta: piece})
+		}
+		evs = append(evs, &llm.Event{Type: llm.EventBlockStop, Index: i})
+	}
+	u := resp.Usage
+	evs = append(evs, &llm.Event{Type: llm.EventMessageDelta, StopReason: resp.StopReason, StopSequence: resp.StopSequence, Usage: &u},
+		&llm.Event{Type: llm.EventMessageStop})
+	return evs
+}

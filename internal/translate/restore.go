@@ -1,0 +1,125 @@
+package translate
+
+import "github.com/keelmesh/keel/internal/llm"
+
+// knownStop reports the stop reasons both SDKs know (PROTOCOLS §5.2: only
+// emit values the client SDK knows).
+func knownStop(s llm.StopReason) bool {
+	switch s {
+	case "", llm.StopEndTurn, llm.StopMaxTokens, llm.StopSequence, llm.StopToolUse,
+		llm.StopRefusal, llm.StopPauseTurn, llm.StopContextLimit:
+		return true
+	}
+	return false
+}
+
+// restoreStop maps a stop reason the client's SDK would not know (an
+// OpenAI-compatible server's own finish_reason) to end_turn.
+func restoreStop(s llm.StopReason) llm.StopReason {
+	if knownStop(s) {
+		return s
+	}
+	return llm.StopEndTurn
+}
+
+// RestoreResponse returns resp as the client should receive it after a
+// translated call: tool names and ids mapped by Prepare restored, members
+// only the upstream's format understands (Extra, ChoiceExtra, MessageExtra,
+// Usage.Extra) removed, a stop reason the client's SDK does not know
+// replaced by end_turn, and, for an Anthropic-format client, an OpenAI
+// refusal given as the text of the answer when it has no other text.
+// resp is not modified; it is returned as is when the call was not
+// translated.
+func (r Report) RestoreResponse(resp *llm.Response) *llm.Response {
+	if !r.Translated() || resp == nil {
+		return resp
+	}
+	out := *resp
+	out.Extra, out.ChoiceExtra, out.MessageExtra, out.Usage.Extra = nil, nil, nil, nil
+	out.StopReason = restoreStop(out.StopReason)
+	out.Content = r.restoreBlocks(resp.Content)
+	if r.client == llm.FormatAnthropic && out.Refusal != "" {
+		if out.Text() == "" {
+			out.Content = append([]llm.Block{{Type: llm.BlockText, Text: out.Refusal}}, out.Content...)
+		}
+		out.Refusal = ""
+	}
+	return &out
+}
+
+// restoreBlocks returns bs with tool names and ids restored, copying only
+// when something changes.
+func (r Report) restoreBlocks(bs []llm.Block) []llm.Block {
+	if r.names == nil && r.ids == nil {
+		return bs
+	}
+	var out []llm.Block
+	for i := range bs {
+		b := &bs[i]
+		if b.Type != llm.BlockToolUse {
+			continue
+		}
+		name, id := r.RestoreName(b.Name), r.RestoreID(b.ID)
+		if name == b.Name && id == b.ID {
+			continue
+		}
+		if out == nil {
+			out = append([]llm.Block(nil), bs...)
+		}
+		out[i].Name, out[i].ID, out[i].Raw = name, id, nil
+	}
+	if out == nil {
+		return bs
+	}
+	return out
+}
+
+// RestoreEvent returns ev as the client should receive it after a
+// translated call: a tool_use block start with its name and id restored,
+// message_start and message_delta without the upstream format's unknown
+// members, unknown stop reasons as end_turn. Events that need no change are
+// returned as they are; changed ones are copies with Raw cleared. ev is not
+// modified.
+func (r Report) RestoreEvent(ev *llm.Event) *llm.Event {
+	if !r.Translated() || ev == nil {
+		return ev
+	}
+	switch ev.Type {
+	case llm.EventMessageStart:
+		m := ev.Message
+		if m == nil || (m.Extra == nil && m.ChoiceExtra == nil && m.MessageExtra == nil && m.Usage.Extra == nil) {
+			return ev
+		}
+		cp := *ev
+		cp.Message, cp.Raw = r.RestoreResponse(m), nil
+		return &cp
+	case llm.EventBlockStart:
+		b := ev.Block
+		if b == nil || b.Type != llm.BlockToolUse {
+			return ev
+		}
+		name, id := r.RestoreName(b.Name), r.RestoreID(b.ID)
+		if name == b.Name && id == b.ID {
+			return ev
+		}
+		nb := *b
+		nb.Name, nb.ID, nb.Raw = name, id, nil
+		cp := *ev
+		cp.Block, cp.Raw = &nb, nil
+		return &cp
+	case llm.EventMessageDelta:
+		stop := restoreStop(ev.StopReason)
+		if stop == ev.StopReason && (ev.Usage == nil || ev.Usage.Extra == nil) {
+			return ev
+		}
+		cp := *ev
+		cp.StopReason, cp.Raw = stop, nil
+		if ev.Usage != nil && ev.Usage.Extra != nil {
+			u := *ev.Usage
+			u.Extra = nil
+			cp.Usage = &u
+		}
+		return &cp
+	}
+	return ev
+}
