@@ -222,6 +222,7 @@ func (t *prep) topLevel(r *llm.Request) {
 			r.StopSequences = r.StopSequences[:maxOpenAIStops:maxOpenAIStops]
 		}
 		if len(r.System) > 0 {
+			r.System = slices.Clone(r.System)
 			for i := range r.System {
 				t.blockExtra(&r.System[i])
 			}
@@ -449,8 +450,11 @@ func (t *prep) messages(r *llm.Request) {
 		}
 		had := len(m.Content) > 0
 		t.message(&m)
-		if had && len(m.Content) == 0 {
-			continue // everything in it was dropped
+		if len(m.Content) == 0 && (had || m.Role == llm.RoleAssistant && t.target == llm.FormatAnthropic) {
+			// Everything in it was dropped, or an OpenAI assistant turn with
+			// null content and no tool calls: it says nothing, and Anthropic
+			// rejects empty content.
+			continue
 		}
 		if n := len(msgs); t.target == llm.FormatAnthropic && n > 0 && m.Role == llm.RoleUser &&
 			msgs[n-1].Role == llm.RoleUser && onlyToolResults(msgs[n-1].Content) {
@@ -489,7 +493,9 @@ func onlyToolResults(bs []llm.Block) bool {
 func (t *prep) message(m *llm.Message) {
 	if len(m.Extra) > 0 {
 		for _, k := range sortedKeys(m.Extra) {
-			t.unsupported("message." + k)
+			if string(m.Extra[k]) != "null" { // an explicit null says nothing
+				t.unsupported("message." + k)
+			}
 		}
 		m.Extra = nil
 	}
