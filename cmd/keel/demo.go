@@ -26,10 +26,11 @@ import (
 var demoScenarios = []string{"steady", "heavy-tail", "region-outage", "rate-limit-storm", "overload", "malformed-json", "stream-cuts"}
 
 type demoFlags struct {
-	quick   bool
-	rate    float64
-	jsonOut string
-	htmlOut string
+	quick      bool
+	rate       float64
+	jsonOut    string
+	htmlOut    string
+	requestLog string
 }
 
 func demoCmd() *cobra.Command {
@@ -56,6 +57,7 @@ relative to direct) and write a self-contained HTML report.
 	cmd.Flags().Float64Var(&f.rate, "rate", 0, "calls per second per target in every scenario (default: each scenario's own rate)")
 	cmd.Flags().StringVar(&f.jsonOut, "json", "", "write the results as JSON to this file")
 	cmd.Flags().StringVar(&f.htmlOut, "html", "", "HTML report path (default: keel-demo.html in the temporary directory)")
+	cmd.Flags().StringVar(&f.requestLog, "request-log", "", "also write the mesh's request log (SQLite) to this file, for keel report")
 	return cmd
 }
 
@@ -105,7 +107,12 @@ func runDemo(ctx context.Context, f *demoFlags, out io.Writer) error {
 		return err
 	}
 	defer simSrv.Close()
-	m, err := keel.New(simfleet.Config(fleet, simSrv.URL()))
+	cfg := simfleet.Config(fleet, simSrv.URL())
+	if f.requestLog != "" {
+		on := true
+		cfg.RequestLog.Enabled, cfg.RequestLog.Path = &on, f.requestLog
+	}
+	m, err := keel.New(cfg)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/keelmesh/keel/internal/store/sqlite"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -45,7 +46,7 @@ func TestDemoQuick(t *testing.T) {
 		t.Errorf("demo --quick is scheduled for %s, want ≤ 50 s (60 s with the drains)", plan)
 	}
 	dir := t.TempDir()
-	f := &demoFlags{quick: true, jsonOut: filepath.Join(dir, "demo.json"), htmlOut: filepath.Join(dir, "demo.html")}
+	f := &demoFlags{quick: true, jsonOut: filepath.Join(dir, "demo.json"), htmlOut: filepath.Join(dir, "demo.html"), requestLog: filepath.Join(dir, "requests.db")}
 	race := raceEnabled()
 	if race {
 		// The race detector costs several times the CPU: a lighter load
@@ -125,5 +126,69 @@ func TestDemoQuick(t *testing.T) {
 	}
 	if !strings.Contains(text, "report: "+f.htmlOut) {
 		t.Errorf("output does not print the report's path %s", f.htmlOut)
+	}
+
+	// keel report renders the log the demo wrote, and its numbers are the log's.
+	checkDemoReport(t, f.requestLog, demo.Scenarios)
+}
+
+func checkDemoReport(t *testing.T, db string, scenarios []struct {
+	Name   string          `json:"name"`
+	Direct json.RawMessage `json:"direct"`
+	Mesh   json.RawMessage `json:"mesh"`
+}) {
+	t.Helper()
+	r, err := sqlite.OpenReader(db)
+	if err != nil {
+		t.Fatalf("the demo wrote no readable request log: %v", err)
+	}
+	rows, failed := 0, 0
+	for row, err := range r.Query(context.Background(), time.Time{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows++
+		if row.Status >= 400 || row.MeshErrorCode != "" {
+			failed++
+		}
+	}
+	r.Close()
+	meshRequests := 0
+	for _, sc := range scenarios {
+		var m struct{ Requests int }
+		json.Unmarshal(sc.Mesh, &m)
+		meshRequests += m.Requests
+	}
+	if rows < meshRequests {
+		t.Errorf("log has %d rows, the demo sent %d requests through the mesh", rows, meshRequests)
+	}
+	out := filepath.Join(t.TempDir(), "report.json")
+	cmd := rootCmd()
+	cmd.SetArgs([]string{"report", "--db", db, "--since", "1h", "--out", out})
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("keel report: %v", err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Requests    int `json:"requests"`
+		ErrorsTotal int `json:"errors_total"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Requests != rows || rep.ErrorsTotal != failed {
+		t.Errorf("report: %d requests, %d errors; the log has %d rows, %d failed", rep.Requests, rep.ErrorsTotal, rows, failed)
+	}
+	html := filepath.Join(t.TempDir(), "report.html")
+	cmd = rootCmd()
+	cmd.SetArgs([]string{"report", "--db", db, "--since", "1h", "--out", html})
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("keel report html: %v", err)
+	}
+	if page, _ := os.ReadFile(html); !strings.Contains(string(page), "<svg") {
+		t.Error("the HTML report has no chart")
 	}
 }

@@ -1,0 +1,60 @@
+package keel_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/keelmesh/keel"
+	"github.com/keelmesh/keel/internal/simfleet"
+	"github.com/keelmesh/keel/sim"
+)
+
+const benchBody = `{"model":"sim-sonnet","max_tokens":16,"messages":[{"role":"user","content":"Hello there"}]}`
+
+func roundTrip(b *testing.B, rt http.RoundTripper, url string) {
+	req, _ := http.NewRequest("POST", url, strings.NewReader(benchBody))
+	req.Header.Set("anthropic-version", "2023-06-01")
+	req.Header.Set("Content-Type", "application/json")
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(benchBody)), nil }
+	req.Body, _ = req.GetBody()
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b.Fatalf("status %d", resp.StatusCode)
+	}
+}
+
+// BenchmarkDirect is the zero-latency simulator alone, in memory: the
+// baseline the embedded figure is compared with.
+func BenchmarkDirect(b *testing.B) {
+	fleet, _ := sim.New(sim.ZeroLatency())
+	rt := fleet.Transport()
+	b.ReportAllocs()
+	for b.Loop() {
+		roundTrip(b, rt, "http://sim.invalid/r/us-east/v1/messages")
+	}
+}
+
+// BenchmarkEmbedded is the same call through Keel's embedded transport:
+// parse, route, encode, the attempt, parse the answer, encode it back.
+// Added latency of the embedded mode = Embedded − Direct.
+func BenchmarkEmbedded(b *testing.B) {
+	fleet, _ := sim.New(sim.ZeroLatency())
+	cfg := simfleet.Config(fleet, "http://sim.invalid")
+	m, err := keel.New(cfg, keel.WithUpstream(fleet.Transport()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	rt := m.Transport()
+	b.ReportAllocs()
+	for b.Loop() {
+		roundTrip(b, rt, "https://api.anthropic.com/v1/messages")
+	}
+}
