@@ -94,22 +94,22 @@ type Resilience struct {
 
 // Engine is the mesh's request pipeline.
 type Engine struct {
-	client      *provider.Client
-	classify    func(string) string
-	structOpts  StructuredOptions
+	client     *provider.Client
+	classify   func(string) string
+	structOpts StructuredOptions
 	// structMetrics counts validated, repaired, re-asked and failed answers.
 	structMetrics structured.Metrics
-	log         *slog.Logger
-	obs         Observer
-	now         func() time.Time
-	rnd         func(int) int
-	maxAttempts int
-	timeout     time.Duration
-	backoff     *resilience.Backoff
-	hedge       resilience.HedgePolicy
-	opts        Resilience
-	hedgingOff  atomic.Bool
-	recoveryOff atomic.Bool
+	log           *slog.Logger
+	obs           Observer
+	now           func() time.Time
+	rnd           func(int) int
+	maxAttempts   int
+	timeout       time.Duration
+	backoff       *resilience.Backoff
+	hedge         resilience.HedgePolicy
+	opts          Resilience
+	hedgingOff    atomic.Bool
+	recoveryOff   atomic.Bool
 
 	valve    *valve
 	stop     chan struct{}
