@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -45,7 +47,7 @@ in-process simulated fleet on loopback and serve it, so curl works at once.`,
 
 // runServe serves until ctx ends, then drains. When ready is not nil it
 // receives the listening address once serving.
-func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOut *os.File, ready chan<- string) error {
+func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOut io.Writer, ready chan<- string) error {
 	var cfg *config.Config
 	var banner string
 	var closers []func()
@@ -85,17 +87,60 @@ func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOu
 	}
 	log := newLogger(logOut, cfg.Server.LogFormat, cfg.Server.LogLevel)
 	log.Info(banner)
-	m, err := keel.New(cfg, keel.WithLogger(log))
+	first, err := keel.New(cfg, keel.WithLogger(log))
 	if err != nil {
 		return err
 	}
-	defer m.Close()
+	var cur atomic.Pointer[keel.Mesh]
+	cur.Store(first)
+	defer func() { cur.Load().Close() }()
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
 		return err
 	}
+	// SIGHUP reloads the config file: a new mesh serves the next request;
+	// the old one finishes what it has in flight, then closes.
+	hup := make(chan os.Signal, 1)
+	if cfgPath != "" {
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+	}
+	var reloads sync.WaitGroup
+	defer reloads.Wait()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+			}
+			nc, err := config.Load(cfgPath)
+			if err == nil {
+				nc.Server.Listen = cfg.Server.Listen
+				var nm *keel.Mesh
+				if nm, err = keel.New(nc, keel.WithLogger(log)); err == nil {
+					old := cur.Swap(nm)
+					log.Info("keel: config reloaded", "file", cfgPath)
+					grace := time.Duration(cfg.Server.ShutdownTimeout)
+					reloads.Add(1)
+					go func() {
+						defer reloads.Done()
+						t := time.NewTimer(grace)
+						defer t.Stop()
+						select {
+						case <-t.C:
+						case <-ctx.Done():
+						}
+						old.Close()
+					}()
+					continue
+				}
+			}
+			log.Error("keel: config reload failed; still serving the previous config", "err", err)
+		}
+	}()
 	hs := &http.Server{
-		Handler:           m.Handler(),
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { cur.Load().Handler().ServeHTTP(w, r) }),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -113,7 +158,7 @@ func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOu
 	}
 	// Drain: stop accepting, report not ready, let in-flight calls and
 	// streams finish within the shutdown timeout, then cut the rest.
-	m.SetReady(false)
+	cur.Load().SetReady(false)
 	grace := time.Duration(cfg.Server.ShutdownTimeout)
 	if grace <= 0 {
 		grace = 30 * time.Second
@@ -144,7 +189,7 @@ func realProvidersConfig() *config.Config {
 	return cfg
 }
 
-func newLogger(out *os.File, format, level string) *slog.Logger {
+func newLogger(out io.Writer, format, level string) *slog.Logger {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil || level == "" {
 		lv = slog.LevelInfo
@@ -156,4 +201,3 @@ func newLogger(out *os.File, format, level string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(out, opts))
 }
 
-var _ = fmt.Sprintf
