@@ -344,6 +344,7 @@ func resilienceOptions(c config.Resilience) engine.Resilience {
 			OpenFor: time.Duration(c.Breaker.OpenFor), HalfOpenProbes: c.Breaker.HalfOpenProbes,
 			SuccessesToClose: c.Breaker.SuccessesToClose,
 		},
+		Rollout: rollout(c.Rollout),
 		Valve: engine.ValveConfig{
 			Disabled: c.SafetyValve.Disabled, Threshold: c.SafetyValve.Threshold, Window: time.Duration(c.SafetyValve.Window),
 			MinRequests: c.SafetyValve.MinRequests, Hold: time.Duration(c.SafetyValve.Hold), Webhook: c.SafetyValve.Webhook,
@@ -372,4 +373,15 @@ func structuredOptions(c config.StructuredOutput) engine.StructuredOptions {
 		o.Derive = append(o.Derive, structured.Derivation{At: d.At, Field: d.Field, From: d.From, Table: t})
 	}
 	return o
+}
+
+func rollout(c config.Rollout) engine.Rollout {
+	r := engine.Rollout{Stage: c.Stage, Percent: 100}
+	if r.Stage == "" {
+		r.Stage = engine.StageFull
+	}
+	if c.Percent != nil {
+		r.Percent = *c.Percent
+	}
+	return r
 }

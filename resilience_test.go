@@ -690,3 +690,36 @@ func TestAdminSwitchesHedging(t *testing.T) {
 }
 
 var _ = context.Background
+
+// Percentage rollout, switched at runtime: sticky by the rollout key.
+func TestRolloutStickyByKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSimMesh(t, sim.ZeroLatency(), func(c *config.Config) { c.Server.AdminToken = "tok" })
+		defer s.mesh.Close()
+		req, _ := http.NewRequest("POST", "http://keel.test/admin/features", strings.NewReader(`{"rollout":{"stage":"hedging","percent":30}}`))
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := s.mesh.HTTPClient().Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("admin: %v %v", resp, err)
+		}
+		resp.Body.Close()
+		stages := map[string]string{}
+		counts := map[string]int{}
+		for i := range 200 {
+			key := fmt.Sprint("user-", i%100)
+			r := s.call(t, "/v1/messages", msgBody("sim-sonnet", "x", ""), "X-Mesh-Rollout-Key", key)
+			st := r.header.Get("X-Mesh-Stage")
+			if prev, ok := stages[key]; ok && prev != st {
+				t.Fatalf("key %s got stage %q then %q", key, prev, st)
+			}
+			stages[key] = st
+			counts[st]++
+			if st == "monitor" && r.header.Get("X-Mesh-Mode") != "legacy" {
+				t.Errorf("monitor stage without the legacy path")
+			}
+		}
+		if counts["hedging"] < 30 || counts["hedging"] > 90 || counts["monitor"] == 0 {
+			t.Errorf("stages %v, want about 30 %% hedging", counts)
+		}
+	})
+}

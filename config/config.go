@@ -182,6 +182,19 @@ type Resilience struct {
 	ProbeInterval Duration `yaml:"probe_interval"`
 	Breaker       Breaker  `yaml:"breaker"`
 	SafetyValve   Valve    `yaml:"safety_valve"`
+	Rollout       Rollout  `yaml:"rollout"`
+}
+
+// Rollout sends Percent of the traffic (sticky by the X-Mesh-Rollout-Key
+// header, else the end user id) through Stage and the rest through
+// "monitor". Default: full for 100 %.
+type Rollout struct {
+	// Stage is "monitor" (observe only: the primary model, no hedging,
+	// continuation or repair), "hedging" (routing, retries, fallback,
+	// hedging, continuation; answers untouched) or "full" (default).
+	Stage string `yaml:"stage"`
+	// Percent of keys that get Stage; default 100 when stage is set.
+	Percent *int `yaml:"percent"`
 }
 
 // Budget is a token bucket: each request deposits Ratio tokens, each extra

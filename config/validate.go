@@ -58,6 +58,14 @@ func (v *validator) extra() {
 	if f := r.SafetyValve.Threshold; f < 0 || f > 1 {
 		v.add("resilience.safety_valve.threshold", "expected a number between 0 and 1, got %v", f)
 	}
+	switch r.Rollout.Stage {
+	case "", "monitor", "hedging", "full":
+	default:
+		v.add("resilience.rollout.stage", "expected monitor, hedging or full, got %q", r.Rollout.Stage)
+	}
+	if p := r.Rollout.Percent; p != nil && (*p < 0 || *p > 100) {
+		v.add("resilience.rollout.percent", "expected 0 to 100, got %d", *p)
+	}
 	v.nonNegative("telemetry.debug_traces", int64(v.c.Telemetry.DebugTraces))
 	v.nonNegative("request_log.retention_days", int64(v.c.RequestLog.RetentionDays))
 	v.nonNegative("request_log.queue_size", int64(v.c.RequestLog.QueueSize))

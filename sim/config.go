@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,6 +93,16 @@ type ModelSpec struct {
 	// Latency overrides, field by non-zero field, the latency of each region
 	// for this model.
 	Latency LatencySpec `json:"latency"`
+	// TemperatureScale is the model's temperature sensitivity: a request at
+	// temperature T samples as the reference sampler does at the effective
+	// temperature T × TemperatureScale (see WordChangeProbability). A model
+	// with scale 7/3 at T = 0.3 behaves like a model with scale 1 at T = 0.7.
+	// 0 means 1.
+	TemperatureScale float64 `json:"temperature_scale,omitempty"`
+	// ExtractionErrorRate is the probability, drawn per call and per field,
+	// that a field-extraction answer gives a wrong value for a field (see
+	// Answer). 0, the default, means always correct.
+	ExtractionErrorRate float64 `json:"extraction_error_rate,omitempty"`
 }
 
 // Price is in US dollars per million tokens.
@@ -169,6 +180,8 @@ func (l LatencySpec) validate() error {
 // DefaultConfig returns a fleet of three model tiers (sim-opus, sim-sonnet,
 // sim-haiku) in three regions (us-east, eu-west, ap-south) with modest
 // latency: TTFT median 30ms, 2ms per token, 64 concurrent calls per endpoint.
+// Their temperature sensitivities differ, as real model generations do:
+// TemperatureScale 1 (sim-opus), 1.25 (sim-sonnet) and 1.5 (sim-haiku).
 func DefaultConfig() Config {
 	lat := LatencySpec{
 		Concurrency: 64,
@@ -180,9 +193,9 @@ func DefaultConfig() Config {
 	return Config{
 		Seed: 1,
 		Models: []ModelSpec{
-			{Name: "sim-opus", Capability: 5, ContextWindow: 200_000, Price: Price{15, 75}, Regions: slices.Clone(regions)},
-			{Name: "sim-sonnet", Capability: 3, ContextWindow: 200_000, Price: Price{3, 15}, Regions: slices.Clone(regions)},
-			{Name: "sim-haiku", Capability: 1, ContextWindow: 200_000, Price: Price{0.8, 4}, Regions: slices.Clone(regions)},
+			{Name: "sim-opus", Capability: 5, ContextWindow: 200_000, Price: Price{15, 75}, Regions: slices.Clone(regions), TemperatureScale: 1},
+			{Name: "sim-sonnet", Capability: 3, ContextWindow: 200_000, Price: Price{3, 15}, Regions: slices.Clone(regions), TemperatureScale: 1.25},
+			{Name: "sim-haiku", Capability: 1, ContextWindow: 200_000, Price: Price{0.8, 4}, Regions: slices.Clone(regions), TemperatureScale: 1.5},
 		},
 		Regions: []RegionSpec{
 			{Name: "us-east", Latency: lat},
@@ -283,6 +296,12 @@ func (c *Config) Validate() error {
 		}
 		if err := m.Latency.validate(); err != nil {
 			return fmt.Errorf("%s.latency.%w", p, err)
+		}
+		if !(m.TemperatureScale >= 0) || math.IsInf(m.TemperatureScale, 0) {
+			return fmt.Errorf("%s.temperature_scale: %g must be a finite number ≥ 0", p, m.TemperatureScale)
+		}
+		if !(m.ExtractionErrorRate >= 0 && m.ExtractionErrorRate <= 1) {
+			return fmt.Errorf("%s.extraction_error_rate: %g is outside [0, 1]", p, m.ExtractionErrorRate)
 		}
 	}
 	for i := range c.Faults {

@@ -39,8 +39,26 @@ import (
 //   - input_tokens counts the words of the prompt key, one per turn, and one
 //     plus the description words per tool; output_tokens counts the tokens
 //     emitted.
+//   - Temperature: at temperature T > 0 each word of a text answer (and of a
+//     json_object answer) is replaced by another vocabulary word with
+//     probability WordChangeProbability(T × the model's TemperatureScale),
+//     drawn from a hash of (seed, model, conversation, sample), so repeated
+//     calls differ while the answer's length and sentence shape stay. At T = 0
+//     or without a temperature nothing is drawn: the rules above hold exactly.
+//     A prefill that is not a prefix of the sample is continued word-aligned
+//     after as many words as it holds.
+//   - Field extraction: a request is an extraction when it asks for a JSON
+//     schema object with properties and a user turn holds a "field: value"
+//     line (see GroundTruth) for at least one of them, or when the system
+//     text contains "extract" and a user turn holds such lines. The answer is
+//     a JSON object with one member per schema property (without a schema,
+//     per field line), whose value is the line's value converted to the
+//     property's type (integer, number, boolean; else the text), null for a
+//     property no line names. With probability ExtractionErrorRate, drawn per
+//     call and field, a value is wrong: another enum value, a number off by
+//     5–50 %, a negated boolean or another word.
 func Answer(cfg Config, req *llm.Request) *llm.Response {
-	return generate(cfg.Seed, req).response()
+	return AnswerSample(cfg, req, 0)
 }
 
 // answer is a generated answer in streamable form.
@@ -112,7 +130,7 @@ func (a *answer) response() *llm.Response {
 }
 
 // generate computes the answer to req.
-func generate(seed int64, req *llm.Request) *answer {
+func generate(seed int64, req *llm.Request, s sampling) *answer {
 	conv := req.Messages
 	prefill, hasPrefill := "", false
 	if n := len(conv); n > 0 && conv[n-1].Role == llm.RoleAssistant && onlyText(conv[n-1].Content) {
@@ -154,6 +172,17 @@ func generate(seed int64, req *llm.Request) *answer {
 
 	var text []string
 	calls := toolsToCall(req, lastUser, lastIsToolResult)
+	rf := jsonFormat(req)
+	sampled := false
+	if len(calls) == 0 {
+		if ex, ok := extractionAnswer(req, sys, turns, rf, h, s); ok {
+			a.jsonText = true
+			text = splitPieces(ex)
+			rf = nil
+			calls = nil
+			goto prefillRule
+		}
+	}
 	switch {
 	case len(calls) > 0:
 		names := make([]string, len(calls))
@@ -161,15 +190,19 @@ func generate(seed int64, req *llm.Request) *answer {
 			names[i] = t.Name
 		}
 		text = splitWords("Calling " + joinNames(names) + ".")
-	case jsonFormat(req) != nil:
+	case rf != nil:
 		a.jsonText = true
-		text = splitPieces(jsonAnswer(jsonFormat(req), h))
+		text = splitPieces(jsonAnswer(rf, h, s))
 	default:
-		text = words(h)
+		text = words(h, s)
+		sampled = s.p > 0
 	}
+prefillRule:
 	if hasPrefill && prefill != "" {
 		if full := strings.Join(text, ""); strings.HasPrefix(full, prefill) {
 			text = cutTokens(text, len(prefill))
+		} else if sampled {
+			text = continueSampled(text, prefill)
 		}
 	}
 	a.blocks = append(a.blocks, genBlock{tokens: text})
@@ -490,15 +523,20 @@ func splitPieces(s string) []string {
 	return out
 }
 
-// words generates a text answer of 12–48 word tokens.
-func words(h uint64) []string {
+// words generates a text answer of 12–48 word tokens, each word changed
+// with probability s.p by the call's own draws (none when s.p is 0).
+func words(h uint64, s sampling) []string {
 	r := newRNG(h)
+	var pr rng
+	if s.p > 0 {
+		pr = s.rng(h, "temperature")
+	}
 	n := 12 + int(h%37)
 	out := make([]string, n)
 	capNext := true
 	sentence := 0
 	for i := range out {
-		k := r.intn(len(vocabulary))
+		k := s.changeWord(r.intn(len(vocabulary)), &pr)
 		sentence++
 		end := i == n-1 || sentence >= 5 && r.intn(6) == 0
 		switch {
@@ -555,7 +593,7 @@ func jsonFormat(req *llm.Request) *llm.ResponseFormat {
 	return &llm.ResponseFormat{Type: "json_schema", Schema: of.Schema}
 }
 
-func jsonAnswer(rf *llm.ResponseFormat, h uint64) string {
+func jsonAnswer(rf *llm.ResponseFormat, h uint64, s sampling) string {
 	if rf.Type == "json_schema" && len(rf.Schema) > 0 {
 		if s := parseSchema(rf.Schema); s != nil {
 			r := newRNG(h)
@@ -563,7 +601,7 @@ func jsonAnswer(rf *llm.ResponseFormat, h uint64) string {
 			return string(b)
 		}
 	}
-	b, _ := json.Marshal(map[string]string{"answer": strings.Join(words(h), "")})
+	b, _ := json.Marshal(map[string]string{"answer": strings.Join(words(h, s), "")})
 	return string(b)
 }
 

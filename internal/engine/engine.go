@@ -86,6 +86,8 @@ type Resilience struct {
 	DisableRecovery bool
 	// Valve is the mesh-aware safety valve.
 	Valve ValveConfig
+	// Rollout sends a share of the traffic through a reduced stage.
+	Rollout Rollout
 	// ProbeInterval is how often an endpoint found unreachable is probed
 	// (an HTTP GET of its models list) until it answers; default 500ms.
 	// While unreachable it gets no requests at all.
@@ -112,6 +114,7 @@ type Engine struct {
 	recoveryOff   atomic.Bool
 
 	valve    *valve
+	rollout  atomic.Pointer[Rollout]
 	stop     chan struct{}
 	probes   sync.WaitGroup
 	closed   atomic.Bool
@@ -188,6 +191,12 @@ func New(o Options) (*Engine, error) {
 	}
 	e.stop = make(chan struct{})
 	e.valve = newValve(r.Valve)
+	if r.Rollout.Stage == "" && r.Rollout.Percent == 0 {
+		r.Rollout = Rollout{Stage: StageFull, Percent: 100}
+	}
+	if err := e.SetRollout(r.Rollout); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
 	e.probeInt = r.ProbeInterval
 	if e.probeInt <= 0 {
 		e.probeInt = 500 * time.Millisecond
@@ -403,10 +412,15 @@ func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome,
 	}
 	x := &exec{e: e, rs: rs, req: req, call: call, rec: rec, tried: make([]bool, len(rs.cands))}
 	x.policy = e.policy(rs, call.Behavior)
-	if !e.valve.cfg.Disabled && e.valve.open(start) {
-		// Safety valve open: plain pass-through to the primary endpoint.
+	rec.Stage = e.stageFor(req, call)
+	if rec.Stage == StageMonitor || !e.valve.cfg.Disabled && e.valve.open(start) {
+		// Monitor-only rollout, or the safety valve is open: the plain
+		// path to the primary model.
 		x.legacy = true
 		rec.Legacy = true
+	}
+	if rec.Stage != StageFull {
+		spec = nil // answers pass untouched below the full stage
 	}
 	won, err := x.run(ctx, req, "primary")
 	if err != nil {

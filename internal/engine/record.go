@@ -48,6 +48,8 @@ type Record struct {
 	// is set when another model served.
 	PrimaryModel  string
 	ModelFallback bool
+	// Stage is the rollout stage the call ran in: monitor, hedging or full.
+	Stage string
 	// Legacy is set when the safety valve restricted the call to the
 	// route's primary model, without hedging or continuation.
 	Legacy bool

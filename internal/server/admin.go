@@ -15,6 +15,7 @@ import (
 type features struct {
 	Hedging     *bool              `json:"hedging,omitempty"`
 	Recovery    *bool              `json:"recovery,omitempty"`
+	Rollout     *engine.Rollout    `json:"rollout,omitempty"`
 	SafetyValve *engine.ValveState `json:"safety_valve,omitempty"`
 }
 
@@ -49,14 +50,21 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var req struct {
-			Hedging  *bool `json:"hedging"`
-			Recovery *bool `json:"recovery"`
+			Hedging  *bool           `json:"hedging"`
+			Recovery *bool           `json:"recovery"`
+			Rollout  *engine.Rollout `json:"rollout"`
 		}
 		d := json.NewDecoder(bytes.NewReader(body))
 		d.DisallowUnknownFields()
 		if err := d.Decode(&req); err != nil {
-			fail(http.StatusBadRequest, "body: "+err.Error()+` (want {"hedging": bool, "recovery": bool})`)
+			fail(http.StatusBadRequest, "body: "+err.Error()+` (want {"hedging": bool, "recovery": bool, "rollout": {"stage": "monitor|hedging|full", "percent": 0-100}})`)
 			return
+		}
+		if req.Rollout != nil {
+			if err := s.eng.SetRollout(*req.Rollout); err != nil {
+				fail(http.StatusBadRequest, err.Error())
+				return
+			}
 		}
 		if req.Hedging != nil {
 			s.eng.SetHedging(*req.Hedging)
@@ -70,6 +78,6 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusMethodNotAllowed, "use GET or POST")
 		return
 	}
-	h, rc, v := s.eng.Hedging(), s.eng.Recovery(), s.eng.Valve()
-	writeJSON(http.StatusOK, features{Hedging: &h, Recovery: &rc, SafetyValve: &v})
+	h, rc, v, ro := s.eng.Hedging(), s.eng.Recovery(), s.eng.Valve(), s.eng.Rollout()
+	writeJSON(http.StatusOK, features{Hedging: &h, Recovery: &rc, Rollout: &ro, SafetyValve: &v})
 }

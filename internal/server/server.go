@@ -308,6 +308,12 @@ func setMeshHeaders(h interface{ Set(k, v string) }, model, region, prov string,
 	if rec.Recovered > 0 {
 		h.Set("X-Mesh-Recovered", strconv.Itoa(rec.Recovered))
 	}
+	if rec.Legacy {
+		h.Set("X-Mesh-Mode", "legacy")
+	}
+	if rec.Stage != "" && rec.Stage != "full" {
+		h.Set("X-Mesh-Stage", rec.Stage)
+	}
 }
 
 // parseTimeout reads X-Mesh-Timeout: a Go duration ("2.5s") or milliseconds.
