@@ -129,6 +129,7 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 	}
 	m.eng, err = engine.New(engine.Options{Endpoints: eps, Aliases: aliases, Client: provider.NewClient(rt), Logger: o.logger,
 		Passthrough: pass, Resilience: resilienceOptions(cfg.Resilience), Structured: structuredOptions(cfg.StructuredOutput),
+		Fragment: fragmentOptions(cfg.Fragmentation),
 		Observer: observer, Now: o.now,
 		Classify: func(text string) string { return classify.Default().Classify(text).Domain }})
 	if err != nil {
@@ -384,4 +385,13 @@ func rollout(c config.Rollout) engine.Rollout {
 		r.Percent = *c.Percent
 	}
 	return r
+}
+
+func fragmentOptions(c config.Fragmentation) engine.FragmentOptions {
+	q := 0.5
+	if c.ListQuorum != nil {
+		q = *c.ListQuorum
+	}
+	return engine.FragmentOptions{ThresholdTokens: c.ThresholdTokens, TargetTokens: c.TargetTokens,
+		OverlapBudget: c.OverlapBudget, Redundancy: c.Redundancy, ListQuorum: q}
 }

@@ -69,6 +69,8 @@ type Config struct {
 	RequestLog RequestLog `yaml:"request_log"`
 	// StructuredOutput configures JSON validation, repair and re-ask.
 	StructuredOutput StructuredOutput `yaml:"structured_output"`
+	// Fragmentation configures long-input splitting, redundant dispatch and fusion.
+	Fragmentation Fragmentation `yaml:"fragmentation"`
 
 	// src locates keys in the file this Config was parsed from; nil when built in code.
 	src *source
@@ -107,6 +109,24 @@ type Telemetry struct {
 	DebugTraces int `yaml:"debug_traces"`
 	// Dashboard serves the live dashboard at GET /dashboard; default true.
 	Dashboard *bool `yaml:"dashboard"`
+}
+
+// Fragmentation splits long inputs at semantic boundaries, sends each
+// fragment to several endpoints, and fuses the answers by vote.
+type Fragmentation struct {
+	// ThresholdTokens fragments every request whose last user message is
+	// longer than this many (estimated) tokens; 0 (default) fragments only
+	// requests that set mesh_behavior.fragment: true.
+	ThresholdTokens int `yaml:"threshold_tokens"`
+	// TargetTokens is a fragment's size; default 1500.
+	TargetTokens int `yaml:"target_tokens"`
+	// OverlapBudget bounds repeated context, as a share of the input; default 0.15.
+	OverlapBudget float64 `yaml:"overlap_budget"`
+	// Redundancy is how many distinct endpoints answer each fragment; default 2.
+	Redundancy int `yaml:"redundancy"`
+	// ListQuorum is the share of replica confidence a list item needs to be
+	// kept; default 0.5 (0 would keep the plain union).
+	ListQuorum *float64 `yaml:"list_quorum"`
 }
 
 // StructuredOutput configures what Keel does when an answer must be JSON

@@ -284,12 +284,11 @@ func TestParseErrors(t *testing.T) {
 		},
 		{
 			name: "reserved sections all",
-			yaml: "routing: {}\nfragmentation: {}\nnormalization: {}\nredis: {}\n",
+			yaml: "routing: {}\nnormalization: {}\nredis: {}\n",
 			want: []string{
 				`keel.yaml:1:1: routing: section reserved for a later Keel version, not supported yet`,
-				`keel.yaml:2:1: fragmentation: section reserved for a later Keel version, not supported yet`,
-				`keel.yaml:3:1: normalization: section reserved for a later Keel version, not supported yet`,
-				`keel.yaml:4:1: redis: section reserved for a later Keel version, not supported yet`,
+				`keel.yaml:2:1: normalization: section reserved for a later Keel version, not supported yet`,
+				`keel.yaml:3:1: redis: section reserved for a later Keel version, not supported yet`,
 			},
 		},
 		{

@@ -70,6 +70,16 @@ func (v *validator) extra() {
 	v.nonNegative("request_log.retention_days", int64(v.c.RequestLog.RetentionDays))
 	v.nonNegative("request_log.queue_size", int64(v.c.RequestLog.QueueSize))
 	v.nonNegative("request_log.batch_size", int64(v.c.RequestLog.BatchSize))
+	fr := v.c.Fragmentation
+	v.nonNegative("fragmentation.threshold_tokens", int64(fr.ThresholdTokens))
+	v.nonNegative("fragmentation.target_tokens", int64(fr.TargetTokens))
+	v.nonNegative("fragmentation.redundancy", int64(fr.Redundancy))
+	if fr.OverlapBudget < 0 || fr.OverlapBudget > 1 {
+		v.add("fragmentation.overlap_budget", "expected a number between 0 and 1, got %v", fr.OverlapBudget)
+	}
+	if q := fr.ListQuorum; q != nil && (*q < 0 || *q > 1) {
+		v.add("fragmentation.list_quorum", "expected a number between 0 and 1, got %v", *q)
+	}
 	so := v.c.StructuredOutput
 	switch so.StreamMode {
 	case "", "strict", "relaxed":

@@ -174,16 +174,14 @@ func generate(seed int64, req *llm.Request, s sampling) *answer {
 	calls := toolsToCall(req, lastUser, lastIsToolResult)
 	rf := jsonFormat(req)
 	sampled := false
+	ex, extraction := "", false
 	if len(calls) == 0 {
-		if ex, ok := extractionAnswer(req, sys, turns, rf, h, s); ok {
-			a.jsonText = true
-			text = splitPieces(ex)
-			rf = nil
-			calls = nil
-			goto prefillRule
-		}
+		ex, extraction = extractionAnswer(req, sys, turns, rf, h, s)
 	}
 	switch {
+	case extraction:
+		a.jsonText = true
+		text = splitPieces(ex)
 	case len(calls) > 0:
 		names := make([]string, len(calls))
 		for i, t := range calls {
@@ -197,7 +195,6 @@ func generate(seed int64, req *llm.Request, s sampling) *answer {
 		text = words(h, s)
 		sampled = s.p > 0
 	}
-prefillRule:
 	if hasPrefill && prefill != "" {
 		if full := strings.Join(text, ""); strings.HasPrefix(full, prefill) {
 			text = cutTokens(text, len(prefill))

@@ -231,16 +231,18 @@ func (f *Fleet) serveModels(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (f *Fleet) requestID() string {
+// requestID numbers an API call: its request id and its sample number (see
+// AnswerSample).
+func (f *Fleet) requestID() (string, uint64) {
 	n := f.reqSeq.Add(1)
-	return "req_sim_" + hex16(hashString(uint64(f.cfg.Seed)^n*0x9e3779b97f4a7c15, "request"))
+	return "req_sim_" + hex16(hashString(uint64(f.cfg.Seed)^n*0x9e3779b97f4a7c15, "request")), n
 }
 
 // serveAPI serves one Messages or Chat Completions call.
 func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName string, c *codec) {
 	ctx := r.Context()
 	h := w.Header()
-	reqID := f.requestID()
+	reqID, sample := f.requestID()
 	if c.format == llm.FormatAnthropic {
 		h["Request-Id"] = []string{reqID}
 	} else {
@@ -330,7 +332,7 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		return
 	}
 
-	ans := generate(f.cfg.Seed, req)
+	ans := generate(f.cfg.Seed, req, samplingFor(spec, req, sample))
 	if spec.ContextWindow > 0 && ans.usage.InputTokens > spec.ContextWindow {
 		ep.recordStatus(http.StatusBadRequest)
 		fail(http.StatusBadRequest, llm.ErrInvalidRequest,

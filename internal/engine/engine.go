@@ -54,6 +54,8 @@ type Options struct {
 	Resilience Resilience
 	// Structured tunes structured-output validation and repair.
 	Structured StructuredOptions
+	// Fragment tunes long-input fragmentation and fusion.
+	Fragment FragmentOptions
 	// Classify returns the domain of a prompt (finance, medical, legal,
 	// code, general); nil leaves Record.Domain empty.
 	Classify func(text string) string
@@ -99,6 +101,7 @@ type Engine struct {
 	client     *provider.Client
 	classify   func(string) string
 	structOpts StructuredOptions
+	fragOpts   FragmentOptions
 	// structMetrics counts validated, repaired, re-asked and failed answers.
 	structMetrics structured.Metrics
 	log           *slog.Logger
@@ -185,7 +188,7 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: backoff: %w", err)
 	}
 	e := &Engine{
-		client: o.Client, classify: o.Classify, structOpts: o.Structured, log: log, obs: o.Observer, now: now, rnd: rnd,
+		client: o.Client, classify: o.Classify, structOpts: o.Structured, fragOpts: o.Fragment, log: log, obs: o.Observer, now: now, rnd: rnd,
 		maxAttempts: r.MaxAttempts, timeout: r.Timeout, backoff: backoff, hedge: r.Hedge, opts: r,
 		routes: map[string]*routeState{}, passthrough: o.Passthrough,
 	}
@@ -421,6 +424,32 @@ func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome,
 	}
 	if rec.Stage != StageFull {
 		spec = nil // answers pass untouched below the full stage
+	}
+	if rec.Stage == StageFull && !x.legacy {
+		if doc, idx, ok := e.wantsFragments(req, call.Behavior); ok {
+			resp, err := e.fragmented(ctx, x, doc, idx, spec)
+			if err != nil {
+				cancel()
+				ae := x.clientError(ctx, err)
+				e.finish(rec, nil, ae)
+				return nil, ae
+			}
+			if resp != nil {
+				served := x.fragServed
+				out := &Outcome{Endpoint: served.Endpoint, Record: rec}
+				if !req.Stream {
+					cancel()
+					out.Response = resp
+					e.finish(rec, served, nil)
+					return out, nil
+				}
+				st := &Stream{ctx: ctx, cancel: cancel, x: x, synth: synthesize(resp, 64), synthMode: true, idxMap: map[int]int{}}
+				u := resp.Usage
+				st.finalUsage, st.finished = &u, true
+				out.Stream = st
+				return out, nil
+			}
+		}
 	}
 	won, err := x.run(ctx, req, "primary")
 	if err != nil {

@@ -34,6 +34,8 @@ type exec struct {
 	tried     []bool
 	attempts  int
 	waits     int
+	// fragServed is the endpoint credited with a fused answer.
+	fragServed *endpoint
 	retries   int
 	lastErr   error
 	firstPick bool

@@ -90,6 +90,10 @@ type Record struct {
 	FragmentsOK     int
 	Fusions         int
 	FusionConflicts int
+	// Conflicts describes each fusion disagreement; LostRanges the input
+	// byte ranges ("start-end") no replica answered.
+	Conflicts  []string
+	LostRanges []string
 
 	// TraceParent is the client's W3C traceparent header, if any.
 	TraceParent string

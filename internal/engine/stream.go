@@ -112,7 +112,12 @@ func (s *Stream) Record() *Record { return s.x.rec }
 func (s *Stream) Attempts() int { return s.x.attempts }
 
 // Served is the endpoint serving the stream now.
-func (s *Stream) Served() *provider.Endpoint { return s.cur.ep.Endpoint }
+func (s *Stream) Served() *provider.Endpoint {
+	if s.cur == nil {
+		return s.x.fragServed.Endpoint
+	}
+	return s.cur.ep.Endpoint
+}
 
 // Recovered reports how many times the stream was continued elsewhere.
 func (s *Stream) Recovered() int { return s.x.rec.Recovered }
@@ -363,6 +368,12 @@ func (s *Stream) Close() error {
 	}
 	s.closed = true
 	x := s.x
+	if s.cur == nil {
+		// A fused answer: its attempts were settled as they finished.
+		s.cancel()
+		x.e.finish(x.rec, x.fragServed, nil)
+		return nil
+	}
 	if !s.failed {
 		s.cur.end = x.e.now()
 		if s.finished {

@@ -311,6 +311,15 @@ func setMeshHeaders(h interface{ Set(k, v string) }, model, region, prov string,
 	if rec.Legacy {
 		h.Set("X-Mesh-Mode", "legacy")
 	}
+	if rec.Fragments > 0 {
+		h.Set("X-Mesh-Fragments", strconv.Itoa(rec.FragmentsOK)+"/"+strconv.Itoa(rec.Fragments))
+		if len(rec.LostRanges) > 0 {
+			h.Set("X-Mesh-Fragments-Lost", strings.Join(rec.LostRanges, ","))
+		}
+		if rec.FusionConflicts > 0 {
+			h.Set("X-Mesh-Fusion-Conflicts", strconv.Itoa(rec.FusionConflicts))
+		}
+	}
 	if rec.Stage != "" && rec.Stage != "full" {
 		h.Set("X-Mesh-Stage", rec.Stage)
 	}

@@ -1,0 +1,195 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/keelmesh/keel/internal/fragment"
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/structured"
+)
+
+// FragmentOptions tune long-input fragmentation. Zero values are the
+// defaults; fragmentation is off unless ThresholdTokens is set or a request
+// asks for it (mesh_behavior.fragment: true).
+type FragmentOptions struct {
+	// ThresholdTokens fragments any request whose last user message is
+	// longer (estimated tokens); 0 means only on request.
+	ThresholdTokens int
+	// TargetTokens is the size of a fragment; default 1500.
+	TargetTokens int
+	// OverlapBudget bounds the context repeated across fragments, as a
+	// share of the input; default 0.15.
+	OverlapBudget float64
+	// Redundancy is how many distinct endpoints answer each fragment;
+	// default 2 (a request's min_redundancy raises it).
+	Redundancy int
+	// ListQuorum is the share of confidence a list item needs to survive
+	// fusion (0 = plain union).
+	ListQuorum float64
+}
+
+// wantsFragments reports whether req is fragmented, and its document.
+func (e *Engine) wantsFragments(req *llm.Request, b *Behavior) (doc string, idx int, ok bool) {
+	idx = -1
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if req.Messages[i].Role == llm.RoleUser {
+			idx = i
+			break
+		}
+	}
+	if idx < 0 || req.Stream && (b == nil || b.Fragment == nil || !*b.Fragment) && e.fragOpts.ThresholdTokens == 0 {
+		return "", -1, false
+	}
+	m := req.Messages[idx]
+	for _, blk := range m.Content {
+		if blk.Type != llm.BlockText {
+			return "", -1, false // tool results, images: not a document to split
+		}
+	}
+	doc = m.Text()
+	asked := b != nil && b.Fragment != nil
+	if asked && !*b.Fragment {
+		return "", -1, false
+	}
+	if asked || e.fragOpts.ThresholdTokens > 0 && fragment.EstimateTokens(doc) > e.fragOpts.ThresholdTokens {
+		return doc, idx, true
+	}
+	return "", -1, false
+}
+
+// fragmented splits the document, sends each fragment to `redundancy`
+// distinct endpoints in parallel through the resilience engine, and fuses
+// the answers. It returns nil, nil when the document is one fragment.
+func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, spec *outputSpec) (*llm.Response, error) {
+	o := e.fragOpts
+	var guarded []fragment.Range
+	for _, sp := range structured.GuardedSpans(doc) {
+		guarded = append(guarded, fragment.Range{Start: sp.Start, End: sp.End})
+	}
+	frags, err := fragment.Split(doc, fragment.Options{TargetTokens: o.TargetTokens, OverlapBudget: o.OverlapBudget, GuardedSpans: guarded})
+	if err != nil {
+		return nil, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Message: "fragmenting the input: " + err.Error()}
+	}
+	if len(frags) < 2 {
+		return nil, nil
+	}
+	red := o.Redundancy
+	if red <= 0 {
+		red = 2
+	}
+	if b := x.call.Behavior; b != nil && b.MinRedundancy > red {
+		red = b.MinRedundancy
+	}
+	red = min(red, len(x.rs.cands))
+	rec := x.rec
+	rec.Fragments = len(frags)
+	answers := make([][]fragment.FragmentAnswer, len(frags))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var served *endpoint
+	for i, fr := range frags {
+		answers[i] = make([]fragment.FragmentAnswer, red)
+		req := fragmentRequest(x.req, idx, fr, len(frags))
+		used := make([]bool, len(x.rs.cands))
+		for r := range red {
+			// Each replica has its own attempts; replicas of a fragment
+			// start on distinct endpoints.
+			rx := &exec{e: e, rs: x.rs, req: req, call: x.call, rec: &Record{}, policy: x.policy, legacy: x.legacy, tried: make([]bool, len(x.rs.cands))}
+			copy(rx.tried, used)
+			first, err := rx.pick(false)
+			if err == nil {
+				used[first] = true
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				a, err := rx.run(ctx, req, "fragment")
+				var ans fragment.FragmentAnswer
+				if err != nil {
+					ans.Err = err
+				} else {
+					a.settle(nil, "")
+					a.release()
+					resp := a.res.Response
+					text := resp.Text()
+					if spec != nil {
+						if d, _, ok := spec.answerJSON(resp); ok {
+							res := structured.Repair(d, spec.schema, structured.Options{Input: fr.Text})
+							if res.Valid {
+								text = string(res.Output)
+							}
+						}
+					}
+					ans = fragment.FragmentAnswer{Text: text, Confidence: 1}
+					mu.Lock()
+					rec.Usage.InputTokens += resp.Usage.InputTokens
+					rec.Usage.OutputTokens += resp.Usage.OutputTokens
+					if served == nil {
+						served = a.ep
+					}
+					mu.Unlock()
+				}
+				mu.Lock()
+				rec.Attempts = append(rec.Attempts, rx.rec.Attempts...)
+				rec.Retries += rx.rec.Retries
+				rec.Hedges += rx.rec.Hedges
+				answers[i][r] = ans
+				mu.Unlock()
+			}()
+		}
+	}
+	wg.Wait()
+	for _, as := range answers {
+		for _, a := range as {
+			if a.Err == nil {
+				rec.FragmentsOK++
+				break
+			}
+		}
+	}
+	mode := fragment.ModeText
+	if spec != nil {
+		mode = fragment.ModeStructured
+	}
+	fused, err := fragment.Fuse(frags, answers, fragment.FuseOptions{Mode: mode, ListQuorum: o.ListQuorum})
+	if err != nil && fused == nil {
+		return nil, &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted, Message: "fusing fragment answers: " + err.Error()}
+	}
+	rec.Fusions = fused.Fields
+	rec.FusionConflicts = len(fused.Conflicts)
+	for _, c := range fused.Conflicts {
+		rec.Conflicts = append(rec.Conflicts, fmt.Sprintf("fragment %d %s: %v", c.Fragment, c.Path, c.Values))
+	}
+	for _, l := range fused.Lost {
+		rec.LostRanges = append(rec.LostRanges, strconv.Itoa(l.Start)+"-"+strconv.Itoa(l.End))
+	}
+	if served == nil {
+		return nil, &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted,
+			Message: fmt.Sprintf("every replica of all %d fragments failed", len(frags))}
+	}
+	text := fused.Text
+	if len(fused.Lost) > 0 && !fused.Structured {
+		// Never a silent gap: say which input was not processed.
+		text += fmt.Sprintf("\n\n[keel: input byte ranges %s could not be processed; every replica failed]", strings.Join(rec.LostRanges, ", "))
+	}
+	x.fragServed = served
+	return &llm.Response{ID: "msg_keel_" + rec.RequestID, Model: served.UpstreamModel, Content: []llm.Block{{Type: llm.BlockText, Text: text}},
+		StopReason: llm.StopEndTurn, Usage: rec.Usage}, nil
+}
+
+// fragmentRequest is req with the document replaced by one fragment.
+func fragmentRequest(req *llm.Request, idx int, fr fragment.Fragment, n int) *llm.Request {
+	out := *req
+	out.Stream = false
+	msgs := make([]llm.Message, len(req.Messages))
+	copy(msgs, req.Messages)
+	msgs[idx] = llm.Message{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText,
+		Text: fmt.Sprintf("[Part %d of %d of a longer input]\n\n%s", fr.Index+1, n, fr.Text)}}}
+	out.Messages = msgs
+	return &out
+}
