@@ -200,4 +200,3 @@ func newLogger(out io.Writer, format, level string) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(out, opts))
 }
-

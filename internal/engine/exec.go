@@ -30,15 +30,15 @@ type exec struct {
 
 	// legacy is the safety valve's pass-through: one attempt to the
 	// route's primary endpoint, nothing else.
-	legacy    bool
-	tried     []bool
-	attempts  int
-	waits     int
+	legacy   bool
+	tried    []bool
+	attempts int
+	waits    int
 	// fragServed is the endpoint credited with a fused answer.
 	fragServed *endpoint
-	retries   int
-	lastErr   error
-	firstPick bool
+	retries    int
+	lastErr    error
+	firstPick  bool
 
 	cands     []route.Candidate
 	decisions []route.Decision
