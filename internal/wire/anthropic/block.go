@@ -8,7 +8,7 @@ import (
 
 // parseContent reads a content value that is a string (one text block, isString
 // true) or an array of blocks.
-func parseContent(path string, v []byte) (blocks []llm.Block, isString bool, err error) {
+func parseContent(path *fpath, v []byte) (blocks []llm.Block, isString bool, err error) {
 	if len(v) > 0 && v[0] == '"' {
 		s, err := unquote(path, v)
 		if err != nil {
@@ -32,7 +32,7 @@ func parseContent(path string, v []byte) (blocks []llm.Block, isString bool, err
 }
 
 // blockType finds the "type" member of a block object.
-func blockType(path string, v []byte) (string, error) {
+func blockType(path *fpath, v []byte) (string, error) {
 	typ, found := "", false
 	err := eachMember(path, v, func(k string, val []byte) error {
 		if k != "type" {
@@ -54,7 +54,7 @@ func blockType(path string, v []byte) (string, error) {
 // parseBlock reads one content block. Types this codec does not model, and
 // image blocks whose source is neither base64 nor url, are kept verbatim in
 // Block.Raw; unknown members of known types go to Block.Extra.
-func parseBlock(path string, v []byte) (llm.Block, error) {
+func parseBlock(path *fpath, v []byte) (llm.Block, error) {
 	typ, err := blockType(path, v)
 	if err != nil {
 		return llm.Block{}, err
@@ -136,7 +136,7 @@ func parseBlock(path string, v []byte) (llm.Block, error) {
 // hasMember reports whether object v (already known valid) has member key.
 func hasMember(v []byte, key string) bool {
 	found := false
-	_ = eachMember("", v, func(k string, _ []byte) error {
+	_ = eachMember(nil, v, func(k string, _ []byte) error {
 		if k == key {
 			found = true
 		}
@@ -149,7 +149,7 @@ func hasMember(v []byte, key string) bool {
 // a source llm.ImageSource cannot hold exactly: a type other than base64
 // {media_type, data} or url {url}, or any other member; the caller then keeps
 // the block verbatim in Block.Raw.
-func parseImageSource(path string, v []byte) (*llm.ImageSource, error) {
+func parseImageSource(path *fpath, v []byte) (*llm.ImageSource, error) {
 	const (
 		seenMediaType = 1 << iota
 		seenData
@@ -196,7 +196,7 @@ func parseImageSource(path string, v []byte) (*llm.ImageSource, error) {
 
 // appendContent appends a content value: a plain string when asString and the
 // blocks are exactly one plain text block, otherwise an array.
-func appendContent(b []byte, path string, bs []llm.Block, asString bool) ([]byte, error) {
+func appendContent(b []byte, path *fpath, bs []llm.Block, asString bool) ([]byte, error) {
 	if asString && len(bs) == 1 && isPlainText(&bs[0]) {
 		return appendString(b, bs[0].Text), nil
 	}
@@ -219,7 +219,7 @@ func isPlainText(bl *llm.Block) bool {
 
 // appendBlock appends one content block: Raw verbatim when set, otherwise the
 // known members in a fixed order followed by Extra sorted by key.
-func appendBlock(b []byte, path string, bl *llm.Block) ([]byte, error) {
+func appendBlock(b []byte, path *fpath, bl *llm.Block) ([]byte, error) {
 	if bl.Raw != nil {
 		return appendRaw(b, path, bl.Raw)
 	}

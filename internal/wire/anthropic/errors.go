@@ -100,14 +100,14 @@ func parseErrorBody(e *llm.APIError, body []byte) bool {
 		return false
 	}
 	var errObj []byte
-	_ = eachMember("", body, func(k string, v []byte) error {
+	_ = eachMember(nil, body, func(k string, v []byte) error {
 		switch k {
 		case "error":
 			if len(v) > 0 && v[0] == '{' {
 				errObj = v
 			}
 		case "request_id":
-			e.RequestID, _ = str("", v)
+			e.RequestID, _ = str(nil, v)
 		}
 		return nil
 	})
@@ -123,19 +123,19 @@ func parseErrorBody(e *llm.APIError, body []byte) bool {
 // Members of the wrong type are ignored: an error body is read best-effort.
 func fillError(e *llm.APIError, v []byte) {
 	var typ string
-	_ = eachMember("", v, func(k string, v []byte) error {
+	_ = eachMember(nil, v, func(k string, v []byte) error {
 		switch k {
 		case "type":
-			typ, _ = str("", v)
+			typ, _ = str(nil, v)
 		case "message":
-			e.Message, _ = str("", v)
+			e.Message, _ = str(nil, v)
 		case "mesh_error_code":
-			e.MeshCode, _ = str("", v)
+			e.MeshCode, _ = str(nil, v)
 		case "details":
 			if len(v) > 0 && v[0] == '{' {
-				_ = eachMember("", v, func(dk string, dv []byte) error {
+				_ = eachMember(nil, v, func(dk string, dv []byte) error {
 					if dk == "error_code" {
-						e.Code, _ = str("", dv)
+						e.Code, _ = str(nil, dv)
 					}
 					return nil
 				})

@@ -30,20 +30,48 @@ func (e *fieldError) Error() string {
 	return e.path + ": " + e.msg
 }
 
-func errAt(path, format string, args ...any) error {
-	return &fieldError{path: path, msg: fmt.Sprintf(format, args...)}
+// fpath is a field path built lazily: a chain of nodes from the leaf to the
+// root, rendered by String only when an error is reported, so the hot path
+// builds no strings. The nil *fpath is the empty path. Nodes live on the
+// stack of the functions that create them (join and joinIndex inline); no
+// function may keep one after it returns.
+type fpath struct {
+	parent  *fpath
+	key     string
+	index   int
+	isIndex bool
 }
 
-func join(path, key string) string {
-	if path == "" {
-		return key
+// String renders the path as the old eager join/joinIndex did: keys joined
+// with "." (a key at the root stands alone), an index always preceded by ".".
+func (p *fpath) String() string {
+	if p == nil {
+		return ""
 	}
-	return path + "." + key
+	parent := p.parent.String()
+	if p.isIndex {
+		return parent + "." + strconv.Itoa(p.index)
+	}
+	if parent == "" {
+		return p.key
+	}
+	return parent + "." + p.key
 }
 
-func joinIndex(path string, i int) string {
-	return path + "." + strconv.Itoa(i)
+func errAt(path *fpath, format string, args ...any) error {
+	return &fieldError{path: path.String(), msg: fmt.Sprintf(format, args...)}
 }
+
+func join(path *fpath, key string) *fpath {
+	return &fpath{parent: path, key: key}
+}
+
+func joinIndex(path *fpath, i int) *fpath {
+	return &fpath{parent: path, index: i, isIndex: true}
+}
+
+// root is the path of a top-level member.
+func root(key string) *fpath { return join(nil, key) }
 
 // kindName names the JSON kind of a valid value for error messages.
 func kindName(v []byte) string {
@@ -133,7 +161,7 @@ func trimValue(v []byte) []byte {
 
 // eachMember calls fn for every member of the object v (valid JSON, trimmed).
 // It reports a type error at path when v is not an object.
-func eachMember(path string, v []byte, fn func(key string, val []byte) error) error {
+func eachMember(path *fpath, v []byte, fn func(key string, val []byte) error) error {
 	if len(v) == 0 || v[0] != '{' {
 		return errAt(path, "expected an object, got %s", kindName(v))
 	}
@@ -171,7 +199,7 @@ func eachMember(path string, v []byte, fn func(key string, val []byte) error) er
 }
 
 // eachElem calls fn for every element of the array v (valid JSON, trimmed).
-func eachElem(path string, v []byte, fn func(i int, val []byte) error) error {
+func eachElem(path *fpath, v []byte, fn func(i int, val []byte) error) error {
 	if len(v) == 0 || v[0] != '[' {
 		return errAt(path, "expected an array, got %s", kindName(v))
 	}
@@ -197,7 +225,7 @@ func eachElem(path string, v []byte, fn func(i int, val []byte) error) error {
 }
 
 // unquote decodes a JSON string token.
-func unquote(path string, v []byte) (string, error) {
+func unquote(path *fpath, v []byte) (string, error) {
 	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
 		return "", errAt(path, "expected a string, got %s", kindName(v))
 	}
@@ -213,7 +241,7 @@ func unquote(path string, v []byte) (string, error) {
 }
 
 // str reads a string; null reads as "".
-func str(path string, v []byte) (string, error) {
+func str(path *fpath, v []byte) (string, error) {
 	if isNull(v) {
 		return "", nil
 	}
@@ -221,7 +249,7 @@ func str(path string, v []byte) (string, error) {
 }
 
 // boolean reads true or false; null reads as false.
-func boolean(path string, v []byte) (bool, error) {
+func boolean(path *fpath, v []byte) (bool, error) {
 	switch string(v) {
 	case "true":
 		return true, nil
@@ -231,7 +259,7 @@ func boolean(path string, v []byte) (bool, error) {
 	return false, errAt(path, "expected a boolean, got %s", kindName(v))
 }
 
-func number(path string, v []byte) (float64, error) {
+func number(path *fpath, v []byte) (float64, error) {
 	if len(v) == 0 || !(v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) {
 		return 0, errAt(path, "expected a number, got %s", kindName(v))
 	}
@@ -243,7 +271,7 @@ func number(path string, v []byte) (float64, error) {
 }
 
 // integer reads an integral JSON number (1.0 and 1e3 are accepted); null reads as 0.
-func integer(path string, v []byte) (int, error) {
+func integer(path *fpath, v []byte) (int, error) {
 	if isNull(v) {
 		return 0, nil
 	}
@@ -338,7 +366,7 @@ func appendFloat(b []byte, f float64) ([]byte, error) {
 }
 
 // appendRaw appends a raw JSON value after checking it is valid.
-func appendRaw(b []byte, what string, v json.RawMessage) ([]byte, error) {
+func appendRaw(b []byte, what *fpath, v json.RawMessage) ([]byte, error) {
 	if !json.Valid(v) {
 		return b, fmt.Errorf("%s is not valid JSON", what)
 	}
@@ -356,7 +384,7 @@ func appendKey(b []byte, key string) []byte {
 }
 
 // appendExtra appends the members of x sorted by key, skipping keys in skip.
-func appendExtra(b []byte, path string, x llm.Extra) ([]byte, error) {
+func appendExtra(b []byte, path *fpath, x llm.Extra) ([]byte, error) {
 	if len(x) == 0 {
 		return b, nil
 	}

@@ -45,7 +45,7 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 	body = bytes.Clone(body)
 	r := &llm.Request{Format: llm.FormatAnthropic}
 	var sawModel, sawMessages, sawMeshTop, sawMeshSystem bool
-	err := eachMember("", body, func(k string, v []byte) error {
+	err := eachMember(nil, body, func(k string, v []byte) error {
 		var err error
 		switch k {
 		case "model":
@@ -142,7 +142,7 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 	return r, nil
 }
 
-func optFloat(path string, v []byte) (*float64, error) {
+func optFloat(path *fpath, v []byte) (*float64, error) {
 	if isNull(v) {
 		return nil, nil
 	}
@@ -188,7 +188,7 @@ func parseSystem(r *llm.Request, v []byte) (sawMesh bool, err error) {
 	return false, err
 }
 
-func parseMessages(path string, v []byte) ([]llm.Message, error) {
+func parseMessages(path *fpath, v []byte) ([]llm.Message, error) {
 	msgs := make([]llm.Message, 0, 8)
 	err := eachElem(path, v, func(i int, e []byte) error {
 		p := joinIndex(path, i)
@@ -231,7 +231,7 @@ func parseMessages(path string, v []byte) ([]llm.Message, error) {
 	return msgs, err
 }
 
-func parseTools(path string, v []byte) ([]llm.Tool, error) {
+func parseTools(path *fpath, v []byte) ([]llm.Tool, error) {
 	tools := make([]llm.Tool, 0, 4)
 	err := eachElem(path, v, func(i int, e []byte) error {
 		p := joinIndex(path, i)
@@ -283,7 +283,7 @@ func parseTools(path string, v []byte) ([]llm.Tool, error) {
 	return tools, err
 }
 
-func parseToolChoice(path string, v []byte) (*llm.ToolChoice, error) {
+func parseToolChoice(path *fpath, v []byte) (*llm.ToolChoice, error) {
 	tc := &llm.ToolChoice{}
 	err := eachMember(path, v, func(k string, cv []byte) error {
 		var err error
@@ -520,7 +520,7 @@ func hoistSystem(r *llm.Request) ([]llm.Block, bool, func(*llm.Message) bool) {
 	return system, false, hoist
 }
 
-func appendTool(b []byte, path string, t *llm.Tool) ([]byte, error) {
+func appendTool(b []byte, path *fpath, t *llm.Tool) ([]byte, error) {
 	if t.Raw != nil {
 		return appendRaw(b, path, t.Raw)
 	}

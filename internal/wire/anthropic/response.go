@@ -31,7 +31,7 @@ func ParseResponse(body []byte) (*llm.Response, error) {
 		return nil, protocolError("response body: expected a JSON object, got " + kindName(body))
 	}
 	body = bytes.Clone(body)
-	r, err := parseMessage("", body)
+	r, err := parseMessage(nil, body)
 	if err != nil {
 		return nil, protocolError(err.Error())
 	}
@@ -40,7 +40,7 @@ func ParseResponse(body []byte) (*llm.Response, error) {
 
 // parseMessage reads a message object (a response, or the message of a
 // message_start event).
-func parseMessage(path string, v []byte) (*llm.Response, error) {
+func parseMessage(path *fpath, v []byte) (*llm.Response, error) {
 	r := &llm.Response{}
 	err := eachMember(path, v, func(k string, mv []byte) error {
 		p := join(path, k)
@@ -97,7 +97,7 @@ func parseMessage(path string, v []byte) (*llm.Response, error) {
 // output_tokens_details.thinking_tokens becomes ReasoningTokens; other members
 // of output_tokens_details stay in Extra["output_tokens_details"] and are
 // merged back by appendUsage.
-func parseUsage(path string, v []byte, u *llm.Usage) error {
+func parseUsage(path *fpath, v []byte, u *llm.Usage) error {
 	return eachMember(path, v, func(k string, uv []byte) error {
 		p := join(path, k)
 		var err error
@@ -149,7 +149,7 @@ const (
 
 // appendUsage appends a usage object: the counts in a fixed order, then Extra
 // sorted by key, with ReasoningTokens merged into output_tokens_details.
-func appendUsage(b []byte, path string, u *llm.Usage, which usageFields) ([]byte, error) {
+func appendUsage(b []byte, path *fpath, u *llm.Usage, which usageFields) ([]byte, error) {
 	b = append(b, '{')
 	if which == usageAll || u.InputTokens != 0 {
 		b = append(b, `"input_tokens":`...)
@@ -192,7 +192,7 @@ func appendUsage(b []byte, path string, u *llm.Usage, which usageFields) ([]byte
 
 // mergeMembers appends the members of object obj (without braces) to b, which
 // holds an open object with at least one member.
-func mergeMembers(b []byte, path string, obj json.RawMessage) ([]byte, error) {
+func mergeMembers(b []byte, path *fpath, obj json.RawMessage) ([]byte, error) {
 	if !json.Valid(obj) {
 		return b, errAt(path, "not valid JSON")
 	}

@@ -256,7 +256,7 @@ func (s *StreamReader) decode(ev *llm.Event) error {
 		sawIndex, sawMessage, sawBlock, sawDelta bool
 		msgDelta, usage                          []byte
 	)
-	err := eachMember("", data, func(k string, v []byte) error {
+	err := eachMember(nil, data, func(k string, v []byte) error {
 		var err error
 		switch k {
 		case "type":
