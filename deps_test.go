@@ -22,6 +22,12 @@ func TestImportRules(t *testing.T) {
 		mod + "/config":                  {"github.com/goccy/go-yaml"},
 		mod + "/internal/wire/anthropic": {mod + "/internal/llm", mod + "/internal/sse"},
 		mod + "/internal/wire/openai":    {mod + "/internal/llm", mod + "/internal/sse"},
+		mod + "/internal/translate":      {mod + "/internal/llm"},
+		mod + "/internal/structured":     {"github.com/santhosh-tekuri/jsonschema/v6", mod + "/internal/llm"},
+		mod + "/internal/fragment":       {mod + "/internal/llm"},
+		mod + "/internal/classify":       {mod + "/internal/llm"},
+		mod + "/internal/health":         nil,
+		mod + "/internal/route":          nil,
 	}
 	forbidden := map[string][]string{
 		mod + "/internal/engine": {mod + "/internal/server", mod + "/internal/telemetry", mod + "/internal/store", "github.com/prometheus", "github.com/redis", "modernc.org/sqlite", mod + "/sim"},

@@ -27,5 +27,6 @@ func rootCmd() *cobra.Command {
 	root.AddCommand(serveCmd(), simCmd())
 	root.AddCommand(benchCmd(), demoCmd())
 	root.AddCommand(reportCmd())
+	root.AddCommand(calibrateCmd())
 	return root
 }

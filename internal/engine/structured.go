@@ -67,6 +67,9 @@ func (e *Engine) outputSpecFor(req *llm.Request, b *Behavior) (*outputSpec, erro
 			return compile(objectSchema, "response_format.json_object")
 		}
 	}
+	if raw := anthropicJSONFormat(req); raw != nil {
+		return compile(raw, "output_config.format")
+	}
 	if tc := req.ToolChoice; tc != nil && tc.Type == llm.ToolChoiceTool {
 		for _, t := range req.Tools {
 			if t.Name == tc.Name && len(t.InputSchema) > 0 {
@@ -338,4 +341,28 @@ func synthesize(resp *llm.Response, chunk int) []*llm.Event {
 	evs = append(evs, &llm.Event{Type: llm.EventMessageDelta, StopReason: resp.StopReason, StopSequence: resp.StopSequence, Usage: &u},
 		&llm.Event{Type: llm.EventMessageStop})
 	return evs
+}
+
+// anthropicJSONFormat returns the schema of Anthropic structured outputs:
+// output_config.format (or the beta output_format) of type json_schema.
+func anthropicJSONFormat(req *llm.Request) json.RawMessage {
+	type format struct {
+		Type   string          `json:"type"`
+		Schema json.RawMessage `json:"schema"`
+	}
+	if raw, ok := req.Extra["output_config"]; ok {
+		var oc struct {
+			Format *format `json:"format"`
+		}
+		if json.Unmarshal(raw, &oc) == nil && oc.Format != nil && oc.Format.Type == "json_schema" && len(oc.Format.Schema) > 0 {
+			return oc.Format.Schema
+		}
+	}
+	if raw, ok := req.Extra["output_format"]; ok {
+		var f format
+		if json.Unmarshal(raw, &f) == nil && f.Type == "json_schema" && len(f.Schema) > 0 {
+			return f.Schema
+		}
+	}
+	return nil
 }

@@ -16,11 +16,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/translate"
 	"github.com/keelmesh/keel/internal/wire/anthropic"
 	"github.com/keelmesh/keel/internal/wire/openai"
 )
@@ -205,25 +206,25 @@ type Call struct {
 	// ClientHeader is the client's request header: anthropic-version and
 	// anthropic-beta are passed on to Anthropic endpoints.
 	ClientHeader http.Header
+	// Translation is the policy for features the endpoint's wire format
+	// cannot express: "drop" (default, reported) or "reject" (a 400).
+	Translation string
 }
 
 // Do sends req to ep. The request is not modified. On success with a stream
 // the caller owns Result.Stream; ctx must stay live while it is read.
 func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Call) (*Result, error) {
-	out := *req
-	out.Model = ep.UpstreamModel
-	var dropped []string
-	if req.Format != ep.Format && req.Format != llm.FormatUnknown && len(req.Extra) > 0 {
-		// Members the client's wire format has and this one may not: never
-		// sent across formats (a real API would answer 400); reported.
-		keys := make([]string, 0, len(req.Extra))
-		for k := range req.Extra {
-			keys = append(keys, k)
+	prepared, tr, err := translate.Prepare(req, ep.Format, translate.Policy{Unsupported: call.Translation, Endpoint: ep.ID})
+	if err != nil {
+		var ae *llm.APIError
+		if errors.As(err, &ae) {
+			return nil, &Error{Kind: KindStatus, Endpoint: ep.ID, API: ae}
 		}
-		sort.Strings(keys)
-		dropped = append(dropped, keys...)
-		out.Extra = nil
+		return nil, &Error{Kind: KindProtocol, Endpoint: ep.ID, Err: err}
 	}
+	out := *prepared
+	out.Model = ep.UpstreamModel
+	dropped := slices.Clone(tr.Dropped)
 	version := ""
 	if ep.Format == llm.FormatAnthropic {
 		version = ep.AnthropicVersion
@@ -256,7 +257,6 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		out.IncludeUsage = true
 	}
 	var body []byte
-	var err error
 	if ep.Format == llm.FormatOpenAI {
 		body, err = openai.EncodeRequest(&out)
 	} else {
@@ -352,10 +352,14 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		if err != nil {
 			return nil, &Error{Kind: KindProtocol, Endpoint: ep.ID, Err: fmt.Errorf("parsing response: %w", err)}
 		}
-		res.Response = r
+		res.Response = tr.RestoreResponse(r)
+		if res.Response.Created == 0 && ep.Format != req.Format {
+			res.Response.Created = time.Now().Unix()
+		}
 		return res, nil
 	}
 	s := &stream{
+		tr:      tr,
 		ep:      ep,
 		body:    resp.Body,
 		ctx:     actx,
@@ -377,6 +381,7 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 }
 
 type stream struct {
+	tr        translate.Report
 	ep        *Endpoint
 	body      io.ReadCloser
 	ctx       context.Context
@@ -434,7 +439,7 @@ func (s *stream) Next() (*llm.Event, error) {
 		s.events++
 		s.idleTimer.Reset(s.nextIdle())
 	}
-	return ev, nil
+	return s.tr.RestoreEvent(ev), nil
 }
 
 func (s *stream) Close() error {

@@ -172,6 +172,7 @@ var hintKeys = map[string]bool{
 	"prompt_cache_key":       true,
 	"prompt_cache_retention": true,
 	"metadata":               true, // OpenAI metadata: tags for stored completions
+	"safety_identifier":      true, // when user is also set (else it becomes the user id)
 }
 
 func (t *prep) topLevel(r *llm.Request) {

@@ -66,7 +66,7 @@ func parseBlock(path *fpath, v []byte) (llm.Block, error) {
 		b.Raw = json.RawMessage(v)
 		return b, nil
 	}
-	unmodelled := false
+	unmodelled, sawText := false, false
 	err = eachMember(path, v, func(k string, val []byte) error {
 		p := join(path, k)
 		var err error
@@ -74,6 +74,7 @@ func parseBlock(path *fpath, v []byte) (llm.Block, error) {
 		case k == "type":
 		case k == "text" && b.Type == llm.BlockText:
 			b.Text, err = unquote(p, val)
+			sawText = true
 		case k == "id" && b.Type == llm.BlockToolUse:
 			b.ID, err = str(p, val)
 		case k == "name" && b.Type == llm.BlockToolUse:
@@ -89,7 +90,7 @@ func parseBlock(path *fpath, v []byte) (llm.Block, error) {
 			if isNull(val) {
 				return nil
 			}
-			b.Content, b.ContentIsString, err = parseContent(p, val)
+			b.Content, b.ContentIsString, err = parseContent(detach(p), val)
 		case k == "is_error" && b.Type == llm.BlockToolResult:
 			b.IsError, err = boolean(p, val)
 		case k == "source" && b.Type == llm.BlockImage:
@@ -114,7 +115,7 @@ func parseBlock(path *fpath, v []byte) (llm.Block, error) {
 	}
 	switch b.Type {
 	case llm.BlockText:
-		if !hasMember(v, "text") {
+		if !sawText {
 			return llm.Block{}, errAt(join(path, "text"), "field required")
 		}
 	case llm.BlockImage:
@@ -131,18 +132,6 @@ func parseBlock(path *fpath, v []byte) (llm.Block, error) {
 		}
 	}
 	return b, nil
-}
-
-// hasMember reports whether object v (already known valid) has member key.
-func hasMember(v []byte, key string) bool {
-	found := false
-	_ = eachMember(nil, v, func(k string, _ []byte) error {
-		if k == key {
-			found = true
-		}
-		return nil
-	})
-	return found
 }
 
 // parseImageSource reads an image source. It returns nil (and no error) for
@@ -265,7 +254,7 @@ func appendBlock(b []byte, path *fpath, bl *llm.Block) ([]byte, error) {
 		b = appendString(b, bl.ToolUseID)
 		if bl.Content != nil {
 			b = append(b, `,"content":`...)
-			if b, err = appendContent(b, join(path, "content"), bl.Content, bl.ContentIsString); err != nil {
+			if b, err = appendContent(b, detach(join(path, "content")), bl.Content, bl.ContentIsString); err != nil {
 				return b, err
 			}
 		}

@@ -10,7 +10,8 @@
 // server tools and unknown tool_choice forms are kept verbatim and written
 // back, and encoders write known members in a fixed order followed by the
 // unknown ones sorted by key, so the output bytes are deterministic.
-// Decoding scans JSON once with json.Valid and then walks it in place;
+// Decoding checks the JSON once (validJSON: a fast check that leaves the
+// last word to json.Valid) and then walks it in place;
 // encoding appends to a byte slice without reflection.
 //
 // The functions are pure and safe for concurrent use. A StreamWriter or a

@@ -2,7 +2,6 @@ package anthropic
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -96,7 +95,7 @@ func ParseError(status int, h http.Header, body []byte) *llm.APIError {
 // was one: an object whose "error" member is an object.
 func parseErrorBody(e *llm.APIError, body []byte) bool {
 	body = trimValue(body)
-	if len(body) == 0 || body[0] != '{' || !json.Valid(body) {
+	if len(body) == 0 || body[0] != '{' || !validJSON(body) {
 		return false
 	}
 	var errObj []byte

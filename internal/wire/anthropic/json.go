@@ -13,7 +13,7 @@ import (
 )
 
 // This file holds a small JSON toolkit: a member iterator over JSON that has
-// already passed json.Valid (so the scanners never see malformed input), typed
+// already passed validJSON (so the scanners never see malformed input), typed
 // value readers that report the field path on a type mismatch, and an
 // append-style encoder that writes members in a fixed order.
 
@@ -45,17 +45,25 @@ type fpath struct {
 // String renders the path as the old eager join/joinIndex did: keys joined
 // with "." (a key at the root stands alone), an index always preceded by ".".
 func (p *fpath) String() string {
+	var buf [64]byte
+	return string(p.appendTo(buf[:0]))
+}
+
+// appendTo renders the path into b, which must be empty on the outermost
+// call. It copies the keys' bytes, so no node escapes through the result.
+func (p *fpath) appendTo(b []byte) []byte {
 	if p == nil {
-		return ""
+		return b
 	}
-	parent := p.parent.String()
+	b = p.parent.appendTo(b)
 	if p.isIndex {
-		return parent + "." + strconv.Itoa(p.index)
+		b = append(b, '.')
+		return strconv.AppendInt(b, int64(p.index), 10)
 	}
-	if parent == "" {
-		return p.key
+	if len(b) > 0 {
+		b = append(b, '.')
 	}
-	return parent + "." + p.key
+	return append(b, p.key...)
 }
 
 func errAt(path *fpath, format string, args ...any) error {
@@ -68,6 +76,17 @@ func join(path *fpath, key string) *fpath {
 
 func joinIndex(path *fpath, i int) *fpath {
 	return &fpath{parent: path, index: i, isIndex: true}
+}
+
+// detach returns a one-node copy of p that shares nothing with p's chain.
+// The codec passes it at its one recursive descent (the content of a
+// tool_result block): a node reachable from its own recursive callee would
+// otherwise make the escape analysis move every path node to the heap.
+func detach(p *fpath) *fpath {
+	if p == nil {
+		return nil
+	}
+	return &fpath{key: p.String()}
 }
 
 // root is the path of a top-level member.
@@ -156,7 +175,14 @@ func skipValue(b []byte, i int) int {
 
 // trimValue strips surrounding white space from a valid JSON value.
 func trimValue(v []byte) []byte {
-	return bytes.TrimFunc(v, func(r rune) bool { return r < utf8.RuneSelf && isWS(byte(r)) })
+	i, j := 0, len(v)
+	for i < j && isWS(v[i]) {
+		i++
+	}
+	for j > i && isWS(v[j-1]) {
+		j--
+	}
+	return v[i:j]
 }
 
 // eachMember calls fn for every member of the object v (valid JSON, trimmed).
@@ -178,7 +204,7 @@ func eachMember(path *fpath, v []byte, fn func(key string, val []byte) error) er
 			return errAt(path, "malformed object")
 		}
 		end := skipString(v, i)
-		key, err := unquote(path, v[i:end])
+		key, err := unquote(path, v[i:end]) // allocation-free for known keys
 		if err != nil {
 			return err
 		}
@@ -196,6 +222,214 @@ func eachMember(path *fpath, v []byte, fn func(key string, val []byte) error) er
 		}
 		i = vend
 	}
+}
+
+// knownKey returns raw (the bytes between the quotes of a string without
+// escapes) as a constant string when it is a member name or an enumerated
+// value the codec looks for or commonly sees, so that reading it allocates
+// nothing; ok is false otherwise.
+func knownKey(raw []byte) (key string, ok bool) {
+	switch string(raw) {
+	case "any":
+		return "any", true
+	case "api_error":
+		return "api_error", true
+	case "assistant":
+		return "assistant", true
+	case "authentication_error":
+		return "authentication_error", true
+	case "auto":
+		return "auto", true
+	case "base64":
+		return "base64", true
+	case "budget_tokens":
+		return "budget_tokens", true
+	case "cache_control":
+		return "cache_control", true
+	case "cache_creation":
+		return "cache_creation", true
+	case "cache_creation_input_tokens":
+		return "cache_creation_input_tokens", true
+	case "cache_read_input_tokens":
+		return "cache_read_input_tokens", true
+	case "citations":
+		return "citations", true
+	case "container":
+		return "container", true
+	case "content":
+		return "content", true
+	case "content_block":
+		return "content_block", true
+	case "content_block_delta":
+		return "content_block_delta", true
+	case "content_block_start":
+		return "content_block_start", true
+	case "content_block_stop":
+		return "content_block_stop", true
+	case "context":
+		return "context", true
+	case "custom":
+		return "custom", true
+	case "data":
+		return "data", true
+	case "delta":
+		return "delta", true
+	case "description":
+		return "description", true
+	case "details":
+		return "details", true
+	case "disable_parallel_tool_use":
+		return "disable_parallel_tool_use", true
+	case "end_turn":
+		return "end_turn", true
+	case "ephemeral":
+		return "ephemeral", true
+	case "ephemeral_1h_input_tokens":
+		return "ephemeral_1h_input_tokens", true
+	case "ephemeral_5m_input_tokens":
+		return "ephemeral_5m_input_tokens", true
+	case "error":
+		return "error", true
+	case "error_code":
+		return "error_code", true
+	case "file_id":
+		return "file_id", true
+	case "id":
+		return "id", true
+	case "image":
+		return "image", true
+	case "index":
+		return "index", true
+	case "input":
+		return "input", true
+	case "input_json_delta":
+		return "input_json_delta", true
+	case "input_schema":
+		return "input_schema", true
+	case "input_tokens":
+		return "input_tokens", true
+	case "invalid_request_error":
+		return "invalid_request_error", true
+	case "is_error":
+		return "is_error", true
+	case "max_tokens":
+		return "max_tokens", true
+	case "media_type":
+		return "media_type", true
+	case "mesh_behavior":
+		return "mesh_behavior", true
+	case "mesh_error_code":
+		return "mesh_error_code", true
+	case "message":
+		return "message", true
+	case "message_delta":
+		return "message_delta", true
+	case "message_start":
+		return "message_start", true
+	case "message_stop":
+		return "message_stop", true
+	case "messages":
+		return "messages", true
+	case "metadata":
+		return "metadata", true
+	case "model":
+		return "model", true
+	case "model_context_window_exceeded":
+		return "model_context_window_exceeded", true
+	case "name":
+		return "name", true
+	case "none":
+		return "none", true
+	case "not_found_error":
+		return "not_found_error", true
+	case "output_tokens":
+		return "output_tokens", true
+	case "output_tokens_details":
+		return "output_tokens_details", true
+	case "overloaded_error":
+		return "overloaded_error", true
+	case "partial_json":
+		return "partial_json", true
+	case "pause_turn":
+		return "pause_turn", true
+	case "permission_error":
+		return "permission_error", true
+	case "ping":
+		return "ping", true
+	case "rate_limit_error":
+		return "rate_limit_error", true
+	case "redacted_thinking":
+		return "redacted_thinking", true
+	case "refusal":
+		return "refusal", true
+	case "request_id":
+		return "request_id", true
+	case "role":
+		return "role", true
+	case "server_tool_use":
+		return "server_tool_use", true
+	case "service_tier":
+		return "service_tier", true
+	case "signature":
+		return "signature", true
+	case "signature_delta":
+		return "signature_delta", true
+	case "source":
+		return "source", true
+	case "stop_reason":
+		return "stop_reason", true
+	case "stop_sequence":
+		return "stop_sequence", true
+	case "stop_sequences":
+		return "stop_sequences", true
+	case "stream":
+		return "stream", true
+	case "strict":
+		return "strict", true
+	case "system":
+		return "system", true
+	case "temperature":
+		return "temperature", true
+	case "text":
+		return "text", true
+	case "text_delta":
+		return "text_delta", true
+	case "thinking":
+		return "thinking", true
+	case "thinking_delta":
+		return "thinking_delta", true
+	case "thinking_tokens":
+		return "thinking_tokens", true
+	case "title":
+		return "title", true
+	case "tool":
+		return "tool", true
+	case "tool_choice":
+		return "tool_choice", true
+	case "tool_result":
+		return "tool_result", true
+	case "tool_use":
+		return "tool_use", true
+	case "tool_use_id":
+		return "tool_use_id", true
+	case "tools":
+		return "tools", true
+	case "top_k":
+		return "top_k", true
+	case "top_p":
+		return "top_p", true
+	case "type":
+		return "type", true
+	case "url":
+		return "url", true
+	case "user":
+		return "user", true
+	case "user_id":
+		return "user_id", true
+	case "web_search_20250305":
+		return "web_search_20250305", true
+	}
+	return "", false
 }
 
 // eachElem calls fn for every element of the array v (valid JSON, trimmed).
@@ -230,6 +464,9 @@ func unquote(path *fpath, v []byte) (string, error) {
 		return "", errAt(path, "expected a string, got %s", kindName(v))
 	}
 	inner := v[1 : len(v)-1]
+	if k, ok := knownKey(inner); ok {
+		return k, nil
+	}
 	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
 		return string(inner), nil
 	}
@@ -367,8 +604,8 @@ func appendFloat(b []byte, f float64) ([]byte, error) {
 
 // appendRaw appends a raw JSON value after checking it is valid.
 func appendRaw(b []byte, what *fpath, v json.RawMessage) ([]byte, error) {
-	if !json.Valid(v) {
-		return b, fmt.Errorf("%s is not valid JSON", what)
+	if !validJSON(v) {
+		return b, fmt.Errorf("%s is not valid JSON", what.String())
 	}
 	return append(b, v...), nil
 }

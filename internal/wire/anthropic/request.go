@@ -36,7 +36,7 @@ func invalidJSON(body []byte) string {
 // field path. The result does not alias body.
 func ParseRequest(body []byte) (*llm.Request, error) {
 	body = trimValue(body)
-	if !json.Valid(body) {
+	if !validJSON(body) {
 		return nil, badRequest(invalidJSON(body))
 	}
 	if body[0] != '{' {
@@ -46,74 +46,75 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 	r := &llm.Request{Format: llm.FormatAnthropic}
 	var sawModel, sawMessages, sawMeshTop, sawMeshSystem bool
 	err := eachMember(nil, body, func(k string, v []byte) error {
+		p := root(k)
 		var err error
 		switch k {
 		case "model":
-			r.Model, err = unquote(k, v)
+			r.Model, err = unquote(p, v)
 			sawModel = true
 		case "max_tokens":
 			if isNull(v) {
 				return nil
 			}
-			r.MaxTokens, err = integer(k, v)
+			r.MaxTokens, err = integer(p, v)
 			if err == nil && r.MaxTokens < 0 {
-				return errAt(k, "must be greater than or equal to 0")
+				return errAt(p, "must be greater than or equal to 0")
 			}
 			r.HasMaxTokens = true
 		case "system":
 			sawMeshSystem, err = parseSystem(r, v)
 		case "messages":
 			sawMessages = true
-			r.Messages, err = parseMessages(k, v)
+			r.Messages, err = parseMessages(p, v)
 		case "tools":
 			if isNull(v) {
 				return nil
 			}
-			r.Tools, err = parseTools(k, v)
+			r.Tools, err = parseTools(p, v)
 		case "tool_choice":
 			if isNull(v) {
 				return nil
 			}
-			r.ToolChoice, err = parseToolChoice(k, v)
+			r.ToolChoice, err = parseToolChoice(p, v)
 		case "stop_sequences":
 			if isNull(v) {
 				return nil
 			}
 			r.StopSequences = make([]string, 0, 2)
-			err = eachElem(k, v, func(i int, e []byte) error {
-				s, err := unquote(joinIndex(k, i), e)
+			err = eachElem(p, v, func(i int, e []byte) error {
+				s, err := unquote(joinIndex(p, i), e)
 				r.StopSequences = append(r.StopSequences, s)
 				return err
 			})
 		case "temperature":
-			r.Temperature, err = optFloat(k, v)
+			r.Temperature, err = optFloat(p, v)
 		case "top_p":
-			r.TopP, err = optFloat(k, v)
+			r.TopP, err = optFloat(p, v)
 		case "top_k":
 			if isNull(v) {
 				return nil
 			}
 			var n int
-			n, err = integer(k, v)
+			n, err = integer(p, v)
 			r.TopK = &n
 		case "metadata":
 			if isNull(v) {
 				return nil
 			}
-			err = eachMember(k, v, func(mk string, mv []byte) error {
+			err = eachMember(p, v, func(mk string, mv []byte) error {
 				if mk == "user_id" {
 					var err error
-					r.UserID, err = str(join(k, mk), mv)
+					r.UserID, err = str(join(p, mk), mv)
 					return err
 				}
 				setExtra(&r.MetadataExtra, mk, mv)
 				return nil
 			})
 		case "stream":
-			r.Stream, err = boolean(k, v)
+			r.Stream, err = boolean(p, v)
 		case "mesh_behavior":
 			if len(v) == 0 || v[0] != '{' {
-				return errAt(k, "expected an object, got %s", kindName(v))
+				return errAt(p, "expected an object, got %s", kindName(v))
 			}
 			r.MeshBehavior = json.RawMessage(v)
 			sawMeshTop = true
@@ -162,29 +163,30 @@ func parseSystem(r *llm.Request, v []byte) (sawMesh bool, err error) {
 		return false, nil
 	case len(v) > 0 && v[0] == '{':
 		sawContent := false
-		err = eachMember("system", v, func(k string, mv []byte) error {
+		sys := root("system")
+		err = eachMember(sys, v, func(k string, mv []byte) error {
 			switch k {
 			case "content":
 				sawContent = true
 				var err error
-				r.System, r.SystemIsString, err = parseContent("system.content", mv)
+				r.System, r.SystemIsString, err = parseContent(join(sys, "content"), mv)
 				return err
 			case "mesh_behavior":
 				if len(mv) == 0 || mv[0] != '{' {
-					return errAt("system.mesh_behavior", "expected an object, got %s", kindName(mv))
+					return errAt(join(sys, "mesh_behavior"), "expected an object, got %s", kindName(mv))
 				}
 				r.MeshBehavior = json.RawMessage(mv)
 				sawMesh = true
 				return nil
 			}
-			return errAt(join("system", k), "unknown member of the system object (allowed: content, mesh_behavior)")
+			return errAt(join(sys, k), "unknown member of the system object (allowed: content, mesh_behavior)")
 		})
 		if err == nil && !sawContent {
-			err = errAt("system.content", "field required")
+			err = errAt(join(sys, "content"), "field required")
 		}
 		return sawMesh, err
 	}
-	r.System, r.SystemIsString, err = parseContent("system", v)
+	r.System, r.SystemIsString, err = parseContent(root("system"), v)
 	return false, err
 }
 
@@ -349,7 +351,7 @@ func EncodeRequest(r *llm.Request) ([]byte, error) {
 	system, systemIsString, hoist := hoistSystem(r)
 	if system != nil {
 		b = append(b, `,"system":`...)
-		if b, err = appendContent(b, "system", system, systemIsString); err != nil {
+		if b, err = appendContent(b, root("system"), system, systemIsString); err != nil {
 			return nil, err
 		}
 	}
@@ -364,7 +366,7 @@ func EncodeRequest(r *llm.Request) ([]byte, error) {
 			b = append(b, ',')
 		}
 		first = false
-		p := joinIndex("messages", i)
+		p := joinIndex(root("messages"), i)
 		b = append(b, `{"role":`...)
 		b = appendString(b, string(m.Role))
 		b = append(b, `,"content":`...)
@@ -387,7 +389,7 @@ func EncodeRequest(r *llm.Request) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			if b, err = appendTool(b, joinIndex("tools", i), &r.Tools[i]); err != nil {
+			if b, err = appendTool(b, joinIndex(root("tools"), i), &r.Tools[i]); err != nil {
 				return nil, err
 			}
 		}
@@ -396,7 +398,7 @@ func EncodeRequest(r *llm.Request) ([]byte, error) {
 	if tc := r.ToolChoice; tc != nil {
 		b = append(b, `,"tool_choice":`...)
 		if tc.Raw != nil {
-			if b, err = appendRaw(b, "tool_choice", tc.Raw); err != nil {
+			if b, err = appendRaw(b, root("tool_choice"), tc.Raw); err != nil {
 				return nil, err
 			}
 		} else {
@@ -410,7 +412,7 @@ func EncodeRequest(r *llm.Request) ([]byte, error) {
 				b = append(b, `,"disable_parallel_tool_use":`...)
 				b = appendBool(b, *tc.DisableParallel)
 			}
-			if b, err = appendExtra(b, "tool_choice", tc.Extra); err != nil {
+			if b, err = appendExtra(b, root("tool_choice"), tc.Extra); err != nil {
 				return nil, err
 			}
 			b = append(b, '}')
@@ -435,7 +437,7 @@ func EncodeRequest(r *llm.Request) ([]byte, error) {
 		}
 		b = appendKey(b, f.key)
 		if b, err = appendFloat(b, *f.v); err != nil {
-			return nil, errAt(f.key, "%v", err)
+			return nil, errAt(root(f.key), "%v", err)
 		}
 	}
 	if r.TopK != nil {
@@ -448,7 +450,7 @@ func EncodeRequest(r *llm.Request) ([]byte, error) {
 			b = append(b, `"user_id":`...)
 			b = appendString(b, r.UserID)
 		}
-		if b, err = appendExtra(b, "metadata", r.MetadataExtra); err != nil {
+		if b, err = appendExtra(b, root("metadata"), r.MetadataExtra); err != nil {
 			return nil, err
 		}
 		b = append(b, '}')
@@ -466,7 +468,7 @@ func EncodeRequest(r *llm.Request) ([]byte, error) {
 				}
 			}
 		}
-		if b, err = appendExtra(b, "", extra); err != nil {
+		if b, err = appendExtra(b, nil, extra); err != nil {
 			return nil, err
 		}
 	}

@@ -24,7 +24,7 @@ func protocolError(msg string) *llm.APIError {
 // body.
 func ParseResponse(body []byte) (*llm.Response, error) {
 	body = trimValue(body)
-	if !json.Valid(body) {
+	if !validJSON(body) {
 		return nil, protocolError(invalidJSON(body))
 	}
 	if body[0] != '{' {
@@ -97,6 +97,11 @@ func parseMessage(path *fpath, v []byte) (*llm.Response, error) {
 // output_tokens_details.thinking_tokens becomes ReasoningTokens; other members
 // of output_tokens_details stay in Extra["output_tokens_details"] and are
 // merged back by appendUsage.
+//
+// Not inlined, so that join inlines in its closure and the path nodes stay
+// on the stack (see fpath).
+//
+//go:noinline
 func parseUsage(path *fpath, v []byte, u *llm.Usage) error {
 	return eachMember(path, v, func(k string, uv []byte) error {
 		p := join(path, k)
@@ -193,7 +198,7 @@ func appendUsage(b []byte, path *fpath, u *llm.Usage, which usageFields) ([]byte
 // mergeMembers appends the members of object obj (without braces) to b, which
 // holds an open object with at least one member.
 func mergeMembers(b []byte, path *fpath, obj json.RawMessage) ([]byte, error) {
-	if !json.Valid(obj) {
+	if !validJSON(obj) {
 		return b, errAt(path, "not valid JSON")
 	}
 	return b, eachMember(path, trimValue(obj), func(k string, v []byte) error {
@@ -227,7 +232,7 @@ func appendMessage(b []byte, r *llm.Response, content []llm.Block) ([]byte, erro
 		content = []llm.Block{}
 	}
 	var err error
-	if b, err = appendContent(b, "content", content, false); err != nil {
+	if b, err = appendContent(b, root("content"), content, false); err != nil {
 		return nil, err
 	}
 	b = append(b, `,"stop_reason":`...)
@@ -235,10 +240,10 @@ func appendMessage(b []byte, r *llm.Response, content []llm.Block) ([]byte, erro
 	b = append(b, `,"stop_sequence":`...)
 	b = appendStringOrNull(b, r.StopSequence)
 	b = append(b, `,"usage":`...)
-	if b, err = appendUsage(b, "usage", &r.Usage, usageAll); err != nil {
+	if b, err = appendUsage(b, root("usage"), &r.Usage, usageAll); err != nil {
 		return nil, err
 	}
-	if b, err = appendExtra(b, "", r.Extra); err != nil {
+	if b, err = appendExtra(b, nil, r.Extra); err != nil {
 		return nil, err
 	}
 	return append(b, '}'), nil

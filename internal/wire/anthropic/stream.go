@@ -75,7 +75,7 @@ func appendEvent(b []byte, ev *llm.Event) ([]byte, error) {
 		}
 		b = appendIndex(b, ev.Index)
 		b = append(b, `,"content_block":`...)
-		if b, err = appendBlock(b, "content_block", ev.Block); err != nil {
+		if b, err = appendBlock(b, root("content_block"), ev.Block); err != nil {
 			return b, err
 		}
 	case llm.EventBlockDelta:
@@ -83,7 +83,7 @@ func appendEvent(b []byte, ev *llm.Event) ([]byte, error) {
 		b = append(b, `,"delta":`...)
 		field := deltaField(ev.DeltaType)
 		if field == "" {
-			if b, err = appendRaw(b, "delta", json.RawMessage(ev.Delta)); err != nil {
+			if b, err = appendRaw(b, root("delta"), json.RawMessage(ev.Delta)); err != nil {
 				return b, err
 			}
 			break
@@ -103,7 +103,7 @@ func appendEvent(b []byte, ev *llm.Event) ([]byte, error) {
 		b = append(b, '}')
 		if ev.Usage != nil {
 			b = append(b, `,"usage":`...)
-			if b, err = appendUsage(b, "usage", ev.Usage, usageDeltaOnly); err != nil {
+			if b, err = appendUsage(b, root("usage"), ev.Usage, usageDeltaOnly); err != nil {
 				return b, err
 			}
 		}
@@ -248,7 +248,7 @@ func (s *StreamReader) decode(ev *llm.Event) error {
 	if len(data) == 0 {
 		return errors.New("empty data")
 	}
-	if !json.Valid(data) {
+	if !validJSON(data) {
 		return errors.New(invalidJSON(data))
 	}
 	var (
@@ -260,21 +260,21 @@ func (s *StreamReader) decode(ev *llm.Event) error {
 		var err error
 		switch k {
 		case "type":
-			typ, err = unquote(k, v)
+			typ, err = unquote(root(k), v)
 		case "index":
 			if ev.Type == llm.EventBlockStart || ev.Type == llm.EventBlockDelta || ev.Type == llm.EventBlockStop {
-				ev.Index, err = integer(k, v)
+				ev.Index, err = integer(root(k), v)
 				sawIndex = !isNull(v)
 			}
 		case "message":
 			if ev.Type == llm.EventMessageStart {
-				ev.Message, err = parseMessage(k, v)
+				ev.Message, err = parseMessage(root(k), v)
 				sawMessage = true
 			}
 		case "content_block":
 			if ev.Type == llm.EventBlockStart {
 				var b llm.Block
-				b, err = parseBlock(k, v)
+				b, err = parseBlock(root(k), v)
 				ev.Block = &b
 				sawBlock = true
 			}
@@ -340,7 +340,7 @@ func (s *StreamReader) decode(ev *llm.Event) error {
 		}
 		if usage != nil {
 			ev.Usage = &llm.Usage{}
-			if err := parseUsage("usage", usage, ev.Usage); err != nil {
+			if err := parseUsage(root("usage"), usage, ev.Usage); err != nil {
 				return err
 			}
 		}
@@ -351,7 +351,7 @@ func (s *StreamReader) decode(ev *llm.Event) error {
 // parseDelta reads a content_block_delta's delta. Types outside the canonical
 // four keep the whole delta object in Delta.
 func parseDelta(ev *llm.Event, v []byte) error {
-	typ, err := blockType("delta", v)
+	typ, err := blockType(root("delta"), v)
 	if err != nil {
 		return err
 	}
@@ -361,26 +361,26 @@ func parseDelta(ev *llm.Event, v []byte) error {
 		ev.Delta = string(v)
 		return nil
 	}
-	return eachMember("delta", v, func(k string, dv []byte) error {
+	return eachMember(root("delta"), v, func(k string, dv []byte) error {
 		if k != field {
 			return nil
 		}
 		var err error
-		ev.Delta, err = str(join("delta", k), dv)
+		ev.Delta, err = str(join(root("delta"), k), dv)
 		return err
 	})
 }
 
 func parseMessageDelta(ev *llm.Event, v []byte) error {
-	return eachMember("delta", v, func(k string, dv []byte) error {
+	return eachMember(root("delta"), v, func(k string, dv []byte) error {
 		var err error
 		switch k {
 		case "stop_reason":
 			var s string
-			s, err = str(join("delta", k), dv)
+			s, err = str(join(root("delta"), k), dv)
 			ev.StopReason = llm.StopReason(s)
 		case "stop_sequence":
-			ev.StopSequence, err = str(join("delta", k), dv)
+			ev.StopSequence, err = str(join(root("delta"), k), dv)
 		}
 		return err
 	})

@@ -2,7 +2,6 @@ package openai
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -90,7 +89,7 @@ func ParseError(status int, h http.Header, body []byte) *llm.APIError {
 	}
 	var typ string
 	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) > 0 && trimmed[0] == '{' && json.Valid(trimmed) {
+	if len(trimmed) > 0 && trimmed[0] == '{' && validJSON(trimmed) {
 		_ = eachMember(trimmed, func(k, v []byte) error {
 			switch string(bareKey(k)) {
 			case "error":

@@ -106,7 +106,7 @@ func indexParam(prefix string, i int, field string) string {
 // Every error is an *llm.APIError with status 400 naming the offending field.
 // Role "function" (deprecated) is rejected. n above 1 is rejected.
 func ParseRequest(body []byte) (*llm.Request, error) {
-	if !json.Valid(body) {
+	if !validJSON(body) {
 		return nil, badRequest("", "request body is not valid JSON")
 	}
 	body = bytes.Clone(body) // raw values below alias this copy, not the caller's buffer
@@ -627,7 +627,7 @@ func isJSONObject(s string) bool {
 	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
 		i++
 	}
-	return i < len(s) && s[i] == '{' && json.Valid([]byte(s))
+	return i < len(s) && s[i] == '{' && validJSON([]byte(s))
 }
 
 func parseTools(v []byte, r *llm.Request) error {

@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -58,7 +57,7 @@ func stopReason(finish string) llm.StopReason {
 // "prompt_tokens_details" / "completion_tokens_details"). Errors are
 // *llm.APIError with status 502 and MeshCode MESH_UPSTREAM_PROTOCOL.
 func ParseResponse(body []byte) (*llm.Response, error) {
-	if !json.Valid(body) {
+	if !validJSON(body) {
 		return nil, protocolError("response body is not valid JSON")
 	}
 	if i := skipWS(body, 0); i >= len(body) || body[i] != '{' {

@@ -2,7 +2,6 @@ package openai
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -121,7 +120,7 @@ func (s *StreamReader) fail(format string, args ...any) {
 
 // chunk handles one data payload.
 func (s *StreamReader) chunk(data []byte) {
-	if !json.Valid(data) || data[0] != '{' {
+	if !validJSON(data) || data[0] != '{' {
 		s.fail("malformed stream chunk: %s", truncateText(data, 200))
 		return
 	}

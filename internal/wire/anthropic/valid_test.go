@@ -1,0 +1,52 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+var validSeeds = []string{
+	``, ` `, `{}`, `[]`, ` {} `, `{`, `}`, `[`, `]`, `{]`, `[}`, `{"a":1}`, `{"a":1,}`, `{"a" 1}`, `{"a":}`,
+	`{,"a":1}`, `{"a":1 "b":2}`, `[1,2,3]`, `[1,]`, `[,1]`, `[1 2]`, `"x"`, `"\u00e9"`, `"\u00g9"`, `"\x"`,
+	`"\"\\\/\b\f\n\r\t"`, "\"a\x01\"", "\"\xff\xfe\"", `"abc`, `"abc\`, `true`, `false`, `null`, `tru`, `nul`,
+	`truex`, `nullnull`, `0`, `-0`, `01`, `-`, `1.`, `1.5`, `.5`, `1e5`, `1E+5`, `1e-5`, `1e`, `1e+`, `-1.5e10`,
+	`1.5.5`, `+1`, `0x1`, `{"a":[1,{"b":null}],"c":"d"}`, `{"a":{"b":{"c":[[[]]]}}}`, `[1] [2]`, `1 2`,
+	"\t\n\r {\"a\" : [ true , false ] } \n", `{"a":1}}`, `[[]]]`, `{"":""}`, `"\ud800"`, `{"a":-}`,
+	strings.Repeat("[", 64) + strings.Repeat("]", 64), strings.Repeat("[", 65) + strings.Repeat("]", 65),
+	strings.Repeat(`{"a":`, 70) + `1` + strings.Repeat("}", 70), strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
+	strings.Repeat("[", 64) + strings.Repeat("]", 63),
+}
+
+func TestValidJSON(t *testing.T) {
+	for _, s := range validSeeds {
+		want := json.Valid([]byte(s))
+		if got := validJSON([]byte(s)); got != want {
+			t.Errorf("validJSON(%.40q) = %v, want %v", s, got, want)
+		}
+		if fastValid([]byte(s)) && !want {
+			t.Errorf("fastValid(%.40q) accepts what json.Valid rejects", s)
+		}
+		// Shallow input is decided by the fast path alone.
+		if len(s) < 1000 && !strings.Contains(s, strings.Repeat("[", 65)) && !strings.Contains(s, strings.Repeat(`{"a":`, 65)) {
+			if got := fastValid([]byte(s)); got != want {
+				t.Errorf("fastValid(%.40q) = %v, json.Valid %v", s, got, want)
+			}
+		}
+	}
+}
+
+func FuzzValidJSON(f *testing.F) {
+	for _, s := range validSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want := json.Valid(b)
+		if fastValid(b) && !want {
+			t.Fatalf("fastValid(%q) accepts what json.Valid rejects", b)
+		}
+		if got := validJSON(b); got != want {
+			t.Fatalf("validJSON(%q) = %v, want %v", b, got, want)
+		}
+	})
+}
