@@ -3,8 +3,10 @@ package keel_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -336,5 +338,36 @@ func TestCrossFormatFallbackChain(t *testing.T) {
 	wg.Wait()
 	if st := e.fleet.Stats(); st.Total.ByFault[sim.KindOverloaded] == 0 {
 		t.Errorf("the Anthropic-only model was never tried: %+v", st)
+	}
+}
+
+// Issue 7 item 3: a feature the target format cannot express is dropped
+// and named, or — with translation: reject — a 400 naming it; never a
+// silent change of meaning.
+func TestCrossFormatTranslationPolicy(t *testing.T) {
+	body := `{"model":"%s","max_tokens":50,"top_k":5,"messages":[{"role":"user","content":"hi"}]}`
+	for _, c := range []struct {
+		name, policy string
+		status       int
+	}{{"drop", "", 200}, {"reject", "reject", 400}} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newCrossEnv(t, crossSimConfig(), func(cfg *config.Config) {
+				for i := range cfg.Models {
+					if cfg.Models[i].Name == "sim-llama" {
+						cfg.Models[i].Translation = c.policy
+					}
+				}
+			})
+			resp, b := e.post(t, "/v1/messages", fmt.Sprintf(body, "sim-llama"), "anthropic-version", "2023-06-01")
+			if resp.StatusCode != c.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, c.status, b)
+			}
+			if c.status == 200 && resp.Header.Get("X-Mesh-Dropped") != "top_k" {
+				t.Errorf("X-Mesh-Dropped %q, want top_k", resp.Header.Get("X-Mesh-Dropped"))
+			}
+			if c.status == 400 && (!strings.Contains(string(b), "top_k") || !strings.Contains(string(b), `"type":"invalid_request_error"`)) {
+				t.Errorf("reject body does not name top_k in the Anthropic error shape: %s", b)
+			}
+		})
 	}
 }

@@ -101,7 +101,7 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 	}
 	aliases := map[string]engine.Alias{}
 	for _, a := range cfg.Aliases {
-		aliases[a.Name] = engine.Alias{Models: a.Models, Strategy: a.Strategy}
+		aliases[a.Name] = engine.Alias{Models: a.Models, Strategy: a.Strategy, Translation: a.Translation}
 	}
 	var pass []*provider.Endpoint
 	if len(cfg.Models) == 0 {
@@ -172,6 +172,7 @@ func Endpoints(cfg *config.Config) ([]*provider.Endpoint, error) {
 				ResponseHeaderTimeout: time.Duration(p.Timeouts.ResponseHeader),
 				StreamIdleTimeout:     time.Duration(p.Timeouts.StreamIdle),
 				RequestTimeout:        time.Duration(p.Timeouts.Request),
+				Translation:           mdl.Translation,
 				Capability:            mdl.Capability,
 				ContextWindow:         mdl.ContextWindow,
 				InputPrice:            mdl.Price.InputPerMTok,

@@ -311,6 +311,10 @@ type Model struct {
 	Price Price `yaml:"price"`
 	// Endpoints are the places this model is served; at least one.
 	Endpoints []Endpoint `yaml:"endpoints"`
+	// Translation is what happens when a client's request has a feature an
+	// endpoint of the other wire format cannot express: "drop" (default:
+	// removed and named in X-Mesh-Dropped) or "reject" (a 400 naming it).
+	Translation string `yaml:"translation"`
 }
 
 // Price is a model's price in US dollars per million tokens.
@@ -341,6 +345,8 @@ type Alias struct {
 	Models []string `yaml:"models"`
 	// Strategy is "ordered" (default) or "latency".
 	Strategy string `yaml:"strategy"`
+	// Translation overrides the models' translation policy for this alias.
+	Translation string `yaml:"translation"`
 }
 
 // ID returns the endpoint's stable identifier, model/region/provider, used in

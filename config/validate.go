@@ -70,6 +70,20 @@ func (v *validator) extra() {
 	v.nonNegative("request_log.retention_days", int64(v.c.RequestLog.RetentionDays))
 	v.nonNegative("request_log.queue_size", int64(v.c.RequestLog.QueueSize))
 	v.nonNegative("request_log.batch_size", int64(v.c.RequestLog.BatchSize))
+	for i, m := range v.c.Models {
+		switch m.Translation {
+		case "", "drop", "reject":
+		default:
+			v.add(fmt.Sprintf("models[%d].translation", i), "expected drop or reject, got %q", m.Translation)
+		}
+	}
+	for i, a := range v.c.Aliases {
+		switch a.Translation {
+		case "", "drop", "reject":
+		default:
+			v.add(fmt.Sprintf("aliases[%d].translation", i), "expected drop or reject, got %q", a.Translation)
+		}
+	}
 	fr := v.c.Fragmentation
 	v.nonNegative("fragmentation.threshold_tokens", int64(fr.ThresholdTokens))
 	v.nonNegative("fragmentation.target_tokens", int64(fr.TargetTokens))

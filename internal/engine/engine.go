@@ -36,6 +36,8 @@ type Alias struct {
 	Models []string
 	// Strategy is "ordered" or "latency" (the default).
 	Strategy string
+	// Translation overrides the models' translation policy ("drop", "reject").
+	Translation string
 }
 
 // Options configure an Engine. Zero values are the documented defaults.
@@ -140,11 +142,12 @@ type endpoint struct {
 
 // routeState is the candidate chain of one model or alias name.
 type routeState struct {
-	name     string
-	cands    []*endpoint
-	strategy route.Strategy
-	retries  *resilience.Budget
-	hedges   *resilience.Budget
+	name        string
+	translation string
+	cands       []*endpoint
+	strategy    route.Strategy
+	retries     *resilience.Budget
+	hedges      *resilience.Budget
 }
 
 // ModelInfo describes a name clients may call.
@@ -268,6 +271,7 @@ func New(o Options) (*Engine, error) {
 		if err != nil {
 			return nil, err
 		}
+		rs.translation = spec.Translation
 		e.routes[a] = rs
 		first := infos[spec.Models[0]]
 		e.models = append(e.models, ModelInfo{Name: a, Alias: true, Capability: first.Capability, ContextWindow: first.ContextWindow, Regions: first.Regions})

@@ -211,7 +211,7 @@ func (x *exec) launch(ctx context.Context, req *llm.Request, i int, kind string,
 	actx, cancel := context.WithCancel(ctx)
 	a.cancel = cancel
 	go func() {
-		res, err := x.e.client.Do(actx, ep.Endpoint, req, provider.Call{ClientHeader: x.call.ClientHeader})
+		res, err := x.e.client.Do(actx, ep.Endpoint, req, provider.Call{ClientHeader: x.call.ClientHeader, Translation: x.rs.translation})
 		if err == nil && res.Stream != nil {
 			err = a.peekContent(res)
 		}

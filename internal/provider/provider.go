@@ -60,6 +60,10 @@ type Endpoint struct {
 	StreamIdleTimeout     time.Duration
 	RequestTimeout        time.Duration
 
+	// Translation is the endpoint's model's policy for features its wire
+	// format cannot express ("drop" or "reject"); Call.Translation wins.
+	Translation string
+
 	Capability    int
 	ContextWindow int
 	InputPrice    float64 // per million tokens
@@ -214,7 +218,11 @@ type Call struct {
 // Do sends req to ep. The request is not modified. On success with a stream
 // the caller owns Result.Stream; ctx must stay live while it is read.
 func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Call) (*Result, error) {
-	prepared, tr, err := translate.Prepare(req, ep.Format, translate.Policy{Unsupported: call.Translation, Endpoint: ep.ID})
+	policy := call.Translation
+	if policy == "" {
+		policy = ep.Translation
+	}
+	prepared, tr, err := translate.Prepare(req, ep.Format, translate.Policy{Unsupported: policy, Endpoint: ep.ID})
 	if err != nil {
 		var ae *llm.APIError
 		if errors.As(err, &ae) {
