@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"sync"
@@ -23,7 +24,7 @@ import (
 )
 
 func serveCmd() *cobra.Command {
-	var cfgPath, listen string
+	var cfgPath, listen, pprofAddr string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the proxy: the Anthropic Messages and OpenAI Chat Completions APIs in front of the fleet",
@@ -37,11 +38,26 @@ in-process simulated fleet on loopback and serve it, so curl works at once.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
+			if pprofAddr != "" {
+				// Profiling only on an address the operator names (loopback,
+				// typically); never on the API listener.
+				ln, err := net.Listen("tcp", pprofAddr)
+				if err != nil {
+					return err
+				}
+				mux := http.NewServeMux()
+				mux.HandleFunc("/debug/pprof/", pprof.Index)
+				mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+				ps := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+				go ps.Serve(ln)
+				defer ps.Close()
+			}
 			return runServe(ctx, cfgPath, listen, cmd.Flags().Changed("listen"), os.Stderr, nil)
 		},
 	}
 	cmd.Flags().StringVar(&cfgPath, "config", "", "YAML config file (docs/config.md); none: the simulator, or the real providers when their API keys are set")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7878", "address to listen on (overrides server.listen)")
+	cmd.Flags().StringVar(&pprofAddr, "pprof", "", "serve Go's pprof profiles at http://ADDR/debug/pprof/ (off by default; use a loopback address)")
 	return cmd
 }
 
