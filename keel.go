@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -25,6 +26,8 @@ import (
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/inproc"
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/normalize"
+	"github.com/keelmesh/keel/internal/normalize/calstore"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/server"
@@ -122,6 +125,10 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 			})
 		}
 	}
+	cals, err := loadCalibrations(cfg.Normalization.CalibrationDB)
+	if err != nil {
+		return nil, err
+	}
 	observer, routes, err := m.observability(cfg, o)
 	if err != nil {
 		m.Close()
@@ -129,8 +136,9 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 	}
 	m.eng, err = engine.New(engine.Options{Endpoints: eps, Aliases: aliases, Client: provider.NewClient(rt), Logger: o.logger,
 		Passthrough: pass, Resilience: resilienceOptions(cfg.Resilience), Structured: structuredOptions(cfg.StructuredOutput),
-		Fragment: fragmentOptions(cfg.Fragmentation),
-		Observer: observer, Now: o.now,
+		Fragment: fragmentOptions(cfg.Fragmentation), Calibrations: cals, ParamPolicy: normalize.Policy(cfg.Normalization.ParameterPolicy),
+		DisableNormalization: cfg.Normalization.Enabled != nil && !*cfg.Normalization.Enabled,
+		Observer:             observer, Now: o.now,
 		Classify: func(text string) string { return classify.Default().Classify(text).Domain }})
 	if err != nil {
 		m.Close()
@@ -395,4 +403,25 @@ func fragmentOptions(c config.Fragmentation) engine.FragmentOptions {
 	}
 	return engine.FragmentOptions{ThresholdTokens: c.ThresholdTokens, TargetTokens: c.TargetTokens,
 		OverlapBudget: c.OverlapBudget, Redundancy: c.Redundancy, ListQuorum: q}
+}
+
+// loadCalibrations reads the calibrations `keel calibrate` stored, when
+// the file exists; a missing file means none.
+func loadCalibrations(path string) (*normalize.Set, error) {
+	if path == "" {
+		path = "keel-calibrations.db"
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, nil
+	}
+	st, err := calstore.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("normalization.calibration_db: %w", err)
+	}
+	defer st.Close()
+	set, err := st.Set(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("normalization.calibration_db: %w", err)
+	}
+	return set, nil
 }

@@ -71,6 +71,8 @@ type Config struct {
 	StructuredOutput StructuredOutput `yaml:"structured_output"`
 	// Fragmentation configures long-input splitting, redundant dispatch and fusion.
 	Fragmentation Fragmentation `yaml:"fragmentation"`
+	// Normalization configures behaviour and parameter normalisation.
+	Normalization Normalization `yaml:"normalization"`
 
 	// src locates keys in the file this Config was parsed from; nil when built in code.
 	src *source
@@ -109,6 +111,21 @@ type Telemetry struct {
 	DebugTraces int `yaml:"debug_traces"`
 	// Dashboard serves the live dashboard at GET /dashboard; default true.
 	Dashboard *bool `yaml:"dashboard"`
+}
+
+// Normalization maps sampling parameters onto what the serving model
+// accepts and, with calibrations from `keel calibrate`, the requested
+// temperature onto the serving model's equivalent.
+type Normalization struct {
+	// Enabled turns normalisation on; default true.
+	Enabled *bool `yaml:"enabled"`
+	// CalibrationDB is the SQLite file `keel calibrate` writes; read at
+	// start (and on reload) when it exists. Default "keel-calibrations.db".
+	CalibrationDB string `yaml:"calibration_db"`
+	// ParameterPolicy is what happens to a parameter the serving model or
+	// API version does not accept: "drop" (default), "map" (clamp or map to
+	// an accepted value) or "reject" (400 MESH_NORMALIZATION_FAILED).
+	ParameterPolicy string `yaml:"parameter_policy"`
 }
 
 // Fragmentation splits long inputs at semantic boundaries, sends each

@@ -84,6 +84,11 @@ func (v *validator) extra() {
 			v.add(fmt.Sprintf("aliases[%d].translation", i), "expected drop or reject, got %q", a.Translation)
 		}
 	}
+	switch v.c.Normalization.ParameterPolicy {
+	case "", "drop", "map", "reject":
+	default:
+		v.add("normalization.parameter_policy", "expected drop, map or reject, got %q", v.c.Normalization.ParameterPolicy)
+	}
 	fr := v.c.Fragmentation
 	v.nonNegative("fragmentation.threshold_tokens", int64(fr.ThresholdTokens))
 	v.nonNegative("fragmentation.target_tokens", int64(fr.TargetTokens))

@@ -11,6 +11,21 @@
 // continues exactly from it, which is what lets a cut stream be resumed and
 // checked to the byte.
 //
+// Temperature sensitivity: at temperature T > 0 each word of a text answer is
+// replaced with probability WordChangeProbability(T × the model's
+// TemperatureScale) = min(1, T × scale / 2), drawn from a hash of the
+// conversation and the call's number, so repeated calls differ and a model's
+// output diversity grows with T along a curve its scale stretches (scale 7/3
+// at T = 0.3 samples like scale 1 at T = 0.7). At T = 0, or without a
+// temperature, nothing is drawn and the answer is the deterministic one.
+// AnswerSample(cfg, req, n) is the answer of the fleet's n-th call.
+//
+// Field extraction: a request asking for a JSON schema object whose input
+// holds "field: value" lines (GroundTruth) for its properties, or whose
+// system prompt says "extract", is answered with each field's value from the
+// input; with probability ExtractionErrorRate per call and field the value is
+// wrong, so fragment fusion has a ground truth to be scored against.
+//
 // Each endpoint (a model in a region) has a finite number of slots with a
 // FIFO queue beyond them, a lognormal time to first token, a per-token
 // delay and a heavy tail; faults (rate limits, overload, 5xx, resets,

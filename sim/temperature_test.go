@@ -168,7 +168,7 @@ func TestTemperatureDiversityGrows(t *testing.T) {
 	}
 }
 
-func TestWordChangeProbability(t *testing.T) {
+func TestTemperatureWordChangeProbability(t *testing.T) {
 	cases := []struct {
 		name string
 		t    float64

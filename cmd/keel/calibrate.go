@@ -242,7 +242,10 @@ func calibrationFleet(f *calibrateFlags) (*sim.Fleet, error) {
 			return nil, badInput(fmt.Errorf("--sim-config: %w", err))
 		}
 		if cfg, err = sim.ParseConfig(data); err != nil {
-			return nil, badInput(fmt.Errorf("--sim-config %s: %w", f.simConfig, err))
+			// The YAML error quotes the source over several lines; its first
+			// line names the position and the problem.
+			msg, _, _ := strings.Cut(err.Error(), "\n")
+			return nil, badInput(fmt.Errorf("--sim-config %s: %s", f.simConfig, msg))
 		}
 	}
 	// Sampling is a measurement: faults and latency would only slow it.

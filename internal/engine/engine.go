@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/route"
@@ -58,6 +60,14 @@ type Options struct {
 	Structured StructuredOptions
 	// Fragment tunes long-input fragmentation and fusion.
 	Fragment FragmentOptions
+	// Calibrations map requested temperatures between models (keel
+	// calibrate); nil means none.
+	Calibrations *normalize.Set
+	// ParamPolicy says what happens to a sampling parameter the serving
+	// model or API version does not accept: drop (default), map or reject.
+	ParamPolicy normalize.Policy
+	// DisableNormalization turns behaviour and parameter normalisation off.
+	DisableNormalization bool
 	// Classify returns the domain of a prompt (finance, medical, legal,
 	// code, general); nil leaves Record.Domain empty.
 	Classify func(text string) string
@@ -104,6 +114,9 @@ type Engine struct {
 	classify   func(string) string
 	structOpts StructuredOptions
 	fragOpts   FragmentOptions
+	cals       *normalize.Set
+	paramPol   normalize.Policy
+	normOff    bool
 	// structMetrics counts validated, repaired, re-asked and failed answers.
 	structMetrics structured.Metrics
 	log           *slog.Logger
@@ -191,7 +204,7 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: backoff: %w", err)
 	}
 	e := &Engine{
-		client: o.Client, classify: o.Classify, structOpts: o.Structured, fragOpts: o.Fragment, log: log, obs: o.Observer, now: now, rnd: rnd,
+		client: o.Client, classify: o.Classify, structOpts: o.Structured, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd,
 		maxAttempts: r.MaxAttempts, timeout: r.Timeout, backoff: backoff, hedge: r.Hedge, opts: r,
 		routes: map[string]*routeState{}, passthrough: o.Passthrough,
 	}
@@ -410,6 +423,15 @@ func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome,
 	rs.retries.OnRequest()
 	rs.hedges.OnRequest()
 	rec.PrimaryModel = rs.cands[0].Model
+	if b := call.Behavior; b != nil && b.CalibrationID != "" {
+		if _, ok := e.cals.ByID(b.CalibrationID); e.cals == nil || !ok {
+			ae := &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: "mesh_behavior.calibration_id",
+				Message: fmt.Sprintf("mesh_behavior.calibration_id: no calibration %q (keel calibrate stores them)", b.CalibrationID)}
+			cancel()
+			e.finish(rec, nil, ae)
+			return nil, ae
+		}
+	}
 	spec, err := e.outputSpecFor(req, call.Behavior)
 	if err != nil {
 		cancel()
@@ -463,7 +485,11 @@ func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome,
 		return nil, ae
 	}
 	out := &Outcome{Endpoint: won.ep.Endpoint, Header: won.res.Header, Record: rec}
-	rec.Dropped = won.res.Dropped
+	for _, d := range won.res.Dropped {
+		if !slices.Contains(rec.Dropped, d) {
+			rec.Dropped = append(rec.Dropped, d)
+		}
+	}
 	if won.res.Stream == nil {
 		won.settle(nil, "")
 		won.release()

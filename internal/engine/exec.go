@@ -7,11 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/route"
@@ -210,7 +212,13 @@ func (x *exec) launch(ctx context.Context, req *llm.Request, i int, kind string,
 	x.rec.Attempts = append(x.rec.Attempts, Attempt{Endpoint: ep.ID, Model: ep.Model, Region: ep.Region, Start: a.start, Kind: kind, Wait: wait})
 	actx, cancel := context.WithCancel(ctx)
 	a.cancel = cancel
+	req, nerr := x.normalize(req, ep)
 	go func() {
+		if nerr != nil {
+			a.err, a.end = nerr, x.e.now()
+			results <- a
+			return
+		}
 		res, err := x.e.client.Do(actx, ep.Endpoint, req, provider.Call{ClientHeader: x.call.ClientHeader, Translation: x.rs.translation})
 		if err == nil && res.Stream != nil {
 			err = a.peekContent(res)
@@ -604,4 +612,55 @@ func (x *exec) clientError(ctx context.Context, err error) *llm.APIError {
 		return &out
 	}
 	return &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted, Message: err.Error()}
+}
+
+// normalize adapts req to ep: a calibrated temperature when ep's model
+// differs from the one the caller named (or a calibration_id asks), and
+// the sampling parameters ep's model and API version accept. What it did
+// is recorded (X-Mesh-Normalization-Offset, X-Mesh-Normalized,
+// X-Mesh-Dropped).
+func (x *exec) normalize(req *llm.Request, ep *endpoint) (*llm.Request, error) {
+	e := x.e
+	b := x.call.Behavior
+	if e.normOff || b != nil && b.DisableNormalization {
+		return req, nil
+	}
+	if req.Temperature != nil && e.cals != nil {
+		id := ""
+		if b != nil {
+			id = b.CalibrationID
+		}
+		requested := x.rs.cands[0].Model
+		if cal, err := e.cals.Resolve(id, requested, ep.Model); err == nil && cal != nil {
+			t, off := cal.Apply(*req.Temperature)
+			cp := *req
+			cp.Temperature = &t
+			req = &cp
+			x.rec.NormalizationOffset = off
+			x.rec.Calibrated = true
+		}
+	}
+	version := ""
+	if ep.Format == llm.FormatAnthropic {
+		version = ep.AnthropicVersion
+		if version == "" && x.call.ClientHeader != nil {
+			version = x.call.ClientHeader.Get("anthropic-version")
+		}
+		if version == "" {
+			version = provider.DefaultAnthropicVersion
+		}
+	}
+	out, actions, err := normalize.Params(req, normalize.Target{Format: ep.Format, Model: ep.UpstreamModel, APIVersion: version}, e.paramPol)
+	if err != nil {
+		return nil, err
+	}
+	if len(actions) > 0 {
+		x.rec.Normalized = normalize.Header(actions)
+		for _, d := range normalize.DroppedParams(actions) {
+			if !slices.Contains(x.rec.Dropped, d) {
+				x.rec.Dropped = append(x.rec.Dropped, d)
+			}
+		}
+	}
+	return out, nil
 }

@@ -79,8 +79,12 @@ type Record struct {
 	// SchemaViolation when the answer stayed invalid.
 	Reasked         bool
 	SchemaViolation bool
-	// NormalizationOffset is the applied temperature offset (serving − requested).
+	// NormalizationOffset is the applied temperature offset (serving −
+	// requested); Calibrated says a calibration was applied at all.
 	NormalizationOffset float64
+	Calibrated          bool
+	// Normalized describes parameter normalisation ("top_k:dropped,…").
+	Normalized string
 	// Dropped lists request parameters removed for the serving endpoint.
 	Dropped []string
 

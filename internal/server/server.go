@@ -22,6 +22,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/sse"
 	"github.com/keelmesh/keel/internal/wire/anthropic"
 	"github.com/keelmesh/keel/internal/wire/openai"
@@ -249,6 +250,12 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
 	}
 	if len(out.Record.Repairs) > 0 {
 		h.Set("X-Mesh-Repaired", strings.Join(out.Record.Repairs, ","))
+	}
+	if out.Record.Calibrated {
+		h.Set("X-Mesh-Normalization-Offset", normalize.FormatOffset(out.Record.NormalizationOffset))
+	}
+	if out.Record.Normalized != "" {
+		h.Set("X-Mesh-Normalized", out.Record.Normalized)
 	}
 	if out.Record.Reasked {
 		h.Set("X-Mesh-Reasked", "true")
