@@ -74,3 +74,75 @@ func TestFragmentationNamesLostRange(t *testing.T) {
 		}
 	})
 }
+
+// Must show (issue 8): fusion beats a single call. Each replica errs on a
+// field with probability 10 % (the simulator's extraction error rate);
+// fused answers with redundancy 3 have ≤ 3 % field errors.
+func TestFusionBeatsSingleCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		simCfg := sim.ZeroLatency()
+		for i := range simCfg.Models {
+			simCfg.Models[i].ExtractionErrorRate = 0.1
+		}
+		s := newSimMesh(t, simCfg, nil)
+		defer s.mesh.Close()
+		fields := []string{"invoice_id", "vendor", "currency", "country", "terms", "status", "owner", "region"}
+		props := map[string]any{}
+		for _, f := range fields {
+			props[f] = map[string]any{"type": "string"}
+		}
+		schema, _ := json.Marshal(map[string]any{"type": "object", "properties": props})
+		const trials = 300
+		var single, fused, total int
+		for i := range trials {
+			var doc strings.Builder
+			want := map[string]string{}
+			for j, f := range fields {
+				v := fmt.Sprintf("v%d_%d", i, j)
+				want[f] = v
+				fmt.Fprintf(&doc, "%s: %s\n", f, v)
+			}
+			for _, redundant := range []bool{false, true} {
+				req := map[string]any{"model": "sim-sonnet",
+					"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "x", "schema": json.RawMessage(schema)}},
+					"messages":        []map[string]any{{"role": "user", "content": "Extract the fields.\n\n" + doc.String()}}}
+				if redundant {
+					req["mesh_behavior"] = map[string]any{"fragment": true, "min_redundancy": 3}
+				}
+				body, _ := json.Marshal(req)
+				r := s.call(t, "/v1/chat/completions", string(body))
+				if r.status != 200 {
+					t.Fatalf("status %d: %s", r.status, r.body)
+				}
+				var cc struct {
+					Choices []struct{ Message struct{ Content string } }
+				}
+				json.Unmarshal(r.body, &cc)
+				var got map[string]any
+				if err := json.Unmarshal([]byte(cc.Choices[0].Message.Content), &got); err != nil {
+					t.Fatalf("answer %q: %v", cc.Choices[0].Message.Content, err)
+				}
+				errs := 0
+				for f, v := range want {
+					if fmt.Sprint(got[f]) != v {
+						errs++
+					}
+				}
+				if redundant {
+					fused += errs
+				} else {
+					single += errs
+					total += len(fields)
+				}
+			}
+		}
+		ps, pf := float64(single)/float64(total), float64(fused)/float64(total)
+		t.Logf("field error rate over %d fields: single call %.2f%%, fused (redundancy 3) %.2f%%", total, 100*ps, 100*pf)
+		if ps < 0.07 || ps > 0.13 {
+			t.Errorf("single-call field error %.3f, want ≈ 0.10 (the simulator's rate)", ps)
+		}
+		if pf > 0.03 {
+			t.Errorf("fused field error %.3f, want ≤ 0.03", pf)
+		}
+	})
+}

@@ -75,15 +75,16 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 	if err != nil {
 		return nil, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Message: "fragmenting the input: " + err.Error()}
 	}
-	if len(frags) < 2 {
-		return nil, nil
-	}
 	red := o.Redundancy
 	if red <= 0 {
 		red = 2
 	}
-	if b := x.call.Behavior; b != nil && b.MinRedundancy > red {
+	b := x.call.Behavior
+	if b != nil && b.MinRedundancy > red {
 		red = b.MinRedundancy
+	}
+	if len(frags) < 2 && (b == nil || b.MinRedundancy < 2) {
+		return nil, nil // one fragment, no redundancy asked for: the plain path
 	}
 	red = min(red, len(x.rs.cands))
 	rec := x.rec
