@@ -182,6 +182,7 @@ func Endpoints(cfg *config.Config) ([]*provider.Endpoint, error) {
 				RequestTimeout:        time.Duration(p.Timeouts.Request),
 				Translation:           mdl.Translation,
 				Capability:            mdl.Capability,
+				Domains:               mdl.Domains,
 				ContextWindow:         mdl.ContextWindow,
 				InputPrice:            mdl.Price.InputPerMTok,
 				OutputPrice:           mdl.Price.OutputPerMTok,

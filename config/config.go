@@ -324,6 +324,10 @@ type Model struct {
 	Capability int `yaml:"capability"`
 	// ContextWindow is the context size in tokens; default 200000.
 	ContextWindow int `yaml:"context_window"`
+	// Domains scores the model's fitness per request domain (finance,
+	// medical, legal, code, general), 0–1; a missing domain scores 1. The
+	// router skips a model scoring below 0.8 for the request's domain.
+	Domains map[string]float64 `yaml:"domains"`
 	// Price is the list price, used for cost reports.
 	Price Price `yaml:"price"`
 	// Endpoints are the places this model is served; at least one.

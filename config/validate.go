@@ -71,6 +71,11 @@ func (v *validator) extra() {
 	v.nonNegative("request_log.queue_size", int64(v.c.RequestLog.QueueSize))
 	v.nonNegative("request_log.batch_size", int64(v.c.RequestLog.BatchSize))
 	for i, m := range v.c.Models {
+		for d, sc := range m.Domains {
+			if sc < 0 || sc > 1 {
+				v.add(fmt.Sprintf("models[%d].domains.%s", i, d), "expected a score between 0 and 1, got %v", sc)
+			}
+		}
 		switch m.Translation {
 		case "", "drop", "reject":
 		default:

@@ -441,6 +441,7 @@ func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome,
 	}
 	x := &exec{e: e, rs: rs, req: req, call: call, rec: rec, tried: make([]bool, len(rs.cands))}
 	x.policy = e.policy(rs, call.Behavior)
+	x.policy.Domain = rec.Domain
 	rec.Stage = e.stageFor(req, call)
 	if rec.Stage == StageMonitor || !e.valve.cfg.Disabled && e.valve.open(start) {
 		// Monitor-only rollout, or the safety valve is open: the plain

@@ -153,7 +153,7 @@ func (x *exec) pick(allowTried bool) (int, error) {
 	for i, ep := range x.rs.cands {
 		c := route.Candidate{
 			ID: ep.ID, Model: ep.Model, Region: ep.Region, Order: i,
-			Capability: ep.Capability, ContextWindow: ep.ContextWindow,
+			Capability: ep.Capability, ContextWindow: ep.ContextWindow, Domains: ep.Domains,
 			ExpectedLatency: ep.health.ExpectedLatency(), InFlight: ep.health.InFlight(),
 			Available: true,
 		}

@@ -66,8 +66,10 @@ type Endpoint struct {
 
 	Capability    int
 	ContextWindow int
-	InputPrice    float64 // per million tokens
-	OutputPrice   float64
+	// Domains scores the model per request domain (missing = 1).
+	Domains     map[string]float64
+	InputPrice  float64 // per million tokens
+	OutputPrice float64
 }
 
 // URL returns the endpoint's request URL.
