@@ -345,7 +345,9 @@ func TestCrossFormatFallbackChain(t *testing.T) {
 // and named, or — with translation: reject — a 400 naming it; never a
 // silent change of meaning.
 func TestCrossFormatTranslationPolicy(t *testing.T) {
-	body := `{"model":"%s","max_tokens":50,"top_k":5,"messages":[{"role":"user","content":"hi"}]}`
+	// A server tool has no OpenAI equivalent. (Sampling parameters such as
+	// top_k are normalization's business: see normalization.parameter_policy.)
+	body := `{"model":"%s","max_tokens":50,"tools":[{"type":"web_search_20260318","name":"web_search"}],"messages":[{"role":"user","content":"hi"}]}`
 	for _, c := range []struct {
 		name, policy string
 		status       int
@@ -362,11 +364,11 @@ func TestCrossFormatTranslationPolicy(t *testing.T) {
 			if resp.StatusCode != c.status {
 				t.Fatalf("status %d, want %d: %s", resp.StatusCode, c.status, b)
 			}
-			if c.status == 200 && resp.Header.Get("X-Mesh-Dropped") != "top_k" {
-				t.Errorf("X-Mesh-Dropped %q, want top_k", resp.Header.Get("X-Mesh-Dropped"))
+			if c.status == 200 && resp.Header.Get("X-Mesh-Dropped") != "server_tool:web_search_20260318" {
+				t.Errorf("X-Mesh-Dropped %q, want server_tool:web_search_20260318", resp.Header.Get("X-Mesh-Dropped"))
 			}
-			if c.status == 400 && (!strings.Contains(string(b), "top_k") || !strings.Contains(string(b), `"type":"invalid_request_error"`)) {
-				t.Errorf("reject body does not name top_k in the Anthropic error shape: %s", b)
+			if c.status == 400 && (!strings.Contains(string(b), "web_search_20260318") || !strings.Contains(string(b), `"type":"invalid_request_error"`)) {
+				t.Errorf("reject body does not name the server tool in the Anthropic error shape: %s", b)
 			}
 		})
 	}
