@@ -53,6 +53,7 @@ type Mesh struct {
 	debug    *debugtrace.Store
 	dash     *dashboard.Dashboard
 	reqlog   *sqlite.Log
+	smetrics *structured.Metrics
 	closeOne sync.Once
 }
 
@@ -125,6 +126,7 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 			})
 		}
 	}
+	m.smetrics = &structured.Metrics{}
 	cals, err := loadCalibrations(cfg.Normalization.CalibrationDB)
 	if err != nil {
 		return nil, err
@@ -136,7 +138,7 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 	}
 	m.eng, err = engine.New(engine.Options{Endpoints: eps, Aliases: aliases, Client: provider.NewClient(rt), Logger: o.logger,
 		Passthrough: pass, Resilience: resilienceOptions(cfg.Resilience), Structured: structuredOptions(cfg.StructuredOutput),
-		Fragment: fragmentOptions(cfg.Fragmentation), Calibrations: cals, ParamPolicy: normalize.Policy(cfg.Normalization.ParameterPolicy),
+		Fragment: fragmentOptions(cfg.Fragmentation), StructuredMetrics: m.smetrics, Calibrations: cals, ParamPolicy: normalize.Policy(cfg.Normalization.ParameterPolicy),
 		DisableNormalization: cfg.Normalization.Enabled != nil && !*cfg.Normalization.Enabled,
 		Observer:             observer, Now: o.now,
 		Classify: func(text string) string { return classify.Default().Classify(text).Domain }})
@@ -276,7 +278,7 @@ func (m *Mesh) observability(cfg *config.Config, o options) (engine.Observer, []
 		for _, a := range cfg.Aliases {
 			models = append(models, a.Name)
 		}
-		mt, err := metrics.New(metrics.Options{Models: models, Regions: regions, ProviderNames: pn, Endpoints: endpoints})
+		mt, err := metrics.New(metrics.Options{Models: models, Regions: regions, ProviderNames: pn, Endpoints: endpoints, Structured: m.smetrics})
 		if err != nil {
 			return nil, nil, err
 		}

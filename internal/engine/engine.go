@@ -60,6 +60,9 @@ type Options struct {
 	Structured StructuredOptions
 	// Fragment tunes long-input fragmentation and fusion.
 	Fragment FragmentOptions
+	// StructuredMetrics receives the structured-output counters (nil: the
+	// engine keeps its own, see StructuredMetrics).
+	StructuredMetrics *structured.Metrics
 	// Calibrations map requested temperatures between models (keel
 	// calibrate); nil means none.
 	Calibrations *normalize.Set
@@ -117,19 +120,19 @@ type Engine struct {
 	cals       *normalize.Set
 	paramPol   normalize.Policy
 	normOff    bool
-	// structMetrics counts validated, repaired, re-asked and failed answers.
-	structMetrics structured.Metrics
-	log           *slog.Logger
-	obs           Observer
-	now           func() time.Time
-	rnd           func(int) int
-	maxAttempts   int
-	timeout       time.Duration
-	backoff       *resilience.Backoff
-	hedge         resilience.HedgePolicy
-	opts          Resilience
-	hedgingOff    atomic.Bool
-	recoveryOff   atomic.Bool
+	// smetrics counts validated, repaired, re-asked and failed answers.
+	smetrics    *structured.Metrics
+	log         *slog.Logger
+	obs         Observer
+	now         func() time.Time
+	rnd         func(int) int
+	maxAttempts int
+	timeout     time.Duration
+	backoff     *resilience.Backoff
+	hedge       resilience.HedgePolicy
+	opts        Resilience
+	hedgingOff  atomic.Bool
+	recoveryOff atomic.Bool
 
 	valve    *valve
 	rollout  atomic.Pointer[Rollout]
@@ -204,9 +207,12 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: backoff: %w", err)
 	}
 	e := &Engine{
-		client: o.Client, classify: o.Classify, structOpts: o.Structured, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd,
+		client: o.Client, classify: o.Classify, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd,
 		maxAttempts: r.MaxAttempts, timeout: r.Timeout, backoff: backoff, hedge: r.Hedge, opts: r,
 		routes: map[string]*routeState{}, passthrough: o.Passthrough,
+	}
+	if e.smetrics == nil {
+		e.smetrics = &structured.Metrics{}
 	}
 	e.stop = make(chan struct{})
 	e.valve = newValve(r.Valve)
