@@ -178,6 +178,22 @@ func (x *exec) pick(allowTried bool) (int, error) {
 		x.cands = append(x.cands, c)
 	}
 	ch, err := route.PickAppend(x.decisions, x.cands, x.policy, x.e.rnd)
+	if err != nil && errors.Is(err, route.ErrAllUnavailable) {
+		// Panic routing, as Envoy does past its panic threshold: when every
+		// otherwise suitable endpoint is only ejected as an outlier,
+		// ejection says nothing about which is better; send anyway (the
+		// retry budget still caps the load) rather than fail every call.
+		relaxed := false
+		for i := range x.cands {
+			if x.cands[i].Unavailable == "ejected" {
+				x.cands[i].Available, x.cands[i].Unavailable = true, ""
+				relaxed = true
+			}
+		}
+		if relaxed {
+			ch, err = route.PickAppend(x.decisions, x.cands, x.policy, x.e.rnd)
+		}
+	}
 	x.decisions = ch.Decisions
 	if !x.firstPick {
 		x.firstPick = true
@@ -292,6 +308,12 @@ func (a *attempt) settle(err error, reason string) {
 		// Only faults of the endpoint count against it, not the caller's bad request.
 		o.Failure = act != actFail && reason != "canceled"
 		ok = !o.Failure
+		if reason == "rate_limited" || reason == "overloaded" || reason == "quota_exhausted" {
+			// Capacity signals, not faults: retry-after cooldowns and the
+			// retry budget handle them. Opening a breaker on a 429/529 burst
+			// would keep the endpoint out long after the burst ended.
+			ok = true
+		}
 	}
 	var pe *provider.Error
 	unreachable := errors.As(err, &pe) && pe.BeforeResponse && (pe.Kind == provider.KindConnect || pe.Kind == provider.KindReset)
