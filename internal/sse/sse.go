@@ -90,7 +90,7 @@ func (r *Reader) Next() (Event, error) {
 		}
 		switch string(name) {
 		case "event":
-			ev.Event = string(value)
+			ev.Event = eventName(value)
 			sawField = true
 		case "data":
 			if hasData {
@@ -108,17 +108,51 @@ func (r *Reader) Next() (Event, error) {
 	}
 }
 
-// readLine returns one line without its terminator. A final line without a
-// terminator is returned with a nil error, then io.EOF follows.
+// eventName returns the event name in value as a string, without allocating
+// for the names the Anthropic API sends.
+func eventName(value []byte) string {
+	switch string(value) {
+	case "message_start":
+		return "message_start"
+	case "content_block_start":
+		return "content_block_start"
+	case "content_block_delta":
+		return "content_block_delta"
+	case "content_block_stop":
+		return "content_block_stop"
+	case "message_delta":
+		return "message_delta"
+	case "message_stop":
+		return "message_stop"
+	case "ping":
+		return "ping"
+	case "error":
+		return "error"
+	}
+	return string(value)
+}
+
+// readLine returns one line without its terminator. The line aliases either
+// the bufio.Reader's buffer or r.line, and is valid until the next read. A
+// final line without a terminator is an io.ErrUnexpectedEOF.
 func (r *Reader) readLine() ([]byte, error) {
+	chunk, err := r.br.ReadSlice('\n')
+	if err == nil && len(chunk) <= MaxLineBytes {
+		// The whole line is in the buffer (the common case): no copy.
+		l := chunk[:len(chunk)-1]
+		if n := len(l); n > 0 && l[n-1] == '\r' {
+			l = l[:n-1]
+		}
+		return l, nil
+	}
 	r.line = r.line[:0]
 	for {
-		chunk, err := r.br.ReadSlice('\n')
 		r.line = append(r.line, chunk...)
 		if len(r.line) > MaxLineBytes {
 			return nil, ErrLineTooLong
 		}
 		if err == bufio.ErrBufferFull {
+			chunk, err = r.br.ReadSlice('\n')
 			continue
 		}
 		if err != nil {

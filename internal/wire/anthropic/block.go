@@ -10,16 +10,12 @@ import (
 // true) or an array of blocks.
 func parseContent(path *fpath, v []byte) (blocks []llm.Block, isString bool, err error) {
 	if len(v) > 0 && v[0] == '"' {
-		s, err := unquote(path, v)
-		if err != nil {
-			return nil, false, err
-		}
-		return []llm.Block{{Type: llm.BlockText, Text: s}}, true, nil
+		return stringContent(path, v)
 	}
 	if len(v) == 0 || v[0] != '[' {
 		return nil, false, errAt(path, "expected a string or an array of content blocks, got %s", kindName(v))
 	}
-	blocks = make([]llm.Block, 0, 4)
+	blocks = make([]llm.Block, 0, countElems(v))
 	err = eachElem(path, v, func(i int, e []byte) error {
 		b, err := parseBlock(joinIndex(path, i), e)
 		if err != nil {
@@ -29,6 +25,16 @@ func parseContent(path *fpath, v []byte) (blocks []llm.Block, isString bool, err
 		return nil
 	})
 	return blocks, false, err
+}
+
+// stringContent reads content that is a string. It is parseContent's string
+// case, apart so that the recursion through parseBlock can skip detach for it.
+func stringContent(path *fpath, v []byte) ([]llm.Block, bool, error) {
+	s, err := unquote(path, v)
+	if err != nil {
+		return nil, false, err
+	}
+	return []llm.Block{{Type: llm.BlockText, Text: s}}, true, nil
 }
 
 // blockType finds the "type" member of a block object.
@@ -67,6 +73,7 @@ func parseBlock(path *fpath, v []byte) (llm.Block, error) {
 		return b, nil
 	}
 	unmodelled, sawText := false, false
+	var nested fpath // the path of tool_result content blocks (see detach)
 	err = eachMember(path, v, func(k string, val []byte) error {
 		p := join(path, k)
 		var err error
@@ -90,7 +97,12 @@ func parseBlock(path *fpath, v []byte) (llm.Block, error) {
 			if isNull(val) {
 				return nil
 			}
-			b.Content, b.ContentIsString, err = parseContent(detach(p), val)
+			if len(val) > 0 && val[0] == '"' {
+				b.Content, b.ContentIsString, err = stringContent(p, val)
+			} else {
+				nested = detach(p)
+				b.Content, b.ContentIsString, err = parseContent(&nested, val)
+			}
 		case k == "is_error" && b.Type == llm.BlockToolResult:
 			b.IsError, err = boolean(p, val)
 		case k == "source" && b.Type == llm.BlockImage:
@@ -254,8 +266,13 @@ func appendBlock(b []byte, path *fpath, bl *llm.Block) ([]byte, error) {
 		b = appendString(b, bl.ToolUseID)
 		if bl.Content != nil {
 			b = append(b, `,"content":`...)
-			if b, err = appendContent(b, detach(join(path, "content")), bl.Content, bl.ContentIsString); err != nil {
-				return b, err
+			if bl.ContentIsString && len(bl.Content) == 1 && isPlainText(&bl.Content[0]) {
+				b = appendString(b, bl.Content[0].Text) // appendContent's string case, without detach
+			} else {
+				d := detach(join(path, "content"))
+				if b, err = appendContent(b, &d, bl.Content, bl.ContentIsString); err != nil {
+					return b, err
+				}
 			}
 		}
 		if bl.IsError {

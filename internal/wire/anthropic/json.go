@@ -78,15 +78,14 @@ func joinIndex(path *fpath, i int) *fpath {
 	return &fpath{parent: path, index: i, isIndex: true}
 }
 
-// detach returns a one-node copy of p that shares nothing with p's chain.
-// The codec passes it at its one recursive descent (the content of a
-// tool_result block): a node reachable from its own recursive callee would
-// otherwise make the escape analysis move every path node to the heap.
-func detach(p *fpath) *fpath {
-	if p == nil {
-		return nil
-	}
-	return &fpath{key: p.String()}
+// detach returns a one-node copy of p (a root key that renders as p does)
+// that shares nothing with p's chain. The codec passes it where it recurses
+// (array content of a tool_result block, parsed or encoded): a node reachable
+// from its own recursive callee would otherwise make the escape analysis move
+// every path node to the heap. Check with go build -gcflags=-m that no
+// &fpath{...} escapes outside join, joinIndex and root themselves.
+func detach(p *fpath) fpath {
+	return fpath{key: p.String()}
 }
 
 // root is the path of a top-level member.
@@ -458,6 +457,31 @@ func eachElem(path *fpath, v []byte, fn func(i int, val []byte) error) error {
 	}
 }
 
+// countElems returns the number of elements of the array v (valid JSON,
+// trimmed), so that slices can be allocated at their final size; 0 when v is
+// not an array.
+func countElems(v []byte) int {
+	if len(v) == 0 || v[0] != '[' {
+		return 0
+	}
+	i, n := 1, 0
+	for {
+		i = skipWS(v, i)
+		if i >= len(v) || v[i] == ']' {
+			return n
+		}
+		if v[i] == ',' {
+			i = skipWS(v, i+1)
+		}
+		end := skipValue(v, i)
+		if end <= i {
+			return n
+		}
+		n++
+		i = end
+	}
+}
+
 // unquote decodes a JSON string token.
 func unquote(path *fpath, v []byte) (string, error) {
 	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
@@ -469,6 +493,9 @@ func unquote(path *fpath, v []byte) (string, error) {
 	}
 	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
 		return string(inner), nil
+	}
+	if s, ok := decodeString(inner); ok {
+		return s, nil
 	}
 	var s string
 	if err := json.Unmarshal(v, &s); err != nil {
@@ -620,20 +647,37 @@ func appendKey(b []byte, key string) []byte {
 	return append(b, ':')
 }
 
-// appendExtra appends the members of x sorted by key, skipping keys in skip.
+// appendExtra appends the members of x sorted by key.
 func appendExtra(b []byte, path *fpath, x llm.Extra) ([]byte, error) {
-	if len(x) == 0 {
+	return appendExtraWith(b, path, x, "", nil)
+}
+
+// appendExtraWith appends the members of x sorted by key as appendExtra
+// does, as if x's member named key (when key is not empty) were deleted and,
+// when val is not nil, key: val set in its place; x itself is not changed.
+func appendExtraWith(b []byte, path *fpath, x llm.Extra, key string, val json.RawMessage) ([]byte, error) {
+	if len(x) == 0 && val == nil {
 		return b, nil
 	}
-	keys := make([]string, 0, len(x))
+	var stack [16]string
+	keys := stack[:0]
 	for k := range x {
-		keys = append(keys, k)
+		if key == "" || k != key {
+			keys = append(keys, k)
+		}
+	}
+	if val != nil {
+		keys = append(keys, key)
 	}
 	slices.Sort(keys)
 	var err error
 	for _, k := range keys {
+		v := x[k]
+		if val != nil && k == key {
+			v = val
+		}
 		b = appendKey(b, k)
-		if b, err = appendRaw(b, join(path, k), x[k]); err != nil {
+		if b, err = appendRaw(b, join(path, k), v); err != nil {
 			return b, err
 		}
 	}

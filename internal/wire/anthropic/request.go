@@ -191,7 +191,7 @@ func parseSystem(r *llm.Request, v []byte) (sawMesh bool, err error) {
 }
 
 func parseMessages(path *fpath, v []byte) ([]llm.Message, error) {
-	msgs := make([]llm.Message, 0, 8)
+	msgs := make([]llm.Message, 0, countElems(v))
 	err := eachElem(path, v, func(i int, e []byte) error {
 		p := joinIndex(path, i)
 		var m llm.Message
@@ -348,7 +348,7 @@ func EncodeRequest(r *llm.Request) ([]byte, error) {
 		b = append(b, `,"max_tokens":`...)
 		b = appendInt(b, r.MaxTokens)
 	}
-	system, systemIsString, hoist := hoistSystem(r)
+	system, systemIsString := hoistSystem(r)
 	if system != nil {
 		b = append(b, `,"system":`...)
 		if b, err = appendContent(b, root("system"), system, systemIsString); err != nil {
@@ -359,7 +359,7 @@ func EncodeRequest(r *llm.Request) ([]byte, error) {
 	first := true
 	for i := range r.Messages {
 		m := &r.Messages[i]
-		if hoist(m) {
+		if hoisted(r, m) {
 			continue
 		}
 		if !first {
@@ -459,38 +459,31 @@ func EncodeRequest(r *llm.Request) ([]byte, error) {
 		b = append(b, `,"stream":true`...)
 	}
 	if r.Extra != nil {
-		extra := r.Extra
-		if _, ok := extra["mesh_behavior"]; ok {
-			extra = make(llm.Extra, len(r.Extra))
-			for k, v := range r.Extra {
-				if k != "mesh_behavior" {
-					extra[k] = v
-				}
-			}
-		}
-		if b, err = appendExtra(b, nil, extra); err != nil {
+		if b, err = appendExtraWith(b, nil, r.Extra, "mesh_behavior", nil); err != nil {
 			return nil, err
 		}
 	}
 	return append(b, '}'), nil
 }
 
-// hoistSystem computes the top-level system content and a predicate telling
-// which messages were folded into it.
-func hoistSystem(r *llm.Request) ([]llm.Block, bool, func(*llm.Message) bool) {
-	hoist := func(m *llm.Message) bool {
-		return m.Role == llm.RoleDeveloper || (m.Role == llm.RoleSystem && r.Format != llm.FormatAnthropic)
-	}
+// hoisted reports whether message m of r is folded into the top-level system.
+func hoisted(r *llm.Request, m *llm.Message) bool {
+	return m.Role == llm.RoleDeveloper || (m.Role == llm.RoleSystem && r.Format != llm.FormatAnthropic)
+}
+
+// hoistSystem computes the top-level system content, with the messages
+// hoisted (see hoisted) folded into it.
+func hoistSystem(r *llm.Request) ([]llm.Block, bool) {
 	n := 0
 	allString := r.System == nil || r.SystemIsString
 	for i := range r.Messages {
-		if m := &r.Messages[i]; hoist(m) {
+		if m := &r.Messages[i]; hoisted(r, m) {
 			n++
 			allString = allString && m.ContentIsString
 		}
 	}
 	if n == 0 {
-		return r.System, r.SystemIsString, hoist
+		return r.System, r.SystemIsString
 	}
 	if allString {
 		var parts []string
@@ -500,17 +493,17 @@ func hoistSystem(r *llm.Request) ([]llm.Block, bool, func(*llm.Message) bool) {
 			}
 		}
 		for i := range r.Messages {
-			if m := &r.Messages[i]; hoist(m) {
+			if m := &r.Messages[i]; hoisted(r, m) {
 				if t := m.Text(); t != "" {
 					parts = append(parts, t)
 				}
 			}
 		}
-		return []llm.Block{{Type: llm.BlockText, Text: strings.Join(parts, "\n\n")}}, true, hoist
+		return []llm.Block{{Type: llm.BlockText, Text: strings.Join(parts, "\n\n")}}, true
 	}
 	system := append([]llm.Block(nil), r.System...)
 	for i := range r.Messages {
-		if m := &r.Messages[i]; hoist(m) {
+		if m := &r.Messages[i]; hoisted(r, m) {
 			for _, bl := range m.Content {
 				// The API rejects empty text blocks; non-text parts have no place in system.
 				if bl.Type == llm.BlockText && bl.Raw == nil && bl.Text != "" {
@@ -519,7 +512,7 @@ func hoistSystem(r *llm.Request) ([]llm.Block, bool, func(*llm.Message) bool) {
 			}
 		}
 	}
-	return system, false, hoist
+	return system, false
 }
 
 func appendTool(b []byte, path *fpath, t *llm.Tool) ([]byte, error) {

@@ -170,9 +170,10 @@ func appendUsage(b []byte, path *fpath, u *llm.Usage, which usageFields) ([]byte
 		b = append(b, `,"cache_read_input_tokens":`...)
 		b = appendInt(b, u.CacheReadTokens)
 	}
-	extra := u.Extra
+	var details []byte
 	if u.ReasoningTokens != 0 {
-		details := []byte(`{"thinking_tokens":`)
+		var buf [128]byte
+		details = append(buf[:0], `{"thinking_tokens":`...)
 		details = appendInt(details, u.ReasoningTokens)
 		if prev, ok := u.Extra["output_tokens_details"]; ok {
 			var err error
@@ -182,13 +183,14 @@ func appendUsage(b []byte, path *fpath, u *llm.Usage, which usageFields) ([]byte
 			}
 		}
 		details = append(details, '}')
-		extra = make(llm.Extra, len(u.Extra)+1)
-		for k, v := range u.Extra {
-			extra[k] = v
-		}
-		extra["output_tokens_details"] = details
 	}
-	b, err := appendExtra(b, path, extra)
+	// With details, they are written as output_tokens_details in place of
+	// (or in addition to) the member of Extra.
+	detailsKey := ""
+	if details != nil {
+		detailsKey = "output_tokens_details"
+	}
+	b, err := appendExtraWith(b, path, u.Extra, detailsKey, details)
 	if err != nil {
 		return b, err
 	}

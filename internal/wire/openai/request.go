@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -73,6 +74,27 @@ func getFloat(v []byte, param string) (*float64, error) {
 	return &f, nil
 }
 
+// getStringAt is getString with a lazily rendered param (see fpath).
+func getStringAt(v []byte, param *fpath) (string, error) {
+	if len(v) > 0 && v[0] == '"' {
+		if s, ok := unquote(v); ok {
+			return s, nil
+		}
+	}
+	return getString(v, param.String())
+}
+
+// getBoolAt is getBool with a lazily rendered param (see fpath).
+func getBoolAt(v []byte, param *fpath) (bool, error) {
+	switch string(v) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return getBool(v, param.String())
+}
+
 func indexParam(prefix string, i int, field string) string {
 	s := prefix + "[" + strconv.Itoa(i) + "]"
 	if field != "" {
@@ -130,6 +152,9 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 		case "messages":
 			sawMessages = true
 			r.Messages = r.Messages[:0]
+			if n := countElements(v); n > 0 && r.Messages == nil {
+				r.Messages = make([]llm.Message, 0, n) // tool messages merge: n is an upper bound
+			}
 			err = parseMessages(v, r)
 		case "max_completion_tokens":
 			maxCompletion = v
@@ -247,7 +272,7 @@ func parseStop(v []byte, r *llm.Request) error {
 		return err
 	case v[0] == '[':
 		return eachElement(v, func(i int, el []byte) error {
-			s, err := getString(el, indexParam("stop", i, ""))
+			s, err := getStringAt(el, index(root("stop"), i))
 			r.StopSequences = append(r.StopSequences, s)
 			return err
 		})
@@ -319,7 +344,7 @@ func parseMessages(v []byte, r *llm.Request) error {
 		if m.role == nil {
 			return badRequest(indexParam("messages", i, "role"), "required")
 		}
-		role, err := getString(m.role, indexParam("messages", i, "role"))
+		role, err := getStringAt(m.role, join(index(root("messages"), i), "role"))
 		if err != nil {
 			return err
 		}
@@ -355,7 +380,7 @@ func parseMessage(m *rawMessage, role llm.Role, i int) (llm.Message, error) {
 	}
 	if m.name != nil {
 		var err error
-		if msg.Name, err = getString(m.name, indexParam("messages", i, "name")); err != nil {
+		if msg.Name, err = getStringAt(m.name, join(index(root("messages"), i), "name")); err != nil {
 			return msg, err
 		}
 	}
@@ -365,16 +390,16 @@ func parseMessage(m *rawMessage, role llm.Role, i int) (llm.Message, error) {
 	if role != llm.RoleAssistant && m.toolCalls != nil {
 		setExtra(&msg.Extra, m.toolCallsKey, m.toolCalls)
 	}
-	param := indexParam("messages", i, "content")
+	param := join(index(root("messages"), i), "content")
 	switch {
 	case m.content == nil:
 		if role != llm.RoleAssistant {
-			return msg, badRequest(param, "required")
+			return msg, badRequest(param.String(), "required")
 		}
 	case isNull(m.content):
 		msg.ContentIsNull = true
 	case m.content[0] == '"':
-		s, err := getString(m.content, param)
+		s, err := getStringAt(m.content, param)
 		if err != nil {
 			return msg, err
 		}
@@ -389,15 +414,16 @@ func parseMessage(m *rawMessage, role llm.Role, i int) (llm.Message, error) {
 			msg.Content = nil // an assistant's [] and an absent content mean the same
 		}
 	default:
-		return msg, wrongType(param, "a string or an array of content parts", m.content)
+		return msg, wrongType(param.String(), "a string or an array of content parts", m.content)
 	}
 	if role == llm.RoleAssistant && m.toolCalls != nil && !isNull(m.toolCalls) {
-		param := indexParam("messages", i, "tool_calls")
+		param := join(index(root("messages"), i), "tool_calls")
 		if m.toolCalls[0] != '[' {
-			return msg, wrongType(param, "an array", m.toolCalls)
+			return msg, wrongType(param.String(), "an array", m.toolCalls)
 		}
+		msg.Content = slices.Grow(msg.Content, countElements(m.toolCalls))
 		err := eachElement(m.toolCalls, func(j int, el []byte) error {
-			b, err := parseToolCall(el, indexParam(param, j, ""))
+			b, err := parseToolCall(el, index(param, j))
 			msg.Content = append(msg.Content, b)
 			return err
 		})
@@ -414,7 +440,7 @@ func parseToolMessage(m *rawMessage, i int) (llm.Block, error) {
 		return b, badRequest(indexParam("messages", i, "tool_call_id"), "required")
 	}
 	var err error
-	if b.ToolUseID, err = getString(m.toolCallID, indexParam("messages", i, "tool_call_id")); err != nil {
+	if b.ToolUseID, err = getStringAt(m.toolCallID, join(index(root("messages"), i), "tool_call_id")); err != nil {
 		return b, err
 	}
 	if m.name != nil {
@@ -423,12 +449,12 @@ func parseToolMessage(m *rawMessage, i int) (llm.Block, error) {
 	if m.toolCalls != nil {
 		setExtra(&b.Extra, m.toolCallsKey, m.toolCalls)
 	}
-	param := indexParam("messages", i, "content")
+	param := join(index(root("messages"), i), "content")
 	switch {
 	case m.content == nil:
-		return b, badRequest(param, "required")
+		return b, badRequest(param.String(), "required")
 	case m.content[0] == '"':
-		s, err := getString(m.content, param)
+		s, err := getStringAt(m.content, param)
 		if err != nil {
 			return b, err
 		}
@@ -439,29 +465,29 @@ func parseToolMessage(m *rawMessage, i int) (llm.Block, error) {
 			return b, err
 		}
 	default:
-		return b, wrongType(param, "a string or an array of content parts", m.content)
+		return b, wrongType(param.String(), "a string or an array of content parts", m.content)
 	}
 	return b, nil
 }
 
 // parseParts decodes an array of content parts.
 // An empty array gives an empty, non-nil slice.
-func parseParts(v []byte, param string, dst []llm.Block) ([]llm.Block, error) {
+func parseParts(v []byte, param *fpath, dst []llm.Block) ([]llm.Block, error) {
 	if dst == nil {
-		dst = []llm.Block{}
+		dst = make([]llm.Block, 0, countElements(v))
 	}
 	err := eachElement(v, func(j int, el []byte) error {
-		b, err := parsePart(el, indexParam(param, j, ""))
+		b, err := parsePart(el, index(param, j))
 		dst = append(dst, b)
 		return err
 	})
 	return dst, err
 }
 
-func parsePart(el []byte, param string) (llm.Block, error) {
+func parsePart(el []byte, param *fpath) (llm.Block, error) {
 	var b llm.Block
 	if el[0] != '{' {
-		return b, wrongType(param, "an object", el)
+		return b, wrongType(param.String(), "an object", el)
 	}
 	var typ, text, image []byte
 	var extra llm.Extra
@@ -479,24 +505,24 @@ func parsePart(el []byte, param string) (llm.Block, error) {
 		return nil
 	})
 	if typ == nil {
-		return b, badRequest(param+".type", "required")
+		return b, badRequest(join(param, "type").String(), "required")
 	}
-	t, err := getString(typ, param+".type")
+	t, err := getStringAt(typ, join(param, "type"))
 	if err != nil {
 		return b, err
 	}
 	switch {
 	case t == "text" && image == nil:
 		if text == nil {
-			return b, badRequest(param+".text", "required")
+			return b, badRequest(join(param, "text").String(), "required")
 		}
-		s, err := getString(text, param+".text")
+		s, err := getStringAt(text, join(param, "text"))
 		return llm.Block{Type: llm.BlockText, Text: s, Extra: extra}, err
 	case t == "image_url" && text == nil:
 		if image == nil {
-			return b, badRequest(param+".image_url", "required")
+			return b, badRequest(join(param, "image_url").String(), "required")
 		}
-		src, err := parseImageURL(image, param+".image_url")
+		src, err := parseImageURL(image, join(param, "image_url"))
 		if err != nil {
 			return b, err
 		}
@@ -509,9 +535,9 @@ func parsePart(el []byte, param string) (llm.Block, error) {
 }
 
 // parseImageURL decodes {url, detail}; nil (no error) means "keep the part raw".
-func parseImageURL(v []byte, param string) (*llm.ImageSource, error) {
+func parseImageURL(v []byte, param *fpath) (*llm.ImageSource, error) {
 	if v[0] != '{' {
-		return nil, wrongType(param, "an object", v)
+		return nil, wrongType(param.String(), "an object", v)
 	}
 	var url, detail []byte
 	unknown := false
@@ -527,9 +553,9 @@ func parseImageURL(v []byte, param string) (*llm.ImageSource, error) {
 		return nil
 	})
 	if url == nil {
-		return nil, badRequest(param+".url", "required")
+		return nil, badRequest(join(param, "url").String(), "required")
 	}
-	u, err := getString(url, param+".url")
+	u, err := getStringAt(url, join(param, "url"))
 	if err != nil {
 		return nil, err
 	}
@@ -537,7 +563,7 @@ func parseImageURL(v []byte, param string) (*llm.ImageSource, error) {
 	if detail != nil {
 		if len(detail) < 3 || detail[0] != '"' {
 			unknown = true // null, "" or another type: not representable
-		} else if src.Detail, err = getString(detail, param+".detail"); err != nil {
+		} else if src.Detail, err = getStringAt(detail, join(param, "detail")); err != nil {
 			return nil, err
 		}
 	}
@@ -552,10 +578,10 @@ func parseImageURL(v []byte, param string) (*llm.ImageSource, error) {
 	return src, nil
 }
 
-func parseToolCall(el []byte, param string) (llm.Block, error) {
+func parseToolCall(el []byte, param *fpath) (llm.Block, error) {
 	b := llm.Block{Type: llm.BlockToolUse}
 	if el[0] != '{' {
-		return b, wrongType(param, "an object", el)
+		return b, wrongType(param.String(), "an object", el)
 	}
 	var id, typ, fn []byte
 	_ = eachMember(el, func(k, v []byte) error {
@@ -573,9 +599,9 @@ func parseToolCall(el []byte, param string) (llm.Block, error) {
 	})
 	var err error
 	if id == nil {
-		return b, badRequest(param+".id", "required")
+		return b, badRequest(join(param, "id").String(), "required")
 	}
-	if b.ID, err = getString(id, param+".id"); err != nil {
+	if b.ID, err = getStringAt(id, join(param, "id")); err != nil {
 		return b, err
 	}
 	keepRaw := func() (llm.Block, error) {
@@ -602,15 +628,15 @@ func parseToolCall(el []byte, param string) (llm.Block, error) {
 		return nil
 	})
 	if name == nil {
-		return b, badRequest(param+".function.name", "required")
+		return b, badRequest(join(param, "function.name").String(), "required")
 	}
-	if b.Name, err = getString(name, param+".function.name"); err != nil {
+	if b.Name, err = getStringAt(name, join(param, "function.name")); err != nil {
 		return b, err
 	}
 	if unknown || args == nil || args[0] != '"' {
 		return keepRaw()
 	}
-	s, err := getString(args, param+".function.arguments")
+	s, err := getStringAt(args, join(param, "function.arguments"))
 	if err != nil {
 		return b, err
 	}
@@ -639,16 +665,16 @@ func parseTools(v []byte, r *llm.Request) error {
 		return wrongType("tools", "an array", v)
 	}
 	return eachElement(v, func(i int, el []byte) error {
-		t, err := parseTool(el, indexParam("tools", i, ""))
+		t, err := parseTool(el, index(root("tools"), i))
 		r.Tools = append(r.Tools, t)
 		return err
 	})
 }
 
-func parseTool(el []byte, param string) (llm.Tool, error) {
+func parseTool(el []byte, param *fpath) (llm.Tool, error) {
 	var t llm.Tool
 	if el[0] != '{' {
-		return t, wrongType(param, "an object", el)
+		return t, wrongType(param.String(), "an object", el)
 	}
 	var typ, fn []byte
 	_ = eachMember(el, func(k, v []byte) error {
@@ -663,9 +689,9 @@ func parseTool(el []byte, param string) (llm.Tool, error) {
 		return nil
 	})
 	if typ == nil {
-		return t, badRequest(param+".type", "required")
+		return t, badRequest(join(param, "type").String(), "required")
 	}
-	tt, err := getString(typ, param+".type")
+	tt, err := getStringAt(typ, join(param, "type"))
 	if err != nil {
 		return t, err
 	}
@@ -693,16 +719,16 @@ func parseTool(el []byte, param string) (llm.Tool, error) {
 		return nil
 	})
 	if name == nil {
-		return t, badRequest(param+".function.name", "required")
+		return t, badRequest(join(param, "function.name").String(), "required")
 	}
-	if t.Name, err = getString(name, param+".function.name"); err != nil {
+	if t.Name, err = getStringAt(name, join(param, "function.name")); err != nil {
 		return t, err
 	}
 	if unknown {
 		return keepRaw()
 	}
 	if desc != nil && !isNull(desc) {
-		if t.Description, err = getString(desc, param+".function.description"); err != nil {
+		if t.Description, err = getStringAt(desc, join(param, "function.description")); err != nil {
 			return t, err
 		}
 	}
@@ -710,7 +736,7 @@ func parseTool(el []byte, param string) (llm.Tool, error) {
 		t.InputSchema = json.RawMessage(params)
 	}
 	if strict != nil && !isNull(strict) {
-		s, err := getBool(strict, param+".function.strict")
+		s, err := getBoolAt(strict, join(param, "function.strict"))
 		if err != nil {
 			return t, err
 		}

@@ -3,6 +3,7 @@ package openai
 import (
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/keelmesh/keel/internal/llm"
 )
@@ -115,6 +116,34 @@ func optString(v []byte, name string) (string, error) {
 	return s, nil
 }
 
+// appendBlocksText appends llm.BlocksText(bs) as a JSON string without
+// building the joined string when no text is invalid UTF-8 (then escaping
+// piece by piece equals escaping the whole: no character spans two pieces).
+func appendBlocksText(b []byte, bs []llm.Block) []byte {
+	for i := range bs {
+		if bs[i].Type == llm.BlockText && !utf8.ValidString(bs[i].Text) {
+			return appendString(b, llm.BlocksText(bs))
+		}
+	}
+	b = append(b, '"')
+	for i := range bs {
+		if bs[i].Type == llm.BlockText {
+			b = appendStringBody(b, bs[i].Text)
+		}
+	}
+	return append(b, '"')
+}
+
+// lenientString is optString for callers that ignore its error: the string,
+// or "" for null or anything that is not a string, without building an error.
+func lenientString(v []byte) string {
+	if isNull(v) {
+		return ""
+	}
+	s, _ := unquote(v)
+	return s
+}
+
 func optInt(v []byte, name string) (int, error) {
 	if isNull(v) {
 		return 0, nil
@@ -196,7 +225,7 @@ func parseResponseMessage(v []byte, r *llm.Response) error {
 		return fmt.Errorf("message.tool_calls: expected an array, got %s", kind(toolCalls))
 	}
 	return eachElement(toolCalls, func(j int, el []byte) error {
-		b, err := parseToolCall(el, indexParam("message.tool_calls", j, ""))
+		b, err := parseToolCall(el, index(root("message.tool_calls"), j))
 		if err != nil {
 			return err
 		}
@@ -212,7 +241,7 @@ func parseUsage(v []byte, u *llm.Usage) error {
 	var prompt int
 	err := eachMember(v, func(k, uv []byte) error {
 		var err error
-		switch name := string(bareKey(k)); name {
+		switch name := keyName(k); name {
 		case "prompt_tokens":
 			prompt, err = optInt(uv, name)
 		case "completion_tokens":
@@ -229,7 +258,7 @@ func parseUsage(v []byte, u *llm.Usage) error {
 			var rest []byte
 			err = eachMember(uv, func(dk, dv []byte) error {
 				var err error
-				switch dn := string(bareKey(dk)); {
+				switch dn := keyName(dk); {
 				case name == "prompt_tokens_details" && dn == "cached_tokens":
 					u.CacheReadTokens, err = optInt(dv, dn)
 				case name == "prompt_tokens_details" && dn == "cache_write_tokens":
@@ -294,7 +323,7 @@ func EncodeResponse(r *llm.Response) ([]byte, error) {
 	if text == 0 {
 		b = append(b, "null"...)
 	} else {
-		b = appendString(b, llm.BlocksText(r.Content))
+		b = appendBlocksText(b, r.Content)
 	}
 	b = append(b, `,"refusal":`...)
 	if r.Refusal == "" {

@@ -155,9 +155,9 @@ func (s *StreamReader) chunk(data []byte) {
 	if !s.started {
 		s.started = true
 		m := &llm.Response{}
-		m.ID, _ = optString(id, "id")
-		m.Model, _ = optString(model, "model")
-		m.SystemFingerprint, _ = optString(fp, "system_fingerprint")
+		m.ID = lenientString(id)
+		m.Model = lenientString(model)
+		m.SystemFingerprint = lenientString(fp)
 		if created != nil {
 			m.Created, _ = strconv.ParseInt(string(created), 10, 64)
 		}
@@ -281,9 +281,9 @@ func (s *StreamReader) toolCall(el []byte) error {
 		_ = eachMember(fn, func(k, v []byte) error {
 			switch string(bareKey(k)) {
 			case "name":
-				name, _ = optString(v, "name")
+				name = lenientString(v)
 			case "arguments":
-				args, _ = optString(v, "arguments")
+				args = lenientString(v)
 			}
 			return nil
 		})
@@ -296,7 +296,7 @@ func (s *StreamReader) toolCall(el []byte) error {
 		}
 		wire = max(n, 0) // some providers send -1 for a single call
 	}
-	idStr, _ := optString(id, "id")
+	idStr := lenientString(id)
 	t := s.findTool(wire, idStr)
 	if t == nil {
 		if len(s.tools) >= maxToolCalls {
