@@ -29,14 +29,19 @@ const (
 	anthropicOnlyModel = "sim-claude" // the Anthropic API
 )
 
-// crossSimConfig is the zero-latency fleet plus one model served only in the
-// OpenAI format and one served only in the Anthropic format.
+// crossSimConfig is the zero-latency default fleet, whose sim-llama is
+// served only in the OpenAI format and sim-claude only in the Anthropic
+// format (issue 7 item 4), both in us-east and eu-west here.
 func crossSimConfig() sim.Config {
 	c := sim.ZeroLatency()
-	c.Models = append(c.Models,
-		sim.ModelSpec{Name: openaiOnlyModel, Capability: 2, ContextWindow: 128_000, Regions: []string{"us-east", "eu-west"}, Formats: []string{"openai"}},
-		sim.ModelSpec{Name: anthropicOnlyModel, Capability: 4, ContextWindow: 200_000, Regions: []string{"us-east", "eu-west"}, Formats: []string{"anthropic"}},
-	)
+	for i := range c.Models {
+		switch c.Models[i].Name {
+		case openaiOnlyModel:
+			c.Models[i].Formats, c.Models[i].Regions = []string{"openai"}, []string{"us-east", "eu-west"}
+		case anthropicOnlyModel:
+			c.Models[i].Formats, c.Models[i].Regions = []string{"anthropic"}, []string{"us-east", "eu-west"}
+		}
+	}
 	return c
 }
 

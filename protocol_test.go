@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -270,13 +271,23 @@ func TestModelsHealthReady(t *testing.T) {
 	for _, d := range list.Data {
 		ids = append(ids, d.ID)
 	}
-	if strings.Join(ids, ",") != "sim-haiku,sim-opus,sim-sonnet" {
+	if strings.Join(ids, ",") != "sim-claude,sim-haiku,sim-llama,sim-opus,sim-sonnet" {
 		t.Errorf("models %v", ids)
+	}
+	// Every listed model answers both client formats (issue 7 item 4:
+	// sim-llama is OpenAI-only upstream, sim-claude Anthropic-only).
+	for _, id := range ids {
+		if r, b := e.post(t, "/v1/messages", fmt.Sprintf(`{"model":%q,"max_tokens":20,"messages":[{"role":"user","content":"hi"}]}`, id), "anthropic-version", "2023-06-01"); r.StatusCode != 200 {
+			t.Errorf("%s from an Anthropic client: %d %s", id, r.StatusCode, b)
+		}
+		if r, b := e.post(t, "/v1/chat/completions", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hi"}]}`, id)); r.StatusCode != 200 {
+			t.Errorf("%s from an OpenAI client: %d %s", id, r.StatusCode, b)
+		}
 	}
 	// The Anthropic SDK can list them too.
 	c := anthropic.NewClient(aoption.WithBaseURL(e.proxy.URL), aoption.WithAPIKey("x"), aoption.WithoutEnvironmentDefaults(), aoption.WithoutOpenTelemetry())
 	page, err := c.Models.List(context.Background(), anthropic.ModelListParams{})
-	if err != nil || len(page.Data) != 3 {
+	if err != nil || len(page.Data) != 5 {
 		t.Fatalf("anthropic models: %v %+v", err, page)
 	}
 	for _, p := range []string{"/healthz", "/readyz"} {

@@ -212,7 +212,7 @@ func TestRegionKilledUnderLoad(t *testing.T) {
 func TestRateLimitStormHonoursRetryAfterAndBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		simCfg := sim.DefaultConfig()
-		simCfg.Models = simCfg.Models[2:] // sim-haiku only
+		simCfg.Models = simCfg.Models[2:3] // sim-haiku only
 		simCfg.Models[0].Regions = []string{"us-east"}
 		for i := range simCfg.Regions {
 			simCfg.Regions[i].Latency = sim.LatencySpec{TTFT: sim.Duration(10 * time.Millisecond)}
@@ -410,7 +410,7 @@ func TestClientErrorsAreNotRetried(t *testing.T) {
 func TestBreakerOpensHalfOpensCloses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		simCfg := sim.ZeroLatency()
-		simCfg.Models = simCfg.Models[2:]
+		simCfg.Models = simCfg.Models[2:3]
 		simCfg.Models[0].Regions = []string{"us-east"}
 		simCfg.Faults = []sim.Fault{{Kind: sim.KindServerError, Status: 500}}
 		s := newSimMesh(t, simCfg, func(c *config.Config) {

@@ -178,7 +178,9 @@ func (l LatencySpec) validate() error {
 }
 
 // DefaultConfig returns a fleet of three model tiers (sim-opus, sim-sonnet,
-// sim-haiku) in three regions (us-east, eu-west, ap-south) with modest
+// sim-haiku) in three regions (us-east, eu-west, ap-south), served in both
+// wire formats, plus sim-llama (OpenAI format only) and sim-claude
+// (Anthropic format only) in two regions each, with modest
 // latency: TTFT median 30ms, 2ms per token, 64 concurrent calls per endpoint.
 // Their temperature sensitivities differ, as real model generations do:
 // TemperatureScale 1 (sim-opus), 1.25 (sim-sonnet) and 1.5 (sim-haiku).
@@ -196,6 +198,11 @@ func DefaultConfig() Config {
 			{Name: "sim-opus", Capability: 5, ContextWindow: 200_000, Price: Price{15, 75}, Regions: slices.Clone(regions), TemperatureScale: 1},
 			{Name: "sim-sonnet", Capability: 3, ContextWindow: 200_000, Price: Price{3, 15}, Regions: slices.Clone(regions), TemperatureScale: 1.25},
 			{Name: "sim-haiku", Capability: 1, ContextWindow: 200_000, Price: Price{0.8, 4}, Regions: slices.Clone(regions), TemperatureScale: 1.5},
+			// Served in one wire format only, like a local Llama behind an
+			// OpenAI-compatible server or a Claude model behind the Messages
+			// API: a mesh reaches them from either client format by translation.
+			{Name: "sim-llama", Capability: 2, ContextWindow: 128_000, Price: Price{0.2, 0.6}, Regions: []string{"us-east", "eu-west"}, Formats: []string{"openai"}, TemperatureScale: 1.1},
+			{Name: "sim-claude", Capability: 4, ContextWindow: 200_000, Price: Price{3, 15}, Regions: []string{"us-east", "ap-south"}, Formats: []string{"anthropic"}, TemperatureScale: 1},
 		},
 		Regions: []RegionSpec{
 			{Name: "us-east", Latency: lat},

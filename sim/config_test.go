@@ -14,8 +14,9 @@ func TestDefaultConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := len(f.Stats().Endpoints); got != 9 {
-			t.Errorf("%d endpoints, want 9", got)
+		// 3 models × 3 regions, plus the single-format sim-llama and sim-claude in 2 regions each.
+		if got := len(f.Stats().Endpoints); got != 13 {
+			t.Errorf("%d endpoints, want 13", got)
 		}
 		if got := f.Regions(); !reflect.DeepEqual(got, []string{"us-east", "eu-west", "ap-south"}) {
 			t.Errorf("regions %v", got)
@@ -24,7 +25,7 @@ func TestDefaultConfig(t *testing.T) {
 		for _, m := range f.Models() {
 			caps[m.Name] = m.Capability
 		}
-		if !reflect.DeepEqual(caps, map[string]int{"sim-opus": 5, "sim-sonnet": 3, "sim-haiku": 1}) {
+		if !reflect.DeepEqual(caps, map[string]int{"sim-opus": 5, "sim-sonnet": 3, "sim-haiku": 1, "sim-llama": 2, "sim-claude": 4}) {
 			t.Errorf("capabilities %v", caps)
 		}
 	}

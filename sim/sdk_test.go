@@ -258,7 +258,7 @@ func TestSDKModels(t *testing.T) {
 	for _, m := range ap.Data {
 		got = append(got, m.ID)
 	}
-	if want := []string{"sim-opus", "sim-sonnet", "sim-haiku"}; !reflect.DeepEqual(got, want) {
+	if want := []string{"sim-opus", "sim-sonnet", "sim-haiku", "sim-claude"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("anthropic models %v, want %v", got, want)
 	}
 
@@ -271,7 +271,7 @@ func TestSDKModels(t *testing.T) {
 	for _, m := range op.Data {
 		got = append(got, m.ID)
 	}
-	if want := []string{"sim-opus", "sim-sonnet", "sim-haiku", "sim-local"}; !reflect.DeepEqual(got, want) {
+	if want := []string{"sim-opus", "sim-sonnet", "sim-haiku", "sim-llama", "sim-local"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("openai models %v, want %v", got, want)
 	}
 }
