@@ -59,3 +59,23 @@ func TestDomainCompatibilityRouting(t *testing.T) {
 		}
 	})
 }
+
+// Issue 8: the classifier is extensible from config.
+func TestClassifierLexiconFromConfig(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSimMesh(t, sim.ZeroLatency(), func(c *config.Config) {
+			c.Classifier.Lexicons = map[string]map[string]float64{"insurance": {"premium": 3, "deductible": 3, "policyholder": 3, "保费": 3}}
+		})
+		defer s.mesh.Close()
+		r := s.call(t, "/v1/messages", msgBody("sim-haiku", "The policyholder asks whether the deductible applies before the premium refund.", ""))
+		if r.status != 200 {
+			t.Fatalf("status %d", r.status)
+		}
+		s.mu.Lock()
+		got := s.records[len(s.records)-1].Domain
+		s.mu.Unlock()
+		if got != "insurance" {
+			t.Errorf("domain %q, want insurance from the configured lexicon", got)
+		}
+	})
+}

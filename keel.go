@@ -127,6 +127,16 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 		}
 	}
 	m.smetrics = &structured.Metrics{}
+	clf := classify.Default()
+	if len(cfg.Classifier.Lexicons) > 0 {
+		var copts []classify.Option
+		for d, terms := range cfg.Classifier.Lexicons {
+			copts = append(copts, classify.WithLexicon(d, terms))
+		}
+		if clf, err = classify.New(copts...); err != nil {
+			return nil, fmt.Errorf("classifier.lexicons: %w", err)
+		}
+	}
 	cals, err := loadCalibrations(cfg.Normalization.CalibrationDB)
 	if err != nil {
 		return nil, err
@@ -141,7 +151,7 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 		Fragment: fragmentOptions(cfg.Fragmentation), StructuredMetrics: m.smetrics, Calibrations: cals, ParamPolicy: normalize.Policy(cfg.Normalization.ParameterPolicy),
 		DisableNormalization: cfg.Normalization.Enabled != nil && !*cfg.Normalization.Enabled,
 		Observer:             observer, Now: o.now,
-		Classify: func(text string) string { return classify.Default().Classify(text).Domain }})
+		Classify: func(text string) string { return clf.Classify(text).Domain }})
 	if err != nil {
 		m.Close()
 		return nil, err

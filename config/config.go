@@ -73,6 +73,8 @@ type Config struct {
 	Fragmentation Fragmentation `yaml:"fragmentation"`
 	// Normalization configures behaviour and parameter normalisation.
 	Normalization Normalization `yaml:"normalization"`
+	// Classifier extends the local domain classifier.
+	Classifier Classifier `yaml:"classifier"`
 
 	// src locates keys in the file this Config was parsed from; nil when built in code.
 	src *source
@@ -111,6 +113,14 @@ type Telemetry struct {
 	DebugTraces int `yaml:"debug_traces"`
 	// Dashboard serves the live dashboard at GET /dashboard; default true.
 	Dashboard *bool `yaml:"dashboard"`
+}
+
+// Classifier extends the domain signature: each lexicon adds a domain, or
+// boosts terms of a built-in one (finance, medical, legal, code, general).
+type Classifier struct {
+	// Lexicons maps a domain to terms (words or CJK phrases) and their
+	// weights (positive: evidence for the domain).
+	Lexicons map[string]map[string]float64 `yaml:"lexicons"`
 }
 
 // Normalization maps sampling parameters onto what the serving model
