@@ -1,0 +1,97 @@
+package keel_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/keelmesh/keel/sim"
+)
+
+// Must show (issue 6): in a real headless Chromium, the live dashboard is
+// open while the simulator kills a region under load, and the fallback
+// rate it shows rises. Skips where chromium is not installed (.ci/run
+// installs it).
+func TestDashboardShowsRegionKill(t *testing.T) {
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium not installed (apt-get install -y chromium)")
+	}
+	cfg := sim.DefaultConfig()
+	for i := range cfg.Regions {
+		cfg.Regions[i].Latency = sim.LatencySpec{TTFT: sim.Duration(5 * time.Millisecond)}
+	}
+	e := newEnv(t, cfg)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(bin), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+	)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
+	defer cancelBrowser()
+
+	// Steady load through the proxy, preferring us-east while it is healthy,
+	// so the region that dies is carrying traffic.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			resp, err := http.Post(e.proxy.URL+"/v1/messages", "application/json", strings.NewReader(
+				fmt.Sprintf(`{"model":"sim-sonnet","max_tokens":12,"mesh_behavior":{"preferred_region":"us-east"},"messages":[{"role":"user","content":"load %d"}]}`, i)))
+			if err == nil {
+				resp.Body.Close()
+			}
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+
+	if err := chromedp.Do(bctx, chromedp.Navigate(e.proxy.URL+"/dashboard"), chromedp.WaitVisible(chromedp.CSS("#conn.live"))); err != nil {
+		t.Fatalf("loading the dashboard: %v", err)
+	}
+	before, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById("rate-fallback").dataset.value || "0"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before != "0" {
+		t.Fatalf("fallback rate %q before the kill, want 0", before)
+	}
+	e.fleet.SetRegionDown("us-east", true)
+	if err := chromedp.Do(bctx, chromedp.Poll[chromedp.Void](`Number(document.getElementById("rate-fallback").dataset.value) > 0`,
+		chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		resp, _ := http.Get(e.proxy.URL + "/metrics")
+		var b strings.Builder
+		if resp != nil {
+			buf := make([]byte, 1<<20)
+			n, _ := resp.Body.Read(buf)
+			for _, l := range strings.Split(string(buf[:n]), "\n") {
+				if strings.HasPrefix(l, "mesh_fallbacks_total") || strings.HasPrefix(l, "mesh_requests_total") {
+					b.WriteString(l + "\n")
+				}
+			}
+			resp.Body.Close()
+		}
+		t.Fatalf("the fallback rate shown never rose after the region kill: %v\n%s", err, b.String())
+	}
+	shown, _ := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#rate-fallback")))
+	t.Logf("fallback rate shown after the kill: %s", shown)
+}
