@@ -171,6 +171,15 @@ func TestProtocolSection0(t *testing.T) {
 		if got := e.rec.count() - before; got != 4 {
 			t.Errorf("%d upstream attempts, want 4 (Keel's limit, no SDK retries)", got)
 		}
+		// openai-go parses the mesh's error too, mesh_error_code included.
+		oc := openai.NewClient(ooption.WithBaseURL(e.proxy.URL+"/v1"), ooption.WithAPIKey("x"), ooption.WithMaxRetries(0))
+		_, oerr := oc.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "sim-haiku",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+		var oapi *openai.Error
+		if !errors.As(oerr, &oapi) || oapi.StatusCode != 429 || !strings.Contains(oapi.RawJSON(), "MESH_FALLBACK_EXHAUSTED") {
+			t.Errorf("openai-go: %v, want a parsed 429 carrying mesh_error_code", oerr)
+		}
+
 	})
 
 	t.Run("8/non-streaming answers and errors are application/json", func(t *testing.T) {
