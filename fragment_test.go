@@ -146,3 +146,34 @@ func TestFusionBeatsSingleCall(t *testing.T) {
 		}
 	})
 }
+
+// Issue 8: a route may ask for a final merge call over free-text fragment
+// answers; the answer is then the merge call's, and the call is counted.
+func TestFragmentMergeCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSimMesh(t, sim.ZeroLatency(), func(c *config.Config) {
+			c.Fragmentation.TargetTokens = 60
+			c.Fragmentation.MergeCall = true
+		})
+		defer s.mesh.Close()
+		body, _ := json.Marshal(map[string]any{"model": "sim-sonnet", "max_tokens": 200,
+			"mesh_behavior": map[string]any{"fragment": true},
+			"messages":      []map[string]any{{"role": "user", "content": report("Short notes.")}}})
+		r := s.call(t, "/v1/messages", string(body))
+		if r.status != 200 {
+			t.Fatalf("status %d: %s", r.status, r.body)
+		}
+		s.mu.Lock()
+		rec := s.records[len(s.records)-1]
+		s.mu.Unlock()
+		merges := 0
+		for _, a := range rec.Attempts {
+			if a.Kind == "merge" {
+				merges++
+			}
+		}
+		if !rec.Merged || merges != 1 || rec.Fragments < 2 {
+			t.Errorf("merged %v, %d merge attempts, %d fragments", rec.Merged, merges, rec.Fragments)
+		}
+	})
+}

@@ -415,7 +415,7 @@ func fragmentOptions(c config.Fragmentation) engine.FragmentOptions {
 		q = *c.ListQuorum
 	}
 	return engine.FragmentOptions{ThresholdTokens: c.ThresholdTokens, TargetTokens: c.TargetTokens,
-		OverlapBudget: c.OverlapBudget, Redundancy: c.Redundancy, ListQuorum: q}
+		OverlapBudget: c.OverlapBudget, Redundancy: c.Redundancy, ListQuorum: q, MergeCall: c.MergeCall}
 }
 
 // loadCalibrations reads the calibrations `keel calibrate` stored, when

@@ -154,6 +154,9 @@ type Fragmentation struct {
 	// ListQuorum is the share of replica confidence a list item needs to be
 	// kept; default 0.5 (0 would keep the plain union).
 	ListQuorum *float64 `yaml:"list_quorum"`
+	// MergeCall merges free-text fragment answers with one final request
+	// instead of concatenating them; default false.
+	MergeCall bool `yaml:"merge_call"`
 }
 
 // StructuredOutput configures what Keel does when an answer must be JSON

@@ -31,6 +31,9 @@ type FragmentOptions struct {
 	// ListQuorum is the share of confidence a list item needs to survive
 	// fusion (0 = plain union).
 	ListQuorum float64
+	// MergeCall sends one final request that merges free-text fragment
+	// answers into one answer (instead of the plain concatenation).
+	MergeCall bool
 }
 
 // wantsFragments reports whether req is fragmented, and its document.
@@ -174,6 +177,24 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 			Message: fmt.Sprintf("every replica of all %d fragments failed", len(frags))}
 	}
 	text := fused.Text
+	if o.MergeCall && !fused.Structured && len(frags) > 1 {
+		// The route asks for a final merge call: one more request turns the
+		// concatenated fragment answers into one answer. If it fails, the
+		// concatenation stands (it lost nothing).
+		mreq := mergeRequest(x.req, idx, text)
+		mx := &exec{e: e, rs: x.rs, req: mreq, call: x.call, rec: &Record{}, policy: x.policy, tried: make([]bool, len(x.rs.cands))}
+		if a, err := mx.run(ctx, mreq, "merge"); err == nil {
+			a.settle(nil, "")
+			a.release()
+			if t := a.res.Response.Text(); t != "" {
+				text = t
+				rec.Usage.InputTokens += a.res.Response.Usage.InputTokens
+				rec.Usage.OutputTokens += a.res.Response.Usage.OutputTokens
+				rec.Merged = true
+			}
+		}
+		rec.Attempts = append(rec.Attempts, mx.rec.Attempts...)
+	}
 	if len(fused.Lost) > 0 && !fused.Structured {
 		// Never a silent gap: say which input was not processed.
 		text += fmt.Sprintf("\n\n[keel: input byte ranges %s could not be processed; every replica failed]", strings.Join(rec.LostRanges, ", "))
@@ -181,6 +202,18 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 	x.fragServed = served
 	return &llm.Response{ID: "msg_keel_" + rec.RequestID, Model: served.UpstreamModel, Content: []llm.Block{{Type: llm.BlockText, Text: text}},
 		StopReason: llm.StopEndTurn, Usage: rec.Usage}, nil
+}
+
+// mergeRequest asks for one answer made of the fragment answers.
+func mergeRequest(req *llm.Request, idx int, parts string) *llm.Request {
+	out := *req
+	out.Stream = false
+	msgs := make([]llm.Message, len(req.Messages))
+	copy(msgs, req.Messages)
+	msgs[idx] = llm.Message{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText,
+		Text: "The input was answered in parts. Merge these partial answers, in order, into one coherent answer; keep every fact, number and name exactly as written:\n\n" + parts}}}
+	out.Messages = msgs
+	return &out
 }
 
 // fragmentRequest is req with the document replaced by one fragment.

@@ -98,6 +98,8 @@ type Record struct {
 	// byte ranges ("start-end") no replica answered.
 	Conflicts  []string
 	LostRanges []string
+	// Merged is set when a final merge call produced a fused text answer.
+	Merged bool
 
 	// TraceParent is the client's W3C traceparent header, if any.
 	TraceParent string
