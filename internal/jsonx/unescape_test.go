@@ -1,4 +1,4 @@
-package openai
+package jsonx
 
 import (
 	"encoding/json"
@@ -32,11 +32,11 @@ func checkDecodeString(t *testing.T, tok []byte) {
 	t.Helper()
 	var want string
 	werr := json.Unmarshal(tok, &want)
-	got, ok := decodeString(tok[1 : len(tok)-1])
+	got, ok := DecodeString(tok[1 : len(tok)-1])
 	switch {
 	case werr == nil && (!ok || got != want):
-		t.Fatalf("decodeString(%q) = %q, %v; json.Unmarshal gives %q", tok, got, ok, want)
+		t.Fatalf("DecodeString(%q) = %q, %v; json.Unmarshal gives %q", tok, got, ok, want)
 	case werr != nil && ok:
-		t.Fatalf("decodeString(%q) = %q; json.Unmarshal rejects it: %v", tok, got, werr)
+		t.Fatalf("DecodeString(%q) = %q; json.Unmarshal rejects it: %v", tok, got, werr)
 	}
 }

@@ -1,12 +1,17 @@
-package anthropic
+// Package jsonx holds the JSON scanning helpers both wire codecs share: a
+// fast validity check that never accepts what encoding/json rejects, and a
+// one-allocation string unescaper with encoding/json's rules. Functions are
+// pure and safe for concurrent use; the package imports only the standard
+// library.
+package jsonx
 
 import "encoding/json"
 
-// validJSON reports whether b is exactly one JSON value with optional
+// Valid reports whether b is exactly one JSON value with optional
 // surrounding white space: json.Valid, with a fast path. fastValid accepts
 // only input json.Valid accepts; whatever it does not accept (invalid input,
 // nesting deeper than it tracks) goes to json.Valid, which has the last word.
-func validJSON(b []byte) bool {
+func Valid(b []byte) bool {
 	return fastValid(b) || json.Valid(b)
 }
 

@@ -1,4 +1,4 @@
-package openai
+package jsonx
 
 import (
 	"strings"
@@ -6,14 +6,14 @@ import (
 	"unicode/utf8"
 )
 
-// decodeString decodes the inside of a JSON string token (without its
+// DecodeString decodes the inside of a JSON string token (without its
 // quotes) exactly as encoding/json decodes a string: escapes resolved, an
 // unpaired surrogate escape and every byte of invalid UTF-8 replaced by
 // U+FFFD. It allocates once (the result) where json.Unmarshal allocates
 // three times. ok is false for what json.Unmarshal would reject (a control
 // character, an unescaped quote, a bad escape); callers then fall back to
 // json.Unmarshal for its error.
-func decodeString(s []byte) (string, bool) {
+func DecodeString(s []byte) (string, bool) {
 	var b strings.Builder
 	b.Grow(len(s))
 	for r := 0; r < len(s); {

@@ -1,4 +1,4 @@
-package openai
+package jsonx
 
 import (
 	"encoding/json"
@@ -21,8 +21,8 @@ var validSeeds = []string{
 func TestValidJSON(t *testing.T) {
 	for _, s := range validSeeds {
 		want := json.Valid([]byte(s))
-		if got := validJSON([]byte(s)); got != want {
-			t.Errorf("validJSON(%.40q) = %v, want %v", s, got, want)
+		if got := Valid([]byte(s)); got != want {
+			t.Errorf("Valid(%.40q) = %v, want %v", s, got, want)
 		}
 		if fastValid([]byte(s)) && !want {
 			t.Errorf("fastValid(%.40q) accepts what json.Valid rejects", s)
@@ -45,8 +45,8 @@ func FuzzValidJSON(f *testing.F) {
 		if fastValid(b) && !want {
 			t.Fatalf("fastValid(%q) accepts what json.Valid rejects", b)
 		}
-		if got := validJSON(b); got != want {
-			t.Fatalf("validJSON(%q) = %v, want %v", b, got, want)
+		if got := Valid(b); got != want {
+			t.Fatalf("Valid(%q) = %v, want %v", b, got, want)
 		}
 	})
 }
