@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"github.com/keelmesh/keel/internal/jsonx"
 	"math"
 	"slices"
 	"strconv"
@@ -16,65 +17,9 @@ import (
 // with json.Valid once, so the walker can rely on well-formed input; it still
 // bounds-checks every index so that no input can make it panic.
 
-// skipWS returns the index of the first non-whitespace byte at or after i.
-func skipWS(d []byte, i int) int {
-	for i < len(d) {
-		switch d[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-// stringEnd returns the index just past the JSON string starting at d[i].
-func stringEnd(d []byte, i int) int {
-	for j := i + 1; j < len(d); j++ {
-		switch d[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return len(d)
-}
-
-// valueEnd returns the index just past the JSON value starting at d[i].
-func valueEnd(d []byte, i int) int {
-	if i >= len(d) {
-		return len(d)
-	}
-	switch d[i] {
-	case '"':
-		return stringEnd(d, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(d); j++ {
-			switch d[j] {
-			case '"':
-				j = stringEnd(d, j) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return len(d)
-	}
-	for j := i; j < len(d); j++ {
-		switch d[j] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return j
-		}
-	}
-	return len(d)
-}
+func skipWS(d []byte, i int) int    { return jsonx.SkipWS(d, i) }
+func stringEnd(d []byte, i int) int { return jsonx.StringEnd(d, i) }
+func valueEnd(d []byte, i int) int  { return jsonx.ValueEnd(d, i) }
 
 // eachMember calls fn with the raw (still quoted) key and the raw value of
 // every member of the JSON object obj, in order. obj must be valid JSON.
@@ -431,63 +376,8 @@ func setExtra(e *llm.Extra, key []byte, val []byte) {
 
 // --- encoding ---
 
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string. Control characters, quotes and
-// backslashes are escaped, U+2028/U+2029 too, and invalid UTF-8 becomes
-// U+FFFD, as encoding/json does (HTML characters are left alone).
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	b = appendStringBody(b, s)
-	return append(b, '"')
-}
-
-// appendStringBody appends s escaped as appendString does, without quotes.
-func appendStringBody(b []byte, s string) []byte {
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	return append(b, s[start:]...)
-}
+func appendString(b []byte, s string) []byte     { return jsonx.AppendString(b, s) }
+func appendStringBody(b []byte, s string) []byte { return jsonx.AppendStringBody(b, s) }
 
 // appendKey appends `"key":` (key must need no escaping) preceded by a comma
 // unless the previous byte opens an object.
