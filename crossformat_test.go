@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	ooption "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
-	"github.com/keelmesh/keel"
 	"github.com/keelmesh/keel/config"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/simfleet"
@@ -49,32 +47,10 @@ func crossSimConfig() sim.Config {
 // socket, the mesh in front of it and `keel serve`'s handler on loopback.
 func newCrossEnv(t *testing.T, simCfg sim.Config, tweak func(*config.Config)) *env {
 	t.Helper()
-	fleet, err := sim.New(simCfg)
-	if err != nil {
-		t.Fatal(err)
+	if tweak == nil {
+		return newEnv(t, simCfg)
 	}
-	srv, err := fleet.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := &http.Transport{}
-	rec := &recorder{next: up}
-	cfg := simfleet.Config(fleet, srv.URL())
-	if tweak != nil {
-		tweak(cfg)
-	}
-	m, err := keel.New(cfg, keel.WithUpstream(rec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httptest.NewServer(m.Handler())
-	t.Cleanup(func() {
-		proxy.Close()
-		m.Close()
-		up.CloseIdleConnections()
-		srv.Close()
-	})
-	return &env{simCfg: simCfg, fleet: fleet, simSrv: srv, mesh: m, proxy: proxy, rec: rec}
+	return newEnv(t, simCfg, tweak)
 }
 
 const (

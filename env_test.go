@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/keelmesh/keel"
+	"github.com/keelmesh/keel/config"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/simfleet"
 	"github.com/keelmesh/keel/sim"
@@ -29,7 +30,7 @@ type env struct {
 	rec    *recorder
 }
 
-func newEnv(t *testing.T, simCfg sim.Config) *env {
+func newEnv(t *testing.T, simCfg sim.Config, tweaks ...func(*config.Config)) *env {
 	t.Helper()
 	fleet, err := sim.New(simCfg)
 	if err != nil {
@@ -45,6 +46,9 @@ func newEnv(t *testing.T, simCfg sim.Config) *env {
 	cfg.Providers[0].APIKey = "sk-ant-upstream-secret"
 	off := false
 	cfg.RequestLog.Enabled = &off
+	for _, tw := range tweaks {
+		tw(cfg)
+	}
 	m, err := keel.New(cfg, keel.WithUpstream(rec))
 	if err != nil {
 		t.Fatal(err)
