@@ -2,7 +2,6 @@ package keel_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -688,8 +687,6 @@ func TestAdminSwitchesHedging(t *testing.T) {
 		}
 	})
 }
-
-var _ = context.Background
 
 // Percentage rollout, switched at runtime: sticky by the rollout key.
 func TestRolloutStickyByKey(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -268,5 +267,3 @@ func TestOpenAISDK(t *testing.T) {
 		}
 	}
 }
-
-var _ = strings.TrimSpace

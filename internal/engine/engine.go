@@ -578,10 +578,8 @@ func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
 		rec.Err = ae
 		rec.Status = ae.Status
 	}
-	for _, a := range rec.Attempts {
-		rec.Cost += 0 // per-attempt cost needs per-attempt usage; only the winner's is known
-		_ = a
-	}
+	// Cost is the serving endpoint's price for the usage the client got;
+	// losing attempts' usage is not known (the report estimates it).
 	if served != nil {
 		rec.Cost = (float64(rec.Usage.PromptTokens())*served.InputPrice + float64(rec.Usage.OutputTokens)*served.OutputPrice) / 1e6
 	}

@@ -255,12 +255,12 @@ func (s *Stream) translate(ev *llm.Event) (*llm.Event, bool) {
 		s.finished = true
 		if s.relaxed != nil {
 			res := structured.Repair(s.text.String(), s.relaxed.schema, structured.Options{})
-			s.x.e.structMetrics().Observe(res)
+			s.x.e.smetrics.Observe(res)
 			if !res.Valid || res.Changed {
 				// Relaxed mode delivers the answer as streamed: a repair
 				// that would change it cannot be applied any more.
 				s.x.rec.SchemaViolation = true
-				s.x.e.structMetrics().Failed.Add(1)
+				s.x.e.smetrics.Failed.Add(1)
 			}
 		}
 		return ev, true

@@ -100,8 +100,6 @@ func (e *Engine) outputSpecFor(req *llm.Request, b *Behavior) (*outputSpec, erro
 // StructuredMetrics returns the structured-output counters.
 func (e *Engine) StructuredMetrics() *structured.Metrics { return e.smetrics }
 
-func (e *Engine) structMetrics() *structured.Metrics { return e.smetrics }
-
 // answerJSON returns the part of resp that must be JSON.
 func (sp *outputSpec) answerJSON(resp *llm.Response) (string, int, bool) {
 	if sp.tool != "" {
@@ -147,7 +145,7 @@ func (x *exec) checkStructured(ctx context.Context, sp *outputSpec, resp *llm.Re
 	var res structured.Result
 	if ok {
 		res = structured.Repair(doc, sp.schema, opt)
-		e.structMetrics().Observe(res)
+		e.smetrics.Observe(res)
 		x.noteRepair(res)
 		if res.Valid {
 			if res.Changed {
@@ -157,7 +155,7 @@ func (x *exec) checkStructured(ctx context.Context, sp *outputSpec, resp *llm.Re
 		}
 	}
 	if !e.structOpts.DisableReask && x.attempts < e.maxAttempts && x.rs.retries.TryWithdraw() {
-		e.structMetrics().Reasked.Add(1)
+		e.smetrics.Reasked.Add(1)
 		x.rec.Reasked = true
 		x.retries++
 		x.rec.Retries++
@@ -170,7 +168,7 @@ func (x *exec) checkStructured(ctx context.Context, sp *outputSpec, resp *llm.Re
 				x.rec.Usage.OutputTokens += r2.Usage.OutputTokens
 				if doc2, idx2, ok2 := sp.answerJSON(r2); ok2 {
 					res2 := structured.Repair(doc2, sp.schema, opt)
-					e.structMetrics().Observe(res2)
+					e.smetrics.Observe(res2)
 					x.noteRepair(res2)
 					if res2.Valid {
 						if res2.Changed {
@@ -185,7 +183,7 @@ func (x *exec) checkStructured(ctx context.Context, sp *outputSpec, resp *llm.Re
 			}
 		}
 	}
-	e.structMetrics().Failed.Add(1)
+	e.smetrics.Failed.Add(1)
 	x.rec.SchemaViolation = true
 	if e.structOpts.PassViolations {
 		return resp, nil
