@@ -458,12 +458,13 @@ func (s *stream) Close() error {
 	if s.idleTimer != nil {
 		s.idleTimer.Stop()
 	}
-	s.cancel(context.Canceled)
-	// Drain a bounded amount so a finished connection returns to the pool.
+	// A finished stream is drained a bounded amount first so its
+	// connection returns to the pool; cancelling before would close it.
 	if s.done {
 		io.CopyN(io.Discard, s.body, 4<<10)
 	}
 	err := s.body.Close()
+	s.cancel(context.Canceled)
 	s.release()
 	return err
 }
