@@ -13,6 +13,7 @@ import (
 	"github.com/keelmesh/keel"
 	"github.com/keelmesh/keel/config"
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/simfleet"
 	"github.com/keelmesh/keel/sim"
 )
@@ -40,7 +41,9 @@ func newEnv(t *testing.T, simCfg sim.Config, tweaks ...func(*config.Config)) *en
 	if err != nil {
 		t.Fatal(err)
 	}
-	up := &http.Transport{}
+	// Keel's own upstream transport: the lean HTTP/1.1 client for the
+	// simulator's plain-http socket.
+	up := provider.NewUpstreamTransport(provider.TransportOptions{})
 	rec := &recorder{next: up}
 	cfg := simfleet.Config(fleet, srv.URL())
 	cfg.Providers[0].APIKey = "sk-ant-upstream-secret"

@@ -15,7 +15,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"sync"
@@ -46,7 +48,11 @@ type Mesh struct {
 	srv       *server.Server
 	transport http.RoundTripper
 	client    *http.Client
-	upstream  *http.Transport // nil when an upstream RoundTripper was injected
+	// upstream is nil when an upstream RoundTripper was injected.
+	upstream interface {
+		http.RoundTripper
+		CloseIdleConnections()
+	}
 
 	metrics  *metrics.Metrics
 	tracer   *tracing.Tracer
@@ -88,20 +94,30 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 		f(&o)
 	}
 	m := &Mesh{}
+	eps, err := Endpoints(cfg)
+	if err != nil {
+		return nil, err
+	}
 	rt := o.upstream
 	if rt == nil {
 		topt := provider.TransportOptions{}
+		standard := map[string]bool{}
 		for _, p := range cfg.Providers {
 			topt.ConnectTimeout = max(topt.ConnectTimeout, time.Duration(p.Timeouts.Connect))
 			topt.MaxIdleConnsPerHost = max(topt.MaxIdleConnsPerHost, p.MaxIdleConnsPerHost)
 			topt.MaxConnsPerHost = max(topt.MaxConnsPerHost, p.MaxConnsPerHost)
+			standard[p.Name] = p.HTTPClient == "standard"
 		}
-		m.upstream = provider.NewTransport(topt)
+		for _, ep := range eps {
+			if standard[ep.Provider] {
+				if topt.Standard == nil {
+					topt.Standard = map[string]bool{}
+				}
+				topt.Standard[hostPort(ep.BaseURL)] = true
+			}
+		}
+		m.upstream = provider.NewUpstreamTransport(topt)
 		rt = m.upstream
-	}
-	eps, err := Endpoints(cfg)
-	if err != nil {
-		return nil, err
 	}
 	aliases := map[string]engine.Alias{}
 	for _, a := range cfg.Aliases {
@@ -437,4 +453,20 @@ func loadCalibrations(path string) (*normalize.Set, error) {
 		return nil, fmt.Errorf("normalization.calibration_db: %w", err)
 	}
 	return set, nil
+}
+
+// hostPort is base's "host:port", the upstream transport's pool key.
+func hostPort(base string) string {
+	u, err := url.Parse(base)
+	if err != nil {
+		return ""
+	}
+	if u.Port() == "" {
+		port := "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+		return net.JoinHostPort(u.Hostname(), port)
+	}
+	return u.Host
 }

@@ -315,6 +315,10 @@ type Provider struct {
 	MaxConnsPerHost int `yaml:"max_conns_per_host"`
 	// MaxIdleConnsPerHost caps idle kept-alive connections; default 1024.
 	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host"`
+	// HTTPClient picks the client for plain-http upstreams: "lean" (default,
+	// Keel's HTTP/1.1 client on the caller's goroutine) or "standard"
+	// (net/http's Transport). https upstreams always use the standard one.
+	HTTPClient string `yaml:"http_client"`
 }
 
 // Timeouts bound one upstream attempt. Zero means the default.

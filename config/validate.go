@@ -229,6 +229,9 @@ func (v *validator) providers() {
 		v.duration(base+".timeouts.request", p.Timeouts.Request)
 		v.nonNegative(base+".max_conns_per_host", int64(p.MaxConnsPerHost))
 		v.nonNegative(base+".max_idle_conns_per_host", int64(p.MaxIdleConnsPerHost))
+		if p.HTTPClient != "" && p.HTTPClient != "lean" && p.HTTPClient != "standard" {
+			v.add(base+".http_client", "expected lean or standard, got %q", p.HTTPClient)
+		}
 	}
 }
 

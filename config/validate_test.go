@@ -138,6 +138,7 @@ func TestValidateErrors(t *testing.T) {
       request: -1m
     max_conns_per_host: -1
     max_idle_conns_per_host: -2
+    http_client: fast
 `,
 			want: []string{
 				`keel.yaml:5:7: providers[0].timeouts.connect: must not be negative, got -1s`,
@@ -146,6 +147,7 @@ func TestValidateErrors(t *testing.T) {
 				`keel.yaml:8:7: providers[0].timeouts.request: must not be negative, got -1m0s`,
 				`keel.yaml:9:5: providers[0].max_conns_per_host: must not be negative, got -1`,
 				`keel.yaml:10:5: providers[0].max_idle_conns_per_host: must not be negative, got -2`,
+				`keel.yaml:11:5: providers[0].http_client: expected lean or standard, got "fast"`,
 			},
 		},
 		{

@@ -86,6 +86,44 @@ type TransportOptions struct {
 	ConnectTimeout      time.Duration // default 5s
 	MaxIdleConnsPerHost int           // default 1024
 	MaxConnsPerHost     int           // default 0, unlimited
+	// Standard lists upstream hosts ("host:port") that must use net/http's
+	// Transport even over plain http (the provider's http_client: standard).
+	Standard map[string]bool
+}
+
+// NewUpstreamTransport returns the transport for upstream attempts: the
+// lean HTTP/1.1 client (H1Transport) for plain-http upstreams, over
+// NewTransport for everything else. With MaxConnsPerHost set, NewTransport
+// alone (it enforces the cap).
+func NewUpstreamTransport(o TransportOptions) interface {
+	http.RoundTripper
+	CloseIdleConnections()
+} {
+	std := NewTransport(o)
+	if o.MaxConnsPerHost > 0 {
+		return std
+	}
+	o = o.withDefaults()
+	d := &net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second}
+	return &H1Transport{
+		Fallback:       std,
+		Dial:           d.DialContext,
+		Proxy:          http.ProxyFromEnvironment,
+		MaxIdlePerHost: o.MaxIdleConnsPerHost,
+		IdleTimeout:    90 * time.Second,
+		TrustIdle:      time.Second,
+		Standard:       o.Standard,
+	}
+}
+
+func (o TransportOptions) withDefaults() TransportOptions {
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = 5 * time.Second
+	}
+	if o.MaxIdleConnsPerHost == 0 {
+		o.MaxIdleConnsPerHost = 1024
+	}
+	return o
 }
 
 // NewTransport returns the shared upstream transport: keep-alive pool sized
@@ -93,12 +131,7 @@ type TransportOptions struct {
 // upstream offers it, no compression negotiation (SSE must not be buffered
 // by a gzip reader).
 func NewTransport(o TransportOptions) *http.Transport {
-	if o.ConnectTimeout == 0 {
-		o.ConnectTimeout = 5 * time.Second
-	}
-	if o.MaxIdleConnsPerHost == 0 {
-		o.MaxIdleConnsPerHost = 1024
-	}
+	o = o.withDefaults()
 	d := &net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second}
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,

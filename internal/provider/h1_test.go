@@ -1,0 +1,486 @@
+package provider
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// newH1 returns a lean transport whose fallback fails the test if used.
+func newH1(t *testing.T) *H1Transport {
+	t.Helper()
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	tr := &H1Transport{
+		Fallback: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			t.Errorf("fallback used for %s", r.URL)
+			return nil, errors.New("fallback")
+		}),
+		Dial: d.DialContext,
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	return tr
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// countConns starts srv counting the connections it accepts.
+func countConns(srv *httptest.Server) *atomic.Int64 {
+	var n atomic.Int64
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			n.Add(1)
+		}
+	}
+	srv.Start()
+	return &n
+}
+
+func post(t *testing.T, tr http.RoundTripper, ctx context.Context, url, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Api-Key", "k")
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	return resp
+}
+
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestH1RoundTripReusesOneConnection(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Seen-Key", r.Header.Get("X-Api-Key"))
+		fmt.Fprintf(w, "%s %s %d %s", r.Method, r.URL.Path, r.ContentLength, b)
+	}))
+	conns := countConns(srv)
+	defer srv.Close()
+	tr := newH1(t)
+	for i := range 20 {
+		resp := post(t, tr, context.Background(), srv.URL+"/v1/messages?beta=true", fmt.Sprintf(`{"n":%d}`, i))
+		want := fmt.Sprintf(`POST /v1/messages %d {"n":%d}`, len(fmt.Sprintf(`{"n":%d}`, i)), i)
+		if got := readAll(t, resp); got != want || resp.StatusCode != 200 {
+			t.Fatalf("call %d: %d %q, want 200 %q", i, resp.StatusCode, got, want)
+		}
+		if resp.Header.Get("X-Seen-Key") != "k" {
+			t.Fatalf("header not sent: %v", resp.Header)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("20 sequential calls used %d connections, want 1", n)
+	}
+}
+
+func TestH1ChunkedStreamThenReuse(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/plain" {
+			io.WriteString(w, "ok")
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 5 {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			w.(http.Flusher).Flush()
+		}
+	}))
+	conns := countConns(srv)
+	defer srv.Close()
+	tr := newH1(t)
+	resp := post(t, tr, context.Background(), srv.URL+"/stream", "{}")
+	if len(resp.TransferEncoding) == 0 || resp.TransferEncoding[0] != "chunked" {
+		t.Fatalf("want a chunked answer, got %v", resp.TransferEncoding)
+	}
+	if got := readAll(t, resp); got != "data: 0\n\ndata: 1\n\ndata: 2\n\ndata: 3\n\ndata: 4\n\n" {
+		t.Fatalf("stream = %q", got)
+	}
+	if got := readAll(t, post(t, tr, context.Background(), srv.URL+"/plain", "{}")); got != "ok" {
+		t.Fatalf("second call = %q", got)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("a fully read stream did not return its connection: %d connections", n)
+	}
+}
+
+func TestH1EarlyCloseAndConnectionCloseAreNotReused(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/close" {
+			w.Header().Set("Connection", "close")
+		}
+		io.WriteString(w, strings.Repeat("x", 64<<10))
+	}))
+	conns := countConns(srv)
+	defer srv.Close()
+	tr := newH1(t)
+
+	resp := post(t, tr, context.Background(), srv.URL+"/big", "{}")
+	buf := make([]byte, 10)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close() // unread bytes: the connection cannot be reused
+	readAll(t, post(t, tr, context.Background(), srv.URL+"/close", "{}"))
+	readAll(t, post(t, tr, context.Background(), srv.URL+"/big", "{}"))
+	if n := conns.Load(); n != 3 {
+		t.Fatalf("connections = %d, want 3 (early close, Connection: close, fresh)", n)
+	}
+}
+
+// TestH1ServerClosedIdleConnection: the server closes a kept-alive
+// connection while it sits in the pool; the next call must not fail.
+func TestH1ServerClosedIdleConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int64
+	closed := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			br := bufio.NewReader(c)
+			req, err := http.ReadRequest(br)
+			if err == nil {
+				io.Copy(io.Discard, req.Body)
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			}
+			c.Close() // keep-alive promised, connection closed anyway
+			closed <- struct{}{}
+		}
+	}()
+	defer wg.Wait()
+	defer ln.Close()
+	tr := newH1(t)
+	url := "http://" + ln.Addr().String() + "/v1/messages"
+	for i := range 3 {
+		if got := readAll(t, post(t, tr, context.Background(), url, "{}")); got != "ok" {
+			t.Fatalf("call %d = %q", i, got)
+		}
+		<-closed // the server has closed it before the next call
+	}
+	if n := accepted.Load(); n != 3 {
+		t.Fatalf("accepted %d, want 3", n)
+	}
+}
+
+func TestH1CancelUnblocksABlockedRead(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	tr := newH1(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	resp := post(t, tr, ctx, srv.URL, "{}")
+	buf := make([]byte, 64)
+	n, err := resp.Body.Read(buf)
+	if err != nil || !strings.Contains(string(buf[:n]), "first") {
+		t.Fatalf("first read: %q %v", buf[:n], err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := resp.Body.Read(buf)
+		errc <- err
+	}()
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("read after cancel: %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a cancelled read stayed blocked")
+	}
+	resp.Body.Close()
+}
+
+func TestH1CancelBeforeHeaders(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	tr := newH1(t)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	why := errors.New("hedge won")
+	errc := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("{}"))
+		_, err := tr.RoundTrip(req)
+		errc <- err
+	}()
+	cancel(why)
+	select {
+	case err := <-errc:
+		if !errors.Is(err, why) && !errors.Is(err, context.Canceled) {
+			t.Fatalf("RoundTrip after cancel: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a cancelled RoundTrip stayed blocked")
+	}
+}
+
+func TestH1RejectsHeaderInjection(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	tr := newH1(t)
+	for _, h := range []struct{ k, v string }{
+		{"X-Beta", "a\r\nX-Evil: 1"},
+		{"X-Beta", "a\nb"},
+		{"Bad Key", "v"},
+		{"", "v"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("{}"))
+		req.Header[h.k] = []string{h.v}
+		if _, err := tr.RoundTrip(req); !errors.Is(err, errBadHeader) {
+			t.Errorf("header %q: %q: err = %v, want errBadHeader", h.k, h.v, err)
+		}
+	}
+	if hits.Load() != 0 {
+		t.Fatalf("%d bad requests reached the server", hits.Load())
+	}
+	// The transport still works.
+	if got := readAll(t, post(t, tr, context.Background(), srv.URL, "{}")); got != "" {
+		t.Fatalf("good call = %q", got)
+	}
+}
+
+func TestH1HandsOtherRequestsToFallback(t *testing.T) {
+	var used []string
+	tr := &H1Transport{
+		Fallback: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			used = append(used, r.URL.String())
+			return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+		}),
+		Dial:     func(context.Context, string, string) (net.Conn, error) { return nil, errors.New("dialled") },
+		Standard: map[string]bool{"std.example:80": true},
+		Proxy: func(r *http.Request) (*url.URL, error) {
+			if r.URL.Hostname() == "proxied.example" {
+				return &url.URL{Scheme: "http", Host: "proxy:3128"}, nil
+			}
+			return nil, nil
+		},
+	}
+	for _, u := range []string{"https://api.anthropic.com/v1/messages", "http://std.example/v1", "http://proxied.example/v1"} {
+		req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader("{}"))
+		if _, err := tr.RoundTrip(req); err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+	}
+	if len(used) != 3 {
+		t.Fatalf("fallback saw %v, want all three", used)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://lean.example/v1", strings.NewReader("{}"))
+	if _, err := tr.RoundTrip(req); err == nil || !strings.Contains(err.Error(), "dialled") {
+		t.Fatalf("plain http did not take the lean path: %v", err)
+	}
+}
+
+// TestH1ParallelCalls runs concurrent calls through the pool (with -race).
+func TestH1ParallelCalls(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b)
+	}))
+	conns := countConns(srv)
+	defer srv.Close()
+	tr := newH1(t)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				body := fmt.Sprintf("%d-%d", g, i)
+				req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if string(b) != body {
+					t.Errorf("got %q want %q", b, body)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := conns.Load(); n > 8 {
+		t.Fatalf("8 concurrent callers opened %d connections", n)
+	}
+}
+
+// FuzzReadResponse checks the lean response-head parser against net/http's:
+// wherever both accept a head, they must agree on what it says.
+func FuzzReadResponse(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: application/json\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+		"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 3\r\nx-custom-key: a\r\nX-Custom-Key: b\r\n\r\n",
+		"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 200\r\nConnection: close\r\n\r\n",
+		"HTTP/1.1 100 Continue\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello",
+		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+		"HTTP/1.1 200 OK\r\n folded: x\r\n\r\n",
+		"HTTP/2.0 200 OK\r\n\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		req, _ := http.NewRequest(http.MethodPost, "http://x/v1/messages", nil)
+		ours, err := readResponse(bufio.NewReader(strings.NewReader(string(b))), req)
+		std, serr := http.ReadResponse(bufio.NewReader(strings.NewReader(string(b))), req)
+		if err != nil || serr != nil {
+			return
+		}
+		if ours.StatusCode != std.StatusCode || ours.ProtoMinor != std.ProtoMinor {
+			t.Fatalf("status %d HTTP/1.%d, net/http %d HTTP/1.%d", ours.StatusCode, ours.ProtoMinor, std.StatusCode, std.ProtoMinor)
+		}
+		if chunked(ours) != chunked(std) {
+			t.Fatalf("chunked %v, net/http %v", ours.TransferEncoding, std.TransferEncoding)
+		}
+		if !chunked(std) && std.ContentLength >= 0 && ours.ContentLength != std.ContentLength {
+			t.Fatalf("content length %d, net/http %d", ours.ContentLength, std.ContentLength)
+		}
+		if ours.Close != std.Close && ours.StatusCode >= 200 {
+			t.Fatalf("close %v, net/http %v", ours.Close, std.Close)
+		}
+		for k, v := range std.Header {
+			if k == "Content-Length" || k == "Transfer-Encoding" || k == "Connection" {
+				continue
+			}
+			if strings.Join(ours.Header[k], "\x00") != strings.Join(v, "\x00") {
+				t.Fatalf("header %s = %q, net/http %q", k, ours.Header[k], v)
+			}
+		}
+	})
+}
+
+// TestH1ChunkedTrailerAndLengths: a chunked answer with trailers and a
+// Content-Length answer on one connection, both read whole, then reused.
+func TestH1ChunkedTrailerAndLengths(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := []string{
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\nX-T: 1\r\n\r\n",
+		"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc",
+		"HTTP/1.1 204 No Content\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for _, a := range answers {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			io.WriteString(c, a)
+		}
+		br.ReadByte() // until the client closes
+	}()
+	tr := newH1(t)
+	url := "http://" + ln.Addr().String() + "/"
+	for i, want := range []string{"hello world", "abc", "", "ok"} {
+		resp := post(t, tr, context.Background(), url, "{}")
+		if got := readAll(t, resp); got != want {
+			t.Fatalf("answer %d = %q, want %q", i, got, want)
+		}
+	}
+	tr.CloseIdleConnections()
+	ln.Close()
+	wg.Wait()
+}
+
+func TestH1BodyCutMidway(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err == nil {
+			io.Copy(io.Discard, req.Body)
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+		}
+		c.Close()
+	}()
+	defer wg.Wait()
+	tr := newH1(t)
+	resp := post(t, tr, context.Background(), "http://"+ln.Addr().String()+"/", "{}")
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !errors.Is(err, io.ErrUnexpectedEOF) || string(b) != "abc" {
+		t.Fatalf("cut body: %q, %v; want abc and io.ErrUnexpectedEOF", b, err)
+	}
+}
