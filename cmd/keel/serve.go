@@ -101,7 +101,9 @@ func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOu
 	if listenSet || cfg.Server.Listen == "" {
 		cfg.Server.Listen = listen
 	}
-	log := newLogger(logOut, cfg.Server.LogFormat, cfg.Server.LogLevel)
+	lines := newLineBuffer(logOut, 50*time.Millisecond, 64<<10)
+	defer lines.Close()
+	log := newLogger(lines, cfg.Server.LogFormat, cfg.Server.LogLevel)
 	log.Info(banner)
 	first, err := keel.New(cfg, keel.WithLogger(log))
 	if err != nil {
