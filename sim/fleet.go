@@ -63,6 +63,7 @@ type endpoint struct {
 	waitSum   time.Duration
 	waitMax   time.Duration
 	winStart  time.Time // rate-limit window
+	winReset  string    // winStart + 1m in RFC 3339
 	winCount  int
 	winTokens int
 	costMicro float64
@@ -401,6 +402,17 @@ func (ep *endpoint) recordWait(d time.Duration) {
 	ep.mu.Unlock()
 }
 
+// recordOK records a complete non-streaming answer: its status and its
+// tokens, under one lock.
+func (ep *endpoint) recordOK(in, out int) {
+	ep.inTok.Add(int64(in))
+	ep.outTok.Add(int64(out))
+	ep.mu.Lock()
+	ep.byStatus[http.StatusOK]++
+	ep.costMicro += float64(in)*ep.model.Price.InputPerMTok + float64(out)*ep.model.Price.OutputPerMTok
+	ep.mu.Unlock()
+}
+
 func (ep *endpoint) recordTokens(in, out int) {
 	ep.inTok.Add(int64(in))
 	ep.outTok.Add(int64(out))
@@ -410,16 +422,18 @@ func (ep *endpoint) recordTokens(in, out int) {
 }
 
 // rateWindow counts a call of tokens in the current one-minute rate-limit
-// window and returns the window's calls, its tokens and when it resets.
-func (ep *endpoint) rateWindow(now time.Time, tokens int) (int, int, time.Time) {
+// window and returns the window's calls, its tokens and when it resets, as a
+// time and in RFC 3339 (UTC).
+func (ep *endpoint) rateWindow(now time.Time, tokens int) (int, int, time.Time, string) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	if now.Sub(ep.winStart) >= time.Minute || now.Before(ep.winStart) {
 		ep.winStart, ep.winCount, ep.winTokens = now, 0, 0
+		ep.winReset = now.Add(time.Minute).UTC().Format(time.RFC3339)
 	}
 	ep.winCount++
 	ep.winTokens += tokens
-	return ep.winCount, ep.winTokens, ep.winStart.Add(time.Minute)
+	return ep.winCount, ep.winTokens, ep.winStart.Add(time.Minute), ep.winReset
 }
 
 // draw returns the time to first token and the tail factor of one call.
@@ -459,34 +473,36 @@ type queue struct {
 }
 
 // acquire takes a slot, waiting in line while all are busy; it reports
-// whether it had to wait. A cancelled ctx leaves the line at once.
-func (q *queue) acquire(ctx context.Context) (waited bool, err error) {
+// whether it had to wait, and how long. A cancelled ctx leaves the line at
+// once.
+func (q *queue) acquire(ctx context.Context) (waited bool, wait time.Duration, err error) {
 	if q.limit == 0 {
-		return false, nil
+		return false, 0, nil
 	}
 	q.mu.Lock()
 	if q.busy < q.limit && len(q.waiters) == 0 {
 		q.busy++
 		q.mu.Unlock()
-		return false, nil
+		return false, 0, nil
 	}
+	start := time.Now()
 	ch := make(chan struct{})
 	q.waiters = append(q.waiters, ch)
 	q.mu.Unlock()
 	select {
 	case <-ch:
-		return true, nil
+		return true, time.Since(start), nil
 	case <-ctx.Done():
 		q.mu.Lock()
 		if i := slices.Index(q.waiters, ch); i >= 0 {
 			q.waiters = slices.Delete(q.waiters, i, i+1)
 			q.mu.Unlock()
-			return true, ctx.Err()
+			return true, time.Since(start), ctx.Err()
 		}
 		q.mu.Unlock()
 		// The slot was handed over as ctx ended: pass it on.
 		q.release()
-		return true, ctx.Err()
+		return true, time.Since(start), ctx.Err()
 	}
 }
 

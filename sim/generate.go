@@ -137,24 +137,26 @@ func generate(seed int64, req *llm.Request, s sampling) *answer {
 		prefill, hasPrefill = conv[n-1].Text(), true
 		conv = conv[:n-1]
 	}
-	turns := mergeTurns(conv)
+	var turnBuf [4]turn
+	turns := mergeTurns(turnBuf[:0], conv)
 	sys := req.SystemText()
 
-	var kb strings.Builder
-	kb.WriteString(sys)
+	// The prompt key (see Answer) is hashed piece by piece rather than built.
+	kh := newHasher(hashString(uint64(seed)^0x6b65656c73696d, req.Model))
+	kh.add(sys)
 	for _, t := range turns {
-		kb.WriteString("\x00")
-		kb.WriteString(string(t.role))
-		kb.WriteString("\x01")
-		kb.WriteString(t.text)
+		kh.add("\x00")
+		kh.add(string(t.role))
+		kh.add("\x01")
+		kh.add(t.text)
 	}
 	for _, t := range req.Tools {
-		kb.WriteString("\x02")
-		kb.WriteString(t.Name)
+		kh.add("\x02")
+		kh.add(t.Name)
 	}
-	h := hashString(hashString(uint64(seed)^0x6b65656c73696d, req.Model), kb.String())
+	h := kh.sum()
 
-	a := &answer{id: "msg_sim_" + hex16(h), model: req.Model, h: h, stop: llm.StopEndTurn}
+	a := &answer{id: hexID("msg_sim_", h), model: req.Model, h: h, stop: llm.StopEndTurn}
 	a.usage.InputTokens = inputTokens(sys, turns, req)
 	if hasPrefill {
 		a.usage.InputTokens += 1 + countWords(prefill)
@@ -192,7 +194,15 @@ func generate(seed int64, req *llm.Request, s sampling) *answer {
 		a.jsonText = true
 		text = splitPieces(jsonAnswer(rf, h, s))
 	default:
-		text = words(h, s)
+		// Without a prefill, tokens past max_tokens are never sent: only
+		// those are generated, plus one that tells limit the answer was cut
+		// (words draws its words in order, so the first ones do not depend
+		// on how many follow).
+		limit := -1
+		if req.HasMaxTokens && req.MaxTokens >= 0 && !(hasPrefill && prefill != "") {
+			limit = req.MaxTokens + 1
+		}
+		text = words(h, s, limit)
 		sampled = s.p > 0
 	}
 	if hasPrefill && prefill != "" {
@@ -207,7 +217,7 @@ func generate(seed int64, req *llm.Request, s sampling) *answer {
 		th := hashString(h^uint64(i+1)*0x9e3779b97f4a7c15, t.Name)
 		r := newRNG(th)
 		in, _ := json.Marshal(genValue(parseSchema(t.InputSchema), &r, 0))
-		a.blocks = append(a.blocks, genBlock{tool: true, id: "toolu_sim_" + hex16(th), name: t.Name, tokens: splitPieces(string(in))})
+		a.blocks = append(a.blocks, genBlock{tool: true, id: hexID("toolu_sim_", th), name: t.Name, tokens: splitPieces(string(in))})
 	}
 	if len(calls) > 0 {
 		a.stop = llm.StopToolUse
@@ -228,7 +238,7 @@ func (a *answer) limit(req *llm.Request) {
 	for _, s := range req.StopSequences {
 		maxStop = max(maxStop, len(s))
 	}
-	var out []genBlock
+	out := a.blocks[:0] // filtered in place: out never overtakes bi
 	for bi := range a.blocks {
 		b := a.blocks[bi]
 		if b.tool {
@@ -253,6 +263,9 @@ func (a *answer) limit(req *llm.Request) {
 				break
 			}
 			emitted++
+			if maxStop == 0 {
+				continue
+			}
 			from := max(0, sb.Len()-maxStop+1)
 			sb.WriteString(tok)
 			if p, s := findStop(sb.String(), from, req.StopSequences); s != "" {
@@ -346,8 +359,7 @@ type turn struct {
 // mergeTurns flattens non-system messages into turns, merging consecutive
 // messages of one role (as the Anthropic API does, and as OpenAI tool
 // messages following each other become one turn).
-func mergeTurns(ms []llm.Message) []turn {
-	var out []turn
+func mergeTurns(out []turn, ms []llm.Message) []turn {
 	for i := range ms {
 		m := &ms[i]
 		if m.Role == llm.RoleSystem || m.Role == llm.RoleDeveloper {
@@ -373,6 +385,9 @@ func mergeTurns(ms []llm.Message) []turn {
 // blocksKeyText is the text of blocks for the prompt key, and whether they
 // hold a tool result.
 func blocksKeyText(bs []llm.Block) (string, bool) {
+	if len(bs) == 1 && bs[0].Type == llm.BlockText {
+		return bs[0].Text, false
+	}
 	var parts []string
 	tr := false
 	for _, b := range bs {
@@ -521,38 +536,37 @@ func splitPieces(s string) []string {
 }
 
 // words generates a text answer of 12–48 word tokens, each word changed
-// with probability s.p by the call's own draws (none when s.p is 0).
-func words(h uint64, s sampling) []string {
+// with probability s.p by the call's own draws (none when s.p is 0). A
+// limit >= 0 returns only the first limit tokens of that answer.
+func words(h uint64, s sampling, limit int) []string {
 	r := newRNG(h)
 	var pr rng
 	if s.p > 0 {
 		pr = s.rng(h, "temperature")
 	}
 	n := 12 + int(h%37)
-	out := make([]string, n)
+	m := n
+	if limit >= 0 {
+		m = min(n, limit)
+	}
+	out := make([]string, m)
 	capNext := true
 	sentence := 0
 	for i := range out {
 		k := s.changeWord(r.intn(len(vocabulary)), &pr)
 		sentence++
 		end := i == n-1 || sentence >= 5 && r.intn(6) == 0
-		switch {
-		case !capNext && !end:
-			// The common case needs no allocation.
-			out[i] = spacedVocabulary[k] // i > 0: word 0 is capitalised
-		default:
-			w := vocabulary[k]
-			if capNext {
-				w = strings.ToUpper(w[:1]) + w[1:]
-			}
-			if end {
-				w += "."
-			}
-			if i > 0 {
-				w = " " + w
-			}
-			out[i] = w
+		f := 0
+		if capNext {
+			f |= formCap
 		}
+		if end {
+			f |= formEnd
+		}
+		if i > 0 {
+			f |= formSpaced
+		}
+		out[i] = wordForms[f][k]
 		capNext = end
 		if end {
 			sentence = 0
@@ -560,6 +574,33 @@ func words(h uint64, s sampling) []string {
 	}
 	return out
 }
+
+// The forms of a vocabulary word in a text answer, an index of wordForms.
+const (
+	formCap    = 1 << iota // capitalised: the first word of a sentence
+	formEnd                // followed by "."
+	formSpaced             // with its leading space: every word but the first
+)
+
+// wordForms holds each vocabulary word in each of its forms, so that a text
+// answer's tokens need no allocation.
+var wordForms = func() (out [8][len(vocabulary)]string) {
+	for f := range out {
+		for k, w := range vocabulary {
+			if f&formCap != 0 {
+				w = strings.ToUpper(w[:1]) + w[1:]
+			}
+			if f&formEnd != 0 {
+				w += "."
+			}
+			if f&formSpaced != 0 {
+				w = " " + w
+			}
+			out[f][k] = w
+		}
+	}
+	return out
+}()
 
 // jsonFormat returns the JSON output format asked for: OpenAI
 // response_format json_object or json_schema, or Anthropic structured
@@ -569,11 +610,11 @@ func jsonFormat(req *llm.Request) *llm.ResponseFormat {
 		return rf
 	}
 	raw := req.Extra["output_format"]
-	if raw == nil {
+	if ocRaw := req.Extra["output_config"]; raw == nil && len(ocRaw) > 0 {
 		var oc struct {
 			Format json.RawMessage `json:"format"`
 		}
-		if json.Unmarshal(req.Extra["output_config"], &oc) == nil {
+		if json.Unmarshal(ocRaw, &oc) == nil {
 			raw = oc.Format
 		}
 	}
@@ -598,7 +639,7 @@ func jsonAnswer(rf *llm.ResponseFormat, h uint64, s sampling) string {
 			return string(b)
 		}
 	}
-	b, _ := json.Marshal(map[string]string{"answer": strings.Join(words(h, s), "")})
+	b, _ := json.Marshal(map[string]string{"answer": strings.Join(words(h, s, -1), "")})
 	return string(b)
 }
 
@@ -805,35 +846,43 @@ func (r *rng) float() float64 { return float64(r.next()>>11) / (1 << 53) }
 
 // hashString folds s into h (FNV-1a, then a final mix).
 func hashString(h uint64, s string) uint64 {
-	h ^= 0xcbf29ce484222325
+	x := newHasher(h)
+	x.add(s)
+	return x.sum()
+}
+
+// hasher is hashString over the concatenation of the strings added.
+type hasher struct{ h uint64 }
+
+func newHasher(h uint64) hasher { return hasher{h ^ 0xcbf29ce484222325} }
+
+func (x *hasher) add(s string) {
+	h := x.h
 	for i := 0; i < len(s); i++ {
 		h ^= uint64(s[i])
 		h *= 0x100000001b3
 	}
+	x.h = h
+}
+
+func (x *hasher) sum() uint64 {
+	h := x.h
 	h ^= h >> 33
 	h *= 0xff51afd7ed558ccd
 	h ^= h >> 33
 	return h
 }
 
-func hex16(h uint64) string {
+// hexID returns prefix followed by h as 16 hex digits.
+func hexID(prefix string, h uint64) string {
 	const digits = "0123456789abcdef"
-	var b [16]byte
-	for i := 15; i >= 0; i-- {
-		b[i] = digits[h&15]
-		h >>= 4
+	var buf [48]byte
+	b := append(buf[:0], prefix...)
+	for i := 60; i >= 0; i -= 4 {
+		b = append(b, digits[h>>uint(i)&15])
 	}
-	return string(b[:])
+	return string(b)
 }
-
-// spacedVocabulary holds each word with a leading space.
-var spacedVocabulary = func() []string {
-	out := make([]string, len(vocabulary))
-	for i, w := range vocabulary {
-		out[i] = " " + w
-	}
-	return out
-}()
 
 // vocabulary is the fixed word list answers are drawn from.
 var vocabulary = [...]string{

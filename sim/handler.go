@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,8 +8,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
@@ -106,16 +106,31 @@ func (f *Fleet) serveNotFound(w http.ResponseWriter, r *http.Request) {
 		Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
 }
 
-// readBody reads a request body of at most maxBodyBytes+1 bytes, sized
-// from Content-Length when the client sent one.
-func readBody(r *http.Request) ([]byte, error) {
+// readBody appends a request body of at most maxBodyBytes+1 bytes to buf,
+// growing it from Content-Length when the client sent one.
+func readBody(r *http.Request, buf []byte) ([]byte, error) {
 	n := 512
 	if cl := r.ContentLength; cl > 0 && cl <= maxBodyBytes {
 		n = int(cl) + 1 // +1 so that reading EOF does not grow the buffer
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, n))
-	_, err := buf.ReadFrom(io.LimitReader(r.Body, maxBodyBytes+1))
-	return buf.Bytes(), err
+	buf = slices.Grow(buf, n)
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, 1) // append's growth rule
+		}
+		room := min(cap(buf), maxBodyBytes+1) - len(buf)
+		if room == 0 {
+			return buf, nil
+		}
+		m, err := r.Body.Read(buf[len(buf) : len(buf)+room])
+		buf = buf[:len(buf)+m]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 func writeAPIError(w http.ResponseWriter, c *codec, e *llm.APIError) {
@@ -235,24 +250,90 @@ func (f *Fleet) serveModels(w http.ResponseWriter, r *http.Request) {
 // AnswerSample).
 func (f *Fleet) requestID() (string, uint64) {
 	n := f.reqSeq.Add(1)
-	return "req_sim_" + hex16(hashString(uint64(f.cfg.Seed)^n*0x9e3779b97f4a7c15, "request")), n
+	return hexID("req_sim_", hashString(uint64(f.cfg.Seed)^n*0x9e3779b97f4a7c15, "request")), n
 }
+
+// respHeader sets a response's header values, all held in one backing
+// array: one allocation per response instead of one per header. Each value
+// is a slice of capacity 1, so an append elsewhere copies it.
+type respHeader struct {
+	h    http.Header
+	vals []string
+}
+
+func (rh *respHeader) set(key, v string) {
+	if len(rh.vals) == cap(rh.vals) {
+		rh.vals = make([]string, 0, 16)
+	}
+	rh.vals = append(rh.vals, v)
+	n := len(rh.vals)
+	rh.h[key] = rh.vals[n-1 : n : n]
+}
+
+// apiCall is the state of one API call whose accounting has begun.
+type apiCall struct {
+	f     *Fleet
+	w     http.ResponseWriter
+	c     *codec
+	ep    *endpoint
+	reqID string
+	// held is true while the call holds a slot of the endpoint's queue;
+	// finished once its in-flight gauges are released.
+	held, finished bool
+}
+
+// done ends the call's accounting: it runs right before the last bytes are
+// written, so a client that has read them sees the call gone from InFlight
+// and its slot free.
+func (a *apiCall) done() {
+	if a.held {
+		a.held = false
+		a.ep.q.release()
+	}
+	if !a.finished {
+		a.finished = true
+		a.ep.inFlight.Add(-1)
+		a.f.inFlight.Add(-1)
+	}
+}
+
+func (a *apiCall) fail(status int, typ llm.ErrorType, msg string) {
+	a.done()
+	writeAPIError(a.w, a.c, &llm.APIError{Status: status, Type: typ, Message: msg, RequestID: a.reqID})
+}
+
+// bodyPool holds request body buffers. The codecs' parsers copy what they
+// keep, so a buffer is reused once its call has been served.
+var bodyPool sync.Pool // of *[]byte
+
+// maxPooledBody bounds the buffers kept in bodyPool.
+const maxPooledBody = 64 << 10
 
 // serveAPI serves one Messages or Chat Completions call.
 func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName string, c *codec) {
 	ctx := r.Context()
-	h := w.Header()
+	rh := respHeader{h: w.Header()}
 	reqID, sample := f.requestID()
 	if c.format == llm.FormatAnthropic {
-		h["Request-Id"] = []string{reqID}
+		rh.set("Request-Id", reqID)
 	} else {
-		h["X-Request-Id"] = []string{reqID}
+		rh.set("X-Request-Id", reqID)
 	}
 	fail := func(status int, typ llm.ErrorType, msg string) {
 		writeAPIError(w, c, &llm.APIError{Status: status, Type: typ, Message: msg, RequestID: reqID})
 	}
 
-	body, err := readBody(r)
+	bp, _ := bodyPool.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	defer func() {
+		if cap(*bp) <= maxPooledBody {
+			bodyPool.Put(bp)
+		}
+	}()
+	body, err := readBody(r, (*bp)[:0])
+	*bp = body
 	if err != nil {
 		fail(http.StatusBadRequest, llm.ErrInvalidRequest, "reading body: "+err.Error())
 		return
@@ -300,32 +381,14 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		fail(http.StatusBadRequest, llm.ErrInvalidRequest, fmt.Sprintf("tool_choice: tool %q is not in tools", tc.Name))
 		return
 	}
-	h["X-Sim-Region"] = []string{regionName}
-	h["X-Sim-Endpoint"] = []string{ep.name}
+	rh.set("X-Sim-Region", regionName)
+	rh.set("X-Sim-Endpoint", ep.name)
 
 	ep.requests.Add(1)
 	ep.inFlight.Add(1)
 	f.inFlight.Add(1)
-	// done ends the call's accounting: it runs right before the last bytes
-	// are written, so a client that has read them sees the call gone from
-	// InFlight and its slot free.
-	held, finished := false, false
-	done := func() {
-		if held {
-			held = false
-			ep.q.release()
-		}
-		if !finished {
-			finished = true
-			ep.inFlight.Add(-1)
-			f.inFlight.Add(-1)
-		}
-	}
-	defer done()
-	fail = func(status int, typ llm.ErrorType, msg string) {
-		done()
-		writeAPIError(w, c, &llm.APIError{Status: status, Type: typ, Message: msg, RequestID: reqID})
-	}
+	call := apiCall{f: f, w: w, c: c, ep: ep, reqID: reqID}
+	defer call.done()
 	if ep.region.down.Load() {
 		ep.recordFault(kindRegionDown)
 		resetConn(w)
@@ -335,11 +398,14 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 	ans := generate(f.cfg.Seed, req, samplingFor(spec, req, sample))
 	if spec.ContextWindow > 0 && ans.usage.InputTokens > spec.ContextWindow {
 		ep.recordStatus(http.StatusBadRequest)
-		fail(http.StatusBadRequest, llm.ErrInvalidRequest,
+		call.fail(http.StatusBadRequest, llm.ErrInvalidRequest,
 			fmt.Sprintf("prompt is too long: %d tokens > %d maximum", ans.usage.InputTokens, spec.ContextWindow))
 		return
 	}
-	fault := f.pickFault(&callInfo{model: req.Model, region: regionName, format: c.format, stream: req.Stream, hasJSON: ans.hasJSON()})
+	var fault *Fault
+	if f.nFaults.Load() != 0 {
+		fault = f.pickFault(&callInfo{model: req.Model, region: regionName, format: c.format, stream: req.Stream, hasJSON: ans.hasJSON()})
+	}
 	if fault != nil {
 		ep.recordFault(fault.Kind)
 		switch fault.Kind {
@@ -348,10 +414,10 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 			if ra <= 0 {
 				ra = time.Second
 			}
-			setRetryAfter(h, ra)
-			f.setRateHeaders(h, c, ep, 0, ra)
+			setRetryAfter(&rh, ra)
+			f.setRateHeaders(&rh, c, ep, 0, ra)
 			ep.recordStatus(http.StatusTooManyRequests)
-			fail(http.StatusTooManyRequests, llm.ErrRateLimit, "Number of requests has exceeded your rate limit (simulated).")
+			call.fail(http.StatusTooManyRequests, llm.ErrRateLimit, "Number of requests has exceeded your rate limit (simulated).")
 			return
 		case KindOverloaded:
 			status := 529
@@ -359,10 +425,10 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 				status = http.StatusServiceUnavailable
 			}
 			if fault.RetryAfter > 0 {
-				setRetryAfter(h, fault.RetryAfter.D())
+				setRetryAfter(&rh, fault.RetryAfter.D())
 			}
 			ep.recordStatus(status)
-			fail(status, llm.ErrOverloaded, "Overloaded (simulated).")
+			call.fail(status, llm.ErrOverloaded, "Overloaded (simulated).")
 			return
 		case KindServerError:
 			status := fault.Status
@@ -370,7 +436,7 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 				status = http.StatusInternalServerError
 			}
 			ep.recordStatus(status)
-			fail(status, llm.StatusErrorType(status), "Internal server error (simulated).")
+			call.fail(status, llm.StatusErrorType(status), "Internal server error (simulated).")
 			return
 		case KindReset:
 			resetConn(w)
@@ -383,17 +449,19 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		}
 	}
 
-	start := time.Now()
-	waited, err := ep.q.acquire(ctx)
-	wait := time.Since(start)
+	waited, wait, err := ep.q.acquire(ctx)
 	if waited {
 		ep.recordWait(wait)
 	}
 	if err != nil {
 		return
 	}
-	held = true
-	h["X-Sim-Queue-Ms"] = []string{strconv.FormatFloat(float64(wait)/float64(time.Millisecond), 'f', -1, 64)}
+	call.held = true
+	queueMs := "0"
+	if waited {
+		queueMs = strconv.FormatFloat(float64(wait)/float64(time.Millisecond), 'f', -1, 64)
+	}
+	rh.set("X-Sim-Queue-Ms", queueMs)
 
 	ttft, factor := ep.draw()
 	if fault != nil && fault.Kind == KindSlow {
@@ -407,28 +475,27 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		factor *= s
 	}
 	n := ans.tokenCount()
-	f.setRateHeaders(h, c, ep, ans.usage.InputTokens+n, 0)
+	f.setRateHeaders(&rh, c, ep, ans.usage.InputTokens+n, 0)
 
 	if !req.Stream {
 		if sleep(ctx, scale(ttft+time.Duration(n)*ep.lat.PerToken.D(), factor)) != nil {
 			return
 		}
 		ep.q.release()
-		held = false
+		call.held = false
 		resp := ans.response()
-		resp.ID = wireID(c, resp.ID)
+		resp.ID = ans.wireID(c.format)
 		resp.Created = time.Now().Unix()
 		b, err := c.encode(resp)
 		if err != nil {
 			ep.recordStatus(http.StatusInternalServerError)
-			fail(http.StatusInternalServerError, llm.ErrAPI, "encoding response: "+err.Error())
+			call.fail(http.StatusInternalServerError, llm.ErrAPI, "encoding response: "+err.Error())
 			return
 		}
-		h["Content-Type"] = []string{"application/json"}
-		h["Content-Length"] = []string{strconv.Itoa(len(b))}
-		ep.recordStatus(http.StatusOK)
-		ep.recordTokens(ans.usage.InputTokens, ans.usage.OutputTokens)
-		done()
+		rh.set("Content-Type", "application/json")
+		rh.set("Content-Length", strconv.Itoa(len(b)))
+		ep.recordOK(ans.usage.InputTokens, ans.usage.OutputTokens)
+		call.done()
 		w.WriteHeader(http.StatusOK)
 		w.Write(b)
 		return
@@ -436,32 +503,35 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 	if sleep(ctx, scale(ttft, factor)) != nil {
 		return
 	}
-	h["Content-Type"] = []string{"text/event-stream"}
-	h["Cache-Control"] = []string{"no-cache"}
+	rh.set("Content-Type", "text/event-stream")
+	rh.set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	ep.recordStatus(http.StatusOK)
 	rc := http.NewResponseController(w)
-	last := func(clean bool) {
-		if clean {
-			ep.recordTokens(ans.usage.InputTokens, ans.usage.OutputTokens)
-		}
-		done()
-	}
-	f.writeStream(ctx, c.stream(sse.NewWriter(w, rc.Flush), req), wireID(c, ans.id), ans, scale(ep.lat.PerToken.D(), factor), fault, last)
+	sw := c.stream(sse.NewWriter(w, rc.Flush), req)
+	f.writeStream(ctx, sw, ans.wireID(c.format), ans, scale(ep.lat.PerToken.D(), factor), fault, &call)
 }
 
 // writeStream sends the answer as stream events, one token per delta, and
-// calls last right before the final event (clean: message_stop; otherwise
-// an error event). A stream fault fires when fault.AfterTokens tokens have
-// been sent, or before the final events when the answer is shorter.
-func (f *Fleet) writeStream(ctx context.Context, sw eventWriter, id string, ans *answer, perToken time.Duration, fault *Fault, last func(clean bool)) {
+// ends the call's accounting right before the final event (after recording
+// its tokens when the stream ends cleanly with message_stop; not when it
+// ends with an error event). A stream fault fires when fault.AfterTokens
+// tokens have been sent, or before the final events when the answer is
+// shorter.
+func (f *Fleet) writeStream(ctx context.Context, sw eventWriter, id string, ans *answer, perToken time.Duration, fault *Fault, call *apiCall) {
 	faultAt := -1
 	if fault != nil && streamOnly(fault.Kind) {
 		faultAt = fault.AfterTokens
 	}
-	write := func(ev *llm.Event) bool { return sw.Write(ev) == nil }
+	// One event value is reused for every event: the writers encode an
+	// event before Write returns and keep nothing of it.
+	ev := new(llm.Event)
+	write := func(e llm.Event) bool {
+		*ev = e
+		return sw.Write(ev) == nil
+	}
 	start := &llm.Response{ID: id, Model: ans.model, Created: time.Now().Unix(), Usage: llm.Usage{InputTokens: ans.usage.InputTokens}}
-	if !write(&llm.Event{Type: llm.EventMessageStart, Message: start}) || !write(&llm.Event{Type: llm.EventPing}) {
+	if !write(llm.Event{Type: llm.EventMessageStart, Message: start}) || !write(llm.Event{Type: llm.EventPing}) {
 		return
 	}
 	sent := 0
@@ -473,43 +543,44 @@ func (f *Fleet) writeStream(ctx context.Context, sw eventWriter, id string, ans 
 			blk = &llm.Block{Type: llm.BlockToolUse, ID: b.id, Name: b.name, Input: json.RawMessage("{}")}
 			dt = llm.DeltaInputJSON
 		}
-		if !write(&llm.Event{Type: llm.EventBlockStart, Index: i, Block: blk}) {
+		if !write(llm.Event{Type: llm.EventBlockStart, Index: i, Block: blk}) {
 			return
 		}
 		for _, tok := range b.tokens {
 			if sent == faultAt {
-				streamFault(ctx, sw, fault, last)
+				streamFault(ctx, sw, fault, call)
 				return
 			}
-			if sleep(ctx, perToken) != nil || !write(&llm.Event{Type: llm.EventBlockDelta, Index: i, DeltaType: dt, Delta: tok}) {
+			if sleep(ctx, perToken) != nil || !write(llm.Event{Type: llm.EventBlockDelta, Index: i, DeltaType: dt, Delta: tok}) {
 				return
 			}
 			sent++
 		}
-		if !write(&llm.Event{Type: llm.EventBlockStop, Index: i}) {
+		if !write(llm.Event{Type: llm.EventBlockStop, Index: i}) {
 			return
 		}
 	}
 	if faultAt >= 0 {
-		streamFault(ctx, sw, fault, last)
+		streamFault(ctx, sw, fault, call)
 		return
 	}
 	usage := ans.usage
-	if !write(&llm.Event{Type: llm.EventMessageDelta, StopReason: ans.stop, StopSequence: ans.stopSeq, Usage: &usage}) {
+	if !write(llm.Event{Type: llm.EventMessageDelta, StopReason: ans.stop, StopSequence: ans.stopSeq, Usage: &usage}) {
 		return
 	}
-	last(true)
-	write(&llm.Event{Type: llm.EventMessageStop})
+	call.ep.recordTokens(ans.usage.InputTokens, ans.usage.OutputTokens)
+	call.done()
+	write(llm.Event{Type: llm.EventMessageStop})
 }
 
-func streamFault(ctx context.Context, sw eventWriter, fault *Fault, last func(bool)) {
+func streamFault(ctx context.Context, sw eventWriter, fault *Fault, call *apiCall) {
 	switch fault.Kind {
 	case KindStreamCut:
 		// Abort the connection: the client sees the body end without the
 		// wire's terminator (a chunked body cut short over HTTP).
 		panic(http.ErrAbortHandler)
 	case KindStreamError:
-		last(false)
+		call.done()
 		sw.Write(&llm.Event{Type: llm.EventError, Err: &llm.APIError{Status: http.StatusOK, Type: llm.ErrOverloaded, Message: "Overloaded (simulated)."}})
 	case KindStall:
 		<-ctx.Done()
@@ -531,48 +602,54 @@ func resetConn(w http.ResponseWriter) {
 	panic(http.ErrAbortHandler)
 }
 
-func setRetryAfter(h http.Header, d time.Duration) {
+func setRetryAfter(rh *respHeader, d time.Duration) {
 	secs := (d + time.Second - 1) / time.Second
-	h["Retry-After"] = []string{strconv.FormatInt(int64(secs), 10)}
-	h["Retry-After-Ms"] = []string{strconv.FormatInt(d.Milliseconds(), 10)}
+	rh.set("Retry-After", strconv.FormatInt(int64(secs), 10))
+	rh.set("Retry-After-Ms", strconv.FormatInt(d.Milliseconds(), 10))
 }
+
+// The rate-limit budgets as header values.
+var (
+	requestsPerMinuteStr = strconv.Itoa(requestsPerMinute)
+	tokensPerMinuteStr   = strconv.Itoa(tokensPerMinute)
+)
 
 // setRateHeaders writes the wire's rate-limit headers for a call that uses
 // tokens; limited (retryAfter > 0) reports an exhausted request budget.
-func (f *Fleet) setRateHeaders(h http.Header, c *codec, ep *endpoint, tokens int, retryAfter time.Duration) {
+func (f *Fleet) setRateHeaders(rh *respHeader, c *codec, ep *endpoint, tokens int, retryAfter time.Duration) {
 	now := time.Now()
-	count, used, reset := ep.rateWindow(now, tokens)
+	count, used, reset, resetStr := ep.rateWindow(now, tokens)
 	reqLeft := max(requestsPerMinute-count, 0)
 	tokLeft := max(tokensPerMinute-used, 0)
 	if retryAfter > 0 {
 		reqLeft, reset = 0, now.Add(retryAfter)
+		resetStr = reset.UTC().Format(time.RFC3339)
 	}
 	if c.format == llm.FormatAnthropic {
-		rs := []string{reset.UTC().Format(time.RFC3339)}
-		h["Anthropic-Ratelimit-Requests-Limit"] = []string{strconv.Itoa(requestsPerMinute)}
-		h["Anthropic-Ratelimit-Requests-Remaining"] = []string{strconv.Itoa(reqLeft)}
-		h["Anthropic-Ratelimit-Requests-Reset"] = rs
-		h["Anthropic-Ratelimit-Tokens-Limit"] = []string{strconv.Itoa(tokensPerMinute)}
-		h["Anthropic-Ratelimit-Tokens-Remaining"] = []string{strconv.Itoa(tokLeft)}
-		h["Anthropic-Ratelimit-Tokens-Reset"] = rs
+		rh.set("Anthropic-Ratelimit-Requests-Limit", requestsPerMinuteStr)
+		rh.set("Anthropic-Ratelimit-Requests-Remaining", strconv.Itoa(reqLeft))
+		rh.set("Anthropic-Ratelimit-Requests-Reset", resetStr)
+		rh.set("Anthropic-Ratelimit-Tokens-Limit", tokensPerMinuteStr)
+		rh.set("Anthropic-Ratelimit-Tokens-Remaining", strconv.Itoa(tokLeft))
+		rh.set("Anthropic-Ratelimit-Tokens-Reset", resetStr)
 		return
 	}
-	rs := []string{reset.Sub(now).Round(time.Millisecond).String()}
-	h["X-Ratelimit-Limit-Requests"] = []string{strconv.Itoa(requestsPerMinute)}
-	h["X-Ratelimit-Remaining-Requests"] = []string{strconv.Itoa(reqLeft)}
-	h["X-Ratelimit-Reset-Requests"] = rs
-	h["X-Ratelimit-Limit-Tokens"] = []string{strconv.Itoa(tokensPerMinute)}
-	h["X-Ratelimit-Remaining-Tokens"] = []string{strconv.Itoa(tokLeft)}
-	h["X-Ratelimit-Reset-Tokens"] = rs
+	rs := reset.Sub(now).Round(time.Millisecond).String()
+	rh.set("X-Ratelimit-Limit-Requests", requestsPerMinuteStr)
+	rh.set("X-Ratelimit-Remaining-Requests", strconv.Itoa(reqLeft))
+	rh.set("X-Ratelimit-Reset-Requests", rs)
+	rh.set("X-Ratelimit-Limit-Tokens", tokensPerMinuteStr)
+	rh.set("X-Ratelimit-Remaining-Tokens", strconv.Itoa(tokLeft))
+	rh.set("X-Ratelimit-Reset-Tokens", rs)
 }
 
-// wireID gives an answer's id the wire's usual shape: msg_sim_… for
+// wireID gives the answer's id the wire's usual shape: msg_sim_… for
 // Anthropic, chatcmpl-sim_… for OpenAI.
-func wireID(c *codec, id string) string {
-	if c.format == llm.FormatOpenAI {
-		return "chatcmpl-" + strings.TrimPrefix(id, "msg_")
+func (a *answer) wireID(f llm.Format) string {
+	if f == llm.FormatOpenAI {
+		return hexID("chatcmpl-sim_", a.h)
 	}
-	return id
+	return a.id
 }
 
 func scale(d time.Duration, factor float64) time.Duration {

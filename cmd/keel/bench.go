@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -57,6 +58,7 @@ type benchFlags struct {
 	maxTokens        int
 	quick            bool
 	timeout          time.Duration
+	cpuProfile       string
 }
 
 func benchCmd() *cobra.Command {
@@ -104,6 +106,7 @@ unreachable target, bad flag value.`,
 	fl.IntVar(&f.maxTokens, "max-tokens", bench.DefaultMaxTokens, "max_tokens of each call")
 	fl.BoolVar(&f.quick, "quick", false, "run the scenario for its quick_duration (timeline scaled)")
 	fl.DurationVar(&f.timeout, "timeout", 60*time.Second, "bound on one call")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the generator (the run only) to this file")
 	return cmd
 }
 
@@ -203,6 +206,17 @@ func runBench(ctx context.Context, cmd *cobra.Command, f *benchFlags, out io.Wri
 	}
 
 	opt.Progress, opt.TTY = out, isTTY(out)
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return badInput(fmt.Errorf("--cpuprofile: %w", err))
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	res, err := bench.Run(ctx, opt)
 	if err != nil {
 		if errors.Is(err, bench.ErrUnreachable) || errors.Is(err, bench.ErrBadOptions) {

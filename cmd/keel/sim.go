@@ -2,9 +2,13 @@ package main
 
 import (
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,7 +16,7 @@ import (
 )
 
 func simCmd() *cobra.Command {
-	var cfgPath, listen string
+	var cfgPath, listen, pprofAddr string
 	cmd := &cobra.Command{
 		Use:   "sim",
 		Short: "Run the simulated provider fleet (both wire formats, regions, latency, faults) on loopback",
@@ -22,7 +26,10 @@ Region R is served at /r/R/v1/messages (Anthropic) and /r/R/v1/chat/completions
 (OpenAI); /v1/... serves from a model's first region. Control it at runtime:
   POST /sim/regions/{name}/down | /sim/regions/{name}/up
   POST /sim/faults   (JSON list of faults; replaces the current ones)
-  GET  /sim/faults, GET /sim/stats, POST /sim/reset`,
+  GET  /sim/faults, GET /sim/stats, POST /sim/reset
+
+--pprof ADDR serves Go's CPU and heap profiles on a separate address, as
+keel serve --pprof does.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := sim.DefaultConfig()
@@ -34,6 +41,20 @@ Region R is served at /r/R/v1/messages (Anthropic) and /r/R/v1/chat/completions
 				if cfg, err = sim.ParseConfig(data); err != nil {
 					return err
 				}
+			}
+			if pprofAddr != "" {
+				// Profiling only on an address the operator names (loopback,
+				// typically); never on the API listener.
+				ln, err := net.Listen("tcp", pprofAddr)
+				if err != nil {
+					return err
+				}
+				mux := http.NewServeMux()
+				mux.HandleFunc("/debug/pprof/", pprof.Index)
+				mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+				ps := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+				go ps.Serve(ln)
+				defer ps.Close()
 			}
 			fleet, err := sim.New(cfg)
 			if err != nil {
@@ -56,5 +77,6 @@ Region R is served at /r/R/v1/messages (Anthropic) and /r/R/v1/chat/completions
 	}
 	cmd.Flags().StringVar(&cfgPath, "config", "", "simulator YAML config (default: the built-in fleet of three models in three regions)")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7879", "address to listen on")
+	cmd.Flags().StringVar(&pprofAddr, "pprof", "", "serve Go's pprof profiles at http://ADDR/debug/pprof/ (off by default; use a loopback address)")
 	return cmd
 }
