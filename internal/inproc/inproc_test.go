@@ -139,3 +139,115 @@ func TestDoesNotModifyRequest(t *testing.T) {
 		t.Fatal("the caller's request was modified")
 	}
 }
+
+func always(*http.Request, []byte) bool { return true }
+
+// TestBufferedRunsOnCallersGoroutine: with Buffered, the handler has
+// returned (and its context is cancelled) when RoundTrip returns, and the
+// answer is the same as the streamed path's.
+func TestBufferedRunsOnCallersGoroutine(t *testing.T) {
+	var handlerCtx context.Context
+	var seenBody string
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handlerCtx = r.Context()
+		b, _ := io.ReadAll(r.Body)
+		seenBody = string(b)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Trailer", "X-End")
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"a":`)
+		w.(http.Flusher).Flush()
+		io.WriteString(w, `1}`)
+		w.Header().Set("X-End", "yes")
+	})
+	var asked []string
+	tr := &Transport{Handler: h, Buffered: func(r *http.Request, body []byte) bool {
+		asked = append(asked, string(body))
+		return true
+	}}
+	req, _ := http.NewRequest("POST", "https://api.example.com/v1/x", strings.NewReader(`{"q":1}`))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if handlerCtx == nil || handlerCtx.Err() == nil {
+		t.Fatal("RoundTrip returned before the handler, or its context is still live")
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != `{"a":1}` || resp.StatusCode != http.StatusCreated || resp.ContentLength != 7 {
+		t.Fatalf("got %d %q length %d", resp.StatusCode, b, resp.ContentLength)
+	}
+	if resp.Trailer.Get("X-End") != "yes" {
+		t.Fatalf("trailer = %v", resp.Trailer)
+	}
+	if seenBody != `{"q":1}` || len(asked) != 1 || asked[0] != `{"q":1}` {
+		t.Fatalf("handler saw %q, Buffered saw %q", seenBody, asked)
+	}
+}
+
+func TestBufferedFalseStillStreams(t *testing.T) {
+	release := make(chan struct{})
+	tr := &Transport{Buffered: func(*http.Request, []byte) bool { return false },
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			w.WriteHeader(http.StatusOK)
+			w.Write(b)
+			w.(http.Flusher).Flush()
+			<-release
+		})}
+	req, _ := http.NewRequest("POST", "https://api.example.com/v1/x", strings.NewReader("body"))
+	resp, err := tr.RoundTrip(req) // returns while the handler waits
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != "body" {
+		t.Fatalf("read %q, %v", buf, err)
+	}
+	close(release)
+	io.ReadAll(resp.Body)
+	resp.Body.Close()
+}
+
+func TestBufferedPanicsAndAborts(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		h       http.HandlerFunc
+		wantErr bool   // RoundTrip fails
+		wantBad bool   // reading the body fails after the bytes written
+		body    string // bytes before the failure
+	}{
+		{"panic before header", func(w http.ResponseWriter, r *http.Request) { panic("boom") }, true, false, ""},
+		{"abort before header", func(w http.ResponseWriter, r *http.Request) { panic(http.ErrAbortHandler) }, true, false, ""},
+		{"abort after header", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(200)
+			io.WriteString(w, "part")
+			panic(http.ErrAbortHandler)
+		}, false, true, "part"},
+		{"nothing written", func(w http.ResponseWriter, r *http.Request) {}, false, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := &Transport{Handler: tc.h, Buffered: always}
+			req, _ := http.NewRequest("GET", "https://api.example.com/v1/models", nil)
+			resp, err := tr.RoundTrip(req)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			b, rerr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(b) != tc.body || (rerr != nil) != tc.wantBad {
+				t.Fatalf("body %q err %v", b, rerr)
+			}
+			if tc.wantBad && !errors.Is(rerr, io.ErrUnexpectedEOF) {
+				t.Fatalf("err = %v, want io.ErrUnexpectedEOF", rerr)
+			}
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+		})
+	}
+}
