@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/keelmesh/keel/internal/health"
@@ -52,7 +53,10 @@ type attempt struct {
 	ep     *endpoint
 	kind   string
 	start  time.Time
+	ctx    context.Context
 	cancel context.CancelFunc
+	req    *llm.Request // normalised for ep
+	nerr   error        // normalisation refused the request
 	hdone  func(health.Outcome)
 	bdone  func(ok bool)
 	recIdx int
@@ -215,8 +219,9 @@ func reasonText(d route.Decision) string {
 	return string(d.Reason)
 }
 
-// launch starts an attempt on candidate i; it reports on results.
-func (x *exec) launch(ctx context.Context, req *llm.Request, i int, kind string, wait time.Duration, results chan<- *attempt) *attempt {
+// prepare books an attempt on candidate i (breaker, health, record) without
+// starting it; nil when the breaker refuses.
+func (x *exec) prepare(ctx context.Context, req *llm.Request, i int, kind string, wait time.Duration) *attempt {
 	ep := x.rs.cands[i]
 	x.tried[i] = true
 	bdone, err := ep.breaker.Allow()
@@ -226,24 +231,125 @@ func (x *exec) launch(ctx context.Context, req *llm.Request, i int, kind string,
 	x.attempts++
 	a := &attempt{x: x, ep: ep, kind: kind, start: x.e.now(), bdone: bdone, hdone: ep.health.Begin(), recIdx: len(x.rec.Attempts)}
 	x.rec.Attempts = append(x.rec.Attempts, Attempt{Endpoint: ep.ID, Model: ep.Model, Region: ep.Region, Start: a.start, Kind: kind, Wait: wait})
-	actx, cancel := context.WithCancel(ctx)
-	a.cancel = cancel
-	req, nerr := x.normalize(req, ep)
+	a.ctx, a.cancel = context.WithCancel(ctx)
+	a.req, a.nerr = x.normalize(req, ep)
+	return a
+}
+
+// do sends the attempt and waits for its answer (for a stream, up to its
+// first content). It touches only a's own fields.
+func (a *attempt) do() {
+	x := a.x
+	if a.nerr != nil {
+		a.err, a.end = a.nerr, x.e.now()
+		return
+	}
+	res, err := x.e.client.Do(a.ctx, a.ep.Endpoint, a.req, provider.Call{ClientHeader: x.call.ClientHeader, Translation: x.rs.translation})
+	if err == nil && res.Stream != nil {
+		err = a.peekContent(res)
+	}
+	a.res, a.err = res, err
+	a.end = x.e.now()
+}
+
+// launch starts an attempt on candidate i in its own goroutine; it reports
+// on results. hg, when set, is the hedger whose inline attempt it races.
+func (x *exec) launch(ctx context.Context, req *llm.Request, i int, kind string, wait time.Duration, results chan<- *attempt, hg *hedger) *attempt {
+	a := x.prepare(ctx, req, i, kind, wait)
+	if a == nil {
+		return nil
+	}
 	go func() {
-		if nerr != nil {
-			a.err, a.end = nerr, x.e.now()
-			results <- a
-			return
+		a.do()
+		if a.err == nil && hg != nil {
+			hg.won(a)
 		}
-		res, err := x.e.client.Do(actx, ep.Endpoint, req, provider.Call{ClientHeader: x.call.ClientHeader, Translation: x.rs.translation})
-		if err == nil && res.Stream != nil {
-			err = a.peekContent(res)
-		}
-		a.res, a.err = res, err
-		a.end = x.e.now()
 		results <- a
 	}()
 	return a
+}
+
+// hedger is a call's hedge timer. Attempts run on the call's goroutine
+// when nothing else is in flight (no goroutine hand-off when, as almost
+// always, the first attempt answers), so the timer cannot wait for the
+// call's loop: when it fires during such an inline attempt it launches the
+// hedge itself, and a hedge that answers first cancels the inline attempt
+// so the call comes back for the hedge's answer. When it fires between
+// attempts it signals fired and the loop decides, as for any hedge.
+//
+// mu guards the fields below and, while an inline attempt runs, the exec
+// state the timer's launch touches (the call's goroutine is inside do).
+type hedger struct {
+	x       *exec
+	ctx     context.Context
+	req     *llm.Request
+	results chan<- *attempt
+	t       *time.Timer
+	fired   chan struct{}
+
+	mu      sync.Mutex
+	running *attempt // the inline attempt now running
+	hedge   *attempt // the hedge launched against running
+	raced   *attempt // the attempt hedge races
+	lost    bool     // hedge answered first; running was cancelled
+}
+
+func (hg *hedger) fire() {
+	hg.mu.Lock()
+	defer hg.mu.Unlock()
+	if hg.running == nil {
+		select {
+		case hg.fired <- struct{}{}:
+		default:
+		}
+		return
+	}
+	x := hg.x
+	if x.attempts >= x.e.maxAttempts || !x.rs.hedges.TryWithdraw() {
+		return
+	}
+	i, err := x.pick(false)
+	if err != nil {
+		return
+	}
+	if h := x.launch(hg.ctx, hg.req, i, "hedge", 0, hg.results, hg); h != nil {
+		hg.hedge, hg.raced = h, hg.running
+		x.rec.Hedges++
+	}
+}
+
+// won is called by a hedge's goroutine that succeeded.
+func (hg *hedger) won(h *attempt) {
+	hg.mu.Lock()
+	if hg.hedge == h && hg.running != nil && hg.running == hg.raced && !hg.lost {
+		hg.lost = true
+		hg.running.cancel()
+	}
+	hg.mu.Unlock()
+}
+
+func (hg *hedger) stop() {
+	if hg != nil {
+		hg.t.Stop()
+	}
+}
+
+// inline runs a on the call's goroutine. It returns the hedge launched
+// meanwhile, if any, and whether a lost to it.
+func (x *exec) inline(a *attempt, hg *hedger) (h *attempt, lost bool) {
+	if hg == nil {
+		a.do()
+		return nil, false
+	}
+	hg.mu.Lock()
+	hg.running, hg.hedge, hg.raced, hg.lost = a, nil, nil, false
+	hg.mu.Unlock()
+	a.do()
+	hg.mu.Lock()
+	h, lost = hg.hedge, hg.lost
+	hg.running, hg.hedge, hg.raced, hg.lost = nil, nil, nil, false
+	hg.mu.Unlock()
+	return h, lost
 }
 
 var errEmptyStream = errors.New("stream ended before any event")
@@ -360,15 +466,9 @@ func (x *exec) run(ctx context.Context, req *llm.Request, kind string) (*attempt
 	e := x.e
 	results := make(chan *attempt, e.maxAttempts+2)
 	var inflight []*attempt
-	var hedgeT *time.Timer
-	var hedgeC <-chan time.Time
-	stopHedge := func() {
-		if hedgeT != nil {
-			hedgeT.Stop()
-			hedgeT, hedgeC = nil, nil
-		}
-	}
-	defer stopHedge()
+	var hg *hedger
+	var hedgeC <-chan struct{}
+	defer func() { hg.stop() }()
 	abandon := func() {
 		now := e.now()
 		for _, a := range inflight {
@@ -435,24 +535,38 @@ func (x *exec) run(ctx context.Context, req *llm.Request, kind string) (*attempt
 					next = "retry"
 				}
 			}
-			a := x.launch(ctx, req, i, next, wait, results)
+			a := x.prepare(ctx, req, i, next, wait)
 			if a == nil {
 				continue // the breaker refused at the last moment; pick again
 			}
-			inflight = append(inflight, a)
 			wait = 0
-			if hedging && hedgeT == nil && x.attempts == 1 {
+			if hedging && hg == nil && x.attempts == 1 {
 				if d, ok := x.hedgeDelay(i); ok {
-					hedgeT = time.NewTimer(d)
-					hedgeC = hedgeT.C
+					hg = &hedger{x: x, ctx: ctx, req: req, results: results, fired: make(chan struct{}, 1)}
+					hg.t = time.AfterFunc(d, hg.fire)
+					hedgeC = hg.fired
 				}
 			}
+			// Nothing else is in flight: the attempt runs on this goroutine;
+			// then its result takes the same path as an attempt goroutine's.
+			h, lost := x.inline(a, hg)
+			if h != nil {
+				inflight = append(inflight, h)
+			}
+			if lost {
+				// A hedge answered first; its result is on its way.
+				r := &x.rec.Attempts[a.recIdx]
+				r.End, r.Outcome = e.now(), "cancelled_loser"
+				a.discard()
+				continue
+			}
+			inflight = append(inflight, a)
+			results <- a
 		}
 		select {
 		case a := <-results:
 			inflight = remove(inflight, a)
 			if a.err == nil {
-				stopHedge()
 				a.x.rec.Attempts[a.recIdx].Winner = true
 				if a.kind == "hedge" {
 					x.rec.HedgeWon = true
@@ -487,7 +601,7 @@ func (x *exec) run(ctx context.Context, req *llm.Request, kind string) (*attempt
 				next = "retry"
 			}
 		case <-hedgeC:
-			hedgeT, hedgeC = nil, nil
+			// The hedge timer fired between attempts.
 			if len(inflight) != 1 || x.attempts >= e.maxAttempts || !x.rs.hedges.TryWithdraw() {
 				continue
 			}
@@ -495,7 +609,7 @@ func (x *exec) run(ctx context.Context, req *llm.Request, kind string) (*attempt
 			if err != nil {
 				continue
 			}
-			if a := x.launch(ctx, req, i, "hedge", 0, results); a != nil {
+			if a := x.launch(ctx, req, i, "hedge", 0, results, nil); a != nil {
 				inflight = append(inflight, a)
 				x.rec.Hedges++
 			}
