@@ -9,8 +9,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
@@ -55,7 +57,18 @@ func endpointPath(base string, f llm.Format) string {
 
 // requestBody encodes call number seq of r in format f.
 func requestBody(r *Request, f llm.Format, seq uint64) []byte {
-	prompt, _ := json.Marshal(r.Prompt + " (request " + strconv.FormatUint(seq, 10) + ")")
+	t := newBodyTemplate(r, f)
+	return t.appendBody(nil, seq)
+}
+
+// bodyTemplate is a request body cut around the call's sequence number, so
+// that a call only copies it and writes its number.
+type bodyTemplate struct{ pre, post []byte }
+
+func newBodyTemplate(r *Request, f llm.Format) bodyTemplate {
+	// The prompt is marshalled with the start of its suffix; JSON escapes
+	// character by character, and the number and ")" need no escaping.
+	prompt, _ := json.Marshal(r.Prompt + " (request ")
 	var b bytes.Buffer
 	b.WriteString(`{"model":`)
 	model, _ := json.Marshal(r.Model)
@@ -63,8 +76,10 @@ func requestBody(r *Request, f llm.Format, seq uint64) []byte {
 	b.WriteString(`,"max_tokens":`)
 	b.WriteString(strconv.Itoa(r.MaxTokens))
 	b.WriteString(`,"messages":[{"role":"user","content":`)
-	b.Write(prompt)
-	b.WriteString(`}]`)
+	b.Write(prompt[:len(prompt)-1]) // without its closing quote
+	t := bodyTemplate{pre: bytes.Clone(b.Bytes())}
+	b.Reset()
+	b.WriteString(`)"}]`)
 	if r.Stream {
 		b.WriteString(`,"stream":true`)
 		if f == llm.FormatOpenAI {
@@ -79,8 +94,19 @@ func requestBody(r *Request, f llm.Format, seq uint64) []byte {
 		}
 	}
 	b.WriteByte('}')
-	return b.Bytes()
+	t.post = b.Bytes()
+	return t
 }
+
+// appendBody appends the body of call number seq to dst.
+func (t *bodyTemplate) appendBody(dst []byte, seq uint64) []byte {
+	dst = append(dst, t.pre...)
+	dst = strconv.AppendUint(dst, seq, 10)
+	return append(dst, t.post...)
+}
+
+// maxBodyDigits bounds the length of a call's sequence number.
+const maxBodyDigits = 20
 
 // outcome is what one call produced.
 type outcome struct {
@@ -92,29 +118,58 @@ type outcome struct {
 	answered bool
 }
 
-// caller sends calls of one format to one URL.
+// caller sends calls of one format to one URL. It is safe for concurrent
+// use: what its calls share (the parsed URL, the header, the body template)
+// is never written after newCaller.
 type caller struct {
 	client *http.Client
-	url    string
 	format llm.Format
 	req    *Request
+	// tmpl is the request each call copies with its context and body; nil
+	// when the URL does not parse, and then every call is a transport
+	// error.
+	tmpl *http.Request
+	body bodyTemplate
 }
+
+func newCaller(client *http.Client, url string, format llm.Format, req *Request) *caller {
+	c := &caller{client: client, format: format, req: req, body: newBodyTemplate(req, format)}
+	tmpl, err := http.NewRequest(http.MethodPost, url, nil)
+	if err != nil {
+		return c
+	}
+	h := tmpl.Header
+	h["Content-Type"] = []string{"application/json"}
+	if format == llm.FormatAnthropic {
+		h["Anthropic-Version"] = []string{"2023-06-01"}
+		h["X-Api-Key"] = []string{"keel-bench"}
+	} else {
+		h["Authorization"] = []string{"Bearer keel-bench"}
+	}
+	c.tmpl = tmpl
+	return c
+}
+
+// respBufs holds buffers for non-streaming answers, which the parsers copy.
+var respBufs sync.Pool // of *[]byte
+
+// maxPooledResp bounds the buffers kept in respBufs.
+const maxPooledResp = 256 << 10
 
 // call sends call number seq and classifies the answer. TTFT is measured
 // from intended (the time the call was due) to the first content delta.
 func (c *caller) call(ctx context.Context, seq uint64, intended time.Time) outcome {
-	body := requestBody(c.req, c.format, seq)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
-	if err != nil {
+	if c.tmpl == nil {
 		return outcome{kind: KindTransport}
 	}
-	hr.Header["Content-Type"] = []string{"application/json"}
-	if c.format == llm.FormatAnthropic {
-		hr.Header["Anthropic-Version"] = []string{"2023-06-01"}
-		hr.Header["X-Api-Key"] = []string{"keel-bench"}
-	} else {
-		hr.Header["Authorization"] = []string{"Bearer keel-bench"}
-	}
+	body := c.body.appendBody(make([]byte, 0, len(c.body.pre)+maxBodyDigits+len(c.body.post)), seq)
+	// A shallow copy of the template: the URL and the header are shared and
+	// only read (neither Client nor Transport writes a request's), and the
+	// body is set up as NewRequest does for a *bytes.Reader.
+	hr := c.tmpl.WithContext(ctx)
+	hr.ContentLength = int64(len(body))
+	hr.Body = io.NopCloser(bytes.NewReader(body))
+	hr.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	resp, err := c.client.Do(hr)
 	if err != nil {
 		return outcome{kind: transportKind(ctx, err)}
@@ -136,7 +191,17 @@ func (c *caller) call(ctx context.Context, seq uint64, intended time.Time) outco
 	if c.req.Stream {
 		return c.readStream(ctx, resp.Body, intended)
 	}
-	b, err := io.ReadAll(resp.Body)
+	bp, _ := respBufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	defer func() {
+		if cap(*bp) <= maxPooledResp {
+			respBufs.Put(bp)
+		}
+	}()
+	b, err := readAll(resp.Body, (*bp)[:0], resp.ContentLength)
+	*bp = b
 	if err != nil {
 		return outcome{kind: transportKind(ctx, err)}
 	}
@@ -165,7 +230,7 @@ func (c *caller) readStream(ctx context.Context, body io.Reader, intended time.T
 		next = anthropic.NewStreamReader(body).Next
 	}
 	var o outcome
-	var text strings.Builder
+	var text strings.Builder // the answer's text, kept only to check JSON
 	for {
 		ev, err := next()
 		if err == io.EOF {
@@ -196,7 +261,7 @@ func (c *caller) readStream(ctx context.Context, body io.Reader, intended time.T
 			if o.ttft == 0 {
 				o.ttft = time.Since(intended)
 			}
-			if ev.DeltaType == llm.DeltaText {
+			if c.req.JSON && ev.DeltaType == llm.DeltaText {
 				text.WriteString(ev.Delta)
 			}
 		case llm.EventMessageDelta:
@@ -216,6 +281,26 @@ func (c *caller) readStream(ctx context.Context, body io.Reader, intended time.T
 		o.kind = KindInvalidJSON
 	}
 	return o
+}
+
+// readAll is io.ReadAll appending to buf, sized from a known length n.
+func readAll(r io.Reader, buf []byte, n int64) ([]byte, error) {
+	if n > 0 && n < maxPooledResp {
+		buf = slices.Grow(buf, int(n)+1) // +1: reading EOF does not grow it
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, 512)
+		}
+		m, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // validJSON reports whether an answer is one JSON value (surrounding

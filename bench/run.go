@@ -244,7 +244,7 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 		}
 		recs[i] = &recorder{
 			t:       t,
-			caller:  &caller{client: client, url: endpointPath(t.URL, format), format: format, req: &req},
+			caller:  newCaller(client, endpointPath(t.URL, format), format, &req),
 			kinds:   map[string]int64{},
 			windows: make([]*Histogram, opt.Windows),
 			werrs:   make([]int64, opt.Windows),

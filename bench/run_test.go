@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"math"
@@ -416,4 +417,85 @@ func TestRequestBody(t *testing.T) {
 	}
 }
 
+// TestRequestBodyTemplate checks the body template against marshalling the
+// whole prompt, for prompts JSON escapes (quotes, HTML, control characters,
+// invalid UTF-8 at the cut).
+func TestRequestBodyTemplate(t *testing.T) {
+	marshalled := func(r *Request, f llm.Format, seq uint64) []byte {
+		prompt, _ := json.Marshal(r.Prompt + " (request " + strconv.FormatUint(seq, 10) + ")")
+		model, _ := json.Marshal(r.Model)
+		b := `{"model":` + string(model) + `,"max_tokens":` + strconv.Itoa(r.MaxTokens) +
+			`,"messages":[{"role":"user","content":` + string(prompt) + `}]`
+		if r.Stream {
+			b += `,"stream":true`
+			if f == llm.FormatOpenAI {
+				b += `,"stream_options":{"include_usage":true}`
+			}
+		}
+		if r.JSON {
+			if f == llm.FormatOpenAI {
+				b += `,"response_format":{"type":"json_object"}`
+			} else {
+				b += `,"output_format":{"type":"json_schema","schema":` + jsonSchema + `}`
+			}
+		}
+		return []byte(b + "}")
+	}
+	prompts := []string{"", "plain", `quote " and \ back`, "<html> & more", "tab\tnew\nline\u2028", "é ünïcode 日本", "bad \xff\xfe", "cut \xe6\x97"}
+	for _, p := range prompts {
+		for _, f := range []llm.Format{llm.FormatAnthropic, llm.FormatOpenAI} {
+			for _, opt := range []Request{{}, {Stream: true}, {JSON: true}, {Stream: true, JSON: true, Model: "m<\"x\">"}} {
+				r := opt
+				r.Prompt = p
+				r.applyDefaults()
+				for _, seq := range []uint64{0, 7, 1 << 63} {
+					got, want := requestBody(&r, f, seq), marshalled(&r, f, seq)
+					if !bytes.Equal(got, want) {
+						t.Errorf("prompt %q format %v seq %d:\n got %s\nwant %s", p, f, seq, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
 func llmFormat(i int) llm.Format { return llm.Format(i) }
+
+// cannedRT answers every call with the same 200 body, reading the request
+// body as a server would.
+type cannedRT struct{ body string }
+
+func (c *cannedRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	io.Copy(io.Discard, r.Body)
+	r.Body.Close()
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, ContentLength: int64(len(c.body)),
+		Body: io.NopCloser(strings.NewReader(c.body)), Request: r}, nil
+}
+
+// BenchmarkCall measures the generator's own work per call (building the
+// request, reading and classifying the answer) over an in-memory upstream.
+func BenchmarkCall(b *testing.B) {
+	for _, tc := range []struct {
+		name   string
+		format llm.Format
+		body   string
+	}{
+		{"anthropic", llm.FormatAnthropic, anthropicOK},
+		{"openai", llm.FormatOpenAI, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"sim-sonnet","choices":[{"index":0,` +
+			`"message":{"role":"assistant","content":"Anchor writes far evening does few."},"finish_reason":"length"}],` +
+			`"usage":{"prompt_tokens":4,"completion_tokens":16,"total_tokens":20}}`},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			req := Request{Format: tc.format.String()}
+			req.applyDefaults()
+			c := newCaller(&http.Client{Transport: &cannedRT{body: tc.body}}, "http://sim.invalid/v1/messages", tc.format, &req)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for i := range b.N {
+				if o := c.call(ctx, uint64(i), time.Now()); o.kind != "" {
+					b.Fatal(o.kind)
+				}
+			}
+		})
+	}
+}
