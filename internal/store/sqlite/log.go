@@ -21,9 +21,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/bits"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -123,6 +126,7 @@ type Log struct {
 	stop  chan struct{}
 	done  chan struct{}
 	hooks hooks
+	w     writer // the writer goroutine's (see writer)
 
 	closed  atomic.Bool
 	dropped atomic.Uint64
@@ -180,7 +184,9 @@ func open(cfg Config, h hooks) (*Log, error) {
 }
 
 // dsn is the modernc.org/sqlite data source name of path: WAL, synchronous
-// NORMAL, a busy timeout, and read-only when ro.
+// NORMAL, a busy timeout, and read-only when ro. With WAL, NORMAL syncs at
+// checkpoints rather than at every commit, which suits a request log: a
+// machine crash may cost it the last batches, never its integrity.
 func dsn(path string, ro bool) string {
 	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 	q := fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeoutMS)
@@ -317,6 +323,7 @@ func (l *Log) Close() error {
 // after Open.
 func (l *Log) run() {
 	defer close(l.done)
+	defer l.w.close()
 	if l.hooks.gate != nil {
 		select {
 		case <-l.hooks.gate:
@@ -407,18 +414,101 @@ func (l *Log) prune(ctx context.Context) error {
 	return nil
 }
 
-const insertRequest = `INSERT INTO requests (id, time_ns, duration_ms, ttft_ms, format, model,
-	served_endpoint, served_model, served_region, served_provider, status, mesh_error_code,
-	fallback, attempts, retries, hedges, hedge_won, recovered, fragments, fragments_ok,
-	fusions, fusion_conflicts, normalization_offset, repairs, tokens_in, tokens_out,
-	tokens_cache_read, tokens_cache_write, cost_usd, queue_wait_ms, stream, domain, legacy)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+// tables are the tables write inserts into, indexed by tRequests, tAttempts
+// and tBodies.
+var tables = [...]struct {
+	name string
+	cols []string
+}{
+	tRequests: {"requests", []string{"seq", "id", "time_ns", "duration_ms", "ttft_ms", "format", "model",
+		"served_endpoint", "served_model", "served_region", "served_provider", "status", "mesh_error_code",
+		"fallback", "attempts", "retries", "hedges", "hedge_won", "recovered", "fragments", "fragments_ok",
+		"fusions", "fusion_conflicts", "normalization_offset", "repairs", "tokens_in", "tokens_out",
+		"tokens_cache_read", "tokens_cache_write", "cost_usd", "queue_wait_ms", "stream", "domain", "legacy"}},
+	tAttempts: {"attempts", []string{"request_seq", "idx", "endpoint", "model", "region", "kind",
+		"outcome", "status", "start_ms", "duration_ms", "wait_ms", "bytes", "winner"}},
+	tBodies: {"bodies", []string{"request_seq", "prompt", "answer"}},
+}
 
-const insertAttempt = `INSERT INTO attempts (request_seq, idx, endpoint, model, region, kind,
-	outcome, status, start_ms, duration_ms, wait_ms, bytes, winner)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+const (
+	tRequests = iota
+	tAttempts
+	tBodies
+	numTables
+)
 
-const insertBodies = `INSERT INTO bodies (request_seq, prompt, answer) VALUES (?, ?, ?)`
+// maxChunkLog is log2 of the most rows one INSERT statement writes. 32
+// requests rows bind 1,088 variables, far below SQLite's limit (32,766);
+// BenchmarkWrite measured 16, 32 and 64 rows alike, as the cost of binding
+// each value then dominates.
+const maxChunkLog = 5
+
+// insertSQL is the statement inserting rows rows into tables[t].
+func insertSQL(t, rows int) string {
+	cols := tables[t].cols
+	row := "(" + strings.Repeat("?, ", len(cols)-1) + "?)"
+	var b strings.Builder
+	b.WriteString("INSERT INTO " + tables[t].name + " (" + strings.Join(cols, ", ") + ") VALUES ")
+	for i := range rows {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+	}
+	return b.String()
+}
+
+const selectMaxSeq = `SELECT coalesce(max(seq), 0) FROM requests`
+
+// writer is what write keeps between batches: a connection of its own,
+// taken from the pool at the first batch, and driver statements prepared on
+// it once and used only within its Raw. Executing driver statements directly
+// skips database/sql's check and copy of every value, which made more than
+// half of the bytes the writer allocated; it needs one connection, held for
+// the purpose. Holding it also keeps its page cache warm: SQLite drops a
+// connection's cache when another connection has written since, which a
+// writer rotating through the pool's connections would cause. Only the
+// goroutine that calls write (run) uses it.
+type writer struct {
+	conn *sql.Conn // nil before the first batch and after a failed one
+	// maxSeq and insert are prepared on conn at first use; insert[t][k]
+	// inserts 1<<k rows into tables[t].
+	maxSeq driver.Stmt
+	insert [numTables][maxChunkLog + 1]driver.Stmt
+	// vals holds a batch's values for each table, and nv one statement's
+	// arguments; both are reused by the next batch.
+	vals [numTables][]any
+	nv   []driver.NamedValue
+}
+
+// closeStmts finalizes the statements. It runs within conn.Raw.
+func (w *writer) closeStmts() {
+	for t := range w.insert {
+		for k, s := range w.insert[t] {
+			if s != nil {
+				s.Close()
+				w.insert[t][k] = nil
+			}
+		}
+	}
+	if w.maxSeq != nil {
+		w.maxSeq.Close()
+		w.maxSeq = nil
+	}
+}
+
+// close finalizes the statements and returns the connection to the pool.
+func (w *writer) close() {
+	if w.conn == nil {
+		return
+	}
+	w.conn.Raw(func(any) error {
+		w.closeStmts()
+		return nil
+	})
+	w.conn.Close()
+	w.conn = nil
+}
 
 // write inserts batch in one transaction. On failure the whole batch is
 // counted in Failed and logged.
@@ -436,48 +526,101 @@ func (l *Log) write(ctx context.Context, batch []*engine.Record) error {
 	return nil
 }
 
+// insert writes batch with multi-row INSERT statements, in chunks of
+// 1<<maxChunkLog rows and the remainder in decreasing powers of two: one
+// statement per chunk rather than per row spares database/sql's and the
+// driver's per-statement work, which cost more than the rows themselves.
+//
+// It numbers the requests rows itself, so that the attempts and bodies rows
+// can name their request without a LastInsertId per row: each transaction
+// reads max(seq) and counts on from it, as SQLite would. Reading it inside
+// the transaction, which holds the write lock from its start (BEGIN
+// IMMEDIATE), keeps the numbering right after a rolled-back batch and when
+// another process writes to the same file.
+//
+// After a failure the writer's statements are finalized and its connection
+// returned to the pool (closed, if it might still be in the transaction);
+// the next batch starts afresh.
 func (l *Log) insert(ctx context.Context, batch []*engine.Record) error {
-	tx, err := l.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	reqStmt, err := tx.PrepareContext(ctx, insertRequest)
-	if err != nil {
-		return err
-	}
-	defer reqStmt.Close()
-	attStmt, err := tx.PrepareContext(ctx, insertAttempt)
-	if err != nil {
-		return err
-	}
-	defer attStmt.Close()
-	var bodyStmt *sql.Stmt
-	if l.cfg.LogBodies && l.cfg.Bodies != nil {
-		if bodyStmt, err = tx.PrepareContext(ctx, insertBodies); err != nil {
+	w := &l.w
+	if w.conn == nil {
+		c, err := l.db.Conn(ctx)
+		if err != nil {
 			return err
 		}
-		defer bodyStmt.Close()
+		w.conn = c
 	}
+	err := w.conn.Raw(func(dc any) error {
+		inTx, err := l.insertOn(ctx, dc, batch)
+		if err != nil {
+			w.closeStmts()
+		}
+		if inTx {
+			// database/sql closes a connection that reports ErrBadConn.
+			return fmt.Errorf("%w (connection discarded: %w)", err, driver.ErrBadConn)
+		}
+		return err
+	})
+	if err != nil {
+		w.conn.Close()
+		w.conn = nil
+	}
+	return err
+}
+
+// insertOn is insert on the writer's driver connection dc. inTx reports a
+// failure that may have left the connection in the transaction.
+func (l *Log) insertOn(ctx context.Context, dc any, batch []*engine.Record) (inTx bool, err error) {
+	c, ok := dc.(interface {
+		driver.ConnPrepareContext
+		driver.ConnBeginTx
+	})
+	if !ok {
+		return false, fmt.Errorf("sqlite driver connection %T cannot prepare or begin", dc)
+	}
+	bodies := l.cfg.LogBodies && l.cfg.Bodies != nil
+	if err := l.w.prepare(ctx, c, bodies); err != nil {
+		return false, err
+	}
+	tx, err := c.BeginTx(ctx, driver.TxOptions{})
+	if err != nil {
+		return false, err
+	}
+	if err := l.insertRows(ctx, batch, bodies); err != nil {
+		return tx.Rollback() != nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		// The driver rolls a failed COMMIT back, but does not say whether
+		// that worked.
+		return true, err
+	}
+	return false, nil
+}
+
+// insertRows inserts the rows of batch, in the writer's transaction.
+func (l *Log) insertRows(ctx context.Context, batch []*engine.Record, bodies bool) error {
+	w := &l.w
+	seq, err := w.lastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	req, att, bod := w.vals[tRequests][:0], w.vals[tAttempts][:0], w.vals[tBodies][:0]
 	for _, r := range batch {
+		seq++
 		code := ""
 		if r.Err != nil {
 			code = r.Err.MeshCode
 		}
-		res, err := reqStmt.ExecContext(ctx,
+		// The values must be driver.Values (int64, not int), as nothing
+		// converts them on this path.
+		req = append(req, seq,
 			r.RequestID, r.Start.UnixNano(), ms(r.Duration), ms(r.TTFT), r.Format.String(), r.Model,
-			r.ServedBy, r.ServedModel, r.ServedRegion, r.ServedProvider, r.Status, code,
-			r.Fallback, len(r.Attempts), r.Retries, r.Hedges, r.HedgeWon, r.Recovered, r.Fragments, r.FragmentsOK,
-			r.Fusions, r.FusionConflicts, r.NormalizationOffset, strings.Join(r.Repairs, "\n"),
-			r.Usage.InputTokens, r.Usage.OutputTokens, r.Usage.CacheReadTokens, r.Usage.CacheWriteTokens,
-			r.Cost, ms(r.QueueWait), r.Stream, r.Domain, r.Legacy)
-		if err != nil {
-			return err
-		}
-		seq, err := res.LastInsertId()
-		if err != nil {
-			return err
-		}
+			r.ServedBy, r.ServedModel, r.ServedRegion, r.ServedProvider, int64(r.Status), code,
+			r.Fallback, int64(len(r.Attempts)), int64(r.Retries), int64(r.Hedges), r.HedgeWon,
+			int64(r.Recovered), int64(r.Fragments), int64(r.FragmentsOK), int64(r.Fusions),
+			int64(r.FusionConflicts), r.NormalizationOffset, strings.Join(r.Repairs, "\n"),
+			int64(r.Usage.InputTokens), int64(r.Usage.OutputTokens), int64(r.Usage.CacheReadTokens),
+			int64(r.Usage.CacheWriteTokens), r.Cost, ms(r.QueueWait), r.Stream, r.Domain, r.Legacy)
 		for i, a := range r.Attempts {
 			var start, dur float64
 			if !a.Start.IsZero() {
@@ -486,21 +629,103 @@ func (l *Log) insert(ctx context.Context, batch []*engine.Record) error {
 					dur = ms(a.End.Sub(a.Start))
 				}
 			}
-			if _, err := attStmt.ExecContext(ctx, seq, i, a.Endpoint, a.Model, a.Region, a.Kind,
-				a.Outcome, a.Status, start, dur, ms(a.Wait), a.Bytes, a.Winner); err != nil {
-				return err
-			}
+			att = append(att, seq, int64(i), a.Endpoint, a.Model, a.Region, a.Kind,
+				a.Outcome, int64(a.Status), start, dur, ms(a.Wait), a.Bytes, a.Winner)
 		}
-		if bodyStmt != nil {
-			prompt, answer := l.cfg.Bodies(r)
-			if prompt != "" || answer != "" {
-				if _, err := bodyStmt.ExecContext(ctx, seq, prompt, answer); err != nil {
-					return err
-				}
+		if bodies {
+			if prompt, answer := l.cfg.Bodies(r); prompt != "" || answer != "" {
+				bod = append(bod, seq, prompt, answer)
 			}
 		}
 	}
-	return tx.Commit()
+	w.vals = [numTables][]any{req, att, bod}
+	// The slices are kept for their capacity: drop the values, bodies above
+	// all, once written.
+	defer func() {
+		for _, v := range w.vals {
+			clear(v)
+		}
+		clear(w.nv)
+	}()
+	for t, vals := range w.vals {
+		if err := w.exec(ctx, t, vals); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepare prepares on c the statements not yet prepared, those of bodies
+// only when bodies is set.
+func (w *writer) prepare(ctx context.Context, c driver.ConnPrepareContext, bodies bool) error {
+	if w.maxSeq == nil {
+		s, err := c.PrepareContext(ctx, selectMaxSeq)
+		if err != nil {
+			return err
+		}
+		w.maxSeq = s
+	}
+	for t := range numTables {
+		if t == tBodies && !bodies {
+			continue
+		}
+		for k, s := range w.insert[t] {
+			if s != nil {
+				continue
+			}
+			s, err := c.PrepareContext(ctx, insertSQL(t, 1<<k))
+			if err != nil {
+				return err
+			}
+			w.insert[t][k] = s
+		}
+	}
+	return nil
+}
+
+// lastSeq is the largest requests.seq, 0 when there is none.
+func (w *writer) lastSeq(ctx context.Context) (int64, error) {
+	q, ok := w.maxSeq.(driver.StmtQueryContext)
+	if !ok {
+		return 0, fmt.Errorf("sqlite driver statement %T cannot query", w.maxSeq)
+	}
+	rows, err := q.QueryContext(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	dest := []driver.Value{nil}
+	if err := rows.Next(dest); err != nil {
+		return 0, err
+	}
+	seq, ok := dest[0].(int64)
+	if !ok {
+		return 0, fmt.Errorf("max(seq) is %T, want int64", dest[0])
+	}
+	return seq, nil
+}
+
+// exec inserts the rows whose values are vals into tables[t].
+func (w *writer) exec(ctx context.Context, t int, vals []any) error {
+	n := len(tables[t].cols)
+	for len(vals) > 0 {
+		k := min(maxChunkLog, bits.Len(uint(len(vals)/n))-1)
+		s, ok := w.insert[t][k].(driver.StmtExecContext)
+		if !ok {
+			return fmt.Errorf("sqlite driver statement %T cannot execute", w.insert[t][k])
+		}
+		m := n << k // the values of 1<<k rows
+		w.nv = slices.Grow(w.nv[:0], m)[:m]
+		for j, v := range vals[:m] {
+			// The driver looks arguments up by Ordinal.
+			w.nv[j] = driver.NamedValue{Ordinal: j + 1, Value: v}
+		}
+		if _, err := s.ExecContext(ctx, w.nv); err != nil {
+			return err
+		}
+		vals = vals[m:]
+	}
+	return nil
 }
 
 // ms is d in (fractional) milliseconds.

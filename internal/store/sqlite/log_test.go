@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -433,5 +434,127 @@ func TestWALMode(t *testing.T) {
 	}
 	if mode != "wal" || sync != 1 {
 		t.Errorf("journal_mode %q synchronous %d, want wal 1 (NORMAL)", mode, sync)
+	}
+}
+
+// TestSeqAcrossBatches writes batches of sizes that take every chunk size, a
+// batch that fails half-way, batches from a second Log on the same file (as
+// a second process would) and batches after reopening the file. Every
+// request must get the next seq, and its attempts and bodies must join to it.
+func TestSeqAcrossBatches(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "requests.db")
+	cfg := Config{Path: path, LogBodies: true, Bodies: func(r *engine.Record) (string, string) {
+		return "prompt of " + r.RequestID, "answer of " + r.RequestID
+	}}
+	// Each Log's writer is held: the test calls write, the writer's code
+	// path, with batches of exact sizes.
+	openHeld := func() *Log { return openTest(t, cfg, hooks{gate: make(chan struct{})}) }
+
+	n := 0
+	var want []*engine.Record // the Records written, in order
+	// batch makes size Records; the nth starts n seconds after t0 and has
+	// n%5 attempts, so that attempts rows span chunks unevenly.
+	batch := func(size int) []*engine.Record {
+		var b []*engine.Record
+		for range size {
+			n++
+			start := t0.Add(time.Duration(n) * time.Second)
+			r := &engine.Record{RequestID: fmt.Sprintf("req-%03d", n), Start: start, Status: 200, Model: "m"}
+			for i := range n % 5 {
+				r.Attempts = append(r.Attempts, engine.Attempt{Endpoint: fmt.Sprintf("%s/%d", r.RequestID, i),
+					Kind: "retry", Status: 500 + i, Bytes: int64(n),
+					Start: start.Add(time.Duration(i) * time.Millisecond), End: start.Add(time.Duration(i+1) * time.Millisecond)})
+			}
+			b = append(b, r)
+		}
+		return b
+	}
+	write := func(l *Log, size int) {
+		t.Helper()
+		b := batch(size)
+		if err := l.write(ctx, b); err != nil {
+			t.Fatalf("writing %d records: %v", size, err)
+		}
+		want = append(want, b...)
+	}
+
+	l := openHeld()
+	for _, size := range []int{1, 40, 77, 3, 32} { // 77 = 32+32+8+4+1
+		write(l, size)
+	}
+
+	// A trigger fails the batch at an attempts row, after all its requests
+	// rows and some of its attempts rows are in.
+	if _, err := l.db.Exec(`CREATE TRIGGER poison BEFORE INSERT ON attempts WHEN NEW.endpoint = 'poison'
+		BEGIN SELECT RAISE(ABORT, 'poisoned attempt'); END`); err != nil {
+		t.Fatal(err)
+	}
+	poisoned := batch(50)
+	poisoned[45].Attempts = append(poisoned[45].Attempts, engine.Attempt{Endpoint: "poison"})
+	if err := l.write(ctx, poisoned); err == nil || !strings.Contains(err.Error(), "poisoned attempt") {
+		t.Fatalf("poisoned batch: %v, want the trigger's error", err)
+	}
+	if l.Failed() != 50 {
+		t.Errorf("Failed() = %d, want 50", l.Failed())
+	}
+	write(l, 5)
+
+	l2 := openHeld()
+	write(l2, 7)
+	write(l, 6)
+	write(l2, 2)
+	if err := l2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openHeld()
+	write(l, 10)
+	write(l, 1)
+
+	got := collect(t, l.Query(ctx, time.Time{}))
+	if len(got) != len(want) {
+		t.Fatalf("got %d rows, want %d", len(got), len(want))
+	}
+	for i, row := range got {
+		r := want[i]
+		if row.Seq != int64(i+1) || row.RequestID != r.RequestID || len(row.Attempts) != len(r.Attempts) {
+			t.Fatalf("row %d: seq %d %s with %d attempts, want seq %d %s with %d",
+				i, row.Seq, row.RequestID, len(row.Attempts), i+1, r.RequestID, len(r.Attempts))
+		}
+		for j, a := range row.Attempts {
+			if a.Endpoint != r.Attempts[j].Endpoint || a.Status != r.Attempts[j].Status || a.Bytes != r.Attempts[j].Bytes ||
+				a.Start != time.Duration(j)*time.Millisecond || a.Duration != time.Millisecond {
+				t.Errorf("%s attempt %d: %+v, want %+v", r.RequestID, j, a, r.Attempts[j])
+			}
+		}
+	}
+
+	var attempts, bytes, joinedBodies, allBodies int64
+	if err := l.db.QueryRow(`SELECT count(*), coalesce(sum(a.bytes), 0) FROM attempts a
+		JOIN requests r ON r.seq = a.request_seq AND a.endpoint LIKE r.id || '/%'`).Scan(&attempts, &bytes); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.db.QueryRow(`SELECT count(*) FROM bodies b JOIN requests r ON r.seq = b.request_seq
+		WHERE b.prompt = 'prompt of ' || r.id AND b.answer = 'answer of ' || r.id`).Scan(&joinedBodies); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.db.QueryRow(`SELECT count(*) FROM bodies`).Scan(&allBodies); err != nil {
+		t.Fatal(err)
+	}
+	var wantAttempts, wantBytes int64
+	for _, r := range want {
+		wantAttempts += int64(len(r.Attempts))
+		for _, a := range r.Attempts {
+			wantBytes += a.Bytes
+		}
+	}
+	if attempts != wantAttempts || bytes != wantBytes {
+		t.Errorf("attempts joined to their request: %d rows of %d bytes, want %d of %d", attempts, bytes, wantAttempts, wantBytes)
+	}
+	if joinedBodies != int64(len(want)) || allBodies != int64(len(want)) {
+		t.Errorf("bodies: %d joined to their request of %d, want %d", joinedBodies, allBodies, len(want))
 	}
 }
