@@ -176,9 +176,10 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 	m.srv = server.New(server.Options{Engine: m.eng, Logger: o.logger, MaxBodyBytes: cfg.Server.MaxBodyBytes,
 		AdminToken: cfg.Server.AdminToken.Value(), Routes: routes})
 	m.transport = &inproc.Transport{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			m.srv.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), server.EmbeddedContextKey, true)))
-		}),
+		Handler: m.srv,
+		Context: func(ctx context.Context) context.Context {
+			return context.WithValue(ctx, server.EmbeddedContextKey, true)
+		},
 		// A call that does not stream is served on the caller's goroutine.
 		Buffered: func(r *http.Request, body []byte) bool {
 			return r.Method == http.MethodPost && !mayStream(body)

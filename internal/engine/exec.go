@@ -145,6 +145,9 @@ func isContextExceeded(a *llm.APIError) bool {
 // pick chooses the next endpoint; allowTried lets endpoints already tried
 // in this call compete again (a retry on a one-endpoint route).
 func (x *exec) pick(allowTried bool) (int, error) {
+	if x.cands == nil {
+		x.cands = make([]route.Candidate, 0, len(x.rs.cands))
+	}
 	x.cands = x.cands[:0]
 	warmBest := time.Duration(0)
 	for _, ep := range x.rs.cands {
@@ -201,6 +204,7 @@ func (x *exec) pick(allowTried bool) (int, error) {
 	x.decisions = ch.Decisions
 	if !x.firstPick {
 		x.firstPick = true
+		x.rec.Candidates = make([]Candidate, 0, len(ch.Decisions))
 		for i, d := range ch.Decisions {
 			x.rec.Candidates = append(x.rec.Candidates, Candidate{Endpoint: d.ID, ExpectedMS: d.Score,
 				InFlight: x.cands[i].InFlight, Chosen: d.Reason == route.ReasonChosen, Reason: reasonText(d)})
@@ -285,7 +289,6 @@ type hedger struct {
 	req     *llm.Request
 	results chan<- *attempt
 	t       *time.Timer
-	fired   chan struct{}
 
 	mu      sync.Mutex
 	running *attempt // the inline attempt now running
@@ -298,11 +301,7 @@ func (hg *hedger) fire() {
 	hg.mu.Lock()
 	defer hg.mu.Unlock()
 	if hg.running == nil {
-		select {
-		case hg.fired <- struct{}{}:
-		default:
-		}
-		return
+		return // between attempts (a backoff): nothing to hedge
 	}
 	x := hg.x
 	if x.attempts >= x.e.maxAttempts || !x.rs.hedges.TryWithdraw() {
@@ -464,10 +463,9 @@ func (a *attempt) release() { a.cancel() }
 // ends. kind labels the first attempt ("primary" or "continuation").
 func (x *exec) run(ctx context.Context, req *llm.Request, kind string) (*attempt, error) {
 	e := x.e
-	results := make(chan *attempt, e.maxAttempts+2)
 	var inflight []*attempt
 	var hg *hedger
-	var hedgeC <-chan struct{}
+	var results chan *attempt // made with the hedger: only hedges run in goroutines
 	defer func() { hg.stop() }()
 	abandon := func() {
 		now := e.now()
@@ -494,6 +492,7 @@ func (x *exec) run(ctx context.Context, req *llm.Request, kind string) (*attempt
 	next := kind
 	var wait time.Duration
 	for {
+		var done *attempt
 		if len(inflight) == 0 {
 			if x.attempts+x.waits >= e.maxAttempts {
 				return nil, x.exhausted(llm.MeshFallbackExhausted, fmt.Sprintf("gave up after %d attempts", x.attempts))
@@ -542,13 +541,12 @@ func (x *exec) run(ctx context.Context, req *llm.Request, kind string) (*attempt
 			wait = 0
 			if hedging && hg == nil && x.attempts == 1 {
 				if d, ok := x.hedgeDelay(i); ok {
-					hg = &hedger{x: x, ctx: ctx, req: req, results: results, fired: make(chan struct{}, 1)}
+					results = make(chan *attempt, e.maxAttempts+2)
+					hg = &hedger{x: x, ctx: ctx, req: req, results: results}
 					hg.t = time.AfterFunc(d, hg.fire)
-					hedgeC = hg.fired
 				}
 			}
-			// Nothing else is in flight: the attempt runs on this goroutine;
-			// then its result takes the same path as an attempt goroutine's.
+			// Nothing else is in flight: the attempt runs on this goroutine.
 			h, lost := x.inline(a, hg)
 			if h != nil {
 				inflight = append(inflight, h)
@@ -560,62 +558,50 @@ func (x *exec) run(ctx context.Context, req *llm.Request, kind string) (*attempt
 				a.discard()
 				continue
 			}
-			inflight = append(inflight, a)
-			results <- a
-		}
-		select {
-		case a := <-results:
-			inflight = remove(inflight, a)
-			if a.err == nil {
-				a.x.rec.Attempts[a.recIdx].Winner = true
-				if a.kind == "hedge" {
-					x.rec.HedgeWon = true
-				}
-				abandon()
-				return a, nil
-			}
-			reason, act := classify(a.err)
-			a.settle(a.err, reason)
-			x.lastErr = a.err
-			if x.rec.Fallback == "" && reason != "canceled" {
-				x.rec.Fallback = reason
-			}
-			e.log.LogAttrs(ctx, slog.LevelDebug, "attempt failed", slog.String("endpoint", a.ep.ID), slog.String("reason", reason))
-			switch act {
-			case actFail:
-				if len(inflight) == 0 || ctx.Err() != nil {
-					abandon()
-					return nil, a.err
-				}
-			case actFallback:
-				// Only a model with a larger window can serve.
-				if a.ep.ContextWindow >= x.policy.MinContextWindow {
-					x.policy.MinContextWindow = a.ep.ContextWindow + 1
-				}
-			}
-			if ctx.Err() != nil {
+			done = a
+		} else {
+			select {
+			case done = <-results:
+				inflight = remove(inflight, done)
+			case <-ctx.Done():
 				abandon()
 				return nil, ctx.Err()
 			}
-			if next == "primary" {
-				next = "retry"
+		}
+		a := done
+		if a.err == nil {
+			a.x.rec.Attempts[a.recIdx].Winner = true
+			if a.kind == "hedge" {
+				x.rec.HedgeWon = true
 			}
-		case <-hedgeC:
-			// The hedge timer fired between attempts.
-			if len(inflight) != 1 || x.attempts >= e.maxAttempts || !x.rs.hedges.TryWithdraw() {
-				continue
+			abandon()
+			return a, nil
+		}
+		reason, act := classify(a.err)
+		a.settle(a.err, reason)
+		x.lastErr = a.err
+		if x.rec.Fallback == "" && reason != "canceled" {
+			x.rec.Fallback = reason
+		}
+		e.log.LogAttrs(ctx, slog.LevelDebug, "attempt failed", slog.String("endpoint", a.ep.ID), slog.String("reason", reason))
+		switch act {
+		case actFail:
+			if len(inflight) == 0 || ctx.Err() != nil {
+				abandon()
+				return nil, a.err
 			}
-			i, err := x.pick(false)
-			if err != nil {
-				continue
+		case actFallback:
+			// Only a model with a larger window can serve.
+			if a.ep.ContextWindow >= x.policy.MinContextWindow {
+				x.policy.MinContextWindow = a.ep.ContextWindow + 1
 			}
-			if a := x.launch(ctx, req, i, "hedge", 0, results, nil); a != nil {
-				inflight = append(inflight, a)
-				x.rec.Hedges++
-			}
-		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
 			abandon()
 			return nil, ctx.Err()
+		}
+		if next == "primary" {
+			next = "retry"
 		}
 	}
 }

@@ -34,6 +34,16 @@ type Transport struct {
 	// stream. A handler that flushes anyway is still served correctly,
 	// only not incrementally.
 	Buffered func(req *http.Request, body []byte) bool
+	// Context, when set, derives the context the handler sees from the
+	// request's (adding values) without another copy of the request.
+	Context func(context.Context) context.Context
+}
+
+func (t *Transport) context(req *http.Request) context.Context {
+	if t.Context != nil {
+		return t.Context(req.Context())
+	}
+	return req.Context()
 }
 
 // errBodyClosed is the cancellation cause when the client closed the body.
@@ -55,7 +65,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.Buffered != nil && t.Buffered(req, reqBody) {
 		return t.serveBuffered(req, reqBody, read)
 	}
-	ctx, cancel := context.WithCancelCause(req.Context())
+	ctx, cancel := context.WithCancelCause(t.context(req))
 	sreq := req.Clone(ctx)
 	if req.Body == nil {
 		sreq.Body = http.NoBody
@@ -151,7 +161,7 @@ var errHandlerDone = errors.New("inproc: handler returned")
 // serveBuffered runs the handler on the caller's goroutine and answers
 // with what it wrote.
 func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*http.Response, error) {
-	ctx, cancel := context.WithCancelCause(req.Context())
+	ctx, cancel := context.WithCancelCause(t.context(req))
 	defer cancel(errHandlerDone)
 	sreq := req.WithContext(ctx) // shallow: the handler reads, never writes, the request
 	sreq.Body, sreq.ContentLength = http.NoBody, 0

@@ -16,8 +16,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
@@ -155,6 +157,43 @@ func NewTransport(o TransportOptions) *http.Transport {
 // Client sends attempts upstream.
 type Client struct {
 	rt http.RoundTripper
+
+	// urls caches each endpoint base's parsed request URL; requests share
+	// them (a RoundTripper never modifies a request's URL).
+	mu   sync.RWMutex
+	urls map[urlKey]*url.URL
+}
+
+type urlKey struct {
+	base   string
+	format llm.Format
+}
+
+// url returns ep's parsed request URL.
+func (c *Client) url(ep *Endpoint) (*url.URL, error) {
+	k := urlKey{ep.BaseURL, ep.Format}
+	c.mu.RLock()
+	u := c.urls[k]
+	c.mu.RUnlock()
+	if u != nil {
+		return u, nil
+	}
+	u, err := url.Parse(ep.URL())
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("endpoint URL %q: want http(s)://host/...", ep.URL())
+	}
+	c.mu.Lock()
+	if c.urls == nil {
+		c.urls = make(map[urlKey]*url.URL)
+	}
+	if len(c.urls) < 4096 { // a bounded cache: base URLs come from the config
+		c.urls[k] = u
+	}
+	c.mu.Unlock()
+	return u, nil
 }
 
 // NewClient returns a Client over rt (NewTransport's result in production,
@@ -323,18 +362,33 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		}
 		cancel(context.Canceled)
 	}
-	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, ep.URL(), bytes.NewReader(body))
+	u, err := c.url(ep)
 	if err != nil {
 		release()
 		return nil, &Error{Kind: KindConnect, Endpoint: ep.ID, Err: err}
 	}
+	hreq := (&http.Request{
+		Method: http.MethodPost, URL: u, Host: u.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        make(http.Header, 6+len(ep.Header)),
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		GetBody:       func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil },
+		ContentLength: int64(len(body)),
+	}).WithContext(actx)
+	// Header values share one backing array; the names are canonical.
+	vals := make([]string, 0, 4)
 	h := hreq.Header
-	h.Set("Content-Type", "application/json")
-	h.Set("Accept", "application/json")
+	set := func(k, v string) {
+		vals = append(vals, v)
+		n := len(vals)
+		h[k] = vals[n-1 : n : n]
+	}
+	set("Content-Type", "application/json")
+	set("Accept", "application/json")
 	if ep.Format == llm.FormatAnthropic {
-		h.Set("anthropic-version", version)
+		set("Anthropic-Version", version)
 		if ep.APIKey != "" {
-			h.Set("x-api-key", ep.APIKey)
+			set("X-Api-Key", ep.APIKey)
 		}
 		if call.ClientHeader != nil {
 			if b := call.ClientHeader.Values("anthropic-beta"); len(b) > 0 {
@@ -342,7 +396,7 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 			}
 		}
 	} else if ep.APIKey != "" {
-		h.Set("Authorization", "Bearer "+ep.APIKey)
+		set("Authorization", "Bearer "+ep.APIKey)
 	}
 	for k, v := range ep.Header {
 		h[k] = v

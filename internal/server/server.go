@@ -189,7 +189,8 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
 	}
 	start := time.Now()
 	rid := s.requestID()
-	w.Header().Set("X-Mesh-Request-Id", rid)
+	hs := headerSet{h: w.Header(), vals: make([]string, 0, 10)}
+	hs.Set("X-Mesh-Request-Id", rid)
 	body, err := readBody(r, s.maxBody)
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -243,31 +244,30 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
 		s.logRequest(r, rid, req, nil, ae, start)
 		return
 	}
-	h := w.Header()
-	setMeshHeaders(h, out.Endpoint.Model, out.Endpoint.Region, out.Endpoint.Provider, out.Record)
+	setMeshHeaders(&hs, out.Endpoint.Model, out.Endpoint.Region, out.Endpoint.Provider, out.Record)
 	if len(out.Record.Dropped) > 0 {
-		h.Set("X-Mesh-Dropped", strings.Join(out.Record.Dropped, ","))
+		hs.Set("X-Mesh-Dropped", strings.Join(out.Record.Dropped, ","))
 	}
 	if len(out.Record.Repairs) > 0 {
-		h.Set("X-Mesh-Repaired", strings.Join(out.Record.Repairs, ","))
+		hs.Set("X-Mesh-Repaired", strings.Join(out.Record.Repairs, ","))
 	}
 	if out.Record.Calibrated {
-		h.Set("X-Mesh-Normalization-Offset", normalize.FormatOffset(out.Record.NormalizationOffset))
+		hs.Set("X-Mesh-Normalization-Offset", normalize.FormatOffset(out.Record.NormalizationOffset))
 	}
 	if out.Record.Normalized != "" {
-		h.Set("X-Mesh-Normalized", out.Record.Normalized)
+		hs.Set("X-Mesh-Normalized", out.Record.Normalized)
 	}
 	if out.Record.Reasked {
-		h.Set("X-Mesh-Reasked", "true")
+		hs.Set("X-Mesh-Reasked", "true")
 	}
 	if out.Record.SchemaViolation && out.Stream == nil {
-		h.Set("X-Mesh-Schema-Violation", "true")
+		hs.Set("X-Mesh-Schema-Violation", "true")
 	}
 	if id := upstreamRequestID(out.Header); id != "" {
 		if f == llm.FormatAnthropic {
-			h.Set("Request-Id", id)
+			hs.Set("Request-Id", id)
 		} else {
-			h.Set("X-Request-Id", id)
+			hs.Set("X-Request-Id", id)
 		}
 	}
 	if out.Stream == nil {
@@ -281,8 +281,8 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
 			writeError(w, f, &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshUpstreamProtocolFailed, Message: "encoding response: " + err.Error()})
 			return
 		}
-		h.Set("Content-Type", "application/json")
-		h.Set("Content-Length", strconv.Itoa(len(b)))
+		hs.Set("Content-Type", "application/json")
+		hs.Set("Content-Length", strconv.Itoa(len(b)))
 		w.WriteHeader(http.StatusOK)
 		w.Write(b)
 		s.logRequest(r, rid, req, out.Record, nil, start)
@@ -290,6 +290,25 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
 	}
 	s.stream(w, f, req, out)
 	s.logRequest(r, rid, req, out.Record, out.Record.Err, start)
+}
+
+// headerSet sets headers, slicing every value out of one backing array: a
+// response's dozen headers cost one allocation, not one each.
+type headerSet struct {
+	h    http.Header
+	vals []string
+}
+
+func (s *headerSet) Set(k, v string) {
+	if ck := http.CanonicalHeaderKey(k); ck != k {
+		k = ck
+	}
+	if len(s.vals) == cap(s.vals) {
+		s.vals = make([]string, 0, 8)
+	}
+	s.vals = append(s.vals, v)
+	n := len(s.vals)
+	s.h[k] = s.vals[n-1 : n : n]
 }
 
 // meshTrailers are the X-Mesh headers whose final value a stream can only
