@@ -52,7 +52,6 @@ type H1Transport struct {
 type h1Conn struct {
 	conn   net.Conn
 	br     *bufio.Reader
-	bw     *bufio.Writer
 	host   string
 	reused bool
 	idleAt time.Time
@@ -173,10 +172,25 @@ func (t *H1Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request
 		}
 		return nil, err
 	}
-	if err := writeRequest(c.bw, req, body); err != nil {
-		return fail(writeError{err})
+	// The request is framed in a pooled buffer and written at once: no
+	// per-connection write buffer held for the connection's life.
+	// A large body goes out with its head in one writev, uncopied.
+	bp := reqBufs.Get().(*[]byte)
+	var err error
+	if len(body) > 16<<10 {
+		head := appendRequest((*bp)[:0], req, nil, len(body))
+		bufs := net.Buffers{head, body}
+		_, err = bufs.WriteTo(c.conn)
+		*bp = head
+	} else {
+		wire := appendRequest((*bp)[:0], req, body, len(body))
+		_, err = c.conn.Write(wire)
+		*bp = wire
 	}
-	if err := c.bw.Flush(); err != nil {
+	if cap(*bp) <= 64<<10 {
+		reqBufs.Put(bp)
+	}
+	if err != nil {
 		return fail(writeError{err})
 	}
 	var resp *http.Response
@@ -249,40 +263,41 @@ func reqHost(req *http.Request) string {
 	return req.URL.Host
 }
 
-// writeRequest writes the request line, headers and body to w; checkHeader
-// has vetted them.
-func writeRequest(w *bufio.Writer, req *http.Request, body []byte) error {
+var reqBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// appendRequest appends the request line, headers and body to b (n is
+// the body's length; body may be nil to append the head alone);
+// checkHeader has vetted them.
+func appendRequest(b []byte, req *http.Request, body []byte, n int) []byte {
 	host := reqHost(req)
-	w.WriteString(req.Method)
-	w.WriteByte(' ')
-	w.WriteString(req.URL.RequestURI())
-	w.WriteString(" HTTP/1.1\r\nHost: ")
-	w.WriteString(host)
-	w.WriteString("\r\n")
+	b = append(b, req.Method...)
+	b = append(b, ' ')
+	b = append(b, req.URL.RequestURI()...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, host...)
+	b = append(b, "\r\n"...)
 	for k, vs := range req.Header {
 		switch http.CanonicalHeaderKey(k) {
 		case "Host", "Content-Length", "Transfer-Encoding", "Connection":
 			continue // framing is this writer's
 		}
 		for _, v := range vs {
-			w.WriteString(k)
-			w.WriteString(": ")
-			w.WriteString(v)
-			w.WriteString("\r\n")
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = append(b, v...)
+			b = append(b, "\r\n"...)
 		}
 	}
 	if req.Close {
-		w.WriteString("Connection: close\r\n")
+		b = append(b, "Connection: close\r\n"...)
 	}
-	if body != nil || req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch {
-		w.WriteString("Content-Length: ")
-		var num [20]byte
-		w.Write(strconv.AppendInt(num[:0], int64(len(body)), 10))
-		w.WriteString("\r\n")
+	if n > 0 || req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch {
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, int64(n), 10)
+		b = append(b, "\r\n"...)
 	}
-	w.WriteString("\r\n")
-	_, err := w.Write(body)
-	return err
+	b = append(b, "\r\n"...)
+	return append(b, body...)
 }
 
 func validKey(k string) bool {
@@ -409,7 +424,7 @@ func (t *H1Transport) get(ctx context.Context, host string) (*h1Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &h1Conn{conn: conn, br: bufio.NewReaderSize(conn, 4<<10), bw: bufio.NewWriterSize(conn, 4<<10), host: host}, nil
+	return &h1Conn{conn: conn, br: bufio.NewReaderSize(conn, 4<<10), host: host}, nil
 }
 
 // put returns a clean connection to the pool, or closes it when the pool

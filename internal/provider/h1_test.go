@@ -484,3 +484,19 @@ func TestH1BodyCutMidway(t *testing.T) {
 		t.Fatalf("cut body: %q, %v; want abc and io.ErrUnexpectedEOF", b, err)
 	}
 }
+
+// TestH1LargeBody: a body past the copy threshold goes out with writev.
+func TestH1LargeBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%d %d", r.ContentLength, len(b))
+	}))
+	defer srv.Close()
+	tr := newH1(t)
+	big := strings.Repeat("abcdefgh", 40<<10) // 320 KiB
+	for range 2 {
+		if got := readAll(t, post(t, tr, context.Background(), srv.URL, big)); got != fmt.Sprintf("%d %d", len(big), len(big)) {
+			t.Fatalf("server saw %q", got)
+		}
+	}
+}
