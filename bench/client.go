@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -221,13 +222,27 @@ func (c *caller) call(ctx context.Context, seq uint64, intended time.Time) outco
 	return o
 }
 
+// streamBufSize is the buffer size of the wire's SSE reader: a
+// *bufio.Reader at least this large is used as is, not wrapped in a new one.
+const streamBufSize = 16 << 10
+
+// streamBufs holds the buffered readers of streams, so that a stream does
+// not allocate its 16 KiB buffer.
+var streamBufs = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, streamBufSize) }}
+
 // readStream reads a 200 stream to its end.
 func (c *caller) readStream(ctx context.Context, body io.Reader, intended time.Time) outcome {
+	br := streamBufs.Get().(*bufio.Reader)
+	br.Reset(body)
+	defer func() {
+		br.Reset(nil)
+		streamBufs.Put(br)
+	}()
 	var next func() (*llm.Event, error)
 	if c.format == llm.FormatOpenAI {
-		next = openai.NewStreamReader(body).Next
+		next = openai.NewStreamReader(br).Next
 	} else {
-		next = anthropic.NewStreamReader(body).Next
+		next = anthropic.NewStreamReader(br).Next
 	}
 	var o outcome
 	var text strings.Builder // the answer's text, kept only to check JSON

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
@@ -478,15 +479,18 @@ func BenchmarkCall(b *testing.B) {
 	for _, tc := range []struct {
 		name   string
 		format llm.Format
+		stream bool
 		body   string
 	}{
-		{"anthropic", llm.FormatAnthropic, anthropicOK},
-		{"openai", llm.FormatOpenAI, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"sim-sonnet","choices":[{"index":0,` +
+		{"anthropic", llm.FormatAnthropic, false, anthropicOK},
+		{"openai", llm.FormatOpenAI, false, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"sim-sonnet","choices":[{"index":0,` +
 			`"message":{"role":"assistant","content":"Anchor writes far evening does few."},"finish_reason":"length"}],` +
 			`"usage":{"prompt_tokens":4,"completion_tokens":16,"total_tokens":20}}`},
+		{"anthropic-stream", llm.FormatAnthropic, true, simAnswer(b, llm.FormatAnthropic)},
+		{"openai-stream", llm.FormatOpenAI, true, simAnswer(b, llm.FormatOpenAI)},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			req := Request{Format: tc.format.String()}
+			req := Request{Format: tc.format.String(), Stream: tc.stream}
 			req.applyDefaults()
 			c := newCaller(&http.Client{Transport: &cannedRT{body: tc.body}}, "http://sim.invalid/v1/messages", tc.format, &req)
 			ctx := context.Background()
@@ -498,4 +502,20 @@ func BenchmarkCall(b *testing.B) {
 			}
 		})
 	}
+}
+
+// simAnswer is the simulator's streamed answer to the generator's request.
+func simAnswer(tb testing.TB, f llm.Format) string {
+	fleet, err := sim.New(sim.ZeroLatency())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req := Request{Format: f.String(), Stream: true}
+	req.applyDefaults()
+	rec := httptest.NewRecorder()
+	fleet.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, endpointPath("http://sim.invalid", f), bytes.NewReader(requestBody(&req, f, 1))))
+	if rec.Code != http.StatusOK {
+		tb.Fatalf("simulator answered %d: %s", rec.Code, rec.Body)
+	}
+	return rec.Body.String()
 }
