@@ -508,8 +508,8 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 	w.WriteHeader(http.StatusOK)
 	ep.recordStatus(http.StatusOK)
 	rc := http.NewResponseController(w)
-	sw := c.stream(sse.NewWriter(w, rc.Flush), req)
-	f.writeStream(ctx, sw, ans.wireID(c.format), ans, scale(ep.lat.PerToken.D(), factor), fault, &call)
+	sw := c.stream(sse.NewWriter(w, nil), req)
+	f.writeStream(ctx, sw, rc.Flush, ans.wireID(c.format), ans, scale(ep.lat.PerToken.D(), factor), fault, &call)
 }
 
 // writeStream sends the answer as stream events, one token per delta, and
@@ -518,7 +518,14 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 // ends with an error event). A stream fault fires when fault.AfterTokens
 // tokens have been sent, or before the final events when the answer is
 // shorter.
-func (f *Fleet) writeStream(ctx context.Context, sw eventWriter, id string, ans *answer, perToken time.Duration, fault *Fault, call *apiCall) {
+//
+// Events written back to back leave together: flush runs before every wait
+// (a token's delay, a stall), before a cut, and right after the first
+// token, so that no event leaves later in the simulated timeline than when
+// each was flushed on its own, and the time to the first token is unchanged.
+// The rest goes when the handler returns. A zero-latency stream is then two
+// writes instead of one per event, byte for byte the same stream.
+func (f *Fleet) writeStream(ctx context.Context, sw eventWriter, flush func() error, id string, ans *answer, perToken time.Duration, fault *Fault, call *apiCall) {
 	faultAt := -1
 	if fault != nil && streamOnly(fault.Kind) {
 		faultAt = fault.AfterTokens
@@ -548,10 +555,16 @@ func (f *Fleet) writeStream(ctx context.Context, sw eventWriter, id string, ans 
 		}
 		for _, tok := range b.tokens {
 			if sent == faultAt {
-				streamFault(ctx, sw, fault, call)
+				streamFault(ctx, sw, flush, fault, call)
+				return
+			}
+			if perToken > 0 && flush() != nil {
 				return
 			}
 			if sleep(ctx, perToken) != nil || !write(llm.Event{Type: llm.EventBlockDelta, Index: i, DeltaType: dt, Delta: tok}) {
+				return
+			}
+			if sent == 0 && flush() != nil {
 				return
 			}
 			sent++
@@ -561,7 +574,7 @@ func (f *Fleet) writeStream(ctx context.Context, sw eventWriter, id string, ans 
 		}
 	}
 	if faultAt >= 0 {
-		streamFault(ctx, sw, fault, call)
+		streamFault(ctx, sw, flush, fault, call)
 		return
 	}
 	usage := ans.usage
@@ -573,16 +586,19 @@ func (f *Fleet) writeStream(ctx context.Context, sw eventWriter, id string, ans 
 	write(llm.Event{Type: llm.EventMessageStop})
 }
 
-func streamFault(ctx context.Context, sw eventWriter, fault *Fault, call *apiCall) {
+func streamFault(ctx context.Context, sw eventWriter, flush func() error, fault *Fault, call *apiCall) {
 	switch fault.Kind {
 	case KindStreamCut:
 		// Abort the connection: the client sees the body end without the
-		// wire's terminator (a chunked body cut short over HTTP).
+		// wire's terminator (a chunked body cut short over HTTP), after the
+		// events written so far.
+		flush()
 		panic(http.ErrAbortHandler)
 	case KindStreamError:
 		call.done()
 		sw.Write(&llm.Event{Type: llm.EventError, Err: &llm.APIError{Status: http.StatusOK, Type: llm.ErrOverloaded, Message: "Overloaded (simulated)."}})
 	case KindStall:
+		flush()
 		<-ctx.Done()
 	}
 }
