@@ -222,12 +222,13 @@ func (c *caller) call(ctx context.Context, seq uint64, intended time.Time) outco
 	return o
 }
 
-// streamBufSize is the buffer size of the wire's SSE reader: a
-// *bufio.Reader at least this large is used as is, not wrapped in a new one.
-const streamBufSize = 16 << 10
+// streamBufSize is the buffer size of the SSE reader (internal/sse): it
+// uses a *bufio.Reader at least this large as is instead of wrapping it in
+// a new one.
+const streamBufSize = 4 << 10
 
 // streamBufs holds the buffered readers of streams, so that a stream does
-// not allocate its 16 KiB buffer.
+// not allocate its buffer.
 var streamBufs = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, streamBufSize) }}
 
 // readStream reads a 200 stream to its end.
