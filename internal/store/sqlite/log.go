@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/bits"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -724,6 +725,10 @@ func (w *writer) exec(ctx context.Context, t int, vals []any) error {
 			return err
 		}
 		vals = vals[m:]
+		// A batch is milliseconds of CPU: yield between chunks so calls
+		// waiting for this core are not held up behind it (at 1k req/s
+		// whole batches added ~1 ms to the p99 of calls).
+		runtime.Gosched()
 	}
 	return nil
 }
