@@ -168,7 +168,7 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 		Fragment: fragmentOptions(cfg.Fragmentation), StructuredMetrics: m.smetrics, Calibrations: cals, ParamPolicy: normalize.Policy(cfg.Normalization.ParameterPolicy),
 		DisableNormalization: cfg.Normalization.Enabled != nil && !*cfg.Normalization.Enabled,
 		Observer:             observer, Now: o.now,
-		Classify: func(text string) string { return clf.Classify(text).Domain }})
+		Classify: clf.Domain})
 	if err != nil {
 		m.Close()
 		return nil, err

@@ -198,9 +198,31 @@ var featPool = sync.Pool{New: func() any { b := make([]uint32, 0, 4096); return 
 // text. An empty or feature-less text is General with the model's prior.
 func (c *Classifier) Classify(text string) Signature {
 	var logits [maxDomains]float64
+	lg, best := c.logits(text, logits[:0])
+	scores := make(map[string]float64, len(lg))
+	for i, p := range lg {
+		scores[c.domains[i]] = p
+	}
+	return Signature{Domain: c.domains[best], Confidence: lg[best], Scores: scores}
+}
+
+// Domain is Classify(text).Domain without building the scores (the
+// request path needs only the label).
+func (c *Classifier) Domain(text string) string {
+	var logits [maxDomains]float64
+	_, best := c.logits(text, logits[:0])
+	return c.domains[best]
+}
+
+// logits fills buf with the domains' probabilities for text and returns
+// them with the index of the most likely.
+func (c *Classifier) logits(text string, buf []float64) ([]float64, int) {
 	k := len(c.domains)
-	lg := logits[:k]
-	if k > maxDomains {
+	lg := buf[:0]
+	if cap(buf) >= k {
+		lg = buf[:k]
+		clear(lg)
+	} else {
 		lg = make([]float64, k)
 	}
 	bp := featPool.Get().(*[]uint32)
@@ -219,14 +241,12 @@ func (c *Classifier) Classify(text string) Signature {
 	}
 	softmax(lg)
 	best := 0
-	scores := make(map[string]float64, k)
 	for i, p := range lg {
-		scores[c.domains[i]] = p
 		if p > lg[best] {
 			best = i
 		}
 	}
-	return Signature{Domain: c.domains[best], Confidence: lg[best], Scores: scores}
+	return lg, best
 }
 
 // maxDomains sizes the on-stack logit array; more domains still work, with

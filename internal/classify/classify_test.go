@@ -197,3 +197,12 @@ func BenchmarkClassify(b *testing.B) {
 	}
 	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
 }
+
+func TestDomainMatchesClassify(t *testing.T) {
+	c := Default()
+	for _, text := range []string{"", "the quarterly revenue and EBITDA margin", "fix this goroutine leak in my Go code", "患者的血压和心率", "hello"} {
+		if got, want := c.Domain(text), c.Classify(text).Domain; got != want {
+			t.Errorf("Domain(%q) = %q, Classify says %q", text, got, want)
+		}
+	}
+}

@@ -621,12 +621,7 @@ func (x *exec) hedgeDelay(i int) (time.Duration, bool) {
 	if len(x.rs.cands) < 2 {
 		return 0, false
 	}
-	s := x.rs.cands[i].health.Snapshot()
-	p95 := s.P95
-	if x.req.Stream {
-		p95 = s.TTFTP95
-	}
-	return x.e.hedge.Delay(p95), true
+	return x.e.hedge.Delay(x.rs.cands[i].health.P95(x.req.Stream)), true
 }
 
 // cooldownLeft is how long until the soonest cooling endpoint may be used again.

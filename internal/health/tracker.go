@@ -389,6 +389,20 @@ type Snapshot struct {
 	Requests int64
 }
 
+// P95 is the 95th percentile of latency over the window, or of time to
+// first token when ttft is set: Snapshot's P95 or TTFTP95 alone (the hedge
+// delay needs just that, on every call).
+func (t *Tracker) P95(ttft bool) time.Duration {
+	e := t.since(t.now()) / t.width
+	var q [1]time.Duration
+	if ttft {
+		t.ttft.quantiles(e, []float64{0.95}, q[:])
+	} else {
+		t.latency.quantiles(e, []float64{0.95}, q[:])
+	}
+	return q[0]
+}
+
 // Snapshot returns the endpoint's statistics now. It scans the two
 // histograms once each (about a microsecond); use ExpectedLatency and
 // Unavailable on the per-request path.

@@ -454,3 +454,18 @@ func BenchmarkExpectedLatency(b *testing.B) {
 		})
 	}
 }
+
+func TestP95MatchesSnapshot(t *testing.T) {
+	tr, _ := newTestTracker(t, Config{})
+	for i := range 200 {
+		done := tr.Begin()
+		done(Outcome{Latency: time.Duration(i+1) * time.Millisecond, TTFT: time.Duration(i+1) * 100 * time.Microsecond, Status: 200})
+	}
+	s := tr.Snapshot()
+	if got := tr.P95(false); got != s.P95 || got == 0 {
+		t.Errorf("P95(false) = %v, Snapshot.P95 = %v", got, s.P95)
+	}
+	if got := tr.P95(true); got != s.TTFTP95 || got == 0 {
+		t.Errorf("P95(true) = %v, Snapshot.TTFTP95 = %v", got, s.TTFTP95)
+	}
+}
