@@ -424,7 +424,7 @@ func (t *H1Transport) get(ctx context.Context, host string) (*h1Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &h1Conn{conn: conn, br: bufio.NewReaderSize(conn, 4<<10), host: host}, nil
+	return &h1Conn{conn: conn, br: bufio.NewReaderSize(conn, 2<<10), host: host}, nil
 }
 
 // put returns a clean connection to the pool, or closes it when the pool

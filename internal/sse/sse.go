@@ -49,7 +49,7 @@ type Reader struct {
 // events are short; longer lines are assembled piecewise): with thousands
 // of concurrent streams, 16 KiB each was a fifth of Keel's memory.
 func NewReader(r io.Reader) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, 4<<10)}
+	return &Reader{br: bufio.NewReaderSize(r, 1<<10)}
 }
 
 // Next returns the next event. At a clean end of stream (after a blank line
