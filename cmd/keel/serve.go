@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"sync"
@@ -39,18 +38,11 @@ in-process simulated fleet on loopback and serve it, so curl works at once.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
 			if pprofAddr != "" {
-				// Profiling only on an address the operator names (loopback,
-				// typically); never on the API listener.
-				ln, err := net.Listen("tcp", pprofAddr)
+				stop, err := servePprof(pprofAddr)
 				if err != nil {
 					return err
 				}
-				mux := http.NewServeMux()
-				mux.HandleFunc("/debug/pprof/", pprof.Index)
-				mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-				ps := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-				go ps.Serve(ln)
-				defer ps.Close()
+				defer stop()
 			}
 			return runServe(ctx, cfgPath, listen, cmd.Flags().Changed("listen"), os.Stderr, nil)
 		},

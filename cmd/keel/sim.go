@@ -2,14 +2,10 @@ package main
 
 import (
 	"fmt"
-	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -47,18 +43,11 @@ gateway it serves.`,
 				}
 			}
 			if pprofAddr != "" {
-				// Profiling only on an address the operator names (loopback,
-				// typically); never on the API listener.
-				ln, err := net.Listen("tcp", pprofAddr)
+				stop, err := servePprof(pprofAddr)
 				if err != nil {
 					return err
 				}
-				mux := http.NewServeMux()
-				mux.HandleFunc("/debug/pprof/", pprof.Index)
-				mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-				ps := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-				go ps.Serve(ln)
-				defer ps.Close()
+				defer stop()
 			}
 			fleet, err := sim.New(cfg)
 			if err != nil {

@@ -73,12 +73,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if read {
 		sreq.Body, sreq.ContentLength = io.NopCloser(bytes.NewReader(reqBody)), int64(len(reqBody))
 	}
-	if sreq.RequestURI == "" {
-		sreq.RequestURI = req.URL.RequestURI()
-	}
-	if sreq.RemoteAddr == "" {
-		sreq.RemoteAddr = "127.0.0.1:0"
-	}
+	serverSide(sreq)
 	if sreq.ContentLength <= 0 && req.GetBody == nil && req.Body != nil && req.Body != http.NoBody {
 		sreq.ContentLength = -1
 	}
@@ -91,11 +86,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	go func() {
 		defer func() {
 			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
-					w.abort(io.ErrUnexpectedEOF)
-				} else {
-					w.abort(errors.New("inproc: handler panic"))
-				}
+				w.abort(panicError(v))
 				return
 			}
 			w.finish()
@@ -113,24 +104,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		cancel(w.err)
 		return nil, w.err
 	}
-	resp := &http.Response{
-		Status:        strconv.Itoa(w.status) + " " + http.StatusText(w.status),
-		StatusCode:    w.status,
-		Proto:         "HTTP/1.1",
-		ProtoMajor:    1,
-		ProtoMinor:    1,
-		Header:        w.snapshot,
-		ContentLength: -1,
-		Request:       req,
-	}
+	resp := w.response(req)
 	if cl := w.snapshot.Get("Content-Length"); cl != "" {
 		if n, err := strconv.ParseInt(cl, 10, 64); err == nil {
 			resp.ContentLength = n
 		}
-	}
-	if declared := w.snapshot.Values("Trailer"); len(declared) > 0 {
-		resp.Trailer = make(http.Header)
-		w.trailer = resp.Trailer
 	}
 	resp.Body = &body{pr: pr, cancel: cancel}
 	return resp, nil
@@ -168,22 +146,13 @@ func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*h
 	if read {
 		sreq.Body, sreq.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 	}
-	if sreq.RequestURI == "" {
-		sreq.RequestURI = req.URL.RequestURI()
-	}
-	if sreq.RemoteAddr == "" {
-		sreq.RemoteAddr = "127.0.0.1:0"
-	}
+	serverSide(sreq)
 	w := &responseWriter{header: make(http.Header), buffered: true}
 	var fail error
 	func() {
 		defer func() {
 			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
-					fail = io.ErrUnexpectedEOF
-				} else {
-					fail = errors.New("inproc: handler panic")
-				}
+				fail = panicError(v)
 			}
 		}()
 		t.Handler.ServeHTTP(w, sreq)
@@ -195,6 +164,41 @@ func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*h
 		w.header.Set("Content-Length", strconv.Itoa(w.buf.Len()))
 		w.WriteHeader(http.StatusOK)
 	}
+	resp := w.response(req)
+	if fail == nil {
+		resp.ContentLength = int64(w.buf.Len())
+	}
+	w.fillTrailer()
+	var rd io.Reader = bytes.NewReader(w.buf.Bytes())
+	if fail != nil {
+		rd = io.MultiReader(rd, errReader{fail})
+	}
+	resp.Body = io.NopCloser(rd)
+	return resp, nil
+}
+
+// serverSide fills the fields a server sets on the requests it serves.
+func serverSide(r *http.Request) {
+	if r.RequestURI == "" {
+		r.RequestURI = r.URL.RequestURI()
+	}
+	if r.RemoteAddr == "" {
+		r.RemoteAddr = "127.0.0.1:0"
+	}
+}
+
+// panicError is what a handler's panic becomes for the caller:
+// http.ErrAbortHandler reads as a cut connection.
+func panicError(v any) error {
+	if v == http.ErrAbortHandler {
+		return io.ErrUnexpectedEOF
+	}
+	return errors.New("inproc: handler panic")
+}
+
+// response is the answer's head as the handler wrote it; a declared
+// Trailer gets its map (filled when the handler returns).
+func (w *responseWriter) response(req *http.Request) *http.Response {
 	resp := &http.Response{
 		Status:        strconv.Itoa(w.status) + " " + http.StatusText(w.status),
 		StatusCode:    w.status,
@@ -205,20 +209,11 @@ func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*h
 		ContentLength: -1,
 		Request:       req,
 	}
-	if fail == nil {
-		resp.ContentLength = int64(w.buf.Len())
-	}
 	if declared := w.snapshot.Values("Trailer"); len(declared) > 0 {
 		resp.Trailer = make(http.Header)
 		w.trailer = resp.Trailer
-		w.fillTrailer()
 	}
-	var rd io.Reader = bytes.NewReader(w.buf.Bytes())
-	if fail != nil {
-		rd = io.MultiReader(rd, errReader{fail})
-	}
-	resp.Body = io.NopCloser(rd)
-	return resp, nil
+	return resp
 }
 
 type errReader struct{ err error }

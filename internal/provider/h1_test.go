@@ -52,6 +52,34 @@ func countConns(srv *httptest.Server) *atomic.Int64 {
 	return &n
 }
 
+// rawServer serves each connection a loopback listener accepts with serve
+// (which owns and closes it), one after another, until the test ends. It
+// returns the server's base URL.
+func rawServer(t *testing.T, serve func(c net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			serve(c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	return "http://" + ln.Addr().String()
+}
+
 func post(t *testing.T, tr http.RoundTripper, ctx context.Context, url, body string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
@@ -158,39 +186,21 @@ func TestH1EarlyCloseAndConnectionCloseAreNotReused(t *testing.T) {
 // TestH1ServerClosedIdleConnection: the server closes a kept-alive
 // connection while it sits in the pool; the next call must not fail.
 func TestH1ServerClosedIdleConnection(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	var accepted atomic.Int64
 	closed := make(chan struct{}, 4)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			br := bufio.NewReader(c)
-			req, err := http.ReadRequest(br)
-			if err == nil {
-				io.Copy(io.Discard, req.Body)
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-			}
-			c.Close() // keep-alive promised, connection closed anyway
-			closed <- struct{}{}
+	base := rawServer(t, func(c net.Conn) {
+		accepted.Add(1)
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err == nil {
+			io.Copy(io.Discard, req.Body)
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		}
-	}()
-	defer wg.Wait()
-	defer ln.Close()
+		c.Close() // keep-alive promised, connection closed anyway
+		closed <- struct{}{}
+	})
 	tr := newH1(t)
-	url := "http://" + ln.Addr().String() + "/v1/messages"
 	for i := range 3 {
-		if got := readAll(t, post(t, tr, context.Background(), url, "{}")); got != "ok" {
+		if got := readAll(t, post(t, tr, context.Background(), base+"/v1/messages", "{}")); got != "ok" {
 			t.Fatalf("call %d = %q", i, got)
 		}
 		<-closed // the server has closed it before the next call
@@ -411,24 +421,13 @@ func FuzzReadResponse(f *testing.F) {
 // TestH1ChunkedTrailerAndLengths: a chunked answer with trailers and a
 // Content-Length answer on one connection, both read whole, then reused.
 func TestH1ChunkedTrailerAndLengths(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	answers := []string{
 		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\nX-T: 1\r\n\r\n",
 		"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc",
 		"HTTP/1.1 204 No Content\r\n\r\n",
 		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
+	base := rawServer(t, func(c net.Conn) {
 		defer c.Close()
 		br := bufio.NewReader(c)
 		for _, a := range answers {
@@ -440,44 +439,27 @@ func TestH1ChunkedTrailerAndLengths(t *testing.T) {
 			io.WriteString(c, a)
 		}
 		br.ReadByte() // until the client closes
-	}()
+	})
 	tr := newH1(t)
-	url := "http://" + ln.Addr().String() + "/"
 	for i, want := range []string{"hello world", "abc", "", "ok"} {
-		resp := post(t, tr, context.Background(), url, "{}")
+		resp := post(t, tr, context.Background(), base+"/", "{}")
 		if got := readAll(t, resp); got != want {
-			t.Fatalf("answer %d = %q, want %q", i, got, want)
+			t.Fatalf("answer %d = %q, want %q (all on one connection)", i, got, want)
 		}
 	}
-	tr.CloseIdleConnections()
-	ln.Close()
-	wg.Wait()
 }
 
 func TestH1BodyCutMidway(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
+	base := rawServer(t, func(c net.Conn) {
 		req, err := http.ReadRequest(bufio.NewReader(c))
 		if err == nil {
 			io.Copy(io.Discard, req.Body)
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
 		}
 		c.Close()
-	}()
-	defer wg.Wait()
+	})
 	tr := newH1(t)
-	resp := post(t, tr, context.Background(), "http://"+ln.Addr().String()+"/", "{}")
+	resp := post(t, tr, context.Background(), base+"/", "{}")
 	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if !errors.Is(err, io.ErrUnexpectedEOF) || string(b) != "abc" {
