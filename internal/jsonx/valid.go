@@ -5,7 +5,10 @@
 // library.
 package jsonx
 
-import "encoding/json"
+import (
+	"encoding/binary"
+	"encoding/json"
+)
 
 // Valid reports whether b is exactly one JSON value with optional
 // surrounding white space: json.Valid, with a fast path. fastValid accepts
@@ -131,7 +134,16 @@ func memberStart(b []byte, i int) int {
 // -1 when the string is malformed (control character, bad escape, no end).
 // Bytes from 0x80 up are not checked, as json.Valid does not check them.
 func validStringEnd(b []byte, i int) int {
-	for i++; i < len(b); i++ {
+	i++
+	for i < len(b) {
+		// Eight plain bytes (no quote, backslash or control character) at
+		// a time: a prompt is mostly one long run of them.
+		for i+8 <= len(b) && plain8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i >= len(b) {
+			return -1
+		}
 		c := b[i]
 		switch {
 		case c == '"':
@@ -154,8 +166,24 @@ func validStringEnd(b []byte, i int) int {
 				return -1
 			}
 		}
+		i++
 	}
 	return -1
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// plain8 reports whether none of the eight bytes in x is a quote, a
+// backslash or below 0x20 (exact: the classic has-zero-byte and
+// has-byte-less-than tests, which have no false negatives or positives as
+// booleans).
+func plain8(x uint64) bool {
+	q := x ^ (ones * '"')
+	s := x ^ (ones * '\\')
+	return ((q-ones)&^q|(s-ones)&^s|(x-ones*0x20)&^x)&highs == 0
 }
 
 func isHex(c byte) bool {

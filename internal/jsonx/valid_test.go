@@ -50,3 +50,21 @@ func FuzzValidJSON(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPlain8 checks the eight-byte test against the byte-by-byte rule.
+func FuzzPlain8(f *testing.F) {
+	f.Add(uint64(0x4142434445464748))
+	f.Add(uint64(0x22005c1f7f80ff20))
+	f.Fuzz(func(t *testing.T, x uint64) {
+		want := true
+		for k := range 8 {
+			c := byte(x >> (8 * k))
+			if c == '"' || c == '\\' || c < 0x20 {
+				want = false
+			}
+		}
+		if got := plain8(x); got != want {
+			t.Fatalf("plain8(%#x) = %v, want %v", x, got, want)
+		}
+	})
+}
