@@ -434,7 +434,7 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		return nil, &Error{Kind: KindStatus, Endpoint: ep.ID, API: apiErr}
 	}
 	if !req.Stream {
-		b, rerr := io.ReadAll(resp.Body)
+		b, rerr := readAnswer(resp)
 		resp.Body.Close()
 		if rerr != nil {
 			cause := context.Cause(actx)
@@ -477,6 +477,24 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 	}
 	res.Stream = s
 	return res, nil
+}
+
+// readAnswer reads a whole answer body, sized once by its Content-Length
+// when the upstream sent one (io.ReadAll grows its buffer step by step).
+func readAnswer(resp *http.Response) ([]byte, error) {
+	n := resp.ContentLength
+	if n < 0 || n > 64<<20 {
+		return io.ReadAll(resp.Body)
+	}
+	b := make([]byte, n, n+1) // +1: room to notice a longer body
+	if _, err := io.ReadFull(resp.Body, b); err != nil {
+		return nil, err
+	}
+	if k, _ := resp.Body.Read(b[n : n+1]); k > 0 { // longer than declared: keep it all
+		rest, err := io.ReadAll(resp.Body)
+		return append(b[:n+1], rest...), err
+	}
+	return b, nil
 }
 
 type stream struct {

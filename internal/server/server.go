@@ -189,7 +189,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
 	}
 	start := time.Now()
 	rid := s.requestID()
-	hs := headerSet{h: w.Header(), vals: make([]string, 0, 10)}
+	hs := headerSet{h: w.Header(), vals: make([]string, 0, 14)}
 	hs.Set("X-Mesh-Request-Id", rid)
 	body, err := readBody(r, s.maxBody)
 	if err != nil {
