@@ -21,8 +21,10 @@ import (
 )
 
 // exec is one client call's attempts: which endpoints were tried, the
-// budgets spent, the failures seen. It is used by one goroutine at a time
-// (the call's), while attempt goroutines report through a channel.
+// budgets spent, the failures seen. It is used by one goroutine at a time:
+// the call's, or the hedge timer's while the call's goroutine is inside an
+// inline attempt (hedger.mu hands it over); hedge goroutines only report
+// through a channel.
 type exec struct {
 	e      *Engine
 	rs     *routeState
