@@ -170,6 +170,12 @@ func (t *H1Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, &net.OpError{Op: "read", Net: "tcp", Err: context.Cause(ctx)}
 		}
+		if c.reused {
+			// A kept-alive connection the server dropped: it most likely
+			// dropped its siblings too (a restart, a deploy). Close them all
+			// now rather than fail one call on each.
+			t.closeIdle(c.host)
+		}
 		return nil, err
 	}
 	// The request is framed in a pooled buffer and written at once: no
@@ -447,6 +453,17 @@ func (t *H1Transport) put(c *h1Conn) {
 	}
 	t.idle[c.host] = append(list, c)
 	t.mu.Unlock()
+}
+
+// closeIdle closes host's pooled connections.
+func (t *H1Transport) closeIdle(host string) {
+	t.mu.Lock()
+	list := t.idle[host]
+	delete(t.idle, host)
+	t.mu.Unlock()
+	for _, c := range list {
+		c.conn.Close()
+	}
 }
 
 // CloseIdleConnections closes every pooled connection (and Fallback's).

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -480,5 +481,78 @@ func TestH1LargeBody(t *testing.T) {
 		if got := readAll(t, post(t, tr, context.Background(), srv.URL, big)); got != fmt.Sprintf("%d %d", len(big), len(big)) {
 			t.Fatalf("server saw %q", got)
 		}
+	}
+}
+
+// TestH1ServerRestartPurgesThePool: when the server drops every kept-alive
+// connection at once (a restart) and they are reused before the liveness
+// peek applies, the first failure closes the rest of the pool, so at most
+// one call fails instead of one per pooled connection.
+func TestH1ServerRestartPurgesThePool(t *testing.T) {
+	var mu sync.Mutex
+	var conns []net.Conn
+	drop := make(chan struct{})
+	base := rawServer(t, func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+		go func() {
+			br := bufio.NewReader(c)
+			for {
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				if req.URL.Path == "/slow" {
+					<-drop // hold the call so the three overlap
+				}
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			}
+		}()
+	})
+	tr := newH1(t)
+	tr.TrustIdle = time.Hour // reuse without the peek, as within a second of idleness
+	var wg sync.WaitGroup
+	for range 3 { // three overlapping calls: three pooled connections
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest(http.MethodPost, base+"/slow", strings.NewReader("{}"))
+			if resp, err := tr.RoundTrip(req); err == nil {
+				io.ReadAll(resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	for {
+		mu.Lock()
+		n := len(conns)
+		mu.Unlock()
+		if n == 3 {
+			break
+		}
+		runtime.Gosched()
+	}
+	close(drop)
+	wg.Wait()
+	mu.Lock()
+	for _, c := range conns { // the restart
+		c.Close()
+	}
+	mu.Unlock()
+	failures := 0
+	for range 3 {
+		req, _ := http.NewRequest(http.MethodPost, base+"/fast", strings.NewReader("{}"))
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			failures++
+			continue
+		}
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if failures > 1 {
+		t.Fatalf("%d of 3 calls failed after the server dropped its connections; want at most 1", failures)
 	}
 }
