@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -12,9 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+	"github.com/keelmesh/keel/internal/golden"
+)
 
 // goldenCall is one call of TestAnswersGolden: faults (a JSON list, "" for
 // none) are set before it.
@@ -141,7 +140,7 @@ func TestAnswersGolden(t *testing.T) {
 	got := b.String()
 
 	const path = "testdata/answers.golden"
-	if *update {
+	if golden.Update() {
 		if err := os.MkdirAll("testdata", 0o755); err != nil {
 			t.Fatal(err)
 		}
