@@ -105,6 +105,30 @@ func ValueEnd(b []byte, i int) int {
 	return len(b)
 }
 
+// KindName names the JSON kind of a valid value for error messages ("a
+// string", "an object", ...; "nothing" for no bytes).
+func KindName(v []byte) string {
+	if len(v) == 0 {
+		return "nothing"
+	}
+	switch v[0] {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+// IsNull reports whether a valid value is null.
+func IsNull(v []byte) bool { return len(v) == 4 && string(v) == "null" }
+
 const hexDigits = "0123456789abcdef"
 
 // AppendString appends s as a JSON string. Control characters, quotes and

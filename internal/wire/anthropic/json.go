@@ -92,27 +92,10 @@ func detach(p *fpath) fpath {
 // root is the path of a top-level member.
 func root(key string) *fpath { return join(nil, key) }
 
-// kindName names the JSON kind of a valid value for error messages.
-func kindName(v []byte) string {
-	if len(v) == 0 {
-		return "nothing"
-	}
-	switch v[0] {
-	case '"':
-		return "a string"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	}
-	return "a number"
-}
+// kindName and isNull are the shared helpers (internal/jsonx).
+func kindName(v []byte) string { return jsonx.KindName(v) }
 
-func isNull(v []byte) bool { return len(v) == 4 && v[0] == 'n' }
+func isNull(v []byte) bool { return jsonx.IsNull(v) }
 
 func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 

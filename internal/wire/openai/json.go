@@ -95,27 +95,10 @@ const (
 	errNotArray  jsonError = "expected a JSON array"
 )
 
-// kind names the JSON type of a raw value for error messages.
-func kind(v []byte) string {
-	if len(v) == 0 {
-		return "nothing"
-	}
-	switch v[0] {
-	case '"':
-		return "a string"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	}
-	return "a number"
-}
+// kind and isNull are the shared helpers (internal/jsonx).
+func kind(v []byte) string { return jsonx.KindName(v) }
 
-func isNull(v []byte) bool { return len(v) == 4 && string(v) == "null" }
+func isNull(v []byte) bool { return jsonx.IsNull(v) }
 
 // unquote decodes a raw JSON string. Strings without escapes and with valid
 // UTF-8 are sliced directly; the rest go through encoding/json, so that
