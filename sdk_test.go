@@ -121,15 +121,7 @@ func TestAnthropicSDK(t *testing.T) {
 				}
 				var msg anthropic.Message
 				if stream {
-					st := c.Messages.NewStreaming(ctx, params)
-					for st.Next() {
-						if err := msg.Accumulate(st.Current()); err != nil {
-							t.Fatal(err)
-						}
-					}
-					if err := st.Err(); err != nil {
-						t.Fatal(err)
-					}
+					msg, _ = streamAnthropic(t, c, params)
 				} else {
 					m, err := c.Messages.New(ctx, params)
 					if err != nil {

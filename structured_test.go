@@ -94,15 +94,7 @@ func TestStructuredOutputSDKs(t *testing.T) {
 					}
 					var msg anthropic.Message
 					if stream {
-						st := c.Messages.NewStreaming(ctx, p)
-						for st.Next() {
-							if err := msg.Accumulate(st.Current()); err != nil {
-								t.Fatal(err)
-							}
-						}
-						if err := st.Err(); err != nil {
-							t.Fatal(err)
-						}
+						msg, _ = streamAnthropic(t, c, p)
 					} else {
 						m, err := c.Messages.New(ctx, p)
 						if err != nil {
