@@ -3,7 +3,6 @@ package anthropic
 import (
 	"bytes"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -87,7 +86,7 @@ func ParseError(status int, h http.Header, body []byte) *llm.APIError {
 	if e.RequestID == "" {
 		e.RequestID = h.Get("request-id")
 	}
-	e.RetryAfter = retryAfter(h)
+	e.RetryAfter = llm.ParseRetryAfter(h, time.Now())
 	return e
 }
 
@@ -165,29 +164,4 @@ func bodyPrefix(body []byte) string {
 		body = body[:i]
 	}
 	return strings.ToValidUTF8(string(body), "\uFFFD")
-}
-
-// retryAfter reads retry-after-ms, then retry-after as seconds or an HTTP date.
-func retryAfter(h http.Header) time.Duration {
-	if v := h.Get("retry-after-ms"); v != "" {
-		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && ms > 0 && ms < 1e12 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := strings.TrimSpace(h.Get("retry-after"))
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s > 0 && s < 1e9 {
-			return time.Duration(s * float64(time.Second))
-		}
-		return 0
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := time.Until(t); d > 0 {
-			return d
-		}
-	}
-	return 0
 }

@@ -85,7 +85,7 @@ func ParseError(status int, h http.Header, body []byte) *llm.APIError {
 	e := &llm.APIError{Status: status}
 	if h != nil {
 		e.RequestID = h.Get("x-request-id")
-		e.RetryAfter = retryAfter(h, time.Now())
+		e.RetryAfter = llm.ParseRetryAfter(h, time.Now())
 	}
 	var typ string
 	trimmed := bytes.TrimSpace(body)
@@ -180,30 +180,4 @@ func truncateText(b []byte, n int) string {
 		n--
 	}
 	return strings.ToValidUTF8(string(b[:n]), "\uFFFD") + "…"
-}
-
-// retryAfter reads retry-after-ms (milliseconds) or retry-after (seconds or
-// an HTTP date relative to now); 0 when absent or unparsable.
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	if v := h.Get("retry-after-ms"); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < 1e12 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := h.Get("retry-after")
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s > 0 && s < 1e9 {
-			return time.Duration(s * float64(time.Second))
-		}
-		return 0
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return d
-		}
-	}
-	return 0
 }
