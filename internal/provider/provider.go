@@ -66,12 +66,60 @@ type Endpoint struct {
 	// format cannot express ("drop" or "reject"); Call.Translation wins.
 	Translation string
 
+	// Continuation is how this endpoint continues a partial answer; empty
+	// means the default of its format (see ContinuationKind).
+	Continuation Continuation
+
 	Capability    int
 	ContextWindow int
 	// Domains scores the model per request domain (missing = 1).
 	Domains     map[string]float64
 	InputPrice  float64 // per million tokens
 	OutputPrice float64
+}
+
+// Continuation is how an upstream continues a partial answer it is sent
+// back (PROTOCOLS.md §0.11). Only some servers continue one.
+type Continuation string
+
+// The continuation kinds.
+const (
+	// ContinuePrefill: a trailing assistant message is continued
+	// (Anthropic Messages; llama.cpp's server without thinking).
+	ContinuePrefill Continuation = "prefill"
+	// ContinueFinalMessage: continued only with "continue_final_message":
+	// true and "add_generation_prompt": false (vLLM, SGLang).
+	ContinueFinalMessage Continuation = "continue_final_message"
+	// ContinuePrefix: continued only when the final assistant message has
+	// "prefix": true (DeepSeek, Mistral).
+	ContinuePrefix Continuation = "prefix"
+	// ContinueNone: a trailing assistant message is history and the model
+	// starts a new answer (OpenAI Chat Completions).
+	ContinueNone Continuation = "none"
+)
+
+// ParseContinuation maps a config value to a Continuation; "" is valid
+// (the format's default).
+func ParseContinuation(s string) (Continuation, error) {
+	switch c := Continuation(s); c {
+	case "", ContinuePrefill, ContinueFinalMessage, ContinuePrefix, ContinueNone:
+		return c, nil
+	}
+	return "", fmt.Errorf("unknown continuation %q (want prefill, continue_final_message, prefix or none)", s)
+}
+
+// ContinuationKind is e's continuation kind: Continuation when set, else
+// prefill for Anthropic endpoints and none for OpenAI ones (OpenAI does
+// not continue a trailing assistant message; assuming it would duplicate
+// text).
+func (e *Endpoint) ContinuationKind() Continuation {
+	if e.Continuation != "" {
+		return e.Continuation
+	}
+	if e.Format == llm.FormatAnthropic {
+		return ContinuePrefill
+	}
+	return ContinueNone
 }
 
 // URL returns the endpoint's request URL.
