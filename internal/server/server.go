@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -312,8 +313,9 @@ func (s *headerSet) Set(k, v string) {
 }
 
 // meshTrailers are the X-Mesh headers whose final value a stream can only
-// know at its end (a continuation elsewhere changes them); they are sent
-// again as HTTP trailers.
+// know at its end (a continuation elsewhere changes them): a stream sends
+// their first values in its header and declares them as trailers, which
+// carry the final values, once each.
 var meshTrailers = []string{"X-Mesh-Model", "X-Mesh-Region", "X-Mesh-Provider", "X-Mesh-Attempts", "X-Mesh-Fallback", "X-Mesh-Hedged", "X-Mesh-Recovered", "X-Mesh-Schema-Valid"}
 
 func setMeshHeaders(h interface{ Set(k, v string) }, model, region, prov string, rec *engine.Record) {
@@ -394,17 +396,30 @@ func (s *Server) stream(w http.ResponseWriter, f llm.Format, req *llm.Request, o
 			break
 		}
 	}
+	// After WriteHeader the declared names are the trailers. They still
+	// hold the values sent in the header, which net/http would send again:
+	// clear them before setting the final ones.
+	for _, k := range meshTrailers {
+		delete(h, k)
+	}
 	served := st.Served()
-	setMeshHeaders(trailerHeader{h}, served.Model, served.Region, served.Provider, st.Record())
+	setMeshHeaders(streamTrailer{h}, served.Model, served.Region, served.Provider, st.Record())
 	if valid, ok := st.SchemaValid(); ok {
-		trailerHeader{h}.Set("X-Mesh-Schema-Valid", strconv.FormatBool(valid))
+		streamTrailer{h}.Set("X-Mesh-Schema-Valid", strconv.FormatBool(valid))
 	}
 }
 
-// trailerHeader writes trailers with net/http's TrailerPrefix.
-type trailerHeader struct{ h http.Header }
+// streamTrailer sets a stream's final X-Mesh values as trailers: a declared
+// one (meshTrailers) under its own name, any other with http.TrailerPrefix.
+// A declared name set with the prefix too was sent twice.
+type streamTrailer struct{ h http.Header }
 
-func (t trailerHeader) Set(k, v string) { t.h.Set(http.TrailerPrefix+k, v) }
+func (t streamTrailer) Set(k, v string) {
+	if !slices.Contains(meshTrailers, k) {
+		k = http.TrailerPrefix + k
+	}
+	t.h.Set(k, v)
+}
 
 func (s *Server) logRequest(r *http.Request, rid string, req *llm.Request, rec *engine.Record, ae *llm.APIError, start time.Time) {
 	if !s.log.Enabled(r.Context(), slog.LevelInfo) {
