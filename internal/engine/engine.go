@@ -105,9 +105,11 @@ type Resilience struct {
 	Valve ValveConfig
 	// Rollout sends a share of the traffic through a reduced stage.
 	Rollout Rollout
-	// ProbeInterval is how often an endpoint found unreachable is probed
-	// (an HTTP GET of its models list) until it answers; default 500ms.
-	// While unreachable it gets no requests at all.
+	// ProbeInterval caps how often an endpoint found unreachable is probed
+	// (an HTTP GET of its models list) until it answers: the first probe
+	// comes 5ms after it went down, then the gap doubles up to
+	// ProbeInterval; default 50ms, so traffic returns within about 50ms of
+	// the endpoint answering again. While unreachable it gets no requests.
 	ProbeInterval time.Duration
 }
 
@@ -124,6 +126,7 @@ type Engine struct {
 	smetrics    *structured.Metrics
 	log         *slog.Logger
 	obs         Observer
+	events      events // obs under its optional interfaces (events.go)
 	now         func() time.Time
 	rnd         func(int) int
 	maxAttempts int
@@ -142,28 +145,11 @@ type Engine struct {
 	probeInt time.Duration
 
 	routes      map[string]*routeState
-	eps         []*endpoint
+	fleet       fleet
 	models      []ModelInfo
 	passthrough []*provider.Endpoint
-}
-
-// endpoint is an upstream with its live state.
-type endpoint struct {
-	*provider.Endpoint
-	health  *health.Tracker
-	breaker *resilience.Breaker
-	// down is set while the endpoint is unreachable; a prober clears it.
-	down atomic.Bool
-}
-
-// routeState is the candidate chain of one model or alias name.
-type routeState struct {
-	name        string
-	translation string
-	cands       []*endpoint
-	strategy    route.Strategy
-	retries     *resilience.Budget
-	hedges      *resilience.Budget
+	// chain is the attempt path, folded once (see step).
+	chain step
 }
 
 // ModelInfo describes a name clients may call.
@@ -215,7 +201,7 @@ func New(o Options) (*Engine, error) {
 		e.smetrics = &structured.Metrics{}
 	}
 	e.stop = make(chan struct{})
-	e.valve = newValve(r.Valve)
+	e.valve, e.events = newValve(r.Valve), newEvents(o.Observer)
 	if r.Rollout.Stage == "" && r.Rollout.Percent == 0 {
 		r.Rollout = Rollout{Stage: StageFull, Percent: 100}
 	}
@@ -224,8 +210,9 @@ func New(o Options) (*Engine, error) {
 	}
 	e.probeInt = r.ProbeInterval
 	if e.probeInt <= 0 {
-		e.probeInt = 500 * time.Millisecond
+		e.probeInt = defaultProbeInterval
 	}
+	e.chain = chain(fallbackPolicy, retryPolicy, hedgePolicy, routePolicy, breakerPolicy)
 	e.hedgingOff.Store(r.DisableHedging)
 	e.recoveryOff.Store(r.DisableRecovery)
 
@@ -237,7 +224,7 @@ func New(o Options) (*Engine, error) {
 		if err != nil {
 			return nil, err
 		}
-		e.eps = append(e.eps, ep)
+		e.fleet.eps = append(e.fleet.eps, ep)
 		byModel[pe.Model] = append(byModel[pe.Model], ep)
 		mi := infos[pe.Model]
 		if mi == nil {
@@ -299,38 +286,6 @@ func New(o Options) (*Engine, error) {
 	return e, nil
 }
 
-func (e *Engine) newEndpoint(pe *provider.Endpoint) (*endpoint, error) {
-	hc := e.opts.Health
-	if hc.Now == nil {
-		hc.Now = e.now
-	}
-	h, err := health.New(hc)
-	if err != nil {
-		return nil, fmt.Errorf("engine: health: %w", err)
-	}
-	bc := e.opts.Breaker
-	if bc.Now == nil {
-		bc.Now = e.now
-	}
-	b, err := resilience.NewBreaker(bc)
-	if err != nil {
-		return nil, fmt.Errorf("engine: breaker: %w", err)
-	}
-	return &endpoint{Endpoint: pe, health: h, breaker: b}, nil
-}
-
-func (e *Engine) newRoute(name string, cands []*endpoint, s route.Strategy) (*routeState, error) {
-	rb, err := resilience.NewBudget(e.opts.RetryBudget)
-	if err != nil {
-		return nil, fmt.Errorf("engine: retry budget: %w", err)
-	}
-	hb, err := resilience.NewBudget(e.opts.HedgeBudget)
-	if err != nil {
-		return nil, fmt.Errorf("engine: hedge budget: %w", err)
-	}
-	return &routeState{name: name, cands: cands, strategy: s, retries: rb, hedges: hb}, nil
-}
-
 func contains(s []string, v string) bool {
 	for _, x := range s {
 		if x == v {
@@ -362,10 +317,12 @@ type EndpointStatus struct {
 	Health                      health.Snapshot
 }
 
-// Endpoints returns every endpoint's live state.
+// Endpoints returns every endpoint's live state: the configured ones,
+// then the passthrough ones created so far.
 func (e *Engine) Endpoints() []EndpointStatus {
-	out := make([]EndpointStatus, 0, len(e.eps))
-	for _, ep := range e.eps {
+	eps := e.fleet.all()
+	out := make([]EndpointStatus, 0, len(eps))
+	for _, ep := range eps {
 		out = append(out, EndpointStatus{ID: ep.ID, Model: ep.Model, Region: ep.Region, Provider: ep.Provider,
 			Breaker: ep.breaker.State().String(), Health: ep.health.Snapshot()})
 	}
@@ -403,53 +360,77 @@ type Outcome struct {
 // Do serves req. Errors are *llm.APIError values ready for the client,
 // with MeshCode set when Keel decided the outcome.
 func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome, error) {
-	start := e.now()
-	rec := &Record{RequestID: call.RequestID, Start: start, Format: req.Format, Model: req.Model, Stream: req.Stream, Behavior: call.Behavior, TraceParent: call.TraceParent}
+	rec := &Record{RequestID: call.RequestID, Start: e.now(), Format: req.Format, Model: req.Model, Stream: req.Stream, Behavior: call.Behavior, TraceParent: call.TraceParent}
+	var x *exec
+	var served *endpoint
+	cancel := context.CancelFunc(func() {})
+	out, ae, handed := e.do(ctx, req, call, rec, &x, &served, &cancel)
+	if handed {
+		// A stream finishes the call when it is closed.
+		if ae != nil {
+			return nil, ae
+		}
+		return out, nil
+	}
+	// One finish for every other way out: cancel, seal, report.
+	cancel()
+	if x != nil {
+		x.seal()
+	}
+	if ae != nil {
+		e.finish(rec, nil, ae)
+		return nil, ae
+	}
+	e.finish(rec, served, nil)
+	return out, nil
+}
+
+// do is Do's body; Do finishes the call unless handed is set (a stream
+// took the call over). It sets *xp when the call gets an exec, *served to
+// the endpoint credited with the answer, and *cancel to the deadline's
+// cancel.
+func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Record, xp **exec, served **endpoint, cancel *context.CancelFunc) (out *Outcome, ae *llm.APIError, handed bool) {
 	if e.classify != nil {
 		rec.Domain = e.classify(promptText(req))
 	}
 	rs := e.routes[req.Model]
 	if rs == nil && len(e.passthrough) > 0 && req.Model != "" {
-		rs = e.passthroughRoute(req)
+		var err error
+		if rs, err = e.passthroughRoute(req.Model, req.Format); err != nil {
+			return nil, &llm.APIError{Status: http.StatusServiceUnavailable, Type: llm.ErrOverloaded, MeshCode: llm.MeshFallbackExhausted,
+				Message: "model " + req.Model + ": " + err.Error()}, false
+		}
 	}
 	if rs == nil {
-		ae := &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound,
-			Message: fmt.Sprintf("model: %q is not served by this mesh (GET /v1/models lists the names)", req.Model)}
-		e.finish(rec, nil, ae)
-		return nil, ae
+		return nil, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound,
+			Message: fmt.Sprintf("model: %q is not served by this mesh (GET /v1/models lists the names)", req.Model)}, false
 	}
 	timeout := e.timeout
 	if call.Timeout > 0 {
 		timeout = call.Timeout
 	}
-	cancel := context.CancelFunc(func() {})
 	if timeout > 0 {
-		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errDeadline)
+		ctx, *cancel = context.WithTimeoutCause(ctx, timeout, errDeadline)
 	}
 	rs.retries.OnRequest()
 	rs.hedges.OnRequest()
 	rec.PrimaryModel = rs.cands[0].Model
 	if b := call.Behavior; b != nil && b.CalibrationID != "" {
 		if _, ok := e.cals.ByID(b.CalibrationID); e.cals == nil || !ok {
-			ae := &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: "mesh_behavior.calibration_id",
-				Message: fmt.Sprintf("mesh_behavior.calibration_id: no calibration %q (keel calibrate stores them)", b.CalibrationID)}
-			cancel()
-			e.finish(rec, nil, ae)
-			return nil, ae
+			return nil, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: "mesh_behavior.calibration_id",
+				Message: fmt.Sprintf("mesh_behavior.calibration_id: no calibration %q (keel calibrate stores them)", b.CalibrationID)}, false
 		}
 	}
 	spec, err := e.outputSpecFor(req, call.Behavior)
 	if err != nil {
-		cancel()
-		ae := err.(*llm.APIError)
-		e.finish(rec, nil, ae)
-		return nil, ae
+		return nil, err.(*llm.APIError), false
 	}
-	x := &exec{e: e, rs: rs, req: req, call: call, rec: rec, tried: make([]bool, len(rs.cands))}
+	x := newExec(e, rs, req, call, rec)
+	*xp = x
 	x.policy = e.policy(rs, call.Behavior)
 	x.policy.Domain = rec.Domain
 	rec.Stage = e.stageFor(req, call)
-	if rec.Stage == StageMonitor || !e.valve.cfg.Disabled && e.valve.open(start) {
+	if rec.Stage == StageMonitor || !e.valve.cfg.Disabled && e.valve.open(rec.Start) {
 		// Monitor-only rollout, or the safety valve is open: the plain
 		// path to the primary model.
 		x.legacy = true
@@ -462,98 +443,63 @@ func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome,
 		if doc, idx, ok := e.wantsFragments(req, call.Behavior); ok {
 			resp, err := e.fragmented(ctx, x, doc, idx, spec)
 			if err != nil {
-				cancel()
-				ae := x.clientError(ctx, err)
-				e.finish(rec, nil, ae)
-				return nil, ae
+				return nil, x.clientError(ctx, err), false
 			}
 			if resp != nil {
-				served := x.fragServed
-				out := &Outcome{Endpoint: served.Endpoint, Record: rec}
+				*served = x.fragServed
+				out = &Outcome{Endpoint: x.fragServed.Endpoint, Record: rec}
 				if !req.Stream {
-					cancel()
 					out.Response = resp
-					e.finish(rec, served, nil)
-					return out, nil
+					return out, nil, false
 				}
-				st := &Stream{ctx: ctx, cancel: cancel, x: x, synth: synthesize(resp, 64), synthMode: true, idxMap: map[int]int{}}
+				st := &Stream{ctx: ctx, cancel: *cancel, x: x, synth: synthesize(resp, 64), synthMode: true, idxMap: map[int]int{}}
 				u := resp.Usage
 				st.finalUsage, st.finished = &u, true
 				out.Stream = st
-				return out, nil
+				return out, nil, true
 			}
 		}
 	}
 	won, err := x.run(ctx, req, "primary")
 	if err != nil {
-		cancel()
-		ae := x.clientError(ctx, err)
-		e.finish(rec, nil, ae)
-		return nil, ae
+		return nil, x.clientError(ctx, err), false
 	}
-	out := &Outcome{Endpoint: won.ep.Endpoint, Header: won.res.Header, Record: rec}
+	out = &Outcome{Endpoint: won.ep.Endpoint, Header: won.res.Header, Record: rec}
 	for _, d := range won.res.Dropped {
 		if !slices.Contains(rec.Dropped, d) {
 			rec.Dropped = append(rec.Dropped, d)
 		}
 	}
 	if won.res.Stream == nil {
-		won.settle(nil, "")
+		won.settle(nil)
 		won.release()
 		resp := won.res.Response
 		rec.Usage = resp.Usage
 		if spec != nil {
-			resp, err = x.checkStructured(ctx, spec, resp)
-			if err != nil {
-				cancel()
-				ae := err.(*llm.APIError)
-				e.finish(rec, nil, ae)
-				return nil, ae
+			if resp, err = x.checkStructured(ctx, spec, resp); err != nil {
+				return nil, err.(*llm.APIError), false
 			}
 		}
-		cancel()
+		*served = won.ep
 		out.Response = resp
-		e.finish(rec, won.ep, nil)
-		return out, nil
+		return out, nil, false
 	}
-	st := newStream(ctx, cancel, x, won)
+	st := newStream(ctx, *cancel, x, won)
 	if spec != nil {
 		if e.structOpts.RelaxedStreams {
 			st.relaxed = spec
 		} else if err := st.strict(ctx, spec); err != nil {
-			ae := err.(*llm.APIError)
+			ae = err.(*llm.APIError)
 			st.schemaErr = ae
 			st.Close()
-			return nil, ae
+			return nil, ae, true
 		}
 	}
 	out.Stream = st
-	return out, nil
+	return out, nil, true
 }
 
 var errDeadline = errors.New("the call's deadline (X-Mesh-Timeout or resilience timeout) passed")
-
-func (e *Engine) passthroughRoute(req *llm.Request) *routeState {
-	tmpl := e.passthrough[0]
-	for _, p := range e.passthrough {
-		if p.Format == req.Format {
-			tmpl = p
-			break
-		}
-	}
-	pe := *tmpl
-	pe.Model, pe.UpstreamModel = req.Model, req.Model
-	pe.ID = req.Model + "/" + pe.Region + "/" + pe.Provider
-	ep, err := e.newEndpoint(&pe)
-	if err != nil {
-		return nil
-	}
-	rs, err := e.newRoute(req.Model, []*endpoint{ep}, route.Ordered)
-	if err != nil {
-		return nil
-	}
-	return rs
-}
 
 func (e *Engine) policy(rs *routeState, b *Behavior) route.Policy {
 	p := route.Policy{Strategy: rs.strategy}
@@ -602,39 +548,6 @@ func (e *Engine) Close() {
 		close(e.stop)
 	}
 	e.probes.Wait()
-}
-
-// markDown takes ep out of rotation until a probe reaches it. At most one
-// prober runs per endpoint.
-func (e *Engine) markDown(ep *endpoint) {
-	if e.closed.Load() || !ep.down.CompareAndSwap(false, true) {
-		return
-	}
-	e.log.Warn("endpoint unreachable; probing until it answers", "endpoint", ep.ID, "interval", e.probeInt.String())
-	e.probes.Add(1)
-	go func() {
-		defer e.probes.Done()
-		// The first probe comes soon, in case the failure was a blip.
-		t := time.NewTimer(e.probeInt / 5)
-		defer t.Stop()
-		for {
-			select {
-			case <-e.stop:
-				return
-			case <-t.C:
-			}
-			t.Reset(e.probeInt)
-			ctx, cancel := context.WithTimeout(context.Background(), e.probeInt)
-			err := e.client.Probe(ctx, ep.Endpoint)
-			cancel()
-			if err == nil {
-				ep.health.Restore()
-				ep.down.Store(false)
-				e.log.Info("endpoint reachable again", "endpoint", ep.ID)
-				return
-			}
-		}
-	}()
 }
 
 // promptText is the text the domain classifier reads: the system prompt and

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -16,15 +15,12 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/provider"
-	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/route"
 )
 
 // exec is one client call's attempts: which endpoints were tried, the
-// budgets spent, the failures seen. It is used by one goroutine at a time:
-// the call's, or the hedge timer's while the call's goroutine is inside an
-// inline attempt (hedger.mu hands it over); hedge goroutines only report
-// through a channel.
+// budgets spent, the failures seen. The call's goroutine runs the policy
+// chain; hedge goroutines book their attempts through mu.
 type exec struct {
 	e      *Engine
 	rs     *routeState
@@ -33,156 +29,409 @@ type exec struct {
 	rec    *Record
 	policy route.Policy
 
-	// legacy is the safety valve's pass-through: one attempt to the
-	// route's primary endpoint, nothing else.
-	legacy   bool
-	tried    []bool
-	attempts int
-	waits    int
+	// legacy is the safety valve's pass-through: the route's primary
+	// model only, no hedge, no continuation.
+	legacy bool
 	// fragServed is the endpoint credited with a fused answer.
 	fragServed *endpoint
-	retries    int
-	lastErr    error
-	firstPick  bool
 
+	mu sync.Mutex // guards following (and rec.Attempts while hedges run)
+	// tried marks endpoints tried in the current run; avoid those that
+	// failed a stream (never continued on while another exists).
+	tried    []bool
+	avoid    []bool
+	attempts int
+	waits    int
+	retries  int
+	lastErr  error
+	// overloaded counts capacity refusals per model in this call: a model
+	// that refused on two endpoints is overloaded as a whole and the call
+	// falls back to the next model.
+	overloaded map[string]int
+	// sealed is set when the record is handed to observers: attempts
+	// still finishing (drained losers) no longer write into it.
+	sealed    bool
+	firstPick bool
 	cands     []route.Candidate
 	decisions []route.Decision
+}
+
+// try is one pass through the policy chain: what to send and how.
+type try struct {
+	req  *llm.Request
+	kind string
+	// cont, when set, is the text the client already has: each endpoint
+	// gets a continuation request of its own kind (see continuationFor).
+	cont       *string
+	wait       time.Duration
+	allowTried bool
+	// hg is the call's hedger while the hedge policy runs.
+	hg *hedger
+	// booked is the attempt the route policy booked for the inner steps.
+	booked *attempt
 }
 
 // attempt is one upstream attempt in flight or done.
 type attempt struct {
 	x      *exec
 	ep     *endpoint
+	idx    int
 	kind   string
 	start  time.Time
 	ctx    context.Context
 	cancel context.CancelFunc
-	req    *llm.Request // normalised for ep
-	nerr   error        // normalisation refused the request
+	req    *llm.Request // what was sent: normalised for ep
 	hdone  func(health.Outcome)
 	bdone  func(ok bool)
 	recIdx int
+	// splice: ep was re-asked for the whole answer (it cannot continue
+	// one); only what follows the text the client has may be forwarded.
+	splice bool
+	// settled is set once health and breaker have the outcome.
+	settled bool
 
-	res *provider.Result
-	err error
+	res  *provider.Result
+	err  error
+	fail *failure
 	// first holds the events read before the first content event.
 	first []*llm.Event
 	ttft  time.Duration
 	end   time.Time
 }
 
-// action is what the classification table says to do after a failure.
-type action uint8
+// step runs the rest of the chain; policy wraps a step (failsafe-go's
+// executor). The chain is folded once per engine, outermost first:
+// fallback → retry → hedge → route → breaker → send. The per-attempt
+// timeouts (response header, adaptive stream idle, request) are the
+// provider client's, per endpoint; the route policy gives each attempt its
+// own context, cancelled when it is discarded.
+type step func(ctx context.Context, x *exec, t *try) (*attempt, error)
 
-const (
-	actFail     action = iota // the request itself is at fault: answer the client now
-	actRetry                  // another endpoint (or the same, after a backoff) may succeed
-	actFallback               // only another model may succeed (context window)
-)
+type policy func(next step) step
 
-// classify is the one table that maps a failed attempt to a reason and an
-// action. Reasons label metrics, the request log and the debug trace.
-func classify(err error) (reason string, act action) {
-	var pe *provider.Error
-	if !errors.As(err, &pe) {
-		if errors.Is(err, errEmptyStream) {
-			return "empty_stream", actRetry
-		}
-		return "internal", actFail
+func chain(ps ...policy) step {
+	s := step(send)
+	for i := len(ps) - 1; i >= 0; i-- {
+		s = ps[i](s)
 	}
-	switch pe.Kind {
-	case provider.KindCanceled:
-		return "canceled", actFail
-	case provider.KindConnect:
-		return "connect_error", actRetry
-	case provider.KindReset:
-		return "connection_reset", actRetry
-	case provider.KindTimeout:
-		return "timeout", actRetry
-	case provider.KindProtocol:
-		return "protocol_error", actRetry
-	}
-	if pe.API == nil {
-		return "unknown", actFail
-	}
-	a := pe.API
-	switch s := a.Status; {
-	case s == http.StatusTooManyRequests:
-		if a.Code == "insufficient_quota" || a.Code == "credit_balance_exhausted" {
-			return "quota_exhausted", actRetry // not transient here, but another provider may serve
-		}
-		return "rate_limited", actRetry
-	case s == 529 || a.Type == llm.ErrOverloaded:
-		return "overloaded", actRetry
-	case s == http.StatusRequestTimeout, s == http.StatusConflict:
-		return fmt.Sprintf("status_%d", s), actRetry
-	case s >= 500:
-		return fmt.Sprintf("status_%d", s), actRetry
-	case s == http.StatusOK:
-		// An error event inside a 200 stream (typically overloaded_error).
-		return "stream_error", actRetry
-	case isContextExceeded(a):
-		return "context_length_exceeded", actFallback
-	case s == http.StatusUnauthorized, s == http.StatusForbidden:
-		return fmt.Sprintf("auth_%d", s), actFail
-	case s == http.StatusNotFound:
-		return "not_found", actFail
-	}
-	return fmt.Sprintf("status_%d", a.Status), actFail
+	return s
 }
 
-// isContextExceeded recognises both providers' "prompt too long" errors.
-func isContextExceeded(a *llm.APIError) bool {
-	if a.Status != http.StatusBadRequest && a.Status != http.StatusRequestEntityTooLarge {
-		return false
-	}
-	if a.Code == "context_length_exceeded" {
-		return true
-	}
-	m := strings.ToLower(a.Message)
-	return strings.Contains(m, "prompt is too long") || strings.Contains(m, "context length") ||
-		strings.Contains(m, "context window") || strings.Contains(m, "maximum context")
+func newExec(e *Engine, rs *routeState, req *llm.Request, call Call, rec *Record) *exec {
+	n := len(rs.cands)
+	b := make([]bool, 2*n)
+	return &exec{e: e, rs: rs, req: req, call: call, rec: rec, tried: b[:n:n], avoid: b[n:]}
 }
 
-// pick chooses the next endpoint; allowTried lets endpoints already tried
-// in this call compete again (a retry on a one-endpoint route).
+// seal hands the record over: nothing writes into it after this.
+func (x *exec) seal() {
+	x.mu.Lock()
+	x.sealed = true
+	x.mu.Unlock()
+}
+
+// finish seals the record and reports the call.
+func (x *exec) finish(served *endpoint, ae *llm.APIError) {
+	x.seal()
+	x.e.finish(x.rec, served, ae)
+}
+
+// run sends req through the chain until one attempt succeeds, the
+// failures say stop, or ctx ends.
+func (x *exec) run(ctx context.Context, req *llm.Request, kind string) (*attempt, error) {
+	return x.runTry(ctx, &try{req: req, kind: kind})
+}
+
+func (x *exec) runTry(ctx context.Context, t *try) (*attempt, error) {
+	return x.e.chain(ctx, x, t)
+}
+
+// fallbackPolicy moves the call to another model when only one may serve:
+// a prompt too long for this model's context window.
+func fallbackPolicy(next step) step {
+	return func(ctx context.Context, x *exec, t *try) (*attempt, error) {
+		for {
+			a, err := next(ctx, x, t)
+			f := classify(err)
+			if f == nil || f.decide != decideFallback || ctx.Err() != nil {
+				return a, err
+			}
+			x.mu.Lock()
+			if a != nil && a.ep.ContextWindow >= x.policy.MinContextWindow {
+				x.policy.MinContextWindow = a.ep.ContextWindow + 1
+			}
+			x.mu.Unlock()
+			t.kind, t.allowTried = "fallback", false
+		}
+	}
+}
+
+// maxCooldownWait bounds a wait for an endpoint's retry-after when the
+// call has no deadline.
+const maxCooldownWait = 30 * time.Second
+
+// retryPolicy tries again after a retryable failure. Failover after a fast
+// refusal (429, 529, 503, connection refused: no work done) to an untried
+// endpoint is free; a retry of work (a 500, a timeout, a cut, or the same
+// endpoint again) draws on the route's retry budget, so amplification stays
+// bounded (gRPC retry throttling). When every endpoint is cooling down,
+// ejected or open, it waits for the one that comes back first if that is
+// within the call's deadline, rather than failing a call no attempt was
+// made for.
+func retryPolicy(next step) step {
+	return func(ctx context.Context, x *exec, t *try) (*attempt, error) {
+		e := x.e
+		for {
+			a, err := next(ctx, x, t)
+			if err == nil {
+				return a, nil
+			}
+			if ctx.Err() != nil {
+				return a, ctx.Err()
+			}
+			var nc *noCandidate
+			if errors.As(err, &nc) {
+				if nc.filtered || nc.exhausted {
+					return nil, x.noCandidate(nc)
+				}
+				if !t.allowTried && x.anyAvailable(e.now()) {
+					// Only endpoints an earlier pass tried are left (a
+					// re-ask, a one-endpoint route): they may serve again.
+					t.allowTried = true
+					continue
+				}
+				until := x.soonest(e.now())
+				d := until.Sub(e.now())
+				if until.IsZero() || d <= 0 || x.waits >= e.maxAttempts {
+					return nil, x.noCandidate(nc)
+				}
+				if dl, ok := ctx.Deadline(); ok && e.now().Add(d).After(dl) {
+					return nil, x.exhausted(llm.MeshTimeout, "no endpoint can be tried again before the deadline")
+				} else if !ok && d > maxCooldownWait {
+					return nil, x.noCandidate(nc)
+				}
+				x.waits++
+				if err := sleep(ctx, d); err != nil {
+					return nil, err
+				}
+				x.rec.QueueWait += d
+				t.wait += d
+				t.allowTried = true
+				continue
+			}
+			f := classify(err)
+			if f.decide != decideRetry {
+				return a, err
+			}
+			x.mu.Lock()
+			spent := x.attempts >= e.maxAttempts
+			x.mu.Unlock()
+			if spent {
+				return a, x.exhausted(llm.MeshFallbackExhausted, fmt.Sprintf("gave up after %d attempts", x.attempts))
+			}
+			untried := x.hasUntried(e.now())
+			if t.kind == "primary" {
+				t.kind = "retry"
+			}
+			if f.refusal && untried {
+				t.allowTried = false
+				continue // failover: the refused work was never done
+			}
+			if !x.rs.retries.TryWithdraw() {
+				return a, x.exhausted(llm.MeshBudgetExhausted, "retry budget exhausted")
+			}
+			x.retries++
+			x.rec.Retries++
+			if untried {
+				t.allowTried = false
+				continue
+			}
+			d := e.backoff.Delay(x.retries-1, f.retryAfter)
+			if dl, ok := ctx.Deadline(); ok && e.now().Add(d).After(dl) {
+				return a, x.exhausted(llm.MeshTimeout, "no endpoint can be tried again before the deadline")
+			}
+			if err := sleep(ctx, d); err != nil {
+				return nil, err
+			}
+			x.rec.QueueWait += d
+			t.wait += d
+			t.allowTried = true
+		}
+	}
+}
+
+// routePolicy picks the endpoint for one attempt and books it: tried,
+// counted, recorded, in flight. Pick and booking hold x.mu, so a hedge
+// never books the endpoint the call's goroutine just booked.
+func routePolicy(next step) step {
+	return func(ctx context.Context, x *exec, t *try) (*attempt, error) {
+		e := x.e
+		x.mu.Lock()
+		if x.attempts >= e.maxAttempts {
+			x.mu.Unlock()
+			return nil, &noCandidate{exhausted: true}
+		}
+		i, err := x.pick(t.allowTried)
+		if err != nil {
+			x.mu.Unlock()
+			return nil, &noCandidate{err: err, filtered: errors.Is(err, route.ErrAllFiltered)}
+		}
+		ep := x.rs.cands[i]
+		x.tried[i] = true
+		a := &attempt{x: x, ep: ep, idx: i, kind: t.kind, start: e.now(), recIdx: len(x.rec.Attempts)}
+		a.ctx, a.cancel = context.WithCancel(ctx)
+		x.rec.Attempts = append(x.rec.Attempts, Attempt{Endpoint: ep.ID, Model: ep.Model, Region: ep.Region, Start: a.start, Kind: t.kind, Wait: t.wait})
+		x.mu.Unlock()
+		t.wait = 0
+		if t.hg != nil {
+			t.hg.booked(a, t.kind == "hedge")
+		}
+		t.booked = a
+		a2, err := next(ctx, x, t)
+		if a2 == nil && err != nil {
+			// Not sent (the breaker refused): the booking ends here.
+			a.cancel()
+		}
+		return a2, err
+	}
+}
+
+// breakerPolicy asks the endpoint's breaker; a refusal is a failover.
+func breakerPolicy(next step) step {
+	return func(ctx context.Context, x *exec, t *try) (*attempt, error) {
+		a := t.booked
+		bdone, err := a.ep.breaker.Allow()
+		if err != nil {
+			x.mu.Lock()
+			x.rec.Attempts[a.recIdx].Outcome = "breaker_open"
+			x.rec.Attempts[a.recIdx].End = a.start
+			x.mu.Unlock()
+			return nil, &failure{reason: "breaker_open", decide: decideRetry, refusal: true, err: fmt.Errorf("endpoint %s: %w", a.ep.ID, err)}
+		}
+		x.mu.Lock()
+		x.attempts++
+		x.mu.Unlock()
+		a.bdone = bdone
+		a.hdone = a.ep.health.Begin()
+		return next(ctx, x, t)
+	}
+}
+
+// send makes the attempt: the request adapted to the endpoint, the call,
+// and for a stream the read up to its first content.
+func send(ctx context.Context, x *exec, t *try) (*attempt, error) {
+	a := t.booked
+	req := t.req
+	if t.cont != nil {
+		req, a.splice = x.continuationFor(a.ep, *t.cont)
+	}
+	nreq, nerr := x.normalize(req, a.ep)
+	a.req = nreq
+	if nerr != nil {
+		a.err = nerr
+	} else {
+		res, err := x.e.client.Do(a.ctx, a.ep.Endpoint, nreq, provider.Call{ClientHeader: x.call.ClientHeader, Translation: x.rs.translation})
+		if err == nil && res.Stream != nil {
+			err = a.peekContent(res)
+		}
+		a.res, a.err = res, err
+	}
+	a.end = x.e.now()
+	if a.err != nil {
+		a.fail = classify(a.err)
+		if a.fail.reason == "canceled" && a.ctx.Err() != nil && ctx.Err() == nil {
+			// Cancelled because another attempt won, not by the caller.
+			cp := *a.fail
+			cp.reason = "cancelled_loser"
+			a.fail = &cp
+		}
+		a.settle(a.fail)
+		return a, a.fail
+	}
+	return a, nil
+}
+
+// noCandidate says no endpoint could be booked for an attempt.
+type noCandidate struct {
+	err error
+	// filtered: no endpoint meets the request's constraints at all;
+	// exhausted: the call's attempts are spent.
+	filtered, exhausted bool
+}
+
+func (n *noCandidate) Error() string {
+	if n.exhausted {
+		return "attempts exhausted"
+	}
+	return n.err.Error()
+}
+
+func (n *noCandidate) Unwrap() error { return n.err }
+
+func (x *exec) noCandidate(nc *noCandidate) error {
+	switch {
+	case nc.exhausted:
+		return x.exhausted(llm.MeshFallbackExhausted, fmt.Sprintf("gave up after %d attempts", x.attempts))
+	case nc.filtered && x.attempts == 0:
+		return &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest,
+			Message: "no endpoint of " + x.rs.name + " meets the request's constraints: " + nc.err.Error()}
+	case nc.filtered:
+		return x.exhausted(llm.MeshFallbackExhausted, "no other model can serve the request: "+nc.err.Error())
+	case x.attempts == 0 && strings.Contains(nc.err.Error(), "breaker_open"):
+		return &meshError{code: llm.MeshCircuitOpen, why: nc.err.Error(), last: x.lastErr}
+	}
+	return x.exhausted(llm.MeshFallbackExhausted, nc.err.Error())
+}
+
+// pick chooses the next endpoint from the candidates' published views;
+// allowTried lets endpoints already tried in this run compete again.
+// Called with x.mu held.
 func (x *exec) pick(allowTried bool) (int, error) {
+	now := x.e.now()
 	if x.cands == nil {
 		x.cands = make([]route.Candidate, 0, len(x.rs.cands))
 	}
 	x.cands = x.cands[:0]
 	warmBest := time.Duration(0)
 	for _, ep := range x.rs.cands {
-		if !ep.health.Cold() {
-			if d := ep.health.ExpectedLatency(); warmBest == 0 || d < warmBest {
-				warmBest = d
+		if v := ep.view.Load(); !v.cold {
+			if warmBest == 0 || v.expected < warmBest {
+				warmBest = v.expected
 			}
 		}
 	}
+	others := false
+	for i := range x.rs.cands {
+		if !x.avoid[i] {
+			others = true
+		}
+	}
+	primary := x.rs.cands[0].Model
 	for i, ep := range x.rs.cands {
+		v := ep.view.Load()
 		c := route.Candidate{
 			ID: ep.ID, Model: ep.Model, Region: ep.Region, Order: i,
 			Capability: ep.Capability, ContextWindow: ep.ContextWindow, Domains: ep.Domains,
-			ExpectedLatency: ep.health.ExpectedLatency(), InFlight: ep.health.InFlight(),
+			ExpectedLatency: v.expected, InFlight: ep.health.InFlight(),
 			Available: true,
 		}
-		if warmBest > 0 && ep.health.Cold() {
+		if warmBest > 0 && v.cold {
 			// Optimistic start: an endpoint with no success yet ties with
 			// the best warm one, so it gets tried and learns its latency.
 			c.ExpectedLatency = warmBest
 		}
-		if x.legacy && ep.Model != x.rs.cands[0].Model {
-			c.Available, c.Unavailable = false, "safety_valve"
-		}
+		why, _ := v.unavailable(now)
 		switch {
+		case x.legacy && ep.Model != primary:
+			c.Available, c.Unavailable = false, "safety_valve"
+		case x.avoid[i] && others:
+			c.Available, c.Unavailable = false, "failed_stream"
 		case x.tried[i] && !allowTried:
 			c.Available, c.Unavailable = false, "tried"
-		case ep.down.Load():
-			c.Available, c.Unavailable = false, "unreachable"
-		case ep.health.Unavailable() != "":
-			c.Available, c.Unavailable = false, ep.health.Unavailable()
-		case ep.breaker.State() == resilience.Open:
-			c.Available, c.Unavailable = false, "breaker_open"
+		case why != "":
+			c.Available, c.Unavailable = false, why
+		case x.overloaded[ep.Model] >= 2 && x.otherModel(ep.Model, now):
+			c.Available, c.Unavailable = false, "model_overloaded"
 		}
 		x.cands = append(x.cands, c)
 	}
@@ -218,142 +467,80 @@ func (x *exec) pick(allowTried bool) (int, error) {
 	return ch.Index, nil
 }
 
+// otherModel reports whether an endpoint of a model other than m is
+// available now (so m's overload can be routed around).
+func (x *exec) otherModel(m string, now time.Time) bool {
+	for i, ep := range x.rs.cands {
+		if ep.Model == m || x.avoid[i] {
+			continue
+		}
+		if why, _ := ep.view.Load().unavailable(now); why == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// hasUntried reports whether an endpoint not yet tried in this run is
+// available now.
+func (x *exec) hasUntried(now time.Time) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for i, ep := range x.rs.cands {
+		if x.tried[i] || x.avoid[i] || x.legacy && ep.Model != x.rs.cands[0].Model {
+			continue
+		}
+		if why, _ := ep.view.Load().unavailable(now); why == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// anyAvailable reports whether an endpoint is available now, tried or not.
+func (x *exec) anyAvailable(now time.Time) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	others := false
+	for i := range x.rs.cands {
+		if !x.avoid[i] {
+			others = true
+		}
+	}
+	for i, ep := range x.rs.cands {
+		if x.avoid[i] && others || x.legacy && ep.Model != x.rs.cands[0].Model {
+			continue
+		}
+		if why, _ := ep.view.Load().unavailable(now); why == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// soonest is when the first endpoint that is out for a time (cooling,
+// ejected, breaker open) comes back; zero when none will by itself.
+func (x *exec) soonest(now time.Time) time.Time {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var best time.Time
+	for i, ep := range x.rs.cands {
+		if x.avoid[i] || x.legacy && ep.Model != x.rs.cands[0].Model {
+			continue
+		}
+		if _, until := ep.view.Load().unavailable(now); !until.IsZero() && until.After(now) && (best.IsZero() || until.Before(best)) {
+			best = until
+		}
+	}
+	return best
+}
+
 func reasonText(d route.Decision) string {
 	if d.Detail != "" {
 		return string(d.Reason) + ": " + d.Detail
 	}
 	return string(d.Reason)
 }
-
-// prepare books an attempt on candidate i (breaker, health, record) without
-// starting it; nil when the breaker refuses.
-func (x *exec) prepare(ctx context.Context, req *llm.Request, i int, kind string, wait time.Duration) *attempt {
-	ep := x.rs.cands[i]
-	x.tried[i] = true
-	bdone, err := ep.breaker.Allow()
-	if err != nil {
-		return nil
-	}
-	x.attempts++
-	a := &attempt{x: x, ep: ep, kind: kind, start: x.e.now(), bdone: bdone, hdone: ep.health.Begin(), recIdx: len(x.rec.Attempts)}
-	x.rec.Attempts = append(x.rec.Attempts, Attempt{Endpoint: ep.ID, Model: ep.Model, Region: ep.Region, Start: a.start, Kind: kind, Wait: wait})
-	a.ctx, a.cancel = context.WithCancel(ctx)
-	a.req, a.nerr = x.normalize(req, ep)
-	return a
-}
-
-// do sends the attempt and waits for its answer (for a stream, up to its
-// first content). It touches only a's own fields.
-func (a *attempt) do() {
-	x := a.x
-	if a.nerr != nil {
-		a.err, a.end = a.nerr, x.e.now()
-		return
-	}
-	res, err := x.e.client.Do(a.ctx, a.ep.Endpoint, a.req, provider.Call{ClientHeader: x.call.ClientHeader, Translation: x.rs.translation})
-	if err == nil && res.Stream != nil {
-		err = a.peekContent(res)
-	}
-	a.res, a.err = res, err
-	a.end = x.e.now()
-}
-
-// launch starts an attempt on candidate i in its own goroutine; it reports
-// on results. hg, when set, is the hedger whose inline attempt it races.
-func (x *exec) launch(ctx context.Context, req *llm.Request, i int, kind string, wait time.Duration, results chan<- *attempt, hg *hedger) *attempt {
-	a := x.prepare(ctx, req, i, kind, wait)
-	if a == nil {
-		return nil
-	}
-	go func() {
-		a.do()
-		if a.err == nil && hg != nil {
-			hg.won(a)
-		}
-		results <- a
-	}()
-	return a
-}
-
-// hedger is a call's hedge timer. Attempts run on the call's goroutine
-// when nothing else is in flight (no goroutine hand-off when, as almost
-// always, the first attempt answers), so the timer cannot wait for the
-// call's loop: when it fires during such an inline attempt it launches the
-// hedge itself, and a hedge that answers first cancels the inline attempt
-// so the call comes back for the hedge's answer. When it fires between
-// attempts it signals fired and the loop decides, as for any hedge.
-//
-// mu guards the fields below and, while an inline attempt runs, the exec
-// state the timer's launch touches (the call's goroutine is inside do).
-type hedger struct {
-	x       *exec
-	ctx     context.Context
-	req     *llm.Request
-	results chan<- *attempt
-	t       *time.Timer
-
-	mu      sync.Mutex
-	running *attempt // the inline attempt now running
-	hedge   *attempt // the hedge launched against running
-	raced   *attempt // the attempt hedge races
-	lost    bool     // hedge answered first; running was cancelled
-}
-
-func (hg *hedger) fire() {
-	hg.mu.Lock()
-	defer hg.mu.Unlock()
-	if hg.running == nil {
-		return // between attempts (a backoff): nothing to hedge
-	}
-	x := hg.x
-	if x.attempts >= x.e.maxAttempts || !x.rs.hedges.TryWithdraw() {
-		return
-	}
-	i, err := x.pick(false)
-	if err != nil {
-		return
-	}
-	if h := x.launch(hg.ctx, hg.req, i, "hedge", 0, hg.results, hg); h != nil {
-		hg.hedge, hg.raced = h, hg.running
-		x.rec.Hedges++
-	}
-}
-
-// won is called by a hedge's goroutine that succeeded.
-func (hg *hedger) won(h *attempt) {
-	hg.mu.Lock()
-	if hg.hedge == h && hg.running != nil && hg.running == hg.raced && !hg.lost {
-		hg.lost = true
-		hg.running.cancel()
-	}
-	hg.mu.Unlock()
-}
-
-func (hg *hedger) stop() {
-	if hg != nil {
-		hg.t.Stop()
-	}
-}
-
-// inline runs a on the call's goroutine. It returns the hedge launched
-// meanwhile, if any, and whether a lost to it.
-func (x *exec) inline(a *attempt, hg *hedger) (h *attempt, lost bool) {
-	if hg == nil {
-		a.do()
-		return nil, false
-	}
-	hg.mu.Lock()
-	hg.running, hg.hedge, hg.raced, hg.lost = a, nil, nil, false
-	hg.mu.Unlock()
-	a.do()
-	hg.mu.Lock()
-	h, lost = hg.hedge, hg.lost
-	hg.running, hg.hedge, hg.raced, hg.lost = nil, nil, nil, false
-	hg.mu.Unlock()
-	return h, lost
-}
-
-var errEmptyStream = errors.New("stream ended before any event")
 
 // peekContent reads a stream up to its first content event, so that a
 // stream failing before content (an error event inside a 200, a cut, a
@@ -385,17 +572,28 @@ func (a *attempt) peekContent(res *provider.Result) error {
 	}
 }
 
-// settle records a finished attempt's health and breaker outcome.
-// For a committed stream it is called when the stream ends.
-func (a *attempt) settle(err error, reason string) {
+// settle gives health and the breaker the attempt's outcome (f nil for a
+// success) and writes it into the call's record unless the record was
+// handed over. A failure is settled when it happens (on whichever
+// goroutine ran the attempt), a success when the answer is delivered (for
+// a stream, when it ends). Every attempt is settled or discarded once.
+func (a *attempt) settle(f *failure) {
+	x := a.x
+	x.mu.Lock()
+	if a.settled {
+		x.mu.Unlock()
+		return
+	}
+	a.settled = true
+	x.mu.Unlock()
 	o := health.Outcome{Latency: a.end.Sub(a.start), TTFT: a.ttft}
 	if a.res != nil {
 		o.Status, o.Header = a.res.Status, a.res.Header
 	}
 	ok := true
-	if err != nil {
+	if f != nil {
 		var pe *provider.Error
-		if errors.As(err, &pe) {
+		if errors.As(f.err, &pe) {
 			switch pe.Kind {
 			case provider.KindConnect:
 				o.Kind = health.KindConnect
@@ -404,248 +602,93 @@ func (a *attempt) settle(err error, reason string) {
 			case provider.KindTimeout:
 				o.Kind = health.KindTimeout
 			default:
-				o.Kind = reason
-			}
-			if pe.API != nil {
-				o.Status = pe.API.Status
-				o.RetryAfter = pe.API.RetryAfter
+				o.Kind = f.reason
 			}
 		}
-		_, act := classify(err)
-		// Only faults of the endpoint count against it, not the caller's bad request.
-		o.Failure = act != actFail && reason != "canceled"
-		ok = !o.Failure
-		if reason == "rate_limited" || reason == "overloaded" || reason == "quota_exhausted" {
-			// Capacity signals, not faults: retry-after cooldowns and the
-			// retry budget handle them. Opening a breaker on a 429/529 burst
-			// would keep the endpoint out long after the burst ended.
+		if f.status != 0 {
+			o.Status = f.status
+		}
+		o.RetryAfter = f.retryAfter
+		// Only faults of the endpoint count against it, not the caller's
+		// bad request or its leaving.
+		o.Failure = f.decide == decideRetry && f.reason != "breaker_open"
+		// Capacity signals are not faults for the breaker: retry-after
+		// cooldowns handle them (a breaker opened on a 429 burst would keep
+		// the endpoint out long after it). Nor is unreachability: the
+		// prober brings the endpoint back, not the breaker's interval.
+		ok = !o.Failure || f.capacity || f.unreachable
+		if f.reason == "canceled" || f.reason == "cancelled_loser" {
+			o = health.Outcome{Cancelled: true}
 			ok = true
 		}
 	}
-	var pe *provider.Error
-	unreachable := errors.As(err, &pe) && pe.BeforeResponse && (pe.Kind == provider.KindConnect || pe.Kind == provider.KindReset)
-	if unreachable {
-		// The endpoint's server could not be reached at all: take it out
-		// of rotation now and let a probe bring it back. Reachability is
-		// the prober's business, not the breaker's, so the breaker does
-		// not hold a recovered region out for its open interval.
-		ok = true
-	}
 	a.hdone(o)
 	a.bdone(ok)
-	if unreachable {
-		a.x.e.markDown(a.ep)
+	if f != nil && f.unreachable {
+		x.e.markDown(a.ep)
 	}
-	r := &a.x.rec.Attempts[a.recIdx]
+	a.ep.publish()
+	if x.e.events.attemptObs != nil {
+		ev := AttemptEvent{RequestID: x.call.RequestID, Endpoint: a.ep.ID, Model: a.ep.Model, Region: a.ep.Region, Kind: a.kind,
+			Outcome: "ok", Status: o.Status, Duration: a.end.Sub(a.start)}
+		if f != nil {
+			ev.Outcome, ev.RetryAfter = f.reason, f.retryAfter
+		}
+		x.e.events.attempt(ev)
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if f != nil && f.reason != "cancelled_loser" {
+		if f.reason != "canceled" {
+			x.lastErr = f
+			if x.rec.Fallback == "" && !x.sealed {
+				x.rec.Fallback = f.reason
+			}
+		}
+		if f.capacity {
+			if x.overloaded == nil {
+				x.overloaded = map[string]int{}
+			}
+			x.overloaded[a.ep.Model]++
+		}
+	}
+	if x.sealed {
+		return
+	}
+	r := &x.rec.Attempts[a.recIdx]
 	r.End = a.end
 	r.Status = o.Status
-	if err == nil {
+	if f == nil {
 		r.Outcome = "ok"
 	} else {
-		r.Outcome = reason
+		r.Outcome = f.reason
 	}
 }
 
-// discard cancels a losing or abandoned attempt and releases what it holds.
+// discard cancels an abandoned attempt that had not failed (a hedge
+// race's loser, a client gone) and releases what it holds; its truncated
+// flight counts neither way. A failure is settled where it happens, so a
+// 429 a losing hedge saw puts its endpoint in cooldown like any other.
 func (a *attempt) discard() {
 	a.cancel()
 	if a.err == nil && a.res != nil && a.res.Stream != nil {
 		a.res.Stream.Close()
 	}
-	// A loser was cancelled, not failed: it counts neither way for health.
-	// Its record entry was written when it was abandoned.
-	a.hdone(health.Outcome{Latency: a.end.Sub(a.start)})
+	x := a.x
+	x.mu.Lock()
+	if a.settled {
+		x.mu.Unlock()
+		return
+	}
+	a.settled = true
+	x.mu.Unlock()
+	a.hdone(health.Outcome{Cancelled: true})
 	a.bdone(true)
+	a.ep.publish()
 }
 
 // release frees a finished non-streaming winner.
 func (a *attempt) release() { a.cancel() }
-
-// run sends req until one attempt succeeds, the failures say stop, or ctx
-// ends. kind labels the first attempt ("primary" or "continuation").
-func (x *exec) run(ctx context.Context, req *llm.Request, kind string) (*attempt, error) {
-	e := x.e
-	var inflight []*attempt
-	var hg *hedger
-	var results chan *attempt // made with the hedger: only hedges run in goroutines
-	defer func() { hg.stop() }()
-	abandon := func() {
-		now := e.now()
-		for _, a := range inflight {
-			a.cancel()
-			// Written here, on the call's goroutine: the record is handed
-			// to observers before the losers' goroutines report.
-			r := &x.rec.Attempts[a.recIdx]
-			r.End, r.Outcome = now, "cancelled_loser"
-		}
-		n := len(inflight)
-		inflight = nil
-		if n > 0 {
-			go func() {
-				for range n {
-					(<-results).discard()
-				}
-			}()
-		}
-	}
-	hedging := !e.hedgingOff.Load() && kind == "primary" && !x.legacy &&
-		(x.call.Behavior == nil || x.call.Behavior.Hedge == nil || *x.call.Behavior.Hedge)
-
-	next := kind
-	var wait time.Duration
-	for {
-		var done *attempt
-		if len(inflight) == 0 {
-			if x.attempts+x.waits >= e.maxAttempts {
-				return nil, x.exhausted(llm.MeshFallbackExhausted, fmt.Sprintf("gave up after %d attempts", x.attempts))
-			}
-			if x.attempts > 0 && !x.rs.retries.TryWithdraw() {
-				return nil, x.exhausted(llm.MeshBudgetExhausted, "retry budget exhausted")
-			}
-			i, err := x.pick(false)
-			if err != nil && !errors.Is(err, route.ErrAllFiltered) && (x.attempts > 0 || x.cooldownLeft() > 0) {
-				// Every untried endpoint is out: retry one already tried (or
-				// wait out the retry-after of every one), after a backoff
-				// that honours the retry-after. A wait costs a retry token
-				// and an attempt slot, so a perpetual storm ends.
-				if x.attempts == 0 && !x.rs.retries.TryWithdraw() {
-					return nil, x.exhausted(llm.MeshBudgetExhausted, "retry budget exhausted while every endpoint is cooling down")
-				}
-				d := e.backoff.Delay(x.retries, x.cooldownLeft())
-				if dl, ok := ctx.Deadline(); ok && e.now().Add(d).After(dl) {
-					return nil, x.exhausted(llm.MeshTimeout, "no endpoint can be tried again before the deadline")
-				}
-				if err := sleep(ctx, d); err != nil {
-					return nil, err
-				}
-				x.rec.QueueWait += d
-				wait += d
-				i, err = x.pick(true)
-				if err != nil && x.cooldownLeft() > 0 {
-					x.waits++ // still cooling (another call's 429): wait again
-					continue
-				}
-			}
-			if err != nil {
-				return nil, x.noCandidate(err)
-			}
-			if x.attempts > 0 {
-				x.retries++
-				x.rec.Retries++
-				if next == "primary" {
-					next = "retry"
-				}
-			}
-			a := x.prepare(ctx, req, i, next, wait)
-			if a == nil {
-				continue // the breaker refused at the last moment; pick again
-			}
-			wait = 0
-			if hedging && hg == nil && x.attempts == 1 {
-				if d, ok := x.hedgeDelay(i); ok {
-					results = make(chan *attempt, e.maxAttempts+2)
-					hg = &hedger{x: x, ctx: ctx, req: req, results: results}
-					hg.t = time.AfterFunc(d, hg.fire)
-				}
-			}
-			// Nothing else is in flight: the attempt runs on this goroutine.
-			h, lost := x.inline(a, hg)
-			if h != nil {
-				inflight = append(inflight, h)
-			}
-			if lost {
-				// A hedge answered first; its result is on its way.
-				r := &x.rec.Attempts[a.recIdx]
-				r.End, r.Outcome = e.now(), "cancelled_loser"
-				a.discard()
-				continue
-			}
-			done = a
-		} else {
-			select {
-			case done = <-results:
-				inflight = remove(inflight, done)
-			case <-ctx.Done():
-				abandon()
-				return nil, ctx.Err()
-			}
-		}
-		a := done
-		if a.err == nil {
-			a.x.rec.Attempts[a.recIdx].Winner = true
-			if a.kind == "hedge" {
-				x.rec.HedgeWon = true
-			}
-			abandon()
-			return a, nil
-		}
-		reason, act := classify(a.err)
-		a.settle(a.err, reason)
-		x.lastErr = a.err
-		if x.rec.Fallback == "" && reason != "canceled" {
-			x.rec.Fallback = reason
-		}
-		e.log.LogAttrs(ctx, slog.LevelDebug, "attempt failed", slog.String("endpoint", a.ep.ID), slog.String("reason", reason))
-		switch act {
-		case actFail:
-			if len(inflight) == 0 || ctx.Err() != nil {
-				abandon()
-				return nil, a.err
-			}
-		case actFallback:
-			// Only a model with a larger window can serve.
-			if a.ep.ContextWindow >= x.policy.MinContextWindow {
-				x.policy.MinContextWindow = a.ep.ContextWindow + 1
-			}
-		}
-		if ctx.Err() != nil {
-			abandon()
-			return nil, ctx.Err()
-		}
-		if next == "primary" {
-			next = "retry"
-		}
-	}
-}
-
-func remove(s []*attempt, a *attempt) []*attempt {
-	for i, b := range s {
-		if b == a {
-			return append(s[:i], s[i+1:]...)
-		}
-	}
-	return s
-}
-
-// hedgeDelay is the adaptive delay before a hedge: the primary endpoint's
-// live p95 (time to first token for streams), clamped by the policy.
-func (x *exec) hedgeDelay(i int) (time.Duration, bool) {
-	if len(x.rs.cands) < 2 {
-		return 0, false
-	}
-	return x.e.hedge.Delay(x.rs.cands[i].health.P95(x.req.Stream)), true
-}
-
-// cooldownLeft is how long until the soonest cooling endpoint may be used again.
-func (x *exec) cooldownLeft() time.Duration {
-	now := x.e.now()
-	var best time.Duration
-	for _, ep := range x.rs.cands {
-		s := ep.health.Snapshot()
-		if s.Cooling {
-			if d := s.CoolingUntil.Sub(now); best == 0 || d < best {
-				best = d
-			}
-		}
-	}
-	if best == 0 {
-		var pe *provider.Error
-		if errors.As(x.lastErr, &pe) && pe.API != nil {
-			best = pe.API.RetryAfter
-		}
-	}
-	return best
-}
 
 func sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
@@ -666,30 +709,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 func (x *exec) exhausted(code, why string) error {
 	return &meshError{code: code, why: why, last: x.lastErr, attempts: x.attempts}
 }
-
-func (x *exec) noCandidate(err error) error {
-	switch {
-	case errors.Is(err, route.ErrAllFiltered) && x.attempts == 0:
-		return &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest,
-			Message: "no endpoint of " + x.rs.name + " meets the request's constraints: " + err.Error()}
-	case errors.Is(err, route.ErrAllFiltered):
-		return x.exhausted(llm.MeshFallbackExhausted, "no other model can serve the request: "+err.Error())
-	case strings.Contains(err.Error(), "breaker_open") && x.attempts == 0:
-		return &meshError{code: llm.MeshCircuitOpen, why: err.Error(), last: x.lastErr}
-	}
-	return x.exhausted(llm.MeshFallbackExhausted, err.Error())
-}
-
-// meshError is a failure Keel decided.
-type meshError struct {
-	code     string
-	why      string
-	last     error
-	attempts int
-}
-
-func (m *meshError) Error() string { return m.code + ": " + m.why }
-func (m *meshError) Unwrap() error { return m.last }
 
 // clientError turns a failed call into the client's error.
 func (x *exec) clientError(ctx context.Context, err error) *llm.APIError {
@@ -744,6 +763,8 @@ func (x *exec) normalize(req *llm.Request, ep *endpoint) (*llm.Request, error) {
 	if e.normOff || b != nil && b.DisableNormalization {
 		return req, nil
 	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	if req.Temperature != nil && e.cals != nil {
 		id := ""
 		if b != nil {

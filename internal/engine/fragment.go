@@ -103,9 +103,12 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 		for r := range red {
 			// Each replica has its own attempts; replicas of a fragment
 			// start on distinct endpoints.
-			rx := &exec{e: e, rs: x.rs, req: req, call: x.call, rec: &Record{}, policy: x.policy, legacy: x.legacy, tried: make([]bool, len(x.rs.cands))}
+			rx := newExec(e, x.rs, req, x.call, &Record{})
+			rx.policy, rx.legacy = x.policy, x.legacy
 			copy(rx.tried, used)
+			rx.mu.Lock()
 			first, err := rx.pick(false)
+			rx.mu.Unlock()
 			if err == nil {
 				used[first] = true
 			}
@@ -117,7 +120,7 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 				if err != nil {
 					ans.Err = err
 				} else {
-					a.settle(nil, "")
+					a.settle(nil)
 					a.release()
 					resp := a.res.Response
 					text := resp.Text()
@@ -138,6 +141,7 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 					}
 					mu.Unlock()
 				}
+				rx.seal()
 				mu.Lock()
 				rec.Attempts = append(rec.Attempts, rx.rec.Attempts...)
 				rec.Retries += rx.rec.Retries
@@ -182,9 +186,10 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 		// concatenated fragment answers into one answer. If it fails, the
 		// concatenation stands (it lost nothing).
 		mreq := mergeRequest(x.req, idx, text)
-		mx := &exec{e: e, rs: x.rs, req: mreq, call: x.call, rec: &Record{}, policy: x.policy, tried: make([]bool, len(x.rs.cands))}
+		mx := newExec(e, x.rs, mreq, x.call, &Record{})
+		mx.policy = x.policy
 		if a, err := mx.run(ctx, mreq, "merge"); err == nil {
-			a.settle(nil, "")
+			a.settle(nil)
 			a.release()
 			if t := a.res.Response.Text(); t != "" {
 				text = t
@@ -193,6 +198,7 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 				rec.Merged = true
 			}
 		}
+		mx.seal()
 		rec.Attempts = append(rec.Attempts, mx.rec.Attempts...)
 	}
 	if len(fused.Lost) > 0 && !fused.Structured {

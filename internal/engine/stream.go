@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -43,7 +44,10 @@ type Stream struct {
 	// trimmed is whitespace cut from the end of the prefill (the API
 	// rejects trailing whitespace there); it is removed from the start of
 	// the continuation because the client already has it.
-	trimmed     string
+	trimmed string
+	// pending, after a re-ask (splice), is per client block the text the
+	// new answer must repeat before anything of it is forwarded.
+	pending     []string
 	inputUsage  *llm.Usage
 	priorOutput int
 	deltas      int
@@ -152,7 +156,17 @@ func (s *Stream) Next() (*llm.Event, error) {
 			}
 			continue
 		}
-		out, emit := s.translate(ev)
+		out, emit, err := s.translate(ev)
+		if err != nil {
+			// A re-asked answer that differs from the text sent: the client
+			// gets the wire's error event, never a glued answer.
+			s.cur.end = s.x.e.now()
+			s.cur.settle(&failure{reason: "continuation_diverged", err: err})
+			s.failed = true
+			s.endErr = &llm.APIError{Status: http.StatusOK, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted,
+				Message: "upstream stream failed and could not be continued: " + err.Error()}
+			return &llm.Event{Type: llm.EventError, Err: s.endErr}, nil
+		}
 		if emit {
 			return out, nil
 		}
@@ -170,7 +184,78 @@ func (s *Stream) upstreamNext() (*llm.Event, error) {
 
 // translate maps an upstream event to the client's stream; emit is false
 // for events the client must not see twice (a continuation's start).
-func (s *Stream) translate(ev *llm.Event) (*llm.Event, bool) {
+// After a re-ask it first drops what repeats the text the client has.
+func (s *Stream) translate(ev *llm.Event) (*llm.Event, bool, error) {
+	if s.pending != nil {
+		ev2, drop, err := s.splice(ev)
+		if err != nil || drop {
+			return nil, false, err
+		}
+		ev = ev2
+	}
+	out, emit := s.forward(ev)
+	return out, emit, nil
+}
+
+// splice filters an event of a re-asked answer while it repeats what the
+// client already has: drop is set for what the client has, ev2 is what is
+// left of ev, and errDiverged says the new answer differs from the text
+// sent, so it cannot be spliced on.
+func (s *Stream) splice(ev *llm.Event) (ev2 *llm.Event, drop bool, err error) {
+	k, mapped := s.idxMap[ev.Index]
+	inPending := mapped && k < len(s.pending)
+	switch ev.Type {
+	case llm.EventMessageStart:
+		return nil, true, nil
+	case llm.EventBlockStart:
+		if ev.Index < len(s.pending) {
+			if ev.Block != nil && ev.Block.Type != llm.BlockText {
+				return nil, false, errDiverged
+			}
+			s.idxMap[ev.Index] = ev.Index
+			return nil, true, nil
+		}
+	case llm.EventBlockDelta:
+		if !inPending || s.pending[k] == "" {
+			break
+		}
+		if ev.DeltaType != llm.DeltaText {
+			return nil, false, errDiverged
+		}
+		p, d := s.pending[k], ev.Delta
+		switch {
+		case strings.HasPrefix(p, d):
+			s.pending[k] = p[len(d):]
+			return nil, true, nil
+		case strings.HasPrefix(d, p):
+			s.pending[k] = ""
+			cp := *ev
+			cp.Delta, cp.Raw = d[len(p):], nil
+			return &cp, false, nil
+		}
+		return nil, false, errDiverged
+	case llm.EventBlockStop:
+		if inPending {
+			if s.pending[k] != "" {
+				return nil, false, errDiverged
+			}
+			if !s.blocks[k].open {
+				return nil, true, nil // the client has this block's end already
+			}
+		}
+	case llm.EventMessageDelta, llm.EventMessageStop:
+		for _, p := range s.pending {
+			if p != "" {
+				return nil, false, errDiverged
+			}
+		}
+	}
+	return ev, false, nil
+}
+
+// forward maps an upstream event to the client's stream; emit is false
+// for events the client must not see twice (a continuation's start).
+func (s *Stream) forward(ev *llm.Event) (*llm.Event, bool) {
 	switch ev.Type {
 	case llm.EventMessageStart:
 		if s.started {
@@ -239,10 +324,15 @@ func (s *Stream) translate(ev *llm.Event) (*llm.Event, bool) {
 			u := *ev.Usage
 			if s.x.rec.Recovered > 0 {
 				// The client's usage covers the whole answer: the original
-				// prompt once, and every output token it received.
-				u.OutputTokens += s.priorOutput
-				if s.inputUsage != nil {
-					u.InputTokens, u.CacheReadTokens, u.CacheWriteTokens = s.inputUsage.InputTokens, s.inputUsage.CacheReadTokens, s.inputUsage.CacheWriteTokens
+				// prompt once, and every output token it received. A
+				// re-asked answer counts the whole answer and the original
+				// prompt itself; a continuation counts only its part, and
+				// its prompt holds the prefill.
+				if !s.cur.splice {
+					u.OutputTokens += s.priorOutput
+				}
+				if in := s.inputUsage; in != nil && in.InputTokens+in.CacheReadTokens+in.CacheWriteTokens > 0 {
+					u.InputTokens, u.CacheReadTokens, u.CacheWriteTokens = in.InputTokens, in.CacheReadTokens, in.CacheWriteTokens
 				}
 				cp := *ev
 				cp.Usage, cp.Raw = &u, nil
@@ -280,59 +370,60 @@ func reindex(ev *llm.Event, k int) *llm.Event {
 }
 
 // recover continues the answer on another endpoint after cause, or says
-// why it cannot.
+// why it cannot. The endpoint that failed the stream is not used again
+// while another exists. Each endpoint gets the continuation its kind
+// allows (continuationFor); one that cannot continue is re-asked for the
+// whole answer, which is spliced on only if it starts with exactly the
+// text the client has.
 func (s *Stream) recover(cause error) *llm.APIError {
 	x := s.x
-	reason, act := classify(cause)
+	f := classify(cause)
 	s.cur.end = x.e.now()
-	s.cur.settle(cause, reason)
+	s.cur.settle(f)
 	s.cur.cancel()
 	s.cur.res.Stream.Close()
-	x.lastErr = cause
-	if x.rec.Fallback == "" {
-		x.rec.Fallback = reason
-	}
 	fail := func(why string) *llm.APIError {
 		return &llm.APIError{Status: http.StatusOK, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted,
-			Message: fmt.Sprintf("upstream stream failed (%s) and %s", reason, why)}
+			Message: fmt.Sprintf("upstream stream failed (%s) and %s", f.reason, why)}
 	}
 	if s.ctx.Err() != nil {
 		return &llm.APIError{Status: http.StatusOK, Type: llm.ErrTimeout, MeshCode: llm.MeshTimeout, Message: "stream cancelled or past its deadline"}
 	}
-	if act == actFail {
+	if f.decide == decideFail {
 		return fail("the failure is not retryable")
 	}
 	if x.e.recoveryOff.Load() || x.legacy {
 		return fail("mid-stream recovery is off")
 	}
-	prefill := ""
+	delivered := ""
 	for _, b := range s.blocks {
 		if b.typ != llm.BlockText {
-			return fail("a " + string(b.typ) + " block cannot be continued by prefill")
+			return fail("a " + string(b.typ) + " block cannot be continued")
 		}
-		prefill += b.text.String()
+		delivered += b.text.String()
 	}
 	if x.attempts >= x.e.maxAttempts {
 		return fail(fmt.Sprintf("%d attempts were made", x.attempts))
 	}
 	if !x.rs.retries.TryWithdraw() {
 		return &llm.APIError{Status: http.StatusOK, Type: llm.ErrAPI, MeshCode: llm.MeshBudgetExhausted,
-			Message: fmt.Sprintf("upstream stream failed (%s) and the retry budget is exhausted", reason)}
+			Message: fmt.Sprintf("upstream stream failed (%s) and the retry budget is exhausted", f.reason)}
 	}
 	x.retries++
 	x.rec.Retries++
-	req := continuation(x.req, prefill)
-	trimmedPrefill := strings.TrimRight(prefill, " \t\r\n")
-	s.trimmed = prefill[len(trimmedPrefill):]
+	x.mu.Lock()
+	x.avoid[s.cur.idx] = true
+	clear(x.tried)
+	x.mu.Unlock()
 	// The continuation's own prompt usage and output are not the client's:
 	// remember what the client already received.
 	s.priorOutput += s.deltas
 	s.deltas = 0
-	a, err := x.run(s.ctx, req, "continuation")
+	a, err := x.runTry(s.ctx, &try{req: x.req, kind: "continuation", cont: &delivered})
 	if err != nil {
 		ae := x.clientError(s.ctx, err)
 		ae.Status = http.StatusOK
-		ae.Message = "upstream stream failed (" + reason + ") and could not be continued: " + ae.Message
+		ae.Message = "upstream stream failed (" + f.reason + ") and could not be continued: " + ae.Message
 		return ae
 	}
 	x.rec.Recovered++
@@ -340,7 +431,57 @@ func (s *Stream) recover(cause error) *llm.APIError {
 	s.buf = a.first
 	s.continuing = true
 	s.idxMap = map[int]int{}
+	s.trimmed = ""
+	s.pending = nil
+	if a.splice {
+		// The new answer starts from the beginning: each of its first
+		// blocks must repeat what the client has of that block.
+		s.pending = make([]string, len(s.blocks))
+		for k := range s.blocks {
+			s.pending[k] = s.blocks[k].text.String()
+		}
+	} else {
+		trimmed := strings.TrimRight(delivered, " \t\r\n")
+		s.trimmed = delivered[len(trimmed):]
+	}
 	return nil
+}
+
+// continuationFor is the request that continues delivered on ep, by ep's
+// continuation kind; splice is set when ep cannot continue an answer and
+// is re-asked for the whole of it.
+func (x *exec) continuationFor(ep *endpoint, delivered string) (req *llm.Request, splice bool) {
+	switch ep.ContinuationKind() {
+	case provider.ContinueNone:
+		// OpenAI starts a new answer after a trailing assistant message:
+		// ask again and keep only what follows the text already sent.
+		return x.req, true
+	case provider.ContinueFinalMessage:
+		// vLLM / SGLang continue the final message only when told to.
+		r := continuation(x.req, delivered)
+		r.Extra = withExtra(r.Extra, "continue_final_message", "true")
+		r.Extra["add_generation_prompt"] = json.RawMessage("false")
+		return r, false
+	case provider.ContinuePrefix:
+		// DeepSeek / Mistral continue a final assistant message marked
+		// "prefix": true.
+		r := continuation(x.req, delivered)
+		if n := len(r.Messages); n > 0 && r.Messages[n-1].Role == llm.RoleAssistant {
+			r.Messages[n-1].Extra = withExtra(r.Messages[n-1].Extra, "prefix", "true")
+		}
+		return r, false
+	}
+	return continuation(x.req, delivered), false // Anthropic prefill
+}
+
+// withExtra returns a copy of ex with k set to the raw JSON v.
+func withExtra(ex llm.Extra, k, v string) llm.Extra {
+	out := make(llm.Extra, len(ex)+2)
+	for kk, vv := range ex {
+		out[kk] = vv
+	}
+	out[k] = json.RawMessage(v)
+	return out
 }
 
 // continuation is req with the text the client already has as an assistant
@@ -371,17 +512,19 @@ func (s *Stream) Close() error {
 	if s.cur == nil {
 		// A fused answer: its attempts were settled as they finished.
 		s.cancel()
-		x.e.finish(x.rec, x.fragServed, nil)
+		x.finish(x.fragServed, nil)
 		return nil
 	}
 	if !s.failed {
 		s.cur.end = x.e.now()
 		if s.finished {
-			s.cur.settle(nil, "")
+			s.cur.settle(nil)
 		} else {
 			// The client left before the end: not the endpoint's fault.
+			x.mu.Lock()
 			r := &x.rec.Attempts[s.cur.recIdx]
 			r.End, r.Outcome = s.cur.end, "client_gone"
+			x.mu.Unlock()
 			s.cur.discard()
 		}
 	}
@@ -390,6 +533,7 @@ func (s *Stream) Close() error {
 		s.cur.res.Stream.Close()
 	}
 	s.cancel()
+	x.seal()
 	rec := x.rec
 	if s.finalUsage != nil {
 		rec.Usage = *s.finalUsage

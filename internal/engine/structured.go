@@ -161,7 +161,7 @@ func (x *exec) checkStructured(ctx context.Context, sp *outputSpec, resp *llm.Re
 		x.rec.Retries++
 		rq := reaskRequest(x.req, sp, doc, res.Violations, ok)
 		if a, err := x.run(ctx, rq, "reask"); err == nil {
-			a.settle(nil, "")
+			a.settle(nil)
 			a.release()
 			if a.res.Response != nil {
 				r2 := a.res.Response

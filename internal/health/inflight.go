@@ -1,5 +1,7 @@
 package health
 
+import "time"
+
 // InFlight is the number of requests begun and not yet done: one atomic
 // load, for the per-request path (power-of-two-choices).
 func (t *Tracker) InFlight() int { return int(t.inflight.Load()) }
@@ -20,3 +22,23 @@ func (t *Tracker) Restore() {
 // is only the configured prior. Routers treat cold endpoints
 // optimistically, or a cold endpoint would never be tried.
 func (t *Tracker) Cold() bool { return t.ewma.Load() == 0 }
+
+// Until returns when the ejection and the retry-after cooldown in force end
+// (zero times when none was ever set): four atomic loads, for publishing
+// the endpoint's routing view after an outcome.
+func (t *Tracker) Until() (ejected, cooling time.Time) {
+	if u := t.ejectedUntil.Load(); u != 0 {
+		ejected = t.start.Add(time.Duration(u))
+	}
+	if u := t.coolingUntil.Load(); u != 0 {
+		cooling = t.start.Add(time.Duration(u))
+	}
+	return ejected, cooling
+}
+
+// Cooldown puts the endpoint in cooldown until at least until (a
+// retry-after seen by an attempt whose outcome is otherwise not counted,
+// such as a cancelled hedge).
+func (t *Tracker) Cooldown(until time.Time) {
+	storeMax(&t.coolingUntil, int64(until.Sub(t.start)))
+}

@@ -45,6 +45,10 @@ type Outcome struct {
 	// Header holds the response headers, for rate-limit headroom and
 	// retry-after. It may be nil.
 	Header http.Header
+	// Cancelled reports an attempt abandoned before its answer (a hedge
+	// race's loser, a client gone): it only ends the flight; its truncated
+	// latency says nothing about the endpoint.
+	Cancelled bool
 }
 
 // Config configures a Tracker. The zero value is the documented default.
@@ -198,6 +202,9 @@ func (t *Tracker) since(now time.Time) int64 { return max(int64(now.Sub(t.start)
 
 func (t *Tracker) finish(o Outcome) {
 	level := t.inflight.Add(-1) + 1 // requests in flight while this one ended
+	if o.Cancelled {
+		return
+	}
 	now := t.since(t.now())
 	e := now / t.width
 	t.rate.add(e, o.Failure)

@@ -40,41 +40,44 @@ func (s State) String() string {
 }
 
 // BreakerConfig configures a Breaker. The zero value is the documented
-// default.
+// default. It is also what Keel's config file decodes resilience.breaker
+// into; fields tagged yaml:"-" are not settable there.
 type BreakerConfig struct {
 	// Window is the rolling window over which the failure rate is measured.
 	// Zero means 10s.
-	Window time.Duration
+	Window time.Duration `yaml:"window"`
 	// Buckets is the number of slices the window is cut into; the window
 	// rolls one bucket at a time. Zero means 10.
-	Buckets int
+	Buckets int `yaml:"-"`
 	// MinRequests is the number of calls the window must hold before the
 	// failure rate can open the breaker. Zero means 10.
-	MinRequests int
+	MinRequests int `yaml:"min_requests"`
 	// FailureRate opens the breaker when failures/calls in the window reach
 	// it, in (0, 1]. Zero means 0.5.
-	FailureRate float64
+	FailureRate float64 `yaml:"failure_rate"`
 	// ConsecutiveFailures opens the breaker after that many failures in a
 	// row, whatever the window says. Zero means 5; negative disables it.
-	ConsecutiveFailures int
+	ConsecutiveFailures int `yaml:"consecutive_failures"`
 	// OpenFor is how long the breaker stays open the first time. Each
 	// re-open from half-open doubles it, up to MaxOpenFor; a close resets
 	// it. Zero means 5s.
-	OpenFor time.Duration
+	OpenFor time.Duration `yaml:"open_for"`
 	// MaxOpenFor caps the open interval. Zero means 60s.
-	MaxOpenFor time.Duration
+	MaxOpenFor time.Duration `yaml:"-"`
 	// HalfOpenProbes is the number of probe calls allowed at once while
 	// half-open. Zero means 2.
-	HalfOpenProbes int
+	HalfOpenProbes int `yaml:"half_open_probes"`
 	// SuccessesToClose is the number of successful probes that close the
 	// breaker. Zero means 2.
-	SuccessesToClose int
+	SuccessesToClose int `yaml:"successes_to_close"`
 	// Now is the clock. Nil means time.Now.
-	Now func() time.Time
-	// OnStateChange, if set, is called on every transition, synchronously
-	// and under the breaker's lock so that calls arrive in order: it must
-	// be quick and must not call the Breaker's methods.
-	OnStateChange func(from, to State)
+	Now func() time.Time `yaml:"-" json:"-"`
+	// OnStateChange, if set, is called on every transition, after the
+	// breaker's lock is released, on the goroutine that made the transition
+	// or on one already reporting an earlier one: calls never overlap and
+	// arrive in transition order. It may call the Breaker's methods; it
+	// must not block, since it runs on a caller's path.
+	OnStateChange func(from, to State) `yaml:"-" json:"-"`
 }
 
 // Window bookkeeping packs one bucket into a uint64: the bucket's slot
@@ -97,7 +100,8 @@ const (
 //
 // A Breaker is safe for concurrent use and never blocks. The closed path
 // (Allow and its done callback) is lock-free and allocation-free; state
-// transitions and half-open probes take a short lock.
+// transitions and half-open probes take a short lock, and transitions are
+// reported to OnStateChange once it is released.
 type Breaker struct {
 	width       int64 // bucket width in ns
 	nbuckets    int64
@@ -123,7 +127,14 @@ type Breaker struct {
 	curOpenFor time.Duration
 	probesOut  int
 	probesOK   int
+	// pending holds transitions not yet reported to onChange; notifying is
+	// set while a goroutine reports them (spare is its other buffer).
+	pending, spare []transition
+	notifying      bool
 }
+
+// transition is one state change waiting to be reported.
+type transition struct{ from, to State }
 
 // NewBreaker validates cfg, fills in defaults and returns a closed Breaker.
 func NewBreaker(cfg BreakerConfig) (*Breaker, error) {
@@ -212,7 +223,7 @@ func (b *Breaker) Allow() (done func(ok bool), err error) {
 
 func (b *Breaker) allowSlow() (func(ok bool), error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	defer b.unlock()
 	b.expireLocked()
 	switch State(b.state.Load()) {
 	case Closed:
@@ -236,7 +247,7 @@ func (b *Breaker) State() State {
 		b.mu.Lock()
 		b.expireLocked()
 		s = State(b.state.Load())
-		b.mu.Unlock()
+		b.unlock()
 	}
 	return s
 }
@@ -262,13 +273,13 @@ func (b *Breaker) record(ok bool) {
 		if State(b.state.Load()) == Closed {
 			b.openLocked(now)
 		}
-		b.mu.Unlock()
+		b.unlock()
 	}
 }
 
 func (b *Breaker) probeDone(gen uint64, ok bool) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	defer b.unlock()
 	if gen != b.gen {
 		return // the breaker moved on since this probe was admitted
 	}
@@ -312,7 +323,39 @@ func (b *Breaker) setLocked(to State) {
 	from := State(b.state.Swap(int32(to)))
 	b.gen++
 	if b.onChange != nil && from != to {
-		b.onChange(from, to)
+		b.pending = append(b.pending, transition{from, to})
+	}
+}
+
+// unlock releases mu, first reporting the transitions made under it to
+// onChange with mu released. One goroutine reports at a time, batch after
+// batch until none is left, so calls never overlap and keep their order; a
+// transition made meanwhile (even by onChange itself) waits for it.
+func (b *Breaker) unlock() {
+	if b.notifying || len(b.pending) == 0 {
+		b.mu.Unlock()
+		return
+	}
+	b.notifying = true
+	defer func() {
+		b.notifying = false
+		b.mu.Unlock()
+	}()
+	for len(b.pending) > 0 {
+		batch := b.pending
+		b.pending = b.spare[:0]
+		b.report(batch)
+		b.spare = batch[:0]
+	}
+}
+
+// report calls onChange for each transition with mu released, and takes mu
+// again on the way out even if onChange panics.
+func (b *Breaker) report(batch []transition) {
+	b.mu.Unlock()
+	defer b.mu.Lock()
+	for _, t := range batch {
+		b.onChange(t.from, t.to)
 	}
 }
 
@@ -350,4 +393,13 @@ func (b *Breaker) rateTripped(now int64) bool {
 		}
 	}
 	return calls >= b.minRequests && float64(fails) >= b.rate*float64(calls)
+}
+
+// OpenUntil reports whether the breaker is open and, if so, when its open
+// interval ends: two atomic loads, for routing views.
+func (b *Breaker) OpenUntil() (time.Time, bool) {
+	if State(b.state.Load()) != Open {
+		return time.Time{}, false
+	}
+	return b.start.Add(time.Duration(b.openUntil.Load())), true
 }

@@ -1,0 +1,161 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/provider"
+)
+
+// decision is what a failed attempt lets the call do next.
+type decision uint8
+
+const (
+	// decideFail: the request itself is at fault (or the caller left):
+	// answer the client now.
+	decideFail decision = iota
+	// decideRetry: another endpoint (or the same one later) may succeed.
+	decideRetry
+	// decideFallback: only another model may succeed (its context window).
+	decideFallback
+)
+
+// failure is a failed attempt, classified once when the attempt ends. The
+// policies decide from its fields (errors.As), never from messages.
+type failure struct {
+	// reason labels metrics, the request log and the debug trace.
+	reason string
+	decide decision
+	// refusal: the endpoint turned the work away before producing any of
+	// it (429, 529, 503, a connection refused or reset before the
+	// response): trying another endpoint is failover, not a retry of work
+	// done, and does not draw on the retry budget.
+	refusal bool
+	// capacity: a 429/529-style signal; it feeds cooldowns, not breakers.
+	capacity bool
+	// unreachable: the endpoint's server could not be reached at all.
+	unreachable bool
+	// endpointFault says the failure counts against the endpoint's health.
+	endpointFault bool
+	retryAfter    time.Duration
+	status        int
+	err           error
+}
+
+func (f *failure) Error() string { return f.err.Error() }
+func (f *failure) Unwrap() error { return f.err }
+
+// errEmptyStream: a 200 stream that ended before any event.
+var errEmptyStream = errors.New("stream ended before any event")
+
+// errDiverged: a re-asked answer did not start with the text the client
+// already has, so it cannot be spliced onto it.
+var errDiverged = errors.New("the re-asked answer does not start with the text already sent")
+
+// classify maps an attempt's error to a failure (nil stays nil; a failure
+// is returned as is).
+func classify(err error) *failure {
+	if err == nil {
+		return nil
+	}
+	var f *failure
+	if errors.As(err, &f) {
+		return f
+	}
+	f = &failure{err: err}
+	var pe *provider.Error
+	if !errors.As(err, &pe) {
+		switch {
+		case errors.Is(err, errEmptyStream):
+			f.reason, f.decide, f.refusal, f.endpointFault = "empty_stream", decideRetry, true, true
+		case errors.Is(err, errDiverged):
+			f.reason = "continuation_diverged"
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			f.reason = "canceled"
+		default:
+			f.reason = "internal"
+		}
+		return f
+	}
+	switch pe.Kind {
+	case provider.KindCanceled:
+		f.reason = "canceled"
+		return f
+	case provider.KindConnect:
+		f.reason, f.decide, f.refusal, f.endpointFault = "connect_error", decideRetry, true, true
+		f.unreachable = pe.BeforeResponse
+		return f
+	case provider.KindReset:
+		f.reason, f.decide, f.endpointFault = "connection_reset", decideRetry, true
+		f.refusal, f.unreachable = pe.BeforeResponse, pe.BeforeResponse
+		return f
+	case provider.KindTimeout:
+		f.reason, f.decide, f.endpointFault = "timeout", decideRetry, true
+		return f
+	case provider.KindProtocol:
+		f.reason, f.decide, f.endpointFault = "protocol_error", decideRetry, true
+		return f
+	}
+	if pe.API == nil {
+		f.reason = "unknown"
+		return f
+	}
+	a := pe.API
+	f.status, f.retryAfter = a.Status, a.RetryAfter
+	switch s := a.Status; {
+	case s == http.StatusTooManyRequests:
+		f.reason = "rate_limited"
+		if a.Code == "insufficient_quota" || a.Code == "credit_balance_exhausted" {
+			f.reason = "quota_exhausted" // not transient here, but another provider may serve
+		}
+		f.decide, f.refusal, f.capacity = decideRetry, true, true
+	case s == 529 || a.Type == llm.ErrOverloaded:
+		f.reason, f.decide, f.refusal, f.capacity = "overloaded", decideRetry, true, true
+	case s == http.StatusServiceUnavailable:
+		f.reason, f.decide, f.refusal, f.endpointFault = "status_503", decideRetry, true, true
+	case s == http.StatusRequestTimeout, s == http.StatusConflict, s >= 500:
+		f.reason, f.decide, f.endpointFault = fmt.Sprintf("status_%d", s), decideRetry, true
+	case s == http.StatusOK:
+		// An error event inside a 200 stream (typically overloaded_error).
+		f.reason, f.decide, f.endpointFault = "stream_error", decideRetry, true
+	case isContextExceeded(a):
+		f.reason, f.decide = "context_length_exceeded", decideFallback
+	case s == http.StatusUnauthorized, s == http.StatusForbidden:
+		f.reason = fmt.Sprintf("auth_%d", s)
+	case s == http.StatusNotFound:
+		f.reason = "not_found"
+	default:
+		f.reason = fmt.Sprintf("status_%d", s)
+	}
+	return f
+}
+
+// isContextExceeded recognises both providers' "prompt too long" errors
+// (the providers say so only in the message or an OpenAI code).
+func isContextExceeded(a *llm.APIError) bool {
+	if a.Status != http.StatusBadRequest && a.Status != http.StatusRequestEntityTooLarge {
+		return false
+	}
+	if a.Code == "context_length_exceeded" {
+		return true
+	}
+	m := strings.ToLower(a.Message)
+	return strings.Contains(m, "prompt is too long") || strings.Contains(m, "context length") ||
+		strings.Contains(m, "context window") || strings.Contains(m, "maximum context")
+}
+
+// meshError is a failure Keel decided (no attempt could serve).
+type meshError struct {
+	code     string
+	why      string
+	last     error
+	attempts int
+}
+
+func (m *meshError) Error() string { return m.code + ": " + m.why }
+func (m *meshError) Unwrap() error { return m.last }

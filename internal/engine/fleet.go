@@ -1,0 +1,265 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/keelmesh/keel/internal/health"
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/provider"
+	"github.com/keelmesh/keel/internal/resilience"
+	"github.com/keelmesh/keel/internal/route"
+)
+
+// endpoint is an upstream with its live state. It lives in the fleet
+// registry for the engine's lifetime, so health, breaker, ejection and
+// cooldown carry across calls.
+type endpoint struct {
+	*provider.Endpoint
+	health  *health.Tracker
+	breaker *resilience.Breaker
+	// down is set while the endpoint is unreachable; a prober clears it.
+	down atomic.Bool
+	// view is what the picker reads: republished after every outcome of
+	// an attempt on the endpoint, and when it goes down or comes back.
+	view atomic.Pointer[epView]
+}
+
+// epView is an endpoint's routing state at its last outcome: immutable
+// once published, so picking reads one pointer per candidate and takes no
+// lock (grpc-go's picker snapshots).
+type epView struct {
+	expected time.Duration
+	cold     bool
+	down     bool
+	// ejectedUntil, coolingUntil and openUntil end the ejection, the
+	// retry-after cooldown and the breaker's open interval.
+	ejectedUntil time.Time
+	coolingUntil time.Time
+	openUntil    time.Time
+	breakerOpen  bool
+}
+
+// publish recomputes ep's view from its tracker and breaker. It runs on
+// outcome callbacks, never on the pick path.
+func (ep *endpoint) publish() {
+	v := &epView{expected: ep.health.ExpectedLatency(), cold: ep.health.Cold(), down: ep.down.Load()}
+	v.ejectedUntil, v.coolingUntil = ep.health.Until()
+	v.openUntil, v.breakerOpen = ep.breaker.OpenUntil()
+	ep.view.Store(v)
+}
+
+// unavailable says why ep must not be sent to at now ("" when it may),
+// and when that ends (zero when only a probe can tell).
+func (v *epView) unavailable(now time.Time) (string, time.Time) {
+	switch {
+	case v.down:
+		return "unreachable", time.Time{}
+	case v.breakerOpen && now.Before(v.openUntil):
+		return "breaker_open", v.openUntil
+	case now.Before(v.coolingUntil):
+		return "cooling", v.coolingUntil
+	case now.Before(v.ejectedUntil):
+		return "ejected", v.ejectedUntil
+	}
+	return "", time.Time{}
+}
+
+// routeState is the candidate chain of one model or alias name, with the
+// route's retry and hedge budgets (shared by every call on the route).
+type routeState struct {
+	name        string
+	translation string
+	cands       []*endpoint
+	strategy    route.Strategy
+	retries     *resilience.Budget
+	hedges      *resilience.Budget
+}
+
+// maxPassthrough bounds the passthrough routes kept: a client naming ever
+// new models cannot grow the registry without limit.
+const maxPassthrough = 512
+
+// fleet is the registry of every endpoint the engine sends to: the
+// configured ones, fixed at New, and passthrough ones, created once per
+// (model, format) on first use and kept.
+type fleet struct {
+	eps []*endpoint
+
+	mu   sync.Mutex // guards following
+	pass map[passKey]*routeState
+	// passEps lists passthrough endpoints in creation order (read by
+	// Endpoints); replaced, never modified.
+	passEps atomic.Pointer[[]*endpoint]
+}
+
+type passKey struct {
+	model  string
+	format llm.Format
+}
+
+func (e *Engine) newEndpoint(pe *provider.Endpoint) (*endpoint, error) {
+	hc := e.opts.Health
+	if hc.Now == nil {
+		hc.Now = e.now
+	}
+	h, err := health.New(hc)
+	if err != nil {
+		return nil, fmt.Errorf("engine: health: %w", err)
+	}
+	ep := &endpoint{Endpoint: pe, health: h}
+	bc := e.opts.Breaker
+	if bc.Now == nil {
+		bc.Now = e.now
+	}
+	user := bc.OnStateChange
+	bc.OnStateChange = func(from, to resilience.State) {
+		if user != nil {
+			user(from, to)
+		}
+		e.breakerChanged(ep, from, to)
+	}
+	b, err := resilience.NewBreaker(bc)
+	if err != nil {
+		return nil, fmt.Errorf("engine: breaker: %w", err)
+	}
+	ep.breaker = b
+	ep.publish()
+	return ep, nil
+}
+
+func (e *Engine) newRoute(name string, cands []*endpoint, s route.Strategy) (*routeState, error) {
+	rb, err := resilience.NewBudget(e.opts.RetryBudget)
+	if err != nil {
+		return nil, fmt.Errorf("engine: retry budget: %w", err)
+	}
+	hb, err := resilience.NewBudget(e.opts.HedgeBudget)
+	if err != nil {
+		return nil, fmt.Errorf("engine: hedge budget: %w", err)
+	}
+	return &routeState{name: name, cands: cands, strategy: s, retries: rb, hedges: hb}, nil
+}
+
+// passthroughRoute returns the route serving model for a client of format
+// when no model or alias claims it: one endpoint on the provider of the
+// client's format (else the first), created once and kept.
+func (e *Engine) passthroughRoute(model string, format llm.Format) (*routeState, error) {
+	k := passKey{model, format}
+	f := &e.fleet
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if rs := f.pass[k]; rs != nil {
+		return rs, nil
+	}
+	tmpl := e.passthrough[0]
+	for _, p := range e.passthrough {
+		if p.Format == format {
+			tmpl = p
+			break
+		}
+	}
+	pe := *tmpl
+	pe.Model, pe.UpstreamModel = model, model
+	pe.ID = model + "/" + pe.Region + "/" + pe.Provider
+	// Clients of both formats on the same provider share the endpoint.
+	var ep *endpoint
+	for _, rs := range f.pass {
+		if rs.cands[0].ID == pe.ID {
+			ep = rs.cands[0]
+			break
+		}
+	}
+	if ep == nil {
+		if len(f.pass) >= maxPassthrough {
+			return nil, fmt.Errorf("more than %d passthrough model names are in use", maxPassthrough)
+		}
+		var err error
+		if ep, err = e.newEndpoint(&pe); err != nil {
+			return nil, err
+		}
+		old := f.passEps.Load()
+		var list []*endpoint
+		if old != nil {
+			list = append(list, *old...)
+		}
+		list = append(list, ep)
+		f.passEps.Store(&list)
+	}
+	rs, err := e.newRoute(model, []*endpoint{ep}, route.Ordered)
+	if err != nil {
+		return nil, err
+	}
+	if f.pass == nil {
+		f.pass = map[passKey]*routeState{}
+	}
+	f.pass[k] = rs
+	return rs, nil
+}
+
+// all returns every endpoint: configured, then passthrough.
+func (f *fleet) all() []*endpoint {
+	p := f.passEps.Load()
+	if p == nil {
+		return f.eps
+	}
+	out := make([]*endpoint, 0, len(f.eps)+len(*p))
+	return append(append(out, f.eps...), *p...)
+}
+
+// breakerChanged republishes ep's view and reports the transition.
+func (e *Engine) breakerChanged(ep *endpoint, from, to resilience.State) {
+	// The breaker calls back with its lock held: publish reads only its
+	// atomics.
+	ep.publish()
+	e.events.breaker(BreakerEvent{Endpoint: ep.ID, From: from, To: to, Time: e.now()})
+}
+
+// Probe backoff for an unreachable endpoint: the first probe soon after it
+// went down (in case it was a blip), then doubling up to the probe
+// interval, so a region that returns gets traffic again within one
+// interval (default 50ms) of answering.
+const (
+	firstProbe           = 5 * time.Millisecond
+	defaultProbeInterval = 50 * time.Millisecond
+	// probeTimeout bounds one probe (a GET of the models list).
+	probeTimeout = 2 * time.Second
+)
+
+// markDown takes ep out of rotation until a probe reaches it. At most one
+// prober runs per endpoint.
+func (e *Engine) markDown(ep *endpoint) {
+	if e.closed.Load() || !ep.down.CompareAndSwap(false, true) {
+		return
+	}
+	ep.publish()
+	e.log.Warn("endpoint unreachable; probing until it answers", "endpoint", ep.ID, "interval", e.probeInt.String())
+	e.probes.Add(1)
+	go func() {
+		defer e.probes.Done()
+		d := min(firstProbe, e.probeInt)
+		t := time.NewTimer(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-e.stop:
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+			err := e.client.Probe(ctx, ep.Endpoint)
+			cancel()
+			if err == nil {
+				ep.health.Restore()
+				ep.down.Store(false)
+				ep.publish()
+				e.log.Info("endpoint reachable again", "endpoint", ep.ID)
+				return
+			}
+			d = min(2*d, e.probeInt)
+			t.Reset(d)
+		}
+	}()
+}
