@@ -1,38 +1,87 @@
 // Package telemetry holds Keel's observers of the engine: each subpackage
-// turns the engine.Record of a finished call into one kind of signal —
-// metrics (Prometheus), tracing (OpenTelemetry spans), debugtrace (the
-// per-request debug trace ring) and dashboard (the live web page) — and
-// semconv names the OpenTelemetry GenAI conventions they follow. The engine
-// imports none of them; the wiring (cmd, keel.New) hands them to the engine
-// as one engine.Observer built by Multi.
+// turns the engine.Record of a finished call, or the engine's events, into
+// one kind of signal — metrics (Prometheus), tracing (OpenTelemetry spans),
+// debugtrace (the per-request debug trace ring), dashboard (the live web
+// page) and alert (the safety valve's webhook) — and semconv names the
+// OpenTelemetry GenAI conventions they follow. The engine imports none of
+// them; the wiring (cmd, keel.New) hands them to the engine as one
+// engine.Observer built by Multi.
 package telemetry
 
 import "github.com/keelmesh/keel/internal/engine"
 
 // Multi returns an Observer that hands each Record to every non-nil
-// observer, in order, on the caller's goroutine. It is safe for concurrent
+// observer, in order, on the caller's goroutine, and each optional event
+// (engine.AttemptObserver, HedgeObserver, BreakerObserver, ValveObserver)
+// to those of them that implement its interface. It is safe for concurrent
 // use when each observer is; it never blocks unless one of them does.
-// With no non-nil observer it returns nil, which the engine treats as none.
+// With no non-nil observer it returns nil, which the engine treats as none;
+// with one it returns that observer itself.
 func Multi(obs ...engine.Observer) engine.Observer {
-	var list []engine.Observer
+	var m multi
 	for _, o := range obs {
-		if o != nil {
-			list = append(list, o)
+		if o == nil {
+			continue
+		}
+		m.done = append(m.done, o)
+		if a, ok := o.(engine.AttemptObserver); ok {
+			m.attempt = append(m.attempt, a)
+		}
+		if h, ok := o.(engine.HedgeObserver); ok {
+			m.hedge = append(m.hedge, h)
+		}
+		if b, ok := o.(engine.BreakerObserver); ok {
+			m.breaker = append(m.breaker, b)
+		}
+		if v, ok := o.(engine.ValveObserver); ok {
+			m.valve = append(m.valve, v)
 		}
 	}
-	switch len(list) {
+	switch len(m.done) {
 	case 0:
 		return nil
 	case 1:
-		return list[0]
+		return m.done[0]
 	}
-	return multi(list)
+	return &m
 }
 
-type multi []engine.Observer
+// multi implements every optional interface, so the engine always finds
+// them; each method loops over the observers that have it (often none).
+type multi struct {
+	done    []engine.Observer
+	attempt []engine.AttemptObserver
+	hedge   []engine.HedgeObserver
+	breaker []engine.BreakerObserver
+	valve   []engine.ValveObserver
+}
 
-func (m multi) RequestDone(r *engine.Record) {
-	for _, o := range m {
+func (m *multi) RequestDone(r *engine.Record) {
+	for _, o := range m.done {
 		o.RequestDone(r)
+	}
+}
+
+func (m *multi) OnAttempt(ev engine.AttemptEvent) {
+	for _, o := range m.attempt {
+		o.OnAttempt(ev)
+	}
+}
+
+func (m *multi) OnHedge(ev engine.HedgeEvent) {
+	for _, o := range m.hedge {
+		o.OnHedge(ev)
+	}
+}
+
+func (m *multi) OnBreakerState(ev engine.BreakerEvent) {
+	for _, o := range m.breaker {
+		o.OnBreakerState(ev)
+	}
+}
+
+func (m *multi) OnValve(ev engine.ValveEvent) {
+	for _, o := range m.valve {
+		o.OnValve(ev)
 	}
 }

@@ -42,6 +42,55 @@ func TestMulti(t *testing.T) {
 	}
 }
 
+// events implements Observer and the optional interfaces named in has,
+// logging each call as name:event.
+type events struct {
+	name string
+	log  *[]string
+}
+
+func (e events) RequestDone(*engine.Record)         { *e.log = append(*e.log, e.name+":done") }
+func (e events) OnAttempt(engine.AttemptEvent)      { *e.log = append(*e.log, e.name+":attempt") }
+func (e events) OnHedge(engine.HedgeEvent)          { *e.log = append(*e.log, e.name+":hedge") }
+func (e events) OnBreakerState(engine.BreakerEvent) { *e.log = append(*e.log, e.name+":breaker") }
+func (e events) OnValve(engine.ValveEvent)          { *e.log = append(*e.log, e.name+":valve") }
+func (v valveOnly) OnValve(engine.ValveEvent)       { *v.log = append(*v.log, v.name+":valve") }
+func (v valveOnly) RequestDone(*engine.Record)      { *v.log = append(*v.log, v.name+":done") }
+
+type valveOnly events
+
+// TestMultiForwardsEvents: Multi hands each optional event to the
+// observers that implement its interface, in order, and skips the others.
+func TestMultiForwardsEvents(t *testing.T) {
+	var got []string
+	plain := engine.ObserverFunc(func(*engine.Record) { got = append(got, "plain:done") })
+	m := Multi(events{"a", &got}, plain, nil, valveOnly{"v", &got}, events{"b", &got})
+	type all interface {
+		engine.AttemptObserver
+		engine.HedgeObserver
+		engine.BreakerObserver
+		engine.ValveObserver
+	}
+	mo, ok := m.(all)
+	if !ok {
+		t.Fatalf("Multi's observer %T lacks an optional interface", m)
+	}
+	m.RequestDone(&engine.Record{})
+	mo.OnAttempt(engine.AttemptEvent{})
+	mo.OnHedge(engine.HedgeEvent{})
+	mo.OnBreakerState(engine.BreakerEvent{})
+	mo.OnValve(engine.ValveEvent{})
+	want := []string{"a:done", "plain:done", "v:done", "b:done", "a:attempt", "b:attempt", "a:hedge", "b:hedge",
+		"a:breaker", "b:breaker", "a:valve", "v:valve", "b:valve"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("calls (-got +want):\n-%v\n+%v", got, want)
+	}
+	// One observer is returned as is, keeping exactly its own interfaces.
+	if _, ok := Multi(plain).(engine.ValveObserver); ok {
+		t.Error("Multi of one RequestDone-only observer is a ValveObserver")
+	}
+}
+
 // The telemetry packages are observers: they may import the engine, never
 // the HTTP front, the CLI, the facade or the simulator.
 func TestForbiddenImports(t *testing.T) {

@@ -5,15 +5,22 @@
 // per-endpoint health gauges read from the engine at scrape time.
 //
 // A *Metrics is an engine.Observer: RequestDone updates counters from one
-// engine.Record. It is safe for concurrent use and never blocks: label
-// children are cached behind atomic pointers, so the per-request path takes
-// no lock except the first time a label combination is seen. Metrics live
-// in their own registry (never the global one), served by Handler.
+// engine.Record. It is also an engine.BreakerObserver and
+// engine.ValveObserver, counting breaker transitions
+// (mesh_breaker_transitions_total) and safety valve openings and closings
+// (mesh_safety_valve_transitions_total) as they happen. It is safe for
+// concurrent use and never blocks: label children are cached behind atomic
+// pointers, so the per-request path takes no lock except the first time a
+// label combination is seen. Metrics live in their own registry (never the
+// global one), served by Handler.
 //
 // Label values are bounded. model, region and domain accept only the values
 // given in Options (plus "other" for anything else and "none" for an empty
 // value); failure reasons and error types accept the first
-// Options.MaxDynamicValues distinct values seen, then "other".
+// Options.MaxDynamicValues distinct values seen, then "other". The endpoint
+// label (per-endpoint gauges, breaker transitions) is the engine's endpoint
+// id, which the engine bounds (the configured endpoints plus its capped
+// passthrough ones).
 //
 // Prometheus names cannot contain dots, so the GenAI metrics are exposed as
 // OpenTelemetry's Prometheus exporter would name them (see
@@ -111,7 +118,16 @@ type Metrics struct {
 	retriesV, hedgesV, hedgesWonV, recoveredV *prometheus.CounterVec
 	attemptsV                                 *prometheus.CounterVec
 	durationV, ttfcV, tokensV                 *prometheus.HistogramVec
+	// breakerV counts breaker transitions by (endpoint, from, to): rare,
+	// so children are looked up in the vector each time.
+	breakerV *prometheus.CounterVec
+	// valveTo holds mesh_safety_valve_transitions_total's children by
+	// valveStates index.
+	valveTo [len(valveStates)]prometheus.Counter
 }
+
+// valveStates are the states the safety valve enters.
+var valveStates = [...]string{"open", "closed"}
 
 // Request outcomes: "ok", the mesh error codes without their MESH_ prefix
 // in lower case, else the HTTP status class.
@@ -193,6 +209,13 @@ func New(o Options) (*Metrics, error) {
 	m.recoveredV = counter("mesh_recoveries_total", "Mid-stream continuations on another endpoint.")
 	m.attemptsV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_attempts_total",
 		Help: "Upstream attempts by kind (primary, retry, hedge, fallback, continuation) and outcome (ok or the failure reason)."}, []string{"kind", "outcome"})
+	m.breakerV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_breaker_transitions_total",
+		Help: "Circuit breaker state changes, by endpoint and the states left and entered (closed, open, half-open)."}, []string{"endpoint", "from", "to"})
+	valveV := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_safety_valve_transitions_total",
+		Help: "Safety valve state changes, by the state entered: open (calls take the legacy path) or closed."}, []string{"to"})
+	for i, st := range valveStates {
+		m.valveTo[i] = valveV.WithLabelValues(st)
+	}
 
 	names := semconv.Current()
 	gl := []string{semconv.PrometheusLabel(semconv.AttrOperationName), semconv.PrometheusLabel(semconv.AttrProviderName),
@@ -206,7 +229,7 @@ func New(o Options) (*Metrics, error) {
 		append(gl[:4:4], semconv.PrometheusLabel(semconv.AttrTokenType)))
 
 	cs := []prometheus.Collector{m.requestsV, m.fallbacksV, m.modelFallbacksV, m.legacyV, m.offsetV, m.queueWaitV, m.fragSentV, m.fragOKV, m.fusionsV, m.conflictsV,
-		m.retriesV, m.hedgesV, m.hedgesWonV, m.recoveredV, m.attemptsV, m.durationV, m.ttfcV, m.tokensV}
+		m.retriesV, m.hedgesV, m.hedgesWonV, m.recoveredV, m.attemptsV, m.durationV, m.ttfcV, m.tokensV, m.breakerV, valveV}
 	if o.Endpoints != nil {
 		cs = append(cs, newEndpointCollector(o.Endpoints))
 	}
@@ -276,6 +299,22 @@ func (m *Metrics) RequestDone(r *engine.Record) {
 		}).Inc()
 	}
 	m.observeGenAI(s, r)
+}
+
+// OnBreakerState counts one breaker transition. It never blocks.
+func (m *Metrics) OnBreakerState(ev engine.BreakerEvent) {
+	m.breakerV.WithLabelValues(ev.Endpoint, ev.From.String(), ev.To.String()).Inc()
+}
+
+// OnValve counts the safety valve opening or closing (an event of another
+// name is not counted). It never blocks.
+func (m *Metrics) OnValve(ev engine.ValveEvent) {
+	switch ev.Event {
+	case engine.ValveEventOpen:
+		m.valveTo[0].Inc()
+	case engine.ValveEventClosed:
+		m.valveTo[1].Inc()
+	}
 }
 
 func addInt(c prometheus.Counter, n int) {
