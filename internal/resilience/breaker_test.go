@@ -342,3 +342,80 @@ func BenchmarkBreakerAllow(b *testing.B) {
 		}
 	})
 }
+
+// TestBreakerStateChangeOutsideLock checks that OnStateChange runs with the
+// breaker's lock released — it may call the Breaker, which would deadlock
+// under the lock — and that a transition the callback itself causes is
+// reported after the one being reported, not inside it.
+func TestBreakerStateChangeOutsideLock(t *testing.T) {
+	clk := newFakeClock()
+	var b *Breaker
+	var got []string
+	cfg := BreakerConfig{Now: clk.Now, OpenFor: time.Second}
+	cfg.OnStateChange = func(from, to State) {
+		got = append(got, "enter "+from.String()+"->"+to.String())
+		if to == Open {
+			// The open interval ends inside the callback: State turns the
+			// breaker half-open, a transition of its own.
+			clk.Advance(time.Second)
+		}
+		got = append(got, "state "+b.State().String())
+		got = append(got, "exit "+from.String()+"->"+to.String())
+	}
+	var err error
+	if b, err = NewBreaker(cfg); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		call(t, b, false)
+	}
+	want := []string{
+		"enter closed->open", "state half-open", "exit closed->open",
+		"enter open->half-open", "state half-open", "exit open->half-open",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("callbacks (-got +want):\n-%q\n+%q", got, want)
+	}
+	wantState(t, b, HalfOpen)
+}
+
+// TestBreakerStateChangesInOrder drives a breaker from many goroutines and
+// checks that the callbacks never overlap (the race detector would see the
+// unguarded variables) and form one chain: each from is the previous to.
+func TestBreakerStateChangesInOrder(t *testing.T) {
+	clk := newFakeClock()
+	last, n := Closed, 0
+	cfg := BreakerConfig{Now: clk.Now, OpenFor: time.Millisecond, MaxOpenFor: time.Millisecond, ConsecutiveFailures: 2, HalfOpenProbes: 4}
+	cfg.OnStateChange = func(from, to State) {
+		if from != last {
+			t.Errorf("transition %d: %v->%v after a transition to %v", n, from, to, last)
+		}
+		last = to
+		n++
+	}
+	b, err := NewBreaker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 2000 {
+				if done, err := b.Allow(); err == nil {
+					done((i+g)%3 == 0)
+				}
+				if i%50 == 0 {
+					clk.Advance(time.Millisecond)
+				}
+				b.State()
+			}
+		})
+	}
+	wg.Wait()
+	if s := b.State(); s != last {
+		t.Errorf("state %v, last reported transition to %v", s, last)
+	}
+	if n < 10 {
+		t.Errorf("%d transitions, want the test to cause many", n)
+	}
+}
