@@ -103,6 +103,11 @@ type ModelSpec struct {
 	// that a field-extraction answer gives a wrong value for a field (see
 	// Answer). 0, the default, means always correct.
 	ExtractionErrorRate float64 `json:"extraction_error_rate,omitempty"`
+	// Continuation is how the model's OpenAI-format endpoints treat a
+	// trailing assistant message: none (the default: history, a new answer
+	// starts, as OpenAI does), prefill, continue_final_message or prefix
+	// (see Continuation). Anthropic-format endpoints always continue it.
+	Continuation Continuation `json:"continuation,omitempty"`
 }
 
 // Price is in US dollars per million tokens.
@@ -309,6 +314,12 @@ func (c *Config) Validate() error {
 		}
 		if !(m.ExtractionErrorRate >= 0 && m.ExtractionErrorRate <= 1) {
 			return fmt.Errorf("%s.extraction_error_rate: %g is outside [0, 1]", p, m.ExtractionErrorRate)
+		}
+		if err := m.Continuation.validate(); err != nil {
+			return fmt.Errorf("%s.continuation: %w", p, err)
+		}
+		if m.Continuation != "" && !m.serves(llm.FormatOpenAI) {
+			return fmt.Errorf("%s.continuation: applies to the openai format, which the model is not served in", p)
 		}
 	}
 	for i := range c.Faults {

@@ -5,11 +5,16 @@
 // and benchmarks, and users' tests may import it.
 //
 // Answers are deterministic: the text depends only on the seed, the model
-// and the conversation, never on the wire format, and Answer computes it
-// without a fleet, so a test knows the exact expected text, tool calls and
-// token usage. A last assistant turn acts as a prefill and the fleet
-// continues exactly from it, which is what lets a cut stream be resumed and
-// checked to the byte.
+// and the conversation, and Answer and AnswerFormat compute it without a
+// fleet, so a test knows the exact expected text, tool calls and token
+// usage. A last assistant message is where the wire formats differ, as real
+// providers do (PROTOCOLS.md §0.11): over the Anthropic format it is a
+// prefill and the fleet continues exactly from it, which is what lets a cut
+// stream be resumed and checked to the byte; over the OpenAI format it is
+// continued only as the model's Continuation says (prefill like llama.cpp,
+// continue_final_message like vLLM, prefix like DeepSeek) and by default,
+// as OpenAI does, it is history: the answer is a new, complete one, so a
+// client that resends the part it already has gets the text twice.
 //
 // Temperature sensitivity: at temperature T > 0 each word of a text answer is
 // replaced with probability WordChangeProbability(T × the model's

@@ -10,11 +10,14 @@ import (
 )
 
 // Answer returns the answer a fleet built from cfg gives to req, exactly as
-// its endpoints send it when no fault interferes (the wire adds only the
-// response id's prefix conventions and timestamps). It is pure: the result
-// depends only on cfg.Seed, req.Model and the conversation (system text,
-// messages, tools, tool choice, stop sequences, max tokens, response format),
-// never on the wire format the request came in. Safe for concurrent use.
+// its Anthropic-format endpoints send it when no fault interferes (the wire
+// adds only the response id's prefix conventions and timestamps). It is
+// pure: the result depends only on cfg.Seed, req.Model and the conversation
+// (system text, messages, tools, tool choice, stop sequences, max tokens,
+// response format). Over the OpenAI format the answer is the same unless
+// the last message is an assistant message, which only some OpenAI-format
+// servers continue (see Continuation and AnswerFormat). Safe for concurrent
+// use.
 //
 // The rules, which tests may rely on:
 //   - The prompt key is the system text plus each non-system turn (consecutive
@@ -25,9 +28,13 @@ import (
 //     word is one token; every word but the first carries its leading space.
 //   - max_tokens caps the tokens (stop_reason max_tokens); a stop sequence
 //     ends the text where it begins (stop_reason stop_sequence).
-//   - A last assistant turn of text P is a prefill: the answer to the
-//     conversation without it is computed, and if it starts with P only the
-//     rest is returned (possibly from mid-word); otherwise the whole answer.
+//   - A last assistant turn of text P is a prefill where the endpoint
+//     continues one (always over the Anthropic format; over the OpenAI format
+//     as the model's Continuation says): the answer to the conversation
+//     without it is computed, and if it starts with P only the rest is
+//     returned (possibly from mid-word); otherwise the whole answer. Where
+//     the endpoint does not continue it, it is an ordinary turn of the prompt
+//     key, so the answer is a new, complete one that depends on P.
 //   - With tools and tool_choice other than none, unless the last turn holds a
 //     tool result: tool_choice tool calls that tool; otherwise every tool
 //     named in the last user text is called in order of first mention; with
@@ -129,11 +136,12 @@ func (a *answer) response() *llm.Response {
 	return r
 }
 
-// generate computes the answer to req.
-func generate(seed int64, req *llm.Request, s sampling) *answer {
+// generate computes the answer to req. With cont, a trailing assistant
+// text message is a prefill the answer continues; without, it is history.
+func generate(seed int64, req *llm.Request, s sampling, cont bool) *answer {
 	conv := req.Messages
 	prefill, hasPrefill := "", false
-	if n := len(conv); n > 0 && conv[n-1].Role == llm.RoleAssistant && onlyText(conv[n-1].Content) {
+	if n := len(conv); cont && n > 0 && conv[n-1].Role == llm.RoleAssistant && onlyText(conv[n-1].Content) {
 		prefill, hasPrefill = conv[n-1].Text(), true
 		conv = conv[:n-1]
 	}

@@ -77,6 +77,9 @@ func goldenCalls() []goldenCall {
 		goldenCall{"/v1/messages", `{"model":"nope","max_tokens":1,` + plain + `}`, "", true},
 		goldenCall{"/r/mars/v1/chat/completions", `{"model":"sim-opus",` + plain + `}`, "", false},
 		goldenCall{"/v1/chat/completions", `{"model":"sim-opus","messages":[],"tool_choice":{"type":"function","function":{"name":"x"}}}`, "", false},
+		// OpenAI (the default continuation, none) does not continue a
+		// trailing assistant message: a new answer, the message as history.
+		goldenCall{"/v1/chat/completions", `{"model":"sim-sonnet","messages":[{"role":"user","content":"prefill"},{"role":"assistant","content":"Signal"}]}`, "", false},
 	)
 }
 

@@ -381,6 +381,13 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		fail(http.StatusBadRequest, llm.ErrInvalidRequest, fmt.Sprintf("tool_choice: tool %q is not in tools", tc.Name))
 		return
 	}
+	cont, ae := continues(spec, c.format, req)
+	if ae != nil {
+		e := *ae
+		e.RequestID = reqID
+		writeAPIError(w, c, &e)
+		return
+	}
 	rh.set("X-Sim-Region", regionName)
 	rh.set("X-Sim-Endpoint", ep.name)
 
@@ -395,7 +402,7 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		return
 	}
 
-	ans := generate(f.cfg.Seed, req, samplingFor(spec, req, sample))
+	ans := generate(f.cfg.Seed, req, samplingFor(spec, req, sample), cont)
 	if spec.ContextWindow > 0 && ans.usage.InputTokens > spec.ContextWindow {
 		ep.recordStatus(http.StatusBadRequest)
 		call.fail(http.StatusBadRequest, llm.ErrInvalidRequest,

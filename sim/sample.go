@@ -34,7 +34,8 @@ func (m *ModelSpec) EffectiveTemperature(t float64) float64 {
 }
 
 // AnswerSample returns the answer a fleet built from cfg gives to req on
-// its sample-th call: a fleet numbers its API calls 1, 2, 3 … from New (Reset
+// its sample-th call over the Anthropic format (a trailing assistant
+// message is a prefill; AnswerFormat answers for either format): a fleet numbers its API calls 1, 2, 3 … from New (Reset
 // does not restart the count) and draws the call's temperature sampling and
 // extraction errors from that number. Answer(cfg, req) is AnswerSample(cfg,
 // req, 0). When req has no temperature (or 0) and the model's
@@ -42,14 +43,34 @@ func (m *ModelSpec) EffectiveTemperature(t float64) float64 {
 // samples with scale 1 and no extraction errors. Pure and safe for
 // concurrent use.
 func AnswerSample(cfg Config, req *llm.Request, sample uint64) *llm.Response {
-	var spec *ModelSpec
-	for i := range cfg.Models {
-		if cfg.Models[i].Name == req.Model {
-			spec = &cfg.Models[i]
-			break
+	spec := cfg.model(req.Model)
+	return generate(cfg.Seed, req, samplingFor(spec, req, sample), true).response()
+}
+
+// AnswerFormat is AnswerSample for a request sent over wire format f: a
+// trailing assistant message is continued as the model's endpoints of that
+// format continue one (over the OpenAI format, per its Continuation; an
+// unknown model has the default, none), or else is history and the answer
+// a new one. The error, an *llm.APIError, is the 400 the endpoint answers
+// instead (continue_final_message misused). Pure and safe for concurrent
+// use.
+func AnswerFormat(cfg Config, f Format, req *llm.Request, sample uint64) (*llm.Response, error) {
+	spec := cfg.model(req.Model)
+	cont, ae := continues(spec, f, req)
+	if ae != nil {
+		return nil, ae
+	}
+	return generate(cfg.Seed, req, samplingFor(spec, req, sample), cont).response(), nil
+}
+
+// model returns the spec of the model named name, or nil.
+func (c *Config) model(name string) *ModelSpec {
+	for i := range c.Models {
+		if c.Models[i].Name == name {
+			return &c.Models[i]
 		}
 	}
-	return generate(cfg.Seed, req, samplingFor(spec, req, sample)).response()
+	return nil
 }
 
 // sampling is what varies between calls of one conversation.
