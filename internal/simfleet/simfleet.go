@@ -4,6 +4,7 @@
 package simfleet
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/keelmesh/keel/config"
@@ -16,11 +17,22 @@ const (
 	OpenAIProvider    = "sim-openai"
 )
 
+// DefaultAlias is the alias Config adds over sim-sonnet, then the stronger
+// sim-opus, then sim-haiku (strategy ordered), so that a fallback across
+// models shows (X-Mesh-Model, X-Mesh-Fallback).
+const DefaultAlias = "sim-default"
+
+// defaultAliasModels is DefaultAlias's fallback chain.
+var defaultAliasModels = []string{"sim-sonnet", "sim-opus", "sim-haiku"}
+
 // Config returns a validated config whose models are the fleet's, each with
 // one endpoint per region, reached at baseURL (the fleet's HTTP address, or
 // any base when the mesh is given the fleet's in-memory transport). A model
 // the fleet serves in the Anthropic format is reached in that format,
-// otherwise in the OpenAI format. The request log is off.
+// otherwise in the OpenAI format. When the fleet has sim-sonnet, sim-opus
+// and sim-haiku (sim.DefaultConfig's three tiers) and no model named
+// DefaultAlias, the config also has the alias DefaultAlias over them. The
+// request log is off.
 func Config(f *sim.Fleet, baseURL string) *config.Config {
 	base := strings.TrimRight(baseURL, "/")
 	cfg := &config.Config{
@@ -49,10 +61,23 @@ func Config(f *sim.Fleet, baseURL string) *config.Config {
 		}
 		cfg.Models = append(cfg.Models, mc)
 	}
+	if hasModels(cfg, defaultAliasModels) && !hasModels(cfg, []string{DefaultAlias}) {
+		cfg.Aliases = append(cfg.Aliases, config.Alias{Name: DefaultAlias, Models: slices.Clone(defaultAliasModels), Strategy: config.StrategyOrdered})
+	}
 	// No request log unless the caller asks for one: tests and tools
 	// built on a fleet must not leave database files behind.
 	off := false
 	cfg.RequestLog.Enabled = &off
 	cfg.ApplyDefaults()
 	return cfg
+}
+
+// hasModels reports whether cfg has a model of each name.
+func hasModels(cfg *config.Config, names []string) bool {
+	for _, n := range names {
+		if !slices.ContainsFunc(cfg.Models, func(m config.Model) bool { return m.Name == n }) {
+			return false
+		}
+	}
+	return true
 }
