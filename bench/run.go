@@ -25,7 +25,8 @@ type Target struct {
 	URL string
 	// Direct marks the simulator itself: each of its calls is exactly one
 	// upstream call, which is how a run splits the simulator's counters
-	// between a direct target and a gateway in front of the same fleet.
+	// between a direct target and a gateway in front of the same fleet. Its
+	// calls ask for Request.DirectModel when that is set.
 	Direct bool
 	// Client sends the calls; nil means a tuned keep-alive client of the
 	// run's own. A non-nil Client also skips the reachability check.
@@ -244,7 +245,7 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 		}
 		recs[i] = &recorder{
 			t:       t,
-			caller:  newCaller(client, endpointPath(t.URL, format), format, &req),
+			caller:  newCaller(client, endpointPath(t.URL, format), format, req.forTarget(t)),
 			kinds:   map[string]int64{},
 			windows: make([]*Histogram, opt.Windows),
 			werrs:   make([]int64, opt.Windows),
@@ -293,7 +294,7 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 		cctx, ccancel := context.WithTimeout(runCtx, opt.Timeout)
 		o := r.caller.call(cctx, n, intended)
 		ccancel()
-		r.record(o, start, intended, window, time.Since(intended), opt.Prices, req.Model)
+		r.record(o, start, intended, window, time.Since(intended), opt.Prices, r.caller.req.Model)
 	}
 	if opt.Rate > 0 {
 		openLoop(runCtx, opt, recs, start, &wg, send)

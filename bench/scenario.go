@@ -44,6 +44,11 @@ type Request struct {
 	Format string `yaml:"format"`
 	// Model defaults to sim-sonnet.
 	Model string `yaml:"model"`
+	// DirectModel is the model a direct target (Target.Direct: the bare
+	// simulator, which has no aliases) calls instead of Model, when Model is
+	// a name only a gateway knows, such as the alias sim-default; empty
+	// means Model.
+	DirectModel string `yaml:"direct_model"`
 	// Prompt is the user message; each call appends its sequence number so
 	// no two calls are identical (no cache can serve them).
 	Prompt string `yaml:"prompt"`
@@ -76,6 +81,17 @@ func (r *Request) applyDefaults() {
 	if r.MaxTokens == 0 {
 		r.MaxTokens = DefaultMaxTokens
 	}
+}
+
+// forTarget returns what the calls to t ask for: r, with DirectModel as
+// the model when t is direct.
+func (r *Request) forTarget(t Target) *Request {
+	if !t.Direct || r.DirectModel == "" {
+		return r
+	}
+	c := *r
+	c.Model = r.DirectModel
+	return &c
 }
 
 func (r *Request) validate() error {

@@ -1,11 +1,17 @@
 package bench
 
 import (
+	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -47,6 +53,11 @@ func TestEmbeddedScenarios(t *testing.T) {
 			f := (*s.Timeline[0].Faults)[0]
 			if f.Kind != "overloaded" || f.Model != "sim-sonnet" {
 				t.Errorf("fault = %+v, want overloaded on sim-sonnet", f)
+			}
+			// The mesh is called with the alias (fallback across models);
+			// the bare simulator, which has none, with its first model.
+			if s.Load.Model != "sim-default" || s.Load.DirectModel != "sim-sonnet" {
+				t.Errorf("model %q, direct_model %q; want sim-default and sim-sonnet", s.Load.Model, s.Load.DirectModel)
 			}
 		}},
 		{"malformed-json", func(t *testing.T, s *Scenario) {
@@ -145,5 +156,56 @@ func TestLoadScenarioRefs(t *testing.T) {
 	}
 	if _, err := LoadScenario("hurricane"); !errors.Is(err, ErrUnknownScenario) {
 		t.Errorf("unknown name error %v is not ErrUnknownScenario", err)
+	}
+}
+
+// modelRT answers every call and records the model each asked for.
+type modelRT struct {
+	mu     sync.Mutex // guards following
+	models []string
+}
+
+func (m *modelRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	var body struct{ Model string }
+	b, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	json.Unmarshal(b, &body)
+	m.mu.Lock()
+	m.models = append(m.models, body.Model)
+	m.mu.Unlock()
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(anthropicOK)), Request: r}, nil
+}
+
+// TestDirectModel checks that a direct target calls direct_model and a
+// gateway the scenario's model, and that a scenario reads the key.
+func TestDirectModel(t *testing.T) {
+	s, err := ParseScenario([]byte("load: {rate: 10, duration: 1s, model: sim-default, direct_model: sim-sonnet}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		req    Request
+		direct bool
+		want   string
+	}{
+		{name: "direct target", req: s.Load.Request, direct: true, want: "sim-sonnet"},
+		{name: "gateway", req: s.Load.Request, want: "sim-default"},
+		{name: "direct target without direct_model", req: Request{Model: "sim-opus"}, direct: true, want: "sim-opus"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := &modelRT{}
+				tg := fakeTarget(tt.name, rt)
+				tg.Direct = tt.direct
+				if _, err := Run(t.Context(), Options{Targets: []Target{tg}, Request: tt.req, Rate: 10, Duration: time.Second}); err != nil {
+					t.Fatal(err)
+				}
+				if len(rt.models) == 0 || slices.ContainsFunc(rt.models, func(m string) bool { return m != tt.want }) {
+					t.Errorf("models called %v, want only %s", rt.models, tt.want)
+				}
+			})
+		})
 	}
 }

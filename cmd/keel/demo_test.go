@@ -117,6 +117,26 @@ func TestDemoQuick(t *testing.T) {
 	if err := json.Unmarshal(b, &demo); err != nil || len(demo.Scenarios) != len(demoOrder()) {
 		t.Errorf("demo JSON: %v, %d scenarios, want %d", err, len(demo.Scenarios), len(demoOrder()))
 	}
+	// overload calls the alias sim-default through the mesh and its first
+	// model, sim-sonnet, direct (the bare simulator has no aliases): both
+	// sides know their model, and direct sees sim-sonnet's 529s.
+	for _, sc := range demo.Scenarios {
+		if sc.Name != "overload" {
+			continue
+		}
+		var direct, mesh struct {
+			Requests     int64            `json:"requests"`
+			ErrorsByKind map[string]int64 `json:"errors_by_kind"`
+		}
+		json.Unmarshal(sc.Direct, &direct)
+		json.Unmarshal(sc.Mesh, &mesh)
+		if direct.ErrorsByKind["status_404"] != 0 || mesh.ErrorsByKind["status_404"] != 0 {
+			t.Errorf("overload: 404s direct %d, mesh %d; want none (an unknown model)", direct.ErrorsByKind["status_404"], mesh.ErrorsByKind["status_404"])
+		}
+		if direct.ErrorsByKind["status_529"] == 0 {
+			t.Errorf("overload: direct errors %v, want sim-sonnet's 529s", direct.ErrorsByKind)
+		}
+	}
 	page, err := os.ReadFile(f.htmlOut)
 	if err != nil {
 		t.Fatal(err)
