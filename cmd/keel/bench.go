@@ -157,7 +157,7 @@ func runBench(ctx context.Context, cmd *cobra.Command, f *benchFlags, out io.Wri
 			r.Format = f.format
 		}
 		if changed("model") {
-			r.Model = f.model
+			r.Model, r.DirectModel = f.model, "" // one model named on the command line serves both sides
 		}
 		if changed("max-tokens") {
 			r.MaxTokens = f.maxTokens
