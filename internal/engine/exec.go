@@ -153,7 +153,7 @@ func fallbackPolicy(next step) step {
 		for {
 			a, err := next(ctx, x, t)
 			f := classify(err)
-			if f == nil || f.decide != decideFallback || ctx.Err() != nil {
+			if a == nil || f == nil || f.decide != decideFallback || ctx.Err() != nil {
 				return a, err
 			}
 			x.mu.Lock()

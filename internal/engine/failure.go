@@ -63,6 +63,11 @@ func classify(err error) *failure {
 	if err == nil {
 		return nil
 	}
+	var me *meshError
+	if errors.As(err, &me) {
+		// Keel's own verdict: final, whatever failure it wraps.
+		return &failure{reason: "mesh_" + me.code, err: err}
+	}
 	var f *failure
 	if errors.As(err, &f) {
 		return f
