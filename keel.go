@@ -37,6 +37,7 @@ import (
 	"github.com/keelmesh/keel/internal/store/sqlite"
 	"github.com/keelmesh/keel/internal/structured"
 	"github.com/keelmesh/keel/internal/telemetry"
+	"github.com/keelmesh/keel/internal/telemetry/alert"
 	"github.com/keelmesh/keel/internal/telemetry/dashboard"
 	"github.com/keelmesh/keel/internal/telemetry/debugtrace"
 	"github.com/keelmesh/keel/internal/telemetry/metrics"
@@ -60,6 +61,7 @@ type Mesh struct {
 	debug    *debugtrace.Store
 	dash     *dashboard.Dashboard
 	reqlog   *sqlite.Log
+	alert    *alert.Webhook
 	smetrics *structured.Metrics
 	closeOne sync.Once
 }
@@ -275,6 +277,11 @@ func (m *Mesh) Close() error {
 			m.tracer.Shutdown(ctx)
 			cancel()
 		}
+		if m.alert != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			m.alert.Shutdown(ctx)
+			cancel()
+		}
 		if m.upstream != nil {
 			m.upstream.CloseIdleConnections()
 		}
@@ -283,7 +290,8 @@ func (m *Mesh) Close() error {
 }
 
 // observability builds the observers (metrics, tracing, debug traces,
-// dashboard, request log, the caller's) and the HTTP routes that show them.
+// dashboard, request log, the safety valve's alert webhook, the caller's)
+// and the HTTP routes that show them.
 func (m *Mesh) observability(cfg *config.Config, o options) (engine.Observer, []server.Route, error) {
 	t := cfg.Telemetry
 	on := func(b *bool) bool { return b == nil || *b }
@@ -357,6 +365,14 @@ func (m *Mesh) observability(cfg *config.Config, o options) (engine.Observer, []
 		m.reqlog = l
 		obs = append(obs, l)
 	}
+	if v := cfg.Resilience.SafetyValve; v.Webhook != "" && !v.Disabled {
+		a, err := alert.New(alert.Options{URL: v.Webhook, Logger: o.logger})
+		if err != nil {
+			return nil, nil, fmt.Errorf("resilience.safety_valve.webhook: %w", err)
+		}
+		m.alert = a
+		obs = append(obs, a)
+	}
 	if o.observer != nil {
 		obs = append(obs, o.observer)
 	}
@@ -394,7 +410,7 @@ func resilienceOptions(c config.Resilience) engine.Resilience {
 		Rollout: rollout(c.Rollout),
 		Valve: engine.ValveConfig{
 			Disabled: c.SafetyValve.Disabled, Threshold: c.SafetyValve.Threshold, Window: time.Duration(c.SafetyValve.Window),
-			MinRequests: c.SafetyValve.MinRequests, Hold: time.Duration(c.SafetyValve.Hold), Webhook: c.SafetyValve.Webhook,
+			MinRequests: c.SafetyValve.MinRequests, Hold: time.Duration(c.SafetyValve.Hold),
 		},
 	}
 	return r

@@ -1,10 +1,6 @@
 package engine
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,17 +10,15 @@ import (
 // that needed a fallback passes Threshold over Window (with at least
 // MinRequests calls), every call goes straight to its route's primary
 // endpoint — one attempt, no retry, hedge, fallback or continuation — for
-// Hold, and an alert is logged and posted to Webhook. Zero values are the
-// defaults.
+// Hold. Each opening and closing is logged and reported to the observer as
+// a ValveEvent (the alert webhook is such an observer, in telemetry). Zero
+// values are the defaults.
 type ValveConfig struct {
 	Disabled    bool
 	Threshold   float64       // default 0.05
 	Window      time.Duration // default 60s
 	MinRequests int           // default 50
 	Hold        time.Duration // default 30s
-	Webhook     string
-	// Post sends the webhook body; nil uses http.DefaultClient.
-	Post func(ctx context.Context, url string, body []byte) error
 }
 
 // valve counts calls and fallbacks in one-second buckets. Its state is read
@@ -104,10 +98,10 @@ func (v *valve) observe(now time.Time, fallback bool) (event string, rate float6
 		for i := range v.buckets {
 			v.buckets[i] = valveBucket{}
 		}
-		return "safety_valve_open", rate, n
+		return ValveEventOpen, rate, n
 	case v.tripped:
 		v.tripped = false
-		return "safety_valve_closed", rate, n
+		return ValveEventClosed, rate, n
 	}
 	return "", rate, n
 }
@@ -140,38 +134,13 @@ func (v *valve) state(now time.Time) ValveState {
 // Valve returns the safety valve's state.
 func (e *Engine) Valve() ValveState { return e.valve.state(e.now()) }
 
-// alert logs a valve transition and posts it to the webhook, off the
-// request path.
+// alert logs a valve transition and reports it as a ValveEvent, on the
+// request's goroutine: the engine does no I/O for it.
 func (e *Engine) alert(event string, rate float64, n int) {
 	e.log.Warn("keel: "+event, "fallback_rate", rate, "window_requests", n, "threshold", e.valve.cfg.Threshold)
-	url := e.valve.cfg.Webhook
-	if url == "" || e.closed.Load() {
-		return
+	ev := ValveEvent{Event: event, FallbackRate: rate, Requests: n, Threshold: e.valve.cfg.Threshold, Time: e.now()}
+	if event == ValveEventOpen {
+		ev.OpenUntil = time.Unix(0, e.valve.openUntil.Load())
 	}
-	body, _ := json.Marshal(map[string]any{"event": event, "fallback_rate": rate, "window_requests": n, "time": e.now().UTC()})
-	post := e.valve.cfg.Post
-	if post == nil {
-		post = func(ctx context.Context, url string, body []byte) error {
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-			if err != nil {
-				return err
-			}
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return err
-			}
-			resp.Body.Close()
-			return nil
-		}
-	}
-	e.probes.Add(1)
-	go func() {
-		defer e.probes.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := post(ctx, url, body); err != nil {
-			e.log.Warn("keel: safety valve webhook failed", "err", err)
-		}
-	}()
+	e.events.valve(ev)
 }
