@@ -5,19 +5,31 @@
 // the answer can wait for the handler to return: then it runs on the
 // caller's goroutine and its answer is buffered whole (no goroutine, no
 // pipe; a fresh goroutine's stack growth alone was a sixth of an embedded
-// call's CPU). RoundTrip returns as
-// soon as the handler writes its header (WriteHeader, the first Write, or a
-// Flush); the body then streams through a pipe until the handler returns.
-// Closing the response body, or cancelling the request context, cancels the
-// context the handler sees. A handler that panics with http.ErrAbortHandler
-// makes the body read fail with io.ErrUnexpectedEOF, as a cut connection does.
-// The Transport is safe for concurrent use.
+// call's CPU). RoundTrip returns as soon as the handler sends its header
+// (WriteHeader, a Flush, or its return; bytes written before that are held,
+// so an answer that never flushes arrives whole with a Content-Length, as
+// net/http's small answers do); the body then streams through a pipe until
+// the handler returns. The handler's context is cancelled when the client
+// closes the body, when the request's context is cancelled, or when the
+// handler returns, and the request body is closed once the handler is done.
+//
+// A handler that panics with http.ErrAbortHandler after sending its header
+// makes the body read fail with io.ErrUnexpectedEOF, as a cut connection
+// does; before its header, RoundTrip fails (see Transport.ResetError).
+// Trailers arrive as net/http's client shows what its server sends: the
+// Trailer header becomes Response.Trailer's keys, and the values (those
+// of the declared names and of http.TrailerPrefix keys) are there once the
+// body has read io.EOF.
+//
+// A Transport is safe for concurrent use. It uses no sockets, so it works
+// inside a testing/synctest bubble.
 package inproc
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -37,6 +49,11 @@ type Transport struct {
 	// Context, when set, derives the context the handler sees from the
 	// request's (adding values) without another copy of the request.
 	Context func(context.Context) context.Context
+	// ResetError, when set, gives the error RoundTrip returns when the
+	// handler aborts (panics with http.ErrAbortHandler) before sending its
+	// header: what a client sees of a connection reset before any answer.
+	// Nil gives io.ErrUnexpectedEOF.
+	ResetError func() error
 }
 
 func (t *Transport) context(req *http.Request) context.Context {
@@ -86,10 +103,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	go func() {
 		defer func() {
 			if v := recover(); v != nil {
-				w.abort(panicError(v))
-				return
+				w.abort(t.panicError(v, w.status != 0))
+			} else {
+				w.finish()
 			}
-			w.finish()
+			// As net/http does once ServeHTTP returns; an earlier cause
+			// (the client closed the body) stays.
+			cancel(errHandlerDone)
+			// The RoundTripper contract: the transport closes the request
+			// body, here once the handler is done with it.
+			if !read && req.Body != nil {
+				req.Body.Close()
+			}
 		}()
 		t.Handler.ServeHTTP(w, sreq)
 	}()
@@ -110,7 +135,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			resp.ContentLength = n
 		}
 	}
-	resp.Body = &body{pr: pr, cancel: cancel}
+	resp.Body = &body{pr: pr, cancel: cancel, resp: resp, w: w}
 	return resp, nil
 }
 
@@ -132,8 +157,8 @@ func readAll(r io.Reader, n int64) ([]byte, error) {
 	return b, nil
 }
 
-// errHandlerDone cancels a buffered handler's context when it returns, as
-// net/http does.
+// errHandlerDone cancels a handler's context when it returns, as net/http
+// does.
 var errHandlerDone = errors.New("inproc: handler returned")
 
 // serveBuffered runs the handler on the caller's goroutine and answers
@@ -152,7 +177,7 @@ func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*h
 	func() {
 		defer func() {
 			if v := recover(); v != nil {
-				fail = panicError(v)
+				fail = t.panicError(v, w.status != 0)
 			}
 		}()
 		t.Handler.ServeHTTP(w, sreq)
@@ -168,7 +193,8 @@ func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*h
 	if fail == nil {
 		resp.ContentLength = int64(w.buf.Len())
 	}
-	w.fillTrailer()
+	w.finalTrailer()
+	mergeTrailer(resp, w.trailer)
 	var rd io.Reader = bytes.NewReader(w.buf.Bytes())
 	if fail != nil {
 		rd = io.MultiReader(rd, errReader{fail})
@@ -185,19 +211,27 @@ func serverSide(r *http.Request) {
 	if r.RemoteAddr == "" {
 		r.RemoteAddr = "127.0.0.1:0"
 	}
+	if r.Host == "" {
+		r.Host = r.URL.Host
+	}
 }
 
 // panicError is what a handler's panic becomes for the caller:
-// http.ErrAbortHandler reads as a cut connection.
-func panicError(v any) error {
-	if v == http.ErrAbortHandler {
-		return io.ErrUnexpectedEOF
+// http.ErrAbortHandler reads as a cut connection, or as ResetError before
+// the header was sent.
+func (t *Transport) panicError(v any, headerSent bool) error {
+	if v != http.ErrAbortHandler {
+		return fmt.Errorf("inproc: handler panic: %v", v)
 	}
-	return errors.New("inproc: handler panic")
+	if !headerSent && t.ResetError != nil {
+		return t.ResetError()
+	}
+	return io.ErrUnexpectedEOF
 }
 
-// response is the answer's head as the handler wrote it; a declared
-// Trailer gets its map (filled when the handler returns).
+// response is the answer's head as the handler wrote it. As in net/http's
+// client, the Trailer header is not in Header: it names Trailer's keys,
+// with nil values until the body's EOF.
 func (w *responseWriter) response(req *http.Request) *http.Response {
 	resp := &http.Response{
 		Status:        strconv.Itoa(w.status) + " " + http.StatusText(w.status),
@@ -209,11 +243,27 @@ func (w *responseWriter) response(req *http.Request) *http.Response {
 		ContentLength: -1,
 		Request:       req,
 	}
-	if declared := w.snapshot.Values("Trailer"); len(declared) > 0 {
-		resp.Trailer = make(http.Header)
-		w.trailer = resp.Trailer
+	if len(w.declared) > 0 {
+		resp.Trailer = make(http.Header, len(w.declared))
+		for _, k := range w.declared {
+			resp.Trailer[k] = nil
+		}
 	}
 	return resp
+}
+
+// mergeTrailer adds the trailers the handler sent to resp.Trailer.
+func mergeTrailer(resp *http.Response, t http.Header) {
+	if len(t) == 0 {
+		return
+	}
+	if resp.Trailer == nil {
+		resp.Trailer = t
+		return
+	}
+	for k, vs := range t {
+		resp.Trailer[k] = vs
+	}
 }
 
 type errReader struct{ err error }
@@ -224,9 +274,20 @@ type body struct {
 	pr     *io.PipeReader
 	cancel context.CancelCauseFunc
 	once   sync.Once
+	// resp gets w's trailers on the reader's goroutine at EOF (which the
+	// pipe orders after the handler's return); w is nil once it has.
+	resp *http.Response
+	w    *responseWriter
 }
 
-func (b *body) Read(p []byte) (int, error) { return b.pr.Read(p) }
+func (b *body) Read(p []byte) (int, error) {
+	n, err := b.pr.Read(p)
+	if err == io.EOF && b.w != nil {
+		mergeTrailer(b.resp, b.w.trailer)
+		b.w = nil
+	}
+	return n, err
+}
 
 func (b *body) Close() error {
 	b.once.Do(func() {
@@ -247,8 +308,12 @@ type responseWriter struct {
 	buf      bytes.Buffer // body written before the first flush, when no header was sent yet
 	// buffered: the whole body goes to buf (serveBuffered); pw is nil.
 	buffered bool
-	// trailer is the response's Trailer map, filled when the handler
-	// returns (before the body's EOF, so the reader sees it after EOF).
+	// declared are the names of the Trailer header as sent (set by
+	// WriteHeader, before RoundTrip reads them).
+	declared []string
+	// trailer is what the handler sent as trailers, built on its goroutine
+	// when it returns; the client's goroutine reads it only after the
+	// body's EOF.
 	trailer http.Header
 }
 
@@ -266,6 +331,14 @@ func (w *responseWriter) WriteHeader(code int) {
 	if w.snapshot.Get("Content-Type") == "" && w.buf.Len() > 0 {
 		w.snapshot.Set("Content-Type", http.DetectContentType(w.buf.Bytes()))
 	}
+	for _, decl := range w.snapshot["Trailer"] {
+		for k := range strings.SplitSeq(decl, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				w.declared = append(w.declared, http.CanonicalHeaderKey(k))
+			}
+		}
+	}
+	delete(w.snapshot, "Trailer")
 	if w.ready != nil {
 		w.once.Do(func() { close(w.ready) })
 	}
@@ -325,28 +398,33 @@ func (w *responseWriter) finish() {
 		w.buf.Reset()
 		w.pw.Write(b)
 	}
-	w.fillTrailer()
+	w.finalTrailer()
 	w.pw.Close()
 }
 
-// fillTrailer copies the trailers the handler set into the response's
-// Trailer map.
-func (w *responseWriter) fillTrailer() {
-	if w.trailer != nil {
-		for k, vs := range w.header {
-			if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok {
-				w.trailer[http.CanonicalHeaderKey(name)] = vs
+// finalTrailer builds the trailers of a handler that returned as
+// net/http's server does: the http.TrailerPrefix keys, then the values of
+// the declared names, so that a name set both ways arrives twice here as
+// it does over a socket.
+func (w *responseWriter) finalTrailer() {
+	var t http.Header
+	for k, vs := range w.header {
+		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok {
+			if t == nil {
+				t = make(http.Header)
 			}
-		}
-		for _, decl := range w.snapshot.Values("Trailer") {
-			for _, k := range strings.Split(decl, ",") {
-				k = http.CanonicalHeaderKey(strings.TrimSpace(k))
-				if v, ok := w.header[k]; ok && w.trailer.Get(k) == "" {
-					w.trailer[k] = v
-				}
-			}
+			t[http.CanonicalHeaderKey(name)] = vs
 		}
 	}
+	for _, k := range w.declared {
+		for _, v := range w.header[k] {
+			if t == nil {
+				t = make(http.Header, len(w.declared))
+			}
+			t.Add(k, v)
+		}
+	}
+	w.trailer = t
 }
 
 func (w *responseWriter) abort(err error) {

@@ -3,10 +3,18 @@ package inproc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -250,4 +258,260 @@ func TestBufferedPanicsAndAborts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTrailersOfEventlessStream: a streamed answer whose handler flushes
+// its header and returns without a body still delivers its trailers, and
+// the transport touches the trailer map from one goroutine at a time
+// (run with -race). The map was once made by RoundTrip after the header
+// arrived while the handler's goroutine filled it on return: a race that
+// lost the trailers when the handler won it.
+func TestTrailersOfEventlessStream(t *testing.T) {
+	tr := &Transport{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Trailer", "X-Mesh-Attempts, X-Mesh-Region")
+		w.Header().Set("X-Mesh-Attempts", "1")
+		http.NewResponseController(w).Flush()
+		w.Header().Set("X-Mesh-Attempts", "2")
+		w.Header().Set("X-Mesh-Region", "b")
+	})}
+	for i := range 50 {
+		req, _ := http.NewRequest("POST", "http://x/v1/messages", strings.NewReader(`{"stream":true}`))
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || len(b) != 0 {
+			t.Fatalf("call %d: body %q, %v; want empty", i, b, err)
+		}
+		if got, want := resp.Header.Get("X-Mesh-Attempts"), "1"; got != want {
+			t.Fatalf("call %d: header X-Mesh-Attempts = %q, want %q", i, got, want)
+		}
+		want := http.Header{"X-Mesh-Attempts": {"2"}, "X-Mesh-Region": {"b"}}
+		if !reflect.DeepEqual(resp.Trailer, want) {
+			t.Fatalf("call %d: trailer = %v, want %v", i, resp.Trailer, want)
+		}
+	}
+}
+
+// TestTrailersAsNetHTTP: a handler's trailers reach Response.Trailer as
+// net/http's client shows them over a socket, including a name set both
+// declared and with http.TrailerPrefix (sent twice, as net/http sends it).
+func TestTrailersAsNetHTTP(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		declare string
+		set     func(h http.Header)
+	}{
+		{"declared", "X-A, x-b", func(h http.Header) { h.Set("X-A", "1"); h.Set("X-B", "2") }},
+		{"declared, one not set", "X-A, X-B", func(h http.Header) { h.Set("X-A", "1") }},
+		{"prefix only", "", func(h http.Header) { h.Set(http.TrailerPrefix+"X-P", "p") }},
+		{"declared and prefix", "X-A", func(h http.Header) { h.Set("X-A", "old"); h.Set(http.TrailerPrefix+"X-A", "new") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.declare != "" {
+					w.Header().Set("Trailer", tc.declare)
+				}
+				io.WriteString(w, "data: x\n\n")
+				http.NewResponseController(w).Flush()
+				tc.set(w.Header())
+			})
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			ht := &http.Transport{}
+			defer ht.CloseIdleConnections()
+			want := trailerOf(t, ht, srv.URL)
+			got := trailerOf(t, &Transport{Handler: h}, "http://x/")
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("(-got +want)\n-%v\n+%v", got, want)
+			}
+		})
+	}
+}
+
+// trailerOf returns the trailer keys as RoundTrip returns, the Trailer
+// header, and the trailer after EOF.
+func trailerOf(t *testing.T, rt http.RoundTripper, url string) [3]any {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var before []string
+	for k, v := range resp.Trailer {
+		if v != nil {
+			t.Errorf("trailer %s = %q before EOF", k, v)
+		}
+		before = append(before, k)
+	}
+	slices.Sort(before)
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	return [3]any{before, resp.Header.Values("Trailer"), resp.Trailer}
+}
+
+func TestAborts(t *testing.T) {
+	errReset := errors.New("reset")
+	for _, tc := range []struct {
+		name     string
+		buffered bool
+		reset    bool
+		h        http.HandlerFunc
+		wantErr  error // of RoundTrip
+		wantRead error // of reading the body
+	}{
+		{name: "before header", h: abortAfter(""), wantErr: io.ErrUnexpectedEOF},
+		{name: "before header, reset", reset: true, h: abortAfter(""), wantErr: errReset},
+		{name: "before header, reset, buffered", reset: true, buffered: true, h: abortAfter(""), wantErr: errReset},
+		{name: "written, not flushed, reset", reset: true, h: abortAfter("part", false), wantErr: errReset},
+		{name: "after header, reset", reset: true, h: abortAfter("part", true), wantRead: io.ErrUnexpectedEOF},
+		{name: "after header, reset, buffered", reset: true, buffered: true, h: abortAfter("part", true), wantRead: io.ErrUnexpectedEOF},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := &Transport{Handler: tc.h}
+			if tc.buffered {
+				tr.Buffered = always
+			}
+			if tc.reset {
+				tr.ResetError = func() error { return errReset }
+			}
+			req, _ := http.NewRequest("GET", "http://x/", nil)
+			resp, err := tr.RoundTrip(req)
+			if !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
+				t.Fatalf("RoundTrip error %v, want %v", err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if string(b) != "part" || !errors.Is(err, tc.wantRead) {
+				t.Fatalf("body %q, %v; want %q, %v", b, err, "part", tc.wantRead)
+			}
+		})
+	}
+}
+
+// abortAfter writes body (flushed when flush[0]) and aborts.
+func abortAfter(body string, flush ...bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if body != "" {
+			io.WriteString(w, body)
+		}
+		if len(flush) > 0 && flush[0] {
+			http.NewResponseController(w).Flush()
+		}
+		panic(http.ErrAbortHandler)
+	}
+}
+
+func TestPanicErrorNamesValue(t *testing.T) {
+	tr := &Transport{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { panic("boom") })}
+	req, _ := http.NewRequest("GET", "http://x/", nil)
+	if _, err := tr.RoundTrip(req); err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("err %v, want one naming the panic", err)
+	}
+}
+
+// TestHandlerDoneEndsContextAndClosesBody: as under net/http, the
+// handler's context ends when it returns, and the transport closes the
+// request body (the RoundTripper contract) once the handler is done.
+func TestHandlerDoneEndsContextAndClosesBody(t *testing.T) {
+	ctxc := make(chan context.Context, 1)
+	tr := &Transport{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctxc <- r.Context()
+		io.Copy(w, r.Body)
+	})}
+	rb := &closeBody{Reader: strings.NewReader("hello"), closed: make(chan struct{})}
+	req, _ := http.NewRequest("POST", "http://x/", rb)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if string(b) != "hello" {
+		t.Fatalf("body %q", b)
+	}
+	<-rb.closed // the test times out if the body is never closed
+	ctx := <-ctxc
+	<-ctx.Done()
+	if cause := context.Cause(ctx); !errors.Is(cause, errHandlerDone) {
+		t.Fatalf("handler context cause %v, want %v", cause, errHandlerDone)
+	}
+	resp.Body.Close()
+	if req.Host != "x" || req.Header.Get("Host") != "" {
+		t.Fatalf("request modified: host %q", req.Host)
+	}
+}
+
+type closeBody struct {
+	io.Reader
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (b *closeBody) Close() error { b.once.Do(func() { close(b.closed) }); return nil }
+
+// TestServesHost: a request built without Host reaches the handler with
+// the URL's, as a server sees it.
+func TestServesHost(t *testing.T) {
+	var host string
+	tr := &Transport{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { host = r.Host })}
+	req := &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Host: "api.example.com", Path: "/"}, Header: http.Header{}}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if host != "api.example.com" {
+		t.Fatalf("handler saw host %q", host)
+	}
+}
+
+// TestInSynctestBubble: a stream with pauses runs on virtual time, and
+// closing its body mid-stream ends the handler, leaving no goroutine
+// behind (synctest.Test waits for every goroutine of the bubble).
+func TestInSynctestBubble(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ended := make(chan error, 1)
+		tr := &Transport{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rc := http.NewResponseController(w)
+			for i := 0; ; i++ {
+				select {
+				case <-r.Context().Done():
+					ended <- context.Cause(r.Context())
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				fmt.Fprintf(w, "data: %d\n\n", i)
+				rc.Flush()
+			}
+		})}
+		start := time.Now()
+		req, _ := http.NewRequest("GET", "http://x/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, len("data: 0\n\n"))
+		for range 3 {
+			if _, err := io.ReadFull(resp.Body, buf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := time.Since(start); got != 300*time.Millisecond {
+			t.Errorf("three events took %v, want 300ms", got)
+		}
+		resp.Body.Close()
+		if err := <-ended; !errors.Is(err, errBodyClosed) {
+			t.Errorf("handler ended with %v, want %v", err, errBodyClosed)
+		}
+	})
 }
