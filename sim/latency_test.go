@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -311,5 +310,3 @@ func TestConcurrencyLimit(t *testing.T) {
 		}
 	})
 }
-
-var _ http.RoundTripper = (*transport)(nil)
