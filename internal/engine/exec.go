@@ -205,6 +205,12 @@ func retryPolicy(next step) step {
 				if until.IsZero() || d <= 0 || x.waits >= e.maxAttempts {
 					return nil, x.noCandidate(nc)
 				}
+				if x.waits > 0 && !x.rs.retries.TryWithdraw() {
+					// The first wait for a retry-after is free (nothing was
+					// sent); waiting again, behind other calls' refusals, is
+					// a retry like any other.
+					return nil, x.exhausted(llm.MeshBudgetExhausted, "retry budget exhausted while every endpoint is cooling down")
+				}
 				if dl, ok := ctx.Deadline(); ok && e.now().Add(d).After(dl) {
 					return nil, x.exhausted(llm.MeshTimeout, "no endpoint can be tried again before the deadline")
 				} else if !ok && d > maxCooldownWait {
@@ -518,8 +524,8 @@ func (x *exec) anyAvailable(now time.Time) bool {
 	return false
 }
 
-// soonest is when the first endpoint that is out for a time (cooling,
-// ejected, breaker open) comes back; zero when none will by itself.
+// soonest is when the first endpoint cooling down after a retry-after
+// comes back; zero when none is cooling.
 func (x *exec) soonest(now time.Time) time.Time {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -528,7 +534,9 @@ func (x *exec) soonest(now time.Time) time.Time {
 		if x.avoid[i] || x.legacy && ep.Model != x.rs.cands[0].Model {
 			continue
 		}
-		if _, until := ep.view.Load().unavailable(now); !until.IsZero() && until.After(now) && (best.IsZero() || until.Before(best)) {
+		// Only a retry-after is waited for: an open breaker or an ejection
+		// is a fault, and failing fast is its point.
+		if why, until := ep.view.Load().unavailable(now); why == "cooling" && until.After(now) && (best.IsZero() || until.Before(best)) {
 			best = until
 		}
 	}
@@ -618,7 +626,7 @@ func (a *attempt) settle(f *failure) {
 		// prober brings the endpoint back, not the breaker's interval.
 		ok = !o.Failure || f.capacity || f.unreachable
 		if f.reason == "canceled" || f.reason == "cancelled_loser" {
-			o = health.Outcome{Cancelled: true}
+			o = health.Outcome{Cancelled: true, Latency: o.Latency}
 			ok = true
 		}
 	}
@@ -682,7 +690,7 @@ func (a *attempt) discard() {
 	}
 	a.settled = true
 	x.mu.Unlock()
-	a.hdone(health.Outcome{Cancelled: true})
+	a.hdone(health.Outcome{Cancelled: true, Latency: x.e.now().Sub(a.start)})
 	a.bdone(true)
 	a.ep.publish()
 }

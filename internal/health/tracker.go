@@ -46,8 +46,10 @@ type Outcome struct {
 	// retry-after. It may be nil.
 	Header http.Header
 	// Cancelled reports an attempt abandoned before its answer (a hedge
-	// race's loser, a client gone): it only ends the flight; its truncated
-	// latency says nothing about the endpoint.
+	// race's loser, a client gone): it ends the flight, and its Latency,
+	// when set, is a lower bound of the true one: it enters the latency
+	// histogram (so the percentiles the hedge delay reads keep the slow
+	// tail the hedges cut short) but not the EWMA or the error rate.
 	Cancelled bool
 }
 
@@ -203,6 +205,9 @@ func (t *Tracker) since(now time.Time) int64 { return max(int64(now.Sub(t.start)
 func (t *Tracker) finish(o Outcome) {
 	level := t.inflight.Add(-1) + 1 // requests in flight while this one ended
 	if o.Cancelled {
+		if o.Latency > 0 {
+			t.latency.record(t.since(t.now())/t.width, o.Latency)
+		}
 		return
 	}
 	now := t.since(t.now())
