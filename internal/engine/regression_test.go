@@ -2,6 +2,7 @@ package engine
 
 import (
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -361,5 +362,71 @@ func TestPassthroughBreakerOpensAcrossCalls(t *testing.T) {
 		if len(st) != 1 || st[0].ID != "claude-x/up/p" || st[0].Breaker != resilience.Open.String() {
 			t.Errorf("Endpoints() = %+v, want the passthrough endpoint with its breaker open", st)
 		}
+	})
+}
+
+// Must show: a 50 % 429 storm (retry-after: 1s) on one of two regions:
+// no client error, nothing sent to the storming endpoint inside its
+// retry-after once any attempt saw the 429, amplification ≤ 1.10.
+func TestRateLimitStormOnOneRegion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var seen []time.Time // when each 429 reached Keel
+		a := &scripted{id: "a", format: llm.FormatAnthropic, script: func(n int, _ map[string]any) reply {
+			if n%2 == 0 {
+				r := anthropicError(429, "rate_limit_error", "1")
+				r.delay = 5 * time.Millisecond
+				mu.Lock()
+				seen = append(seen, time.Now().Add(r.delay))
+				mu.Unlock()
+				return r
+			}
+			r := anthropicJSON("a")
+			r.delay = 20 * time.Millisecond
+			return r
+		}}
+		b := &scripted{id: "b", format: llm.FormatAnthropic, script: func(int, map[string]any) reply {
+			r := anthropicJSON("b")
+			r.delay = 80 * time.Millisecond // slower: a is preferred whenever it may be used
+			return r
+		}}
+		h := newHarness(t, a, b)
+		e := h.engine(Options{Aliases: map[string]Alias{"al": {Models: []string{"m"}}}}, h.endpoints("m", "a", "b")...)
+		const clients, perClient = 20, 30
+		var wg sync.WaitGroup
+		var errs atomic.Int64
+		for c := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(c) * 3 * time.Millisecond)
+				for range perClient {
+					if r := call(t, e, ask(llm.FormatAnthropic, "al", false)); r.err != nil {
+						errs.Add(1)
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}()
+		}
+		wg.Wait()
+		if n := errs.Load(); n != 0 {
+			t.Errorf("%d client errors while b was healthy", n)
+		}
+		for _, at := range a.callTimes() {
+			for _, s := range seen {
+				if at.After(s) && at.Before(s.Add(time.Second)) {
+					t.Errorf("a call reached a %v after a 429 with retry-after 1s was seen", at.Sub(s))
+				}
+			}
+		}
+		calls := clients * perClient
+		sent := a.count() + b.count()
+		if ampl := float64(sent) / float64(calls); ampl > 1.10 {
+			t.Errorf("amplification %.3f (%d attempts for %d calls), want ≤ 1.10", ampl, sent, calls)
+		}
+		if len(seen) < 3 {
+			t.Errorf("a answered %d 429s: the storm did not reach it after its cooldowns", len(seen))
+		}
+		t.Logf("%d calls, %d attempts (a %d, of which %d were 429s; b %d)", calls, sent, a.count(), len(seen), b.count())
 	})
 }
