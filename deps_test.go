@@ -15,11 +15,13 @@ func TestImportRules(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	const mod = "github.com/keelmesh/keel"
+	// config may import the policy packages whose config structs it decodes
+	// into (STYLE.md rule 22), because they are stdlib-only leaves themselves.
 	stdlibOnly := map[string][]string{
 		mod + "/internal/llm":            nil,
 		mod + "/internal/sse":            nil,
 		mod + "/internal/resilience":     nil,
-		mod + "/config":                  {"github.com/goccy/go-yaml"},
+		mod + "/config":                  {"github.com/goccy/go-yaml", mod + "/internal/resilience", mod + "/internal/health"},
 		mod + "/internal/wire/anthropic": {mod + "/internal/llm", mod + "/internal/sse", mod + "/internal/jsonx"},
 		mod + "/internal/wire/openai":    {mod + "/internal/llm", mod + "/internal/sse", mod + "/internal/jsonx"},
 		mod + "/internal/jsonx":          nil,

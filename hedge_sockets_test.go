@@ -15,7 +15,7 @@ import (
 // the simulator sees the abandoned call end instead of holding it.
 func TestHedgeOverRealSockets(t *testing.T) {
 	e := newEnv(t, sim.ZeroLatency(), func(c *config.Config) {
-		c.Resilience.HedgeCeiling = config.Duration(50 * time.Millisecond)
+		c.Resilience.Hedge.Ceiling = 50 * time.Millisecond
 		c.Aliases = []config.Alias{{Name: "primary-east", Models: []string{"sim-sonnet"}, Strategy: "ordered"}}
 	})
 	if err := e.fleet.SetFaults([]sim.Fault{{Kind: sim.KindHang, Model: "sim-sonnet", Region: "us-east"}}); err != nil {

@@ -32,7 +32,6 @@ import (
 	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/normalize/calstore"
 	"github.com/keelmesh/keel/internal/provider"
-	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/server"
 	"github.com/keelmesh/keel/internal/store/sqlite"
 	"github.com/keelmesh/keel/internal/structured"
@@ -135,8 +134,13 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 			if err != nil {
 				return nil, fmt.Errorf("provider %s: %w", p.Name, err)
 			}
+			cont, err := provider.ParseContinuation(p.Continuation)
+			if err != nil {
+				return nil, fmt.Errorf("provider %s: %w", p.Name, err)
+			}
 			pass = append(pass, &provider.Endpoint{
 				Region: "default", Provider: p.Name, Format: llm.ParseFormat(p.Type), BaseURL: p.BaseURL, APIKey: key,
+				Continuation:          cont,
 				AnthropicVersion:      p.AnthropicVersion,
 				ResponseHeaderTimeout: time.Duration(p.Timeouts.ResponseHeader),
 				StreamIdleTimeout:     time.Duration(p.Timeouts.StreamIdle),
@@ -205,6 +209,10 @@ func Endpoints(cfg *config.Config) ([]*provider.Endpoint, error) {
 			if err != nil {
 				return nil, fmt.Errorf("provider %s: %w", p.Name, err)
 			}
+			cont, err := provider.ParseContinuation(p.Continuation)
+			if err != nil {
+				return nil, fmt.Errorf("provider %s: %w", p.Name, err)
+			}
 			ep := &provider.Endpoint{
 				ID:                    e.ID(mdl.Name),
 				Model:                 mdl.Name,
@@ -214,6 +222,7 @@ func Endpoints(cfg *config.Config) ([]*provider.Endpoint, error) {
 				Format:                llm.ParseFormat(p.Type),
 				BaseURL:               p.BaseURL,
 				APIKey:                key,
+				Continuation:          cont,
 				AnthropicVersion:      p.AnthropicVersion,
 				ResponseHeaderTimeout: time.Duration(p.Timeouts.ResponseHeader),
 				StreamIdleTimeout:     time.Duration(p.Timeouts.StreamIdle),
@@ -356,7 +365,7 @@ func (m *Mesh) observability(cfg *config.Config, o options) (engine.Observer, []
 		obs = append(obs, d)
 		routes = append(routes, server.Route{Path: "/dashboard", Prefix: true, Handler: d.Handler()})
 	}
-	if rl := cfg.RequestLog; on(rl.Enabled) {
+	if rl := cfg.RequestLog; rl.On() {
 		l, err := sqlite.Open(sqlite.Config{Path: rl.Path, RetentionDays: rl.RetentionDays, QueueSize: rl.QueueSize,
 			BatchSize: rl.BatchSize, FlushInterval: time.Duration(rl.FlushInterval), LogBodies: rl.LogBodies, Logger: o.logger})
 		if err != nil {
@@ -390,30 +399,26 @@ func headerOf(m map[string]config.Secret) http.Header {
 	return h
 }
 
-// resilienceOptions maps the config section onto the engine's options.
+// resilienceOptions maps the config section onto the engine's options. The
+// budgets, hedge bounds and breaker are the resilience package's own config
+// structs and pass straight through; their constructors fill the defaults.
 func resilienceOptions(c config.Resilience) engine.Resilience {
-	r := engine.Resilience{
+	return engine.Resilience{
 		MaxAttempts:     c.MaxAttempts,
-		Timeout:         time.Duration(c.Timeout),
-		RetryBudget:     resilience.BudgetConfig{Ratio: c.RetryBudget.Ratio, Burst: c.RetryBudget.Burst},
-		HedgeBudget:     resilience.BudgetConfig{Ratio: c.HedgeBudget.Ratio, Burst: c.HedgeBudget.Burst},
-		Hedge:           resilience.HedgePolicy{Floor: time.Duration(c.HedgeFloor), Ceiling: time.Duration(c.HedgeCeiling)},
+		Timeout:         c.Timeout.Std(),
+		RetryBudget:     c.RetryBudget,
+		HedgeBudget:     c.HedgeBudget,
+		Hedge:           c.Hedge,
+		Breaker:         c.Breaker,
 		DisableHedging:  c.Hedging != nil && !*c.Hedging,
 		DisableRecovery: c.Recovery != nil && !*c.Recovery,
-		ProbeInterval:   time.Duration(c.ProbeInterval),
-		Breaker: resilience.BreakerConfig{
-			FailureRate: c.Breaker.FailureRate, MinRequests: c.Breaker.MinRequests,
-			ConsecutiveFailures: c.Breaker.ConsecutiveFailures, Window: time.Duration(c.Breaker.Window),
-			OpenFor: time.Duration(c.Breaker.OpenFor), HalfOpenProbes: c.Breaker.HalfOpenProbes,
-			SuccessesToClose: c.Breaker.SuccessesToClose,
-		},
-		Rollout: rollout(c.Rollout),
+		ProbeInterval:   c.ProbeInterval.Std(),
+		Rollout:         rollout(c.Rollout),
 		Valve: engine.ValveConfig{
-			Disabled: c.SafetyValve.Disabled, Threshold: c.SafetyValve.Threshold, Window: time.Duration(c.SafetyValve.Window),
-			MinRequests: c.SafetyValve.MinRequests, Hold: time.Duration(c.SafetyValve.Hold),
+			Disabled: c.SafetyValve.Disabled, Threshold: c.SafetyValve.Threshold, Window: c.SafetyValve.Window.Std(),
+			MinRequests: c.SafetyValve.MinRequests, Hold: c.SafetyValve.Hold.Std(),
 		},
 	}
-	return r
 }
 
 // structuredOptions maps the config section onto the engine's options.
@@ -462,7 +467,7 @@ func fragmentOptions(c config.Fragmentation) engine.FragmentOptions {
 // the file exists; a missing file means none.
 func loadCalibrations(path string) (*normalize.Set, error) {
 	if path == "" {
-		path = "keel-calibrations.db"
+		path = calstore.DefaultPath
 	}
 	if _, err := os.Stat(path); err != nil {
 		return nil, nil

@@ -113,7 +113,7 @@ func TestDebugTraceOfHedgedRetriedCall(t *testing.T) {
 		simCfg.Regions[1].Latency.TTFT = sim.Duration(time.Second) // eu-west: slow, hedged
 		simCfg.Faults = []sim.Fault{{Kind: sim.KindOverloaded, Count: 1, Region: "us-east"}}
 		s := newSimMesh(t, simCfg, func(c *config.Config) {
-			c.Resilience.HedgeCeiling = config.Duration(50 * time.Millisecond)
+			c.Resilience.Hedge.Ceiling = 50 * time.Millisecond
 			c.Aliases = []config.Alias{{Name: "east-first", Models: []string{"sim-sonnet"}, Strategy: "ordered"}}
 		})
 		defer s.mesh.Close()

@@ -414,7 +414,7 @@ func TestBreakerOpensHalfOpensCloses(t *testing.T) {
 		simCfg.Faults = []sim.Fault{{Kind: sim.KindServerError, Status: 500}}
 		s := newSimMesh(t, simCfg, func(c *config.Config) {
 			c.Resilience.Breaker.ConsecutiveFailures = 3
-			c.Resilience.Breaker.OpenFor = config.Duration(5 * time.Second)
+			c.Resilience.Breaker.OpenFor = 5 * time.Second
 		})
 		defer s.mesh.Close()
 		body := msgBody("sim-haiku", "x", "")
@@ -645,7 +645,7 @@ func TestAdminSwitchesHedging(t *testing.T) {
 		simCfg.Regions[0].Latency.TTFT = sim.Duration(time.Second) // us-east: slow primary
 		s := newSimMesh(t, simCfg, func(c *config.Config) {
 			c.Server.AdminToken = "s3cret"
-			c.Resilience.HedgeCeiling = config.Duration(50 * time.Millisecond)
+			c.Resilience.Hedge.Ceiling = 50 * time.Millisecond
 			c.Aliases = []config.Alias{{Name: "primary-east", Models: []string{"sim-sonnet"}, Strategy: "ordered"}}
 		})
 		defer s.mesh.Close()

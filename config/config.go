@@ -11,7 +11,13 @@
 // "[redacted]"; no error message ever contains a configured value of a secret
 // field.
 //
-// The package imports only the standard library and github.com/goccy/go-yaml.
+// A policy's settings decode straight into its package's config struct
+// (resilience.BreakerConfig, resilience.BudgetConfig, resilience.HedgePolicy),
+// whose constructor owns the defaults and the rules: Validate runs it.
+//
+// The package imports only the standard library, github.com/goccy/go-yaml and
+// Keel's policy packages, which import only the standard library
+// (internal/resilience; internal/health is allowed too).
 package config
 
 import (
@@ -19,6 +25,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/keelmesh/keel/internal/resilience"
 )
 
 // Defaults. A zero field in a Config means the default listed here; ApplyDefaults
@@ -190,9 +198,11 @@ type Derivation struct {
 
 // RequestLog is the embedded SQLite request log `keel report` reads.
 type RequestLog struct {
-	// Enabled writes one row per request; default true.
+	// Enabled writes one row per request. Unset, the log is written only
+	// when Path is set (see On), so a library user of keel.New never finds
+	// a database file in the working directory; `keel serve` sets it true.
 	Enabled *bool `yaml:"enabled"`
-	// Path is the database file; default "keel-requests.db".
+	// Path is the database file; default "keel-requests.db" when Enabled.
 	Path string `yaml:"path"`
 	// RetentionDays is how long rows are kept; default 30.
 	RetentionDays int `yaml:"retention_days"`
@@ -207,7 +217,19 @@ type RequestLog struct {
 	LogBodies bool `yaml:"log_bodies"`
 }
 
-// Resilience tunes the engine. Zero values mean the defaults listed.
+// On reports whether the request log is written: Enabled when set, else
+// whether Path names a file.
+func (r RequestLog) On() bool {
+	if r.Enabled != nil {
+		return *r.Enabled
+	}
+	return r.Path != ""
+}
+
+// Resilience tunes the engine. Zero values mean the defaults listed. The
+// retry and hedge budgets, the hedge delay bounds and the breaker are the
+// resilience package's own config structs: their defaults and rules are
+// those of resilience.NewBudget, HedgePolicy.Validate and NewBreaker.
 type Resilience struct {
 	// MaxAttempts bounds upstream attempts per call, retries, hedges and
 	// continuations included; default 4.
@@ -217,22 +239,25 @@ type Resilience struct {
 	Timeout Duration `yaml:"timeout"`
 	// RetryBudget caps retries per route: default ratio 0.2 (retries ≤ 20 %
 	// of requests), burst 10.
-	RetryBudget Budget `yaml:"retry_budget"`
+	RetryBudget resilience.BudgetConfig `yaml:"retry_budget"`
 	// HedgeBudget caps hedges per route: default ratio 0.1, burst 10.
-	HedgeBudget Budget `yaml:"hedge_budget"`
+	HedgeBudget resilience.BudgetConfig `yaml:"hedge_budget"`
 	// Hedging sends a second attempt when the first is slower than the
 	// endpoint's live p95; default true.
 	Hedging *bool `yaml:"hedging"`
-	// HedgeFloor and HedgeCeiling clamp the adaptive hedge delay; defaults 20ms and 2s.
-	HedgeFloor   Duration `yaml:"hedge_floor"`
-	HedgeCeiling Duration `yaml:"hedge_ceiling"`
+	// Hedge clamps the adaptive hedge delay; its keys, hedge_floor
+	// (default 20ms) and hedge_ceiling (default 2s), sit in this section.
+	Hedge resilience.HedgePolicy `yaml:",inline"`
 	// Recovery continues a stream that breaks mid-way on another endpoint; default true.
 	Recovery *bool `yaml:"recovery"`
-	// ProbeInterval is how often an unreachable endpoint is probed; default 500ms.
+	// ProbeInterval caps the gap between probes of an unreachable endpoint
+	// (the first after 5ms, then doubling); default 50ms.
 	ProbeInterval Duration `yaml:"probe_interval"`
-	Breaker       Breaker  `yaml:"breaker"`
-	SafetyValve   Valve    `yaml:"safety_valve"`
-	Rollout       Rollout  `yaml:"rollout"`
+	// Breaker tunes the per-endpoint circuit breakers (defaults: see
+	// resilience.BreakerConfig and docs/config.md).
+	Breaker     resilience.BreakerConfig `yaml:"breaker"`
+	SafetyValve Valve                    `yaml:"safety_valve"`
+	Rollout     Rollout                  `yaml:"rollout"`
 }
 
 // Rollout sends Percent of the traffic (sticky by the X-Mesh-Rollout-Key
@@ -245,27 +270,6 @@ type Rollout struct {
 	Stage string `yaml:"stage"`
 	// Percent of keys that get Stage; default 100 when stage is set.
 	Percent *int `yaml:"percent"`
-}
-
-// Budget is a token bucket: each request deposits Ratio tokens, each extra
-// attempt takes one, up to Burst.
-type Budget struct {
-	Ratio float64 `yaml:"ratio"`
-	Burst float64 `yaml:"burst"`
-}
-
-// Breaker tunes the per-endpoint circuit breakers. Zero values mean the
-// defaults: failure_rate 0.5 over min_requests 10 in a 10s window, or 5
-// consecutive failures; open for 5s (doubling up to 60s); 2 half-open
-// probes; 2 successes to close.
-type Breaker struct {
-	FailureRate         float64  `yaml:"failure_rate"`
-	MinRequests         int      `yaml:"min_requests"`
-	ConsecutiveFailures int      `yaml:"consecutive_failures"`
-	Window              Duration `yaml:"window"`
-	OpenFor             Duration `yaml:"open_for"`
-	HalfOpenProbes      int      `yaml:"half_open_probes"`
-	SuccessesToClose    int      `yaml:"successes_to_close"`
 }
 
 // Valve is the mesh-aware safety valve: when the share of calls that needed
@@ -319,6 +323,12 @@ type Provider struct {
 	// Keel's HTTP/1.1 client on the caller's goroutine) or "standard"
 	// (net/http's Transport). https upstreams always use the standard one.
 	HTTPClient string `yaml:"http_client"`
+	// Continuation is how the upstream continues a partial answer sent as
+	// a trailing assistant message (stream recovery): "prefill" (Anthropic,
+	// llama.cpp), "continue_final_message" (vLLM, SGLang), "prefix"
+	// (DeepSeek, Mistral) or "none" (OpenAI: the message is history).
+	// Empty means the type's default: prefill for anthropic, none for openai.
+	Continuation string `yaml:"continuation"`
 }
 
 // Timeouts bound one upstream attempt. Zero means the default.

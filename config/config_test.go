@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/keelmesh/keel/internal/resilience"
 )
 
 func TestLoadFull(t *testing.T) {
@@ -56,6 +58,7 @@ func TestLoadFull(t *testing.T) {
 					Request:        Duration(10 * time.Minute),
 				},
 				MaxIdleConnsPerHost: 64,
+				Continuation:        "continue_final_message",
 			},
 		},
 		Models: []Model{
@@ -81,6 +84,14 @@ func TestLoadFull(t *testing.T) {
 			{Name: "smart", Models: []string{"claude-sonnet-4-5", "claude-haiku-4-5", "qwen2.5-72b"}, Strategy: "ordered"},
 			{Name: "fast", Models: []string{"claude-haiku-4-5", "qwen2.5-72b"}, Strategy: "latency"},
 		},
+		Resilience: Resilience{
+			MaxAttempts: 3,
+			Timeout:     Duration(2 * time.Minute),
+			RetryBudget: resilience.BudgetConfig{Ratio: 0.1, Burst: 5},
+			Hedge:       resilience.HedgePolicy{Floor: 50 * time.Millisecond, Ceiling: time.Second},
+			Breaker:     resilience.BreakerConfig{ConsecutiveFailures: 3, OpenFor: 10 * time.Second},
+		},
+		RequestLog: RequestLog{Path: "keel-requests.db"},
 	}
 	if d := diff(got, want); d != "" {
 		t.Errorf("Load(full.yaml) mismatch (-got +want):\n%s", d)
@@ -314,6 +325,25 @@ func TestParseErrors(t *testing.T) {
 			name: "duration empty string",
 			yaml: "server:\n  shutdown_timeout: \"\"\n",
 			want: []string{`keel.yaml:2:21: server.shutdown_timeout: expected a duration such as "30s" or "300ms", got an empty string`},
+		},
+		{
+			name: "policy durations are strings with a unit",
+			yaml: "resilience:\n  hedge_floor: 30\n  breaker:\n    window: \"10\"\n    open_for: soon\n",
+			want: []string{
+				`keel.yaml:2:16: resilience.hedge_floor: expected a duration with a unit such as "30s" or "300ms", got an integer 30`,
+				`keel.yaml:4:13: resilience.breaker.window: expected a duration with a unit such as "30s" or "300ms", got "10" (add a unit: ns, us, ms, s, m, h)`,
+				`keel.yaml:5:15: resilience.breaker.open_for: expected a duration such as "30s" or "300ms", got "soon"`,
+			},
+		},
+		{
+			name: "policy keys not settable from a file",
+			yaml: "resilience:\n  floor: 1s\n  breaker:\n    buckets: 5\n    now: x\n  retry_budget: {ratio: 0.2, brust: 3}\n",
+			want: []string{
+				`keel.yaml:2:3: resilience.floor: unknown key (did you mean "hedge_floor"?)`,
+				`keel.yaml:4:5: resilience.breaker.buckets: unknown key`,
+				`keel.yaml:5:5: resilience.breaker.now: unknown key`,
+				`keel.yaml:6:30: resilience.retry_budget.brust: unknown key (did you mean "burst"?)`,
+			},
 		},
 		{
 			name: "integer field given a string",

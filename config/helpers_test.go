@@ -61,6 +61,11 @@ func diffValue(b *strings.Builder, path string, g, w reflect.Value) {
 		if g.IsNil() != w.IsNil() && g.Len() == 0 && w.Len() == 0 {
 			fmt.Fprintf(b, "%s: -nil=%v +nil=%v\n", path, g.IsNil(), w.IsNil())
 		}
+	case reflect.Func:
+		// A clock or callback of a policy config; never set by a file.
+		if g.IsNil() != w.IsNil() {
+			fmt.Fprintf(b, "%s: -nil=%v +nil=%v\n", path, g.IsNil(), w.IsNil())
+		}
 	case reflect.String:
 		if g.String() != w.String() {
 			fmt.Fprintf(b, "%s: -%q +%q\n", path, g.String(), w.String())

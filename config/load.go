@@ -6,8 +6,10 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
@@ -118,7 +120,12 @@ func (d *decoder) spend(n ast.Node, path string) bool {
 // through an alias to their own mapping.
 const maxMergeDepth = 16
 
-var durationType = reflect.TypeFor[Duration]()
+// Both config's Duration and time.Duration (the type the policy packages'
+// config structs use) are written as strings with a unit.
+var (
+	durationType    = reflect.TypeFor[Duration]()
+	stdDurationType = reflect.TypeFor[time.Duration]()
+)
 
 func (d *decoder) fail(n ast.Node, path, format string, args ...any) {
 	p := position(n)
@@ -278,8 +285,8 @@ func (d *decoder) decodeStruct(n ast.Node, v reflect.Value, path string) {
 	for _, e := range es {
 		sub := join(path, e.key)
 		d.src.set(sub, e.keyNode)
-		i := fieldIndex(t, e.key)
-		if i < 0 {
+		idx := fieldIndex(t, e.key)
+		if idx == nil {
 			d.skip(e.value)
 			if path == "" && isReserved(e.key) {
 				d.fail(e.keyNode, sub, "section reserved for a later Keel version, not supported yet")
@@ -292,7 +299,7 @@ func (d *decoder) decodeStruct(n ast.Node, v reflect.Value, path string) {
 			d.fail(e.keyNode, sub, "%s", msg)
 			continue
 		}
-		d.decodeValue(e.value, v.Field(i), sub)
+		d.decodeValue(e.value, v.FieldByIndex(idx), sub)
 	}
 }
 
@@ -304,7 +311,7 @@ func (d *decoder) decodeValue(raw ast.Node, v reflect.Value, path string) {
 	if n == nil || isNull(n) {
 		return // absent: keep the zero value, which means the default
 	}
-	if v.Type() == durationType {
+	if v.Type() == durationType || v.Type() == stdDurationType {
 		s, ok := n.(*ast.StringNode)
 		if !ok {
 			d.fail(n, path, "expected a duration with a unit such as \"30s\" or \"300ms\", got %s", describeValue(n))
@@ -485,29 +492,56 @@ func describeValue(n ast.Node) string {
 	return describe(n)
 }
 
-func fieldIndex(t reflect.Type, key string) int {
+// yamlField is one key of a struct type: its name and the index path of
+// the field it decodes into.
+type yamlField struct {
+	name  string
+	index []int
+	typ   reflect.Type
+}
+
+// yamlFields lists the keys of struct type t in field order: each exported
+// field under its yaml tag's name, except that a field tagged ",inline"
+// contributes its own struct's keys and a field tagged "-" (a clock, a
+// callback: not configuration) none.
+func yamlFields(t reflect.Type) []yamlField {
+	var out []yamlField
 	for i := range t.NumField() {
 		f := t.Field(i)
-		if f.IsExported() && yamlName(f) == key {
-			return i
+		if !f.IsExported() {
+			continue
+		}
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case name == "-":
+		case name == "" && f.Type.Kind() == reflect.Struct && slices.Contains(strings.Split(opts, ","), "inline"):
+			for _, sub := range yamlFields(f.Type) {
+				sub.index = append([]int{i}, sub.index...)
+				out = append(out, sub)
+			}
+		default:
+			out = append(out, yamlField{name: name, index: []int{i}, typ: f.Type})
 		}
 	}
-	return -1
+	return out
+}
+
+// fieldIndex returns the index path of key's field in t, or nil.
+func fieldIndex(t reflect.Type, key string) []int {
+	for _, f := range yamlFields(t) {
+		if f.name == key {
+			return f.index
+		}
+	}
+	return nil
 }
 
 func yamlKeys(t reflect.Type) []string {
 	var keys []string
-	for i := range t.NumField() {
-		if f := t.Field(i); f.IsExported() {
-			keys = append(keys, yamlName(f))
-		}
+	for _, f := range yamlFields(t) {
+		keys = append(keys, f.name)
 	}
 	return keys
-}
-
-func yamlName(f reflect.StructField) string {
-	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-	return name
 }
 
 func isReserved(key string) bool {

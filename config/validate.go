@@ -7,10 +7,13 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/keelmesh/keel/internal/resilience"
 )
 
 // Validate checks the whole configuration and returns every problem found,
@@ -38,23 +41,11 @@ func (v *validator) extra() {
 	r := v.c.Resilience
 	v.nonNegative("resilience.max_attempts", int64(r.MaxAttempts))
 	v.duration("resilience.timeout", r.Timeout)
-	v.duration("resilience.hedge_floor", r.HedgeFloor)
-	v.duration("resilience.hedge_ceiling", r.HedgeCeiling)
 	v.duration("resilience.probe_interval", r.ProbeInterval)
-	for name, b := range map[string]Budget{"retry_budget": r.RetryBudget, "hedge_budget": r.HedgeBudget} {
-		if b.Ratio < 0 || b.Ratio > 1000 {
-			v.add("resilience."+name+".ratio", "expected a number between 0 and 1000, got %v", b.Ratio)
-		}
-		if b.Burst < 0 {
-			v.add("resilience."+name+".burst", "must not be negative, got %v", b.Burst)
-		}
-	}
-	if r.HedgeCeiling > 0 && r.HedgeFloor > r.HedgeCeiling {
-		v.add("resilience.hedge_floor", "must not exceed hedge_ceiling (%s)", r.HedgeCeiling)
-	}
-	if f := r.Breaker.FailureRate; f < 0 || f > 1 {
-		v.add("resilience.breaker.failure_rate", "expected a number between 0 and 1, got %v", f)
-	}
+	policy(v, "resilience.retry_budget", r.RetryBudget, checkBudget)
+	policy(v, "resilience.hedge_budget", r.HedgeBudget, checkBudget)
+	policy(v, "resilience", r.Hedge, resilience.HedgePolicy.Validate)
+	policy(v, "resilience.breaker", r.Breaker, checkBreaker)
 	if f := r.SafetyValve.Threshold; f < 0 || f > 1 {
 		v.add("resilience.safety_valve.threshold", "expected a number between 0 and 1, got %v", f)
 	}
@@ -125,6 +116,56 @@ func (v *validator) extra() {
 type validator struct {
 	c    *Config
 	errs []error
+}
+
+// policy checks a policy package's config struct with that package's own
+// constructor (or Validate), so config keeps no second copy of its rules
+// or defaults. Each problem is reported at the first key that is invalid on
+// its own (every other key at its default), else at the first key set, else
+// at path; that key is then reset to its default and the rest checked
+// again, so every bad key is reported, each with the constructor's message.
+func policy[T any](v *validator, path string, cfg T, check func(T) error) {
+	fields := yamlFields(reflect.TypeFor[T]())
+	rv := reflect.ValueOf(&cfg).Elem()
+	for range len(fields) + 1 {
+		err := check(cfg)
+		if err == nil {
+			return
+		}
+		msg := strings.TrimSuffix(err.Error(), ": "+resilience.ErrInvalidConfig.Error())
+		at := -1
+		for i, f := range fields {
+			fv := rv.FieldByIndex(f.index)
+			if fv.IsZero() {
+				continue
+			}
+			if at < 0 {
+				at = i
+			}
+			var one T
+			reflect.ValueOf(&one).Elem().FieldByIndex(f.index).Set(fv)
+			if check(one) != nil {
+				at = i
+				break
+			}
+		}
+		if at < 0 {
+			v.add(path, "%s", msg)
+			return
+		}
+		v.add(join(path, fields[at].name), "%s", msg)
+		rv.FieldByIndex(fields[at].index).SetZero()
+	}
+}
+
+func checkBudget(c resilience.BudgetConfig) error {
+	_, err := resilience.NewBudget(c)
+	return err
+}
+
+func checkBreaker(c resilience.BreakerConfig) error {
+	_, err := resilience.NewBreaker(c)
+	return err
 }
 
 func (v *validator) add(path, format string, args ...any) {
@@ -231,6 +272,13 @@ func (v *validator) providers() {
 		v.nonNegative(base+".max_idle_conns_per_host", int64(p.MaxIdleConnsPerHost))
 		if p.HTTPClient != "" && p.HTTPClient != "lean" && p.HTTPClient != "standard" {
 			v.add(base+".http_client", "expected lean or standard, got %q", p.HTTPClient)
+		}
+		// The names of provider.ParseContinuation, which config cannot
+		// import; continuation_test.go checks that the two agree.
+		switch p.Continuation {
+		case "", "prefill", "continue_final_message", "prefix", "none":
+		default:
+			v.add(base+".continuation", "expected prefill, continue_final_message, prefix or none, got %q", p.Continuation)
 		}
 	}
 }

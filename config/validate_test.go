@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/keelmesh/keel/internal/resilience"
 )
 
 func TestValidateErrors(t *testing.T) {
@@ -151,6 +153,51 @@ func TestValidateErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "continuation",
+			yaml: `providers:
+  - {name: a, type: openai, continuation: continue_final_message}
+  - {name: b, type: openai, continuation: prefil}
+  - {name: c, type: anthropic, continuation: ""}
+`,
+			want: []string{
+				`keel.yaml:3:29: providers[1].continuation: expected prefill, continue_final_message, prefix or none, got "prefil"`,
+			},
+		},
+		{
+			name: "resilience policies checked by their constructors",
+			yaml: `resilience:
+  retry_budget: {ratio: 0.0001}
+  hedge_budget:
+    ratio: 0.5
+    burst: 0.5
+  hedge_floor: 3s
+  breaker:
+    min_requests: -1
+    failure_rate: 1.5
+    window: 5ms
+    open_for: 2m
+`,
+			want: []string{
+				`keel.yaml:2:18: resilience.retry_budget.ratio: budget ratio 0.0001 outside [0.001, 1000]`,
+				`keel.yaml:5:5: resilience.hedge_budget.burst: budget burst 0.5 outside [1, 1e12]`,
+				`keel.yaml:6:3: resilience.hedge_floor: hedge floor 3s is above ceiling 2s`,
+				`keel.yaml:8:5: resilience.breaker.min_requests: breaker min requests -1 below 1`,
+				`keel.yaml:9:5: resilience.breaker.failure_rate: breaker failure rate 1.5 outside (0, 1]`,
+				`keel.yaml:10:5: resilience.breaker.window: breaker window 5ms shorter than 1ms per bucket`,
+				`keel.yaml:11:5: resilience.breaker.open_for: breaker max open interval 1m0s below open interval 2m0s`,
+			},
+		},
+		{
+			name: "hedge bounds that disagree with each other",
+			yaml: "resilience:\n  hedge_floor: 1s\n  hedge_ceiling: 500ms\n",
+			want: []string{`keel.yaml:2:3: resilience.hedge_floor: hedge floor 1s is above ceiling 500ms`},
+		},
+		{
+			name: "negative hedge ceiling",
+			yaml: "resilience:\n  hedge_ceiling: -1s\n",
+			want: []string{`keel.yaml:2:3: resilience.hedge_ceiling: hedge floor 20ms and ceiling -1s must not be negative`},
+		},
+		{
 			name: "model fields",
 			yaml: `providers: [{name: a, type: openai}]
 models:
@@ -274,6 +321,17 @@ func TestValidateInCode(t *testing.T) {
 			},
 		},
 		{
+			name: "policy problems without positions",
+			cfg: Config{Resilience: Resilience{
+				RetryBudget: resilience.BudgetConfig{Burst: -1},
+				Breaker:     resilience.BreakerConfig{Buckets: 2000},
+			}},
+			want: []string{
+				`resilience.retry_budget.burst: budget burst -1 outside [1, 1e12]`,
+				`resilience.breaker: breaker buckets 2000 outside [1, 1000]`,
+			},
+		},
+		{
 			name: "duplicate without positions",
 			cfg: Config{
 				Providers: []Provider{{Name: "a", Type: TypeOpenAI}, {Name: "a", Type: TypeOpenAI}},
@@ -290,6 +348,29 @@ func TestValidateInCode(t *testing.T) {
 			}
 			if d := diffLines(got, tt.want); d != "" {
 				t.Errorf("Validate mismatch (-got +want):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestRequestLogOn: the request log is written when enabled says so, or,
+// enabled unset, when a path is named; never by default.
+func TestRequestLogOn(t *testing.T) {
+	on, off := true, false
+	tests := []struct {
+		name string
+		rl   RequestLog
+		want bool
+	}{
+		{name: "default is off", rl: RequestLog{}, want: false},
+		{name: "a path turns it on", rl: RequestLog{Path: "requests.db"}, want: true},
+		{name: "enabled without path", rl: RequestLog{Enabled: &on}, want: true},
+		{name: "disabled wins over a path", rl: RequestLog{Enabled: &off, Path: "requests.db"}, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.rl.On(); got != tt.want {
+				t.Errorf("On() = %v, want %v", got, tt.want)
 			}
 		})
 	}

@@ -90,6 +90,7 @@ func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOu
 		cfg.RequestLog.Enabled = &on // keel report works after trying the simulator
 		banner = "keel: no --config; serving an in-process SIMULATED fleet at " + srv.URL() + " (keel sim; not real models)"
 	}
+	serveDefaults(cfg)
 	if listenSet || cfg.Server.Listen == "" {
 		cfg.Server.Listen = listen
 	}
@@ -126,6 +127,7 @@ func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOu
 			}
 			nc, err := config.Load(cfgPath)
 			if err == nil {
+				serveDefaults(nc)
 				nc.Server.Listen = cfg.Server.Listen
 				var nm *keel.Mesh
 				if nm, err = keel.New(nc, keel.WithLogger(log)); err == nil {
@@ -184,6 +186,16 @@ func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOu
 		log.Warn("keel: shutdown grace expired; remaining connections cut")
 	}
 	return nil
+}
+
+// serveDefaults applies the defaults of `keel serve` that differ from the
+// library's: the request log is on (so `keel report` works) unless the file
+// says request_log.enabled: false. keel.New alone writes it only when asked.
+func serveDefaults(cfg *config.Config) {
+	if cfg.RequestLog.Enabled == nil {
+		on := true
+		cfg.RequestLog.Enabled = &on
+	}
 }
 
 // realProvidersConfig proxies to the real APIs whose keys are in the environment.

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmesh/keel/config"
+	"github.com/keelmesh/keel/internal/store/sqlite"
 	"github.com/keelmesh/keel/sim"
 )
 
@@ -135,4 +137,56 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// keel serve keeps its request log on by default (keel report reads it),
+// unlike keel.New; request_log.enabled: false still turns it off.
+func TestServeDefaults(t *testing.T) {
+	on, off := true, false
+	tests := []struct {
+		name string
+		in   *bool
+		want bool
+	}{
+		{name: "unset is on", in: nil, want: true},
+		{name: "enabled stays on", in: &on, want: true},
+		{name: "disabled stays off", in: &off, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := &config.Config{RequestLog: config.RequestLog{Enabled: tt.in}}
+			serveDefaults(cfg)
+			if got := cfg.RequestLog.On(); got != tt.want {
+				t.Errorf("request log on = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// keel serve --config with no request_log section writes keel-requests.db
+// in the working directory, where keel report looks by default.
+func TestServeWritesRequestLogByDefault(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	cfgPath := filepath.Join(dir, "keel.yaml")
+	yaml := "server:\n  shutdown_timeout: 1s\nproviders:\n  - {name: a, type: openai, base_url: 'http://127.0.0.1:9/v1'}\n"
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- runServe(ctx, cfgPath, "127.0.0.1:0", true, io.Discard, ready) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("serve ended: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, sqlite.DefaultPath)); err != nil {
+		t.Errorf("keel serve wrote no request log where keel report reads it: %v", err)
+	}
 }

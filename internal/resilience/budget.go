@@ -12,17 +12,18 @@ import (
 var ErrBudgetExhausted = errors.New("budget exhausted")
 
 // BudgetConfig configures a Budget. The zero value is the documented default
-// for retries.
+// for retries. It is also what Keel's config file decodes
+// resilience.retry_budget and resilience.hedge_budget into.
 type BudgetConfig struct {
 	// Ratio is the number of tokens every request deposits; one retry (or
 	// hedge) costs one token, so in the long run extra attempts stay below
 	// Ratio × requests + Burst. Zero means 0.2 (the engine uses 0.1 for
 	// hedges). It must lie in [0.001, 1000]; the bucket counts in thousandths
 	// of a token, and a ratio is rounded down to that resolution.
-	Ratio float64
+	Ratio float64 `yaml:"ratio"`
 	// Burst is the bucket's capacity, and its content at start. Zero means
 	// 10. It must be at least 1 so that one withdrawal can ever succeed.
-	Burst float64
+	Burst float64 `yaml:"burst"`
 }
 
 // Budget is a token bucket that throttles retries and hedges, like gRPC

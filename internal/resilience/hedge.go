@@ -7,17 +7,18 @@ import (
 
 // HedgePolicy turns an endpoint's observed latency percentile into the delay
 // after which a hedged (second) attempt is sent. The zero value uses the
-// default floor (20ms) and ceiling (2s).
+// default floor (20ms) and ceiling (2s). Keel's config file decodes the keys
+// resilience.hedge_floor and resilience.hedge_ceiling into it.
 //
 // A HedgePolicy is a plain value: copy it freely; Delay is safe for
 // concurrent use and never blocks.
 type HedgePolicy struct {
 	// Floor is the shortest hedge delay, so that a very fast endpoint is not
 	// hedged on every call. Zero means 20ms.
-	Floor time.Duration
+	Floor time.Duration `yaml:"hedge_floor"`
 	// Ceiling is the longest hedge delay, and the delay used while no
 	// latency data exists. Zero means 2s.
-	Ceiling time.Duration
+	Ceiling time.Duration `yaml:"hedge_ceiling"`
 }
 
 func (p HedgePolicy) bounds() (floor, ceiling time.Duration) {
