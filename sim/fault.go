@@ -26,6 +26,12 @@ const (
 	KindStreamError = "stream_error"
 	// KindStall stops a stream after AfterTokens tokens and holds it open.
 	KindStall = "stall"
+	// KindNoTerminator ends a stream cleanly at the HTTP level after
+	// AfterTokens tokens, without the wire's terminal event (no
+	// message_stop; no finish chunk or [DONE]): what a client sees when an
+	// upstream or a proxy in front of it closes a stream early (an idle
+	// or max-duration timeout in a load balancer).
+	KindNoTerminator = "no_terminator"
 	// KindMalformedJSON corrupts a JSON-mode answer or a tool input.
 	KindMalformedJSON = "malformed_json"
 	// KindSlow makes the call Factor times slower (default: the endpoint's
@@ -39,13 +45,13 @@ const kindRegionDown = "region_down"
 
 var faultKinds = map[string]bool{
 	KindRateLimit: true, KindOverloaded: true, KindServerError: true, KindReset: true,
-	KindHang: true, KindStreamCut: true, KindStreamError: true, KindStall: true,
+	KindHang: true, KindStreamCut: true, KindStreamError: true, KindStall: true, KindNoTerminator: true,
 	KindMalformedJSON: true, KindSlow: true,
 }
 
 // streamOnly kinds act inside a stream and never match a non-streaming call.
 func streamOnly(kind string) bool {
-	return kind == KindStreamCut || kind == KindStreamError || kind == KindStall
+	return kind == KindStreamCut || kind == KindStreamError || kind == KindStall || kind == KindNoTerminator
 }
 
 // Fault injects a failure into matching calls. Empty Model, Region and

@@ -607,6 +607,8 @@ func streamFault(ctx context.Context, sw eventWriter, flush func() error, fault 
 	case KindStall:
 		flush()
 		<-ctx.Done()
+	case KindNoTerminator:
+		flush() // and return: the body ends cleanly, the terminator never comes
 	}
 }
 

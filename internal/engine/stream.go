@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -459,29 +458,18 @@ func (x *exec) continuationFor(ep *endpoint, delivered string) (req *llm.Request
 	case provider.ContinueFinalMessage:
 		// vLLM / SGLang continue the final message only when told to.
 		r := continuation(x.req, delivered)
-		r.Extra = withExtra(r.Extra, "continue_final_message", "true")
-		r.Extra["add_generation_prompt"] = json.RawMessage("false")
+		r.ContinueFinalMessage = true
 		return r, false
 	case provider.ContinuePrefix:
 		// DeepSeek / Mistral continue a final assistant message marked
 		// "prefix": true.
 		r := continuation(x.req, delivered)
 		if n := len(r.Messages); n > 0 && r.Messages[n-1].Role == llm.RoleAssistant {
-			r.Messages[n-1].Extra = withExtra(r.Messages[n-1].Extra, "prefix", "true")
+			r.Messages[n-1].Prefix = true
 		}
 		return r, false
 	}
 	return continuation(x.req, delivered), false // Anthropic prefill
-}
-
-// withExtra returns a copy of ex with k set to the raw JSON v.
-func withExtra(ex llm.Extra, k, v string) llm.Extra {
-	out := make(llm.Extra, len(ex)+2)
-	for kk, vv := range ex {
-		out[kk] = vv
-	}
-	out[k] = json.RawMessage(v)
-	return out
 }
 
 // continuation is req with the text the client already has as an assistant

@@ -128,6 +128,11 @@ type Request struct {
 	// MeshBehavior is the raw mesh_behavior object, removed from what is sent upstream.
 	MeshBehavior json.RawMessage
 
+	// ContinueFinalMessage asks an OpenAI-format server that supports it
+	// (vLLM, SGLang) to continue the final assistant message: written as
+	// "continue_final_message": true, "add_generation_prompt": false. Set
+	// by the engine for a stream's continuation; codecs do not parse it.
+	ContinueFinalMessage bool
 	// Extra keeps unknown top-level members.
 	Extra Extra
 }
@@ -160,8 +165,12 @@ type Message struct {
 	ContentIsString bool
 	ContentIsNull   bool
 	// Name is the OpenAI message name.
-	Name  string
-	Extra Extra
+	Name string
+	// Prefix marks a final assistant message an OpenAI-format server that
+	// supports it (DeepSeek, Mistral) continues: written as "prefix": true.
+	// Set by the engine for a stream's continuation; codecs do not parse it.
+	Prefix bool
+	Extra  Extra
 }
 
 // Text concatenates the message's text blocks.

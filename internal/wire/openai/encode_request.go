@@ -196,6 +196,16 @@ func appendRequest(b []byte, r *llm.Request, includeUsage bool) ([]byte, error) 
 		prev := known
 		known = func(k string) bool { return k != "max_tokens" && prev(k) }
 	}
+	if r.ContinueFinalMessage {
+		// vLLM / SGLang: continue the final assistant message instead of
+		// starting a new one. The typed field wins over client extras.
+		b = appendKey(b, "continue_final_message")
+		b = append(b, "true"...)
+		b = appendKey(b, "add_generation_prompt")
+		b = append(b, "false"...)
+		prev := known
+		known = func(k string) bool { return k == "continue_final_message" || k == "add_generation_prompt" || prev(k) }
+	}
 	b = appendExtra(b, r.Extra, known)
 	return append(b, '}'), nil
 }
@@ -317,6 +327,14 @@ func appendPlainMessage(b []byte, m *llm.Message, content []llm.Block) []byte {
 	known := plainKnownKey
 	if assistant {
 		known = assistantKnownKey
+	}
+	if assistant && m.Prefix {
+		// DeepSeek / Mistral: this final assistant message is a prefix the
+		// model continues.
+		b = appendKey(b, "prefix")
+		b = append(b, "true"...)
+		prev := known
+		known = func(k string) bool { return k == "prefix" || prev(k) }
 	}
 	b = appendExtra(b, m.Extra, known)
 	b = append(b, '}')

@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/provider"
+	"github.com/keelmesh/keel/sim"
+)
+
+// Must show: cut, stall and missing-terminator recovery in both client
+// formats against simulated providers of each continuation kind (the
+// simulator models each as the real provider does: an OpenAI-format
+// endpoint of kind none starts a new answer after a trailing assistant
+// message): the exact full text once and a clean finish, or the wire's
+// error event; never a duplicate.
+func TestStreamRecoveryByContinuationKind(t *testing.T) {
+	kinds := []struct {
+		kind   provider.Continuation
+		format llm.Format
+	}{
+		{provider.ContinuePrefill, llm.FormatAnthropic}, // Anthropic
+		{provider.ContinueNone, llm.FormatOpenAI},       // OpenAI
+		{provider.ContinueFinalMessage, llm.FormatOpenAI},
+		{provider.ContinuePrefix, llm.FormatOpenAI},
+	}
+	faults := []string{sim.KindStreamCut, sim.KindStall, sim.KindNoTerminator}
+	for _, k := range kinds {
+		for _, fault := range faults {
+			for _, client := range []llm.Format{llm.FormatAnthropic, llm.FormatOpenAI} {
+				for _, temp := range []float64{0, 1} {
+					name := fmt.Sprintf("%s/%s/%s client/temperature %v", k.kind, fault, client, temp)
+					t.Run(name, func(t *testing.T) {
+						synctest.Test(t, func(t *testing.T) {
+							recoveryCase(t, k.kind, k.format, fault, client, temp)
+						})
+					})
+				}
+			}
+		}
+	}
+}
+
+func recoveryCase(t *testing.T, kind provider.Continuation, upstream llm.Format, fault string, client llm.Format, temp float64) {
+	cfg := sim.ZeroLatency()
+	for i := range cfg.Regions {
+		cfg.Regions[i].Latency = sim.LatencySpec{TTFT: sim.Duration(20 * time.Millisecond), PerToken: sim.Duration(5 * time.Millisecond)}
+	}
+	m := cfg.Models[1] // sim-sonnet
+	m.Name = "sim-x"
+	m.Regions = []string{cfg.Regions[0].Name, cfg.Regions[1].Name}
+	if upstream == llm.FormatOpenAI {
+		m.Formats = []string{"openai"}
+		m.Continuation = sim.Continuation(kind)
+	} else {
+		m.Formats = []string{"anthropic"}
+	}
+	cfg.Models = []sim.ModelSpec{m}
+	fleet, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eps []*provider.Endpoint
+	for _, r := range m.Regions {
+		eps = append(eps, &provider.Endpoint{ID: "sim-x/" + r + "/sim", Model: "sim-x", UpstreamModel: "sim-x", Region: r, Provider: "sim",
+			Format: upstream, BaseURL: fleet.BaseURL(r, upstream), Continuation: kind, Capability: 3, ContextWindow: 200_000,
+			StreamIdleTimeout: 30 * time.Second})
+	}
+	e, err := New(Options{Endpoints: eps, Client: provider.NewClient(fleet.Transport()),
+		Aliases:    map[string]Alias{"x": {Models: []string{"sim-x"}, Strategy: "ordered"}},
+		Resilience: Resilience{DisableHedging: true, Valve: ValveConfig{Disabled: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	req := ask(client, "x", true)
+	req.Messages[0].Content[0].Text = "Tell me a long story about a lighthouse keeper."
+	req.MaxTokens = 40
+	tt := temp
+	req.Temperature = &tt
+	clean := call(t, e, req)
+	if !clean.stopped || clean.errEvent != nil || clean.text == "" {
+		t.Fatalf("clean call: %q stopped %v error %v", clean.text, clean.stopped, clean.errEvent)
+	}
+	if err := fleet.SetFaults([]sim.Fault{{Kind: fault, Region: m.Regions[0], AfterTokens: 6, Count: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	r := call(t, e, req)
+	if temp == 0 && (clean.text != call(t, e, req).text) {
+		t.Fatal("the simulator's answer at temperature 0 is not reproducible")
+	}
+	switch {
+	case r.stopped && r.errEvent == nil:
+		if temp == 0 && r.text != clean.text {
+			t.Fatalf("recovered text %q, want exactly %q", r.text, clean.text)
+		}
+		if r.rec.Recovered != 1 {
+			t.Errorf("recovered %d, want 1", r.rec.Recovered)
+		}
+	case r.errEvent != nil && !r.stopped:
+		if temp == 0 {
+			t.Fatalf("at temperature 0 the stream must recover; got error event %v after %q", r.errEvent, r.text)
+		}
+	default:
+		t.Fatalf("stopped %v error %v: a stream ends with a clean finish or the error event, not both or neither", r.stopped, r.errEvent)
+	}
+	// Never a duplicate: no run of the first delivered words appears twice.
+	if first := firstWords(r.text, 4); first != "" && strings.Count(r.text, first) > 1 {
+		t.Errorf("text repeats %q: %q", first, r.text)
+	}
+}
+
+func firstWords(s string, n int) string {
+	f := strings.Fields(s)
+	if len(f) < n {
+		return ""
+	}
+	return strings.Join(f[:n], " ")
+}
