@@ -170,9 +170,6 @@ func New(o Options) (*Engine, error) {
 	if r.MaxAttempts <= 0 {
 		r.MaxAttempts = 4
 	}
-	if r.HedgeBudget.Ratio == 0 {
-		r.HedgeBudget.Ratio = 0.1
-	}
 	if err := r.Hedge.Validate(); err != nil {
 		return nil, fmt.Errorf("engine: hedge: %w", err)
 	}

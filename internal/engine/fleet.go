@@ -136,7 +136,7 @@ func (e *Engine) newRoute(name string, cands []*endpoint, s route.Strategy) (*ro
 	if err != nil {
 		return nil, fmt.Errorf("engine: retry budget: %w", err)
 	}
-	hb, err := resilience.NewBudget(e.opts.HedgeBudget)
+	hb, err := resilience.NewHedgeBudget(e.opts.HedgeBudget)
 	if err != nil {
 		return nil, fmt.Errorf("engine: hedge budget: %w", err)
 	}

@@ -17,9 +17,9 @@ var ErrBudgetExhausted = errors.New("budget exhausted")
 type BudgetConfig struct {
 	// Ratio is the number of tokens every request deposits; one retry (or
 	// hedge) costs one token, so in the long run extra attempts stay below
-	// Ratio × requests + Burst. Zero means 0.2 (the engine uses 0.1 for
-	// hedges). It must lie in [0.001, 1000]; the bucket counts in thousandths
-	// of a token, and a ratio is rounded down to that resolution.
+	// Ratio × requests + Burst. Zero means 0.2 (NewHedgeBudget: 0.1). It
+	// must lie in [0.001, 1000]; the bucket counts in thousandths of a
+	// token, and a ratio is rounded down to that resolution.
 	Ratio float64 `yaml:"ratio"`
 	// Burst is the bucket's capacity, and its content at start. Zero means
 	// 10. It must be at least 1 so that one withdrawal can ever succeed.
@@ -63,6 +63,19 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 	}
 	b.milli.Store(b.burst)
 	return b, nil
+}
+
+// DefaultHedgeRatio is a hedge budget's ratio when its config leaves it
+// zero: hedges stay below 10 % of requests (plus the burst).
+const DefaultHedgeRatio = 0.1
+
+// NewHedgeBudget is NewBudget for hedges: a zero Ratio means
+// DefaultHedgeRatio instead of the retry default.
+func NewHedgeBudget(cfg BudgetConfig) (*Budget, error) {
+	if cfg.Ratio == 0 {
+		cfg.Ratio = DefaultHedgeRatio
+	}
+	return NewBudget(cfg)
 }
 
 // OnRequest deposits one request's share of tokens. Call it once per

@@ -157,3 +157,21 @@ func BenchmarkBudget(b *testing.B) {
 		}
 	})
 }
+
+func TestNewHedgeBudgetDefaultRatio(t *testing.T) {
+	b, err := NewHedgeBudget(BudgetConfig{Burst: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.TryWithdraw() // empty the burst
+	for range 9 {
+		b.OnRequest()
+	}
+	if b.TryWithdraw() {
+		t.Fatal("9 requests at the default hedge ratio 0.1 paid for a hedge")
+	}
+	b.OnRequest()
+	if !b.TryWithdraw() {
+		t.Fatal("10 requests at the default hedge ratio 0.1 did not pay for a hedge")
+	}
+}
