@@ -211,8 +211,8 @@ func (f *fleet) all() []*endpoint {
 
 // breakerChanged republishes ep's view and reports the transition.
 func (e *Engine) breakerChanged(ep *endpoint, from, to resilience.State) {
-	// The breaker calls back with its lock held: publish reads only its
-	// atomics.
+	// The breaker reports transitions after releasing its lock, in order,
+	// so the view published here is the state just entered or a later one.
 	ep.publish()
 	e.events.breaker(BreakerEvent{Endpoint: ep.ID, From: from, To: to, Time: e.now()})
 }
