@@ -411,7 +411,7 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 	}
 	rs.retries.OnRequest()
 	rs.hedges.OnRequest()
-	rec.PrimaryModel = rs.cands[0].Model
+	rec.PrimaryModel, rec.primaryCap = rs.cands[0].Model, rs.cands[0].Capability
 	if b := call.Behavior; b != nil && b.CalibrationID != "" {
 		if _, ok := e.cals.ByID(b.CalibrationID); e.cals == nil || !ok {
 			return nil, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: "mesh_behavior.calibration_id",
@@ -513,6 +513,7 @@ func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
 	if served != nil {
 		rec.ServedBy, rec.ServedModel, rec.ServedRegion, rec.ServedProvider = served.ID, served.Model, served.Region, served.Provider
 		rec.ModelFallback = rec.PrimaryModel != "" && served.Model != rec.PrimaryModel
+		rec.Downgraded = rec.ModelFallback && served.Capability < rec.primaryCap
 		if rec.Status == 0 {
 			rec.Status = http.StatusOK
 		}
@@ -528,9 +529,11 @@ func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
 	}
 	if !e.valve.cfg.Disabled && !rec.Legacy && (rec.Err == nil || rec.Err.MeshCode != "") {
 		// Calls the client got wrong (400s) say nothing about the mesh. The
-		// valve counts fallbacks to another model — the cascade it exists
-		// to stop — not a region failover within the model.
-		if ev, rate, n := e.valve.observe(rec.Start, rec.ModelFallback); ev != "" {
+		// valve counts fallbacks to a weaker model — the cascade it exists
+		// to stop — not a region failover within the model, nor a fallback
+		// to an equal or stronger one (dropping to the plain path then
+		// would turn a survivable whole-model overload into errors).
+		if ev, rate, n := e.valve.observe(rec.Start, rec.Downgraded); ev != "" {
 			e.alert(ev, rate, n)
 		}
 	}

@@ -233,7 +233,7 @@ func retryPolicy(next step) step {
 			spent := x.attempts >= e.maxAttempts
 			x.mu.Unlock()
 			if spent {
-				return a, x.exhausted(llm.MeshFallbackExhausted, fmt.Sprintf("gave up after %d attempts", x.attempts))
+				return a, x.exhausted(llm.MeshFallbackExhausted, "every attempt failed")
 			}
 			untried := x.hasUntried(e.now())
 			if t.kind == "primary" {
@@ -377,7 +377,7 @@ func (n *noCandidate) Unwrap() error { return n.err }
 func (x *exec) noCandidate(nc *noCandidate) error {
 	switch {
 	case nc.exhausted:
-		return x.exhausted(llm.MeshFallbackExhausted, fmt.Sprintf("gave up after %d attempts", x.attempts))
+		return x.exhausted(llm.MeshFallbackExhausted, "every attempt failed")
 	case nc.filtered && x.attempts == 0:
 		return &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest,
 			Message: "no endpoint of " + x.rs.name + " meets the request's constraints: " + nc.err.Error()}

@@ -48,6 +48,10 @@ type Record struct {
 	// is set when another model served.
 	PrimaryModel  string
 	ModelFallback bool
+	// Downgraded is set when the model that served ranks below the
+	// primary in capability: the fallbacks the safety valve counts.
+	Downgraded bool
+	primaryCap int
 	// Stage is the rollout stage the call ran in: monitor, hedging or full.
 	Stage string
 	// Legacy is set when the safety valve restricted the call to the

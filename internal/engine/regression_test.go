@@ -430,3 +430,42 @@ func TestRateLimitStormOnOneRegion(t *testing.T) {
 		t.Logf("%d calls, %d attempts (a %d, of which %d were 429s; b %d)", calls, sent, a.count(), len(seen), b.count())
 	})
 }
+
+// keel demo's overload scenario: with every sonnet endpoint overloaded the
+// alias served from opus, the safety valve counted that as a fallback and
+// dropped the mesh to the plain path, which answered the overload to the
+// client. Only a fallback to a weaker model trips the valve.
+func TestValveIgnoresFallbackToStrongerModel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s1 := &scripted{id: "s1", format: llm.FormatAnthropic, script: always(anthropicError(529, "overloaded_error", ""))}
+		o1 := &scripted{id: "o1", format: llm.FormatAnthropic, script: always(anthropicJSON("opus"))}
+		h1 := &scripted{id: "h1", format: llm.FormatAnthropic, script: always(anthropicJSON("haiku"))}
+		h := newHarness(t, s1, o1, h1)
+		eps := h.endpoints("sonnet", "s1")
+		opus, haiku := h.endpoints("opus", "o1"), h.endpoints("haiku", "h1")
+		opus[0].Capability, haiku[0].Capability = 5, 1
+		eps = append(append(eps, opus...), haiku...)
+		o := Options{Endpoints: eps, Client: provider.NewClient(h), Aliases: map[string]Alias{
+			"up":   {Models: []string{"sonnet", "opus"}, Strategy: "ordered"},
+			"down": {Models: []string{"sonnet", "haiku"}, Strategy: "ordered"}}}
+		e, err := New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		for i := range 100 {
+			if r := call(t, e, ask(llm.FormatAnthropic, "up", false)); r.err != nil || r.rec.Legacy || !r.rec.ModelFallback || r.rec.Downgraded {
+				t.Fatalf("call %d to up: err %v legacy %v fallback %v downgraded %v", i, r.err, r.rec != nil && r.rec.Legacy, r.rec != nil && r.rec.ModelFallback, r.rec != nil && r.rec.Downgraded)
+			}
+		}
+		if e.Valve().Open {
+			t.Fatal("the valve opened on fallbacks to a stronger model")
+		}
+		for range 100 {
+			call(t, e, ask(llm.FormatAnthropic, "down", false))
+		}
+		if !e.Valve().Open {
+			t.Error("100 fallbacks to a weaker model did not open the valve")
+		}
+	})
+}

@@ -7,7 +7,9 @@ import (
 )
 
 // ValveConfig tunes the mesh-aware safety valve: when the share of calls
-// that needed a fallback passes Threshold over Window (with at least
+// served by a weaker model than their route's primary (a fallback down the
+// capability ladder; an equal or stronger model does not count) passes
+// Threshold over Window (with at least
 // MinRequests calls), every call goes straight to its route's primary
 // endpoint — one attempt, no retry, hedge, fallback or continuation — for
 // Hold. Each opening and closing is logged and reported to the observer as
