@@ -283,6 +283,7 @@ func TestRecoveredRegionServesWithin100ms(t *testing.T) {
 		if firstBack == 0 || firstBack > 100*time.Millisecond {
 			t.Errorf("first call served by a %v after it came back, want ≤ 100ms", firstBack)
 		}
+		t.Logf("first call served by a %v after it came back", firstBack)
 		// While down, a got no client traffic: its calls are the first failure only.
 		if n := a.count(); n < 1 {
 			t.Errorf("a received %d calls", n)
