@@ -176,7 +176,9 @@ func (hg *hedger) finish(a *attempt, err error) (*attempt, error) {
 				r.a.discard()
 				continue
 			}
-			if err != nil || a == nil {
+			if r.a != nil && (err != nil || a == nil) {
+				// Keep the most recent failure of an attempt that was
+				// made (a hedge that found no endpoint says nothing).
 				a, err = r.a, r.err
 			}
 		case <-hg.ctx.Done():
