@@ -400,8 +400,9 @@ func headerOf(m map[string]config.Secret) http.Header {
 }
 
 // resilienceOptions maps the config section onto the engine's options. The
-// budgets, hedge bounds and breaker are the resilience package's own config
-// structs and pass straight through; their constructors fill the defaults.
+// budgets, hedge bounds, breaker and safety valve are the resilience
+// package's own config structs and pass straight through; their
+// constructors (for the valve, ValveConfig.WithDefaults) fill the defaults.
 func resilienceOptions(c config.Resilience) engine.Resilience {
 	return engine.Resilience{
 		MaxAttempts:     c.MaxAttempts,
@@ -414,10 +415,7 @@ func resilienceOptions(c config.Resilience) engine.Resilience {
 		DisableRecovery: c.Recovery != nil && !*c.Recovery,
 		ProbeInterval:   c.ProbeInterval.Std(),
 		Rollout:         rollout(c.Rollout),
-		Valve: engine.ValveConfig{
-			Disabled: c.SafetyValve.Disabled, Threshold: c.SafetyValve.Threshold, Window: c.SafetyValve.Window.Std(),
-			MinRequests: c.SafetyValve.MinRequests, Hold: c.SafetyValve.Hold.Std(),
-		},
+		Valve:           c.SafetyValve.ValveConfig,
 	}
 }
 

@@ -273,21 +273,16 @@ type Rollout struct {
 }
 
 // Valve is the mesh-aware safety valve: when the share of calls that needed
-// a fallback passes Threshold over Window (with at least MinRequests calls),
-// the mesh drops to plain pass-through to each route's primary endpoint for
-// Hold, logs an alert and posts it to Webhook when set.
+// a fallback to a weaker model passes its threshold over its window, the
+// mesh drops to plain pass-through to each route's primary endpoint for a
+// while, logs an alert and posts it to Webhook when set. Its policy keys
+// (disabled, threshold, window, min_requests, hold; defaults: see
+// resilience.ValveConfig and docs/config.md) decode straight into the
+// resilience package's struct.
 type Valve struct {
-	// Disabled turns the valve off; default false.
-	Disabled bool `yaml:"disabled"`
-	// Threshold is the fallback rate that trips it; default 0.05.
-	Threshold float64 `yaml:"threshold"`
-	// Window is the rolling window; default 60s.
-	Window Duration `yaml:"window"`
-	// MinRequests is the least number of calls in the window to judge; default 50.
-	MinRequests int `yaml:"min_requests"`
-	// Hold is how long pass-through lasts before the rate is judged again; default 30s.
-	Hold Duration `yaml:"hold"`
-	// Webhook receives a JSON POST when the valve trips or recovers. May use ${VAR}.
+	resilience.ValveConfig `yaml:",inline"`
+	// Webhook receives a JSON POST when the valve trips or recovers; it
+	// configures telemetry's alert subscriber, not the valve. May use ${VAR}.
 	Webhook string `yaml:"webhook"`
 }
 

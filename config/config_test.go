@@ -111,6 +111,32 @@ func TestLoadFull(t *testing.T) {
 	}
 }
 
+// TestLoadSafetyValve decodes every resilience.safety_valve key: the policy
+// keys into the embedded resilience.ValveConfig, webhook beside it.
+func TestLoadSafetyValve(t *testing.T) {
+	t.Setenv("KEEL_TEST_VALVE_HOOK", "https://hooks.example.com/keel")
+	src := `resilience:
+  safety_valve:
+    disabled: true
+    threshold: 0.1
+    window: 2m
+    min_requests: 20
+    hold: 45s
+    webhook: ${KEEL_TEST_VALVE_HOOK}
+`
+	c, err := Parse([]byte(src), "keel.yaml")
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	want := Valve{
+		ValveConfig: resilience.ValveConfig{Disabled: true, Threshold: 0.1, Window: 2 * time.Minute, MinRequests: 20, Hold: 45 * time.Second},
+		Webhook:     "https://hooks.example.com/keel",
+	}
+	if d := diff(c.Resilience.SafetyValve, want); d != "" {
+		t.Errorf("resilience.safety_valve mismatch (-got +want):\n%s", d)
+	}
+}
+
 func TestLoadMissingFile(t *testing.T) {
 	_, err := Load("testdata/does-not-exist.yaml")
 	if err == nil || !strings.HasPrefix(err.Error(), "reading config: ") {
@@ -334,6 +360,19 @@ func TestParseErrors(t *testing.T) {
 				`keel.yaml:4:13: resilience.breaker.window: expected a duration with a unit such as "30s" or "300ms", got "10" (add a unit: ns, us, ms, s, m, h)`,
 				`keel.yaml:5:15: resilience.breaker.open_for: expected a duration such as "30s" or "300ms", got "soon"`,
 			},
+		},
+		{
+			name: "safety valve durations are strings with a unit",
+			yaml: "resilience:\n  safety_valve:\n    window: 60\n    hold: soon\n",
+			want: []string{
+				`keel.yaml:3:13: resilience.safety_valve.window: expected a duration with a unit such as "30s" or "300ms", got an integer 60`,
+				`keel.yaml:4:11: resilience.safety_valve.hold: expected a duration such as "30s" or "300ms", got "soon"`,
+			},
+		},
+		{
+			name: "safety valve unknown key",
+			yaml: "resilience:\n  safety_valve:\n    treshold: 0.1\n",
+			want: []string{`keel.yaml:3:5: resilience.safety_valve.treshold: unknown key (did you mean "threshold"?)`},
 		},
 		{
 			name: "policy keys not settable from a file",

@@ -46,9 +46,7 @@ func (v *validator) extra() {
 	policy(v, "resilience.hedge_budget", r.HedgeBudget, checkBudget)
 	policy(v, "resilience", r.Hedge, resilience.HedgePolicy.Validate)
 	policy(v, "resilience.breaker", r.Breaker, checkBreaker)
-	if f := r.SafetyValve.Threshold; f < 0 || f > 1 {
-		v.add("resilience.safety_valve.threshold", "expected a number between 0 and 1, got %v", f)
-	}
+	policy(v, "resilience.safety_valve", r.SafetyValve.ValveConfig, resilience.ValveConfig.Validate)
 	switch r.Rollout.Stage {
 	case "", "monitor", "hedging", "full":
 	default:

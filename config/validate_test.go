@@ -188,6 +188,16 @@ func TestValidateErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "safety valve threshold out of range",
+			yaml: "resilience:\n  safety_valve:\n    window: 30s\n    threshold: 1.5\n",
+			want: []string{`keel.yaml:4:5: resilience.safety_valve.threshold: expected a number between 0 and 1, got 1.5`},
+		},
+		{
+			name: "negative safety valve threshold",
+			yaml: "resilience:\n  safety_valve: {threshold: -0.1}\n",
+			want: []string{`keel.yaml:2:18: resilience.safety_valve.threshold: expected a number between 0 and 1, got -0.1`},
+		},
+		{
 			name: "hedge bounds that disagree with each other",
 			yaml: "resilience:\n  hedge_floor: 1s\n  hedge_ceiling: 500ms\n",
 			want: []string{`keel.yaml:2:3: resilience.hedge_floor: hedge floor 1s is above ceiling 500ms`},

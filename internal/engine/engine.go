@@ -173,6 +173,9 @@ func New(o Options) (*Engine, error) {
 	if err := r.Hedge.Validate(); err != nil {
 		return nil, fmt.Errorf("engine: hedge: %w", err)
 	}
+	if err := r.Valve.Validate(); err != nil {
+		return nil, fmt.Errorf("engine: safety valve threshold: %w", err)
+	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

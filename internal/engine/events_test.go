@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"net/http"
 	"reflect"
 	"sync"
@@ -231,4 +232,13 @@ func TestBreakerTransitionsAreEvents(t *testing.T) {
 			t.Errorf("breaker events (-got +want):\n-%+v\n+%+v", r.breakers, want)
 		}
 	})
+}
+
+// TestNewRejectsBadValveThreshold: engine.New checks the valve's policy
+// with resilience.ValveConfig.Validate, as config does.
+func TestNewRejectsBadValveThreshold(t *testing.T) {
+	_, err := New(Options{Client: provider.NewClient(http.DefaultTransport), Resilience: Resilience{Valve: ValveConfig{Threshold: 2}}})
+	if !errors.Is(err, resilience.ErrInvalidConfig) {
+		t.Errorf("New(threshold 2) = %v, want an error wrapping ErrInvalidConfig", err)
+	}
 }

@@ -4,24 +4,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/keelmesh/keel/internal/resilience"
 )
 
-// ValveConfig tunes the mesh-aware safety valve: when the share of calls
-// served by a weaker model than their route's primary (a fallback down the
-// capability ladder; an equal or stronger model does not count) passes
-// Threshold over Window (with at least
-// MinRequests calls), every call goes straight to its route's primary
-// endpoint — one attempt, no retry, hedge, fallback or continuation — for
-// Hold. Each opening and closing is logged and reported to the observer as
-// a ValveEvent (the alert webhook is such an observer, in telemetry). Zero
-// values are the defaults.
-type ValveConfig struct {
-	Disabled    bool
-	Threshold   float64       // default 0.05
-	Window      time.Duration // default 60s
-	MinRequests int           // default 50
-	Hold        time.Duration // default 30s
-}
+// ValveConfig tunes the mesh-aware safety valve (see resilience.ValveConfig
+// for its fields and defaults). Each opening and closing is logged and
+// reported to the observer as a ValveEvent (the alert webhook is such an
+// observer, in telemetry).
+type ValveConfig = resilience.ValveConfig
 
 // valve counts calls and fallbacks in one-second buckets. Its state is read
 // on every call with one atomic load; counting takes a short lock.
@@ -41,22 +32,8 @@ type valveBucket struct {
 }
 
 func newValve(c ValveConfig) *valve {
-	if c.Threshold == 0 {
-		c.Threshold = 0.05
-	}
-	if c.Window <= 0 {
-		c.Window = time.Minute
-	}
-	if c.MinRequests == 0 {
-		c.MinRequests = 50
-	}
-	if c.Hold <= 0 {
-		c.Hold = 30 * time.Second
-	}
-	n := int(c.Window / time.Second)
-	if n < 1 {
-		n = 1
-	}
+	c = c.WithDefaults()
+	n := max(int(c.Window/time.Second), 1)
 	return &valve{cfg: c, buckets: make([]valveBucket, n)}
 }
 

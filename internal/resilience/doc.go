@@ -1,7 +1,8 @@
 // Package resilience holds Keel's generic resilience building blocks: a
 // jittered exponential Backoff, a token-bucket retry and hedge Budget, a
-// per-endpoint circuit Breaker and the HedgePolicy that turns a latency
-// percentile into a hedge delay.
+// per-endpoint circuit Breaker, the HedgePolicy that turns a latency
+// percentile into a hedge delay, and the safety valve's ValveConfig (plain
+// data with Validate and WithDefaults; the engine does the counting).
 //
 // The package knows nothing of HTTP or LLMs and imports only the standard
 // library. Every type follows one pattern: a config struct whose zero value is
