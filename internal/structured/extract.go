@@ -12,69 +12,68 @@ import (
 // Implied is an output schema implied by a system prompt's format demands.
 type Implied struct {
 	// Schema is a draft 2020-12 JSON Schema: an object with the demanded
-	// keys as required properties, enumerations and ranges on them; {} or
-	// {"type":"object"} / {"type":"array"} for a demand that names no keys.
+	// keys as required properties, types taken from a JSON example,
+	// enumerations and ranges on them; {} or {"type":"object"} /
+	// {"type":"array"} for a demand that names no keys.
 	Schema json.RawMessage
-	// Keys are the demanded keys in order of first mention.
-	Keys []string
-	// Sources are the phrases of the prompt the schema was built from, for
-	// the debug trace.
+	// Sentence is the system-prompt text the schema came from, as written:
+	// from the first to the last clause that demanded JSON or named keys
+	// (clauses further apart than 600 bytes are joined with a newline).
+	Sentence string
+	// Required are the demanded keys in order of first mention.
+	Required []string
+	// Sources are the clauses of the prompt the schema was built from
+	// (demand, key lists, enumerations, ranges), in the order they were used.
 	Sources []string
 }
 
 // ExtractConstraints finds hard output-format requirements in a system
-// prompt, in English and Chinese, and turns them into an implied schema:
+// prompt, in English and Chinese, and turns them into an implied schema.
 //
-//   - a demand for JSON — a directive verb with JSON in one clause ("Respond
-//     in JSON", "Return a JSON object", "Output JSON:", "以JSON格式返回",
-//     "请用JSON输出") — optionally naming keys: "with keys [a, b, c]",
-//     "with fields a, b and c", a template {"a": ..., "b": ...}, "包含字段：
-//     风险等级、缓解措施", "键为 a, b", or a bullet list after a colon;
-//   - enumerations and ranges on those keys: "risk_level must be one of low,
-//     medium, high", "risk level 1–5", "风险等级为1到5", "风险等级必须是低、中、高之一";
-//   - required fields: every demanded key, plus "required fields: a, b" /
-//     "必填字段：a、b".
+// A schema needs a demand for JSON — a directive with JSON as the answer's
+// format ("Respond in JSON format", "Your output must be valid JSON",
+// "Output format: JSON", "以 JSON 格式输出", "请返回 JSON", "输出格式为JSON").
+// Given one, keys come from any clause of the prompt that names them:
+//
+//   - "with keys [a, b]", "with the fields a, b and c", "Fields: a, b";
+//   - "The output must include / contain / have a, b, c", "should return",
+//     "Include the following keys:", "containing a and b", "Return a, b and c
+//     as JSON";
+//   - a bulleted or numbered list after such a clause ending in a colon;
+//   - a JSON example in the prompt: its top-level keys, and the types of
+//     their example values;
+//   - "必须包含 / 需包含 / 应包含 a、b、c", "包括以下字段：", "输出以下键：",
+//     "返回 a、b 两个字段", "包含 a 和 b 的 JSON 对象", "键为 a, b";
+//   - "required fields: a, b" / "必填字段：a、b".
+//
+// Lists are separated by 、 ， , ; and 和 及 与 以及; a parenthesised note
+// after a key is dropped, and a list ends at its first item that is not
+// key-like. Enumerations and ranges on the keys follow ("risk_level must be
+// one of low, medium, high", "风险等级为1到5").
 //
 // Precision comes before recall: a clause that only mentions JSON ("I like
 // JSON", "the JSON spec says", "parse the JSON below"), a negated or
 // conditional clause ("do not answer in JSON", "if asked, return JSON") and a
-// key list with anything but identifier-like names yield nothing. ok is false
-// when the prompt demands no JSON. ExtractConstraints is safe for concurrent
-// use.
+// JSON example the prompt describes as input yield nothing. ok is false when
+// the prompt demands no JSON. ExtractConstraints is safe for concurrent use.
 func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 	if !containsFoldASCII(systemPrompt, "json") {
 		return nil, false // the cheap common case
 	}
 	cls := clauses(systemPrompt)
-	var (
-		keys     []string
-		sources  []string
-		demanded bool
-		kind     string // "", "object" or "array" for a demand without keys
-	)
-	addKeys := func(ks []string) {
-		for _, k := range ks {
-			if !slices.Contains(keys, k) {
-				keys = append(keys, k)
-			}
-		}
-	}
+	demand := make([]bool, len(cls))
+	demanded := false
+	kind := "" // "object" or "array" for a demand without keys
 	for i, c := range cls {
-		if !demandRe.MatchString(c) || negatedRe.MatchString(c) || conditionalRe.MatchString(c) || topicRe.MatchString(c) {
+		if !isDemand(c.text) {
 			continue
 		}
-		demanded = true
-		sources = append(sources, strings.TrimSpace(c))
-		ks := keysIn(c)
-		if len(ks) == 0 && endsWithColon(c) {
-			ks = bulletKeys(cls[i+1:])
-		}
-		addKeys(ks)
+		demand[i], demanded = true, true
 		if kind == "" {
 			switch {
-			case jsonObjectRe.MatchString(c):
+			case jsonObjectRe.MatchString(c.text):
 				kind = "object"
-			case jsonArrayRe.MatchString(c):
+			case jsonArrayRe.MatchString(c.text):
 				kind = "array"
 			}
 		}
@@ -82,27 +81,73 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 	if !demanded {
 		return nil, false
 	}
-	for _, c := range cls {
-		if m := requiredRe.FindStringSubmatch(c); m != nil {
-			if ks := listItems(m[1]+m[2], true); len(ks) > 0 {
-				addKeys(ks)
-				sources = append(sources, strings.TrimSpace(c))
+	var (
+		keys  []string
+		types = map[string]string{}
+		used  []int // clauses the schema came from
+	)
+	addKeys := func(i int, ks []string) {
+		if len(ks) == 0 {
+			return
+		}
+		for _, k := range ks {
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
 			}
 		}
+		used = append(used, i)
 	}
+	for i, c := range cls {
+		if negatedRe.MatchString(c.text) || conditionalRe.MatchString(c.text) {
+			continue
+		}
+		if !demand[i] && !schemaClauseRe.MatchString(c.text) {
+			continue
+		}
+		ks := keysIn(c.text)
+		if len(ks) == 0 && endsWithColon(c.text) && (demand[i] || listIntroRe.MatchString(c.text)) {
+			ks = bulletKeys(systemPrompt, cls[i+1:])
+		}
+		addKeys(i, ks)
+	}
+	if i, ks, ts := templateKeys(systemPrompt, cls); len(ks) > 0 {
+		addKeys(i, ks)
+		for k, t := range ts {
+			types[k] = t
+		}
+	}
+	for i, c := range cls {
+		if m := requiredRe.FindStringSubmatch(c.text); m != nil {
+			addKeys(i, listItems(m[1]+m[2], true))
+		}
+	}
+	var sources []string
+	for i, d := range demand {
+		if d && (len(used) == 0 || len(sources) == 0) {
+			sources = append(sources, cls[i].text)
+			used = append(used, i)
+		}
+	}
+	for _, i := range used {
+		sources = append(sources, cls[i].text)
+	}
+	sentence := sentenceOf(systemPrompt, cls, used)
 	if len(keys) == 0 {
 		schema := `{}`
 		if kind != "" {
 			schema = `{"type":"` + kind + `"}`
 		}
-		return &Implied{Schema: json.RawMessage(schema), Sources: sources}, true
+		return &Implied{Schema: json.RawMessage(schema), Sentence: sentence, Sources: dedupe(sources)}, true
 	}
 	props := make(map[string]map[string]any, len(keys))
 	for _, k := range keys {
 		p := map[string]any{}
+		if t := types[k]; t != "" {
+			p["type"] = t
+		}
 		for _, c := range cls {
-			if constrainKey(k, c, p) {
-				sources = append(sources, strings.TrimSpace(c))
+			if constrainKey(k, c.text, p) {
+				sources = append(sources, c.text)
 			}
 		}
 		props[k] = p
@@ -111,54 +156,149 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 	if err != nil {
 		return nil, false
 	}
-	return &Implied{Schema: b, Keys: keys, Sources: dedupe(sources)}, true
+	return &Implied{Schema: b, Sentence: sentence, Required: keys, Sources: dedupe(sources)}, true
 }
+
+// isDemand reports whether clause c demands JSON as the answer's format.
+func isDemand(c string) bool {
+	return demandRe.MatchString(c) && !negatedRe.MatchString(c) && !conditionalRe.MatchString(c) && !topicRe.MatchString(c)
+}
+
+// sentenceOf returns the prompt text spanning the clauses used, in prompt
+// order.
+func sentenceOf(text string, cls []clause, used []int) string {
+	if len(used) == 0 {
+		return ""
+	}
+	idx := slices.Clone(used)
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	var parts []string
+	start, end := cls[idx[0]].start, cls[idx[0]].end
+	for _, i := range idx[1:] {
+		if cls[i].start-end > 600 {
+			parts = append(parts, strings.TrimSpace(text[start:end]))
+			start = cls[i].start
+		}
+		end = cls[i].end
+	}
+	parts = append(parts, strings.TrimSpace(text[start:end]))
+	return strings.Join(parts, "\n")
+}
+
+const (
+	// jsonAdj are the words that may stand between a preposition and JSON:
+	// "in valid JSON", "as a single JSON object".
+	jsonAdj = `(?:(?:a|an|the|one|single|valid|strict|strictly|pure|raw|plain|proper|well-formed|parseable|parsable|minified|compact|machine-readable|following|structured|only)\s+)*`
+	// outputNoun names the answer.
+	outputNoun = `(?:response|answer|output|reply|result|completion|message|everything\s+you\s+(?:return|output|write|say))s?`
+)
 
 var (
 	demandRe = regexp.MustCompile(`(?i)` +
-		// English: a clause that opens with a directive verb ("Respond …",
-		// "Please always return …", "As an analyst, output …") and names JSON.
-		`^(?:[^,，]{0,40}[,，]\s*)?(?:(?:please|always|only|kindly|then|and|you\s+(?:must|should|shall|will|need\s+to|have\s+to)|make\s+sure\s+(?:to|you)|be\s+sure\s+to)\s+)*` +
-		`(?:respond|reply|answer|return|output|format|produce|emit|give|provide|write|generate|structure)\b[^.\n]{0,60}?\bjson\b` +
-		`|\b(?:response|answer|output|reply|result)s?\b[^.\n]{0,20}?\b(?:must|should|shall|will)\s+(?:always\s+|only\s+)?be\b[^.\n]{0,20}?\bjson\b` +
-		`|^\s*json\s*(?:only|object|output|format|response)?\s*[:：]` +
+		// English: a directive verb whose object is JSON: "Respond in JSON",
+		// "Please always return a JSON object", "format your answer as JSON".
+		`(?:^(?:[^,，]{0,60}[,，:：]\s*)?|\b(?:please|always|only|kindly|then|and|must|should|shall|will|to|strictly|simply|just)\s+)` +
+		`(?:(?:please|always|only|kindly|then|and|you\s+(?:must|should|shall|will|need\s+to|have\s+to|are\s+to)|make\s+sure\s+(?:to|you)|be\s+sure\s+to|remember\s+to)\s+)*` +
+		`(?:respond|reply|answer|return|output|format|produce|emit|give|provide|write|generate|structure|send|deliver|print|express|present|put)\b` +
+		`(?:\s+(?:only|always|strictly|exclusively|back))*` +
+		`(?:\s+` + jsonAdj + `json\b|[^.\n]{0,50}?\b(?:in|as|using|into|with|in\s+the\s+form\s+of)\s+` + jsonAdj + `json\b)` +
+		// "The output must be valid JSON", "answers should be JSON objects".
+		`|\b` + outputNoun + `\b[^.\n]{0,30}?\b(?:must|should|shall|will|has\s+to|have\s+to|needs\s+to|is\s+to)\s+(?:always\s+|only\s+|strictly\s+)?be\b[^.\n]{0,25}?\bjson\b` +
+		// "Output format: JSON", "The response format is JSON".
+		`|\b(?:output|response|answer|reply|return)\s+format\s*(?:is|should\s+be|must\s+be|=|[:：-])\s*` + jsonAdj + `json\b` +
+		// "Use JSON for your answer", "use JSON format in every response".
+		`|\buse\s+` + jsonAdj + `json(?:\s+format)?\s+(?:for|in|when)\s+(?:your|the|all|every|each)\s+` + outputNoun + `\b` +
+		`|^\s*(?:json|json\s+only|json\s+output|json\s+format|json\s+response)\s*[:：.!]?\s*$|^\s*json\s*(?:only|object|output|format|response)?\s*[:：]` +
 		// Chinese: 以/用/按 JSON (格式) 返回/输出…, 返回/输出 JSON, JSON格式返回.
-		`|(?:以|用|按|使用|采用|按照)\s*json\s*(?:格式|对象|结构)?\s*(?:的形式|形式)?\s*(?:返回|输出|回答|回复|响应|给出|作答|提供)` +
-		`|(?:^|请|务必|必须|只|仅)\s*(?:返回|输出|回答|回复|给出|生成|提供)\s*(?:一个|一段)?\s*(?:合法的|有效的|标准的)?\s*json` +
-		`|json\s*格式\s*(?:返回|输出|回答|回复)`)
+		`|(?:以|用|按|使用|采用|按照)\s*(?:标准|合法|严格|纯)?(?:的)?\s*json\s*(?:格式|对象|结构|数组)?\s*(?:的形式|形式)?\s*(?:来|进行)?\s*(?:返回|输出|回答|回复|响应|给出|作答|提供|表示|呈现)` +
+		`|(?:^|[，,：:]|请|务必|必须|只|仅|需要|需|应|应当|应该|直接|都|一律|要)\s*(?:以|用)?\s*(?:返回|输出|回答|回复|给出|生成|提供)\s*(?:一个|一段|一份)?\s*(?:[^。\n，,]{0,60}?的)?\s*(?:合法的|有效的|标准的|严格的|纯|格式正确的)?\s*json` +
+		`|json\s*格式\s*(?:返回|输出|回答|回复)` +
+		`|(?:输出|返回|回答|回复|响应|答案|结果)(?:的)?(?:内容)?(?:格式)?\s*(?:必须|应该|应当|应|需要|须|只能|一律|均)?\s*(?:是|为|采用|使用|用)\s*(?:一个)?\s*(?:合法的|有效的|标准的|严格的|纯)?\s*json` +
+		`|(?:输出|返回|回答|回复)(?:的)?格式\s*[:：]\s*json`)
 	// topicRe marks a clause where JSON is the subject matter, not the
 	// answer's format: "write a JSON parser", "convert this JSON to YAML".
-	topicRe = regexp.MustCompile(`(?i)\bjson[\s-]+(?:parsers?|parsing|schemas?|files?|specs?|specification|librar(?:y|ies)|encoders?|decoders?|seriali[sz]\w*|deseriali[sz]\w*|validators?|tools?|modules?|packages?|standard|syntax|rfc)\b` +
-		`|^(?:[^,，]{0,40}[,，]\s*)?(?:please\s+)?(?:parse|read|convert|validate|analy[sz]e|summari[sz]e|explain|translate|debug|fix|load|decode|compare|review)\b[^.\n]{0,30}\bjson\b` +
-		`|(?:解析|读取|转换|校验|验证|分析|解释|翻译|调试|修复|比较)[^。\n]{0,10}json`)
-	negatedRe     = regexp.MustCompile(`(?i)\b(?:don'?t|do not|never|not|no)\b[^.\n]{0,30}\bjson\b|(?:不要|不用|别|勿|无需|不需要|不必|禁止)[^。\n]{0,10}json`)
-	conditionalRe = regexp.MustCompile(`(?i)^\s*(?:if|when|whenever|unless|whether|in case)\b|\bif\b[^.\n]{0,40}\b(?:asks?|wants?|requests?|needs?)\b|^\s*(?:如果|若|假如|当)`)
+	topicRe = regexp.MustCompile(`(?i)\bjson[\s-]+(?:parsers?|parsing|schemas?|files?|specs?|specification|librar(?:y|ies)|encoders?|decoders?|seriali[sz]\w*|deseriali[sz]\w*|validators?|tools?|modules?|packages?|standard|syntax|rfc|configs?|configuration|logs?|payloads?\s+(?:you|they)|documents?\s+(?:you|they|the\s+user)|inputs?|data\s+(?:you|they|the\s+user))\b` +
+		`|^(?:[^,，]{0,40}[,，]\s*)?(?:please\s+)?(?:parse|read|convert|validate|analy[sz]e|summari[sz]e|explain|translate|debug|fix|load|decode|compare|review|transform|turn|rewrite|migrate)\b[^.\n]{0,30}\bjson\b` +
+		`|\bjson\b[^.\n]{0,40}\b(?:into|to)\s+(?:yaml|xml|csv|toml|prose|plain|a\s+table|markdown|english)` +
+		`|(?:解析|读取|转换|校验|验证|分析|解释|翻译|调试|修复|比较|转成|转为|转化)[^。\n，,]{0,10}json|json[^。\n，,]{0,15}(?:转换|转成|转为|转化)`)
+	// negatedRe marks a clause that refuses JSON as the format.
+	negatedRe = regexp.MustCompile(`(?i)\b(?:don'?t|do\s+not|never|not|no\s+need\s+to|avoid|refrain\s+from|stop)\s+(?:\w+\s+){0,3}?(?:respond|reply|answer|return|output|use|using|format|produce|give|write|generate|send|wrap|emit|provide)\b[^.\n]{0,30}?\bjson\b` +
+		`|\b(?:not|never|instead\s+of|rather\s+than|other\s+than|no|without|avoid)\s+(?:in\s+|as\s+|any\s+|using\s+)?(?:a\s+)?json\b` +
+		`|\bjson\b[^.\n]{0,25}\b(?:not|isn'?t|never)\s+(?:needed|required|necessary|wanted|allowed|expected|appropriate|helpful)` +
+		`|\bjson\b[^.\n]{0,25}\b(?:is|are)\s+(?:forbidden|prohibited|not\s+allowed)` +
+		`|(?:不要|不用|别|勿|无需|不需要|不必|禁止|不得|避免|不能|不可以|请勿|切勿|不应)\s*(?:再)?\s*(?:使用|用|以|采用|按|返回|输出|回复|回答|给出|生成|写成|写|输出成)?\s*(?:任何)?\s*json` +
+		`|(?:而不是|不是|非|并非)\s*json|json\s*(?:格式)?\s*(?:是)?(?:不需要|不必要|没有必要)`)
+	conditionalRe = regexp.MustCompile(`(?i)^\s*(?:if|when|whenever|unless|whether|in\s+case|only\s+if|should\s+the\s+user)\b|\bif\b[^.\n]{0,40}\b(?:asks?|wants?|requests?|needs?|explicitly|requires?)\b|\bwhen\s+(?:the\s+user|asked|requested|they)\b|\bunless\b|^\s*(?:如果|若|假如|当|如|除非|只有当|仅当|一旦)|(?:时|的话)\s*[，,]?\s*(?:才|再|就)|(?:要求|需要)\s*(?:时|的话)`)
 	jsonObjectRe  = regexp.MustCompile(`(?i)\bjson\s+object\b|json\s*对象`)
 	jsonArrayRe   = regexp.MustCompile(`(?i)\bjson\s+(?:array|list)\b|json\s*数组`)
 
-	// keysRe finds where a key list starts: "keys", "fields", "字段" …
-	keysRe = regexp.MustCompile(`(?i)\b(?:keys?|fields?|properties|attributes)\b(?:\s+(?:named|called))?\s*[:：]?|(?:字段|键名|键|属性)(?:名)?\s*(?:为|是|包括|包含|有)?\s*[:：]?`)
-	// templateRe finds a JSON-like template object.
-	templateRe    = regexp.MustCompile(`\{[^{}]*\}`)
-	templateKeyRe = regexp.MustCompile(`["']([^"'{}:,]{1,64})["']\s*:`)
-	requiredRe    = regexp.MustCompile(`(?i)\brequired\s+(?:fields?|keys?|properties)\s*(?:are|is)?\s*[:：]?\s*(.+)$|(?:必填字段|必需字段|必填项|必须包含的字段)\s*(?:为|是|包括)?\s*[:：]?\s*(.+)$`)
-	bulletRe      = regexp.MustCompile(`^\s*(?:[-*•·]|\d{1,2}[.)、])\s*["'` + "`" + `]?([A-Za-z_][A-Za-z0-9_]*|\p{Han}{1,16})["'` + "`" + `]?`)
-	identRe       = regexp.MustCompile(`^(?:[A-Za-z_][A-Za-z0-9_.-]{0,63}|[\p{Han}A-Za-z0-9_]{1,32})$`)
-	listSepRe     = regexp.MustCompile(`\s*(?:,|，|、|;|；|/|\||\band\b|\bor\b|以及|和|及|与|或)\s*`)
+	// schemaClauseRe marks a clause other than the demand that may name
+	// keys: it talks about keys or fields, or says what the output must
+	// include.
+	schemaClauseRe = regexp.MustCompile(`(?i)\b(?:keys?|fields?|properties|attributes)\b` +
+		`|\b(?:` + outputNoun + `|json|object|payload|it)\b[^.\n]{0,30}?\b(?:must|should|shall|will|needs?\s+to|has\s+to|is\s+to|always)\s+(?:always\s+|also\s+|only\s+)?(?:include|contain|have|return|list|provide|consist\s+of)\b` +
+		`|\b(?:` + outputNoun + `|json|object|payload|it)\s+(?:includes|contains|has|consists\s+of)\b` +
+		`|^\s*(?:please\s+|always\s+|also\s+)*(?:include|contain|return|output|provide)\s+(?:exactly\s+|only\s+)?(?:the\s+following|these|all\s+of\s+(?:the\s+following|these))\b` +
+		`|^\s*(?:you\s+)?(?:must|should)\s+(?:always\s+)?(?:return|include|output|provide)\b` +
+		`|字段|键名|键|属性` +
+		`|^(?:(?:输出|返回|回答|回复|结果|答案|内容|json|对象|响应|你的回答|返回的内容|输出的内容|返回结果|输出结果)(?:中|里)?(?:的)?\s*)?(?:必须|务必|需要|需|应当|应该|应|须|要|都要)\s*(?:包含|包括|含有|具有|有)` +
+		`|^(?:请|务必)?\s*(?:输出|返回|给出|提供|包含|包括)\s*(?:以下|如下|下列)`)
+	// listIntroRe marks a clause ending in a colon whose bullets are keys.
+	listIntroRe = regexp.MustCompile(`(?i)\b(?:keys?|fields?|properties|attributes|following|these|include|contain|structure|format|schema|shape)\b|以下|如下|下列|字段|键|属性|包含|包括|结构|格式`)
+
+	// introRes find where a key list starts, most specific first.
+	introRes = []*regexp.Regexp{
+		regexp.MustCompile(`(?i)\b(?:keys?|fields?|properties|attributes)\b(?:\s+(?:named|called|of))?\s*(?:are|is)?\s*[:：]?`),
+		regexp.MustCompile(`(?i)\b(?:(?:must|should|shall|will|to|needs?\s+to|has\s+to|have\s+to|always)\s+(?:also\s+|always\s+|only\s+)?(?:include|contain|have|return|provide|output|list|give|consist\s+of)|includes|including|contains|containing|consisting\s+of|consists\s+of|has|having|^\s*(?:please\s+|always\s+|also\s+)*(?:include|contain|return|output|provide))` +
+			`(?:\s+(?:only|exactly|just|at\s+least|all|both|the|these|those|its|their|following|of|below))*\s*[:：]?`),
+		regexp.MustCompile(`(?:(?:必须|务必|需要|需|应当|应该|应|须|要|都要|只)?\s*(?:包含|包括|含有|具有|带有)|(?:必须|需要|要|应|应该|须|都要)\s*有)\s*(?:以下|如下|这些|下列|下面的|下面这些)?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性)?\s*(?:名)?\s*(?:为|是)?\s*[:：]?`),
+		regexp.MustCompile(`(?:输出|返回|给出|提供)\s*(?:以下|如下|下列|这些)\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性)?\s*[:：]?`),
+		regexp.MustCompile(`(?:字段|键名|键|属性)(?:名)?\s*(?:为|是|包括|包含|有)?\s*[:：]?`),
+	}
+	// Lists written before what they are: "Return name, age and city as
+	// JSON", "返回 name、age 两个字段", "包含 a 和 b 的 JSON 对象".
+	preListRes = []*regexp.Regexp{
+		regexp.MustCompile(`(?i)^(?:please\s+)?(?:return|output|give|provide|extract|respond\s+with)\s+(?:the\s+|only\s+)?(.+?)\s+(?:as|in)\s+` + jsonAdj + `json\b`),
+		regexp.MustCompile(`(?:返回|输出|包含|包括|给出|提供|含有|带有|有)\s*(.+?)\s*等?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键|属性)`),
+		regexp.MustCompile(`(?i)(?:包含|包括|含有|带有)\s*(.+?)\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键|属性)?\s*的\s*json`),
+	}
+	requiredRe = regexp.MustCompile(`(?i)\brequired\s+(?:fields?|keys?|properties)\s*(?:are|is)?\s*[:：]?\s*(.+)$|(?:必填字段|必需字段|必填项|必须包含的字段)\s*(?:为|是|包括)?\s*[:：]?\s*(.+)$`)
+	bulletRe   = regexp.MustCompile(`^(?:[-*•·+]|\d{1,2}[.)、．]|[（(]\d{1,2}[)）])\s*(?:\*\*)?["'` + "`" + `“]?([A-Za-z_][A-Za-z0-9_.]*|\p{Han}{1,12})["'` + "`" + `”]?(?:\*\*)?(?:\s*$|\s*[:：(（\-–—,，=]|\s+[(（])`)
+	identRe    = regexp.MustCompile(`^(?:[A-Za-z_][A-Za-z0-9_.-]{0,63}|[\p{Han}A-Za-z0-9_]{1,12})$`)
+	hanStopRe  = regexp.MustCompile(`[的了吗呢请不并把被让若就都也还须必该每各]|以下|如下|下列|下面|这些|上述|包含|包括|输出|返回|格式|内容`)
+	listSepRe  = regexp.MustCompile(`\s*(?:,|，|、|;|；|/|\||\band\b|\bor\b|以及|和|及|与|或)\s*`)
+	// itemTailRe is what may follow the last key of a list: "… and c in
+	// it", "… 和 c 两个字段".
+	itemTailRe = regexp.MustCompile(`(?i)\s+(?:(?:in|inside|within|to|for)\s+(?:it|the\s+(?:json|object|output|response|answer)|your\s+(?:answer|response|output|reply|json))|only|as\s+well|too)$|\s*等?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性)$`)
+	parenRe    = regexp.MustCompile(`\s*(?:\([^()]*\)|（[^（）]*）)`)
+	typeNoteRe = regexp.MustCompile(`(?i)^([A-Za-z_][A-Za-z0-9_]*)\s*[:：]\s*(?:string|number|integer|int|float|boolean|bool|array|list|object|str)$`)
+	// stopWords end a list: "must include the summary" names no key.
+	stopWords     = []string{"the", "it", "its", "this", "that", "these", "those", "them", "all", "both", "only", "exactly", "following", "everything", "nothing", "any", "some", "no", "more", "prose", "json", "keys", "key", "fields", "field", "properties", "attributes", "etc", "other", "each", "every", "your", "their", "which", "what", "how"}
+	inputRe       = regexp.MustCompile(`(?i)\b(?:input|inputs|receive|receives|received|you\s+(?:will\s+)?(?:get|be\s+given|be\s+sent)|is\s+given|are\s+given|provided\s+(?:by|as)|the\s+user\s+(?:sends|will\s+send|pastes|provides)|request\s+body|looks\s+like\s+this\s+when)\b|输入|收到|给定|用户(?:会|将)?(?:发送|提供|粘贴)|传入`)
 	numberRangeRe = `\s*(?:\(|（)?\s*(?:is|are|must be|should be|of|from|between|on a scale of|scale of|ranges? from|为|是|取值为|范围为|在|:|：)?\s*(?:from|between)?\s*(-?\d+)\s*(?:-|–|—|~|～|to|and|through|到|至)\s*(-?\d+)`
 	enumTailRe    = `\s*(?:must be|should be|is|can be|may be|has to be|:|：)?\s*(?:one of|either)\s*[:：]?\s*(.+)$`
 	enumZhRe      = `\s*(?:必须是|只能是|应为|应该是|取值为|可以是|为|是)\s*[:：]?\s*(.+?)(?:之一|中的一个|其中之一)`
 	enumParenRe   = `\s*[(（]\s*([A-Za-z0-9_]+(?:\s*[|/]\s*[A-Za-z0-9_]+)+)\s*[)）]`
 )
 
+// clause is one clause of a prompt: its trimmed text and the byte range it
+// spans, terminator included.
+type clause struct {
+	text       string
+	start, end int
+}
+
 // clauses splits text at line breaks and sentence ends (". ", "; ", "。",
 // "；" …), but never inside braces, so a template object stays whole.
-func clauses(text string) []string {
-	var out []string
+func clauses(text string) []clause {
+	var out []clause
 	depth, start := 0, 0
 	cut := func(end, next int) {
-		if s := strings.TrimSpace(text[start:end]); s != "" {
-			out = append(out, s)
+		raw := text[start:end]
+		if s := strings.TrimSpace(raw); s != "" {
+			lead := len(raw) - len(strings.TrimLeft(raw, " \t\r\n"))
+			out = append(out, clause{text: s, start: start + lead, end: next})
 		}
 		start = next
 	}
@@ -176,7 +316,7 @@ func clauses(text string) []string {
 		case '.', ';', '!', '?':
 			atEnd := i+n >= len(text) || text[i+n] == ' ' || text[i+n] == '\n' || text[i+n] == '\t'
 			afterDigit := i > 0 && isDigit(text[i-1]) && strings.TrimSpace(text[start:i]) != "" && allDigits(strings.TrimSpace(text[start:i]))
-			if depth == 0 && atEnd && !afterDigit {
+			if depth == 0 && atEnd && !afterDigit && (r != ';' || !listGoesOn(text[i+n:])) {
 				cut(i, i+n)
 			}
 		}
@@ -184,6 +324,16 @@ func clauses(text string) []string {
 	}
 	cut(len(text), len(text))
 	return out
+}
+
+// listGoesOn reports whether the text after a semicolon is one more key of
+// a list ("fields lat; lng"), not a new clause.
+func listGoesOn(rest string) bool {
+	if end := strings.IndexAny(rest, ".;\n"); end >= 0 {
+		rest = rest[:end]
+	}
+	rest = strings.TrimSpace(rest)
+	return !strings.ContainsAny(rest, " \t") && keyLike(strings.Trim(rest, "\"'`"))
 }
 
 func allDigits(s string) bool {
@@ -196,55 +346,63 @@ func allDigits(s string) bool {
 }
 
 func endsWithColon(c string) bool {
-	c = strings.TrimSpace(c)
+	c = strings.TrimRight(strings.TrimSpace(c), "*")
 	return strings.HasSuffix(c, ":") || strings.HasSuffix(c, "：")
 }
 
-// keysIn returns the keys a demand clause names: a template object, a
-// bracketed list or a list after "keys"/"fields"/"字段".
+// keysIn returns the keys a clause names: a bracketed list or a list after
+// "keys"/"must include"/"字段"…, or one written before "as JSON"/"字段".
 func keysIn(c string) []string {
-	if m := templateRe.FindString(c); m != "" {
-		var ks []string
-		for _, km := range templateKeyRe.FindAllStringSubmatch(m, -1) {
-			k := strings.TrimSpace(km[1])
-			if !identRe.MatchString(k) {
-				return nil
-			}
-			if !slices.Contains(ks, k) {
-				ks = append(ks, k)
+	for i, re := range preListRes {
+		if m := re.FindStringSubmatch(c); m != nil {
+			// An English list before "as JSON" needs two keys: "return the
+			// summary as JSON" names the content, not a key.
+			if ks := listItems(m[1], true); len(ks) > 1 || (i > 0 && len(ks) > 0) {
+				return ks
 			}
 		}
-		if len(ks) > 0 {
-			return ks
+	}
+	for _, re := range introRes {
+		for _, loc := range re.FindAllStringIndex(c, -1) {
+			rest := strings.TrimSpace(c[loc[1]:])
+			if strings.HasPrefix(rest, "[") {
+				if end := strings.IndexByte(rest, ']'); end > 0 {
+					if ks := listItems(rest[1:end], true); len(ks) > 0 {
+						return ks
+					}
+				}
+				continue
+			}
+			if strings.HasPrefix(rest, "{") {
+				continue // a template: templateKeys reads it
+			}
+			if ks := listItems(rest, false); len(ks) > 0 {
+				return ks
+			}
 		}
 	}
-	loc := keysRe.FindStringIndex(c)
-	if loc == nil {
-		return nil
-	}
-	rest := strings.TrimSpace(c[loc[1]:])
-	if strings.HasPrefix(rest, "[") {
-		if end := strings.IndexByte(rest, ']'); end > 0 {
-			return listItems(rest[1:end], true)
-		}
-		return nil
-	}
-	return listItems(rest, false)
+	return nil
 }
 
 // listItems splits a list of key names or values. With strict, every item
-// must be identifier-like or the whole list is rejected; otherwise the
-// leading run of identifier-like items is kept, so "fields a, b and c,
-// sorted by date" gives a, b, c.
+// must be key-like or the whole list is rejected; otherwise the leading run
+// of key-like items is kept, so "fields a, b and c, sorted by date" gives
+// a, b, c. A parenthesised note after an item and a ": type" note are
+// dropped.
 func listItems(s string, strict bool) []string {
-	s = strings.TrimSpace(strings.TrimRight(strings.TrimSpace(s), ".。:："))
+	s = parenRe.ReplaceAllString(s, "")
+	s = strings.TrimSpace(strings.TrimRight(strings.TrimSpace(s), ".。:：!！"))
 	var out []string
 	for _, it := range listSepRe.Split(s, -1) {
-		it = strings.Trim(strings.TrimSpace(it), "\"'`“”‘’「」")
+		it = strings.Trim(strings.TrimSpace(it), "\"'`“”‘’「」*[]")
+		if m := typeNoteRe.FindStringSubmatch(it); m != nil {
+			it = m[1]
+		}
+		it = strings.TrimSuffix(itemTailRe.ReplaceAllString(it, ""), "等")
 		if it == "" {
 			continue
 		}
-		if !identRe.MatchString(it) {
+		if !keyLike(it) {
 			if strict {
 				return nil
 			}
@@ -257,14 +415,35 @@ func listItems(s string, strict bool) []string {
 	return out
 }
 
-// bulletKeys reads the key names of a bullet list that follows a demand
-// ending in a colon: one key per "- key …" line, stopping at the first line
-// that is not a bullet.
-func bulletKeys(rest []string) []string {
+// keyLike reports whether it can be a key name: an identifier, or a short
+// run of Han characters without function words.
+func keyLike(it string) bool {
+	if !identRe.MatchString(it) || slices.Contains(stopWords, strings.ToLower(it)) {
+		return false
+	}
+	return it[0] < utf8.RuneSelf || !hanStopRe.MatchString(it)
+}
+
+// bulletKeys reads the key names of a bullet list that follows a clause
+// ending in a colon: one key per "- key: …" line at the list's own
+// indentation (deeper bullets describe a nested value), stopping at the
+// first line that is not a bullet.
+func bulletKeys(text string, rest []clause) []string {
 	var ks []string
+	indent := -1
 	for _, c := range rest {
-		m := bulletRe.FindStringSubmatch(c)
+		m := bulletRe.FindStringSubmatch(c.text)
 		if m == nil {
+			break
+		}
+		in := c.start - (strings.LastIndexByte(text[:c.start], '\n') + 1)
+		if indent < 0 {
+			indent = in
+		}
+		if in > indent {
+			continue
+		}
+		if !keyLike(m[1]) {
 			break
 		}
 		if !slices.Contains(ks, m[1]) {
@@ -272,6 +451,99 @@ func bulletKeys(rest []string) []string {
 		}
 	}
 	return ks
+}
+
+// templateKeys finds the first JSON example object in the prompt that is not
+// described as input, and returns the clause it is in, its top-level keys
+// and the types of their example values.
+func templateKeys(text string, cls []clause) (int, []string, map[string]string) {
+	for i, c := range cls {
+		open := strings.IndexByte(c.text, '{')
+		if open < 0 {
+			continue
+		}
+		if inputRe.MatchString(c.text[:open]) || (i > 0 && inputRe.MatchString(cls[i-1].text)) || negatedRe.MatchString(c.text) {
+			continue
+		}
+		if before := strings.TrimRight(c.text[:open], " \t\r\n"); strings.HasSuffix(before, "[") {
+			continue // an array of objects: not an object schema
+		}
+		if i > 0 && strings.TrimSpace(c.text[:open]) == "" && strings.HasSuffix(strings.TrimSpace(cls[i-1].text), "[") {
+			continue
+		}
+		if ks, ts := objectKeys(c.text[open:]); len(ks) > 0 {
+			return i, ks, ts
+		}
+	}
+	return 0, nil, nil
+}
+
+// objectKeys reads the top-level keys of the object that starts s, and the
+// JSON type of each example value (none for a placeholder like "..." or
+// null). It returns nothing when a key is not key-like.
+func objectKeys(s string) ([]string, map[string]string) {
+	toks := lex(s)
+	var ks []string
+	ts := map[string]string{}
+	depth := 0
+	for j := 0; j < len(toks); j++ {
+		t := toks[j]
+		switch t.kind {
+		case tkOpenObj, tkOpenArr:
+			depth++
+			continue
+		case tkCloseObj, tkCloseArr:
+			depth--
+			if depth == 0 {
+				return ks, ts
+			}
+			continue
+		}
+		if depth != 1 || j+1 >= len(toks) || toks[j+1].kind != tkColon || (t.kind != tkString && t.kind != tkBare) {
+			continue
+		}
+		k := s[t.start:t.end]
+		if t.kind == tkString {
+			if !t.closed {
+				return nil, nil
+			}
+			k = k[1 : len(k)-1]
+		}
+		if !identRe.MatchString(k) {
+			return nil, nil
+		}
+		if !slices.Contains(ks, k) {
+			ks = append(ks, k)
+		}
+		if j+2 < len(toks) {
+			if typ := valueType(s, toks[j+2]); typ != "" {
+				ts[k] = typ
+			}
+		}
+	}
+	return nil, nil // unbalanced: not an example
+}
+
+// valueType is the JSON type of an example value token; "" for a
+// placeholder.
+func valueType(s string, t token) string {
+	switch t.kind {
+	case tkString:
+		return "string"
+	case tkNumber:
+		if _, err := strconv.ParseFloat(s[t.start:t.end], 64); err == nil {
+			return "number"
+		}
+	case tkLiteral:
+		if v := s[t.start:t.end]; v == "true" || v == "false" {
+			return "boolean"
+		}
+	case tkOpenArr:
+		return "array"
+	case tkOpenObj:
+		return "object"
+	}
+	return ""
 }
 
 var (

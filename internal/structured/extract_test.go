@@ -2,6 +2,8 @@ package structured
 
 import (
 	"encoding/json"
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -98,7 +100,7 @@ func TestExtractConstraints(t *testing.T) {
 			if d := diff(string(im.Schema), tt.wantSchema); d != "" {
 				t.Errorf("schema %s", d)
 			}
-			if d := diffJSON(im.Keys, tt.wantKeys); d != "" {
+			if d := diffJSON(im.Required, tt.wantKeys); d != "" {
 				t.Errorf("keys %s", d)
 			}
 			if len(im.Sources) == 0 {
@@ -161,5 +163,186 @@ func TestImpliedSchemaDrivesRepair(t *testing.T) {
 	var v map[string]any
 	if err := json.Unmarshal(im.Schema, &v); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// phrasing is one system prompt of the phrasing corpus in testdata.
+type phrasing struct {
+	name     string
+	prompt   string
+	required []string          // positives: the expected required keys
+	types    map[string]string // positives, optional: expected property types
+}
+
+const (
+	positivePhrasings = "testdata/implied_positive.txt"
+	negativePhrasings = "testdata/implied_negative.txt"
+)
+
+// readPhrasings reads a corpus file: cases start with "=== name", may go on
+// with "required: a, b" and "types: {json}" lines, then the prompt up to the
+// next case. Lines starting with "#" before the first case are comments.
+func readPhrasings(t testing.TB, path string) []phrasing {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		out  []phrasing
+		cur  *phrasing
+		body []string
+	)
+	flush := func() {
+		if cur != nil {
+			cur.prompt = strings.TrimSpace(strings.Join(body, "\n"))
+			out = append(out, *cur)
+		}
+		body = nil
+	}
+	for line := range strings.Lines(string(b)) {
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case strings.HasPrefix(line, "=== "):
+			flush()
+			cur = &phrasing{name: strings.TrimPrefix(line, "=== ")}
+		case cur == nil:
+			if line != "" && !strings.HasPrefix(line, "#") {
+				t.Fatalf("%s: text before the first case: %q", path, line)
+			}
+		case len(body) == 0 && strings.HasPrefix(line, "required: "):
+			for k := range strings.SplitSeq(strings.TrimPrefix(line, "required: "), ",") {
+				cur.required = append(cur.required, strings.TrimSpace(k))
+			}
+		case len(body) == 0 && strings.HasPrefix(line, "types: "):
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "types: ")), &cur.types); err != nil {
+				t.Fatalf("%s: %s: types: %v", path, cur.name, err)
+			}
+		default:
+			body = append(body, line)
+		}
+	}
+	flush()
+	return out
+}
+
+// TestImpliedPhrasingCorpus runs ExtractConstraints over the natural
+// phrasings in testdata, English and Chinese. Targets: at least 95 % of the
+// positives give exactly the expected required keys (and the expected types
+// where a case states them), and no negative gives a schema.
+func TestImpliedPhrasingCorpus(t *testing.T) {
+	pos := readPhrasings(t, positivePhrasings)
+	neg := readPhrasings(t, negativePhrasings)
+	zh := 0
+	for _, p := range pos {
+		if len(p.required) == 0 {
+			t.Fatalf("positive %s has no required keys", p.name)
+		}
+		if strings.HasPrefix(p.name, "zh/") {
+			zh++
+		}
+	}
+	if len(pos) < 80 || zh < len(pos)/2 || len(neg) < 80 {
+		t.Fatalf("corpus too small: %d positives (%d Chinese), %d negatives; want ≥ 80 (half Chinese) and ≥ 80", len(pos), zh, len(neg))
+	}
+
+	hits := 0
+	for _, p := range pos {
+		t.Run("positive/"+p.name, func(t *testing.T) {
+			im, ok := ExtractConstraints(p.prompt)
+			if !ok {
+				t.Logf("MISS %s: no schema", p.name)
+				return
+			}
+			if _, err := Compile(im.Schema); err != nil {
+				t.Errorf("schema %s does not compile: %v", im.Schema, err)
+			}
+			if im.Sentence == "" || !strings.Contains(p.prompt, strings.Split(im.Sentence, "\n")[0]) {
+				t.Errorf("sentence %q is not text of the prompt", im.Sentence)
+			}
+			if d := diffJSON(im.Required, p.required); d != "" {
+				t.Logf("MISS %s: required %s", p.name, d)
+				return
+			}
+			if len(p.types) > 0 {
+				var s struct {
+					Properties map[string]struct {
+						Type string `json:"type"`
+					} `json:"properties"`
+				}
+				if err := json.Unmarshal(im.Schema, &s); err != nil {
+					t.Fatal(err)
+				}
+				got := map[string]string{}
+				for k := range p.types {
+					got[k] = s.Properties[k].Type
+				}
+				if d := diffJSON(got, p.types); d != "" {
+					t.Logf("MISS %s: types %s", p.name, d)
+					return
+				}
+			}
+			hits++
+		})
+	}
+	fps := 0
+	for _, n := range neg {
+		t.Run("negative/"+n.name, func(t *testing.T) {
+			if im, ok := ExtractConstraints(n.prompt); ok {
+				fps++
+				t.Errorf("FALSE POSITIVE %s: schema %s from %q", n.name, im.Schema, im.Sentence)
+			}
+		})
+	}
+	recall := float64(hits) / float64(len(pos))
+	t.Logf("implied-schema phrasing corpus: recall %d/%d = %.1f %% (exact required keys), false positives %d/%d",
+		hits, len(pos), 100*recall, fps, len(neg))
+	if recall < 0.95 {
+		t.Errorf("recall %.1f %% < 95 %%", 100*recall)
+	}
+	if fps != 0 {
+		t.Errorf("%d false positives, want 0", fps)
+	}
+}
+
+// TestImpliedSchemaMustInclude: the wordings of issue 13 ("The output must
+// include …", "必须包含 …") give the keys as required, and the schema's
+// source sentence is the prompt's own text. Both gave an "any JSON" schema
+// before.
+func TestImpliedSchemaMustInclude(t *testing.T) {
+	tests := []struct {
+		name, prompt, wantSentence string
+		wantRequired               []string
+	}{
+		{
+			name:         "english",
+			prompt:       "You assess incidents. Respond in JSON format. The output must include risk_level, mitigation_steps, confidence_score. Be brief.",
+			wantSentence: "Respond in JSON format. The output must include risk_level, mitigation_steps, confidence_score.",
+			wantRequired: []string{"risk_level", "mitigation_steps", "confidence_score"},
+		},
+		{
+			name:         "chinese",
+			prompt:       "你是风险评估助手。以 JSON 格式输出，必须包含 risk_level、mitigation_steps、confidence_score",
+			wantSentence: "以 JSON 格式输出，必须包含 risk_level、mitigation_steps、confidence_score",
+			wantRequired: []string{"risk_level", "mitigation_steps", "confidence_score"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			im, ok := ExtractConstraints(tt.prompt)
+			if !ok {
+				t.Fatal("no schema")
+			}
+			if d := diffJSON(im.Required, tt.wantRequired); d != "" {
+				t.Errorf("required %s", d)
+			}
+			if d := diff(im.Sentence, tt.wantSentence); d != "" {
+				t.Errorf("sentence %s", d)
+			}
+			s := mustCompile(t, string(im.Schema))
+			if vs := s.Validate([]byte(`{"risk_level": "low", "mitigation_steps": []}`)); len(vs) == 0 {
+				t.Error("an answer without confidence_score validates")
+			}
+		})
 	}
 }

@@ -2,6 +2,9 @@ package structured
 
 import (
 	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -57,14 +60,35 @@ func FuzzGuardedSpans(f *testing.F) {
 	})
 }
 
+// FuzzExtractConstraints: ExtractConstraints never panics; a schema it
+// returns compiles, lists exactly Required as its required keys, and its
+// Sentence is text of the prompt. Seeded from the phrasing corpus.
 func FuzzExtractConstraints(f *testing.F) {
-	for _, s := range []string{"Respond in JSON with keys [a, b]", "以JSON格式返回，包含字段：风险等级、缓解措施", "Output JSON: {\"a\": 1}"} {
-		f.Add(s)
+	for _, path := range []string{positivePhrasings, negativePhrasings} {
+		for _, p := range readPhrasings(f, path) {
+			f.Add(p.prompt)
+		}
 	}
 	f.Fuzz(func(t *testing.T, prompt string) {
-		if im, ok := ExtractConstraints(prompt); ok {
-			if _, err := Compile(im.Schema); err != nil {
-				t.Fatalf("implied schema %s does not compile: %v", im.Schema, err)
+		im, ok := ExtractConstraints(prompt)
+		if !ok {
+			return
+		}
+		if _, err := Compile(im.Schema); err != nil {
+			t.Fatalf("implied schema %s does not compile: %v", im.Schema, err)
+		}
+		var s struct {
+			Required []string `json:"required"`
+		}
+		if err := json.Unmarshal(im.Schema, &s); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(s.Required, im.Required) {
+			t.Fatalf("schema requires %q, Required is %q", s.Required, im.Required)
+		}
+		for part := range strings.SplitSeq(im.Sentence, "\n") {
+			if !strings.Contains(prompt, part) {
+				t.Fatalf("sentence part %q is not in the prompt %q", part, prompt)
 			}
 		}
 	})
