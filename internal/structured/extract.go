@@ -161,7 +161,7 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 
 // isDemand reports whether clause c demands JSON as the answer's format.
 func isDemand(c string) bool {
-	return demandRe.MatchString(c) && !negatedRe.MatchString(c) && !conditionalRe.MatchString(c) && !topicRe.MatchString(c)
+	return demandRe.MatchString(c) && !negatedRe.MatchString(c) && !conditionalRe.MatchString(c) && !topicRe.MatchString(c) && !historyRe.MatchString(c)
 }
 
 // sentenceOf returns the prompt text spanning the clauses used, in prompt
@@ -230,15 +230,18 @@ var (
 		`|(?:不要|不用|别|勿|无需|不需要|不必|禁止|不得|避免|不能|不可以|请勿|切勿|不应)\s*(?:再)?\s*(?:使用|用|以|采用|按|返回|输出|回复|回答|给出|生成|写成|写|输出成)?\s*(?:任何)?\s*json` +
 		`|(?:而不是|不是|非|并非)\s*json|json\s*(?:格式)?\s*(?:是)?(?:不需要|不必要|没有必要)`)
 	conditionalRe = regexp.MustCompile(`(?i)^\s*(?:if|when|whenever|unless|whether|in\s+case|only\s+if|should\s+the\s+user)\b|\bif\b[^.\n]{0,40}\b(?:asks?|wants?|requests?|needs?|explicitly|requires?)\b|\bwhen\s+(?:the\s+user|asked|requested|they)\b|\bunless\b|^\s*(?:如果|若|假如|当|如|除非|只有当|仅当|一旦)|(?:时|的话)\s*[，,]?\s*(?:才|再|就)|(?:要求|需要)\s*(?:时|的话)`)
-	jsonObjectRe  = regexp.MustCompile(`(?i)\bjson\s+object\b|json\s*对象`)
-	jsonArrayRe   = regexp.MustCompile(`(?i)\bjson\s+(?:array|list)\b|json\s*数组`)
+	// historyRe marks a clause about a former demand: "last week we asked
+	// you to respond in JSON", "之前要求用JSON返回".
+	historyRe    = regexp.MustCompile(`(?i)\b(?:previously|used\s+to|formerly|earlier|last\s+(?:week|time|month|year)|we\s+(?:once\s+)?asked|you\s+were\s+(?:asked|told)|no\s+longer)\b|(?:之前|以前|过去|此前|曾经|原来|原先)(?:要求|让你|会|都|用|是)|不再`)
+	jsonObjectRe = regexp.MustCompile(`(?i)\bjson\s+object\b|json\s*对象`)
+	jsonArrayRe  = regexp.MustCompile(`(?i)\bjson\s+(?:array|list)\b|json\s*数组`)
 
 	// schemaClauseRe marks a clause other than the demand that may name
 	// keys: it talks about keys or fields, or says what the output must
 	// include.
 	schemaClauseRe = regexp.MustCompile(`(?i)\b(?:keys?|fields?|properties|attributes)\b` +
 		`|\b(?:` + outputNoun + `|json|object|payload|it)\b[^.\n]{0,30}?\b(?:must|should|shall|will|needs?\s+to|has\s+to|is\s+to|always)\s+(?:always\s+|also\s+|only\s+)?(?:include|contain|have|return|list|provide|consist\s+of)\b` +
-		`|\b(?:` + outputNoun + `|json|object|payload|it)\s+(?:includes|contains|has|consists\s+of)\b` +
+		`|\b(?:` + outputNoun + `|json|object|payload|it)\s+(?:always\s+|also\s+)?(?:includes|contains|has|consists\s+of)\b` +
 		`|^\s*(?:please\s+|always\s+|also\s+)*(?:include|contain|return|output|provide)\s+(?:exactly\s+|only\s+)?(?:the\s+following|these|all\s+of\s+(?:the\s+following|these))\b` +
 		`|^\s*(?:you\s+)?(?:must|should)\s+(?:always\s+)?(?:return|include|output|provide)\b` +
 		`|字段|键名|键|属性` +
@@ -250,9 +253,9 @@ var (
 	// introRes find where a key list starts, most specific first.
 	introRes = []*regexp.Regexp{
 		regexp.MustCompile(`(?i)\b(?:keys?|fields?|properties|attributes)\b(?:\s+(?:named|called|of))?\s*(?:are|is)?\s*[:：]?`),
-		regexp.MustCompile(`(?i)\b(?:(?:must|should|shall|will|to|needs?\s+to|has\s+to|have\s+to|always)\s+(?:also\s+|always\s+|only\s+)?(?:include|contain|have|return|provide|output|list|give|consist\s+of)|includes|including|contains|containing|consisting\s+of|consists\s+of|has|having|^\s*(?:please\s+|always\s+|also\s+)*(?:include|contain|return|output|provide))` +
+		regexp.MustCompile(`(?i)\b(?:(?:must|should|shall|will|to|needs?\s+to|has\s+to|have\s+to|always)\s+(?:also\s+|always\s+|only\s+)?(?:include|contain|have|return|provide|output|list|give|consist\s+of)s?\b|includes|including|contains|containing|consisting\s+of|consists\s+of|has|having|^\s*(?:please\s+|always\s+|also\s+)*(?:include|contain|return|output|provide))` +
 			`(?:\s+(?:only|exactly|just|at\s+least|all|both|the|these|those|its|their|following|of|below))*\s*[:：]?`),
-		regexp.MustCompile(`(?:(?:必须|务必|需要|需|应当|应该|应|须|要|都要|只)?\s*(?:包含|包括|含有|具有|带有)|(?:必须|需要|要|应|应该|须|都要)\s*有)\s*(?:以下|如下|这些|下列|下面的|下面这些)?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性)?\s*(?:名)?\s*(?:为|是)?\s*[:：]?`),
+		regexp.MustCompile(`(?:(?:必须|务必|需要|需|应当|应该|应|须|要|都要|只)?\s*(?:包含|包括|含有|具有|带有)|(?:必须|需要|要|应|应该|须|都要)\s*有)\s*(?:以下|如下|这些|下列|下面的|下面这些)?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:(?:字段|键名|键|属性)(?:名)?\s*(?:为|是)?|内容|信息|项)?\s*[:：]?`),
 		regexp.MustCompile(`(?:输出|返回|给出|提供)\s*(?:以下|如下|下列|这些)\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性)?\s*[:：]?`),
 		regexp.MustCompile(`(?:字段|键名|键|属性)(?:名)?\s*(?:为|是|包括|包含|有)?\s*[:：]?`),
 	}
@@ -260,8 +263,8 @@ var (
 	// JSON", "返回 name、age 两个字段", "包含 a 和 b 的 JSON 对象".
 	preListRes = []*regexp.Regexp{
 		regexp.MustCompile(`(?i)^(?:please\s+)?(?:return|output|give|provide|extract|respond\s+with)\s+(?:the\s+|only\s+)?(.+?)\s+(?:as|in)\s+` + jsonAdj + `json\b`),
-		regexp.MustCompile(`(?:返回|输出|包含|包括|给出|提供|含有|带有|有)\s*(.+?)\s*等?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键|属性)`),
-		regexp.MustCompile(`(?i)(?:包含|包括|含有|带有)\s*(.+?)\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键|属性)?\s*的\s*json`),
+		regexp.MustCompile(`(?:返回|输出|包含|包括|给出|提供|含有|带有|有)\s*([^，,：:；]+?)\s*等?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性)(?:$|[^\p{Han}]|的)`),
+		regexp.MustCompile(`(?i)(?:包含|包括|含有|带有)\s*([^，,：:；]+?)\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键|属性)?\s*的\s*json`),
 	}
 	requiredRe = regexp.MustCompile(`(?i)\brequired\s+(?:fields?|keys?|properties)\s*(?:are|is)?\s*[:：]?\s*(.+)$|(?:必填字段|必需字段|必填项|必须包含的字段)\s*(?:为|是|包括)?\s*[:：]?\s*(.+)$`)
 	bulletRe   = regexp.MustCompile(`^(?:[-*•·+]|\d{1,2}[.)、．]|[（(]\d{1,2}[)）])\s*(?:\*\*)?["'` + "`" + `“]?([A-Za-z_][A-Za-z0-9_.]*|\p{Han}{1,12})["'` + "`" + `”]?(?:\*\*)?(?:\s*$|\s*[:：(（\-–—,，=]|\s+[(（])`)
