@@ -207,6 +207,8 @@ var (
 		`|\b` + outputNoun + `\b[^.\n]{0,30}?\b(?:must|should|shall|will|has\s+to|have\s+to|needs\s+to|is\s+to)\s+(?:always\s+|only\s+|strictly\s+)?be\b[^.\n]{0,25}?\bjson\b` +
 		// "Output format: JSON", "The response format is JSON".
 		`|\b(?:output|response|answer|reply|return)\s+format\s*(?:is|should\s+be|must\s+be|=|[:：-])\s*` + jsonAdj + `json\b` +
+		// "The assistant replies in JSON", "You always answer with JSON".
+		`|\b(?:you\s+(?:always\s+|only\s+)?(?:respond|reply|answer|return|output|write)|(?:assistant|model|bot|agent)\s+(?:always\s+|only\s+)?(?:responds|replies|answers|returns|outputs|writes))\s+(?:only\s+)?(?:in|with|using|as)\s+` + jsonAdj + `json\b` +
 		// "Use JSON for your answer", "use JSON format in every response".
 		`|\buse\s+` + jsonAdj + `json(?:\s+format)?\s+(?:for|in|when)\s+(?:your|the|all|every|each)\s+` + outputNoun + `\b` +
 		`|^\s*(?:json|json\s+only|json\s+output|json\s+format|json\s+response)\s*[:：.!]?\s*$|^\s*json\s*(?:only|object|output|format|response)?\s*[:：]` +
@@ -215,7 +217,7 @@ var (
 		`|(?:^|[，,：:]|请|务必|必须|只|仅|需要|需|应|应当|应该|直接|都|一律|要)\s*(?:以|用)?\s*(?:返回|输出|回答|回复|给出|生成|提供)\s*(?:一个|一段|一份)?\s*(?:[^。\n，,]{0,60}?的)?\s*(?:合法的|有效的|标准的|严格的|纯|格式正确的)?\s*json` +
 		`|json\s*格式\s*(?:返回|输出|回答|回复)` +
 		`|(?:输出|返回|回答|回复|响应|答案|结果)(?:的)?(?:内容)?(?:格式)?\s*(?:必须|应该|应当|应|需要|须|只能|一律|均)?\s*(?:是|为|采用|使用|用)\s*(?:一个)?\s*(?:合法的|有效的|标准的|严格的|纯)?\s*json` +
-		`|(?:输出|返回|回答|回复)(?:的)?格式\s*[:：]\s*json`)
+		`|(?:输出|返回|回答|回复)(?:的)?(?:格式|要求|格式要求)\s*[:：]\s*(?:合法的|标准的|严格的)?\s*json`)
 	// topicRe marks a clause where JSON is the subject matter, not the
 	// answer's format: "write a JSON parser", "convert this JSON to YAML".
 	topicRe = regexp.MustCompile(`(?i)\bjson[\s-]+(?:parsers?|parsing|schemas?|files?|specs?|specification|librar(?:y|ies)|encoders?|decoders?|seriali[sz]\w*|deseriali[sz]\w*|validators?|tools?|modules?|packages?|standard|syntax|rfc|configs?|configuration|logs?|payloads?\s+(?:you|they)|documents?\s+(?:you|they|the\s+user)|inputs?|data\s+(?:you|they|the\s+user))\b` +
