@@ -98,7 +98,7 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 		used = append(used, i)
 	}
 	for i, c := range cls {
-		if negatedRe.MatchString(c.text) || conditionalRe.MatchString(c.text) {
+		if negated(c.text) || conditionalRe.MatchString(c.text) {
 			continue
 		}
 		if !demand[i] && !schemaClauseRe.MatchString(c.text) {
@@ -161,8 +161,11 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 
 // isDemand reports whether clause c demands JSON as the answer's format.
 func isDemand(c string) bool {
-	return demandRe.MatchString(c) && !negatedRe.MatchString(c) && !conditionalRe.MatchString(c) && !topicRe.MatchString(c) && !historyRe.MatchString(c)
+	return containsFoldASCII(c, "json") && demandRe.MatchString(c) && !negatedRe.MatchString(c) && !conditionalRe.MatchString(c) && !topicRe.MatchString(c) && !historyRe.MatchString(c)
 }
+
+// negated reports whether clause c refuses JSON; every refusal names JSON.
+func negated(c string) bool { return containsFoldASCII(c, "json") && negatedRe.MatchString(c) }
 
 // sentenceOf returns the prompt text spanning the clauses used, in prompt
 // order.
@@ -467,7 +470,7 @@ func templateKeys(text string, cls []clause) (int, []string, map[string]string) 
 		if open < 0 {
 			continue
 		}
-		if inputRe.MatchString(c.text[:open]) || (i > 0 && inputRe.MatchString(cls[i-1].text)) || negatedRe.MatchString(c.text) {
+		if inputRe.MatchString(c.text[:open]) || (i > 0 && inputRe.MatchString(cls[i-1].text)) || negated(c.text) {
 			continue
 		}
 		if before := strings.TrimRight(c.text[:open], " \t\r\n"); strings.HasSuffix(before, "[") {
