@@ -30,11 +30,12 @@ func reportCmd() *cobra.Command {
 		Use:   "report",
 		Short: "Write the transparency report from the request log",
 		Long: `Read the request log (keel serve's SQLite file) and write the transparency
-report: requests and the share fragmented, fallbacks by reason and by
-model/region, the normaliser's temperature offsets, latency percentiles per
-hour, hedging and retry amplification, cost by model including the
-(estimated) overhead of hedges and failed attempts, and errors by
-mesh_error_code.
+report: requests and the share fragmented, the calls on the plain path to
+the primary model (rollout monitor stage apart from an open safety valve),
+fallbacks by reason and by model/region, the normaliser's temperature
+offsets, latency percentiles per hour, hedging and retry amplification, cost
+by model with the overhead of hedge losers and redundant attempts (each
+priced from its own tokens), and errors by mesh_error_code and HTTP status.
 
 --format is html (self-contained, inline SVG charts), md or json; without
 it the format follows --out's extension (.html, .md, .json), else html.

@@ -25,8 +25,8 @@ func runKeel(args ...string) (string, error) {
 	return out.String(), err
 }
 
-// reportLog writes a request log of 10 recent calls (3 fell back) and one
-// from 40 days ago, and returns its path.
+// reportLog writes a request log of 10 recent calls (3 fell back, 1 in the
+// rollout's monitor stage) and one from 40 days ago, and returns its path.
 func reportLog(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "requests.db")
@@ -41,6 +41,10 @@ func reportLog(t *testing.T) string {
 			Attempts: []engine.Attempt{{Endpoint: "m@us", Model: "m", Region: "us", Kind: "primary", Outcome: "ok", Winner: true}}}
 		if i < 3 {
 			r.Fallback = "overloaded"
+		}
+		r.Stage, r.Legacy = "full", i == 5
+		if r.Legacy {
+			r.Stage = "monitor"
 		}
 		l.RequestDone(r)
 	}
@@ -61,7 +65,8 @@ func TestReportCommand(t *testing.T) {
 		wants []string
 	}{
 		{name: "json to stdout", args: []string{"--format", "json"}, wants: []string{`"requests": 10,`, `"rate": 0.3,`, `"key": "overloaded"`}},
-		{name: "md from extension", args: []string{"--out", filepath.Join(dir, "r.md")}, file: "r.md", wants: []string{"# Keel transparency report", "| overloaded | 3 |"}},
+		{name: "md from extension", args: []string{"--out", filepath.Join(dir, "r.md")}, file: "r.md", wants: []string{"# Keel transparency report", "| overloaded | 3 |",
+			"1 calls took the plain path to the primary model: 1 in the rollout's monitor stage, 0 because the safety valve was open."}},
 		{name: "html default", args: []string{"--out", filepath.Join(dir, "r.html")}, file: "r.html", wants: []string{"<svg", `id="total-requests"><b>10</b>`}},
 		{name: "since in days covers the old call", args: []string{"--since", "60d", "--format", "json"}, wants: []string{`"requests": 11,`}},
 		{name: "short window", args: []string{"--since", "150s", "--format", "json"}, wants: []string{`"requests": 2,`}},

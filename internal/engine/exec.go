@@ -671,6 +671,18 @@ func (a *attempt) settle(f *failure) {
 	} else {
 		r.Outcome = f.reason
 	}
+	a.noteUsage(r)
+}
+
+// noteUsage writes the usage and cost of the attempt's complete answer, if
+// it got one, into its record r.
+func (a *attempt) noteUsage(r *Attempt) {
+	if a.err != nil || a.res == nil || a.res.Response == nil {
+		return
+	}
+	u := a.res.Response.Usage
+	r.InputTokens, r.OutputTokens = u.PromptTokens(), u.OutputTokens
+	r.Cost = (float64(r.InputTokens)*a.ep.InputPrice + float64(r.OutputTokens)*a.ep.OutputPrice) / 1e6
 }
 
 // discard cancels an abandoned attempt that had not failed (a hedge
@@ -689,6 +701,10 @@ func (a *attempt) discard() {
 		return
 	}
 	a.settled = true
+	if !x.sealed {
+		// A loser that completed its answer was billed for it.
+		a.noteUsage(&x.rec.Attempts[a.recIdx])
+	}
 	x.mu.Unlock()
 	a.hdone(health.Outcome{Cancelled: true, Latency: x.e.now().Sub(a.start)})
 	a.bdone(true)

@@ -93,11 +93,15 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 	rec := x.rec
 	rec.Fragments = len(frags)
 	answers := make([][]fragment.FragmentAnswer, len(frags))
+	// won[i][r] is the index in rec.Attempts of replica r's answering
+	// attempt (-1 when it got no answer).
+	won := make([][]int, len(frags))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var served *endpoint
 	for i, fr := range frags {
 		answers[i] = make([]fragment.FragmentAnswer, red)
+		won[i] = make([]int, red)
 		req := fragmentRequest(x.req, idx, fr, len(frags))
 		used := make([]bool, len(x.rs.cands))
 		for r := range red {
@@ -117,6 +121,7 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 				defer wg.Done()
 				a, err := rx.run(ctx, req, "fragment")
 				var ans fragment.FragmentAnswer
+				at := -1
 				if err != nil {
 					ans.Err = err
 				} else {
@@ -140,9 +145,14 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 						served = a.ep
 					}
 					mu.Unlock()
+					at = a.recIdx
 				}
 				rx.seal()
 				mu.Lock()
+				if at >= 0 {
+					at += len(rec.Attempts)
+				}
+				won[i][r] = at
 				rec.Attempts = append(rec.Attempts, rx.rec.Attempts...)
 				rec.Retries += rx.rec.Retries
 				rec.Hedges += rx.rec.Hedges
@@ -152,10 +162,13 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 		}
 	}
 	wg.Wait()
-	for _, as := range answers {
-		for _, a := range as {
+	for i, as := range answers {
+		for r, a := range as {
 			if a.Err == nil {
 				rec.FragmentsOK++
+				// The first replica to answer is the fragment's answer;
+				// the others are the redundancy it paid for.
+				rec.Attempts[won[i][r]].Winner = true
 				break
 			}
 		}
@@ -196,6 +209,7 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 				rec.Usage.InputTokens += a.res.Response.Usage.InputTokens
 				rec.Usage.OutputTokens += a.res.Response.Usage.OutputTokens
 				rec.Merged = true
+				mx.rec.Attempts[a.recIdx].Winner = true
 			}
 		}
 		mx.seal()

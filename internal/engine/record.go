@@ -122,9 +122,18 @@ type Attempt struct {
 	Outcome string
 	Status  int
 	// Wait is the backoff or cooldown wait before this attempt.
-	Wait   time.Duration
-	Bytes  int64
+	Wait  time.Duration
+	Bytes int64
+	// Winner is set on the attempt that won a hedge race, on a fragment's
+	// first replica to answer (the others are redundancy) and on a merge
+	// call whose answer was used; an unraced call marks none.
 	Winner bool
+	// InputTokens (prompt, cached included) and OutputTokens are the usage
+	// of the attempt's own complete non-streaming answer, and Cost is that
+	// usage at the attempt's endpoint's price in USD; all 0 when it got no
+	// answer or streamed (a stream's usage is the Record's).
+	InputTokens, OutputTokens int
+	Cost                      float64
 }
 
 // Candidate is one endpoint as the router saw it.

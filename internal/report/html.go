@@ -135,17 +135,17 @@ func charts(r *Report) map[string]template.HTML {
 	for _, m := range r.Cost.ByModel {
 		l, v = append(l, m.Model), append(v, m.TotalUSD)
 	}
-	out["cost"] = barChart("Cost by model (estimate)", l, v, usd)
+	out["cost"] = barChart("Cost by model", l, v, usd)
 	reset()
 	for _, e := range r.Errors {
-		l, v = append(l, codeLabel(e.Key)), append(v, float64(e.N))
+		l, v = append(l, codeLabel(e.Code)+" / "+statusLabel(e.Status)), append(v, float64(e.N))
 	}
-	out["errors"] = barChart("Errors by mesh_error_code", l, v, func(x float64) string { return fmt.Sprintf("%.0f", x) })
+	out["errors"] = barChart("Errors by mesh_error_code and HTTP status", l, v, func(x float64) string { return fmt.Sprintf("%.0f", x) })
 	return out
 }
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"pct": pct, "usd": usd, "msf": msf, "f3": f3, "hour": hour, "code": codeLabel, "bin": binLabel, "window": window,
+	"pct": pct, "usd": usd, "stage": stageLabel, "status": statusLabel, "plainPath": plainPath, "costLine": costLine, "unpriced": unpriced, "msf": msf, "f3": f3, "hour": hour, "code": codeLabel, "bin": binLabel, "window": window,
 	"rfc": func(r *Report) string { return r.GeneratedAt.Format("2006-01-02 15:04:05 MST") },
 }).Parse(`<!DOCTYPE html>
 <html lang="en">
@@ -185,14 +185,21 @@ svg polyline.s50, svg polyline.s95, svg polyline.s99 { fill: none; }
 <div class="tile"><b>{{pct .Fallbacks.Rate}}</b>fell back</div>
 <div class="tile"><b>{{f3 .Amplification.PerRequest}}</b>upstream attempts / request</div>
 <div class="tile"><b>{{.ErrorsTotal}}</b>errors</div>
-<div class="tile"><b>{{usd .Cost.TotalUSD}}</b>cost (estimate)</div>
+<div class="tile"><b>{{usd .Cost.TotalUSD}}</b>cost</div>
 </div>
 
 <h2>Fragmentation</h2>
 <p>{{.Fragmentation.Requests}} of {{.Requests}} requests fragmented ({{pct .Fragmentation.Share}}); {{.Fragmentation.FragmentsSent}} fragments sent, {{.Fragmentation.FragmentsOK}} answered; {{.Fragmentation.Fusions}} fused fields, {{.Fragmentation.FusionConflicts}} conflicts.</p>
 
+<h2>Rollout and safety valve</h2>
+<p id="plain-path">{{plainPath .}}</p>
+<table>
+<tr><th>rollout stage</th><th>requests</th></tr>
+{{range .Stages}}<tr><td>{{stage .Key}}</td><td>{{.N}}</td></tr>
+{{end}}</table>
+
 <h2>Fallbacks</h2>
-<p>{{.Fallbacks.Total}} requests ({{pct .Fallbacks.Rate}}) were not served by their first choice. {{.Legacy}} were sent straight to the primary endpoint by the safety valve.</p>
+<p>{{.Fallbacks.Total}} requests ({{pct .Fallbacks.Rate}}) were not served by their first choice.</p>
 {{end}}
 <h3>By reason</h3>
 {{index .Charts "fallbacks"}}
@@ -220,20 +227,31 @@ svg polyline.s50, svg polyline.s95, svg polyline.s99 { fill: none; }
 {{index .Charts "amplification"}}
 {{with .R}}
 <h2>Cost by model</h2>
-<p>Recorded {{usd .Cost.RecordedUSD}} + hedging overhead {{usd .Cost.HedgeOverheadUSD}} + redundancy overhead {{usd .Cost.RedundancyOverheadUSD}} = <b>{{usd .Cost.TotalUSD}}</b> (estimate).</p>
+<p id="cost-line">{{costLine .Cost}}</p>
 {{end}}
 {{index .Charts "cost"}}
 {{with .R}}
 <table>
-<tr><th>model</th><th>requests</th><th>recorded</th><th>hedging overhead (est.)</th><th>redundancy overhead (est.)</th><th>total (est.)</th><th>overhead share</th></tr>
+<tr><th>model</th><th>requests</th><th>answers</th><th>hedging overhead</th><th>redundancy overhead</th><th>total</th><th>overhead share</th></tr>
 {{range .Cost.ByModel}}<tr><td>{{.Model}}</td><td>{{.Requests}}</td><td>{{usd .RecordedUSD}}</td><td>{{usd .HedgeOverheadUSD}}</td><td>{{usd .RedundancyOverheadUSD}}</td><td>{{usd .TotalUSD}}</td><td>{{pct .OverheadShare}}</td></tr>
 {{end}}</table>
-<p class="note">{{.Cost.Note}}{{if .Cost.UnpricedAttempts}} {{.Cost.UnpricedAttempts}} attempts of failed requests have no price and are not included.{{end}}</p>
+<p class="note">{{.Cost.Note}}{{unpriced .Cost}}</p>
 
 <h2>Errors by mesh_error_code</h2>
 <p>{{.ErrorsTotal}} requests failed.</p>
 {{end}}
 {{index .Charts "errors"}}
+{{with .R}}
+{{if .Errors}}<table id="errors">
+<tr><th>mesh_error_code</th><th>HTTP status</th><th>requests</th><th>share of requests</th></tr>
+{{range .Errors}}<tr><td>{{code .Code}}</td><td>{{status .Status}}</td><td>{{.N}}</td><td>{{pct .Share}}</td></tr>
+{{end}}</table>{{end}}
+{{if .AttemptErrors}}<h3>Failed upstream attempts</h3>
+<table id="attempt-errors">
+<tr><th>outcome</th><th>upstream status</th><th>attempts</th></tr>
+{{range .AttemptErrors}}<tr><td>{{.Outcome}}</td><td>{{status .Status}}</td><td>{{.N}}</td></tr>
+{{end}}</table>{{end}}
+{{end}}
 </body>
 </html>
 `))

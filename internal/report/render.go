@@ -46,6 +46,50 @@ func codeLabel(code string) string {
 	return code
 }
 
+// stageLabel names a rollout stage; "" is a log without the stage.
+func stageLabel(stage string) string {
+	if stage == "" {
+		return "(not recorded)"
+	}
+	return stage
+}
+
+// statusLabel is an HTTP status, "—" for none.
+func statusLabel(status int) string {
+	if status == 0 {
+		return "—"
+	}
+	return fmt.Sprint(status)
+}
+
+// plainPath is the sentence that says which calls took the plain path and
+// why: the rollout's monitor stage is not the safety valve.
+func plainPath(r *Report) string {
+	p := r.PlainPath
+	if p.Total == 0 {
+		return "No call took the plain path to the primary model (neither the rollout's monitor stage nor the safety valve)."
+	}
+	s := fmt.Sprintf("%d calls took the plain path to the primary model: %d in the rollout's monitor stage, %d because the safety valve was open", p.Total, p.Monitor, p.ValveOpen)
+	if p.Unattributed > 0 {
+		s += fmt.Sprintf(", %d logged before the stage was recorded (monitor stage or open valve: the log cannot tell)", p.Unattributed)
+	}
+	return s + "."
+}
+
+// costLine is the cost section's sum.
+func costLine(c Cost) string {
+	return fmt.Sprintf("Answers %s + hedging overhead %s (%d race losers) + redundancy overhead %s (%d extra attempts) = %s.",
+		usd(c.RecordedUSD), usd(c.HedgeOverheadUSD), c.HedgeLosers, usd(c.RedundancyOverheadUSD), c.RedundantAttempts, usd(c.TotalUSD))
+}
+
+// unpriced is the cost section's sentence on attempts without usage.
+func unpriced(c Cost) string {
+	if c.UnpricedAttempts == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" %d extra attempts were logged before per-attempt usage was recorded: their cost is unknown and not included.", c.UnpricedAttempts)
+}
+
 func binLabel(b Bin) string { return fmt.Sprintf("[%+.2f, %+.2f)", b.Lo, b.Hi) }
 
 func window(r *Report) string {
@@ -59,7 +103,7 @@ func writeMarkdown(w io.Writer, r *Report) error {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("# Keel transparency report\n\nGenerated %s, %s.\n\n", r.GeneratedAt.Format(time.RFC3339), window(r))
-	p("| requests | streamed | fragmented | fell back | errors | upstream attempts / request | cost (estimate) |\n|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("| requests | streamed | fragmented | fell back | errors | upstream attempts / request | cost |\n|---:|---:|---:|---:|---:|---:|---:|\n")
 	p("| %d | %d | %d (%s) | %d (%s) | %d | %s | %s |\n\n", r.Requests, r.Streamed, r.Fragmentation.Requests, pct(r.Fragmentation.Share),
 		r.Fallbacks.Total, pct(r.Fallbacks.Rate), r.ErrorsTotal, f3(r.Amplification.PerRequest), usd(r.Cost.TotalUSD))
 
@@ -67,8 +111,11 @@ func writeMarkdown(w io.Writer, r *Report) error {
 	p("## Fragmentation\n\n%d of %d requests fragmented (%s); %d fragments sent, %d answered; %d fused fields, %d conflicts.\n\n",
 		f.Requests, r.Requests, pct(f.Share), f.FragmentsSent, f.FragmentsOK, f.Fusions, f.FusionConflicts)
 
-	p("## Fallbacks\n\n%d requests (%s) were not served by their first choice. %d were sent straight to the primary endpoint by the safety valve.\n\n",
-		r.Fallbacks.Total, pct(r.Fallbacks.Rate), r.Legacy)
+	p("## Rollout and safety valve\n\n%s\n\n| rollout stage | requests |\n|---|---:|\n", plainPath(r))
+	for _, c := range r.Stages {
+		p("| %s | %d |\n", stageLabel(c.Key), c.N)
+	}
+	p("\n## Fallbacks\n\n%d requests (%s) were not served by their first choice.\n\n", r.Fallbacks.Total, pct(r.Fallbacks.Rate))
 	if len(r.Fallbacks.ByReason) > 0 {
 		p("| reason | requests |\n|---|---:|\n")
 		for _, c := range r.Fallbacks.ByReason {
@@ -110,20 +157,23 @@ func writeMarkdown(w io.Writer, r *Report) error {
 	p("\n")
 
 	c := r.Cost
-	p("## Cost\n\nRecorded %s + hedging overhead %s + redundancy overhead %s = %s.\n\n", usd(c.RecordedUSD), usd(c.HedgeOverheadUSD), usd(c.RedundancyOverheadUSD), usd(c.TotalUSD))
-	p("| model | requests | recorded | hedging overhead (est.) | redundancy overhead (est.) | total (est.) | overhead share |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	p("## Cost\n\n%s\n\n", costLine(c))
+	p("| model | requests | answers | hedging overhead | redundancy overhead | total | overhead share |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range c.ByModel {
 		p("| %s | %d | %s | %s | %s | %s | %s |\n", md(m.Model), m.Requests, usd(m.RecordedUSD), usd(m.HedgeOverheadUSD), usd(m.RedundancyOverheadUSD), usd(m.TotalUSD), pct(m.OverheadShare))
 	}
-	p("\n%s", c.Note)
-	if c.UnpricedAttempts > 0 {
-		p(" %d attempts of failed requests have no price and are not included.", c.UnpricedAttempts)
-	}
-	p("\n\n## Errors\n\n%d requests failed.\n\n", r.ErrorsTotal)
+	p("\n%s%s\n\n## Errors\n\n%d requests failed.\n\n", c.Note, unpriced(c), r.ErrorsTotal)
 	if len(r.Errors) > 0 {
-		p("| mesh_error_code | requests |\n|---|---:|\n")
+		p("| mesh_error_code | HTTP status | requests | share of requests |\n|---|---:|---:|---:|\n")
 		for _, e := range r.Errors {
-			p("| %s | %d |\n", md(codeLabel(e.Key)), e.N)
+			p("| %s | %s | %d | %s |\n", md(codeLabel(e.Code)), statusLabel(e.Status), e.N, pct(e.Share))
+		}
+		p("\n")
+	}
+	if len(r.AttemptErrors) > 0 {
+		p("Failed upstream attempts:\n\n| outcome | upstream status | attempts |\n|---|---:|---:|\n")
+		for _, e := range r.AttemptErrors {
+			p("| %s | %s | %d |\n", md(e.Outcome), statusLabel(e.Status), e.N)
 		}
 	}
 	_, err := io.WriteString(w, b.String())

@@ -31,9 +31,12 @@ type Report struct {
 	Last     *time.Time `json:"last_request,omitempty"`
 	Requests int        `json:"requests"`
 	Streamed int        `json:"streamed"`
-	// Legacy counts calls the safety valve sent straight to the primary
-	// endpoint, bypassing the mesh's routing.
-	Legacy int `json:"legacy"`
+	// Stages counts requests by rollout stage ("" in logs written before
+	// the stage was recorded).
+	Stages []Count `json:"stages"`
+	// PlainPath counts the calls sent on the plain path to the route's
+	// primary model, and why.
+	PlainPath PlainPath `json:"plain_path"`
 
 	Fragmentation Fragmentation `json:"fragmentation"`
 	Fallbacks     Fallbacks     `json:"fallbacks"`
@@ -42,9 +45,45 @@ type Report struct {
 	Amplification Amplification `json:"amplification"`
 	Cost          Cost          `json:"cost"`
 	// Errors counts failed requests (HTTP status ≥ 400 or a mesh error
-	// code) by mesh_error_code; "" is an error without a mesh code.
-	Errors      []Count `json:"errors_by_code"`
-	ErrorsTotal int     `json:"errors_total"`
+	// code) by mesh_error_code and the HTTP status the client got; code ""
+	// is an upstream error passed through without a mesh code.
+	Errors      []ErrorCount `json:"errors"`
+	ErrorsTotal int          `json:"errors_total"`
+	// AttemptErrors counts the failed upstream attempts (of served and
+	// failed requests alike) by outcome and upstream HTTP status (0: none,
+	// as for a timeout or a reset).
+	AttemptErrors []AttemptError `json:"attempt_errors"`
+}
+
+// PlainPath is the calls that took the plain path to the route's primary
+// model (no hedging, fragmentation or continuation). The rollout's monitor
+// stage sends every call so by design; the safety valve only while open.
+type PlainPath struct {
+	Total int `json:"total"`
+	// Monitor is the calls of the rollout's monitor stage.
+	Monitor int `json:"rollout_monitor"`
+	// ValveOpen is the calls of the hedging or full stage the open safety
+	// valve sent on the plain path.
+	ValveOpen int `json:"safety_valve_open"`
+	// Unattributed is the plain-path calls of logs written before the stage
+	// was recorded: monitor stage or open valve, the log cannot tell.
+	Unattributed int `json:"unattributed"`
+}
+
+// ErrorCount is the failed requests of one mesh_error_code and status.
+type ErrorCount struct {
+	Code   string `json:"mesh_error_code"`
+	Status int    `json:"status"`
+	N      int    `json:"n"`
+	// Share is N's share of all requests.
+	Share float64 `json:"share"`
+}
+
+// AttemptError is the failed upstream attempts of one outcome and status.
+type AttemptError struct {
+	Outcome string `json:"outcome"`
+	Status  int    `json:"status"`
+	N       int    `json:"n"`
 }
 
 // Count is a labelled count.
@@ -142,22 +181,28 @@ type KindCount struct {
 	PerRequest float64 `json:"per_request"`
 }
 
-// Cost is upstream cost in USD. RecordedUSD is the engine's figure (the
-// winning attempts' usage at the serving model's price). The overheads are
-// estimates: per-attempt usage is not recorded, so every attempt that did not
-// win is priced as one winning attempt of the same request — an upper bound,
-// since an attempt that failed before generating is billed less or nothing.
+// Cost is upstream cost in USD. RecordedUSD is the answers' cost: the
+// engine's figure for a call (its answer's usage at the serving endpoint's
+// price), but for a fragmented call the answering attempts' own costs (one
+// replica per fragment and the merge call), as the engine's figure counts
+// every replica's usage. The overheads are each extra attempt's own usage
+// at its own endpoint's price, as the request log records it.
 type Cost struct {
 	RecordedUSD float64 `json:"recorded_usd"`
-	// HedgeOverheadUSD prices the attempts that lost a race (outcome
-	// "cancelled_loser", or none yet when the call finished).
-	HedgeOverheadUSD float64 `json:"hedge_overhead_usd_estimate"`
-	// RedundancyOverheadUSD prices the failed attempts that were retried or
-	// fallen back from.
-	RedundancyOverheadUSD float64 `json:"redundancy_overhead_usd_estimate"`
-	TotalUSD              float64 `json:"total_usd_estimate"`
-	// UnpricedAttempts are non-winning attempts of requests with no priced
-	// winner (failed requests): their cost is unknown and not included.
+	// HedgeOverheadUSD is the cost of the attempts that lost a hedge race
+	// (outcome "cancelled_loser", or none when the call finished first).
+	HedgeOverheadUSD float64 `json:"hedge_overhead_usd"`
+	HedgeLosers      int     `json:"hedge_losers"`
+	// RedundancyOverheadUSD is the cost of the other attempts whose answer
+	// the client did not get: fragment replicas beyond a fragment's first
+	// answer, unused merge calls, failed attempts retried or fallen back
+	// from.
+	RedundancyOverheadUSD float64 `json:"redundancy_overhead_usd"`
+	RedundantAttempts     int     `json:"redundant_attempts"`
+	TotalUSD              float64 `json:"total_usd"`
+	// UnpricedAttempts are extra attempts of logs written before
+	// per-attempt usage was recorded: their cost is unknown and not
+	// included.
 	UnpricedAttempts int         `json:"unpriced_attempts"`
 	ByModel          []ModelCost `json:"by_model"`
 	Note             string      `json:"note"`
@@ -169,15 +214,15 @@ type ModelCost struct {
 	Model                 string  `json:"model"`
 	Requests              int     `json:"requests"`
 	RecordedUSD           float64 `json:"recorded_usd"`
-	HedgeOverheadUSD      float64 `json:"hedge_overhead_usd_estimate"`
-	RedundancyOverheadUSD float64 `json:"redundancy_overhead_usd_estimate"`
-	TotalUSD              float64 `json:"total_usd_estimate"`
+	HedgeOverheadUSD      float64 `json:"hedge_overhead_usd"`
+	RedundancyOverheadUSD float64 `json:"redundancy_overhead_usd"`
+	TotalUSD              float64 `json:"total_usd"`
 	// OverheadShare is the overheads' share of TotalUSD.
 	OverheadShare float64 `json:"overhead_share"`
 }
 
 // CostNote is the caveat every rendering of the cost section carries.
-const CostNote = "Overheads are estimates: per-attempt usage is not recorded, so each attempt that did not win is priced as one winning attempt of the same request (an upper bound; attempts that failed before generating cost less or nothing)."
+const CostNote = "Overheads are each extra attempt's own tokens at its endpoint's price. An attempt cancelled before its answer was complete (most hedge losers) reports no usage and counts $0, though a provider may bill what it had generated; a failed attempt is billed nothing."
 
 // Options configure Build.
 type Options struct {
@@ -209,7 +254,9 @@ func Build(rows iter.Seq2[*sqlite.Row, error], opt Options) (*Report, error) {
 		hourly      = map[time.Time][]float64{}
 		reasons     = map[string]int{}
 		fromMR      = map[[2]string]int{}
-		errs        = map[string]int{}
+		errs        = map[errKey]int{}
+		attErrs     = map[attKey]int{}
+		stages      = map[string]int{}
 		outcomes    = map[string]int{}
 		byKind      = map[string]int{}
 		models      = map[string]*ModelCost{}
@@ -234,8 +281,18 @@ func Build(rows iter.Seq2[*sqlite.Row, error], opt Options) (*Report, error) {
 		if row.Stream {
 			r.Streamed++
 		}
+		stages[row.Stage]++
 		if row.Legacy {
-			r.Legacy++
+			p := &r.PlainPath
+			p.Total++
+			switch row.Stage {
+			case "monitor":
+				p.Monitor++
+			case "":
+				p.Unattributed++
+			default:
+				p.ValveOpen++
+			}
 		}
 		msec := float64(row.Duration) / float64(time.Millisecond)
 		all = append(all, msec)
@@ -271,7 +328,7 @@ func Build(rows iter.Seq2[*sqlite.Row, error], opt Options) (*Report, error) {
 
 		if row.Status >= 400 || row.MeshErrorCode != "" {
 			r.ErrorsTotal++
-			errs[row.MeshErrorCode]++
+			errs[errKey{row.MeshErrorCode, row.Status}]++
 		}
 
 		a := &r.Amplification
@@ -296,32 +353,37 @@ func Build(rows iter.Seq2[*sqlite.Row, error], opt Options) (*Report, error) {
 			models[key] = mc
 		}
 		mc.Requests++
-		mc.RecordedUSD += row.CostUSD
-		winners := 0
+		answer, answers, recorded := row.CostUSD, 0.0, false
 		for _, at := range row.Attempts {
 			byKind[at.Kind]++
 			outcomes[at.Outcome]++
-			if at.Winner {
-				winners++
+			recorded = recorded || at.UsageRecorded
+			if failed(at.Outcome) {
+				attErrs[attKey{at.Outcome, at.Status}]++
 			}
-		}
-		var price float64
-		if winners > 0 && row.CostUSD > 0 {
-			price = row.CostUSD / float64(winners)
-		}
-		for _, at := range row.Attempts {
+			// The attempts whose answer the client got: the winner of a
+			// race or of a fragment, else any that succeeded (a call
+			// without a race marks no winner).
+			used := at.Winner || row.Fragments == 0 && at.Outcome == "ok"
 			switch {
-			case at.Winner:
-			case price == 0:
+			case used:
+				answers += at.CostUSD
+			case !at.UsageRecorded:
 				r.Cost.UnpricedAttempts++
 			case at.Outcome == "cancelled_loser" || at.Outcome == "":
-				// An attempt without an outcome was still in flight when the
-				// call finished: it lost the race like a cancelled loser.
-				mc.HedgeOverheadUSD += price
+				// An attempt without an outcome was still in flight or had
+				// just answered when the race was decided: a loser too.
+				mc.HedgeOverheadUSD += at.CostUSD
+				r.Cost.HedgeLosers++
 			default:
-				mc.RedundancyOverheadUSD += price
+				mc.RedundancyOverheadUSD += at.CostUSD
+				r.Cost.RedundantAttempts++
 			}
 		}
+		if row.Fragments > 0 && recorded {
+			answer = answers
+		}
+		mc.RecordedUSD += answer
 	}
 	if r.Requests > 0 {
 		r.First, r.Last = ptr(first.UTC()), ptr(last.UTC())
@@ -336,7 +398,19 @@ func Build(rows iter.Seq2[*sqlite.Row, error], opt Options) (*Report, error) {
 	slices.SortFunc(r.Fallbacks.ByModelRegion, func(a, b ModelRegionCount) int {
 		return cmp.Or(cmp.Compare(b.N, a.N), cmp.Compare(a.Model, b.Model), cmp.Compare(a.Region, b.Region))
 	})
-	r.Errors = counts(errs)
+	r.Stages = counts(stages)
+	for k, v := range errs {
+		r.Errors = append(r.Errors, ErrorCount{Code: k.code, Status: k.status, N: v, Share: ratio(float64(v), n)})
+	}
+	slices.SortFunc(r.Errors, func(a, b ErrorCount) int {
+		return cmp.Or(cmp.Compare(b.N, a.N), cmp.Compare(a.Code, b.Code), cmp.Compare(a.Status, b.Status))
+	})
+	for k, v := range attErrs {
+		r.AttemptErrors = append(r.AttemptErrors, AttemptError{Outcome: k.outcome, Status: k.status, N: v})
+	}
+	slices.SortFunc(r.AttemptErrors, func(a, b AttemptError) int {
+		return cmp.Or(cmp.Compare(b.N, a.N), cmp.Compare(a.Outcome, b.Outcome), cmp.Compare(a.Status, b.Status))
+	})
 	r.Amplification.Outcomes = counts(outcomes)
 	r.Amplification.PerRequest = ratio(float64(r.Amplification.Attempts), n)
 	r.Amplification.ByKind = kinds(byKind, n)
@@ -364,6 +438,26 @@ func Build(rows iter.Seq2[*sqlite.Row, error], opt Options) (*Report, error) {
 	}
 	c.TotalUSD = c.RecordedUSD + c.HedgeOverheadUSD + c.RedundancyOverheadUSD
 	return r, nil
+}
+
+type errKey struct {
+	code   string
+	status int
+}
+
+type attKey struct {
+	outcome string
+	status  int
+}
+
+// failed reports whether an attempt outcome is a failure of the upstream
+// call: not a success, a race lost, or an attempt cut short by the caller.
+func failed(outcome string) bool {
+	switch outcome {
+	case "ok", "", "cancelled_loser", "canceled":
+		return false
+	}
+	return true
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -448,6 +542,6 @@ func round9(x float64) float64 { return math.Round(x*1e9) / 1e9 }
 
 // String is a one-line summary.
 func (r *Report) String() string {
-	return fmt.Sprintf("%d requests since %s: %.1f%% fragmented, %.1f%% fell back, %.2f upstream attempts per request, $%.4f (estimate)",
+	return fmt.Sprintf("%d requests since %s: %.1f%% fragmented, %.1f%% fell back, %.2f upstream attempts per request, $%.4f",
 		r.Requests, r.Since.Format(time.RFC3339), 100*r.Fragmentation.Share, 100*r.Fallbacks.Rate, r.Amplification.PerRequest, r.Cost.TotalUSD)
 }

@@ -34,11 +34,14 @@ var base = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 //   - i ∈ {49, 99, 149} failed with mesh_fallback_exhausted after one attempt;
 //     i == 199 is a 400 with no attempt and no mesh code;
 //   - otherwise served by m-a when i is even, m-b when odd; one attempt;
-//   - cost 0.002 when served by m-a, 0.001 by m-b;
+//   - cost 0.002 when served by m-a, 0.001 by m-b, also the successful
+//     attempt's own cost; a hedge race's losing attempt cost 0.0005, failed
+//     attempts nothing;
 //   - i%8 == 3 (25): 4 fragments, 3 answered, 2 fusions, 1 conflict when i%16 == 3 (13);
 //   - offset -0.1 when i%10 == 0 (20), +0.05 when i%10 == 5 (20), +0.27 when i == 7;
 //   - streamed when i%3 == 0 (67);
-//   - i == 2 went through the safety valve (legacy).
+//   - stage full, but hedging for i == 6 and monitor for i == 4 (plain
+//     path, legacy); i == 2 went through the open safety valve (legacy).
 //
 // and 5 calls before base, which the report must leave out.
 func fixture() []*engine.Record {
@@ -84,7 +87,19 @@ func fixture() []*engine.Record {
 			r.Attempts = []engine.Attempt{att(s, m+"@us", m, "us", "primary", "ok", true)}
 			serve(m, "us")
 		}
-		r.Legacy = i == 2
+		for j := range r.Attempts {
+			switch r.Attempts[j].Outcome {
+			case "ok":
+				r.Attempts[j].Cost = r.Cost
+			case "cancelled_loser":
+				r.Attempts[j].InputTokens, r.Attempts[j].OutputTokens, r.Attempts[j].Cost = 100, 10, 0.0005
+			}
+		}
+		r.Stage = map[int]string{4: "monitor", 6: "hedging"}[i]
+		if r.Stage == "" {
+			r.Stage = "full"
+		}
+		r.Legacy = i == 2 || i == 4
 		if i%8 == 3 {
 			r.Fragments, r.FragmentsOK, r.Fusions = 4, 3, 2
 			if i%16 == 3 {
@@ -162,7 +177,8 @@ func TestReportNumbers(t *testing.T) {
 		{"window", []any{got.Since, *got.First, *got.Last}, []any{base, first, last}},
 		{"requests", got.Requests, 200},
 		{"streamed", got.Streamed, 67},
-		{"legacy", got.Legacy, 1},
+		{"stages", got.Stages, []Count{{"full", 198}, {"hedging", 1}, {"monitor", 1}}},
+		{"plain path", got.PlainPath, PlainPath{Total: 2, Monitor: 1, ValveOpen: 1}},
 		{"fragmentation", got.Fragmentation, Fragmentation{Requests: 25, Share: 0.125, FragmentsSent: 100, FragmentsOK: 75, Fusions: 50, FusionConflicts: 13}},
 		{"fallbacks total", []any{got.Fallbacks.Total, got.Fallbacks.Rate}, []any{28, 0.14}},
 		{"fallbacks by reason", got.Fallbacks.ByReason, []Count{{"overloaded", 20}, {"rate_limited", 8}}},
@@ -179,8 +195,9 @@ func TestReportNumbers(t *testing.T) {
 			[]any{237, 1.185, 28, 10, 10, 5}},
 		{"amplification by kind", got.Amplification.ByKind, []KindCount{{"primary", 199, 0.995}, {"retry", 28, 0.14}, {"hedge", 10, 0.05}}},
 		{"attempt outcomes", got.Amplification.Outcomes, []Count{{"ok", 196}, {"overloaded", 20}, {"cancelled_loser", 10}, {"rate_limited", 8}, {"server_error", 3}}},
-		{"errors", []any{got.ErrorsTotal, got.Errors}, []any{4, []Count{{"mesh_fallback_exhausted", 3}, {"", 1}}}},
-		{"unpriced attempts", got.Cost.UnpricedAttempts, 3},
+		{"errors", []any{got.ErrorsTotal, got.Errors}, []any{4, []ErrorCount{{"mesh_fallback_exhausted", 503, 3, 0.015}, {"", 400, 1, 0.005}}}},
+		{"attempt errors", got.AttemptErrors, []AttemptError{{"overloaded", 0, 20}, {"rate_limited", 0, 8}, {"server_error", 0, 3}}},
+		{"priced attempts", []any{got.Cost.UnpricedAttempts, got.Cost.HedgeLosers, got.Cost.RedundantAttempts}, []any{0, 10, 31}},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
@@ -196,13 +213,13 @@ func TestReportNumbers(t *testing.T) {
 		}
 	})
 	// m-a serves 76 plain even calls and the 8 rate_limited fallbacks (each
-	// with one failed attempt priced at m-a's 0.002); m-b serves 82 plain odd
-	// calls, the 20 overloaded fallbacks (one failed attempt each at 0.001)
-	// and the 10 hedged calls (one losing attempt each at 0.001).
+	// with one failed attempt, billed nothing); m-b serves 82 plain odd
+	// calls, the 20 overloaded fallbacks (one failed attempt each) and the
+	// 10 hedged calls (one losing attempt each at its own 0.0005).
 	t.Run("cost", func(t *testing.T) {
 		want := []ModelCost{
-			{Model: "m-a", Requests: 84, RecordedUSD: 0.168, RedundancyOverheadUSD: 0.016, TotalUSD: 0.184, OverheadShare: 0.016 / 0.184},
-			{Model: "m-b", Requests: 112, RecordedUSD: 0.112, HedgeOverheadUSD: 0.010, RedundancyOverheadUSD: 0.020, TotalUSD: 0.142, OverheadShare: 0.030 / 0.142},
+			{Model: "m-a", Requests: 84, RecordedUSD: 0.168, TotalUSD: 0.168},
+			{Model: "m-b", Requests: 112, RecordedUSD: 0.112, HedgeOverheadUSD: 0.005, TotalUSD: 0.117, OverheadShare: 0.005 / 0.117},
 			{Model: "unserved: m-req", Requests: 4},
 		}
 		if len(got.Cost.ByModel) != len(want) {
@@ -216,11 +233,11 @@ func TestReportNumbers(t *testing.T) {
 			}
 		}
 		c := got.Cost
-		if !near(c.RecordedUSD, 0.280) || !near(c.HedgeOverheadUSD, 0.010) || !near(c.RedundancyOverheadUSD, 0.036) || !near(c.TotalUSD, 0.326) {
-			t.Errorf("totals %+v, want recorded 0.280 hedge 0.010 redundancy 0.036 total 0.326", c)
+		if !near(c.RecordedUSD, 0.280) || !near(c.HedgeOverheadUSD, 0.005) || c.RedundancyOverheadUSD != 0 || !near(c.TotalUSD, 0.285) {
+			t.Errorf("totals %+v, want recorded 0.280 hedge 0.005 redundancy 0 total 0.285", c)
 		}
-		if !strings.Contains(c.Note, "estimate") {
-			t.Errorf("the cost note does not say the overheads are estimates: %q", c.Note)
+		if !strings.Contains(c.Note, "own tokens") {
+			t.Errorf("the cost note does not say how the overheads are priced: %q", c.Note)
 		}
 	})
 }
@@ -279,9 +296,15 @@ func TestRenderHTML(t *testing.T) {
 		t.Errorf("total tile %q, want 200requests", tile)
 	}
 	for _, want := range []string{
-		"14.0%</b>fell back", "12.5%</b>fragmented", "1.185</b>upstream attempts", "$0.3260</b>cost (estimate)",
-		"<td>m-b</td><td>112</td><td>$0.1120</td><td>$0.0100</td><td>$0.0200</td><td>$0.1420</td>",
-		"mesh_fallback_exhausted", "Overheads are estimates",
+		"14.0%</b>fell back", "12.5%</b>fragmented", "1.185</b>upstream attempts", "$0.2850</b>cost",
+		"<td>m-b</td><td>112</td><td>$0.1120</td><td>$0.0050</td><td>$0.0000</td><td>$0.1170</td>",
+		"<tr><td>mesh_fallback_exhausted</td><td>503</td><td>3</td><td>1.5%</td></tr>",
+		"<tr><td>(no mesh code)</td><td>400</td><td>1</td><td>0.5%</td></tr>",
+		"<tr><td>overloaded</td><td>—</td><td>20</td></tr>",
+		"2 calls took the plain path to the primary model: 1 in the rollout&#39;s monitor stage, 1 because the safety valve was open.",
+		"<tr><td>monitor</td><td>1</td></tr>",
+		"Answers $0.2800 &#43; hedging overhead $0.0050 (10 race losers) &#43; redundancy overhead $0.0000 (31 extra attempts) = $0.2850.",
+		"own tokens at its endpoint&#39;s price",
 	} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("HTML lacks %q", want)
@@ -301,10 +324,13 @@ func TestRenderMarkdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"| 200 | 67 | 25 (12.5%) | 28 (14.0%) | 4 | 1.185 | $0.3260 |",
-		"| overloaded | 20 |", "1 were sent straight to the primary endpoint by the safety valve", "| m-a | us | 20 |", "| [-0.10, -0.05) | 20 |",
+		"| 200 | 67 | 25 (12.5%) | 28 (14.0%) | 4 | 1.185 | $0.2850 |",
+		"| overloaded | 20 |", "2 calls took the plain path to the primary model: 1 in the rollout's monitor stage, 1 because the safety valve was open.",
+		"| full | 198 |", "| monitor | 1 |", "| m-a | us | 20 |", "| [-0.10, -0.05) | 20 |",
 		"| 2026-03-01 13:00 | 20 | 10.0 ms | 19.0 ms | 20.0 ms |", "| hedge | 10 | 0.050 |",
-		"| m-a | 84 | $0.1680 | $0.0000 | $0.0160 | $0.1840 | 8.7% |", "| (no mesh code) | 1 |", "3 attempts of failed requests have no price",
+		"| m-b | 112 | $0.1120 | $0.0050 | $0.0000 | $0.1170 | 4.3% |",
+		"Answers $0.2800 + hedging overhead $0.0050 (10 race losers) + redundancy overhead $0.0000 (31 extra attempts) = $0.2850.",
+		"| mesh_fallback_exhausted | 503 | 3 | 1.5% |", "| (no mesh code) | 400 | 1 | 0.5% |", "| server_error | — | 3 |",
 	} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("Markdown lacks %q\n%s", want, buf.String())

@@ -427,9 +427,9 @@ var tables = [...]struct {
 		"served_endpoint", "served_model", "served_region", "served_provider", "status", "mesh_error_code",
 		"fallback", "attempts", "retries", "hedges", "hedge_won", "recovered", "fragments", "fragments_ok",
 		"fusions", "fusion_conflicts", "normalization_offset", "repairs", "tokens_in", "tokens_out",
-		"tokens_cache_read", "tokens_cache_write", "cost_usd", "queue_wait_ms", "stream", "domain", "legacy"}},
+		"tokens_cache_read", "tokens_cache_write", "cost_usd", "queue_wait_ms", "stream", "domain", "legacy", "stage"}},
 	tAttempts: {"attempts", []string{"request_seq", "idx", "endpoint", "model", "region", "kind",
-		"outcome", "status", "start_ms", "duration_ms", "wait_ms", "bytes", "winner"}},
+		"outcome", "status", "start_ms", "duration_ms", "wait_ms", "bytes", "winner", "tokens_in", "tokens_out", "cost_usd"}},
 	tBodies: {"bodies", []string{"request_seq", "prompt", "answer"}},
 }
 
@@ -441,7 +441,7 @@ const (
 )
 
 // maxChunkLog is log2 of the most rows one INSERT statement writes. 32
-// requests rows bind 1,088 variables, far below SQLite's limit (32,766);
+// requests rows bind 1,120 variables, far below SQLite's limit (32,766);
 // BenchmarkWrite measured 16, 32 and 64 rows alike, as the cost of binding
 // each value then dominates.
 const maxChunkLog = 5
@@ -623,7 +623,7 @@ func (l *Log) insertRows(ctx context.Context, batch []*engine.Record, bodies boo
 			int64(r.Recovered), int64(r.Fragments), int64(r.FragmentsOK), int64(r.Fusions),
 			int64(r.FusionConflicts), r.NormalizationOffset, strings.Join(r.Repairs, "\n"),
 			int64(r.Usage.InputTokens), int64(r.Usage.OutputTokens), int64(r.Usage.CacheReadTokens),
-			int64(r.Usage.CacheWriteTokens), r.Cost, ms(r.QueueWait), r.Stream, r.Domain, r.Legacy)
+			int64(r.Usage.CacheWriteTokens), r.Cost, ms(r.QueueWait), r.Stream, r.Domain, r.Legacy, r.Stage)
 		for i, a := range r.Attempts {
 			var start, dur float64
 			if !a.Start.IsZero() {
@@ -633,7 +633,8 @@ func (l *Log) insertRows(ctx context.Context, batch []*engine.Record, bodies boo
 				}
 			}
 			att = append(att, seq, int64(i), a.Endpoint, a.Model, a.Region, a.Kind,
-				a.Outcome, int64(a.Status), start, dur, ms(a.Wait), a.Bytes, a.Winner)
+				a.Outcome, int64(a.Status), start, dur, ms(a.Wait), a.Bytes, a.Winner,
+				int64(a.InputTokens), int64(a.OutputTokens), a.Cost)
 		}
 		if bodies {
 			if prompt, answer := l.cfg.Bodies(r); prompt != "" || answer != "" {

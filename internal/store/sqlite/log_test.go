@@ -81,7 +81,7 @@ func hedged() *engine.Record {
 	s := t0.Add(time.Minute)
 	return &engine.Record{
 		RequestID: "req-hedged", Start: s, Duration: 812345678 * time.Nanosecond, TTFT: 98765432 * time.Nanosecond,
-		Format: llm.FormatAnthropic, Model: "claude-x", Stream: true, Domain: "code", Legacy: true,
+		Format: llm.FormatAnthropic, Model: "claude-x", Stream: true, Domain: "code", Legacy: true, Stage: "hedging",
 		ServedBy: "claude-x@eu", ServedModel: "claude-x", ServedRegion: "eu", ServedProvider: "anthropic",
 		Fallback: "rate_limited", Retries: 1, Hedges: 1, HedgeWon: true, Recovered: 1, QueueWait: 15 * time.Millisecond,
 		Status: 200, Usage: llm.Usage{InputTokens: 1200, OutputTokens: 340, CacheReadTokens: 800, CacheWriteTokens: 5},
@@ -91,7 +91,8 @@ func hedged() *engine.Record {
 			{Endpoint: "claude-x@us", Model: "claude-x", Region: "us", Kind: "primary", Outcome: "rate_limited", Status: 429,
 				Start: s.Add(time.Millisecond), End: s.Add(21 * time.Millisecond), Bytes: 120},
 			{Endpoint: "claude-x@eu", Model: "claude-x", Region: "eu", Kind: "retry", Outcome: "cancelled_loser",
-				Start: s.Add(36 * time.Millisecond), End: s.Add(400 * time.Millisecond), Wait: 15 * time.Millisecond},
+				Start: s.Add(36 * time.Millisecond), End: s.Add(400 * time.Millisecond), Wait: 15 * time.Millisecond,
+				InputTokens: 2000, OutputTokens: 340, Cost: 0.0111},
 			{Endpoint: "claude-x@eu2", Model: "claude-x", Region: "eu", Kind: "hedge", Outcome: "ok", Status: 200,
 				Start: s.Add(236 * time.Millisecond), End: s.Add(812 * time.Millisecond), Bytes: 4096, Winner: true},
 		},
@@ -101,7 +102,7 @@ func hedged() *engine.Record {
 func hedgedRow() *Row {
 	return &Row{
 		Seq: 1, RequestID: "req-hedged", Start: t0.Add(time.Minute), Duration: 812345678 * time.Nanosecond, TTFT: 98765432 * time.Nanosecond,
-		Format: "anthropic", Model: "claude-x", Stream: true, Domain: "code", Legacy: true,
+		Format: "anthropic", Model: "claude-x", Stream: true, Domain: "code", Legacy: true, Stage: "hedging",
 		ServedEndpoint: "claude-x@eu", ServedModel: "claude-x", ServedRegion: "eu", ServedProvider: "anthropic",
 		Fallback: "rate_limited", Retries: 1, Hedges: 1, HedgeWon: true, Recovered: 1, QueueWait: 15 * time.Millisecond,
 		Status: 200, TokensIn: 1200, TokensOut: 340, TokensCacheRead: 800, TokensCacheWrite: 5,
@@ -109,11 +110,12 @@ func hedgedRow() *Row {
 		Fragments: 3, FragmentsOK: 2, Fusions: 4, FusionConflicts: 1,
 		Attempts: []Attempt{
 			{Endpoint: "claude-x@us", Model: "claude-x", Region: "us", Kind: "primary", Outcome: "rate_limited", Status: 429,
-				Start: time.Millisecond, Duration: 20 * time.Millisecond, Bytes: 120},
+				Start: time.Millisecond, Duration: 20 * time.Millisecond, Bytes: 120, UsageRecorded: true},
 			{Endpoint: "claude-x@eu", Model: "claude-x", Region: "eu", Kind: "retry", Outcome: "cancelled_loser",
-				Start: 36 * time.Millisecond, Duration: 364 * time.Millisecond, Wait: 15 * time.Millisecond},
+				Start: 36 * time.Millisecond, Duration: 364 * time.Millisecond, Wait: 15 * time.Millisecond,
+				InputTokens: 2000, OutputTokens: 340, CostUSD: 0.0111, UsageRecorded: true},
 			{Endpoint: "claude-x@eu2", Model: "claude-x", Region: "eu", Kind: "hedge", Outcome: "ok", Status: 200,
-				Start: 236 * time.Millisecond, Duration: 576 * time.Millisecond, Bytes: 4096, Winner: true},
+				Start: 236 * time.Millisecond, Duration: 576 * time.Millisecond, Bytes: 4096, Winner: true, UsageRecorded: true},
 		},
 	}
 }
@@ -128,7 +130,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	failedRow := &Row{Seq: 2, RequestID: "req-failed", Start: t0.Add(2 * time.Minute), Duration: 3 * time.Second,
 		Format: "openai", Model: "gpt-y", Status: 503, Fallback: "overloaded", MeshErrorCode: "mesh_fallback_exhausted",
-		Attempts: []Attempt{{Endpoint: "gpt-y@us", Kind: "primary", Outcome: "overloaded", Status: 529, Duration: time.Second}}}
+		Attempts: []Attempt{{Endpoint: "gpt-y@us", Kind: "primary", Outcome: "overloaded", Status: 529, Duration: time.Second, UsageRecorded: true}}}
 	bare := &engine.Record{RequestID: "req-bare", Start: t0.Add(3 * time.Minute), Status: 400}
 	bareRow := &Row{Seq: 3, RequestID: "req-bare", Start: t0.Add(3 * time.Minute), Status: 400, Format: "unknown"}
 
@@ -556,5 +558,50 @@ func TestSeqAcrossBatches(t *testing.T) {
 	}
 	if joinedBodies != int64(len(want)) || allBodies != int64(len(want)) {
 		t.Errorf("bodies: %d joined to their request of %d, want %d", joinedBodies, allBodies, len(want))
+	}
+}
+
+// A log written before schema version 4 has no stage and no per-attempt
+// usage: the Reader reads it as "not recorded" without migrating it, and
+// Open migrates it keeping its rows.
+func TestOldLogStaysReadable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "requests.db")
+	db, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmts := []string{`CREATE TABLE schema_version (version INTEGER NOT NULL)`, `INSERT INTO schema_version (version) VALUES (3)`}
+	stmts = append(stmts, migrations[:3]...)
+	stmts = append(stmts,
+		`INSERT INTO requests VALUES (1, 'old', 60000000000, 5, 0, 'anthropic', 'm', 'm@us', 'm', 'us', 'p', 200, '', '', 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, '', 10, 5, 0, 0, 0.25, 0, 0, '', 1)`,
+		`INSERT INTO attempts VALUES (1, 0, 'm@us', 'm', 'us', 'primary', 'ok', 200, 0, 5, 0, 0, 0)`)
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	want := &Row{Seq: 1, RequestID: "old", Start: time.Unix(60, 0).UTC(), Duration: 5 * time.Millisecond, Format: "anthropic", Model: "m",
+		ServedEndpoint: "m@us", ServedModel: "m", ServedRegion: "us", ServedProvider: "p", Status: 200, TokensIn: 10, TokensOut: 5,
+		CostUSD: 0.25, Legacy: true,
+		Attempts: []Attempt{{Endpoint: "m@us", Model: "m", Region: "us", Kind: "primary", Outcome: "ok", Status: 200, Duration: 5 * time.Millisecond}}}
+
+	rd, err := OpenReader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := collect(t, rd.Query(context.Background(), time.Time{}))
+	rd.Close()
+	if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+		t.Fatalf("reader of a version 3 log (-got +want):\n-%+v\n+%+v", got, *want)
+	}
+
+	l := openTest(t, Config{Path: path, RetentionDays: 36500}, hooks{})
+	if v, err := schemaVersion(context.Background(), l.db); err != nil || v != len(migrations) {
+		t.Fatalf("after Open: version %d, %v; want %d", v, err, len(migrations))
+	}
+	got = collect(t, l.Query(context.Background(), time.Time{}))
+	if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+		t.Fatalf("migrated version 3 log (-got +want):\n-%+v\n+%+v", got, *want)
 	}
 }

@@ -52,9 +52,12 @@ type Row struct {
 	QueueWait time.Duration
 	Stream    bool
 	Domain    string
-	// Legacy is set when the safety valve sent the call straight to the
-	// primary endpoint.
-	Legacy   bool
+	// Legacy is set when the call took the plain path to the primary
+	// model: the rollout's monitor stage or an open safety valve.
+	Legacy bool
+	// Stage is the rollout stage the call ran in ("monitor", "hedging",
+	// "full"; "" in logs written before it was recorded).
+	Stage    string
 	Attempts []Attempt
 }
 
@@ -73,12 +76,22 @@ type Attempt struct {
 	Wait     time.Duration
 	Bytes    int64
 	Winner   bool
+	// InputTokens, OutputTokens and CostUSD are the attempt's own usage and
+	// its cost (engine.Attempt); UsageRecorded is false in logs written
+	// before they were recorded.
+	InputTokens   int
+	OutputTokens  int
+	CostUSD       float64
+	UsageRecorded bool
 }
 
 // Reader reads a request log without writing to it (keel report). It is
 // safe for concurrent use; it does not block a Log writing the same file.
+// It reads logs of every schema version up to the current one.
 type Reader struct {
 	db *sql.DB
+	// version is the log's schema version: the columns it has.
+	version int
 }
 
 // OpenReader opens the request log at path read-only. It fails when the file
@@ -109,7 +122,7 @@ func OpenReader(path string) (*Reader, error) {
 		db.Close()
 		return nil, fmt.Errorf("opening request log %s: unsupported schema version %d", path, v)
 	}
-	return &Reader{db: db}, nil
+	return &Reader{db: db, version: v}, nil
 }
 
 // Close closes the database.
@@ -119,30 +132,38 @@ func (r *Reader) Close() error { return r.db.Close() }
 // reads lazily: stop iterating to stop the query. A failure is yielded once
 // as the error, with a nil Row, and ends the sequence.
 func (r *Reader) Query(ctx context.Context, since time.Time) iter.Seq2[*Row, error] {
-	return query(ctx, r.db, since)
+	return query(ctx, r.db, r.version, since)
 }
 
 // Query is Reader.Query over the log's own database. It sees only what the
 // writer has committed; call Flush first to include queued Records.
 func (l *Log) Query(ctx context.Context, since time.Time) iter.Seq2[*Row, error] {
-	return query(ctx, l.db, since)
+	return query(ctx, l.db, len(migrations), since)
 }
 
-const selectRows = `SELECT r.seq, r.id, r.time_ns, r.duration_ms, r.ttft_ms, r.format, r.model,
+// selectRows reads the rows of a log of schema version v: columns a
+// version lacks read as their "not recorded" value.
+func selectRows(v int) string {
+	stage, usage := "r.stage", "a.tokens_in, a.tokens_out, a.cost_usd"
+	if v < 4 {
+		stage, usage = "''", "NULL, NULL, NULL"
+	}
+	return `SELECT r.seq, r.id, r.time_ns, r.duration_ms, r.ttft_ms, r.format, r.model,
 	r.served_endpoint, r.served_model, r.served_region, r.served_provider, r.status,
 	r.mesh_error_code, r.fallback, r.retries, r.hedges, r.hedge_won, r.recovered,
 	r.fragments, r.fragments_ok, r.fusions, r.fusion_conflicts, r.normalization_offset,
 	r.repairs, r.tokens_in, r.tokens_out, r.tokens_cache_read, r.tokens_cache_write,
-	r.cost_usd, r.queue_wait_ms, r.stream, r.domain, r.legacy,
+	r.cost_usd, r.queue_wait_ms, r.stream, r.domain, r.legacy, ` + stage + `,
 	a.idx, a.endpoint, a.model, a.region, a.kind, a.outcome, a.status, a.start_ms,
-	a.duration_ms, a.wait_ms, a.bytes, a.winner
+	a.duration_ms, a.wait_ms, a.bytes, a.winner, ` + usage + `
 	FROM requests r LEFT JOIN attempts a ON a.request_seq = r.seq
 	WHERE r.time_ns >= ?
 	ORDER BY r.time_ns, r.seq, a.idx`
+}
 
-func query(ctx context.Context, db *sql.DB, since time.Time) iter.Seq2[*Row, error] {
+func query(ctx context.Context, db *sql.DB, version int, since time.Time) iter.Seq2[*Row, error] {
 	return func(yield func(*Row, error) bool) {
-		rows, err := db.QueryContext(ctx, selectRows, since.UnixNano())
+		rows, err := db.QueryContext(ctx, selectRows(version), since.UnixNano())
 		if err != nil {
 			yield(nil, fmt.Errorf("querying request log: %w", err))
 			return
@@ -159,15 +180,17 @@ func query(ctx context.Context, db *sql.DB, since time.Time) iter.Seq2[*Row, err
 				aEndpoint, aModel, aRegion, aKind, aO sql.NullString
 				aStart, aDur, aWait                   sql.NullFloat64
 				aWinner                               sql.NullBool
+				aIn, aOut                             sql.NullInt64
+				aCost                                 sql.NullFloat64
 			)
 			if err := rows.Scan(&row.Seq, &row.RequestID, &startNS, &dur, &ttft, &row.Format, &row.Model,
 				&row.ServedEndpoint, &row.ServedModel, &row.ServedRegion, &row.ServedProvider, &row.Status,
 				&row.MeshErrorCode, &row.Fallback, &row.Retries, &row.Hedges, &row.HedgeWon, &row.Recovered,
 				&row.Fragments, &row.FragmentsOK, &row.Fusions, &row.FusionConflicts, &row.NormalizationOffset,
 				&repairs, &row.TokensIn, &row.TokensOut, &row.TokensCacheRead, &row.TokensCacheWrite,
-				&row.CostUSD, &wait, &row.Stream, &row.Domain, &row.Legacy,
+				&row.CostUSD, &wait, &row.Stream, &row.Domain, &row.Legacy, &row.Stage,
 				&idx, &aEndpoint, &aModel, &aRegion, &aKind, &aO, &aStatus, &aStart,
-				&aDur, &aWait, &aBytes, &aWinner); err != nil {
+				&aDur, &aWait, &aBytes, &aWinner, &aIn, &aOut, &aCost); err != nil {
 				yield(nil, fmt.Errorf("reading request log: %w", err))
 				return
 			}
@@ -188,6 +211,7 @@ func query(ctx context.Context, db *sql.DB, since time.Time) iter.Seq2[*Row, err
 					Kind: aKind.String, Outcome: aO.String, Status: int(aStatus.Int64),
 					Start: dur2(aStart.Float64), Duration: dur2(aDur.Float64), Wait: dur2(aWait.Float64),
 					Bytes: aBytes.Int64, Winner: aWinner.Bool,
+					InputTokens: int(aIn.Int64), OutputTokens: int(aOut.Int64), CostUSD: aCost.Float64, UsageRecorded: aIn.Valid,
 				})
 			}
 		}

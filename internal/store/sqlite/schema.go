@@ -65,4 +65,11 @@ var migrations = []string{
 	);`,
 	// 3: calls the safety valve sent straight to the primary endpoint.
 	`ALTER TABLE requests ADD COLUMN legacy INTEGER NOT NULL DEFAULT 0;`,
+	// 4: the rollout stage (legacy alone cannot tell the monitor stage from
+	// an open safety valve) and each attempt's own usage and cost. Rows of
+	// older logs read stage "" and NULL usage: not recorded.
+	`ALTER TABLE requests ADD COLUMN stage TEXT NOT NULL DEFAULT '';
+	ALTER TABLE attempts ADD COLUMN tokens_in INTEGER;
+	ALTER TABLE attempts ADD COLUMN tokens_out INTEGER;
+	ALTER TABLE attempts ADD COLUMN cost_usd REAL;`,
 }
