@@ -52,7 +52,8 @@ type Options struct {
 	// overlap; values above 1 are invalid.
 	OverlapBudget float64
 	// GuardedSpans are byte ranges no cut may fall strictly inside (numbers,
-	// identifiers, quoted clauses the caller protects).
+	// identifiers, quoted clauses the caller protects). Hints are markup, not
+	// content: the bytes of a span that fall inside a hint guard nothing.
 	GuardedSpans []Range
 }
 
@@ -172,19 +173,44 @@ func Split(text string, opt Options) ([]Fragment, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, h := range hints {
-		for _, g := range opt.GuardedSpans {
-			if g.Start < h.span.End && h.span.Start < g.End {
-				return nil, fmt.Errorf("%w: guarded span [%d, %d) overlaps the hint at [%d, %d)", ErrInvalidOptions, g.Start, g.End, h.span.Start, h.span.End)
-			}
-		}
-	}
-	s := &splitter{text: text, hints: hints, guarded: opt.GuardedSpans, target: target}
+	s := &splitter{text: text, hints: hints, guarded: outsideHints(opt.GuardedSpans, hints), target: target}
 	s.findPoints()
 	s.buildCosts()
 	ranges := s.cut()
 	ranges = s.mergeBlank(ranges)
 	return s.fragments(ranges, budget), nil
+}
+
+// outsideHints clips guarded spans to the bytes outside every hint: a hint
+// is markup, removed before any model reads the text, so a number in a
+// hinted title ("Section 4") guards nothing and never blocks the cut the
+// hint asks for. A span holding a whole hint becomes its two sides.
+func outsideHints(gs []Range, hs []hint) []Range {
+	if len(hs) == 0 {
+		return gs
+	}
+	out := make([]Range, 0, len(gs))
+	for _, g := range gs {
+		rest := []Range{g}
+		for _, h := range hs {
+			var next []Range
+			for _, r := range rest {
+				if r.End <= h.span.Start || h.span.End <= r.Start {
+					next = append(next, r)
+					continue
+				}
+				if r.Start < h.span.Start {
+					next = append(next, Range{r.Start, h.span.Start})
+				}
+				if h.span.End < r.End {
+					next = append(next, Range{h.span.End, r.End})
+				}
+			}
+			rest = next
+		}
+		out = append(out, rest...)
+	}
+	return out
 }
 
 type hint struct {
@@ -673,7 +699,7 @@ func parseHints(text string) ([]hint, error) {
 		end := bodyStart + c + len(closeTag)
 		titles, err := parseHintBody(body)
 		if err != nil {
-			return nil, fmt.Errorf("%w: <%s> at byte %d: %v", ErrMalformedHint, name, open, err)
+			return nil, fmt.Errorf("%w: %q at byte %d: %v", ErrMalformedHint, quoteHint(text[open:end]), open, err)
 		}
 		// Remove the whole line when the hint stands alone on it.
 		ls := strings.LastIndexByte(text[:open], '\n') + 1
@@ -693,6 +719,19 @@ func parseHints(text string) ([]hint, error) {
 		hs = append(hs, hint{span: span, titles: titles})
 		off = end
 	}
+}
+
+// quoteHint is a hint as an error names it, cut at 120 bytes.
+func quoteHint(h string) string {
+	const limit = 120
+	if len(h) <= limit {
+		return h
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(h[cut]) {
+		cut--
+	}
+	return h[:cut] + "…"
 }
 
 func parseHintBody(body string) ([]string, error) {

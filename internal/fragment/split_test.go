@@ -3,6 +3,8 @@ package fragment
 import (
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -300,7 +302,6 @@ func TestSplitErrors(t *testing.T) {
 		{"mismatched tags", "<mesh-hint> context_boundary: [] </anthropic-mesh-hint>", Options{}, ErrMalformedHint},
 		{"bad body", "<mesh-hint> split here </mesh-hint>", Options{}, ErrMalformedHint},
 		{"no list", "<mesh-hint> context_boundary: x </mesh-hint>", Options{}, ErrMalformedHint},
-		{"guard over hint", "ab <mesh-hint>context_boundary: []</mesh-hint> cd", Options{GuardedSpans: []Range{{0, 10}}}, ErrInvalidOptions},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -310,6 +311,67 @@ func TestSplitErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Issue 13: a hint is markup, not content. Guarded spans found by scanning
+// the raw input (every number, here) also fall inside the hint's titles;
+// they must not reject the request, and the titles still start fragments.
+func TestSplitGuardedSpansNeverApplyInsideHints(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("Regional results for 2025.\n\n")
+	b.WriteString(`<mesh-hint> context_boundary: ["Section 4: Region report 4", "Section 5: Region report 5"] </mesh-hint>` + "\n\n")
+	for _, sec := range []int{3, 4, 5} {
+		fmt.Fprintf(&b, "## Section %d: Region report %d\n\n", sec, sec)
+		for p := range 4 {
+			fmt.Fprintf(&b, "Region %d grew %d.5%% in quarter %d, with 1,2%02d new accounts and 3%d branches reporting.\n\n", sec, p+2, p+1, p, p)
+		}
+	}
+	// A span crossing into a hint tag, and one holding a whole hint, are
+	// clipped to the bytes outside the hint.
+	b.WriteString("Totals 77<anthropic-mesh-hint>context_boundary: [\"Total 9\"]</anthropic-mesh-hint>88 end.\n")
+	text := b.String()
+	var guarded []Range
+	for _, m := range regexp.MustCompile(`\d+`).FindAllStringIndex(text, -1) {
+		guarded = append(guarded, Range{m[0], m[1]})
+	}
+	cross := strings.Index(text, "77<")
+	guarded = append(guarded, Range{cross, cross + 10})
+	whole := strings.Index(text, "Totals")
+	guarded = append(guarded, Range{whole, len(text) - 1})
+	opt := Options{TargetTokens: 40, GuardedSpans: guarded}
+	frags, err := Split(text, opt)
+	if err != nil {
+		t.Fatalf("Split: %v", err)
+	}
+	for _, title := range []string{"## Section 4: Region report 4", "## Section 5: Region report 5"} {
+		off := strings.Index(text, title)
+		if !slices.ContainsFunc(frags, func(f Fragment) bool { return f.Start == off }) {
+			t.Errorf("no fragment starts at hinted %q; fragments %v", title, ranges(frags))
+		}
+	}
+	for _, f := range frags {
+		if strings.Contains(f.Text, "mesh-hint") {
+			t.Errorf("fragment %d keeps the hint: %.80q", f.Index, f.Text)
+		}
+	}
+	// Every number outside the hints is still whole in one fragment.
+	for _, g := range guarded[:len(guarded)-2] {
+		if inHint(mustHints(t, text), g.Start) {
+			continue
+		}
+		if !slices.ContainsFunc(frags, func(f Fragment) bool { return f.Start <= g.Start && g.End <= f.End }) {
+			t.Errorf("guarded %q [%d, %d) is cut: fragments %v", text[g.Start:g.End], g.Start, g.End, ranges(frags))
+		}
+	}
+}
+
+func mustHints(t *testing.T, text string) []hint {
+	t.Helper()
+	hs, err := parseHints(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hs
 }
 
 func TestSplitHintOnly(t *testing.T) {
