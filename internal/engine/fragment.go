@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,6 +94,9 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 	rec := x.rec
 	rec.Fragments = len(frags)
 	answers := make([][]fragment.FragmentAnswer, len(frags))
+	// endpoints[i] lists, in order, every endpoint fragment i's replicas
+	// sent an attempt to.
+	endpoints := make([][]string, len(frags))
 	// won[i][r] is the index in rec.Attempts of replica r's answering
 	// attempt (-1 when it got no answer).
 	won := make([][]int, len(frags))
@@ -156,6 +160,11 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 				rec.Attempts = append(rec.Attempts, rx.rec.Attempts...)
 				rec.Retries += rx.rec.Retries
 				rec.Hedges += rx.rec.Hedges
+				for _, at := range rx.rec.Attempts {
+					if !slices.Contains(endpoints[i], at.Endpoint) {
+						endpoints[i] = append(endpoints[i], at.Endpoint)
+					}
+				}
 				answers[i][r] = ans
 				mu.Unlock()
 			}()
@@ -165,7 +174,6 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 	for i, as := range answers {
 		for r, a := range as {
 			if a.Err == nil {
-				rec.FragmentsOK++
 				// The first replica to answer is the fragment's answer;
 				// the others are the redundancy it paid for.
 				rec.Attempts[won[i][r]].Winner = true
@@ -181,6 +189,22 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 	if err != nil && fused == nil {
 		return nil, &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted, Message: "fusing fragment answers: " + err.Error()}
 	}
+	// Fuse decides which fragments were lost (every replica failed, or
+	// none gave a usable answer), so FragmentsOK, LostRanges and
+	// FragmentDetails all come from its one list: the headers, the debug
+	// trace and the report read these fields and cannot disagree.
+	rec.FragmentsOK = len(frags) - len(fused.LostFragments)
+	rec.FragmentDetails = make([]FragmentDetail, len(frags))
+	for i, fr := range frags {
+		d := FragmentDetail{Start: fr.Start, End: fr.End, Endpoints: endpoints[i], Outcome: FragmentOK}
+		if slices.Contains(fused.LostFragments, fr.Index) {
+			d.Outcome = FragmentFailed
+			if slices.ContainsFunc(answers[i], func(a fragment.FragmentAnswer) bool { return a.Err == nil }) {
+				d.Outcome = FragmentInvalid
+			}
+		}
+		rec.FragmentDetails[i] = d
+	}
 	rec.Fusions = fused.Fields
 	rec.FusionConflicts = len(fused.Conflicts)
 	for _, c := range fused.Conflicts {
@@ -192,6 +216,12 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 	if served == nil {
 		return nil, &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted,
 			Message: fmt.Sprintf("every replica of all %d fragments failed", len(frags))}
+	}
+	if rec.FragmentsOK == 0 {
+		// Replicas answered, but no answer was a JSON object: an empty
+		// fused object would be a fake.
+		return nil, &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshSchemaViolation,
+			Message: fmt.Sprintf("no replica of any of the %d fragments answered a JSON object", len(frags))}
 	}
 	text := fused.Text
 	if o.MergeCall && !fused.Structured && len(frags) > 1 {

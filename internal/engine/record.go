@@ -102,12 +102,37 @@ type Record struct {
 	// byte ranges ("start-end") no replica answered.
 	Conflicts  []string
 	LostRanges []string
+	// FragmentDetails describes each fragment, in input order; a fragment
+	// is lost (its range in LostRanges) unless its Outcome is FragmentOK.
+	FragmentDetails []FragmentDetail
 	// Merged is set when a final merge call produced a fused text answer.
 	Merged bool
 
 	// TraceParent is the client's W3C traceparent header, if any.
 	TraceParent string
 }
+
+// FragmentDetail is one fragment of a fragmented call.
+type FragmentDetail struct {
+	// Start and End delimit the fragment's own bytes [Start, End) of the
+	// document.
+	Start, End int
+	// Endpoints lists every endpoint its replicas sent an attempt to.
+	Endpoints []string
+	// Outcome is FragmentOK, FragmentInvalid or FragmentFailed.
+	Outcome string
+}
+
+// Fragment outcomes.
+const (
+	// FragmentOK: a replica's answer went into the fused answer.
+	FragmentOK = "ok"
+	// FragmentInvalid: replicas answered, but none with a usable answer
+	// (not a JSON object where one was asked for).
+	FragmentInvalid = "invalid"
+	// FragmentFailed: every replica failed.
+	FragmentFailed = "failed"
+)
 
 // Attempt is one upstream attempt.
 type Attempt struct {

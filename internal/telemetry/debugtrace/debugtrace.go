@@ -247,12 +247,28 @@ type Hedges struct {
 	Won  bool `json:"won"`
 }
 
-// FragmentStage counts fragments and fused fields.
+// FragmentStage counts fragments and fused fields and describes each
+// fragment. Succeeded, Lost and Detail come from the same record fields as
+// the X-Mesh-Fragments and X-Mesh-Fragments-Lost headers.
 type FragmentStage struct {
 	Sent            int `json:"sent"`
 	Succeeded       int `json:"succeeded"`
 	Fusions         int `json:"fusions"`
 	FusionConflicts int `json:"fusion_conflicts"`
+	// Lost lists the input byte ranges ("start-end") no replica answered
+	// usably.
+	Lost   []string   `json:"lost"`
+	Detail []Fragment `json:"detail"`
+}
+
+// Fragment is one fragment: its own bytes [start, end) of the document,
+// every endpoint its replicas tried, and "ok", "invalid" (answers, none
+// usable) or "failed" (every replica failed).
+type Fragment struct {
+	Start     int      `json:"start"`
+	End       int      `json:"end"`
+	Endpoints []string `json:"endpoints"`
+	Outcome   string   `json:"outcome"`
 }
 
 // PostprocessStage is what Keel changed on the way out.
@@ -302,11 +318,15 @@ func View(r *engine.Record) *Trace {
 			PrimaryModel: r.PrimaryModel, ModelFallback: r.ModelFallback, Legacy: r.Legacy,
 			Retries: Retries{Count: r.Retries, Waits: []RetryAt{}}, Hedges: Hedges{Sent: r.Hedges, Won: r.HedgeWon},
 			Recoveries: r.Recovered, QueueWaitMS: ms(r.QueueWait)},
-		Fragments:   FragmentStage{Sent: r.Fragments, Succeeded: r.FragmentsOK, Fusions: r.Fusions, FusionConflicts: r.FusionConflicts},
+		Fragments: FragmentStage{Sent: r.Fragments, Succeeded: r.FragmentsOK, Fusions: r.Fusions, FusionConflicts: r.FusionConflicts,
+			Lost: nonNil(r.LostRanges), Detail: make([]Fragment, 0, len(r.FragmentDetails))},
 		Postprocess: PostprocessStage{Repairs: nonNil(r.Repairs), NormalizationOffset: r.NormalizationOffset, DroppedParams: nonNil(r.Dropped)},
 		Response: ResponseStage{ServedBy: r.ServedBy, Model: r.ServedModel, Region: r.ServedRegion, Provider: r.ServedProvider, TTFTMS: ms(r.TTFT),
 			Usage:   Usage{InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens, CacheReadTokens: r.Usage.CacheReadTokens, CacheWriteTokens: r.Usage.CacheWriteTokens},
 			CostUSD: r.Cost},
+	}
+	for _, f := range r.FragmentDetails {
+		t.Fragments.Detail = append(t.Fragments.Detail, Fragment{Start: f.Start, End: f.End, Endpoints: nonNil(f.Endpoints), Outcome: f.Outcome})
 	}
 	for _, c := range r.Candidates {
 		t.Route.Candidates = append(t.Route.Candidates, Candidate{Endpoint: c.Endpoint, ExpectedMS: c.ExpectedMS, InFlight: c.InFlight, Chosen: c.Chosen, Reason: c.Reason})

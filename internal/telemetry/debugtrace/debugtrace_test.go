@@ -104,7 +104,7 @@ func TestHedgedRetriedTrace(t *testing.T) {
 		{"repairs", tr.Postprocess.Repairs, []string{"extract", "trailing_commas"}},
 		{"offset", tr.Postprocess.NormalizationOffset, -0.15},
 		{"dropped", tr.Postprocess.DroppedParams, []string{"top_k"}},
-		{"fragments", tr.Fragments, FragmentStage{Sent: 3, Succeeded: 3, Fusions: 4, FusionConflicts: 1}},
+		{"fragments", tr.Fragments, FragmentStage{Sent: 3, Succeeded: 3, Fusions: 4, FusionConflicts: 1, Lost: []string{}, Detail: []Fragment{}}},
 		{"served", tr.Response.ServedBy, "claude-sonnet/eu-west/anthropic"},
 		{"duration", tr.DurationMS, 900.0},
 	}
