@@ -1,0 +1,64 @@
+package engine
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	"github.com/keelmesh/keel/internal/llm"
+)
+
+// Issue 13: a fragment whose replicas all answered, but none with a JSON
+// object, is lost: FragmentsOK does not count it (it did, so the header said
+// "4/4" beside X-Mesh-Fragments-Lost), LostRanges names it and its
+// FragmentDetail says "invalid".
+func TestFragmentAnsweredWithoutJSONIsLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		answer := func(n int, body map[string]any) reply {
+			b, _ := json.Marshal(body)
+			if strings.Contains(string(b), "[Part 1 of") {
+				return anthropicJSON(`{"status":"ok"}`)
+			}
+			return anthropicJSON("I cannot answer that in JSON.")
+		}
+		a := &scripted{id: "a", format: llm.FormatAnthropic, script: answer}
+		b := &scripted{id: "b", format: llm.FormatAnthropic, script: answer}
+		h := newHarness(t, a, b)
+		e := h.engine(Options{Fragment: FragmentOptions{TargetTokens: 200, Redundancy: 2},
+			Aliases: map[string]Alias{"al": {Models: []string{"m"}}}}, h.endpoints("m", "a", "b")...)
+		req := ask(llm.FormatAnthropic, "al", false)
+		var doc strings.Builder
+		for i := range 120 {
+			doc.WriteString("Paragraph ")
+			doc.WriteString(strings.Repeat("x", i%7+1))
+			doc.WriteString(" says the region report is fine and nothing else happened today.\n\n")
+		}
+		req.Messages[0].Content[0].Text = doc.String()
+		on := true
+		schema := json.RawMessage(`{"type":"object","properties":{"status":{"type":"string"}}}`)
+		out, err := e.Do(t.Context(), req, Call{RequestID: "t", Behavior: &Behavior{Fragment: &on, OutputSchema: schema}})
+		if err != nil {
+			t.Fatalf("fragmented call: %v", err)
+		}
+		rec := out.Record
+		if rec.Fragments < 3 {
+			t.Fatalf("%d fragments, want ≥ 3", rec.Fragments)
+		}
+		if rec.FragmentsOK != 1 || len(rec.LostRanges) != rec.Fragments-1 {
+			t.Errorf("FragmentsOK %d, %d lost ranges of %d fragments: want 1 answered, %d lost", rec.FragmentsOK, len(rec.LostRanges), rec.Fragments, rec.Fragments-1)
+		}
+		if len(rec.FragmentDetails) != rec.Fragments {
+			t.Fatalf("%d fragment details for %d fragments", len(rec.FragmentDetails), rec.Fragments)
+		}
+		for i, d := range rec.FragmentDetails {
+			want := FragmentInvalid
+			if i == 0 {
+				want = FragmentOK
+			}
+			if d.Outcome != want || len(d.Endpoints) == 0 {
+				t.Errorf("fragment %d: outcome %q, endpoints %v; want %q and the endpoints tried", i, d.Outcome, d.Endpoints, want)
+			}
+		}
+	})
+}
