@@ -48,6 +48,8 @@ type exec struct {
 	// that refused on two endpoints is overloaded as a whole and the call
 	// falls back to the next model.
 	overloaded map[string]int
+	// pin, when ≥ 0, is the candidate the next attempt goes to.
+	pin int
 	// sealed is set when the record is handed to observers: attempts
 	// still finishing (drained losers) no longer write into it.
 	sealed    bool
@@ -120,7 +122,7 @@ func chain(ps ...policy) step {
 func newExec(e *Engine, rs *routeState, req *llm.Request, call Call, rec *Record) *exec {
 	n := len(rs.cands)
 	b := make([]bool, 2*n)
-	return &exec{e: e, rs: rs, req: req, call: call, rec: rec, tried: b[:n:n], avoid: b[n:]}
+	return &exec{e: e, rs: rs, req: req, call: call, rec: rec, tried: b[:n:n], avoid: b[n:], pin: -1}
 }
 
 // seal hands the record over: nothing writes into it after this.
@@ -277,10 +279,21 @@ func routePolicy(next step) step {
 			x.mu.Unlock()
 			return nil, &noCandidate{exhausted: true}
 		}
-		i, err := x.pick(t.allowTried)
-		if err != nil {
-			x.mu.Unlock()
-			return nil, &noCandidate{err: err, filtered: errors.Is(err, route.ErrAllFiltered)}
+		i := -1
+		if p := x.pin; p >= 0 {
+			// The caller chose the first endpoint (a fragment's replicas
+			// start on distinct ones); it is used while it is available.
+			x.pin = -1
+			if why, _ := x.rs.cands[p].view.Load().unavailable(e.now()); why == "" && !x.tried[p] {
+				i = p
+			}
+		}
+		if i < 0 {
+			var err error
+			if i, err = x.pick(t.allowTried); err != nil {
+				x.mu.Unlock()
+				return nil, &noCandidate{err: err, filtered: errors.Is(err, route.ErrAllFiltered)}
+			}
 		}
 		ep := x.rs.cands[i]
 		x.tried[i] = true

@@ -119,6 +119,7 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 			rx.mu.Unlock()
 			if err == nil {
 				used[first] = true
+				rx.pin = first
 			}
 			wg.Add(1)
 			go func() {

@@ -62,3 +62,37 @@ func TestFragmentAnsweredWithoutJSONIsLost(t *testing.T) {
 		}
 	})
 }
+
+// A fragment's replicas start on distinct endpoints: the first attempt of
+// each replica goes where the fragment's dispatch chose (the replica's run
+// picked again and could land on another replica's endpoint).
+func TestFragmentReplicasStartOnDistinctEndpoints(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ok := always(anthropicJSON(`{"status":"ok"}`))
+		a := &scripted{id: "a", format: llm.FormatAnthropic, script: ok}
+		b := &scripted{id: "b", format: llm.FormatAnthropic, script: ok}
+		c := &scripted{id: "c", format: llm.FormatAnthropic, script: ok}
+		h := newHarness(t, a, b, c)
+		e := h.engine(Options{Fragment: FragmentOptions{TargetTokens: 200, Redundancy: 2}, Rand: func(n int) int { return n - 1 },
+			Aliases: map[string]Alias{"al": {Models: []string{"m"}}}}, h.endpoints("m", "a", "b", "c")...)
+		req := ask(llm.FormatAnthropic, "al", false)
+		var doc strings.Builder
+		for i := range 120 {
+			doc.WriteString("Paragraph ")
+			doc.WriteString(strings.Repeat("x", i%7+1))
+			doc.WriteString(" says the region report is fine and nothing else happened today.\n\n")
+		}
+		req.Messages[0].Content[0].Text = doc.String()
+		on := true
+		schema := json.RawMessage(`{"type":"object","properties":{"status":{"type":"string"}}}`)
+		out, err := e.Do(t.Context(), req, Call{RequestID: "t", Behavior: &Behavior{Fragment: &on, OutputSchema: schema}})
+		if err != nil {
+			t.Fatalf("fragmented call: %v", err)
+		}
+		for i, d := range out.Record.FragmentDetails {
+			if len(d.Endpoints) != 2 || d.Endpoints[0] == d.Endpoints[1] {
+				t.Errorf("fragment %d: replicas on %v, want two distinct endpoints", i, d.Endpoints)
+			}
+		}
+	})
+}
