@@ -42,7 +42,7 @@
 //	mesh_fragment_success_rate   = sum(rate(mesh_fragments_succeeded_total[5m])) / sum(rate(mesh_fragments_sent_total[5m]))
 //	mesh_fusion_conflict_rate    = sum(rate(mesh_fusion_conflicts_total[5m])) / sum(rate(mesh_fusions_total[5m]))
 //	normalisation offset average = sum(rate(mesh_normalization_offset_sum[5m])) / sum(rate(mesh_normalization_offset_count[5m]))
-//	queue wait p95 (ms)          = histogram_quantile(0.95, sum by (le) (rate(mesh_queue_wait_ms_bucket[5m])))
+//	queue wait p95 (seconds)     = histogram_quantile(0.95, sum by (le) (rate(mesh_queue_wait_seconds_bucket[5m])))
 package metrics
 
 import (
@@ -162,7 +162,7 @@ type genaiSeries struct {
 
 var (
 	offsetBuckets    = []float64{0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2}
-	queueWaitBuckets = []float64{0, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000}
+	queueWaitBuckets = []float64{0, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 )
 
 // New builds the metrics and their registry.
@@ -197,8 +197,8 @@ func New(o Options) (*Metrics, error) {
 	m.legacyV = counter("mesh_legacy_requests_total", "Client calls the safety valve sent down the legacy path (primary endpoint only, no retry, hedge or fallback).")
 	m.offsetV = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "mesh_normalization_offset",
 		Help: "Absolute temperature offset (|serving − requested|) applied by behaviour normalisation, per served call (0 when none).", Buckets: offsetBuckets}, mrd)
-	m.queueWaitV = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "mesh_queue_wait_ms",
-		Help: "Time a call waited inside Keel (backoff and cooldown) before its winning attempt, in milliseconds.", Buckets: queueWaitBuckets}, mrd)
+	m.queueWaitV = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "mesh_queue_wait_seconds",
+		Help: "Time a call waited inside Keel (backoff and cooldown) before its winning attempt, in seconds (Prometheus base units).", Buckets: queueWaitBuckets}, mrd)
 	m.fragSentV = counter("mesh_fragments_sent_total", "Fragments dispatched; mesh_fragment_success_rate = succeeded / sent.")
 	m.fragOKV = counter("mesh_fragments_succeeded_total", "Fragments answered.")
 	m.fusionsV = counter("mesh_fusions_total", "Fields fused from fragment answers; mesh_fusion_conflict_rate = conflicts / fusions.")
@@ -280,7 +280,7 @@ func (m *Metrics) RequestDone(r *engine.Record) {
 		}
 		s.offset.Observe(off)
 	}
-	s.queueWait.Observe(float64(r.QueueWait.Microseconds()) / 1000)
+	s.queueWait.Observe(r.QueueWait.Seconds())
 	addInt(s.fragSent, r.Fragments)
 	addInt(s.fragOK, r.FragmentsOK)
 	addInt(s.fusions, r.Fusions)

@@ -176,7 +176,7 @@ func TestScriptedRunExactCounters(t *testing.T) {
 		{"attempts hedge", "mesh_attempts_total", map[string]string{"kind": "hedge"}, 2},
 		{"attempts continuation", "mesh_attempts_total", map[string]string{"kind": "continuation", "outcome": "ok"}, 1},
 		{"attempts all", "mesh_attempts_total", nil, 110},
-		{"queue wait observations", "mesh_queue_wait_ms", nil, 100},
+		{"queue wait observations", "mesh_queue_wait_seconds", nil, 100},
 		{"offset observations", "mesh_normalization_offset", nil, 100},
 		{"genai duration", "gen_ai_client_operation_duration_seconds", map[string]string{"gen_ai_operation_name": "chat", "gen_ai_provider_name": "anthropic", "gen_ai_request_model": "claude-sonnet", "gen_ai_response_model": "claude-sonnet"}, 98},
 		{"genai ttfc", "gen_ai_client_operation_time_to_first_chunk_seconds", nil, 1},
@@ -195,7 +195,7 @@ func TestScriptedRunExactCounters(t *testing.T) {
 		labels map[string]string
 		want   float64
 	}{
-		{"queue wait ms", "mesh_queue_wait_ms", nil, 7 * 40},
+		{"queue wait seconds", "mesh_queue_wait_seconds", nil, 7 * 0.040},
 		{"absolute offset", "mesh_normalization_offset", nil, 7 * 0.2},
 		{"input tokens include cache reads", "gen_ai_client_token_usage", map[string]string{"gen_ai_token_type": "input"}, 100 * 120},
 		{"output tokens", "gen_ai_client_token_usage", map[string]string{"gen_ai_token_type": "output"}, 100 * 50},
