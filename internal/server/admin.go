@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/llm"
 )
 
 // features is the admin API's view of the runtime switches.
@@ -28,8 +29,16 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(status)
 		w.Write(b)
 	}
+	// Errors take the API's shape and types (authentication_error,
+	// not_found_error, invalid_request_error), Anthropic's when the caller
+	// sends anthropic-version and OpenAI's otherwise, as for unknown paths,
+	// so an SDK's HTTP client can parse them.
+	f := llm.FormatOpenAI
+	if r.Header.Get("anthropic-version") != "" {
+		f = llm.FormatAnthropic
+	}
 	fail := func(status int, msg string) {
-		writeJSON(status, map[string]any{"error": map[string]string{"type": http.StatusText(status), "message": msg}})
+		writeError(w, f, &llm.APIError{Status: status, Type: llm.StatusErrorType(status), Message: msg})
 	}
 	if s.adminToken == "" {
 		fail(http.StatusNotFound, "the admin API is disabled: set server.admin_token in the config")
