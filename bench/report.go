@@ -93,14 +93,37 @@ func WriteText(w io.Writer, res *Result) error {
 		if t.Errors == 0 && t.Dropped == 0 {
 			continue
 		}
-		var parts []string
-		for _, k := range slices.Sorted(maps.Keys(t.ErrorsByKind)) {
-			parts = append(parts, fmt.Sprintf("%s %d", k, t.ErrorsByKind[k]))
+		fmt.Fprintf(w, "%s errors: %s\n", t.Name, errorBreakdown(t))
+	}
+	return nil
+}
+
+// errorBreakdown is a target's errors by kind ("status_503 3, transport 1"),
+// then the calls dropped by the client's concurrency limit.
+func errorBreakdown(t *TargetResult) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(t.ErrorsByKind)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, t.ErrorsByKind[k]))
+	}
+	if t.Dropped > 0 {
+		parts = append(parts, fmt.Sprintf("dropped (over --concurrency-limit, not sent) %d", t.Dropped))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// WriteDemoErrors prints, below the demo table, one line per scenario and
+// target that had errors: their breakdown by kind (status, MESH_* code,
+// transport, timeout …), so the table's error counts can be read.
+func WriteDemoErrors(w io.Writer, d *Demo) error {
+	for _, s := range d.Scenarios {
+		for _, t := range []*TargetResult{s.Direct, s.Mesh} {
+			if t == nil || t.Errors == 0 && t.Dropped == 0 {
+				continue
+			}
+			if _, err := fmt.Fprintf(w, "%s %s errors: %s\n", s.Name, t.Name, errorBreakdown(t)); err != nil {
+				return err
+			}
 		}
-		if t.Dropped > 0 {
-			parts = append(parts, fmt.Sprintf("dropped (over --concurrency-limit, not sent) %d", t.Dropped))
-		}
-		fmt.Fprintf(w, "%s errors: %s\n", t.Name, strings.Join(parts, ", "))
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -152,7 +153,7 @@ func runDemo(ctx context.Context, f *demoFlags, out io.Writer) error {
 		if f.rate > 0 {
 			s.Load.Rate = f.rate
 		}
-		fmt.Fprintf(out, "scenario %s (%s, %g req/s per target): %s\n", s.Name, s.Load.Duration, s.Load.Rate, s.Description)
+		fmt.Fprintf(out, "scenario %s (%s, %g req/s per target): %s\n", s.Name, s.Load.Duration, s.Load.Rate, demoHeadline(s, f.quick))
 		res, err := bench.Run(ctx, bench.Options{
 			Targets: []bench.Target{
 				{Name: "direct", URL: simSrv.URL(), Direct: true},
@@ -179,6 +180,9 @@ func runDemo(ctx context.Context, f *demoFlags, out io.Writer) error {
 	if err := bench.WriteDemoTable(out, demo); err != nil {
 		return err
 	}
+	if err := bench.WriteDemoErrors(out, demo); err != nil {
+		return err
+	}
 	if f.jsonOut != "" {
 		if err := bench.WriteJSON(f.jsonOut, demo); err != nil {
 			return err
@@ -202,4 +206,18 @@ func runDemo(ctx context.Context, f *demoFlags, out io.Writer) error {
 	fmt.Fprintf(out, "report: %s\n", path)
 	fmt.Fprintf(out, "done in %s\n", time.Since(started).Round(100*time.Millisecond))
 	return nil
+}
+
+// demoHeadline describes a scenario's run. A description's times are the
+// full run's; under --quick the scaled timeline actually played is printed
+// in their place (region-outage's "killed at t=10s" is t=1s in 6 s).
+func demoHeadline(s *bench.Scenario, quick bool) string {
+	if !quick || len(s.Timeline) == 0 {
+		return s.Description
+	}
+	steps := make([]string, len(s.Timeline))
+	for i, a := range s.Timeline {
+		steps[i] = a.String()
+	}
+	return "quick timeline " + strings.Join(steps, ", ")
 }
