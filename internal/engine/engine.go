@@ -51,8 +51,9 @@ type Options struct {
 	Logger    *slog.Logger
 	Observer  Observer
 	// Passthrough endpoints serve model names no model or alias claims: the
-	// one whose Format matches the client's (else the first) is used with
-	// its Model and UpstreamModel set to the requested name.
+	// one whose Format matches the client's is used with its Model and
+	// UpstreamModel set to the requested name; a client of a format none
+	// speaks gets 404 naming the missing key (ErrNoProvider).
 	Passthrough []*provider.Endpoint
 
 	Resilience Resilience
@@ -314,7 +315,11 @@ func (e *Engine) Recovery() bool { return !e.recoveryOff.Load() }
 type EndpointStatus struct {
 	ID, Model, Region, Provider string
 	Breaker                     string
-	Health                      health.Snapshot
+	// State is what routing sees at the call: StateDown, StateBreakerOpen,
+	// StateHalfOpen, StateCooling, StateEjected or StateHealthy (the first
+	// that applies, in that order), from the view the picker reads.
+	State  string
+	Health health.Snapshot
 }
 
 // Endpoints returns every endpoint's live state: the configured ones,
@@ -322,9 +327,11 @@ type EndpointStatus struct {
 func (e *Engine) Endpoints() []EndpointStatus {
 	eps := e.fleet.all()
 	out := make([]EndpointStatus, 0, len(eps))
+	now := e.now()
 	for _, ep := range eps {
+		br := ep.breaker.State().String() // an ended open interval turns half-open here, republishing the view
 		out = append(out, EndpointStatus{ID: ep.ID, Model: ep.Model, Region: ep.Region, Provider: ep.Provider,
-			Breaker: ep.breaker.State().String(), Health: ep.health.Snapshot()})
+			Breaker: br, State: ep.view.Load().state(now), Health: ep.health.Snapshot()})
 	}
 	return out
 }
@@ -396,7 +403,9 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 	rs := e.routes[req.Model]
 	if rs == nil && len(e.passthrough) > 0 && req.Model != "" {
 		var err error
-		if rs, err = e.passthroughRoute(req.Model, req.Format); err != nil {
+		if rs, err = e.passthroughRoute(req.Model, req.Format); errors.Is(err, ErrNoProvider) {
+			return nil, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Message: "model " + req.Model + ": " + err.Error()}, false
+		} else if err != nil {
 			return nil, &llm.APIError{Status: http.StatusServiceUnavailable, Type: llm.ErrOverloaded, MeshCode: llm.MeshFallbackExhausted,
 				Message: "model " + req.Model + ": " + err.Error()}, false
 		}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,8 @@ type epView struct {
 	coolingUntil time.Time
 	openUntil    time.Time
 	breakerOpen  bool
+	// halfOpen reports a breaker admitting only its probes.
+	halfOpen bool
 }
 
 // publish recomputes ep's view from its tracker and breaker. It runs on
@@ -49,6 +52,9 @@ func (ep *endpoint) publish() {
 	v := &epView{expected: ep.health.ExpectedLatency(), cold: ep.health.Cold(), down: ep.down.Load()}
 	v.ejectedUntil, v.coolingUntil = ep.health.Until()
 	v.openUntil, v.breakerOpen = ep.breaker.OpenUntil()
+	// State is one atomic load unless the breaker is open (then OpenUntil
+	// said so and State is not asked).
+	v.halfOpen = !v.breakerOpen && ep.breaker.State() == resilience.HalfOpen
 	ep.view.Store(v)
 }
 
@@ -66,6 +72,33 @@ func (v *epView) unavailable(now time.Time) (string, time.Time) {
 		return "ejected", v.ejectedUntil
 	}
 	return "", time.Time{}
+}
+
+// Endpoint states, as EndpointStatus.State reports them.
+const (
+	StateHealthy     = "healthy"
+	StateDown        = "down"
+	StateBreakerOpen = "breaker_open"
+	StateHalfOpen    = "half_open"
+	StateCooling     = "cooling"
+	StateEjected     = "ejected"
+)
+
+// state names v at now from what unavailable tells the picker: the reason
+// ep is skipped, else half_open while its breaker admits only probes
+// (including an open breaker whose interval has ended), else healthy.
+func (v *epView) state(now time.Time) string {
+	switch why, _ := v.unavailable(now); why {
+	case "unreachable":
+		return StateDown
+	case "":
+		if v.halfOpen || v.breakerOpen {
+			return StateHalfOpen
+		}
+		return StateHealthy
+	default:
+		return why
+	}
 }
 
 // routeState is the candidate chain of one model or alias name, with the
@@ -143,9 +176,22 @@ func (e *Engine) newRoute(name string, cands []*endpoint, s route.Strategy) (*ro
 	return &routeState{name: name, cands: cands, strategy: s, retries: rb, hedges: hb}, nil
 }
 
+// ErrNoProvider is returned for a passthrough call of a wire format no
+// passthrough provider speaks.
+var ErrNoProvider = errors.New("no provider for the client's format")
+
+// keyEnv names the environment variable keel serve reads a format's
+// provider key from when it runs without a config.
+func keyEnv(f llm.Format) string {
+	if f == llm.FormatAnthropic {
+		return "ANTHROPIC_API_KEY"
+	}
+	return "OPENAI_API_KEY"
+}
+
 // passthroughRoute returns the route serving model for a client of format
 // when no model or alias claims it: one endpoint on the provider of the
-// client's format (else the first), created once and kept.
+// client's format, created once and kept; ErrNoProvider when none speaks it.
 func (e *Engine) passthroughRoute(model string, format llm.Format) (*routeState, error) {
 	k := passKey{model, format}
 	f := &e.fleet
@@ -154,12 +200,18 @@ func (e *Engine) passthroughRoute(model string, format llm.Format) (*routeState,
 	if rs := f.pass[k]; rs != nil {
 		return rs, nil
 	}
-	tmpl := e.passthrough[0]
+	// Only a provider of the client's format serves it: translating an
+	// OpenAI call for gpt-4o into an Anthropic one (or the reverse) would
+	// send a model name the other provider does not have.
+	var tmpl *provider.Endpoint
 	for _, p := range e.passthrough {
 		if p.Format == format {
 			tmpl = p
 			break
 		}
+	}
+	if tmpl == nil {
+		return nil, fmt.Errorf("%w: no %s provider is configured (set %s, or declare models in a config)", ErrNoProvider, format, keyEnv(format))
 	}
 	pe := *tmpl
 	pe.Model, pe.UpstreamModel = model, model
