@@ -201,7 +201,7 @@ func PickAppend(dst []Decision, cands []Candidate, p Policy, rnd func(n int) int
 		ds[i] = d
 	}
 	if eligible == 0 {
-		return Choice{Index: -1, Decisions: ds}, noCandidate(cands, ds, suitable)
+		return Choice{Index: -1, Decisions: ds}, noCandidate(cands, ds, suitable, p)
 	}
 	// From here on, a candidate is in the pool if its Reason is still
 	// empty; the region preference removes the others when it can.
@@ -288,8 +288,10 @@ func domainScore(c *Candidate, domain string) float64 {
 	return 1
 }
 
-// noCandidate builds Pick's error, listing every candidate's reason.
-func noCandidate(cands []Candidate, ds []Decision, suitable int) error {
+// noCandidate builds Pick's error, listing every candidate's reason; a
+// capability filter names the candidate's capability and the floor. It runs
+// only when the pick fails, so its allocations stay off the picking path.
+func noCandidate(cands []Candidate, ds []Decision, suitable int, p Policy) error {
 	if len(cands) == 0 {
 		return fmt.Errorf("%w: no candidates", ErrNoCandidate)
 	}
@@ -305,10 +307,13 @@ func noCandidate(cands []Candidate, ds []Decision, suitable int) error {
 		b.WriteString(d.ID)
 		b.WriteString(": ")
 		b.WriteString(string(d.Reason))
-		if d.Detail != "" {
+		switch {
+		case d.Detail != "":
 			b.WriteString(" (")
 			b.WriteString(d.Detail)
 			b.WriteString(")")
+		case d.Reason == ReasonCapability && i < len(cands):
+			fmt.Fprintf(&b, " (capability %d, floor %d)", cands[i].Capability, p.MinCapability)
 		}
 	}
 	return fmt.Errorf("%w: %w: %s", ErrNoCandidate, kind, b.String())
