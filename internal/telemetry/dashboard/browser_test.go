@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -29,35 +30,77 @@ func (f *fleet) kill() { f.mu.Lock(); f.killed = true; f.mu.Unlock() }
 func (f *fleet) endpoints() []engine.EndpointStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	us := engine.EndpointStatus{ID: "claude-sonnet/us-east/anthropic", Model: "claude-sonnet", Region: "us-east", Provider: "anthropic", Breaker: "closed",
-		Health: health.Snapshot{P95: 420 * time.Millisecond, InFlight: 4, ErrorRate: 0.01, Headroom: 0.8}}
-	eu := engine.EndpointStatus{ID: "claude-sonnet/eu-west/anthropic", Model: "claude-sonnet", Region: "eu-west", Provider: "anthropic", Breaker: "closed",
-		Health: health.Snapshot{P95: 510 * time.Millisecond, InFlight: 3, ErrorRate: 0.02, Headroom: 0.9}}
+	us := engine.EndpointStatus{ID: "claude-sonnet/us-east/anthropic", Model: "claude-sonnet", Region: "us-east", Provider: "anthropic", State: engine.StateHealthy, Breaker: "closed",
+		Health: health.Snapshot{P95: 420 * time.Millisecond, InFlight: 4, ErrorRate: 0.01, Requests: 100, Headroom: 0.8}}
+	eu := engine.EndpointStatus{ID: "claude-sonnet/eu-west/anthropic", Model: "claude-sonnet", Region: "eu-west", Provider: "anthropic", State: engine.StateHealthy, Breaker: "closed",
+		Health: health.Snapshot{P95: 510 * time.Millisecond, InFlight: 3, ErrorRate: 0.02, Requests: 100, Headroom: 0.9}}
+	idle := engine.EndpointStatus{ID: "claude-sonnet-backup/ap-southeast/anthropic", Model: "claude-sonnet-backup", Region: "ap-southeast", Provider: "anthropic", State: engine.StateHealthy, Breaker: "closed",
+		Health: health.Snapshot{Headroom: 1}}
 	if f.killed {
-		us.Breaker = "open"
-		us.Health.ErrorRate, us.Health.Ejected, us.Health.InFlight = 1, true, 0
+		// As the engine reports a region refusing connections: down, its
+		// breaker untouched (issue 13: this showed as healthy).
+		us.State = engine.StateDown
+		us.Health.ErrorRate, us.Health.InFlight = 1, 0
 		eu.Health.InFlight = 9
 	}
-	return []engine.EndpointStatus{us, eu}
+	return []engine.EndpointStatus{us, eu, idle}
 }
 
-func chromium() string {
+// chromium finds the browser. Where it is missing the test skips, except
+// under CI=true (.ci/run installs it), where a missing browser fails.
+func chromium(t *testing.T) string {
+	t.Helper()
 	for _, name := range []string{"chromium", "chromium-browser"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium not installed under CI=true (.ci/run installs it with apt-get)")
+	}
+	t.Skip("chromium not installed (apt-get install -y chromium)")
 	return ""
 }
 
+// screenshot saves the page as PNG under $KEEL_ARTIFACTS (else the temp
+// directory) and logs the path.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	dir := os.Getenv("KEEL_ARTIFACTS")
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}
+
+// clipped lists the page's table cells whose content overflows them and
+// whether the page scrolls sideways, as one JavaScript expression.
+const clippedJS = `(() => {
+	const out = [];
+	if (document.documentElement.scrollWidth > window.innerWidth) out.push("page " + document.documentElement.scrollWidth + " > " + window.innerWidth);
+	for (const c of document.querySelectorAll("th, td")) if (c.scrollWidth > c.clientWidth + 1) out.push(c.textContent);
+	for (const t of document.querySelectorAll("table")) if (t.parentElement.scrollWidth > t.parentElement.clientWidth + 1) out.push("table in " + t.parentElement.tagName);
+	return out;
+})()`
+
 // In a real headless Chromium: the page is open while a region dies, and
 // the fallback rate it shows rises as fallback records arrive over SSE.
-// Set KEEL_DASHBOARD_SCREENSHOT=file.png to keep a screenshot.
+// The killed region's endpoint shows the engine's state (down), the idle
+// one "no data", nothing is clipped at 1280 px, and a screenshot is kept
+// (path in the log).
 func TestBrowserShowsFallbackRateRise(t *testing.T) {
-	bin := chromium()
-	if bin == "" {
-		t.Skip("chromium not installed (apt-get install -y chromium)")
-	}
+	bin := chromium(t)
 	fl := &fleet{}
 	d, err := New(Options{Interval: 100 * time.Millisecond, Endpoints: fl.endpoints})
 	if err != nil {
@@ -89,7 +132,7 @@ func TestBrowserShowsFallbackRateRise(t *testing.T) {
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
-		chromedp.WindowSize(1400, 900),
+		chromedp.WindowSize(1280, 900),
 	)
 	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
@@ -146,8 +189,10 @@ func TestBrowserShowsFallbackRateRise(t *testing.T) {
 		return {
 			text: q("#rate-fallback"),
 			value: document.getElementById("rate-fallback").dataset.value,
-			breaker: q('tr[data-endpoint="claude-sonnet/us-east/anthropic"] .badge'),
-			state: q('tr[data-endpoint="claude-sonnet/us-east/anthropic"] td:last-child'),
+			breaker: q('tr[data-endpoint="claude-sonnet/us-east/anthropic"] .breaker'),
+			state: q('tr[data-endpoint="claude-sonnet/us-east/anthropic"] .state'),
+			idleP95: q('tr[data-endpoint="claude-sonnet-backup/ap-southeast/anthropic"] td:nth-child(5)'),
+			idleErrors: q('tr[data-endpoint="claude-sonnet-backup/ap-southeast/anthropic"] td:nth-child(7)'),
 			reason: q("#fallbacks tr:first-child td:nth-child(3)"),
 			requests: q("#requests"),
 		};
@@ -158,8 +203,10 @@ func TestBrowserShowsFallbackRateRise(t *testing.T) {
 	checks := []struct{ name, got, want string }{
 		{"fallback rate text", got["text"], "50.0%"},
 		{"fallback rate value", got["value"], strconv.FormatFloat(0.5, 'g', -1, 64)},
-		{"us-east breaker", got["breaker"], "open"},
-		{"us-east state", got["state"], "ejected"},
+		{"us-east breaker", got["breaker"], "closed"},
+		{"us-east state", got["state"], "down"},
+		{"idle p95", got["idleP95"], "no data"},
+		{"idle error rate", got["idleErrors"], "no data"},
 		{"latest fallback reason", got["reason"], "connect_error"},
 		{"calls in window", got["requests"], "120"},
 	}
@@ -168,13 +215,12 @@ func TestBrowserShowsFallbackRateRise(t *testing.T) {
 			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
 		}
 	}
-	if path := os.Getenv("KEEL_DASHBOARD_SCREENSHOT"); path != "" {
-		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot: %v", err)
-		}
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	clipped, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](clippedJS))
+	if err != nil {
+		t.Fatal(err)
 	}
+	if len(clipped) > 0 {
+		t.Errorf("clipped at 1280 px: %q", clipped)
+	}
+	screenshot(t, bctx, "keel-dashboard-region-kill.png")
 }

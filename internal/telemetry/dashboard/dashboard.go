@@ -1,6 +1,7 @@
 // Package dashboard serves Keel's live web dashboard: one self-contained
 // HTML page (GET /dashboard, inline CSS and JavaScript, no external assets)
-// that shows the five mesh rates, per-endpoint health, breaker states and the
+// that shows the five mesh rates, per-endpoint routing state (the engine's,
+// as the picker sees it), health and breaker states, and the
 // latest fallbacks, kept current through Server-Sent Events
 // (GET /dashboard/events).
 //
@@ -213,17 +214,22 @@ type Rates struct {
 
 // Endpoint is one endpoint's live health.
 type Endpoint struct {
-	ID        string  `json:"id"`
-	Model     string  `json:"model"`
-	Region    string  `json:"region"`
-	Provider  string  `json:"provider"`
-	Breaker   string  `json:"breaker"`
-	P95MS     float64 `json:"p95_ms"`
-	InFlight  int     `json:"in_flight"`
-	ErrorRate float64 `json:"error_rate"`
-	Ejected   bool    `json:"ejected"`
-	Cooling   bool    `json:"cooling"`
-	Headroom  float64 `json:"headroom"`
+	ID       string `json:"id"`
+	Model    string `json:"model"`
+	Region   string `json:"region"`
+	Provider string `json:"provider"`
+	// State is what routing sees (engine.EndpointStatus.State): down,
+	// breaker_open, half_open, cooling, ejected or healthy.
+	State   string `json:"state"`
+	Breaker string `json:"breaker"`
+	// P95MS and ErrorRate are nil when the health window holds no
+	// successes or no outcomes: the page shows "no data", not 0.
+	P95MS     *float64 `json:"p95_ms"`
+	InFlight  int      `json:"in_flight"`
+	ErrorRate *float64 `json:"error_rate"`
+	Ejected   bool     `json:"ejected"`
+	Cooling   bool     `json:"cooling"`
+	Headroom  float64  `json:"headroom"`
 }
 
 // Fallback is one call whose first choice did not serve.
@@ -289,8 +295,17 @@ func (d *Dashboard) Snapshot() Snapshot {
 	if d.endpoints != nil {
 		for _, e := range d.endpoints() {
 			h := e.Health
-			s.Endpoints = append(s.Endpoints, Endpoint{ID: e.ID, Model: e.Model, Region: e.Region, Provider: e.Provider, Breaker: e.Breaker,
-				P95MS: float64(h.P95.Microseconds()) / 1000, InFlight: h.InFlight, ErrorRate: h.ErrorRate, Ejected: h.Ejected, Cooling: h.Cooling, Headroom: h.Headroom})
+			ep := Endpoint{ID: e.ID, Model: e.Model, Region: e.Region, Provider: e.Provider, State: e.State, Breaker: e.Breaker,
+				InFlight: h.InFlight, Ejected: h.Ejected, Cooling: h.Cooling, Headroom: h.Headroom}
+			if h.P95 > 0 { // the tracker reports 0 without successes
+				v := float64(h.P95.Microseconds()) / 1000
+				ep.P95MS = &v
+			}
+			if h.Requests > 0 {
+				v := h.ErrorRate
+				ep.ErrorRate = &v
+			}
+			s.Endpoints = append(s.Endpoints, ep)
 		}
 	}
 	return s

@@ -141,15 +141,22 @@ func TestRecentFallbacksNewestFirst(t *testing.T) {
 	}
 }
 
+// Issue 13, seen 6: the state is the engine's (a down endpoint showed
+// healthy), and an idle endpoint has no p95 or error rate rather than 0.
 func TestSnapshotEndpoints(t *testing.T) {
 	d, _ := New(Options{Endpoints: func() []engine.EndpointStatus {
-		return []engine.EndpointStatus{{ID: "m/us-east/p", Model: "m", Region: "us-east", Provider: "p", Breaker: "open",
-			Health: health.Snapshot{P95: 1500 * time.Microsecond, InFlight: 3, ErrorRate: 0.25, Ejected: true, Headroom: 0.5}}}
+		return []engine.EndpointStatus{
+			{ID: "m/us-east/p", Model: "m", Region: "us-east", Provider: "p", State: engine.StateDown, Breaker: "closed",
+				Health: health.Snapshot{P95: 1500 * time.Microsecond, InFlight: 3, ErrorRate: 1, Requests: 8, Headroom: 0.5}},
+			{ID: "m/eu-west/p", Model: "m", Region: "eu-west", Provider: "p", State: engine.StateHealthy, Breaker: "closed",
+				Health: health.Snapshot{Headroom: 1}},
+		}
 	}})
-	got := d.Snapshot().Endpoints
-	want := []Endpoint{{ID: "m/us-east/p", Model: "m", Region: "us-east", Provider: "p", Breaker: "open", P95MS: 1.5, InFlight: 3, ErrorRate: 0.25, Ejected: true, Headroom: 0.5}}
-	if len(got) != 1 || got[0] != want[0] {
-		t.Errorf("endpoints (-got +want):\n-%+v\n+%+v", got, want)
+	got, _ := json.Marshal(d.Snapshot().Endpoints)
+	want := `[{"id":"m/us-east/p","model":"m","region":"us-east","provider":"p","state":"down","breaker":"closed","p95_ms":1.5,"in_flight":3,"error_rate":1,"ejected":false,"cooling":false,"headroom":0.5},` +
+		`{"id":"m/eu-west/p","model":"m","region":"eu-west","provider":"p","state":"healthy","breaker":"closed","p95_ms":null,"in_flight":0,"error_rate":null,"ejected":false,"cooling":false,"headroom":1}]`
+	if string(got) != want {
+		t.Errorf("endpoints (-got +want):\n-%s\n+%s", got, want)
 	}
 }
 
