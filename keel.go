@@ -22,6 +22,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/keelmesh/keel/config"
 	"github.com/keelmesh/keel/internal/classify"
@@ -41,6 +42,8 @@ import (
 	"github.com/keelmesh/keel/internal/telemetry/debugtrace"
 	"github.com/keelmesh/keel/internal/telemetry/metrics"
 	"github.com/keelmesh/keel/internal/telemetry/tracing"
+	"github.com/keelmesh/keel/internal/wire/anthropic"
+	"github.com/keelmesh/keel/internal/wire/openai"
 )
 
 // Mesh is a running Keel engine with its HTTP front and embedded transport.
@@ -367,7 +370,7 @@ func (m *Mesh) observability(cfg *config.Config, o options) (engine.Observer, []
 	}
 	if rl := cfg.RequestLog; rl.On() {
 		l, err := sqlite.Open(sqlite.Config{Path: rl.Path, RetentionDays: rl.RetentionDays, QueueSize: rl.QueueSize,
-			BatchSize: rl.BatchSize, FlushInterval: time.Duration(rl.FlushInterval), LogBodies: rl.LogBodies, Logger: o.logger})
+			BatchSize: rl.BatchSize, FlushInterval: time.Duration(rl.FlushInterval), LogBodies: rl.LogBodies, Bodies: recordBodies, Logger: o.logger})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -386,6 +389,49 @@ func (m *Mesh) observability(cfg *config.Config, o options) (engine.Observer, []
 		obs = append(obs, o.observer)
 	}
 	return telemetry.Multi(obs...), routes, nil
+}
+
+// MaxLoggedBody bounds each body the request log stores with
+// request_log.log_bodies: a longer one is cut there and ends with a note
+// saying how many bytes were cut.
+const MaxLoggedBody = 64 << 10
+
+// recordBodies is the request log's Bodies: the client's request and the
+// answer it received, in the client's wire format (a stream's answer as
+// the equivalent non-streaming body), each cut at MaxLoggedBody. It runs on
+// the log's writer goroutine, off the request path.
+func recordBodies(r *engine.Record) (prompt, answer string) {
+	enc := func(f func() ([]byte, error)) string {
+		b, err := f()
+		if err != nil {
+			return ""
+		}
+		if len(b) > MaxLoggedBody {
+			n := MaxLoggedBody
+			for n > 0 && !utf8.RuneStart(b[n]) {
+				n-- // never split a character
+			}
+			return string(b[:n]) + fmt.Sprintf("…[cut: %d more bytes]", len(b)-n)
+		}
+		return string(b)
+	}
+	if r.Request != nil {
+		prompt = enc(func() ([]byte, error) {
+			if r.Format == llm.FormatAnthropic {
+				return anthropic.EncodeRequest(r.Request)
+			}
+			return openai.EncodeRequest(r.Request)
+		})
+	}
+	if r.Response != nil {
+		answer = enc(func() ([]byte, error) {
+			if r.Format == llm.FormatAnthropic {
+				return anthropic.EncodeResponse(r.Response)
+			}
+			return openai.EncodeResponse(r.Response)
+		})
+	}
+	return prompt, answer
 }
 
 func headerOf(m map[string]config.Secret) http.Header {

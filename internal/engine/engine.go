@@ -367,7 +367,7 @@ type Outcome struct {
 // Do serves req. Errors are *llm.APIError values ready for the client,
 // with MeshCode set when Keel decided the outcome.
 func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome, error) {
-	rec := &Record{RequestID: call.RequestID, Start: e.now(), Format: req.Format, Model: req.Model, Stream: req.Stream, Behavior: call.Behavior, TraceParent: call.TraceParent}
+	rec := &Record{RequestID: call.RequestID, Start: e.now(), Format: req.Format, Model: req.Model, Stream: req.Stream, Behavior: call.Behavior, TraceParent: call.TraceParent, Request: req}
 	var x *exec
 	var served *endpoint
 	cancel := context.CancelFunc(func() {})
@@ -387,6 +387,9 @@ func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome,
 	if ae != nil {
 		e.finish(rec, nil, ae)
 		return nil, ae
+	}
+	if out != nil {
+		rec.Response = out.Response
 	}
 	e.finish(rec, served, nil)
 	return out, nil

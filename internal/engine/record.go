@@ -110,6 +110,13 @@ type Record struct {
 
 	// TraceParent is the client's W3C traceparent header, if any.
 	TraceParent string
+
+	// Request is the client's request as parsed and Response the answer
+	// it received (for a stream, the text blocks sent; nil on error).
+	// Observers must not modify them; the request log stores them when
+	// request_log.log_bodies is set.
+	Request  *llm.Request
+	Response *llm.Response
 }
 
 // FragmentDetail is one fragment of a fragmented call.

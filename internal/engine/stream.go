@@ -529,6 +529,16 @@ func (s *Stream) Close() error {
 		rec.Usage = *s.inputUsage
 	}
 	rec.TTFT = s.cur.ttft
+	if !s.failed && s.schemaErr == nil {
+		// The answer as the client received it, for the request log.
+		resp := &llm.Response{}
+		for i := range s.blocks {
+			if b := &s.blocks[i]; b.typ == llm.BlockText {
+				resp.Content = append(resp.Content, llm.Block{Type: llm.BlockText, Text: b.text.String()})
+			}
+		}
+		rec.Response = resp
+	}
 	if s.failed {
 		x.e.finish(rec, nil, s.endErr)
 	} else if s.schemaErr != nil {
