@@ -20,7 +20,8 @@ import (
 // Must show (issue 6): in a real headless Chromium, the live dashboard is
 // open while the simulator kills a region under load, and the fallback
 // rate it shows rises, and (issue 13) the killed region's endpoint shows
-// the engine's state, down, with nothing clipped at 1280 px; a screenshot
+// the engine's state, down, the 15-minute charts have points, and nothing
+// is clipped at 1280 px; a screenshot
 // is saved under $KEEL_ARTIFACTS (else the temp directory), its path in the
 // log. Skips where chromium is not installed, except under CI=true (.ci/run
 // installs it), where it fails.
@@ -110,6 +111,14 @@ func TestDashboardShowsRegionKill(t *testing.T) {
 	if err := chromedp.Do(bctx, chromedp.Poll[chromedp.Void](state+` === "down"`, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
 		got, _ := chromedp.Run(bctx, chromedp.Evaluate[string](state))
 		t.Errorf("killed region's endpoint shows state %q, want down: %v", got, err)
+	}
+	// The 15-minute charts are drawn from the feed: calls and sim-sonnet's
+	// p99 have points.
+	for _, id := range []string{"chart-calls", "chart-p99"} {
+		if err := chromedp.Do(bctx, chromedp.Poll[chromedp.Void](`Number(document.getElementById("`+id+`").dataset.points) > 0`,
+			chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+			t.Errorf("#%s has no points: %v", id, err)
+		}
 	}
 	clipped, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`(() => {
 		const out = [];

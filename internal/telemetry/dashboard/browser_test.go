@@ -195,6 +195,9 @@ func TestBrowserShowsFallbackRateRise(t *testing.T) {
 			idleErrors: q('tr[data-endpoint="claude-sonnet-backup/ap-southeast/anthropic"] td:nth-child(7)'),
 			reason: q("#fallbacks tr:first-child td:nth-child(3)"),
 			requests: q("#requests"),
+			callsPoints: document.getElementById("chart-calls").dataset.points,
+			p99Points: document.getElementById("chart-p99").dataset.points,
+			p99Legend: q("#legend-p99"),
 		};
 	})()`))
 	if err != nil {
@@ -209,6 +212,11 @@ func TestBrowserShowsFallbackRateRise(t *testing.T) {
 		{"idle error rate", got["idleErrors"], "no data"},
 		{"latest fallback reason", got["reason"], "connect_error"},
 		{"calls in window", got["requests"], "120"},
+		// One 10-second step or two since the dashboard started: calls and
+		// errors per step, and claude-sonnet's p99.
+		{"calls chart has points", strconv.FormatBool(got["callsPoints"] != "" && got["callsPoints"] != "0"), "true"},
+		{"p99 chart has points", strconv.FormatBool(got["p99Points"] != "" && got["p99Points"] != "0"), "true"},
+		{"p99 legend", got["p99Legend"], "● claude-sonnet"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

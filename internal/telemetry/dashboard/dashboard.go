@@ -71,6 +71,8 @@ type Dashboard struct {
 	buckets []bucket   // one per second of the window, indexed by unix second mod len
 	recent  []Fallback // ring of the latest fallbacks
 	nrecent int        // fallbacks ever recorded
+	hist    [historyLen]step
+	started int64 // the step the dashboard started in
 
 	subsMu sync.Mutex // guards subs
 	subs   map[chan struct{}]struct{}
@@ -79,6 +81,28 @@ type Dashboard struct {
 
 // Queue-wait histogram bounds, in milliseconds, for the window's p95.
 var waitBounds = [...]float64{0, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000}
+
+// History: the last 15 minutes in 10-second steps, for the page's charts.
+const (
+	historyStep = 10 // seconds
+	historyLen  = 90
+)
+
+// latBounds are the latency histogram's upper bounds in milliseconds:
+// 1ms × 2^(i/4), so a percentile is within 19 % of the true value.
+var latBounds = func() []float64 {
+	var b []float64
+	for v := 1.0; v < 600_000; v *= math.Pow(2, 0.25) {
+		b = append(b, math.Round(v*100)/100)
+	}
+	return b
+}()
+
+type step struct {
+	n                        int64 // unix second / historyStep
+	calls, errors, fallbacks int
+	lat                      map[string][]uint32 // served model → counts per latBounds (+1 overflow)
+}
 
 type bucket struct {
 	sec                                 int64 // the unix second counted here
@@ -107,7 +131,8 @@ func New(o Options) (*Dashboard, error) {
 	}
 	secs := int((o.Window + time.Second - 1) / time.Second)
 	return &Dashboard{
-		now: o.Now, interval: o.Interval, endpoints: o.Endpoints,
+		started: o.Now().Unix() / historyStep,
+		now:     o.Now, interval: o.Interval, endpoints: o.Endpoints,
 		buckets: make([]bucket, secs), recent: make([]Fallback, o.RecentFallbacks),
 		subs: map[chan struct{}]struct{}{},
 	}, nil
@@ -134,7 +159,40 @@ func (d *Dashboard) RequestDone(r *engine.Record) {
 	b.fusions += r.Fusions
 	b.conflict += r.FusionConflicts
 	b.waits[waitIndex(float64(r.QueueWait.Microseconds())/1000)]++
+	n := sec / historyStep
+	h := &d.hist[int(n%historyLen)]
+	if h.n != n {
+		*h = step{n: n, lat: h.lat}
+		clear(h.lat)
+	}
+	h.calls++
+	if r.Err != nil {
+		h.errors++
+	} else {
+		m := r.ServedModel
+		if m == "" {
+			m = r.Model
+		}
+		c := h.lat[m]
+		if c == nil {
+			if h.lat == nil {
+				h.lat = map[string][]uint32{}
+			}
+			c = make([]uint32, len(latBounds)+1)
+			h.lat[m] = c
+		}
+		ms := float64(r.Duration.Microseconds()) / 1000
+		i := len(latBounds)
+		for j, bd := range latBounds {
+			if ms <= bd {
+				i = j
+				break
+			}
+		}
+		c[i]++
+	}
 	if r.Fallback != "" {
+		h.fallbacks++
 		b.fallbacks++
 		d.recent[d.nrecent%len(d.recent)] = Fallback{Time: now, RequestID: r.RequestID, Model: r.Model, Reason: r.Fallback, ServedBy: r.ServedBy}
 		d.nrecent++
@@ -195,6 +253,44 @@ type Snapshot struct {
 	Endpoints []Endpoint `json:"endpoints"`
 	// Recent lists the latest fallbacks, newest first.
 	Recent []Fallback `json:"recent_fallbacks"`
+	// History is the last 15 minutes in 10-second steps, oldest first,
+	// from the dashboard's start (steps before it are absent: no data).
+	History []Point `json:"history"`
+}
+
+// Point is one 10-second step of History.
+type Point struct {
+	// Time is the step's start.
+	Time   time.Time `json:"time"`
+	Calls  int       `json:"calls"`
+	Errors int       `json:"errors"`
+	// FallbackRate is nil in a step without calls.
+	FallbackRate *float64 `json:"fallback_rate"`
+	// Latency holds the served models' percentiles (upper bucket bounds)
+	// in the step; a model absent served nothing then.
+	Latency map[string]Percentiles `json:"latency"`
+}
+
+// Percentiles of one model's call latency in a step, in milliseconds.
+type Percentiles struct {
+	P50MS float64 `json:"p50_ms"`
+	P99MS float64 `json:"p99_ms"`
+}
+
+func percentile(c []uint32, q float64) float64 {
+	var total uint32
+	for _, v := range c {
+		total += v
+	}
+	need := uint32(math.Ceil(q * float64(total)))
+	var seen uint32
+	for i, v := range c {
+		seen += v
+		if seen >= need {
+			return latBounds[min(i, len(latBounds)-1)]
+		}
+	}
+	return latBounds[len(latBounds)-1]
 }
 
 // Rates are the five mesh rates over the window; nil when the window holds
@@ -266,6 +362,20 @@ func (d *Dashboard) Snapshot() Snapshot {
 		for j, w := range b.waits {
 			sum.waits[j] += w
 		}
+	}
+	s.History = []Point{}
+	cur := sec / historyStep
+	for n := max(cur-historyLen+1, d.started); n <= cur; n++ {
+		h := &d.hist[int(n%historyLen)]
+		p := Point{Time: time.Unix(n*historyStep, 0).UTC(), Latency: map[string]Percentiles{}}
+		if h.n == n {
+			p.Calls, p.Errors = h.calls, h.errors
+			p.FallbackRate = ratio(h.fallbacks, h.calls)
+			for m, c := range h.lat {
+				p.Latency[m] = Percentiles{P50MS: percentile(c, 0.5), P99MS: percentile(c, 0.99)}
+			}
+		}
+		s.History = append(s.History, p)
 	}
 	for k := range min(d.nrecent, len(d.recent)) {
 		s.Recent = append(s.Recent, d.recent[(d.nrecent-1-k)%len(d.recent)])

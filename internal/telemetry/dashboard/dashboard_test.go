@@ -337,3 +337,36 @@ func BenchmarkRequestDone(b *testing.B) {
 		d.RequestDone(r)
 	}
 }
+
+// Issue 13, seen 6: nothing was plotted over time. History holds the
+// last 15 minutes in 10-second steps from the dashboard's start: calls,
+// errors, fallback rate (nil without calls) and p50/p99 per served model.
+func TestHistory(t *testing.T) {
+	clk := &clock{t: t0}
+	d, _ := New(Options{Now: clk.now})
+	for i := range 10 {
+		r := rec("")
+		r.ServedModel = "sonnet"
+		r.Duration = time.Duration(100+i) * time.Millisecond
+		if i == 9 {
+			r.Duration = 2 * time.Second
+			r.Fallback = "overloaded"
+		}
+		d.RequestDone(r)
+	}
+	clk.advance(25 * time.Second)
+	e := rec("timeout")
+	e.Err = &llm.APIError{Status: 504}
+	d.RequestDone(e)
+	got, _ := json.Marshal(d.Snapshot().History)
+	want := `[{"time":"2026-05-01T12:00:00Z","calls":10,"errors":0,"fallback_rate":0.1,"latency":{"sonnet":{"p50_ms":107.63,"p99_ms":2048}}},` +
+		`{"time":"2026-05-01T12:00:10Z","calls":0,"errors":0,"fallback_rate":null,"latency":{}},` +
+		`{"time":"2026-05-01T12:00:20Z","calls":1,"errors":1,"fallback_rate":1,"latency":{}}]`
+	if string(got) != want {
+		t.Errorf("history (-got +want):\n-%s\n+%s", got, want)
+	}
+	clk.advance(20 * time.Minute)
+	if h := d.Snapshot().History; len(h) != historyLen || h[0].Calls != 0 || h[len(h)-1].Calls != 0 {
+		t.Errorf("after 20 idle minutes: %d steps, first %+v", len(h), h[0])
+	}
+}
