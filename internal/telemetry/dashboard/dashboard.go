@@ -8,7 +8,10 @@
 // The rates come from an in-process rolling window of finished calls (the
 // last Options.Window, one bucket per second), fed by RequestDone — not from
 // Prometheus — so the page moves within a second of a region failing.
-// Endpoint health is read from the engine when a snapshot is built.
+// Endpoint health and routing state are read from the engine when a
+// snapshot is built. Each snapshot also carries the last 15 minutes in
+// 10-second steps (calls, errors, fallback rate, p50/p99 per served model),
+// which the page charts.
 //
 // A *Dashboard is an engine.Observer and is safe for concurrent use.
 // RequestDone never blocks: it takes one short mutex to update the current
