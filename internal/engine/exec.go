@@ -487,17 +487,10 @@ func (x *exec) pick(allowTried bool) (int, error) {
 }
 
 // otherModel reports whether an endpoint of a model other than m is
-// available now (so m's overload can be routed around).
+// available now (so m's overload can be routed around). Called with x.mu
+// held.
 func (x *exec) otherModel(m string, now time.Time) bool {
-	for i, ep := range x.rs.cands {
-		if ep.Model == m || x.avoid[i] {
-			continue
-		}
-		if why, _ := ep.view.Load().unavailable(now); why == "" {
-			return true
-		}
-	}
-	return false
+	return x.availableLocked(now, func(i int, ep *endpoint) bool { return ep.Model != m && !x.avoid[i] })
 }
 
 // hasUntried reports whether an endpoint not yet tried in this run is
@@ -505,29 +498,26 @@ func (x *exec) otherModel(m string, now time.Time) bool {
 func (x *exec) hasUntried(now time.Time) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	for i, ep := range x.rs.cands {
-		if x.tried[i] || x.avoid[i] || x.legacy && ep.Model != x.rs.cands[0].Model {
-			continue
-		}
-		if why, _ := ep.view.Load().unavailable(now); why == "" {
-			return true
-		}
-	}
-	return false
+	return x.availableLocked(now, func(i int, ep *endpoint) bool { return !x.tried[i] && !x.avoid[i] && x.allowed(ep) })
 }
 
-// anyAvailable reports whether an endpoint is available now, tried or not.
+// anyAvailable reports whether an endpoint is available now, tried or not
+// (one that failed a stream only when it is the route's only endpoint).
 func (x *exec) anyAvailable(now time.Time) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	others := false
-	for i := range x.rs.cands {
-		if !x.avoid[i] {
-			others = true
-		}
-	}
+	others := slices.Contains(x.avoid, false)
+	return x.availableLocked(now, func(i int, ep *endpoint) bool { return !(x.avoid[i] && others) && x.allowed(ep) })
+}
+
+// allowed reports whether the safety valve's plain path allows ep.
+func (x *exec) allowed(ep *endpoint) bool { return !x.legacy || ep.Model == x.rs.cands[0].Model }
+
+// availableLocked reports whether a candidate that ok accepts is
+// available now by its published view. Called with x.mu held.
+func (x *exec) availableLocked(now time.Time, ok func(i int, ep *endpoint) bool) bool {
 	for i, ep := range x.rs.cands {
-		if x.avoid[i] && others || x.legacy && ep.Model != x.rs.cands[0].Model {
+		if !ok(i, ep) {
 			continue
 		}
 		if why, _ := ep.view.Load().unavailable(now); why == "" {
@@ -544,7 +534,7 @@ func (x *exec) soonest(now time.Time) time.Time {
 	defer x.mu.Unlock()
 	var best time.Time
 	for i, ep := range x.rs.cands {
-		if x.avoid[i] || x.legacy && ep.Model != x.rs.cands[0].Model {
+		if x.avoid[i] || !x.allowed(ep) {
 			continue
 		}
 		// Only a retry-after is waited for: an open breaker or an ejection

@@ -28,13 +28,7 @@ func TestFragmentAnsweredWithoutJSONIsLost(t *testing.T) {
 		e := h.engine(Options{Fragment: FragmentOptions{TargetTokens: 200, Redundancy: 2},
 			Aliases: map[string]Alias{"al": {Models: []string{"m"}}}}, h.endpoints("m", "a", "b")...)
 		req := ask(llm.FormatAnthropic, "al", false)
-		var doc strings.Builder
-		for i := range 120 {
-			doc.WriteString("Paragraph ")
-			doc.WriteString(strings.Repeat("x", i%7+1))
-			doc.WriteString(" says the region report is fine and nothing else happened today.\n\n")
-		}
-		req.Messages[0].Content[0].Text = doc.String()
+		req.Messages[0].Content[0].Text = longDoc()
 		on := true
 		schema := json.RawMessage(`{"type":"object","properties":{"status":{"type":"string"}}}`)
 		out, err := e.Do(t.Context(), req, Call{RequestID: "t", Behavior: &Behavior{Fragment: &on, OutputSchema: schema}})
@@ -76,13 +70,7 @@ func TestFragmentReplicasStartOnDistinctEndpoints(t *testing.T) {
 		e := h.engine(Options{Fragment: FragmentOptions{TargetTokens: 200, Redundancy: 2}, Rand: func(n int) int { return n - 1 },
 			Aliases: map[string]Alias{"al": {Models: []string{"m"}}}}, h.endpoints("m", "a", "b", "c")...)
 		req := ask(llm.FormatAnthropic, "al", false)
-		var doc strings.Builder
-		for i := range 120 {
-			doc.WriteString("Paragraph ")
-			doc.WriteString(strings.Repeat("x", i%7+1))
-			doc.WriteString(" says the region report is fine and nothing else happened today.\n\n")
-		}
-		req.Messages[0].Content[0].Text = doc.String()
+		req.Messages[0].Content[0].Text = longDoc()
 		on := true
 		schema := json.RawMessage(`{"type":"object","properties":{"status":{"type":"string"}}}`)
 		out, err := e.Do(t.Context(), req, Call{RequestID: "t", Behavior: &Behavior{Fragment: &on, OutputSchema: schema}})
@@ -95,4 +83,16 @@ func TestFragmentReplicasStartOnDistinctEndpoints(t *testing.T) {
 			}
 		}
 	})
+}
+
+// longDoc is a document of 120 short paragraphs: several fragments at a
+// 200-token target.
+func longDoc() string {
+	var doc strings.Builder
+	for i := range 120 {
+		doc.WriteString("Paragraph ")
+		doc.WriteString(strings.Repeat("x", i%7+1))
+		doc.WriteString(" says the region report is fine and nothing else happened today.\n\n")
+	}
+	return doc.String()
 }
