@@ -27,14 +27,7 @@ func TestFragmentAnsweredWithoutJSONIsLost(t *testing.T) {
 		h := newHarness(t, a, b)
 		e := h.engine(Options{Fragment: FragmentOptions{TargetTokens: 200, Redundancy: 2},
 			Aliases: map[string]Alias{"al": {Models: []string{"m"}}}}, h.endpoints("m", "a", "b")...)
-		req := ask(llm.FormatAnthropic, "al", false)
-		req.Messages[0].Content[0].Text = longDoc()
-		on := true
-		schema := json.RawMessage(`{"type":"object","properties":{"status":{"type":"string"}}}`)
-		out, err := e.Do(t.Context(), req, Call{RequestID: "t", Behavior: &Behavior{Fragment: &on, OutputSchema: schema}})
-		if err != nil {
-			t.Fatalf("fragmented call: %v", err)
-		}
+		out := fragmentedCall(t, e)
 		rec := out.Record
 		if rec.Fragments < 3 {
 			t.Fatalf("%d fragments, want ≥ 3", rec.Fragments)
@@ -69,14 +62,7 @@ func TestFragmentReplicasStartOnDistinctEndpoints(t *testing.T) {
 		h := newHarness(t, a, b, c)
 		e := h.engine(Options{Fragment: FragmentOptions{TargetTokens: 200, Redundancy: 2}, Rand: func(n int) int { return n - 1 },
 			Aliases: map[string]Alias{"al": {Models: []string{"m"}}}}, h.endpoints("m", "a", "b", "c")...)
-		req := ask(llm.FormatAnthropic, "al", false)
-		req.Messages[0].Content[0].Text = longDoc()
-		on := true
-		schema := json.RawMessage(`{"type":"object","properties":{"status":{"type":"string"}}}`)
-		out, err := e.Do(t.Context(), req, Call{RequestID: "t", Behavior: &Behavior{Fragment: &on, OutputSchema: schema}})
-		if err != nil {
-			t.Fatalf("fragmented call: %v", err)
-		}
+		out := fragmentedCall(t, e)
 		for i, d := range out.Record.FragmentDetails {
 			if len(d.Endpoints) != 2 || d.Endpoints[0] == d.Endpoints[1] {
 				t.Errorf("fragment %d: replicas on %v, want two distinct endpoints", i, d.Endpoints)
@@ -95,4 +81,19 @@ func longDoc() string {
 		doc.WriteString(" says the region report is fine and nothing else happened today.\n\n")
 	}
 	return doc.String()
+}
+
+// fragmentedCall sends longDoc to alias "al" with fragmentation on and a
+// one-field output schema.
+func fragmentedCall(t *testing.T, e *Engine) *Outcome {
+	t.Helper()
+	req := ask(llm.FormatAnthropic, "al", false)
+	req.Messages[0].Content[0].Text = longDoc()
+	on := true
+	schema := json.RawMessage(`{"type":"object","properties":{"status":{"type":"string"}}}`)
+	out, err := e.Do(t.Context(), req, Call{RequestID: "t", Behavior: &Behavior{Fragment: &on, OutputSchema: schema}})
+	if err != nil {
+		t.Fatalf("fragmented call: %v", err)
+	}
+	return out
 }
