@@ -83,6 +83,12 @@ type Record struct {
 	// SchemaViolation when the answer stayed invalid.
 	Reasked         bool
 	SchemaViolation bool
+	// Structured is the output contract the answer was validated against
+	// (nil when none applied); SchemaSource is its X-Mesh-Schema value:
+	// "given" (the client's schema) or "implied" (read from the system
+	// prompt), "" when none applied.
+	Structured   *Structured
+	SchemaSource string
 	// NormalizationOffset is the applied temperature offset (serving −
 	// requested); Calibrated says a calibration was applied at all.
 	NormalizationOffset float64
@@ -117,6 +123,25 @@ type Record struct {
 	// request_log.log_bodies is set.
 	Request  *llm.Request
 	Response *llm.Response
+}
+
+// Structured describes the output contract of a call.
+type Structured struct {
+	// Source is "given" or "implied"; Origin names where a given schema
+	// came from (mesh_behavior.output_schema, response_format.json_schema,
+	// output_config.format, forced_tool).
+	Source, Origin string
+	// Sentence is the system-prompt text an implied schema was read from.
+	Sentence string
+	// Required lists the keys the schema requires at its top level.
+	Required []string
+	// Schema is the JSON Schema validated against.
+	Schema []byte
+	// Sent says the schema was also sent upstream in the endpoint's form.
+	Sent bool
+	// InvalidAnswer is the first answer that failed validation, cut at
+	// 4 KiB.
+	InvalidAnswer string
 }
 
 // FragmentDetail is one fragment of a fragmented call.

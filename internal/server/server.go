@@ -261,6 +261,9 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
 	if out.Record.Reasked {
 		hs.Set("X-Mesh-Reasked", "true")
 	}
+	if src := out.Record.SchemaSource; src != "" {
+		hs.Set("X-Mesh-Schema", src)
+	}
 	if out.Record.SchemaViolation && out.Stream == nil {
 		hs.Set("X-Mesh-Schema-Violation", "true")
 	}
