@@ -31,6 +31,7 @@ import (
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/route"
 	"github.com/keelmesh/keel/internal/structured"
+	"github.com/keelmesh/keel/internal/translate"
 )
 
 // Alias is an ordered chain of model names served under one name.
@@ -451,6 +452,14 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 	if rec.Stage != StageFull {
 		spec = nil // answers pass untouched below the full stage
 	}
+	if spec != nil {
+		rec.Structured = spec.record()
+		rec.SchemaSource = rec.Structured.Source
+		if !x.legacy && spec.upstream(req) {
+			x.spec = spec
+			rec.Structured.Sent = true
+		}
+	}
 	if rec.Stage == StageFull && !x.legacy {
 		if doc, idx, ok := e.wantsFragments(req, call.Behavior); ok {
 			resp, err := e.fragmented(ctx, x, doc, idx, spec)
@@ -487,6 +496,9 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 		won.release()
 		resp := won.res.Response
 		rec.Usage = resp.Usage
+		if won.tool {
+			translate.FoldOutputTool(resp)
+		}
 		if spec != nil {
 			if resp, err = x.checkStructured(ctx, spec, resp); err != nil {
 				return nil, err.(*llm.APIError), false
@@ -537,10 +549,15 @@ func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
 		rec.Err = ae
 		rec.Status = ae.Status
 	}
-	// Cost is the serving endpoint's price for the usage the client got;
-	// losing attempts' usage is not known (the report estimates it).
+	// Cost: what every attempt with a complete answer cost, or the
+	// serving endpoint's price for the usage the client got when more.
+	var sum float64
+	for _, a := range rec.Attempts {
+		sum += a.Cost
+	}
+	rec.Cost = sum
 	if served != nil {
-		rec.Cost = (float64(rec.Usage.PromptTokens())*served.InputPrice + float64(rec.Usage.OutputTokens)*served.OutputPrice) / 1e6
+		rec.Cost = max(sum, (float64(rec.Usage.PromptTokens())*served.InputPrice+float64(rec.Usage.OutputTokens)*served.OutputPrice)/1e6)
 	}
 	if !e.valve.cfg.Disabled && !rec.Legacy && (rec.Err == nil || rec.Err.MeshCode != "") {
 		// Calls the client got wrong (400s) say nothing about the mesh. The

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelmesh/keel/internal/health"
@@ -34,6 +35,10 @@ type exec struct {
 	legacy bool
 	// fragServed is the endpoint credited with a fused answer.
 	fragServed *endpoint
+	// spec, when set, is the schema sent upstream with each attempt
+	// (askSchema): one the client named outside its wire format, or
+	// implied by its system prompt.
+	spec *outputSpec
 
 	mu sync.Mutex // guards following (and rec.Attempts while hedges run)
 	// tried marks endpoints tried in the current run; avoid those that
@@ -91,6 +96,11 @@ type attempt struct {
 	splice bool
 	// settled is set once health and breaker have the outcome.
 	settled bool
+	// tool: the request forced the output tool (SchemaTool); its call is
+	// folded back into text.
+	tool bool
+	// bytes counts the response body read from the upstream.
+	bytes atomic.Int64
 
 	res  *provider.Result
 	err  error
@@ -343,13 +353,19 @@ func send(ctx context.Context, x *exec, t *try) (*attempt, error) {
 	req := t.req
 	if t.cont != nil {
 		req, a.splice = x.continuationFor(a.ep, *t.cont)
+	} else if x.spec != nil {
+		req, a.tool = x.askSchema(req, a.ep, t.kind)
 	}
 	nreq, nerr := x.normalize(req, a.ep)
 	a.req = nreq
 	if nerr != nil {
 		a.err = nerr
 	} else {
-		res, err := x.e.client.Do(a.ctx, a.ep.Endpoint, nreq, provider.Call{ClientHeader: x.call.ClientHeader, Translation: x.rs.translation})
+		pc := provider.Call{ClientHeader: x.call.ClientHeader, Translation: x.rs.translation, Received: &a.bytes}
+		if b := x.call.Behavior; b != nil && b.Debug {
+			pc.Sent = a.noteSent
+		}
+		res, err := x.e.client.Do(a.ctx, a.ep.Endpoint, nreq, pc)
 		if err == nil && res.Stream != nil {
 			err = a.peekContent(res)
 		}
@@ -677,9 +693,22 @@ func (a *attempt) settle(f *failure) {
 	a.noteUsage(r)
 }
 
-// noteUsage writes the usage and cost of the attempt's complete answer, if
-// it got one, into its record r.
+// noteSent keeps the request body as sent, for the debug trace.
+func (a *attempt) noteSent(body []byte) {
+	cut := []byte(cutUTF8(string(body[:min(len(body), maxUpstreamRequest+512)]), maxUpstreamRequest+512))
+	text := cutUTF8(redactSecrets(cut, a.ep.APIKey), maxUpstreamRequest)
+	x := a.x
+	x.mu.Lock()
+	if !x.sealed {
+		x.rec.Attempts[a.recIdx].UpstreamRequest = text
+	}
+	x.mu.Unlock()
+}
+
+// noteUsage writes the bytes read, and the usage and cost of the
+// attempt's complete answer if it got one, into its record r.
 func (a *attempt) noteUsage(r *Attempt) {
+	r.Bytes = a.bytes.Load()
 	if a.err != nil || a.res == nil || a.res.Response == nil {
 		return
 	}

@@ -74,7 +74,10 @@ type Record struct {
 	Status int
 	Err    *llm.APIError
 	Usage  llm.Usage
-	// Cost is the estimated upstream cost of every attempt, in USD.
+	// Cost is the estimated upstream cost in USD: the sum of the attempts'
+	// own costs (every complete answer, a failed call's included), or the
+	// serving endpoint's price for the usage the client got when that is
+	// more (a stream's attempts carry no usage of their own).
 	Cost float64
 
 	// Repairs lists structured-output repair steps applied to the answer.
@@ -179,7 +182,8 @@ type Attempt struct {
 	Outcome string
 	Status  int
 	// Wait is the backoff or cooldown wait before this attempt.
-	Wait  time.Duration
+	Wait time.Duration
+	// Bytes is the size of the response body read from the upstream.
 	Bytes int64
 	// Winner is set on the attempt that won a hedge race, on a fragment's
 	// first replica to answer (the others are redundancy) and on a merge
@@ -191,6 +195,11 @@ type Attempt struct {
 	// answer or streamed (a stream's usage is the Record's).
 	InputTokens, OutputTokens int
 	Cost                      float64
+	// UpstreamRequest is the request body as sent to the endpoint (after
+	// translation and normalisation), cut at 4 KiB, with API keys and
+	// bearer tokens replaced by [REDACTED]; kept only for calls that asked
+	// for a debug trace.
+	UpstreamRequest string
 }
 
 // Candidate is one endpoint as the router saw it.

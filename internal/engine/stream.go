@@ -11,6 +11,7 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/structured"
+	"github.com/keelmesh/keel/internal/translate"
 )
 
 // Stream is a committed answer stream. It forwards the serving upstream's
@@ -78,6 +79,9 @@ func (s *Stream) strict(ctx context.Context, sp *outputSpec) error {
 		return &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted, Message: "upstream stream failed"}
 	}
 	s.x.rec.Usage = resp.Usage
+	if s.cur != nil && s.cur.tool {
+		translate.FoldOutputTool(resp)
+	}
 	resp, err = s.x.checkStructured(ctx, sp, resp)
 	if err != nil {
 		return err

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/structured"
+	"github.com/keelmesh/keel/internal/translate"
 )
 
 // StructuredOptions tune structured-output handling. Zero values are the
@@ -38,6 +41,74 @@ type outputSpec struct {
 	tool    string
 	source  string // response_format, forced_tool, output_schema, implied
 	implied *structured.Implied
+}
+
+// given reports whether the client named the schema (rather than Keel
+// reading it from the system prompt).
+func (sp *outputSpec) given() bool { return sp.implied == nil }
+
+// record describes sp for the call's record and debug trace.
+func (sp *outputSpec) record() *Structured {
+	st := &Structured{Source: "given", Origin: sp.source, Schema: sp.raw, Required: topRequired(sp.raw)}
+	if sp.implied != nil {
+		st.Source, st.Sentence, st.Required = "implied", sp.implied.Sentence, sp.implied.Required
+	}
+	return st
+}
+
+func topRequired(raw json.RawMessage) []string {
+	var s struct {
+		Required []string `json:"required"`
+	}
+	json.Unmarshal(raw, &s)
+	return s.Required
+}
+
+// upstream reports whether sp should be sent upstream with the request:
+// only a schema the client named in no wire format of its own
+// (mesh_behavior.output_schema) or one implied by its system prompt, and
+// only an object schema with properties (what both providers' structured
+// outputs take). A response_format, output_config or forced tool the
+// client sent goes upstream as it is.
+func (sp *outputSpec) upstream(req *llm.Request) bool {
+	if sp.source != "mesh_behavior.output_schema" && sp.source != "implied" {
+		return false
+	}
+	if req.ResponseFormat != nil || anthropicJSONFormat(req) != nil {
+		return false
+	}
+	if tc := req.ToolChoice; tc != nil && tc.Type == llm.ToolChoiceTool {
+		return false
+	}
+	return translate.ObjectRoot(sp.raw)
+}
+
+// askSchema returns req asking ep's model for the call's schema in the
+// form ep takes (provider.SchemaMode), and whether that is the forced
+// output tool (whose call is folded back into text). Continuations,
+// fragments and merge calls are sent as they are.
+func (x *exec) askSchema(req *llm.Request, ep *endpoint, kind string) (*llm.Request, bool) {
+	sp := x.spec
+	if sp == nil || kind == "fragment" || kind == "merge" {
+		return req, false
+	}
+	switch ep.StructuredOutputs {
+	case provider.SchemaNone:
+		return req, false
+	case provider.SchemaTool:
+		if len(req.Tools) > 0 || req.Stream && x.e.structOpts.RelaxedStreams {
+			// The client's own tools, or a stream passed through as it
+			// comes: a forced tool call would change the answer's shape.
+			return req, false
+		}
+		return translate.WithOutputTool(req, sp.raw), true
+	}
+	// The client's format: translation takes it to ep's.
+	out, err := translate.WithOutputSchema(req, req.Format, sp.raw)
+	if err != nil {
+		return req, false
+	}
+	return out, false
 }
 
 // objectSchema is what json_object asks for.
@@ -154,6 +225,7 @@ func (x *exec) checkStructured(ctx context.Context, sp *outputSpec, resp *llm.Re
 			return resp, nil
 		}
 	}
+	x.noteInvalid(sp, doc, ok)
 	if !e.structOpts.DisableReask && x.attempts < e.maxAttempts && x.rs.retries.TryWithdraw() {
 		e.smetrics.Reasked.Add(1)
 		x.rec.Reasked = true
@@ -165,6 +237,9 @@ func (x *exec) checkStructured(ctx context.Context, sp *outputSpec, resp *llm.Re
 			a.release()
 			if a.res.Response != nil {
 				r2 := a.res.Response
+				if a.tool {
+					translate.FoldOutputTool(r2)
+				}
 				x.rec.Usage.OutputTokens += r2.Usage.OutputTokens
 				if doc2, idx2, ok2 := sp.answerJSON(r2); ok2 {
 					res2 := structured.Repair(doc2, sp.schema, opt)
@@ -200,6 +275,32 @@ func (x *exec) checkStructured(ctx context.Context, sp *outputSpec, resp *llm.Re
 		msg += ": " + strings.Join(parts, "; ")
 	}
 	return nil, &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshSchemaViolation, Message: msg}
+}
+
+// maxInvalidAnswer bounds the invalid answer a record keeps.
+const maxInvalidAnswer = 4 << 10
+
+// noteInvalid keeps the call's first invalid answer for its trace.
+func (x *exec) noteInvalid(sp *outputSpec, doc string, found bool) {
+	st := x.rec.Structured
+	if st == nil || st.InvalidAnswer != "" {
+		return
+	}
+	if !found {
+		doc = "(no " + sp.tool + " call)"
+	}
+	st.InvalidAnswer = cutUTF8(doc, maxInvalidAnswer)
+}
+
+// cutUTF8 cuts s to at most n bytes, never inside a character.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 func (x *exec) noteRepair(res structured.Result) {

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
@@ -70,6 +71,11 @@ type Endpoint struct {
 	// means the default of its format (see ContinuationKind).
 	Continuation Continuation
 
+	// StructuredOutputs is how this endpoint's model is asked for JSON
+	// matching a schema Keel validates against (see SchemaMode); empty
+	// means SchemaNative.
+	StructuredOutputs SchemaMode
+
 	Capability    int
 	ContextWindow int
 	// Domains scores the model per request domain (missing = 1).
@@ -97,6 +103,36 @@ const (
 	// starts a new answer (OpenAI Chat Completions).
 	ContinueNone Continuation = "none"
 )
+
+// SchemaMode is how an upstream model takes a JSON Schema for its answer.
+type SchemaMode string
+
+// The schema modes.
+const (
+	// SchemaNative: the format's own structured outputs, OpenAI
+	// response_format json_schema (gpt-4o-2024-08-06 and later, vLLM,
+	// SGLang) or Anthropic output_config.format (Claude Sonnet 4.5,
+	// Opus 4.1 and later).
+	SchemaNative SchemaMode = "native"
+	// SchemaTool: a forced tool call whose input schema is the schema,
+	// folded back into text (models with tool use but no structured
+	// outputs: earlier Claude models, many OpenAI-compatible servers).
+	SchemaTool SchemaMode = "tool"
+	// SchemaNone: the schema is not sent; the prompt asks for JSON and
+	// Keel validates, repairs and re-asks.
+	SchemaNone SchemaMode = "none"
+)
+
+// ParseSchemaMode maps a config value to a SchemaMode; "" is SchemaNative.
+func ParseSchemaMode(s string) (SchemaMode, error) {
+	switch m := SchemaMode(s); m {
+	case "":
+		return SchemaNative, nil
+	case SchemaNative, SchemaTool, SchemaNone:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown structured_outputs %q (want native, tool or none)", s)
+}
 
 // ParseContinuation maps a config value to a Continuation; "" is valid
 // (the format's default).
@@ -337,6 +373,13 @@ type Call struct {
 	// Translation is the policy for features the endpoint's wire format
 	// cannot express: "drop" (default, reported) or "reject" (a 400).
 	Translation string
+	// Sent, when set, is called with the request body as sent upstream
+	// (after translation and preparation); it must not keep body.
+	Sent func(body []byte)
+	// Received, when set, is incremented by the bytes of response body
+	// read from the upstream (an error body, an answer, a stream as it is
+	// read).
+	Received *atomic.Int64
 }
 
 // Do sends req to ep. The request is not modified. On success with a stream
@@ -396,6 +439,9 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 	}
 	if err != nil {
 		return nil, &Error{Kind: KindProtocol, Endpoint: ep.ID, Err: fmt.Errorf("encoding request: %w", err)}
+	}
+	if call.Sent != nil {
+		call.Sent(body)
 	}
 
 	actx, cancel := context.WithCancelCause(ctx)
@@ -470,6 +516,9 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		b, rerr := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
 		release()
+		if call.Received != nil {
+			call.Received.Add(int64(len(b)))
+		}
 		if rerr != nil && len(b) == 0 {
 			return nil, classifyTransportErr(ep.ID, rerr, context.Cause(actx), ctx)
 		}
@@ -484,6 +533,9 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 	if !req.Stream {
 		b, rerr := readAnswer(resp)
 		resp.Body.Close()
+		if call.Received != nil {
+			call.Received.Add(int64(len(b)))
+		}
 		if rerr != nil {
 			cause := context.Cause(actx)
 			release()
@@ -515,16 +567,32 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		release: release,
 		idle:    ep.StreamIdleTimeout,
 	}
+	var sb io.Reader = resp.Body
+	if call.Received != nil {
+		sb = &countingReader{r: resp.Body, n: call.Received}
+	}
 	if ep.Format == llm.FormatOpenAI {
-		s.next = openai.NewStreamReader(resp.Body).Next
+		s.next = openai.NewStreamReader(sb).Next
 	} else {
-		s.next = anthropic.NewStreamReader(resp.Body).Next
+		s.next = anthropic.NewStreamReader(sb).Next
 	}
 	if s.idle > 0 {
 		s.idleTimer = time.AfterFunc(s.idle, func() { cancel(ErrIdleTimeout) })
 	}
 	res.Stream = s
 	return res, nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n.Add(int64(k))
+	return k, err
 }
 
 // readAnswer reads a whole answer body, sized once by its Content-Length

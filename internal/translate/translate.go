@@ -261,8 +261,14 @@ func (t *prep) topLevel(r *llm.Request) {
 					t.unsupported("response_format." + k)
 				}
 				// Anthropic structured outputs: the answer stays a text
-				// block, as the OpenAI client expects; always strict.
-				oc := append([]byte(`{"format":{"type":"json_schema","schema":`), rf.Schema...)
+				// block, as the OpenAI client expects; always strict, and
+				// only on closed object schemas (see ClosedSchema).
+				closed, err := ClosedSchema(rf.Schema)
+				if err != nil {
+					t.unsupported("response_format:json_schema")
+					break
+				}
+				oc := append([]byte(`{"format":{"type":"json_schema","schema":`), closed...)
 				oc = append(oc, "}}"...)
 				r.Extra = llm.Extra{"output_config": oc}
 			default:

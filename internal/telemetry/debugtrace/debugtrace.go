@@ -166,6 +166,7 @@ type Trace struct {
 	Route       RouteStage       `json:"route"`
 	Execute     ExecuteStage     `json:"execute"`
 	Fragments   FragmentStage    `json:"fragments"`
+	Structured  StructuredStage  `json:"structured"`
 	Postprocess PostprocessStage `json:"postprocess"`
 	Response    ResponseStage    `json:"response"`
 }
@@ -226,6 +227,30 @@ type Attempt struct {
 	WaitMS        float64   `json:"wait_ms"`
 	Bytes         int64     `json:"bytes"`
 	Winner        bool      `json:"winner"`
+	// CostUSD is the attempt's own usage at its endpoint's price (0 when
+	// it got no complete answer of its own, as a stream's attempts).
+	CostUSD float64 `json:"cost_usd"`
+	// UpstreamRequest is the body sent upstream, cut at 4 KiB, keys and
+	// tokens redacted.
+	UpstreamRequest string `json:"upstream_request"`
+}
+
+// StructuredStage is the output contract the answer was held to.
+type StructuredStage struct {
+	// SchemaSource is "given" (the client's schema), "implied" (read from
+	// the system prompt) or "none".
+	SchemaSource string `json:"schema_source"`
+	// Sentence is the system-prompt text an implied schema came from.
+	Sentence string `json:"sentence"`
+	// Required lists the keys the schema requires at its top level.
+	Required []string `json:"required"`
+	// Schema is the JSON Schema validated against (null for none).
+	Schema json.RawMessage `json:"schema"`
+	// InvalidAnswer is the first answer that failed validation, cut at
+	// 4 KiB ("" when every answer was valid).
+	InvalidAnswer string `json:"invalid_answer"`
+	// Repairs lists the repair steps applied, as X-Mesh-Repaired does.
+	Repairs []string `json:"repairs"`
 }
 
 // Retries counts retry attempts and lists the backoff or cooldown wait
@@ -325,6 +350,14 @@ func View(r *engine.Record) *Trace {
 			Usage:   Usage{InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens, CacheReadTokens: r.Usage.CacheReadTokens, CacheWriteTokens: r.Usage.CacheWriteTokens},
 			CostUSD: r.Cost},
 	}
+	t.Structured = StructuredStage{SchemaSource: "none", Required: []string{}, Schema: json.RawMessage("null"), Repairs: nonNil(r.Repairs)}
+	if st := r.Structured; st != nil {
+		t.Structured.SchemaSource, t.Structured.Sentence, t.Structured.InvalidAnswer = st.Source, st.Sentence, st.InvalidAnswer
+		t.Structured.Required = nonNil(st.Required)
+		if json.Valid(st.Schema) {
+			t.Structured.Schema = json.RawMessage(st.Schema)
+		}
+	}
 	for _, f := range r.FragmentDetails {
 		t.Fragments.Detail = append(t.Fragments.Detail, Fragment{Start: f.Start, End: f.End, Endpoints: nonNil(f.Endpoints), Outcome: f.Outcome})
 	}
@@ -333,7 +366,8 @@ func View(r *engine.Record) *Trace {
 	}
 	for i, a := range r.Attempts {
 		v := Attempt{N: i + 1, Endpoint: a.Endpoint, Model: a.Model, Region: a.Region, Kind: a.Kind, Outcome: a.Outcome, Status: a.Status,
-			Start: a.Start, End: a.End, StartOffsetMS: ms(a.Start.Sub(r.Start)), WaitMS: ms(a.Wait), Bytes: a.Bytes, Winner: a.Winner}
+			Start: a.Start, End: a.End, StartOffsetMS: ms(a.Start.Sub(r.Start)), WaitMS: ms(a.Wait), Bytes: a.Bytes, Winner: a.Winner,
+			CostUSD: a.Cost, UpstreamRequest: a.UpstreamRequest}
 		if !a.End.IsZero() {
 			v.DurationMS = ms(a.End.Sub(a.Start))
 		}
