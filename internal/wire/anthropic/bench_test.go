@@ -130,3 +130,29 @@ func BenchmarkParseRequestLongPrompt(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBrokenText is the UTF-8 and surrogate check ParseRequest runs on
+// every body, alone, on 32 KiB prompts: English (ASCII, the fast path of
+// utf8.Valid), Chinese (three bytes a rune), escape-heavy code (a backslash
+// every few bytes) and Korean as Python's json.dumps sends it by default
+// (ensure_ascii: every syllable a \ud… escape, the worst case for the
+// surrogate search). Compare with BenchmarkParseRequestLongPrompt.
+func BenchmarkBrokenText(b *testing.B) {
+	for _, tc := range []struct{ name, quoted string }{
+		{"english", strconv.Quote(strings.Repeat("The quarterly report shows revenue of $152.37M, up 12 % year on year; margins held. ", 400))},
+		{"chinese", strconv.Quote(strings.Repeat("季度报告显示收入同比增长百分之十二，利润率保持稳定。", 440))},
+		{"escapes", strconv.Quote(strings.Repeat("func f() {\n\tif x {\n\t\treturn \"a\\\\b\"\n\t}\n}\n", 800))},
+		{"korean_escaped", `"` + strings.Repeat(`\ud55c\uad6d\uc5b4 \ubcf4\uace0\uc11c. `, 800) + `"`},
+	} {
+		in := []byte(`{"model":"claude-sonnet-4-5","max_tokens":1024,"messages":[{"role":"user","content":` + tc.quoted + `}]}`)
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(in)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if msg := brokenText(in); msg != "" {
+					b.Fatal(msg)
+				}
+			}
+		})
+	}
+}

@@ -27,8 +27,9 @@ func seedFiles(f *testing.F, dir, ext string) {
 }
 
 // FuzzParseRequest checks ParseRequest never panics, rejects only with a 400
-// *llm.APIError, and that whatever it accepts survives EncodeRequest and a
-// second parse unchanged.
+// *llm.APIError, and that whatever it accepts has max_tokens within bounds,
+// encodes to text with no invalid UTF-8 or unpaired surrogate, and survives
+// EncodeRequest and a second parse unchanged.
 func FuzzParseRequest(f *testing.F) {
 	seedFiles(f, "requests", ".json")
 	for _, s := range []string{
@@ -36,6 +37,10 @@ func FuzzParseRequest(f *testing.F) {
 		`{"model":"m","max_tokens":1e3,"messages":[{"role":"user","content":"\ud800 \u2028 \u0000"}],"temperature":-0,"top_k":2.0}`,
 		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[]}],"tools":[],"stop_sequences":[],"system":[],"metadata":{"user_id":""}}`,
 		`{"mod\u0065l":"m","max_tokens":1,"model":"n","messages":[{"role":"assistant","content":[{"type":"tool_result","tool_use_id":"t","content":[]}]}]}`,
+		`{"model":"m","max_tokens":2147483647,"messages":[{"role":"user","content":"\ud83d\ude00 \\ud800 \ud55c"}],"x":"\uDBFF\uDFFF"}`,
+		`{"model":"m","max_tokens":2147483648,"messages":[{"role":"user","content":"x"}]}`,
+		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"\ude00"}]}`,
+		"{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"\xed\xa0\x80 \xff\"}]}",
 	} {
 		f.Add([]byte(s))
 	}
@@ -48,9 +53,15 @@ func FuzzParseRequest(f *testing.F) {
 			}
 			return
 		}
+		if r1.MaxTokens < 0 || r1.MaxTokens > MaxTokensLimit {
+			t.Fatalf("accepted max_tokens %d", r1.MaxTokens)
+		}
 		out, err := EncodeRequest(r1)
 		if err != nil {
 			t.Fatalf("EncodeRequest of a parsed request: %v", err)
+		}
+		if msg := brokenText(out); msg != "" {
+			t.Fatalf("EncodeRequest wrote broken text (%s): %q", msg, out)
 		}
 		if !json.Valid(out) {
 			t.Fatalf("EncodeRequest wrote invalid JSON: %s", out)

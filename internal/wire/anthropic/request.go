@@ -3,6 +3,8 @@ package anthropic
 import (
 	"bytes"
 	"encoding/json"
+	"math"
+	"strconv"
 	"strings"
 
 	"github.com/keelmesh/keel/internal/llm"
@@ -39,6 +41,9 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 	if !validJSON(body) {
 		return nil, badRequest(invalidJSON(body))
 	}
+	if msg := brokenText(body); msg != "" {
+		return nil, badRequest(msg)
+	}
 	if body[0] != '{' {
 		return nil, badRequest("request body: expected a JSON object, got " + kindName(body))
 	}
@@ -56,10 +61,7 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 			if isNull(v) {
 				return nil
 			}
-			r.MaxTokens, err = integer(p, v)
-			if err == nil && r.MaxTokens < 0 {
-				return errAt(p, "must be greater than or equal to 0")
-			}
+			r.MaxTokens, err = tokenCount(p, v)
 			r.HasMaxTokens = true
 		case "system":
 			sawMeshSystem, err = parseSystem(r, v)
@@ -141,6 +143,52 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 		return nil, badRequest("messages: must contain at least one message")
 	}
 	return r, nil
+}
+
+// MaxTokensLimit is the largest max_tokens ParseRequest accepts: the int32
+// bound of every integer field of the Messages and Chat Completions APIs. A
+// model's own output limit is far lower and only the upstream knows it (the
+// Messages API answers 400 "max_tokens: N > M, which is the maximum allowed
+// number of output tokens for <model>"); Keel cannot apply it before routing.
+const MaxTokensLimit = math.MaxInt32
+
+// tokenCount reads max_tokens: an integral JSON number (1024, 1024.0, 1e3)
+// from 0 to MaxTokensLimit. An integer too large for int64 or float64 is
+// reported as too large, not as a non-integer.
+func tokenCount(path *fpath, v []byte) (int, error) {
+	if len(v) == 0 || !(v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) {
+		return 0, errAt(path, "expected an integer, got %s", kindName(v))
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(string(v), 64)
+		switch {
+		case ferr == nil && f != math.Trunc(f), ferr != nil && !math.IsInf(f, 0):
+			return 0, errAt(path, "expected an integer, got %s", numberText(v))
+		case f < 0:
+			n = -1
+		case f > MaxTokensLimit:
+			n = MaxTokensLimit + 1
+		default:
+			n = int64(f)
+		}
+	}
+	switch {
+	case n < 0:
+		return 0, errAt(path, "must be greater than or equal to 0")
+	case n > MaxTokensLimit:
+		return 0, errAt(path, "%s > %d, which is the maximum allowed number of output tokens", numberText(v), MaxTokensLimit)
+	}
+	return int(n), nil
+}
+
+// numberText is a number literal for an error message, cut after 32 bytes:
+// a number token can be as long as the body.
+func numberText(v []byte) string {
+	if len(v) > 32 {
+		return string(v[:32]) + "…"
+	}
+	return string(v)
 }
 
 func optFloat(path *fpath, v []byte) (*float64, error) {

@@ -370,3 +370,114 @@ func TestEncodeRequestNeverWritesMeshBehavior(t *testing.T) {
 		t.Errorf("EncodeRequest (-got +want):\n-%s\n+%s", got, want)
 	}
 }
+
+// TestParseRequestMaxTokensBound: max_tokens is an integer from 0 to
+// MaxTokensLimit. The Messages API rejects a value above the model's output
+// limit with 400 "max_tokens: N > M, which is the maximum allowed number of
+// output tokens for <model>"; Keel does not know the model's limit before
+// routing, so it applies the bound every integer field of both APIs has
+// (int32) and leaves the model's limit to the upstream. Before the fix
+// 2^31 and larger integers up to 2^63 were accepted and sent upstream, and
+// integers beyond int64 were reported as non-integers.
+func TestParseRequestMaxTokensBound(t *testing.T) {
+	const tooLarge = ", which is the maximum allowed number of output tokens"
+	tests := []struct {
+		name  string
+		value string
+		want  int    // when err is ""
+		err   string // the whole message
+	}{
+		{name: "zero", value: `0`, want: 0},
+		{name: "typical", value: `1024`, want: 1024},
+		{name: "integral fraction", value: `1024.0`, want: 1024},
+		{name: "integral exponent", value: `1e3`, want: 1000},
+		{name: "negative zero", value: `-0`, want: 0},
+		{name: "at the bound", value: `2147483647`, want: MaxTokensLimit},
+		{name: "just above the bound", value: `2147483648`, err: "max_tokens: 2147483648 > 2147483647" + tooLarge},
+		{name: "above the bound as exponent", value: `1e10`, err: "max_tokens: 1e10 > 2147483647" + tooLarge},
+		{name: "beyond int64", value: `99999999999999999999999`, err: "max_tokens: 99999999999999999999999 > 2147483647" + tooLarge},
+		{name: "beyond float64", value: `1e400`, err: "max_tokens: 1e400 > 2147483647" + tooLarge},
+		{name: "long literal is cut in the message", value: `1` + strings.Repeat("0", 100), err: "max_tokens: 1" + strings.Repeat("0", 31) + "… > 2147483647" + tooLarge},
+		{name: "negative", value: `-1`, err: "max_tokens: must be greater than or equal to 0"},
+		{name: "negative beyond int64", value: `-99999999999999999999999`, err: "max_tokens: must be greater than or equal to 0"},
+		{name: "negative beyond float64", value: `-1e400`, err: "max_tokens: must be greater than or equal to 0"},
+		{name: "fraction", value: `1.5`, err: "max_tokens: expected an integer, got 1.5"},
+		{name: "fraction above the bound", value: `2147483647.5`, err: "max_tokens: expected an integer, got 2147483647.5"},
+		{name: "string", value: `"1024"`, err: "max_tokens: expected an integer, got a string"},
+		{name: "boolean", value: `true`, err: "max_tokens: expected an integer, got a boolean"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := `{"model":"m","max_tokens":` + tt.value + `,"messages":[{"role":"user","content":"hi"}]}`
+			r, err := ParseRequest([]byte(body))
+			if tt.err == "" {
+				if err != nil {
+					t.Fatalf("ParseRequest: %v", err)
+				}
+				if !r.HasMaxTokens || r.MaxTokens != tt.want {
+					t.Errorf("MaxTokens = %d (HasMaxTokens %v), want %d", r.MaxTokens, r.HasMaxTokens, tt.want)
+				}
+				return
+			}
+			var ae *llm.APIError
+			if !errors.As(err, &ae) {
+				t.Fatalf("error %v (%T) is not *llm.APIError", err, err)
+			}
+			mustEqual(t, "error", ae, &llm.APIError{Status: 400, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Message: tt.err})
+		})
+	}
+}
+
+// TestParseRequestRejectsBrokenText: a body with invalid UTF-8 or an unpaired
+// UTF-16 surrogate escape is a 400, as the Messages API answers it ("The
+// request body is not valid JSON: no low surrogate in string: line 1 column
+// N (char N-1)"; anthropics/claude-code issues 6508, 8272, 9586 quote it).
+// Before the fix the text fields were silently rewritten to U+FFFD and
+// unknown members (Extra) passed through to the upstream byte for byte.
+func TestParseRequestRejectsBrokenText(t *testing.T) {
+	const pre = `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"` // 66 bytes
+	const post = `"}]}`
+	const notJSON = "The request body is not valid JSON: "
+	tests := []struct {
+		name string
+		body string
+		want string // "" means accepted
+	}{
+		{name: "paired surrogates", body: pre + `\ud83d\ude00 ` + "\u00e9\u4e2d😀" + post},
+		{name: "escaped backslash before u", body: pre + `\\ud800` + post},
+		{name: "escaped backslashes then a real escape", body: pre + `\\\\\u00e9` + post},
+		{name: "lone high surrogate", body: pre + `ab\ud800` + post, want: notJSON + "no low surrogate in string: line 1 column 69 (char 68)"},
+		{name: "high surrogate then a plain escape", body: pre + `\ud83d\n` + post, want: notJSON + "no low surrogate in string: line 1 column 67 (char 66)"},
+		{name: "high surrogate then a non-low escape", body: pre + `\uD83D\u0041` + post, want: notJSON + "invalid low surrogate in string: line 1 column 67 (char 66)"},
+		{name: "two high surrogates", body: pre + `\ud83d\ud83d\ude00` + post, want: notJSON + "invalid low surrogate in string: line 1 column 67 (char 66)"},
+		{name: "lone low surrogate", body: pre + `\ude00` + post, want: notJSON + "invalid high surrogate in string: line 1 column 67 (char 66)"},
+		{name: "after multi-byte text", body: pre + "é中" + `\udfff` + post, want: notJSON + "invalid high surrogate in string: line 1 column 69 (char 68)"},
+		{name: "on a later line", body: "{\n\"model\":\"m\",\n\"x\":\"\\udbff\"}", want: notJSON + "no low surrogate in string: line 3 column 6 (char 20)"},
+		{name: "in an unknown member", body: `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"}],"x_trace":"\ud800"}`, want: notJSON + "no low surrogate in string: line 1 column 83 (char 82)"},
+		{name: "in a member name", body: `{"\udc00":1,"model":"m"}`, want: notJSON + "invalid high surrogate in string: line 1 column 3 (char 2)"},
+		{name: "invalid UTF-8 byte", body: pre + "ok\xff" + post, want: notJSON + "invalid UTF-8 encoding in string: line 1 column 69 (char 68)"},
+		{name: "truncated UTF-8 sequence", body: pre + "\xe4\xb8" + post, want: notJSON + "invalid UTF-8 encoding in string: line 1 column 67 (char 66)"},
+		{name: "UTF-8 encoded surrogate", body: pre + "\xed\xa0\x80" + post, want: notJSON + "invalid UTF-8 encoding in string: line 1 column 67 (char 66)"},
+		{name: "first problem wins", body: pre + "\xff" + `\ud800` + post, want: notJSON + "invalid UTF-8 encoding in string: line 1 column 67 (char 66)"},
+		{name: "first problem wins, escape first", body: pre + `\ud800` + "\xff" + post, want: notJSON + "no low surrogate in string: line 1 column 67 (char 66)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := ParseRequest([]byte(tt.body))
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("ParseRequest: %v", err)
+				}
+				if _, err := EncodeRequest(r); err != nil {
+					t.Fatalf("EncodeRequest: %v", err)
+				}
+				return
+			}
+			var ae *llm.APIError
+			if !errors.As(err, &ae) {
+				t.Fatalf("error %v (%T) is not *llm.APIError", err, err)
+			}
+			mustEqual(t, "error", ae, &llm.APIError{Status: 400, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Message: tt.want})
+		})
+	}
+}

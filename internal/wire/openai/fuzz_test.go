@@ -12,7 +12,9 @@ import (
 )
 
 // FuzzParseRequest checks that ParseRequest never panics and that whatever it
-// accepts survives EncodeRequest and a second ParseRequest unchanged.
+// accepts has max tokens within bounds, encodes to text with no invalid UTF-8
+// or unpaired surrogate, and survives EncodeRequest and a second
+// ParseRequest unchanged.
 func FuzzParseRequest(f *testing.F) {
 	paths, _ := filepath.Glob("testdata/request/*.json")
 	for _, p := range paths {
@@ -24,6 +26,11 @@ func FuzzParseRequest(f *testing.F) {
 		`{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"x","function":{"name":"f","arguments":"[1]"}}]}]}`,
 		`{"model":"m","messages":[{"role":"user","content":"x"}],"n":2}`,
 		`{"model":`,
+		`{"model":"m","messages":[{"role":"user","content":"\ud83d\ude00 \\ud800 \ud55c"}],"max_completion_tokens":2147483647,"x":"\uDBFF\uDFFF"}`,
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":1e3}`,
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"max_completion_tokens":2147483648}`,
+		`{"model":"m","messages":[{"role":"user","content":"\ude00"}]}`,
+		"{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"\xed\xa0\x80 \xff\"}]}",
 	} {
 		f.Add([]byte(s))
 	}
@@ -35,9 +42,15 @@ func FuzzParseRequest(f *testing.F) {
 			}
 			return
 		}
+		if r.MaxTokens < 0 || r.MaxTokens > MaxTokensLimit {
+			t.Fatalf("accepted max tokens %d", r.MaxTokens)
+		}
 		enc, err := EncodeRequest(r)
 		if err != nil {
 			t.Fatalf("EncodeRequest of a parsed request: %v", err)
+		}
+		if msg := brokenText(enc); msg != "" {
+			t.Fatalf("EncodeRequest wrote broken text (%s): %q", msg, enc)
 		}
 		r2, err := ParseRequest(enc)
 		if err != nil {

@@ -131,6 +131,9 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 	if !validJSON(body) {
 		return nil, badRequest("", "request body is not valid JSON")
 	}
+	if msg := brokenText(body); msg != "" {
+		return nil, badRequest("", "%s", msg)
+	}
 	body = bytes.Clone(body) // raw values below alias this copy, not the caller's buffer
 	if i := skipWS(body, 0); i >= len(body) || body[i] != '{' {
 		return nil, badRequest("", "request body must be a JSON object")
@@ -249,16 +252,53 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 	return r, nil
 }
 
+// MaxTokensLimit is the largest max_completion_tokens (or max_tokens)
+// ParseRequest accepts: the int32 bound of every integer field of the Chat
+// Completions and Messages APIs. A model's own output limit is far lower and
+// only the upstream knows it (Chat Completions answers 400 "max_tokens is
+// too large: N. This model supports at most M completion tokens"); Keel
+// cannot apply it before routing. The anthropic package has the same bound.
+const MaxTokensLimit = math.MaxInt32
+
+// setMaxTokens reads max_completion_tokens or max_tokens: an integral JSON
+// number (1024, 1024.0, 1e3) from 0 to MaxTokensLimit, read as the
+// anthropic package reads max_tokens. An integer too large for int64 or
+// float64 is reported as too large, not as a non-integer.
 func setMaxTokens(r *llm.Request, v []byte, param string) error {
-	n, err := getInt(v, param)
+	if len(v) == 0 || !(v[0] == '-' || v[0] >= '0' && v[0] <= '9') {
+		return wrongType(param, "an integer", v)
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
 	if err != nil {
-		return err
+		f, ferr := strconv.ParseFloat(string(v), 64)
+		switch {
+		case ferr == nil && f != math.Trunc(f), ferr != nil && !math.IsInf(f, 0):
+			return badRequest(param, "expected an integer, got %s", numberText(v))
+		case f < 0:
+			n = -1
+		case f > MaxTokensLimit:
+			n = MaxTokensLimit + 1
+		default:
+			n = int64(f)
+		}
 	}
-	if n < 0 {
+	switch {
+	case n < 0:
 		return badRequest(param, "must not be negative")
+	case n > MaxTokensLimit:
+		return badRequest(param, "%s > %d, which is the maximum allowed number of output tokens", numberText(v), MaxTokensLimit)
 	}
-	r.MaxTokens, r.HasMaxTokens = n, true
+	r.MaxTokens, r.HasMaxTokens = int(n), true
 	return nil
+}
+
+// numberText is a number literal for an error message, cut after 32 bytes:
+// a number token can be as long as the body.
+func numberText(v []byte) string {
+	if len(v) > 32 {
+		return string(v[:32]) + "…"
+	}
+	return string(v)
 }
 
 func parseStop(v []byte, r *llm.Request) error {

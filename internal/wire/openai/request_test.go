@@ -337,3 +337,114 @@ func TestParseRequestErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestParseRequestMaxTokensBound: max_completion_tokens and max_tokens are
+// integers from 0 to MaxTokensLimit, read as the anthropic package reads
+// max_tokens (same bound, same messages). Before the fix an integral 1e3 or
+// 1024.0 was rejected here but accepted by the anthropic parser, and 2^31
+// was reported as "expected an integer".
+func TestParseRequestMaxTokensBound(t *testing.T) {
+	const tooLarge = ", which is the maximum allowed number of output tokens"
+	tests := []struct {
+		name  string
+		value string
+		want  int    // when err is ""
+		err   string // the message after "<param>: "
+	}{
+		{name: "zero", value: `0`, want: 0},
+		{name: "typical", value: `1024`, want: 1024},
+		{name: "integral fraction", value: `1024.0`, want: 1024},
+		{name: "integral exponent", value: `1e3`, want: 1000},
+		{name: "negative zero", value: `-0`, want: 0},
+		{name: "at the bound", value: `2147483647`, want: MaxTokensLimit},
+		{name: "just above the bound", value: `2147483648`, err: "2147483648 > 2147483647" + tooLarge},
+		{name: "above the bound as exponent", value: `1e10`, err: "1e10 > 2147483647" + tooLarge},
+		{name: "beyond int64", value: `99999999999999999999999`, err: "99999999999999999999999 > 2147483647" + tooLarge},
+		{name: "beyond float64", value: `1e400`, err: "1e400 > 2147483647" + tooLarge},
+		{name: "long literal is cut in the message", value: `1` + strings.Repeat("0", 100), err: "1" + strings.Repeat("0", 31) + "… > 2147483647" + tooLarge},
+		{name: "negative", value: `-1`, err: "must not be negative"},
+		{name: "negative beyond int64", value: `-99999999999999999999999`, err: "must not be negative"},
+		{name: "negative beyond float64", value: `-1e400`, err: "must not be negative"},
+		{name: "fraction", value: `1.5`, err: "expected an integer, got 1.5"},
+		{name: "fraction above the bound", value: `2147483647.5`, err: "expected an integer, got 2147483647.5"},
+		{name: "string", value: `"1024"`, err: "expected an integer, got a string"},
+		{name: "boolean", value: `true`, err: "expected an integer, got a boolean"},
+	}
+	for _, param := range []string{"max_completion_tokens", "max_tokens"} {
+		for _, tt := range tests {
+			t.Run(param+"/"+tt.name, func(t *testing.T) {
+				body := `{"model":"m","messages":[{"role":"user","content":"hi"}],"` + param + `":` + tt.value + `}`
+				r, err := ParseRequest([]byte(body))
+				if tt.err == "" {
+					if err != nil {
+						t.Fatalf("ParseRequest: %v", err)
+					}
+					if !r.HasMaxTokens || r.MaxTokens != tt.want || r.MaxTokensLegacy != (param == "max_tokens") {
+						t.Errorf("MaxTokens = %d (HasMaxTokens %v, legacy %v), want %d", r.MaxTokens, r.HasMaxTokens, r.MaxTokensLegacy, tt.want)
+					}
+					return
+				}
+				var e *llm.APIError
+				if !errors.As(err, &e) {
+					t.Fatalf("error %v (%T) is not *llm.APIError", err, err)
+				}
+				want := &llm.APIError{Status: 400, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: param, Message: param + ": " + tt.err}
+				if !reflect.DeepEqual(e, want) {
+					t.Errorf("(-got +want):\n- %+v\n+ %+v", e, want)
+				}
+			})
+		}
+	}
+}
+
+// TestParseRequestRejectsBrokenText: a body with invalid UTF-8 or an unpaired
+// UTF-16 surrogate escape is a 400 with param null, as Chat Completions
+// answers it ("We could not parse the JSON body of your request"), with what
+// and where the problem is. Before the fix the text fields were silently
+// rewritten to U+FFFD and unknown members (Extra) passed through to the
+// upstream byte for byte.
+func TestParseRequestRejectsBrokenText(t *testing.T) {
+	const pre = `{"model":"m","messages":[{"role":"user","content":"` // 51 bytes
+	const post = `"}]}`
+	const cannot = "We could not parse the JSON body of your request: "
+	tests := []struct {
+		name string
+		body string
+		want string // "" means accepted
+	}{
+		{name: "paired surrogates", body: pre + `\ud83d\ude00 ` + "\u00e9\u4e2d😀" + post},
+		{name: "escaped backslash before u", body: pre + `\\ud800` + post},
+		{name: "escaped backslashes then a real escape", body: pre + `\\\\\u00e9` + post},
+		{name: "lone high surrogate", body: pre + `ab\ud800` + post, want: cannot + "no low surrogate in string at line 1 column 54 (char 53)"},
+		{name: "high surrogate then a plain escape", body: pre + `\ud83d\n` + post, want: cannot + "no low surrogate in string at line 1 column 52 (char 51)"},
+		{name: "high surrogate then a non-low escape", body: pre + `\uD83D\u0041` + post, want: cannot + "invalid low surrogate in string at line 1 column 52 (char 51)"},
+		{name: "lone low surrogate", body: pre + `\ude00` + post, want: cannot + "invalid high surrogate in string at line 1 column 52 (char 51)"},
+		{name: "after multi-byte text", body: pre + "é中" + `\udfff` + post, want: cannot + "invalid high surrogate in string at line 1 column 54 (char 53)"},
+		{name: "in an unknown member", body: pre + `x"}],"x_trace":"\ud800"}`, want: cannot + "no low surrogate in string at line 1 column 68 (char 67)"},
+		{name: "invalid UTF-8 byte", body: pre + "ok\xff" + post, want: cannot + "invalid UTF-8 encoding in string at line 1 column 54 (char 53)"},
+		{name: "UTF-8 encoded surrogate", body: pre + "\xed\xa0\x80" + post, want: cannot + "invalid UTF-8 encoding in string at line 1 column 52 (char 51)"},
+		{name: "first problem wins", body: pre + `\ud800` + "\xff" + post, want: cannot + "no low surrogate in string at line 1 column 52 (char 51)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := ParseRequest([]byte(tt.body))
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("ParseRequest: %v", err)
+				}
+				if _, err := EncodeRequest(r); err != nil {
+					t.Fatalf("EncodeRequest: %v", err)
+				}
+				return
+			}
+			var e *llm.APIError
+			if !errors.As(err, &e) {
+				t.Fatalf("error %v (%T) is not *llm.APIError", err, err)
+			}
+			want := &llm.APIError{Status: 400, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Message: tt.want}
+			if !reflect.DeepEqual(e, want) {
+				t.Errorf("(-got +want):\n- %+v\n+ %+v", e, want)
+			}
+		})
+	}
+}
