@@ -108,6 +108,16 @@ type ModelSpec struct {
 	// starts, as OpenAI does), prefill, continue_final_message or prefix
 	// (see Continuation). Anthropic-format endpoints always continue it.
 	Continuation Continuation `json:"continuation,omitempty"`
+	// StructuredOutputs is how the model treats a json_schema output format
+	// (Anthropic output_config.format, OpenAI response_format), each wire
+	// reading only its own field as the real APIs do: "" or "native" (the
+	// default: it answers a value of the schema, as OpenAI
+	// gpt-4o-2024-08-06+ and Claude Sonnet 4.5+ / Opus 4.1+ do),
+	// "unsupported" (a 400 invalid_request_error, as gpt-3.5-turbo and
+	// Claude models before structured outputs answer) or "ignored" (accepted
+	// and ignored, as llama.cpp's server has done). See StructuredNative,
+	// StructuredUnsupported and StructuredIgnored.
+	StructuredOutputs string `json:"structured_outputs,omitempty"`
 }
 
 // Price is in US dollars per million tokens.
@@ -317,6 +327,9 @@ func (c *Config) Validate() error {
 		}
 		if err := m.Continuation.validate(); err != nil {
 			return fmt.Errorf("%s.continuation: %w", p, err)
+		}
+		if err := validStructuredOutputs(m.StructuredOutputs); err != nil {
+			return fmt.Errorf("%s.structured_outputs: %w", p, err)
 		}
 		if m.Continuation != "" && !m.serves(llm.FormatOpenAI) {
 			return fmt.Errorf("%s.continuation: applies to the openai format, which the model is not served in", p)

@@ -25,6 +25,19 @@
 // temperature, nothing is drawn and the answer is the deterministic one.
 // AnswerSample(cfg, req, n) is the answer of the fleet's n-th call.
 //
+// Structured outputs: each wire reads only its own JSON output field, as
+// the real APIs do. Over the Anthropic format that is output_config.format
+// (or the beta output_format) of type json_schema, and every object schema
+// in it must set "additionalProperties": false (Anthropic's documented
+// limitation); a response_format member is a 400 ("response_format: Extra
+// inputs are not permitted"). Over the OpenAI format it is response_format
+// json_object or json_schema; an output_config member is a 400
+// ("Unrecognized request argument supplied: output_config"). A model's
+// StructuredOutputs says whether it honours a json_schema format (native,
+// the default), rejects it with a 400 (unsupported, like gpt-3.5-turbo or
+// Claude models before structured outputs) or ignores it (ignored, like
+// llama.cpp's server).
+//
 // Field extraction: a request asking for a JSON schema object whose input
 // holds "field: value" lines (GroundTruth) for its properties, or whose
 // system prompt says "extract", is answered with each field's value from the

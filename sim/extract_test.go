@@ -11,7 +11,7 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 )
 
-const extractSchema = `{"type":"object","properties":{"company":{"type":"string"},"revenue":{"type":"number"},"employees":{"type":"integer"},"audited":{"type":"boolean"},"risk":{"type":"string","enum":["low","medium","high"]},"ceo":{"type":"string"}},"required":["company","revenue"]}`
+const extractSchema = `{"type":"object","properties":{"company":{"type":"string"},"revenue":{"type":"number"},"employees":{"type":"integer"},"audited":{"type":"boolean"},"risk":{"type":"string","enum":["low","medium","high"]},"ceo":{"type":"string"}},"required":["company","revenue"],"additionalProperties":false}`
 
 const extractInput = "## Balance sheet\nSome prose about the quarter.\ncompany: Acme Holdings\n- revenue: $1,520.37\nEmployees: 412\naudited: yes\nrisk: medium\nrevenue: 99\n"
 

@@ -41,8 +41,11 @@ import (
 //     tool_choice any and none named, the first tool. The answer is a short
 //     "Calling NAME." text block and tool_use blocks (ids "toolu_sim_<hash>")
 //     whose inputs are generated from the input schema; stop_reason tool_use.
-//   - OpenAI response_format json_object answers {"answer": "<words>"};
-//     json_schema answers a value generated from the schema.
+//   - A JSON output format, read from the request's own wire only
+//     (Anthropic output_config.format or output_format, OpenAI
+//     response_format; see AnswerSample and ModelSpec.StructuredOutputs):
+//     json_object answers {"answer": "<words>"}; json_schema answers a value
+//     generated from the schema.
 //   - input_tokens counts the words of the prompt key, one per turn, and one
 //     plus the description words per tool; output_tokens counts the tokens
 //     emitted.
@@ -138,7 +141,9 @@ func (a *answer) response() *llm.Response {
 
 // generate computes the answer to req. With cont, a trailing assistant
 // text message is a prefill the answer continues; without, it is history.
-func generate(seed int64, req *llm.Request, s sampling, cont bool) *answer {
+// rf is the JSON output format the endpoint honours (see outputFormat), nil
+// for none.
+func generate(seed int64, req *llm.Request, s sampling, cont bool, rf *llm.ResponseFormat) *answer {
 	conv := req.Messages
 	prefill, hasPrefill := "", false
 	if n := len(conv); cont && n > 0 && conv[n-1].Role == llm.RoleAssistant && onlyText(conv[n-1].Content) {
@@ -182,7 +187,6 @@ func generate(seed int64, req *llm.Request, s sampling, cont bool) *answer {
 
 	var text []string
 	calls := toolsToCall(req, lastUser, lastIsToolResult)
-	rf := jsonFormat(req)
 	sampled := false
 	ex, extraction := "", false
 	if len(calls) == 0 {
@@ -609,35 +613,6 @@ var wordForms = func() (out [8][len(vocabulary)]string) {
 	}
 	return out
 }()
-
-// jsonFormat returns the JSON output format asked for: OpenAI
-// response_format json_object or json_schema, or Anthropic structured
-// outputs (output_format, or output_config.format, of type json_schema).
-func jsonFormat(req *llm.Request) *llm.ResponseFormat {
-	if rf := req.ResponseFormat; rf != nil && (rf.Type == "json_object" || rf.Type == "json_schema") {
-		return rf
-	}
-	raw := req.Extra["output_format"]
-	if ocRaw := req.Extra["output_config"]; raw == nil && len(ocRaw) > 0 {
-		var oc struct {
-			Format json.RawMessage `json:"format"`
-		}
-		if json.Unmarshal(ocRaw, &oc) == nil {
-			raw = oc.Format
-		}
-	}
-	if raw == nil {
-		return nil
-	}
-	var of struct {
-		Type   string          `json:"type"`
-		Schema json.RawMessage `json:"schema"`
-	}
-	if json.Unmarshal(raw, &of) != nil || of.Type != "json_schema" {
-		return nil
-	}
-	return &llm.ResponseFormat{Type: "json_schema", Schema: of.Schema}
-}
 
 func jsonAnswer(rf *llm.ResponseFormat, h uint64, s sampling) string {
 	if rf.Type == "json_schema" && len(rf.Schema) > 0 {

@@ -407,7 +407,7 @@ func TestJSONMode(t *testing.T) {
 		})
 	}
 	// Anthropic structured outputs ask for JSON too.
-	r := parseAnthropic(t, `{"model":"sim-opus","max_tokens":100,"output_config":{"format":{"type":"json_schema","schema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}}},"messages":[{"role":"user","content":"hi"}]}`)
+	r := parseAnthropic(t, `{"model":"sim-opus","max_tokens":100,"output_config":{"format":{"type":"json_schema","schema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}}},"messages":[{"role":"user","content":"hi"}]}`)
 	var m struct{ N *int }
 	if got := Answer(cfg, r).Text(); json.Unmarshal([]byte(got), &m) != nil || m.N == nil {
 		t.Errorf("output_config answer %q does not follow the schema", got)

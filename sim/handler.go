@@ -388,6 +388,13 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		writeAPIError(w, c, &e)
 		return
 	}
+	rf, ae := outputFormat(spec, c.format, req)
+	if ae != nil {
+		e := *ae
+		e.RequestID = reqID
+		writeAPIError(w, c, &e)
+		return
+	}
 	rh.set("X-Sim-Region", regionName)
 	rh.set("X-Sim-Endpoint", ep.name)
 
@@ -402,7 +409,7 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		return
 	}
 
-	ans := generate(f.cfg.Seed, req, samplingFor(spec, req, sample), cont)
+	ans := generate(f.cfg.Seed, req, samplingFor(spec, req, sample), cont, rf)
 	if spec.ContextWindow > 0 && ans.usage.InputTokens > spec.ContextWindow {
 		ep.recordStatus(http.StatusBadRequest)
 		call.fail(http.StatusBadRequest, llm.ErrInvalidRequest,

@@ -35,32 +35,56 @@ func (m *ModelSpec) EffectiveTemperature(t float64) float64 {
 
 // AnswerSample returns the answer a fleet built from cfg gives to req on
 // its sample-th call over the Anthropic format (a trailing assistant
-// message is a prefill; AnswerFormat answers for either format): a fleet numbers its API calls 1, 2, 3 … from New (Reset
-// does not restart the count) and draws the call's temperature sampling and
-// extraction errors from that number. Answer(cfg, req) is AnswerSample(cfg,
-// req, 0). When req has no temperature (or 0) and the model's
-// ExtractionErrorRate is 0, every sample is the same answer. An unknown model
-// samples with scale 1 and no extraction errors. Pure and safe for
-// concurrent use.
+// message is a prefill; AnswerFormat answers for either format): a fleet
+// numbers its API calls 1, 2, 3 … from New (Reset does not restart the
+// count) and draws the call's temperature sampling and extraction errors
+// from that number. Answer(cfg, req) is AnswerSample(cfg, req, 0). When req
+// has no temperature (or 0) and the model's ExtractionErrorRate is 0, every
+// sample is the same answer. An unknown model samples with scale 1 and no
+// extraction errors.
+//
+// The JSON output format is the one req's own wire carries (req.Format, set
+// by the codecs): output_config.format or output_format for an Anthropic
+// request, response_format for an OpenAI one; a request built by hand
+// (Format unset) is read as OpenAI when it has a ResponseFormat, else as
+// Anthropic. As the model's StructuredOutputs says, an "ignored" format is
+// no format. AnswerSample does not check what an endpoint rejects (the other
+// wire's format field, an Anthropic object schema without
+// "additionalProperties": false, a model without structured outputs):
+// AnswerFormat returns those 400s. Pure and safe for concurrent use.
 func AnswerSample(cfg Config, req *llm.Request, sample uint64) *llm.Response {
 	spec := cfg.model(req.Model)
-	return generate(cfg.Seed, req, samplingFor(spec, req, sample), true).response()
+	f := req.Format
+	if f == llm.FormatUnknown {
+		f = llm.FormatAnthropic
+		if req.ResponseFormat != nil {
+			f = llm.FormatOpenAI
+		}
+	}
+	rf, _ := outputFormat(spec, f, req)
+	return generate(cfg.Seed, req, samplingFor(spec, req, sample), true, rf).response()
 }
 
 // AnswerFormat is AnswerSample for a request sent over wire format f: a
 // trailing assistant message is continued as the model's endpoints of that
 // format continue one (over the OpenAI format, per its Continuation; an
 // unknown model has the default, none), or else is history and the answer
-// a new one. The error, an *llm.APIError, is the 400 the endpoint answers
-// instead (continue_final_message misused). Pure and safe for concurrent
-// use.
+// a new one; the JSON output format is f's field of req, as the model's
+// StructuredOutputs treats it. The error, an *llm.APIError, is the 400 the
+// endpoint answers instead (continue_final_message misused; a structured
+// output format the endpoint rejects, see ModelSpec.StructuredOutputs).
+// Pure and safe for concurrent use.
 func AnswerFormat(cfg Config, f Format, req *llm.Request, sample uint64) (*llm.Response, error) {
 	spec := cfg.model(req.Model)
 	cont, ae := continues(spec, f, req)
 	if ae != nil {
 		return nil, ae
 	}
-	return generate(cfg.Seed, req, samplingFor(spec, req, sample), cont).response(), nil
+	rf, ae := outputFormat(spec, f, req)
+	if ae != nil {
+		return nil, ae
+	}
+	return generate(cfg.Seed, req, samplingFor(spec, req, sample), cont, rf).response(), nil
 }
 
 // model returns the spec of the model named name, or nil.

@@ -1,0 +1,207 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/keelmesh/keel/internal/llm"
+)
+
+// The values of ModelSpec.StructuredOutputs: how a model treats a request
+// for a json_schema output format over its wire.
+const (
+	// StructuredNative (also ""): the model answers a value of the schema,
+	// as OpenAI gpt-4o-2024-08-06 and later do with response_format
+	// json_schema, and Claude Sonnet 4.5+ / Opus 4.1+ with
+	// output_config.format (platform.claude.com/docs/en/build-with-claude/structured-outputs).
+	StructuredNative = "native"
+	// StructuredUnsupported: the model rejects a json_schema format with a
+	// 400 invalid_request_error, as OpenAI does for gpt-3.5-turbo ("Invalid
+	// parameter: 'response_format' of type 'json_schema' is not supported
+	// with this model.") and Anthropic for models before structured outputs
+	// ("'claude-3-5-haiku-20241022' does not support output format").
+	// json_object, which those OpenAI models have, is still honoured.
+	StructuredUnsupported = "unsupported"
+	// StructuredIgnored: the endpoint accepts a json_schema format and
+	// ignores it, answering as if none was asked, as llama.cpp's server has
+	// done (ggml-org/llama.cpp#24097, #10732: HTTP 200, schema not
+	// enforced) and as lenient OpenAI-compatible servers do with fields they
+	// do not know: the other wire's format fields are ignored too.
+	// json_object is honoured (llama.cpp has a JSON grammar for it).
+	StructuredIgnored = "ignored"
+)
+
+func validStructuredOutputs(s string) error {
+	switch s {
+	case "", StructuredNative, StructuredUnsupported, StructuredIgnored:
+		return nil
+	}
+	return fmt.Errorf("unknown structured_outputs %q (want native, unsupported or ignored)", s)
+}
+
+// outputFormat returns the JSON output format an endpoint of spec (nil: an
+// unknown model, the defaults) serving wire f answers req with, or nil for
+// a plain answer. A non-nil error is the 400 the endpoint answers instead;
+// the format returned with it is the one the answer would follow if the
+// endpoint accepted the request (what Answer computes).
+//
+// Each wire reads only its own field, as the real APIs do:
+//   - Anthropic: output_config.format (or the beta output_format) of type
+//     json_schema, whose every object schema sets "additionalProperties":
+//     false (platform.claude.com/docs/en/build-with-claude/structured-outputs,
+//     "additionalProperties must be set to false for objects"); a
+//     response_format member is a 400 ("response_format: Extra inputs are
+//     not permitted": the Messages API rejects unknown top-level fields).
+//   - OpenAI: response_format json_object or json_schema (PROTOCOLS.md
+//     §2.1); an output_config or output_format member is a 400
+//     ("Unrecognized request argument supplied: output_config").
+func outputFormat(spec *ModelSpec, f llm.Format, req *llm.Request) (*llm.ResponseFormat, *llm.APIError) {
+	mode := StructuredNative
+	if spec != nil && spec.StructuredOutputs != "" {
+		mode = spec.StructuredOutputs
+	}
+	if f == llm.FormatOpenAI {
+		return openaiOutputFormat(mode, req)
+	}
+	rf, param, ae := anthropicOutputFormat(req)
+	if mode == StructuredIgnored {
+		return nil, nil
+	}
+	if ae == nil {
+		if _, ok := req.Extra["response_format"]; ok || req.ResponseFormat != nil {
+			ae = invalid("", "response_format: Extra inputs are not permitted")
+		}
+	}
+	if ae == nil && rf != nil && mode == StructuredUnsupported {
+		ae = invalid("", fmt.Sprintf("'%s' does not support output format", req.Model))
+	}
+	if ae == nil && rf != nil {
+		if openObject(parseSchemaAny(rf.Schema), 0) {
+			ae = invalid("", param+".schema: For 'object' type, 'additionalProperties' must be explicitly set to false")
+		}
+	}
+	return rf, ae
+}
+
+// anthropicOutputFormat reads output_format, else output_config.format. The
+// param is the member the format came from.
+func anthropicOutputFormat(req *llm.Request) (*llm.ResponseFormat, string, *llm.APIError) {
+	param := "output_format"
+	raw := req.Extra["output_format"]
+	if ocRaw := req.Extra["output_config"]; raw == nil && len(ocRaw) > 0 && string(ocRaw) != "null" {
+		var oc map[string]json.RawMessage
+		if json.Unmarshal(ocRaw, &oc) != nil {
+			return nil, "", invalid("", "output_config: Input should be a valid dictionary")
+		}
+		raw, param = oc["format"], "output_config.format"
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, "", nil
+	}
+	var of struct {
+		Type   string          `json:"type"`
+		Schema json.RawMessage `json:"schema"`
+	}
+	if json.Unmarshal(raw, &of) != nil {
+		return nil, "", invalid("", param+": Input should be a valid dictionary")
+	}
+	if of.Type != "json_schema" {
+		return nil, "", invalid("", fmt.Sprintf("%s.type: Input should be 'json_schema'", param))
+	}
+	if len(of.Schema) == 0 || string(of.Schema) == "null" {
+		return nil, "", invalid("", param+".schema: Field required")
+	}
+	return &llm.ResponseFormat{Type: "json_schema", Schema: of.Schema}, param, nil
+}
+
+func openaiOutputFormat(mode string, req *llm.Request) (*llm.ResponseFormat, *llm.APIError) {
+	var ae *llm.APIError
+	if mode != StructuredIgnored {
+		for _, k := range [...]string{"output_config", "output_format"} {
+			if _, ok := req.Extra[k]; ok {
+				ae = invalid("", "Unrecognized request argument supplied: "+k)
+				break
+			}
+		}
+	}
+	rf := req.ResponseFormat
+	if rf == nil || rf.Type != "json_object" && rf.Type != "json_schema" {
+		return nil, ae
+	}
+	if rf.Type == "json_schema" {
+		switch mode {
+		case StructuredIgnored:
+			return nil, nil
+		case StructuredUnsupported:
+			if ae == nil {
+				ae = invalid("response_format", "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.")
+			}
+		}
+	}
+	return rf, ae
+}
+
+func invalid(param, msg string) *llm.APIError {
+	return &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, Param: param, Message: msg}
+}
+
+func parseSchemaAny(raw json.RawMessage) any {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return nil
+	}
+	return v
+}
+
+// openObject reports whether s holds an object schema that does not set
+// "additionalProperties": false, looking through properties, items,
+// prefixItems, anyOf, allOf, oneOf, $defs and definitions.
+func openObject(s any, depth int) bool {
+	m, ok := s.(map[string]any)
+	if !ok || depth > 64 {
+		return false
+	}
+	if isObjectSchema(m) {
+		if ap, ok := m["additionalProperties"].(bool); !ok || ap {
+			return true
+		}
+	}
+	for _, k := range [...]string{"properties", "$defs", "definitions"} {
+		sub, _ := m[k].(map[string]any)
+		for _, v := range sub {
+			if openObject(v, depth+1) {
+				return true
+			}
+		}
+	}
+	// items is a schema, or (draft 4–2019) a list of them like prefixItems.
+	if openObject(m["items"], depth+1) {
+		return true
+	}
+	for _, k := range [...]string{"items", "prefixItems", "anyOf", "allOf", "oneOf"} {
+		list, _ := m[k].([]any)
+		for _, v := range list {
+			if openObject(v, depth+1) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isObjectSchema reports whether m describes objects: its type is (or
+// includes) "object", or it has no type and has properties.
+func isObjectSchema(m map[string]any) bool {
+	switch t := m["type"].(type) {
+	case string:
+		return t == "object"
+	case []any:
+		return slices.Contains(t, any("object"))
+	case nil:
+		_, ok := m["properties"]
+		return ok
+	}
+	return false
+}
