@@ -457,7 +457,6 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 		rec.SchemaSource = rec.Structured.Source
 		if !x.legacy && spec.upstream(req) {
 			x.spec = spec
-			rec.Structured.Sent = true
 		}
 	}
 	if rec.Stage == StageFull && !x.legacy {

@@ -354,7 +354,14 @@ func send(ctx context.Context, x *exec, t *try) (*attempt, error) {
 	if t.cont != nil {
 		req, a.splice = x.continuationFor(a.ep, *t.cont)
 	} else if x.spec != nil {
-		req, a.tool = x.askSchema(req, a.ep, t.kind)
+		if r2, tool := x.askSchema(req, a.ep, t.kind); r2 != req {
+			req, a.tool = r2, tool
+			x.mu.Lock()
+			if !x.sealed {
+				x.rec.Structured.Sent = true
+			}
+			x.mu.Unlock()
+		}
 	}
 	nreq, nerr := x.normalize(req, a.ep)
 	a.req = nreq
