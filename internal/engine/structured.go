@@ -274,7 +274,11 @@ func (x *exec) checkStructured(ctx context.Context, sp *outputSpec, resp *llm.Re
 		}
 		msg += ": " + strings.Join(parts, "; ")
 	}
-	return nil, &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshSchemaViolation, Message: msg}
+	ae := &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshSchemaViolation, Message: msg}
+	if x.rec.SchemaSource != "" {
+		ae.MeshHeaders = map[string]string{"X-Mesh-Schema": x.rec.SchemaSource}
+	}
+	return nil, ae
 }
 
 // maxInvalidAnswer bounds the invalid answer a record keeps.

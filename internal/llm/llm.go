@@ -458,6 +458,9 @@ type APIError struct {
 	RetryAfter time.Duration
 	// RawType keeps an upstream error type string outside the ErrorType set.
 	RawType string
+	// MeshHeaders are X-Mesh-* headers Keel sends with the error answer
+	// (X-Mesh-Schema on a schema violation).
+	MeshHeaders map[string]string
 }
 
 // Error implements error.
