@@ -3,33 +3,22 @@ package structured
 import (
 	"bytes"
 	"cmp"
-	"crypto/sha256"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// ErrSchema reports a schema that is not valid JSON or not a valid draft
-// 2020-12 JSON Schema. Errors returned by Compile wrap it.
+// ErrSchema reports a schema that is not valid JSON, not a valid draft
+// 2020-12 JSON Schema, or that references a document outside itself. Errors
+// returned by Compile wrap it, except a *LimitError (ErrSchemaLimit) and, from
+// CompileContext, the context's error.
 var ErrSchema = errors.New("invalid output schema")
-
-// maxCached bounds the compiled-schema cache. Schemas arrive per request
-// (response_format, tool input_schema, mesh_behavior.output_schema), so a
-// client that sends a fresh schema on every call must not grow memory without
-// bound: once the cache is full, new schemas are compiled but not kept.
-const maxCached = 1024
-
-var (
-	cache     sync.Map // [32]byte (sha256 of the schema bytes) → *Schema
-	cacheSize atomic.Int64
-)
 
 // Schema is a compiled JSON Schema (draft 2020-12 unless the document's
 // $schema names another draft). A Schema is immutable and safe for concurrent
@@ -54,26 +43,15 @@ const (
 // modify the returned bytes.
 func (s *Schema) Raw() json.RawMessage { return s.raw }
 
-// Compile compiles a JSON Schema. Compiled schemas are cached by the SHA-256
-// of their bytes, so compiling the same schema on every request costs one hash
-// and one map lookup. The schema may not reference external documents: every
-// $ref must resolve inside it (a gateway does not fetch URLs named by a
-// client). Compile is safe for concurrent use.
+// Compile compiles a JSON Schema under the package's current limits
+// (SetLimits; DefaultLimits until then) without a deadline: it is
+// CompileContext(context.Background(), schema, CurrentLimits()). Compiled
+// schemas are cached, so compiling the same schema on every request costs
+// one linear scan, one hash and one map lookup. The schema may not reference
+// external documents: every $ref must resolve inside it (a gateway does not
+// fetch URLs named by a client). Compile is safe for concurrent use.
 func Compile(schema json.RawMessage) (*Schema, error) {
-	key := sha256.Sum256(schema)
-	if v, ok := cache.Load(key); ok {
-		return v.(*Schema), nil
-	}
-	s, err := compile(schema)
-	if err != nil {
-		return nil, err
-	}
-	if cacheSize.Load() < maxCached {
-		if _, loaded := cache.LoadOrStore(key, s); !loaded {
-			cacheSize.Add(1)
-		}
-	}
-	return s, nil
+	return CompileContext(context.Background(), schema, CurrentLimits())
 }
 
 // noLoader refuses every external document.
@@ -100,9 +78,7 @@ func compile(schema json.RawMessage) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSchema, err)
 	}
-	raw := make(json.RawMessage, len(schema))
-	copy(raw, schema)
-	return &Schema{raw: raw, sch: sch, root: rootOf(sch)}, nil
+	return &Schema{raw: schema, sch: sch, root: rootOf(sch)}, nil
 }
 
 func rootOf(sch *jsonschema.Schema) rootKind {

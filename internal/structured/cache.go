@@ -1,0 +1,208 @@
+package structured
+
+import (
+	"container/list"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// The compiled-schema cache is bounded by entries and by canonical schema
+// bytes. A compiled schema retains about 40 bytes of heap per schema byte
+// (measured: 25 KB of properties → 0.94 MB), so the byte cap, not the entry
+// cap, is what bounds memory: 2 MiB of schema bytes is about 80 MiB of heap.
+const (
+	maxCacheEntries = 1024
+	maxCacheBytes   = 2 << 20
+)
+
+// compileCache is an LRU of compiled schemas (and of compile errors, which
+// are as deterministic) keyed by the SHA-256 of the canonical bytes, with
+// the compiles in flight so that concurrent callers with one schema share one
+// compile. A mutex guards it: every operation under it is a map lookup and a
+// list splice, never a compile.
+type compileCache struct {
+	mu      sync.Mutex // guards following
+	lru     *list.List // of *cacheEntry, most recent first
+	byKey   map[[32]byte]*list.Element
+	bytes   int
+	flights map[[32]byte]*flight
+}
+
+type cacheEntry struct {
+	key [32]byte
+	res compiled
+}
+
+// compiled is the outcome of one compile: a schema and its expansion count,
+// or the compiler's error.
+type compiled struct {
+	s         *Schema
+	expansion int
+	size      int
+	err       error
+}
+
+type flight struct {
+	done chan struct{}
+	res  compiled
+}
+
+var cache = &compileCache{lru: list.New(), byKey: map[[32]byte]*list.Element{}, flights: map[[32]byte]*flight{}}
+
+// get returns the cached outcome for key, or the flight to wait on, or
+// (after registering a new flight) lead=true: the caller compiles.
+func (c *compileCache) get(key [32]byte) (res compiled, ok bool, f *flight, lead bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, hit := c.byKey[key]; hit {
+		c.lru.MoveToFront(e)
+		return e.Value.(*cacheEntry).res, true, nil, false
+	}
+	if f, ok := c.flights[key]; ok {
+		return compiled{}, false, f, false
+	}
+	f = &flight{done: make(chan struct{})}
+	c.flights[key] = f
+	return compiled{}, false, f, true
+}
+
+// finish ends the flight for key and, unless abandoned, caches res.
+func (c *compileCache) finish(key [32]byte, f *flight, res compiled, abandoned bool) {
+	c.mu.Lock()
+	delete(c.flights, key)
+	if !abandoned && res.size <= maxCacheBytes {
+		c.bytes += res.size
+		c.byKey[key] = c.lru.PushFront(&cacheEntry{key: key, res: res})
+		for c.lru.Len() > maxCacheEntries || c.bytes > maxCacheBytes {
+			old := c.lru.Back()
+			e := old.Value.(*cacheEntry)
+			c.lru.Remove(old)
+			delete(c.byKey, e.key)
+			c.bytes -= e.res.size
+		}
+	}
+	c.mu.Unlock()
+	f.res = res
+	close(f.done)
+}
+
+// len reports the cached entries and their bytes.
+func (c *compileCache) len() (int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lru.Len(), c.bytes
+}
+
+// compiles counts the compiles run (the tests' view of the shared flights).
+var compiles atomic.Int64
+
+// errAbandoned ends a flight whose leader gave up (its context ended while
+// it waited for a compile slot); the followers retry.
+var errAbandoned = errors.New("compile abandoned")
+
+// compileSlots is a semaphore of MaxConcurrentCompiles tokens. SetLimits
+// swaps in a new one; a holder releases the token to the channel it took it
+// from.
+var compileSlots atomic.Pointer[chan struct{}]
+
+func setCompileSlots(n int) {
+	if old := compileSlots.Load(); old != nil && cap(*old) == n {
+		return
+	}
+	ch := make(chan struct{}, n)
+	compileSlots.Store(&ch)
+}
+
+func slots() chan struct{} {
+	if p := compileSlots.Load(); p != nil {
+		return *p
+	}
+	setCompileSlots(DefaultLimits().MaxConcurrentCompiles)
+	return *compileSlots.Load()
+}
+
+// CompileContext checks raw against lim (zero fields: defaults) and
+// compiles it. A schema over a limit is rejected with a *LimitError before
+// the compiler sees it; a schema that is not valid JSON or not a valid JSON
+// Schema, or that references anything outside itself, with an error wrapping
+// ErrSchema. The outcome is cached by the SHA-256 of the schema without
+// insignificant whitespace; concurrent callers with the same schema share one
+// compile, and at most lim.MaxConcurrentCompiles distinct schemas compile at
+// once (the slots are process-wide: the most recent SetLimits sizes them).
+// ctx is checked before and after the compile and bounds the wait for a slot
+// or for another caller's compile; the compile itself, bounded by the limits,
+// is not interruptible. CompileContext is safe for concurrent use.
+func CompileContext(ctx context.Context, raw json.RawMessage, lim Limits) (*Schema, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("compiling schema: %w", err)
+	}
+	lim = lim.withDefaults()
+	canon, err := prescan(raw, lim)
+	if err != nil {
+		return nil, err
+	}
+	key := sha256.Sum256(canon)
+	for {
+		res, ok, f, lead := cache.get(key)
+		if !ok && !lead {
+			select {
+			case <-f.done:
+				res = f.res
+			case <-ctx.Done():
+				return nil, fmt.Errorf("compiling schema: %w", ctx.Err())
+			}
+			if errors.Is(res.err, errAbandoned) {
+				continue
+			}
+		}
+		if lead {
+			sem := slots()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				cache.finish(key, f, compiled{err: errAbandoned}, true)
+				return nil, fmt.Errorf("compiling schema: %w", ctx.Err())
+			}
+			res = compileCounted(canon, raw, lim)
+			<-sem
+			cache.finish(key, f, res, false)
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("compiling schema: %w", err)
+			}
+		}
+		if res.err != nil {
+			return nil, res.err
+		}
+		if err := expansionErr(lim, res.expansion); err != nil {
+			return nil, err
+		}
+		return res.s.withRaw(raw), nil
+	}
+}
+
+// compileCounted compiles canon and counts its expansion; the Schema keeps
+// raw, the first caller's text. The count is capped well above any limit so
+// that a later SetLimits raising the limit still reads a true figure.
+func compileCounted(canon, raw []byte, lim Limits) compiled {
+	compiles.Add(1)
+	s, err := compile(canon)
+	if err != nil {
+		return compiled{err: err, size: len(canon)}
+	}
+	s.raw = append(json.RawMessage(nil), raw...)
+	return compiled{s: s, expansion: expansion(s.sch, max(lim.MaxExpansion, 1<<20)), size: len(canon)}
+}
+
+// withRaw returns s with Raw reporting raw: a cache hit from a schema
+// formatted differently shares the compiled form, not the caller's text.
+func (s *Schema) withRaw(raw json.RawMessage) *Schema {
+	if string(s.raw) == string(raw) {
+		return s
+	}
+	return &Schema{raw: append(json.RawMessage(nil), raw...), sch: s.sch, root: s.root}
+}
