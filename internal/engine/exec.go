@@ -843,16 +843,7 @@ func (x *exec) normalize(req *llm.Request, ep *endpoint) (*llm.Request, error) {
 			x.rec.Calibrated = true
 		}
 	}
-	version := ""
-	if ep.Format == llm.FormatAnthropic {
-		version = ep.AnthropicVersion
-		if version == "" && x.call.ClientHeader != nil {
-			version = x.call.ClientHeader.Get("anthropic-version")
-		}
-		if version == "" {
-			version = provider.DefaultAnthropicVersion
-		}
-	}
+	version := ep.APIVersion(x.call.ClientHeader)
 	out, actions, err := normalize.Params(req, normalize.Target{Format: ep.Format, Model: ep.UpstreamModel, APIVersion: version}, e.paramPol)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/route"
+	"github.com/keelmesh/keel/internal/wire"
 )
 
 // endpoint is an upstream with its live state. It lives in the fleet
@@ -182,12 +183,7 @@ var ErrNoProvider = errors.New("no provider for the client's format")
 
 // keyEnv names the environment variable keel serve reads a format's
 // provider key from when it runs without a config.
-func keyEnv(f llm.Format) string {
-	if f == llm.FormatAnthropic {
-		return "ANTHROPIC_API_KEY"
-	}
-	return "OPENAI_API_KEY"
-}
+func keyEnv(f llm.Format) string { return wire.For(f).KeyEnv() }
 
 // passthroughRoute returns the route serving model for a client of format
 // when no model or alias claims it: one endpoint on the provider of the

@@ -18,23 +18,21 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/translate"
-	"github.com/keelmesh/keel/internal/wire/anthropic"
-	"github.com/keelmesh/keel/internal/wire/openai"
+	"github.com/keelmesh/keel/internal/wire"
 )
 
 // Default Anthropic API version sent upstream when the client named none.
-const DefaultAnthropicVersion = "2023-06-01"
+const DefaultAnthropicVersion = wire.DefaultAnthropicVersion
 
 // AnthropicVersionNoSampling is the API version that rejects temperature,
 // top_p and top_k outright (PROTOCOLS §0.1).
-const AnthropicVersionNoSampling = "2026-10-21"
+const AnthropicVersionNoSampling = wire.AnthropicVersionNoSampling
 
 // Endpoint is one upstream: a model served by one provider in one region.
 // Endpoints are immutable once built.
@@ -152,19 +150,19 @@ func (e *Endpoint) ContinuationKind() Continuation {
 	if e.Continuation != "" {
 		return e.Continuation
 	}
-	if e.Format == llm.FormatAnthropic {
+	if wire.For(e.Format).Continues() {
 		return ContinuePrefill
 	}
 	return ContinueNone
 }
 
 // URL returns the endpoint's request URL.
-func (e *Endpoint) URL() string {
-	base := strings.TrimRight(e.BaseURL, "/")
-	if e.Format == llm.FormatOpenAI {
-		return base + "/chat/completions"
-	}
-	return base + "/v1/messages"
+func (e *Endpoint) URL() string { return wire.For(e.Format).RequestURL(e.BaseURL) }
+
+// APIVersion is the API version a call to e sends: e's own, else the
+// client's, else the format's default ("" for formats without one).
+func (e *Endpoint) APIVersion(client http.Header) string {
+	return wire.For(e.Format).APIVersion(e.AnthropicVersion, client)
 }
 
 // TransportOptions tune the shared upstream transport.
@@ -399,44 +397,10 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 	}
 	out := *prepared
 	out.Model = ep.UpstreamModel
-	dropped := slices.Clone(tr.Dropped)
-	version := ""
-	if ep.Format == llm.FormatAnthropic {
-		version = ep.AnthropicVersion
-		if version == "" && call.ClientHeader != nil {
-			version = call.ClientHeader.Get("anthropic-version")
-		}
-		if version == "" {
-			version = DefaultAnthropicVersion
-		}
-		if version == AnthropicVersionNoSampling {
-			if out.Temperature != nil {
-				dropped = append(dropped, "temperature")
-				out.Temperature = nil
-			}
-			if out.TopP != nil {
-				dropped = append(dropped, "top_p")
-				out.TopP = nil
-			}
-			if out.TopK != nil {
-				dropped = append(dropped, "top_k")
-				out.TopK = nil
-			}
-		}
-		if !out.HasMaxTokens {
-			// An OpenAI-format client may omit it; Anthropic requires it.
-			out.MaxTokens, out.HasMaxTokens = 4096, true
-		}
-	} else if out.Stream {
-		// Usage is only sent on streams that ask for it; the mesh needs it.
-		out.IncludeUsage = true
-	}
-	var body []byte
-	if ep.Format == llm.FormatOpenAI {
-		body, err = openai.EncodeRequest(&out)
-	} else {
-		body, err = anthropic.EncodeRequest(&out)
-	}
+	codec := wire.For(ep.Format)
+	version := ep.APIVersion(call.ClientHeader)
+	dropped := append(slices.Clone(tr.Dropped), codec.PrepareUpstream(&out, version)...)
+	body, err := codec.EncodeRequest(&out)
 	if err != nil {
 		return nil, &Error{Kind: KindProtocol, Endpoint: ep.ID, Err: fmt.Errorf("encoding request: %w", err)}
 	}
@@ -479,18 +443,13 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 	}
 	set("Content-Type", "application/json")
 	set("Accept", "application/json")
-	if ep.Format == llm.FormatAnthropic {
-		set("Anthropic-Version", version)
-		if ep.APIKey != "" {
-			set("X-Api-Key", ep.APIKey)
-		}
-		if call.ClientHeader != nil {
-			if b := call.ClientHeader.Values("anthropic-beta"); len(b) > 0 {
-				h["Anthropic-Beta"] = b
+	codec.SetAuth(set, ep.APIKey, version)
+	if call.ClientHeader != nil {
+		for _, k := range codec.PassHeaders() {
+			if v := call.ClientHeader.Values(k); len(v) > 0 {
+				h[k] = v
 			}
 		}
-	} else if ep.APIKey != "" {
-		set("Authorization", "Bearer "+ep.APIKey)
 	}
 	for k, v := range ep.Header {
 		h[k] = v
@@ -522,13 +481,7 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		if rerr != nil && len(b) == 0 {
 			return nil, classifyTransportErr(ep.ID, rerr, context.Cause(actx), ctx)
 		}
-		var apiErr *llm.APIError
-		if ep.Format == llm.FormatOpenAI {
-			apiErr = openai.ParseError(resp.StatusCode, resp.Header, b)
-		} else {
-			apiErr = anthropic.ParseError(resp.StatusCode, resp.Header, b)
-		}
-		return nil, &Error{Kind: KindStatus, Endpoint: ep.ID, API: apiErr}
+		return nil, &Error{Kind: KindStatus, Endpoint: ep.ID, API: codec.ParseError(resp.StatusCode, resp.Header, b)}
 	}
 	if !req.Stream {
 		b, rerr := readAnswer(resp)
@@ -542,12 +495,7 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 			return nil, classifyTransportErr(ep.ID, rerr, cause, ctx)
 		}
 		release()
-		var r *llm.Response
-		if ep.Format == llm.FormatOpenAI {
-			r, err = openai.ParseResponse(b)
-		} else {
-			r, err = anthropic.ParseResponse(b)
-		}
+		r, err := codec.ParseResponse(b)
 		if err != nil {
 			return nil, &Error{Kind: KindProtocol, Endpoint: ep.ID, Err: fmt.Errorf("parsing response: %w", err)}
 		}
@@ -571,11 +519,7 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 	if call.Received != nil {
 		sb = &countingReader{r: resp.Body, n: call.Received}
 	}
-	if ep.Format == llm.FormatOpenAI {
-		s.next = openai.NewStreamReader(sb).Next
-	} else {
-		s.next = anthropic.NewStreamReader(sb).Next
-	}
+	s.next = codec.NewStreamReader(sb).Next
 	if s.idle > 0 {
 		s.idleTimer = time.AfterFunc(s.idle, func() { cancel(ErrIdleTimeout) })
 	}
@@ -718,23 +662,12 @@ func classifyTransportErr(id string, err, cause error, parent context.Context) *
 // reachable; only a transport failure is an error. It sends no model
 // request, so it costs the provider nothing.
 func (c *Client) Probe(ctx context.Context, ep *Endpoint) error {
-	base := strings.TrimRight(ep.BaseURL, "/")
-	url := base + "/v1/models"
-	if ep.Format == llm.FormatOpenAI {
-		url = base + "/models"
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	codec := wire.For(ep.Format)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, codec.ProbeURL(ep.BaseURL), nil)
 	if err != nil {
 		return err
 	}
-	if ep.Format == llm.FormatAnthropic {
-		req.Header.Set("anthropic-version", DefaultAnthropicVersion)
-		if ep.APIKey != "" {
-			req.Header.Set("x-api-key", ep.APIKey)
-		}
-	} else if ep.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+ep.APIKey)
-	}
+	codec.SetAuth(req.Header.Set, ep.APIKey, codec.APIVersion("", nil))
 	resp, err := c.rt.RoundTrip(req)
 	if err != nil {
 		return err

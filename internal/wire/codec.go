@@ -1,0 +1,222 @@
+// Package wire is the table of wire formats: one Codec per llm.Format, the
+// only place outside the format packages (wire/anthropic, wire/openai)
+// that knows how a format is spelled — its parse and encode of requests,
+// answers, errors and streams, its request and probe paths, its auth
+// headers and API version, and the per-endpoint preparation of a request
+// (sampling parameters an API version rejects, a required max_tokens, the
+// usage chunk of a stream). Server, provider and engine ask For(format)
+// instead of switching on it.
+package wire
+
+import (
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/sse"
+	"github.com/keelmesh/keel/internal/wire/anthropic"
+	"github.com/keelmesh/keel/internal/wire/openai"
+)
+
+// DefaultAnthropicVersion is the anthropic-version sent upstream when
+// neither the endpoint nor the client names one.
+const DefaultAnthropicVersion = "2023-06-01"
+
+// AnthropicVersionNoSampling is the API version that rejects temperature,
+// top_p and top_k outright (PROTOCOLS §0.1).
+const AnthropicVersionNoSampling = "2026-10-21"
+
+// DefaultMaxTokens is the max_tokens sent to an API that requires one
+// (Anthropic) when the client's request has none.
+const DefaultMaxTokens = 4096
+
+// StreamReader yields a stream's canonical events; Next returns io.EOF
+// after the wire's terminator.
+type StreamReader interface {
+	Next() (*llm.Event, error)
+}
+
+// StreamWriter writes canonical events in a wire format.
+type StreamWriter interface {
+	Write(ev *llm.Event) error
+}
+
+// StreamOptions tune a client-facing stream writer.
+type StreamOptions struct {
+	// IncludeUsage: the client asked for the usage chunk (OpenAI
+	// stream_options.include_usage).
+	IncludeUsage bool
+}
+
+// Codec is one wire format.
+type Codec interface {
+	Format() llm.Format
+
+	// ParseRequest reads a client's request body.
+	ParseRequest(body []byte) (*llm.Request, error)
+	// EncodeRequest writes a request in this format (after
+	// PrepareUpstream for an upstream call).
+	EncodeRequest(r *llm.Request) ([]byte, error)
+	ParseResponse(body []byte) (*llm.Response, error)
+	EncodeResponse(r *llm.Response) ([]byte, error)
+	ParseError(status int, h http.Header, body []byte) *llm.APIError
+	EncodeError(e *llm.APIError) []byte
+	NewStreamReader(r io.Reader) StreamReader
+	NewStreamWriter(w *sse.Writer, o StreamOptions) StreamWriter
+
+	// RequestURL is the endpoint URL of a model call under base (the
+	// provider base: https://api.anthropic.com, https://api.openai.com/v1).
+	RequestURL(base string) string
+	// ProbeURL is the models list under base: a GET any server of the
+	// format answers without cost.
+	ProbeURL(base string) string
+	// SetAuth sets the request headers of a call with key (none when key
+	// is empty) and the API version (ignored by formats without one).
+	SetAuth(set func(k, v string), key, version string)
+	// PassHeaders are the client request headers passed on to an
+	// upstream of this format (canonical names).
+	PassHeaders() []string
+	// APIVersion is the version an upstream call sends: the endpoint's
+	// own, else the client's header, else the default; "" for formats
+	// without versions.
+	APIVersion(endpoint string, client http.Header) string
+	// PrepareUpstream adapts r, a copy owned by the caller, to what this
+	// API accepts at version, and names the parameters it dropped.
+	PrepareUpstream(r *llm.Request, version string) (dropped []string)
+	// Continues reports whether a trailing assistant message is continued
+	// by this format's reference API (Anthropic: yes; OpenAI: no, it
+	// starts a new answer).
+	Continues() bool
+	// KeyEnv names the environment variable holding this format's
+	// provider key when Keel runs without a config.
+	KeyEnv() string
+}
+
+var codecs = [...]Codec{llm.FormatAnthropic: anthropicCodec{}, llm.FormatOpenAI: openaiCodec{}}
+
+// For returns f's codec; an unknown format gets OpenAI's (the format of
+// every OpenAI-compatible server).
+func For(f llm.Format) Codec {
+	if int(f) < len(codecs) && codecs[f] != nil {
+		return codecs[f]
+	}
+	return codecs[llm.FormatOpenAI]
+}
+
+// Codecs lists every format's codec.
+func Codecs() []Codec { return []Codec{codecs[llm.FormatAnthropic], codecs[llm.FormatOpenAI]} }
+
+func trimBase(base string) string { return strings.TrimRight(base, "/") }
+
+type anthropicCodec struct{}
+
+// anthropicPass: beta features the client opted into (anthropic-beta).
+var anthropicPass = []string{"Anthropic-Beta"}
+
+func (anthropicCodec) Format() llm.Format                          { return llm.FormatAnthropic }
+func (anthropicCodec) ParseRequest(b []byte) (*llm.Request, error) { return anthropic.ParseRequest(b) }
+func (anthropicCodec) EncodeRequest(r *llm.Request) ([]byte, error) {
+	return anthropic.EncodeRequest(r)
+}
+func (anthropicCodec) ParseResponse(b []byte) (*llm.Response, error) {
+	return anthropic.ParseResponse(b)
+}
+func (anthropicCodec) EncodeResponse(r *llm.Response) ([]byte, error) {
+	return anthropic.EncodeResponse(r)
+}
+func (anthropicCodec) EncodeError(e *llm.APIError) []byte       { return anthropic.EncodeError(e) }
+func (anthropicCodec) NewStreamReader(r io.Reader) StreamReader { return anthropic.NewStreamReader(r) }
+func (anthropicCodec) RequestURL(base string) string            { return trimBase(base) + "/v1/messages" }
+func (anthropicCodec) ProbeURL(base string) string              { return trimBase(base) + "/v1/models" }
+func (anthropicCodec) Continues() bool                          { return true }
+func (anthropicCodec) PassHeaders() []string                    { return anthropicPass }
+func (anthropicCodec) KeyEnv() string                           { return "ANTHROPIC_API_KEY" }
+
+func (anthropicCodec) ParseError(status int, h http.Header, b []byte) *llm.APIError {
+	return anthropic.ParseError(status, h, b)
+}
+
+func (anthropicCodec) NewStreamWriter(w *sse.Writer, _ StreamOptions) StreamWriter {
+	return anthropic.NewStreamWriter(w, anthropic.StreamOptions{})
+}
+
+func (anthropicCodec) SetAuth(set func(k, v string), key, version string) {
+	set("Anthropic-Version", version)
+	if key != "" {
+		set("X-Api-Key", key)
+	}
+}
+
+func (anthropicCodec) APIVersion(endpoint string, client http.Header) string {
+	if endpoint != "" {
+		return endpoint
+	}
+	if client != nil {
+		if v := client.Get("anthropic-version"); v != "" {
+			return v
+		}
+	}
+	return DefaultAnthropicVersion
+}
+
+func (anthropicCodec) PrepareUpstream(r *llm.Request, version string) []string {
+	var dropped []string
+	if version == AnthropicVersionNoSampling {
+		if r.Temperature != nil {
+			dropped, r.Temperature = append(dropped, "temperature"), nil
+		}
+		if r.TopP != nil {
+			dropped, r.TopP = append(dropped, "top_p"), nil
+		}
+		if r.TopK != nil {
+			dropped, r.TopK = append(dropped, "top_k"), nil
+		}
+	}
+	if !r.HasMaxTokens {
+		// An OpenAI-format client may omit it; Anthropic requires it.
+		r.MaxTokens, r.HasMaxTokens = DefaultMaxTokens, true
+	}
+	return dropped
+}
+
+type openaiCodec struct{}
+
+func (openaiCodec) Format() llm.Format                           { return llm.FormatOpenAI }
+func (openaiCodec) ParseRequest(b []byte) (*llm.Request, error)  { return openai.ParseRequest(b) }
+func (openaiCodec) EncodeRequest(r *llm.Request) ([]byte, error) { return openai.EncodeRequest(r) }
+func (openaiCodec) EncodeUpstreamRequest(r *llm.Request) ([]byte, error) {
+	return openai.EncodeUpstreamRequest(r)
+}
+func (openaiCodec) ParseResponse(b []byte) (*llm.Response, error)  { return openai.ParseResponse(b) }
+func (openaiCodec) EncodeResponse(r *llm.Response) ([]byte, error) { return openai.EncodeResponse(r) }
+func (openaiCodec) EncodeError(e *llm.APIError) []byte             { return openai.EncodeError(e) }
+func (openaiCodec) NewStreamReader(r io.Reader) StreamReader       { return openai.NewStreamReader(r) }
+func (openaiCodec) RequestURL(base string) string                  { return trimBase(base) + "/chat/completions" }
+func (openaiCodec) ProbeURL(base string) string                    { return trimBase(base) + "/models" }
+func (openaiCodec) Continues() bool                                { return false }
+func (openaiCodec) PassHeaders() []string                          { return nil }
+func (openaiCodec) KeyEnv() string                                 { return "OPENAI_API_KEY" }
+func (openaiCodec) APIVersion(string, http.Header) string          { return "" }
+
+func (openaiCodec) ParseError(status int, h http.Header, b []byte) *llm.APIError {
+	return openai.ParseError(status, h, b)
+}
+
+func (openaiCodec) NewStreamWriter(w *sse.Writer, o StreamOptions) StreamWriter {
+	return openai.NewStreamWriter(w, openai.StreamOptions{IncludeUsage: o.IncludeUsage})
+}
+
+func (openaiCodec) SetAuth(set func(k, v string), key, _ string) {
+	if key != "" {
+		set("Authorization", "Bearer "+key)
+	}
+}
+
+func (openaiCodec) PrepareUpstream(r *llm.Request, _ string) []string {
+	if r.Stream {
+		// Usage is only sent on streams that ask for it; the mesh needs it.
+		r.IncludeUsage = true
+	}
+	return nil
+}
