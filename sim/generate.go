@@ -370,26 +370,50 @@ type turn struct {
 
 // mergeTurns flattens non-system messages into turns, merging consecutive
 // messages of one role (as the Anthropic API does, and as OpenAI tool
-// messages following each other become one turn).
+// messages following each other become one turn). It is linear in the
+// messages' text: a merged turn is built once, in a strings.Builder.
 func mergeTurns(out []turn, ms []llm.Message) []turn {
+	var (
+		cur    turn
+		have   bool
+		merged bool // cur.text is in sb
+		sb     strings.Builder
+	)
+	flush := func() {
+		if merged {
+			cur.text = sb.String()
+			sb.Reset() // the next merged turn gets a new buffer
+		}
+		out = append(out, cur)
+	}
 	for i := range ms {
 		m := &ms[i]
 		if m.Role == llm.RoleSystem || m.Role == llm.RoleDeveloper {
 			continue
 		}
 		text, tr := blocksKeyText(m.Content)
-		if n := len(out); n > 0 && out[n-1].role == m.Role {
+		if have && cur.role == m.Role {
+			if !merged {
+				sb.WriteString(cur.text)
+				merged = true
+			}
 			if text != "" {
-				if out[n-1].text != "" {
-					out[n-1].text += "\n"
+				if sb.Len() > 0 {
+					sb.WriteByte('\n')
 				}
-				out[n-1].text += text
+				sb.WriteString(text)
 			}
 			// The turn ends in a tool result when its last message holds one.
-			out[n-1].toolResult = tr
+			cur.toolResult = tr
 			continue
 		}
-		out = append(out, turn{role: m.Role, text: text, toolResult: tr})
+		if have {
+			flush()
+		}
+		cur, have, merged = turn{role: m.Role, text: text, toolResult: tr}, true, false
+	}
+	if have {
+		flush()
 	}
 	return out
 }

@@ -207,8 +207,11 @@ func fieldName(k string) bool {
 	return true
 }
 
+// keySeparators turns a field name's spaces and hyphens into underscores.
+var keySeparators = strings.NewReplacer(" ", "_", "-", "_")
+
 func normKey(k string) string {
-	return strings.NewReplacer(" ", "_", "-", "_").Replace(strings.ToLower(strings.TrimSpace(k)))
+	return keySeparators.Replace(strings.ToLower(strings.TrimSpace(k)))
 }
 
 // extractionAnswer returns the JSON text of a field-extraction answer, or
@@ -229,8 +232,13 @@ func extractionAnswer(req *llm.Request, sys string, turns []turn, rf *llm.Respon
 			input = append(input, t.text)
 		}
 	}
-	found := GroundTruth(strings.Join(input, "\n"))
-	asked := strings.Contains(strings.ToLower(sys), "extract")
+	lines := fieldLines(strings.Join(input, "\n"))
+	found := make(map[string]string, len(lines))
+	for _, f := range lines {
+		found[f.key] = f.value
+	}
+	// "extract" or 提取 / 抽取: a model asked in English or Chinese.
+	asked := strings.Contains(strings.ToLower(sys), "extract") || strings.Contains(sys, "提取") || strings.Contains(sys, "抽取")
 
 	type field struct {
 		name   string
@@ -248,7 +256,7 @@ func extractionAnswer(req *llm.Request, sys string, turns []turn, rf *llm.Respon
 		}
 		slices.SortFunc(fields, func(a, b field) int { return strings.Compare(a.name, b.name) })
 	} else {
-		for _, fl := range fieldLines(strings.Join(input, "\n")) {
+		for _, fl := range lines {
 			fields = append(fields, field{name: fl.key})
 		}
 		hit = len(fields) > 0
