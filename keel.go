@@ -42,8 +42,7 @@ import (
 	"github.com/keelmesh/keel/internal/telemetry/debugtrace"
 	"github.com/keelmesh/keel/internal/telemetry/metrics"
 	"github.com/keelmesh/keel/internal/telemetry/tracing"
-	"github.com/keelmesh/keel/internal/wire/anthropic"
-	"github.com/keelmesh/keel/internal/wire/openai"
+	"github.com/keelmesh/keel/internal/wire"
 )
 
 // Mesh is a running Keel engine with its HTTP front and embedded transport.
@@ -182,8 +181,11 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 		m.Close()
 		return nil, err
 	}
-	m.srv = server.New(server.Options{Engine: m.eng, Logger: o.logger, MaxBodyBytes: cfg.Server.MaxBodyBytes,
-		AdminToken: cfg.Server.AdminToken.Value(), Routes: routes})
+	sc := cfg.Server
+	m.srv = server.New(server.Options{Engine: m.eng, Logger: o.logger, MaxBodyBytes: sc.MaxBodyBytes,
+		BodyReadTimeout: time.Duration(sc.BodyReadTimeout), MinBodyRate: sc.MinBodyRateBytesPerSec, MaxInflightBodyBytes: sc.MaxInflightBodyBytes,
+		MaxMessages: sc.MaxMessages, ListenAddr: sc.Listen, AllowedHosts: sc.AllowedHosts, AllowedOrigins: sc.AllowedOrigins,
+		AdminToken: sc.AdminToken.Value(), ReadToken: sc.ReadToken.Value(), Routes: routes})
 	m.transport = &inproc.Transport{
 		Handler: m.srv,
 		Context: func(ctx context.Context) context.Context {
@@ -216,7 +218,12 @@ func Endpoints(cfg *config.Config) ([]*provider.Endpoint, error) {
 			if err != nil {
 				return nil, fmt.Errorf("provider %s: %w", p.Name, err)
 			}
+			sm, err := provider.ParseSchemaMode(mdl.StructuredOutputs)
+			if err != nil {
+				return nil, fmt.Errorf("model %s: %w", mdl.Name, err)
+			}
 			ep := &provider.Endpoint{
+				StructuredOutputs:     sm,
 				ID:                    e.ID(mdl.Name),
 				Model:                 mdl.Name,
 				UpstreamModel:         e.UpstreamModel,
@@ -272,6 +279,13 @@ func (m *Mesh) Engine() *engine.Engine { return m.eng }
 
 // SetReady flips the proxy's /readyz (false while draining).
 func (m *Mesh) SetReady(ready bool) { m.srv.SetReady(ready) }
+
+// ErrShuttingDown, as the cause of a request context's cancellation, ends
+// the call served by Handler with the wire's shutdown error: a stream gets
+// the wire's error event (overloaded_error), a call not yet answered a 503.
+// Cancel the base context of the http.Server (BaseContext) with it when a
+// graceful shutdown runs out of time, as `keel serve` does.
+var ErrShuttingDown = server.ErrShuttingDown
 
 // Close releases idle upstream connections. In-flight calls are not
 // interrupted.
@@ -416,20 +430,10 @@ func recordBodies(r *engine.Record) (prompt, answer string) {
 		return string(b)
 	}
 	if r.Request != nil {
-		prompt = enc(func() ([]byte, error) {
-			if r.Format == llm.FormatAnthropic {
-				return anthropic.EncodeRequest(r.Request)
-			}
-			return openai.EncodeRequest(r.Request)
-		})
+		prompt = enc(func() ([]byte, error) { return wire.For(r.Format).EncodeRequest(r.Request) })
 	}
 	if r.Response != nil {
-		answer = enc(func() ([]byte, error) {
-			if r.Format == llm.FormatAnthropic {
-				return anthropic.EncodeResponse(r.Response)
-			}
-			return openai.EncodeResponse(r.Response)
-		})
+		answer = enc(func() ([]byte, error) { return wire.For(r.Format).EncodeResponse(r.Response) })
 	}
 	return prompt, answer
 }

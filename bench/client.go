@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
-	"github.com/keelmesh/keel/internal/wire/anthropic"
-	"github.com/keelmesh/keel/internal/wire/openai"
+	"github.com/keelmesh/keel/internal/translate"
+	"github.com/keelmesh/keel/internal/wire"
 )
 
 // Error kinds counted in TargetResult.ErrorsByKind besides "status_NNN"
@@ -43,10 +43,7 @@ const jsonSchema = `{"type":"object","properties":{"risk_level":{"type":"string"
 // path's tail, anything else gets the whole path.
 func endpointPath(base string, f llm.Format) string {
 	base = strings.TrimRight(base, "/")
-	tail := "/v1/messages"
-	if f == llm.FormatOpenAI {
-		tail = "/v1/chat/completions"
-	}
+	tail := wire.For(f).Path()
 	switch {
 	case strings.HasSuffix(base, "/v1/messages"), strings.HasSuffix(base, "/v1/chat/completions"):
 		return base
@@ -67,36 +64,26 @@ func requestBody(r *Request, f llm.Format, seq uint64) []byte {
 type bodyTemplate struct{ pre, post []byte }
 
 func newBodyTemplate(r *Request, f llm.Format) bodyTemplate {
-	// The prompt is marshalled with the start of its suffix; JSON escapes
-	// character by character, and the number and ")" need no escaping.
-	prompt, _ := json.Marshal(r.Prompt + " (request ")
-	var b bytes.Buffer
-	b.WriteString(`{"model":`)
-	model, _ := json.Marshal(r.Model)
-	b.Write(model)
-	b.WriteString(`,"max_tokens":`)
-	b.WriteString(strconv.Itoa(r.MaxTokens))
-	b.WriteString(`,"messages":[{"role":"user","content":`)
-	b.Write(prompt[:len(prompt)-1]) // without its closing quote
-	t := bodyTemplate{pre: bytes.Clone(b.Bytes())}
-	b.Reset()
-	b.WriteString(`)"}]`)
-	if r.Stream {
-		b.WriteString(`,"stream":true`)
-		if f == llm.FormatOpenAI {
-			b.WriteString(`,"stream_options":{"include_usage":true}`)
-		}
-	}
+	// The request is encoded by the format's codec with a marker where the
+	// sequence number goes (JSON writes the NUL as \u0000, which no other
+	// part of the body contains), and cut there.
+	const marker = "\x00"
+	req := &llm.Request{Format: f, Model: r.Model, MaxTokens: r.MaxTokens, HasMaxTokens: true, Stream: r.Stream, IncludeUsage: r.Stream,
+		Messages: []llm.Message{{Role: llm.RoleUser, ContentIsString: true,
+			Content: []llm.Block{{Type: llm.BlockText, Text: r.Prompt + " (request " + marker + ")"}}}}}
 	if r.JSON {
-		if f == llm.FormatOpenAI {
-			b.WriteString(`,"response_format":{"type":"json_object"}`)
-		} else {
-			b.WriteString(`,"output_format":{"type":"json_schema","schema":` + jsonSchema + `}`)
+		// Structured outputs in the format's own form (Anthropic's schema
+		// subset for Anthropic).
+		if jr, err := translate.WithOutputSchema(req, f, json.RawMessage(jsonSchema)); err == nil {
+			req = jr
 		}
 	}
-	b.WriteByte('}')
-	t.post = b.Bytes()
-	return t
+	body, err := wire.For(f).EncodeRequest(req)
+	if err != nil {
+		panic("bench: encoding the request template: " + err.Error())
+	}
+	pre, post, _ := bytes.Cut(body, []byte(`\u0000`))
+	return bodyTemplate{pre: pre, post: post}
 }
 
 // appendBody appends the body of call number seq to dst.
@@ -141,12 +128,8 @@ func newCaller(client *http.Client, url string, format llm.Format, req *Request)
 	}
 	h := tmpl.Header
 	h["Content-Type"] = []string{"application/json"}
-	if format == llm.FormatAnthropic {
-		h["Anthropic-Version"] = []string{"2023-06-01"}
-		h["X-Api-Key"] = []string{"keel-bench"}
-	} else {
-		h["Authorization"] = []string{"Bearer keel-bench"}
-	}
+	codec := wire.For(format)
+	codec.SetAuth(func(k, v string) { h[k] = []string{v} }, "keel-bench", codec.APIVersion("", nil))
 	c.tmpl = tmpl
 	return c
 }
@@ -178,12 +161,7 @@ func (c *caller) call(ctx context.Context, seq uint64, intended time.Time) outco
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		var ae *llm.APIError
-		if c.format == llm.FormatOpenAI {
-			ae = openai.ParseError(resp.StatusCode, resp.Header, b)
-		} else {
-			ae = anthropic.ParseError(resp.StatusCode, resp.Header, b)
-		}
+		ae := wire.For(c.format).ParseError(resp.StatusCode, resp.Header, b)
 		if ae.MeshCode != "" {
 			return outcome{kind: ae.MeshCode}
 		}
@@ -206,12 +184,7 @@ func (c *caller) call(ctx context.Context, seq uint64, intended time.Time) outco
 	if err != nil {
 		return outcome{kind: transportKind(ctx, err)}
 	}
-	var r *llm.Response
-	if c.format == llm.FormatOpenAI {
-		r, err = openai.ParseResponse(b)
-	} else {
-		r, err = anthropic.ParseResponse(b)
-	}
+	r, err := wire.For(c.format).ParseResponse(b)
 	if err != nil {
 		return outcome{kind: KindInvalidResponse}
 	}
@@ -239,12 +212,7 @@ func (c *caller) readStream(ctx context.Context, body io.Reader, intended time.T
 		br.Reset(nil)
 		streamBufs.Put(br)
 	}()
-	var next func() (*llm.Event, error)
-	if c.format == llm.FormatOpenAI {
-		next = openai.NewStreamReader(br).Next
-	} else {
-		next = anthropic.NewStreamReader(br).Next
-	}
+	next := wire.For(c.format).NewStreamReader(br).Next
 	var o outcome
 	var text strings.Builder // the answer's text, kept only to check JSON
 	for {

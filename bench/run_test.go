@@ -21,6 +21,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/translate"
+	"github.com/keelmesh/keel/internal/wire"
 	"github.com/keelmesh/keel/sim"
 )
 
@@ -389,8 +391,8 @@ func TestRequestBody(t *testing.T) {
 		want   []string
 	}{
 		{"anthropic", Request{}, "anthropic", []string{`"model":"sim-sonnet"`, `"max_tokens":16`, `(request 7)`}},
-		{"anthropic json stream", Request{JSON: true, Stream: true}, "anthropic", []string{`"stream":true`, `"output_format":{"type":"json_schema"`}},
-		{"openai json stream", Request{JSON: true, Stream: true}, "openai", []string{`"stream_options":{"include_usage":true}`, `"response_format":{"type":"json_object"}`}},
+		{"anthropic json stream", Request{JSON: true, Stream: true}, "anthropic", []string{`"stream":true`, `"output_config":{"format":{"schema":{"additionalProperties":false`}},
+		{"openai json stream", Request{JSON: true, Stream: true}, "openai", []string{`"stream_options":{"include_usage":true}`, `"response_format":{"type":"json_schema"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -418,29 +420,34 @@ func TestRequestBody(t *testing.T) {
 	}
 }
 
-// TestRequestBodyTemplate checks the body template against marshalling the
-// whole prompt, for prompts JSON escapes (quotes, HTML, control characters,
-// invalid UTF-8 at the cut).
+// TestRequestBodyTemplate checks the body template against encoding the
+// whole request with the format's codec, for prompts JSON escapes (quotes,
+// HTML, control characters, invalid UTF-8 at the cut).
 func TestRequestBodyTemplate(t *testing.T) {
 	marshalled := func(r *Request, f llm.Format, seq uint64) []byte {
-		prompt, _ := json.Marshal(r.Prompt + " (request " + strconv.FormatUint(seq, 10) + ")")
-		model, _ := json.Marshal(r.Model)
-		b := `{"model":` + string(model) + `,"max_tokens":` + strconv.Itoa(r.MaxTokens) +
-			`,"messages":[{"role":"user","content":` + string(prompt) + `}]`
-		if r.Stream {
-			b += `,"stream":true`
-			if f == llm.FormatOpenAI {
-				b += `,"stream_options":{"include_usage":true}`
-			}
-		}
+		req := &llm.Request{Format: f, Model: r.Model, MaxTokens: r.MaxTokens, HasMaxTokens: true, Stream: r.Stream, IncludeUsage: r.Stream,
+			Messages: []llm.Message{{Role: llm.RoleUser, ContentIsString: true,
+				Content: []llm.Block{{Type: llm.BlockText, Text: r.Prompt + " (request " + strconv.FormatUint(seq, 10) + ")"}}}}}
 		if r.JSON {
-			if f == llm.FormatOpenAI {
-				b += `,"response_format":{"type":"json_object"}`
-			} else {
-				b += `,"output_format":{"type":"json_schema","schema":` + jsonSchema + `}`
+			var err error
+			if req, err = translate.WithOutputSchema(req, f, json.RawMessage(jsonSchema)); err != nil {
+				t.Fatal(err)
 			}
 		}
-		return []byte(b + "}")
+		b, err := wire.For(f).EncodeRequest(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// JSON mode asks in each format's own form: Anthropic's schema subset
+	// (objects closed, bounds moved into descriptions), OpenAI json_schema.
+	ab := requestBody(&Request{Model: "m", MaxTokens: 8, JSON: true}, llm.FormatAnthropic, 1)
+	if !json.Valid(ab) || !bytes.Contains(ab, []byte(`"output_config":{"format":{"schema":{"additionalProperties":false`)) || bytes.Contains(ab, []byte(`"minimum"`)) {
+		t.Errorf("anthropic JSON body %s", ab)
+	}
+	if ob := requestBody(&Request{Model: "m", MaxTokens: 8, JSON: true}, llm.FormatOpenAI, 1); !bytes.Contains(ob, []byte(`"response_format":{"type":"json_schema"`)) {
+		t.Errorf("openai JSON body %s", ob)
 	}
 	prompts := []string{"", "plain", `quote " and \ back`, "<html> & more", "tab\tnew\nline\u2028", "é ünïcode 日本", "bad \xff\xfe", "cut \xe6\x97"}
 	for _, p := range prompts {

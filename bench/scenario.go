@@ -55,8 +55,10 @@ type Request struct {
 	// MaxTokens defaults to 16.
 	MaxTokens int  `yaml:"max_tokens"`
 	Stream    bool `yaml:"stream"`
-	// JSON asks for a JSON answer (Anthropic output_format json_schema,
-	// OpenAI response_format json_object); an answer that does not parse
+	// JSON asks for a JSON answer matching a risk-report schema in the
+	// format's structured outputs (Anthropic output_config.format in its
+	// schema subset, OpenAI response_format json_schema); an answer that
+	// does not parse
 	// counts as invalid_json.
 	JSON bool `yaml:"json"`
 }

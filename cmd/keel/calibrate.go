@@ -20,8 +20,7 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/normalize/calstore"
-	"github.com/keelmesh/keel/internal/wire/anthropic"
-	"github.com/keelmesh/keel/internal/wire/openai"
+	"github.com/keelmesh/keel/internal/wire"
 	"github.com/keelmesh/keel/sim"
 )
 
@@ -138,8 +137,9 @@ func runCalibrate(cmd *cobra.Command, f *calibrateFlags) error {
 	} else if f.baseURL != "" {
 		return badInput(errors.New("--base-url needs --format anthropic|openai"))
 	}
-	if format == llm.FormatAnthropic && grid[len(grid)-1] > 1 {
-		return badInput(fmt.Errorf("--grid: Anthropic temperatures stop at 1, the grid reaches %g", grid[len(grid)-1]))
+	codec := wire.For(format)
+	if top := codec.MaxTemperature(); grid[len(grid)-1] > top {
+		return badInput(fmt.Errorf("--grid: %s temperatures stop at %g, the grid reaches %g", format, top, grid[len(grid)-1]))
 	}
 	if f.id == "" {
 		f.id = f.reference + "-to-" + f.target
@@ -163,18 +163,10 @@ func runCalibrate(cmd *cobra.Command, f *calibrateFlags) error {
 		s.url = endpointURL(f.baseURL, format)
 		env := f.apiKeyEnv
 		if env == "" {
-			env = map[llm.Format]string{llm.FormatAnthropic: "ANTHROPIC_API_KEY", llm.FormatOpenAI: "OPENAI_API_KEY"}[format]
+			env = codec.KeyEnv()
 		}
-		if key := os.Getenv(env); key != "" {
-			if format == llm.FormatAnthropic {
-				s.header.Set("x-api-key", key)
-			} else {
-				s.header.Set("Authorization", "Bearer "+key)
-			}
-		}
-		if format == llm.FormatAnthropic {
-			s.header.Set("anthropic-version", "2023-06-01") // 2026-10-21 takes no temperature
-		}
+		// The default API version: 2026-10-21 takes no temperature.
+		codec.SetAuth(s.header.Set, os.Getenv(env), codec.APIVersion("", nil))
 	}
 
 	ctx := cmd.Context()
@@ -304,13 +296,7 @@ func readPrompts(path string) ([]string, error) {
 
 // endpointURL appends the API path to a base URL the way the SDKs do:
 // Anthropic bases end before /v1, OpenAI bases include it.
-func endpointURL(base string, format llm.Format) string {
-	base = strings.TrimRight(base, "/")
-	if format == llm.FormatAnthropic {
-		return base + "/v1/messages"
-	}
-	return base + "/chat/completions"
-}
+func endpointURL(base string, format llm.Format) string { return wire.For(format).RequestURL(base) }
 
 // sweep samples every model over grid × prompts × n with up to conc calls in
 // flight, and returns per model the mean diversity at each temperature. The
@@ -386,13 +372,8 @@ func (s *sampler) sample(ctx context.Context, model, prompt string, t float64) (
 		HasMaxTokens: true,
 		Temperature:  &t,
 	}
-	var body []byte
-	var err error
-	if s.format == llm.FormatAnthropic {
-		body, err = anthropic.EncodeRequest(req)
-	} else {
-		body, err = openai.EncodeRequest(req)
-	}
+	codec := wire.For(s.format)
+	body, err := codec.EncodeRequest(req)
 	if err != nil {
 		return "", fmt.Errorf("encoding request: %w", err)
 	}
@@ -414,17 +395,9 @@ func (s *sampler) sample(ctx context.Context, model, prompt string, t float64) (
 		return "", fmt.Errorf("reading answer: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		if s.format == llm.FormatAnthropic {
-			return "", anthropic.ParseError(resp.StatusCode, resp.Header, b)
-		}
-		return "", openai.ParseError(resp.StatusCode, resp.Header, b)
+		return "", codec.ParseError(resp.StatusCode, resp.Header, b)
 	}
-	var r *llm.Response
-	if s.format == llm.FormatAnthropic {
-		r, err = anthropic.ParseResponse(b)
-	} else {
-		r, err = openai.ParseResponse(b)
-	}
+	r, err := codec.ParseResponse(b)
 	if err != nil {
 		return "", fmt.Errorf("parsing answer: %w", err)
 	}

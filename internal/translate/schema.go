@@ -3,24 +3,29 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/keelmesh/keel/internal/llm"
 )
 
-// ClosedSchema returns a copy of a JSON Schema in the form Anthropic
-// structured outputs accept: every object schema closed with
-// "additionalProperties": false. Anthropic rejects an object schema that
-// leaves it out or sets anything else (400 "For 'object' type,
-// 'additionalProperties' must be explicitly set to false"; its structured
-// outputs docs list it under the JSON Schema limitations). Closing the copy
-// sent upstream narrows what the model may write; Keel still validates the
-// answer against the schema as given.
-func ClosedSchema(raw json.RawMessage) (json.RawMessage, error) {
+// AnthropicSchema returns a copy of a JSON Schema in the subset Anthropic
+// structured outputs accept (its structured-outputs docs, "JSON Schema
+// limitations"; the API answers 400 otherwise, e.g. "For 'object' type,
+// 'additionalProperties' must be explicitly set to false", "For 'number'
+// type, properties maximum, minimum are not supported"): every object
+// schema closed with "additionalProperties": false; numeric bounds
+// (minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf),
+// string lengths (minLength, maxLength) and array bounds other than
+// minItems 0 or 1 (maxItems, a larger minItems, uniqueItems) moved into
+// the schema's description, as Anthropic's own SDKs do, so the model still
+// reads them. Keel validates the answer against the schema as given, so
+// nothing is lost; the copy only steers the model.
+func AnthropicSchema(raw json.RawMessage) (json.RawMessage, error) {
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
-	close1(v)
+	anthropicSubset(v)
 	return json.Marshal(v)
 }
 
@@ -30,9 +35,12 @@ var (
 	schemaKeys  = []string{"items", "not", "if", "then", "else", "contains", "additionalItems", "unevaluatedItems", "propertyNames"}
 	schemaLists = []string{"anyOf", "allOf", "oneOf", "prefixItems"}
 	schemaMaps  = []string{"properties", "$defs", "definitions", "patternProperties", "dependentSchemas"}
+	// unsupported are the constraint keywords Anthropic rejects, in the
+	// order they are written into a description.
+	unsupported = []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "minItems", "maxItems", "uniqueItems"}
 )
 
-func close1(v any) {
+func anthropicSubset(v any) {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return
@@ -41,20 +49,40 @@ func close1(v any) {
 	if m["type"] == "object" || hasProps {
 		m["additionalProperties"] = false
 	}
+	var notes []string
+	for _, k := range unsupported {
+		c, ok := m[k]
+		if !ok {
+			continue
+		}
+		if n, isNum := c.(float64); k == "minItems" && isNum && (n == 0 || n == 1) {
+			continue // supported
+		}
+		b, _ := json.Marshal(c)
+		notes = append(notes, k+": "+string(b))
+		delete(m, k)
+	}
+	if len(notes) > 0 {
+		d, _ := m["description"].(string)
+		if d != "" {
+			d += " "
+		}
+		m["description"] = d + "{" + strings.Join(notes, ", ") + "}"
+	}
 	for _, k := range schemaKeys {
-		close1(m[k])
+		anthropicSubset(m[k])
 	}
 	for _, k := range schemaLists {
 		if l, ok := m[k].([]any); ok {
 			for _, s := range l {
-				close1(s)
+				anthropicSubset(s)
 			}
 		}
 	}
 	for _, k := range schemaMaps {
 		if mm, ok := m[k].(map[string]any); ok {
 			for _, s := range mm {
-				close1(s)
+				anthropicSubset(s)
 			}
 		}
 	}
@@ -83,7 +111,7 @@ const OutputSchemaName = "keel_output"
 // matching schema in the native form of format: OpenAI response_format
 // json_schema (not strict: strict mode takes only schemas with every
 // property required and objects closed), or Anthropic
-// output_config.format with the schema closed (merged into an
+// output_config.format with the schema in Anthropic's subset (merged into an
 // output_config the client sent, such as one with effort).
 func WithOutputSchema(req *llm.Request, format llm.Format, schema json.RawMessage) (*llm.Request, error) {
 	out := *req
@@ -91,7 +119,7 @@ func WithOutputSchema(req *llm.Request, format llm.Format, schema json.RawMessag
 		out.ResponseFormat = &llm.ResponseFormat{Type: "json_schema", Name: OutputSchemaName, Schema: schema}
 		return &out, nil
 	}
-	closed, err := ClosedSchema(schema)
+	closed, err := AnthropicSchema(schema)
 	if err != nil {
 		return nil, err
 	}

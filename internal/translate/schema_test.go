@@ -7,16 +7,16 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 )
 
-// TestClosedSchemaClosesEveryObject: Anthropic rejects an object schema
+// TestAnthropicSchemaClosesEveryObject: Anthropic rejects an object schema
 // without "additionalProperties": false anywhere in output_config.format,
 // so the copy sent upstream is closed at every depth, and an explicit
 // true is coerced.
-func TestClosedSchemaClosesEveryObject(t *testing.T) {
+func TestAnthropicSchemaClosesEveryObject(t *testing.T) {
 	in := `{"type":"object","properties":{"a":{"type":"object","properties":{"b":{"type":"string"}}},
 		"list":{"type":"array","items":{"type":"object","properties":{"c":{}},"additionalProperties":true}},
 		"u":{"anyOf":[{"type":"object","properties":{"d":{}}},{"type":"null"}]}},
 		"$defs":{"x":{"properties":{"e":{}}}}}`
-	out, err := ClosedSchema(json.RawMessage(in))
+	out, err := AnthropicSchema(json.RawMessage(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,5 +107,38 @@ func TestFoldOutputTool(t *testing.T) {
 	}
 	if FoldOutputTool(&llm.Response{Content: []llm.Block{{Type: llm.BlockText, Text: "x"}}}) {
 		t.Fatal("folded an answer without the tool call")
+	}
+}
+
+// Anthropic rejects numeric, string-length and array bounds: the copy sent
+// moves them into the description (minItems 0 or 1 stays).
+func TestAnthropicSchemaMovesUnsupportedBounds(t *testing.T) {
+	in := `{"type":"object","properties":{"score":{"type":"number","minimum":0,"maximum":1,"description":"confidence"},
+		"name":{"type":"string","maxLength":40},"tags":{"type":"array","minItems":1,"maxItems":5,"items":{"type":"string"}},
+		"two":{"type":"array","minItems":2}}}`
+	out, err := AnthropicSchema(json.RawMessage(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Properties map[string]map[string]any `json:"properties"`
+	}
+	json.Unmarshal(out, &v)
+	p := v.Properties
+	for name, gone := range map[string][]string{"score": {"minimum", "maximum"}, "name": {"maxLength"}, "tags": {"maxItems"}, "two": {"minItems"}} {
+		for _, k := range gone {
+			if _, ok := p[name][k]; ok {
+				t.Errorf("%s.%s still sent", name, k)
+			}
+		}
+	}
+	if p["tags"]["minItems"] != 1.0 {
+		t.Errorf("minItems 1 removed: %v", p["tags"])
+	}
+	if d := p["score"]["description"]; d != "confidence {minimum: 0, maximum: 1}" {
+		t.Errorf("score description %q", d)
+	}
+	if d := p["name"]["description"]; d != "{maxLength: 40}" {
+		t.Errorf("name description %q", d)
 	}
 }

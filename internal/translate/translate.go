@@ -262,8 +262,8 @@ func (t *prep) topLevel(r *llm.Request) {
 				}
 				// Anthropic structured outputs: the answer stays a text
 				// block, as the OpenAI client expects; always strict, and
-				// only on closed object schemas (see ClosedSchema).
-				closed, err := ClosedSchema(rf.Schema)
+				// only on the schema subset it takes (AnthropicSchema).
+				closed, err := AnthropicSchema(rf.Schema)
 				if err != nil {
 					t.unsupported("response_format:json_schema")
 					break

@@ -65,6 +65,9 @@ type Codec interface {
 	NewStreamReader(r io.Reader) StreamReader
 	NewStreamWriter(w *sse.Writer, o StreamOptions) StreamWriter
 
+	// Path is the API path of a model call from a server's root, as
+	// Keel serves it ("/v1/messages", "/v1/chat/completions").
+	Path() string
 	// RequestURL is the endpoint URL of a model call under base (the
 	// provider base: https://api.anthropic.com, https://api.openai.com/v1).
 	RequestURL(base string) string
@@ -88,6 +91,9 @@ type Codec interface {
 	// by this format's reference API (Anthropic: yes; OpenAI: no, it
 	// starts a new answer).
 	Continues() bool
+	// MaxTemperature is the top of the API's temperature range
+	// (Anthropic 1, OpenAI 2).
+	MaxTemperature() float64
 	// KeyEnv names the environment variable holding this format's
 	// provider key when Keel runs without a config.
 	KeyEnv() string
@@ -131,6 +137,8 @@ func (anthropicCodec) RequestURL(base string) string            { return trimBas
 func (anthropicCodec) ProbeURL(base string) string              { return trimBase(base) + "/v1/models" }
 func (anthropicCodec) Continues() bool                          { return true }
 func (anthropicCodec) PassHeaders() []string                    { return anthropicPass }
+func (anthropicCodec) MaxTemperature() float64                  { return 1 }
+func (anthropicCodec) Path() string                             { return "/v1/messages" }
 func (anthropicCodec) KeyEnv() string                           { return "ANTHROPIC_API_KEY" }
 
 func (anthropicCodec) ParseError(status int, h http.Header, b []byte) *llm.APIError {
@@ -196,6 +204,8 @@ func (openaiCodec) RequestURL(base string) string                  { return trim
 func (openaiCodec) ProbeURL(base string) string                    { return trimBase(base) + "/models" }
 func (openaiCodec) Continues() bool                                { return false }
 func (openaiCodec) PassHeaders() []string                          { return nil }
+func (openaiCodec) MaxTemperature() float64                        { return 2 }
+func (openaiCodec) Path() string                                   { return "/v1/chat/completions" }
 func (openaiCodec) KeyEnv() string                                 { return "OPENAI_API_KEY" }
 func (openaiCodec) APIVersion(string, http.Header) string          { return "" }
 
