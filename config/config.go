@@ -35,6 +35,7 @@ const (
 	DefaultListen              = "127.0.0.1:7878"
 	DefaultMaxBodyBytes        = 10 << 20 // 10 MiB
 	DefaultShutdownTimeout     = Duration(30 * time.Second)
+	DefaultDrainDelay          = Duration(5 * time.Second)
 	DefaultLogFormat           = "text"
 	DefaultLogLevel            = "info"
 	DefaultAnthropicBaseURL    = "https://api.anthropic.com"
@@ -96,6 +97,12 @@ type Server struct {
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// ShutdownTimeout bounds a graceful shutdown; default 30s.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// DrainDelay is how long `keel serve` keeps accepting and serving after
+	// SIGTERM, with /readyz answering 503, before it closes its listener and
+	// the shutdown timeout starts: time for load balancers to notice. Nil
+	// means DefaultDrainDelay (5s); 0 closes the listener at once. See
+	// DrainDelayOrDefault.
+	DrainDelay *Duration `yaml:"drain_delay"`
 	// LogFormat is "text" (default) or "json".
 	LogFormat string `yaml:"log_format"`
 	// LogLevel is "debug", "info" (default), "warn" or "error".
@@ -104,6 +111,14 @@ type Server struct {
 	// must send "Authorization: Bearer <token>". Empty (the default)
 	// disables the admin API. May use ${VAR}.
 	AdminToken Secret `yaml:"admin_token"`
+}
+
+// DrainDelayOrDefault returns DrainDelay, or DefaultDrainDelay when unset.
+func (s Server) DrainDelayOrDefault() time.Duration {
+	if s.DrainDelay != nil {
+		return time.Duration(*s.DrainDelay)
+	}
+	return time.Duration(DefaultDrainDelay)
 }
 
 // Telemetry configures what Keel exposes about itself.

@@ -191,6 +191,9 @@ func (v *validator) server() {
 	}
 	v.nonNegative("server.max_body_bytes", s.MaxBodyBytes)
 	v.duration("server.shutdown_timeout", s.ShutdownTimeout)
+	if s.DrainDelay != nil {
+		v.duration("server.drain_delay", *s.DrainDelay)
+	}
 	switch s.LogFormat {
 	case "", "text", "json":
 	default:

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -37,6 +38,9 @@ in-process simulated fleet on loopback and serve it, so curl works at once.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
+			// The first signal drains; a second one ends the process at
+			// once (Go's default action for it).
+			context.AfterFunc(ctx, stop)
 			if pprofAddr != "" {
 				stop, err := servePprof(pprofAddr)
 				if err != nil {
@@ -53,15 +57,28 @@ in-process simulated fleet on loopback and serve it, so curl works at once.`,
 	return cmd
 }
 
-// runServe serves until ctx ends, then drains. When ready is not nil it
-// receives the listening address once serving.
+// cutWait is how long the calls cut at the end of the shutdown timeout
+// have to write their error events before every connection closes.
+const cutWait = 500 * time.Millisecond
+
+// runServe serves until ctx ends, then drains: /readyz answers 503 at once
+// while serving goes on for server.drain_delay; then the listener closes and
+// calls in flight get server.shutdown_timeout to finish; those still running
+// then end with their wire's shutdown error (keel.ErrShuttingDown) and
+// runServe returns an error saying how many were cut. It returns within
+// drain_delay + shutdown_timeout + 1s of ctx's end, whatever closing the
+// mesh or the simulator waits for. When ready is not nil it receives the
+// listening address once serving.
 func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOut io.Writer, ready chan<- string) error {
 	var cfg *config.Config
 	var banner string
+	// closers run last to first when runServe returns; after a drain, within
+	// its deadline (then tornDown is set).
 	var closers []func()
+	tornDown := false
 	defer func() {
-		for _, c := range closers {
-			c()
+		if !tornDown {
+			runClosers(closers)
 		}
 	}()
 	switch {
@@ -104,7 +121,7 @@ func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOu
 	}
 	var cur atomic.Pointer[keel.Mesh]
 	cur.Store(first)
-	defer func() { cur.Load().Close() }()
+	closers = append(closers, func() { cur.Load().Close() })
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
 		return err
@@ -117,7 +134,7 @@ func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOu
 		defer signal.Stop(hup)
 	}
 	var reloads sync.WaitGroup
-	defer reloads.Wait()
+	closers = append(closers, reloads.Wait)
 	go func() {
 		for {
 			select {
@@ -132,6 +149,9 @@ func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOu
 				var nm *keel.Mesh
 				if nm, err = keel.New(nc, keel.WithLogger(log)); err == nil {
 					old := cur.Swap(nm)
+					if ctx.Err() != nil {
+						nm.SetReady(false) // swapped in as the drain began
+					}
 					log.Info("keel: config reloaded", "file", cfgPath)
 					grace := time.Duration(cfg.Server.ShutdownTimeout)
 					reloads.Add(1)
@@ -151,8 +171,21 @@ func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOu
 			log.Error("keel: config reload failed; still serving the previous config", "err", err)
 		}
 	}()
+	// Every request's context descends from base: cancelling it with
+	// keel.ErrShuttingDown ends what still runs at the end of the shutdown
+	// timeout, each call with its wire's shutdown error.
+	base, cut := context.WithCancelCause(context.Background())
+	defer cut(nil)
+	var calls atomic.Int64 // API calls (POSTs) in flight; GETs such as the dashboard's event stream are not counted
 	hs := &http.Server{
-		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { cur.Load().Handler().ServeHTTP(w, r) }),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost {
+				calls.Add(1)
+				defer calls.Add(-1)
+			}
+			cur.Load().Handler().ServeHTTP(w, r)
+		}),
+		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -168,24 +201,83 @@ func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOu
 		return err
 	case <-ctx.Done():
 	}
-	// Drain: stop accepting, report not ready, let in-flight calls and
-	// streams finish within the shutdown timeout, then cut the rest.
-	cur.Load().SetReady(false)
+	// Drain: report not ready at once and keep serving for the drain delay,
+	// so that load balancers stop sending before the listener closes.
+	drain := cfg.Server.DrainDelayOrDefault()
 	grace := time.Duration(cfg.Server.ShutdownTimeout)
 	if grace <= 0 {
-		grace = 30 * time.Second
+		grace = time.Duration(config.DefaultShutdownTimeout)
 	}
-	log.Info("keel: shutting down", "grace", grace.String())
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		hs.Close()
-		if !errors.Is(err, context.DeadlineExceeded) {
+	deadline := time.Now().Add(drain + grace + time.Second)
+	cur.Load().SetReady(false)
+	log.Info("keel: draining: /readyz answers 503, still serving (a second signal quits at once)", "drain_delay", drain.String(), "shutdown_timeout", grace.String())
+	if drain > 0 {
+		t := time.NewTimer(drain)
+		select {
+		case <-t.C:
+		case err := <-errc:
+			t.Stop()
 			return err
 		}
-		log.Warn("keel: shutdown grace expired; remaining connections cut")
 	}
-	return nil
+	// Close the listener and let calls in flight finish within the
+	// shutdown timeout; then end those still running with their wire's
+	// error, give them a moment to write it, and close every connection.
+	log.Info("keel: shutting down: listener closed, waiting for calls in flight", "shutdown_timeout", grace.String())
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	var cutErr error
+	switch err := hs.Shutdown(sctx); {
+	case err == nil:
+	case !errors.Is(err, context.DeadlineExceeded):
+		hs.Close()
+		return err
+	default:
+		n := calls.Load()
+		cut(keel.ErrShuttingDown)
+		wctx, wcancel := context.WithTimeout(context.Background(), cutWait)
+		hs.Shutdown(wctx)
+		wcancel()
+		hs.Close()
+		if n > 0 {
+			log.Warn("keel: shutdown timeout expired; the calls still running were ended with their wire's shutdown error", "cut", n)
+			cutErr = fmt.Errorf("shutdown: %d calls still running at the end of the %s shutdown timeout were cut", n, grace)
+		} else {
+			log.Warn("keel: shutdown timeout expired; remaining connections closed")
+		}
+	}
+	// Close the mesh (its request log) and the simulator by the deadline,
+	// whatever they wait for.
+	tornDown = true
+	if !within(time.Until(deadline), func() { runClosers(closers) }) {
+		log.Warn("keel: closing did not finish by the shutdown deadline; exiting without waiting for it")
+	}
+	return cutErr
+}
+
+// runClosers runs cs last to first.
+func runClosers(cs []func()) {
+	for i := len(cs) - 1; i >= 0; i-- {
+		cs[i]()
+	}
+}
+
+// within runs f and waits at most d for it to return; it reports whether
+// f returned. An f that has not goes on running.
+func within(d time.Duration, f func()) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // serveDefaults applies the defaults of `keel serve` that differ from the

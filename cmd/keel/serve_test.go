@@ -22,7 +22,7 @@ import (
 func writeConfig(t *testing.T, path, simURL string, models ...string) {
 	t.Helper()
 	var b strings.Builder
-	fmt.Fprintf(&b, "server:\n  shutdown_timeout: 1s\nrequest_log:\n  enabled: false\nproviders:\n  - name: sim\n    type: anthropic\n    base_url: %s\nmodels:\n", simURL)
+	fmt.Fprintf(&b, "server:\n  shutdown_timeout: 1s\n  drain_delay: 0s\nrequest_log:\n  enabled: false\nproviders:\n  - name: sim\n    type: anthropic\n    base_url: %s\nmodels:\n", simURL)
 	for _, m := range models {
 		fmt.Fprintf(&b, "  - name: %s\n    endpoints:\n      - {provider: sim, region: us-east, base_url: %s/r/us-east}\n", m, simURL)
 	}
@@ -169,7 +169,7 @@ func TestServeWritesRequestLogByDefault(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	cfgPath := filepath.Join(dir, "keel.yaml")
-	yaml := "server:\n  shutdown_timeout: 1s\nproviders:\n  - {name: a, type: openai, base_url: 'http://127.0.0.1:9/v1'}\n"
+	yaml := "server:\n  shutdown_timeout: 1s\n  drain_delay: 0s\nproviders:\n  - {name: a, type: openai, base_url: 'http://127.0.0.1:9/v1'}\n"
 	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -236,7 +236,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
 	}
 	out, err := s.eng.Do(r.Context(), req, call)
 	if err != nil {
-		ae := asAPIError(err)
+		ae := cutError(r, asAPIError(err))
 		if ae.MeshCode != "" && ae.MeshCode != llm.MeshBadRequest {
 			// Keel already retried elsewhere: SDK retries would multiply the load.
 			w.Header().Set("X-Should-Retry", "false")
@@ -292,7 +292,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
 		s.logRequest(r, rid, req, out.Record, nil, start)
 		return
 	}
-	s.stream(w, f, req, out)
+	s.stream(w, r, f, req, out)
 	s.logRequest(r, rid, req, out.Record, out.Record.Err, start)
 }
 
@@ -369,7 +369,7 @@ func parseTimeout(v string) (time.Duration, error) {
 
 // stream copies the engine's events to the client, one flush per event.
 // Final X-Mesh values follow as HTTP trailers.
-func (s *Server) stream(w http.ResponseWriter, f llm.Format, req *llm.Request, out *engine.Outcome) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, f llm.Format, req *llm.Request, out *engine.Outcome) {
 	st := out.Stream
 	defer st.Close()
 	h := w.Header()
@@ -388,6 +388,7 @@ func (s *Server) stream(w http.ResponseWriter, f llm.Format, req *llm.Request, o
 	}
 	for {
 		ev, err := st.Next()
+		ev, err = cutEvent(r, ev, err)
 		if err != nil {
 			break
 		}
