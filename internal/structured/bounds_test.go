@@ -150,6 +150,13 @@ func hostileCases() []hostileCase {
 		{"remote ref behind an $id", `{"$id":"https://evil.example/","$ref":"s.json"}`, "invalid: not a local reference"},
 		{"property named $ref", `{"type":"object","properties":{"$ref":{"type":"string"}}}`, ""},
 		{"$ref-shaped const", `{"const":{"$ref":"https://evil.example/s"}}`, ""},
+		{"recursion doubling per level", `{"$defs":{"n":{"allOf":[{"$ref":"#/$defs/x"},{"$ref":"#/$defs/x"}]},"x":{"type":"object","properties":{"c":{"$ref":"#/$defs/n"}}}},"$ref":"#/$defs/n"}`, "max_schema_expansion"},
+		{"recursion through anyOf twice", `{"anyOf":[{"properties":{"c":{"$ref":"#"}}},{"properties":{"c":{"$ref":"#"}}}]}`, "max_schema_expansion"},
+		{"recursion through a property and a matching pattern", `{"properties":{"c":{"$ref":"#"}},"patternProperties":{"^c$":{"$ref":"#"}}}`, "max_schema_expansion"},
+		{"recursion through items and contains", `{"type":"array","items":{"$ref":"#"},"contains":{"$ref":"#"}}`, "max_schema_expansion"},
+		{"binary tree", `{"$defs":{"t":{"type":"object","properties":{"v":{"type":"integer"},"left":{"$ref":"#/$defs/t"},"right":{"$ref":"#/$defs/t"}}}},"$ref":"#/$defs/t"}`, ""},
+		{"any JSON value", `{"$defs":{"v":{"anyOf":[{"type":"string"},{"type":"number"},{"type":"array","items":{"$ref":"#/$defs/v"}},{"type":"object","additionalProperties":{"$ref":"#/$defs/v"}}]}},"$ref":"#/$defs/v"}`, ""},
+		{"mutual recursion", `{"$defs":{"a":{"properties":{"b":{"$ref":"#/$defs/b"}}},"b":{"properties":{"a":{"$ref":"#/$defs/a"}},"items":{"$ref":"#/$defs/a"}}},"$ref":"#/$defs/a"}`, ""},
 		// Patterns.
 		{"giant pattern a{1000}×11", `{"type":"string","pattern":"` + strings.Repeat("a{1000}", 11) + `"}`, "max_schema_pattern_size"},
 		{"giant patternProperties key", `{"patternProperties":{"` + strings.Repeat("[a-z]{1,1000}", 11) + `":{}}}`, "max_schema_pattern_size"},

@@ -43,6 +43,7 @@ type cacheEntry struct {
 type compiled struct {
 	s         *Schema
 	expansion int
+	grows     bool // recursionGrows, under the compiling call's MaxExpansion
 	size      int
 	err       error
 }
@@ -178,24 +179,36 @@ func CompileContext(ctx context.Context, raw json.RawMessage, lim Limits) (*Sche
 		if res.err != nil {
 			return nil, res.err
 		}
-		if err := expansionErr(lim, res.expansion); err != nil {
+		if err := expansionErr(lim, res.expansion, res.grows); err != nil {
 			return nil, err
 		}
 		return res.s.withRaw(raw), nil
 	}
 }
 
-// compileCounted compiles canon and counts its expansion; the Schema keeps
-// raw, the first caller's text. The count is capped well above any limit so
-// that a later SetLimits raising the limit still reads a true figure.
-func compileCounted(canon, raw []byte, lim Limits) compiled {
+// compileCounted compiles canon, counts its expansion and looks for
+// recursion that grows with the answer; the Schema keeps raw, the first
+// caller's text. The count is capped well above any limit so that a later
+// SetLimits raising the limit still reads a true figure.
+func compileCounted(canon, raw []byte, lim Limits) (res compiled) {
 	compiles.Add(1)
+	defer func() {
+		// A compiler panic must not leave the flight open and the slot
+		// taken: it is this schema's error.
+		if p := recover(); p != nil {
+			res = compiled{err: fmt.Errorf("%w: the schema compiler failed: %v", ErrSchema, p), size: len(canon)}
+		}
+	}()
 	s, err := compile(canon)
 	if err != nil {
 		return compiled{err: err, size: len(canon)}
 	}
 	s.raw = append(json.RawMessage(nil), raw...)
-	return compiled{s: s, expansion: expansion(s.sch, max(lim.MaxExpansion, 1<<20)), size: len(canon)}
+	res = compiled{s: s, expansion: expansion(s.sch, max(lim.MaxExpansion, 1<<20)), size: len(canon)}
+	if res.expansion <= lim.MaxExpansion {
+		res.grows = recursionGrows(s.sch, 4*lim.MaxExpansion)
+	}
+	return res
 }
 
 // withRaw returns s with Raw reporting raw: a cache hit from a schema
