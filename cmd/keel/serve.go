@@ -176,12 +176,23 @@ func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOu
 	// timeout, each call with its wire's shutdown error.
 	base, cut := context.WithCancelCause(context.Background())
 	defer cut(nil)
-	var calls atomic.Int64 // API calls (POSTs) in flight; GETs such as the dashboard's event stream are not counted
+	// Other requests (GET /dashboard/events among them, which lasts until
+	// its client leaves) end when the listener closes: they would hold the
+	// shutdown for its whole timeout.
+	closing, closed := context.WithCancelCause(base)
+	defer closed(nil)
+	var calls atomic.Int64 // API calls (POSTs) in flight
 	hs := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodPost {
 				calls.Add(1)
 				defer calls.Add(-1)
+			} else {
+				ctx, cancel := context.WithCancelCause(r.Context())
+				defer cancel(nil)
+				stop := context.AfterFunc(closing, func() { cancel(context.Cause(closing)) })
+				defer stop()
+				r = r.WithContext(ctx)
 			}
 			cur.Load().Handler().ServeHTTP(w, r)
 		}),
@@ -190,6 +201,7 @@ func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOu
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	hs.RegisterOnShutdown(func() { closed(keel.ErrShuttingDown) })
 	log.Info("keel: listening", "addr", "http://"+ln.Addr().String())
 	if ready != nil {
 		ready <- ln.Addr().String()

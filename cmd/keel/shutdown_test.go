@@ -304,15 +304,25 @@ func cutEnd(c *streamCall) error {
 }
 
 // Streams that finish within the shutdown timeout end complete, with no
-// error event, and keel serve returns nil. A drain delay of 0s closes the
+// error event, and keel serve returns nil as soon as they have, an open
+// dashboard event stream notwithstanding. A drain delay of 0s closes the
 // listener at once.
 func TestShutdownLetsShortStreamsFinish(t *testing.T) {
 	const grace = 10 * time.Second
 	s := startShutdownServe(t, 20*time.Millisecond, "0s", grace.String())
+	dash, err := s.client.Get("http://" + s.addr + "/dashboard/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dash.Body.Close()
+	if _, err := sse.NewReader(dash.Body).Next(); err != nil {
+		t.Fatalf("dashboard events: status %d: %v", dash.StatusCode, err)
+	}
 	calls := s.startStreams(t, "slow", 20)
 	start := time.Now()
 	s.cancel()
-	if err := s.wait(t, start, grace); err != nil {
+	// Every stream ends within about 2 s (at most 48 words at 20 ms a token).
+	if err := s.wait(t, start, grace/2); err != nil {
 		t.Errorf("serve returned %v, want nil: every stream finished", err)
 	}
 	finish(t, calls, time.Second)
