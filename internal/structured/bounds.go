@@ -641,12 +641,20 @@ func forEachChild(sch *jsonschema.Schema, f func(*jsonschema.Schema)) {
 	one(sch.ContentSchema)
 }
 
-func expansionErr(lim Limits, got int, grows bool) error {
-	if got > lim.MaxExpansion {
-		return limitErr("max_schema_expansion", "schema expansion through $ref (subschemas applied per validation)", lim.MaxExpansion, got)
+// checkExpansion refuses a schema whose validation may apply more than
+// lim.MaxExpansion subschemas: counted with recursion cut (expansion), then
+// walked location by location, which also sees recursion that multiplies
+// (recursionGrows).
+func checkExpansion(root *jsonschema.Schema, lim Limits) error {
+	const key, what = "max_schema_expansion", "schema expansion through $ref (subschemas applied per validation)"
+	if n := expansion(root, lim.MaxExpansion); n > lim.MaxExpansion {
+		return limitErr(key, what, lim.MaxExpansion, n)
 	}
-	if grows {
-		return limitErr("max_schema_expansion", "schema expansion through recursion (growing with each level of the answer)", lim.MaxExpansion, lim.MaxExpansion+1)
+	switch grows, work := recursionGrows(root, lim.MaxExpansion); {
+	case grows:
+		return limitErr(key, "schema expansion through recursion (growing with each level of the answer)", lim.MaxExpansion, lim.MaxExpansion+1)
+	case work > lim.MaxExpansion:
+		return limitErr(key, what, lim.MaxExpansion, work)
 	}
 	return nil
 }
@@ -666,11 +674,13 @@ func expansionErr(lim Limits, got int, grows bool) error {
 // "any other" member and item) hold the subschemas their keywords apply
 // there. A location whose set of subschemas repeats one on its own path with
 // a larger multiplicity grows without bound. An exactly repeated location is
-// visited once. The walk stops, reporting growth, after budget subschema
-// applications; schemas within the other limits need a small fraction of it.
-func recursionGrows(root *jsonschema.Schema, budget int) bool {
+// visited once. work counts the subschemas applied at the locations walked:
+// an answer holding every listed location applies at least as many. The walk
+// stops once work exceeds budget.
+func recursionGrows(root *jsonschema.Schema, budget int) (grows bool, work int) {
 	w := &growthWalk{ids: map[*jsonschema.Schema]int{}, seen: map[string]bool{}, onPath: map[string]int{}, budget: budget}
-	return w.walk(multiset{w.id(root): 1})
+	grows = w.walk(multiset{w.id(root): 1})
+	return grows && w.work <= budget, w.work
 }
 
 // multiset maps subschema ids to multiplicities.
@@ -682,6 +692,7 @@ type growthWalk struct {
 	seen   map[string]bool // locations (exact multisets) walked
 	onPath map[string]int  // support → total multiplicity, for the locations on the path
 	budget int
+	work   int
 }
 
 func (w *growthWalk) id(s *jsonschema.Schema) int {
@@ -720,7 +731,7 @@ func (w *growthWalk) closure(m multiset) (multiset, bool) {
 		if s == nil || onStack[s] {
 			return true
 		}
-		if w.budget -= 1; w.budget < 0 {
+		if w.work++; w.work > w.budget {
 			return false
 		}
 		id := w.id(s)

@@ -251,8 +251,8 @@ func TestSetLimits(t *testing.T) {
 	}
 	SetLimits(Limits{MaxExpansion: 1000})
 	var le *LimitError
-	if _, err := Compile(json.RawMessage(fanOut(3, 10))); !errors.As(err, &le) || le.Got != 2222 {
-		t.Errorf("cached fan-out under MaxExpansion 1000: %v (%+v), want a limit error with Got 2222", err, le)
+	if _, err := Compile(json.RawMessage(fanOut(3, 10))); !errors.As(err, &le) || le.Limit != "structured_output.max_schema_expansion" || le.Max != 1000 {
+		t.Errorf("cached fan-out under MaxExpansion 1000: %v (%+v), want the expansion limit at 1000", err, le)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,7 +22,8 @@ const (
 )
 
 // compileCache is an LRU of compiled schemas (and of compile errors, which
-// are as deterministic) keyed by the SHA-256 of the canonical bytes, with
+// are as deterministic) keyed by the SHA-256 of the canonical bytes and the
+// limits, with
 // the compiles in flight so that concurrent callers with one schema share one
 // compile. A mutex guards it: every operation under it is a map lookup and a
 // list splice, never a compile.
@@ -38,14 +40,12 @@ type cacheEntry struct {
 	res compiled
 }
 
-// compiled is the outcome of one compile: a schema and its expansion count,
-// or the compiler's error.
+// compiled is the outcome of one compile under one Limits: a schema, or the
+// compiler's error or the expansion's *LimitError.
 type compiled struct {
-	s         *Schema
-	expansion int
-	grows     bool // recursionGrows, under the compiling call's MaxExpansion
-	size      int
-	err       error
+	s    *Schema
+	size int
+	err  error
 }
 
 type flight struct {
@@ -147,7 +147,7 @@ func CompileContext(ctx context.Context, raw json.RawMessage, lim Limits) (*Sche
 	if err != nil {
 		return nil, err
 	}
-	key := sha256.Sum256(canon)
+	key := cacheKey(canon, lim)
 	for {
 		res, ok, f, lead := cache.get(key)
 		if !ok && !lead {
@@ -179,19 +179,15 @@ func CompileContext(ctx context.Context, raw json.RawMessage, lim Limits) (*Sche
 		if res.err != nil {
 			return nil, res.err
 		}
-		if err := expansionErr(lim, res.expansion, res.grows); err != nil {
-			return nil, err
-		}
 		return res.s.withRaw(raw), nil
 	}
 }
 
-// compileCounted compiles canon, counts its expansion and looks for
-// recursion that grows with the answer; the Schema keeps raw, the first
-// caller's text. The count is capped well above any limit so that a later
-// SetLimits raising the limit still reads a true figure.
+// compileCounted compiles canon and checks its expansion under lim; the
+// Schema keeps raw, the first caller's text.
 func compileCounted(canon, raw []byte, lim Limits) (res compiled) {
 	compiles.Add(1)
+	res.size = len(canon)
 	defer func() {
 		// A compiler panic must not leave the flight open and the slot
 		// taken: it is this schema's error.
@@ -201,14 +197,31 @@ func compileCounted(canon, raw []byte, lim Limits) (res compiled) {
 	}()
 	s, err := compile(canon)
 	if err != nil {
-		return compiled{err: err, size: len(canon)}
+		res.err = err
+		return res
+	}
+	if err := checkExpansion(s.sch, lim); err != nil {
+		res.err = err
+		return res
 	}
 	s.raw = append(json.RawMessage(nil), raw...)
-	res = compiled{s: s, expansion: expansion(s.sch, max(lim.MaxExpansion, 1<<20)), size: len(canon)}
-	if res.expansion <= lim.MaxExpansion {
-		res.grows = recursionGrows(s.sch, 4*lim.MaxExpansion)
-	}
+	res.s = s
 	return res
+}
+
+// cacheKey is the SHA-256 of the canonical schema and the limits it is
+// checked under: a SetLimits never meets an outcome decided under others.
+func cacheKey(canon []byte, lim Limits) [32]byte {
+	h := sha256.New()
+	h.Write(canon)
+	var b [8]byte
+	for _, v := range []int{lim.MaxDepth, lim.MaxBytes, lim.MaxProperties, lim.MaxSubschemas, lim.MaxRefs, lim.MaxEnumValues, lim.MaxPatternSize, lim.MaxExpansion} {
+		binary.LittleEndian.PutUint64(b[:], uint64(v))
+		h.Write(b[:])
+	}
+	var key [32]byte
+	h.Sum(key[:0])
+	return key
 }
 
 // withRaw returns s with Raw reporting raw: a cache hit from a schema
