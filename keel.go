@@ -184,7 +184,7 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 	sc := cfg.Server
 	m.srv = server.New(server.Options{Engine: m.eng, Logger: o.logger, MaxBodyBytes: sc.MaxBodyBytes,
 		BodyReadTimeout: time.Duration(sc.BodyReadTimeout), MinBodyRate: sc.MinBodyRateBytesPerSec, MaxInflightBodyBytes: sc.MaxInflightBodyBytes,
-		MaxMessages: sc.MaxMessages, ListenAddr: sc.Listen, AllowedHosts: sc.AllowedHosts, AllowedOrigins: sc.AllowedOrigins,
+		MaxMessages: sc.MaxMessages, MaxHeaderBytes: sc.MaxHeaderBytes, ListenAddr: sc.Listen, AllowedHosts: sc.AllowedHosts, AllowedOrigins: sc.AllowedOrigins,
 		AdminToken: sc.AdminToken.Value(), ReadToken: sc.ReadToken.Value(), Routes: routes})
 	m.transport = &inproc.Transport{
 		Handler: m.srv,

@@ -38,6 +38,11 @@ const (
 	DefaultDrainDelay          = Duration(5 * time.Second)
 	DefaultLogFormat           = "text"
 	DefaultLogLevel            = "info"
+	DefaultBodyReadTimeout     = Duration(30 * time.Second)
+	DefaultMinBodyRate         = 1024
+	DefaultMaxMessages         = 10000
+	DefaultMaxHeaderBytes      = 64 << 10 // 64 KiB
+	MaxMaxHeaderBytes          = 1 << 20  // net/http's DefaultMaxHeaderBytes
 	DefaultAnthropicBaseURL    = "https://api.anthropic.com"
 	DefaultOpenAIBaseURL       = "https://api.openai.com/v1"
 	DefaultAnthropicVersion    = "2023-06-01"
@@ -111,6 +116,35 @@ type Server struct {
 	// must send "Authorization: Bearer <token>". Empty (the default)
 	// disables the admin API. May use ${VAR}.
 	AdminToken Secret `yaml:"admin_token"`
+	// ReadToken, like AdminToken, opens GET /metrics, /debug/traces and
+	// /dashboard when Listen is not a loopback address (on loopback they
+	// are open). May use ${VAR}.
+	ReadToken Secret `yaml:"read_token"`
+	// AllowedHosts are the Host headers accepted on the API, admin and
+	// observability routes: "name" (any port), "name:port", "*.domain",
+	// "*". Default: on a loopback Listen, localhost, 127.0.0.1 and [::1]
+	// with any port; otherwise any Host (and a warning at start).
+	AllowedHosts []string `yaml:"allowed_hosts"`
+	// AllowedOrigins are the browser origins ("https://app.example.com",
+	// or "*") that may call; any other Origin header but the request's
+	// own is refused with 403. Default none.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+	// BodyReadTimeout bounds the time to receive a request body; default 30s.
+	BodyReadTimeout Duration `yaml:"body_read_timeout"`
+	// MinBodyRateBytesPerSec is the lowest average rate a request body may
+	// arrive at after its first second; default 1024.
+	MinBodyRateBytesPerSec int64 `yaml:"min_body_rate_bytes_per_sec"`
+	// MaxInflightBodyBytes bounds the request-body bytes buffered at once
+	// by requests being read and parsed; beyond it a request is answered
+	// 429 at once. 0 (the default) means 256 MiB, or a quarter of
+	// GOMEMLIMIT when that is smaller; never below MaxBodyBytes.
+	MaxInflightBodyBytes int64 `yaml:"max_inflight_body_bytes"`
+	// MaxMessages bounds the messages of one request; default 10000.
+	MaxMessages int `yaml:"max_messages"`
+	// MaxHeaderBytes bounds a request's line and headers (431 in the
+	// caller's format beyond); default 64 KiB, at most 1 MiB (net/http's
+	// own limit, beyond which it answers a plain-text 431).
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
 }
 
 // DrainDelayOrDefault returns DrainDelay, or DefaultDrainDelay when unset.

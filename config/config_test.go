@@ -25,6 +25,13 @@ func TestLoadFull(t *testing.T) {
 			ShutdownTimeout: Duration(45 * time.Second),
 			LogFormat:       "json",
 			LogLevel:        "debug",
+
+			AllowedHosts:           []string{"keel.internal.example.com", "localhost"},
+			AllowedOrigins:         []string{"https://console.example.com"},
+			BodyReadTimeout:        Duration(20 * time.Second),
+			MinBodyRateBytesPerSec: 1024,
+			MaxMessages:            2000,
+			MaxHeaderBytes:         64 << 10,
 		},
 		Providers: []Provider{
 			{
@@ -214,6 +221,11 @@ func defaultServer() Server {
 		ShutdownTimeout: Duration(30 * time.Second),
 		LogFormat:       "text",
 		LogLevel:        "info",
+
+		BodyReadTimeout:        Duration(30 * time.Second),
+		MinBodyRateBytesPerSec: 1024,
+		MaxMessages:            10000,
+		MaxHeaderBytes:         64 << 10,
 	}
 }
 

@@ -12,6 +12,16 @@ func (c *Config) ApplyDefaults() {
 	setDuration(&s.ShutdownTimeout, DefaultShutdownTimeout)
 	setString(&s.LogFormat, DefaultLogFormat)
 	setString(&s.LogLevel, DefaultLogLevel)
+	setDuration(&s.BodyReadTimeout, DefaultBodyReadTimeout)
+	if s.MinBodyRateBytesPerSec == 0 {
+		s.MinBodyRateBytesPerSec = DefaultMinBodyRate
+	}
+	if s.MaxMessages == 0 {
+		s.MaxMessages = DefaultMaxMessages
+	}
+	if s.MaxHeaderBytes == 0 {
+		s.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
 
 	for i := range c.Providers {
 		p := &c.Providers[i]

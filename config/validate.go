@@ -191,6 +191,26 @@ func (v *validator) server() {
 	}
 	v.nonNegative("server.max_body_bytes", s.MaxBodyBytes)
 	v.duration("server.shutdown_timeout", s.ShutdownTimeout)
+	v.duration("server.body_read_timeout", s.BodyReadTimeout)
+	v.nonNegative("server.min_body_rate_bytes_per_sec", s.MinBodyRateBytesPerSec)
+	v.nonNegative("server.max_inflight_body_bytes", s.MaxInflightBodyBytes)
+	if body := cmp.Or(s.MaxBodyBytes, DefaultMaxBodyBytes); s.MaxInflightBodyBytes > 0 && s.MaxInflightBodyBytes < body {
+		v.add("server.max_inflight_body_bytes", "must be at least server.max_body_bytes (%d), got %d", body, s.MaxInflightBodyBytes)
+	}
+	v.nonNegative("server.max_messages", int64(s.MaxMessages))
+	if s.MaxHeaderBytes < 0 || s.MaxHeaderBytes > MaxMaxHeaderBytes {
+		v.add("server.max_header_bytes", "expected 0 to %d (net/http's own limit), got %d", MaxMaxHeaderBytes, s.MaxHeaderBytes)
+	}
+	for i, h := range s.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, "/ ") {
+			v.add(fmt.Sprintf("server.allowed_hosts[%d]", i), "expected a host name, name:port, *.domain or *, got %q", h)
+		}
+	}
+	for i, o := range s.AllowedOrigins {
+		if u, err := url.Parse(o); o != "*" && o != "null" && (err != nil || u.Scheme == "" || u.Host == "" || strings.TrimSuffix(u.Path, "/") != "") {
+			v.add(fmt.Sprintf("server.allowed_origins[%d]", i), "expected an origin such as https://app.example.com, or *, got %q", o)
+		}
+	}
 	if s.DrainDelay != nil {
 		v.duration("server.drain_delay", *s.DrainDelay)
 	}

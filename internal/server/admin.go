@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"crypto/subtle"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -33,10 +32,7 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) {
 	// not_found_error, invalid_request_error), Anthropic's when the caller
 	// sends anthropic-version and OpenAI's otherwise, as for unknown paths,
 	// so an SDK's HTTP client can parse them.
-	f := llm.FormatOpenAI
-	if r.Header.Get("anthropic-version") != "" {
-		f = llm.FormatAnthropic
-	}
+	f := headerFormat(r)
 	fail := func(status int, msg string) {
 		writeError(w, f, &llm.APIError{Status: status, Type: llm.StatusErrorType(status), Message: msg})
 	}
@@ -45,7 +41,7 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.adminToken)) != 1 {
+	if !ok || !tokenIs(tok, s.adminToken) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="keel-admin"`)
 		fail(http.StatusUnauthorized, "missing or wrong admin token (Authorization: Bearer <server.admin_token>)")
 		return

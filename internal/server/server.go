@@ -9,12 +9,16 @@
 package server
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,16 +33,70 @@ import (
 	"github.com/keelmesh/keel/internal/wire/openai"
 )
 
-// DefaultMaxBodyBytes bounds a request body when Options.MaxBodyBytes is 0.
-const DefaultMaxBodyBytes = 10 << 20
+// Defaults of the Options fields below when they are zero.
+const (
+	// DefaultMaxBodyBytes bounds a request body.
+	DefaultMaxBodyBytes = 10 << 20
+	// DefaultBodyReadTimeout bounds the time to receive a request body.
+	DefaultBodyReadTimeout = 30 * time.Second
+	// DefaultMinBodyRate is the lowest average rate, in bytes per second
+	// after the first second, at which a request body may arrive.
+	DefaultMinBodyRate = 1024
+	// DefaultMaxInflightBodyBytes bounds the request-body bytes held at once
+	// by requests being read and parsed; when GOMEMLIMIT is set, a quarter
+	// of it if that is smaller.
+	DefaultMaxInflightBodyBytes = 256 << 20
+	// DefaultMaxMessages bounds the messages in one request.
+	DefaultMaxMessages = 10000
+	// DefaultMaxHeaderBytes bounds a request's line and headers.
+	DefaultMaxHeaderBytes = 64 << 10
+)
 
 // Options configure a Server.
 type Options struct {
 	Engine       *engine.Engine
 	Logger       *slog.Logger
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds reading a request body; MinBodyRate (bytes per
+	// second) is the lowest average rate a body may arrive at after its
+	// first second. A body too slow is cut with 408 and its connection
+	// closed. Both need a connection that supports read deadlines (net/http's
+	// does); the embedded transport's bodies are in memory already.
+	BodyReadTimeout time.Duration
+	MinBodyRate     int64
+	// MaxInflightBodyBytes bounds the body bytes buffered at once by all
+	// requests being read and parsed: a request whose buffer cannot grow
+	// within it is answered 429 with retry-after at once, never queued.
+	// Raised to MaxBodyBytes when smaller.
+	MaxInflightBodyBytes int64
+	// MaxMessages bounds the messages of one request (400 beyond).
+	MaxMessages int
+	// MaxHeaderBytes bounds a request's line and headers: beyond it, 431
+	// in the caller's wire format. net/http's own limit
+	// (http.Server.MaxHeaderBytes, 1 MiB by default, plus 4 KiB) must be
+	// above it: beyond that one net/http answers a plain-text 431 itself
+	// before any handler runs.
+	MaxHeaderBytes int
+	// ListenAddr is the address the server listens on (server.listen).
+	// Loopback (127.0.0.0/8, ::1, localhost) keeps the observability
+	// routes open and, unless AllowedHosts is set, admits only localhost
+	// Host headers. Empty: the embedding program owns the listener, and
+	// each request's local address (http.LocalAddrContextKey) decides;
+	// a request without one (served in-process) counts as loopback.
+	ListenAddr string
+	// AllowedHosts are the Host headers the API, admin and observability
+	// routes accept: "name" (any port), "name:port", "*.domain" or "*".
+	// Empty: localhost names on a loopback listen address, any otherwise.
+	AllowedHosts []string
+	// AllowedOrigins are the browser origins ("https://app.example.com")
+	// allowed to call; a request with any other Origin header, except its
+	// own (same-origin), is refused with 403. "*" allows every origin.
+	AllowedOrigins []string
 	// AdminToken enables the admin API; empty disables it.
 	AdminToken string
+	// ReadToken, like AdminToken, opens the Routes (metrics, debug traces,
+	// dashboard) when the listen address is not loopback.
+	ReadToken string
 	// Routes are extra GET endpoints (metrics, debug traces, dashboard).
 	Routes []Route
 }
@@ -52,14 +110,23 @@ type Route struct {
 
 // Server is the HTTP handler.
 type Server struct {
-	eng     *engine.Engine
-	log     *slog.Logger
-	maxBody int64
-	ready   atomic.Bool
-	seq     atomic.Uint64
-	idBase  string
+	eng         *engine.Engine
+	log         *slog.Logger
+	maxBody     int64
+	bodyTimeout time.Duration
+	minRate     int64
+	maxMessages int
+	maxHeader   int
+	ready       atomic.Bool
+
+	// inflight counts the body bytes buffered now, at most maxInflight.
+	inflight    atomic.Int64
+	maxInflight int64
+
+	access *access
 
 	adminToken string
+	readToken  string
 	routes     []Route
 }
 
@@ -68,14 +135,40 @@ func New(o Options) *Server {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if o.BodyReadTimeout <= 0 {
+		o.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if o.MinBodyRate <= 0 {
+		o.MinBodyRate = DefaultMinBodyRate
+	}
+	if o.MaxInflightBodyBytes <= 0 {
+		o.MaxInflightBodyBytes = DefaultMaxInflightBodyBytes
+		if lim := debug.SetMemoryLimit(-1); lim < math.MaxInt64 {
+			o.MaxInflightBodyBytes = min(o.MaxInflightBodyBytes, lim/4)
+		}
+	}
+	o.MaxInflightBodyBytes = max(o.MaxInflightBodyBytes, o.MaxBodyBytes)
+	if o.MaxMessages <= 0 {
+		o.MaxMessages = DefaultMaxMessages
+	}
+	if o.MaxHeaderBytes <= 0 {
+		o.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{eng: o.Engine, log: log, maxBody: o.MaxBodyBytes, idBase: strconv.FormatInt(time.Now().UnixNano()&0xffffffffff, 36), adminToken: o.AdminToken, routes: o.Routes}
+	s := &Server{eng: o.Engine, log: log, maxBody: o.MaxBodyBytes, bodyTimeout: o.BodyReadTimeout, minRate: o.MinBodyRate,
+		maxMessages: o.MaxMessages, maxHeader: o.MaxHeaderBytes, maxInflight: o.MaxInflightBodyBytes,
+		access:     newAccess(o.ListenAddr, o.AllowedHosts, o.AllowedOrigins, log),
+		adminToken: o.AdminToken, readToken: o.ReadToken, routes: o.Routes}
 	s.ready.Store(true)
 	return s
 }
+
+// BodyBytesInFlight is how many request-body bytes are buffered now by
+// requests being read and parsed.
+func (s *Server) BodyBytesInFlight() int64 { return s.inflight.Load() }
 
 // SetReady flips /readyz; a draining server reports not ready.
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
@@ -85,16 +178,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
 	switch {
 	case strings.HasSuffix(path, "/v1/messages") && (path == "/v1/messages" || s.embedded(r)):
-		s.api(w, r, llm.FormatAnthropic)
+		if s.admit(w, r, llm.FormatAnthropic) {
+			s.api(w, r, llm.FormatAnthropic)
+		}
 	case strings.HasSuffix(path, "/chat/completions") && (path == "/v1/chat/completions" || s.embedded(r)):
-		s.api(w, r, llm.FormatOpenAI)
+		if s.admit(w, r, llm.FormatOpenAI) {
+			s.api(w, r, llm.FormatOpenAI)
+		}
 	case path == "/v1/models" || strings.HasSuffix(path, "/v1/models") && s.embedded(r):
-		if !allow(w, r, llm.FormatOpenAI, http.MethodGet) {
+		if !s.admit(w, r, headerFormat(r)) || !allow(w, r, llm.FormatOpenAI, http.MethodGet) {
 			return
 		}
 		s.listModels(w, r)
 	case path == "/admin/features":
-		s.admin(w, r)
+		if s.admit(w, r, headerFormat(r)) {
+			s.admin(w, r)
+		}
 	case path == "/healthz":
 		if allowPlain(w, r) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -113,15 +212,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		for _, rt := range s.routes {
 			if path == rt.Path || rt.Prefix && strings.HasPrefix(path, rt.Path+"/") {
-				rt.Handler.ServeHTTP(w, r)
+				if f := headerFormat(r); s.admit(w, r, f) && s.authorizeRead(w, r, f) {
+					rt.Handler.ServeHTTP(w, r)
+				}
 				return
 			}
 		}
-		f := llm.FormatOpenAI
-		if r.Header.Get("anthropic-version") != "" {
-			f = llm.FormatAnthropic
-		}
-		writeError(w, f, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Message: "no route for " + r.Method + " " + path})
+		writeError(w, headerFormat(r), &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Message: "no route for " + r.Method + " " + path})
 	}
 }
 
@@ -136,6 +233,15 @@ var EmbeddedContextKey = embeddedKey{}
 func (s *Server) embedded(r *http.Request) bool {
 	v, _ := r.Context().Value(EmbeddedContextKey).(bool)
 	return v
+}
+
+// headerFormat is the error format for routes that have none of their own:
+// Anthropic's when the caller sends anthropic-version, OpenAI's otherwise.
+func headerFormat(r *http.Request) llm.Format {
+	if r.Header.Get("anthropic-version") != "" {
+		return llm.FormatAnthropic
+	}
+	return llm.FormatOpenAI
 }
 
 func allow(w http.ResponseWriter, r *http.Request, f llm.Format, method string) bool {
@@ -171,6 +277,9 @@ func writeError(w http.ResponseWriter, f llm.Format, e *llm.APIError) {
 	if e.MeshCode != "" {
 		h.Set("X-Mesh-Error-Code", e.MeshCode)
 	}
+	for k, v := range e.MeshHeaders {
+		h.Set(k, v)
+	}
 	status := e.Status
 	if status < 400 || status > 599 {
 		status = llm.TypeStatus(e.Type)
@@ -179,38 +288,47 @@ func writeError(w http.ResponseWriter, f llm.Format, e *llm.APIError) {
 	w.Write(body)
 }
 
+// requestID returns "mesh_" and 96 random bits in hex. Request ids name
+// debug traces (GET /debug/traces/{id}), so they must not be guessable:
+// a sequence would let one caller read another's trace.
 func (s *Server) requestID() string {
-	return "mesh_" + s.idBase + "_" + strconv.FormatUint(s.seq.Add(1), 36)
+	var b [5 + 24]byte
+	var r [12]byte
+	rand.Read(r[:]) // never fails (crypto/rand, Go 1.24+)
+	copy(b[:], "mesh_")
+	hex.Encode(b[5:], r[:])
+	return string(b[:])
 }
 
 // api serves POST /v1/messages and POST /v1/chat/completions.
 func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
-	if !allow(w, r, f, http.MethodPost) {
+	if !allow(w, r, f, http.MethodPost) || !s.jsonBody(w, r, f) {
 		return
 	}
 	start := time.Now()
 	rid := s.requestID()
 	hs := headerSet{h: w.Header(), vals: make([]string, 0, 14)}
 	hs.Set("X-Mesh-Request-Id", rid)
-	body, err := readBody(r, s.maxBody)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, f, &llm.APIError{Status: http.StatusRequestEntityTooLarge, Type: llm.ErrTooLarge, MeshCode: llm.MeshBadRequest,
-				Message: fmt.Sprintf("request body exceeds the limit of %d bytes", s.maxBody)})
-			return
-		}
-		writeError(w, f, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Message: "reading request body: " + err.Error()})
+	body, held, ae := s.readBody(w, r)
+	if ae != nil {
+		writeError(w, f, ae)
 		return
 	}
 	var req *llm.Request
+	var err error
 	if f == llm.FormatAnthropic {
 		req, err = anthropic.ParseRequest(body)
 	} else {
 		req, err = openai.ParseRequest(body)
 	}
+	s.release(held)
 	if err != nil {
 		writeError(w, f, asAPIError(err))
+		return
+	}
+	if n := len(req.Messages); n > s.maxMessages {
+		writeError(w, f, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: "messages",
+			Message: fmt.Sprintf("the request has %d messages; server.max_messages allows at most %d", n, s.maxMessages)})
 		return
 	}
 	beh, err := engine.ParseBehavior(req.MeshBehavior, r.Header.Get("X-Mesh-Behavior"))
@@ -356,15 +474,26 @@ func setMeshHeaders(h interface{ Set(k, v string) }, model, region, prov string,
 	}
 }
 
-// parseTimeout reads X-Mesh-Timeout: a Go duration ("2.5s") or milliseconds.
+// MinTimeout is the smallest X-Mesh-Timeout accepted: a deadline shorter
+// than this cannot fit an upstream attempt, so it is refused with 400
+// before any is sent.
+const MinTimeout = time.Millisecond
+
+// parseTimeout reads X-Mesh-Timeout: a Go duration ("2.5s") or milliseconds,
+// at least MinTimeout.
 func parseTimeout(v string) (time.Duration, error) {
-	if d, err := time.ParseDuration(v); err == nil && d > 0 {
-		return d, nil
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		ms, aerr := strconv.Atoi(v)
+		if aerr != nil {
+			return 0, fmt.Errorf("want a duration such as 30s or a number of milliseconds, got %q", v)
+		}
+		d = time.Duration(ms) * time.Millisecond
 	}
-	if ms, err := strconv.Atoi(v); err == nil && ms > 0 {
-		return time.Duration(ms) * time.Millisecond, nil
+	if d < MinTimeout {
+		return 0, fmt.Errorf("%q is below the minimum of %s: no upstream attempt fits in it", v, MinTimeout)
 	}
-	return 0, fmt.Errorf("want a positive duration such as 30s or a number of milliseconds, got %q", v)
+	return d, nil
 }
 
 // stream copies the engine's events to the client, one flush per event.
@@ -459,22 +588,6 @@ func upstreamRequestID(h http.Header) string {
 		return id
 	}
 	return h.Get("X-Request-Id")
-}
-
-func readBody(r *http.Request, limit int64) ([]byte, error) {
-	if r.ContentLength > limit {
-		return nil, &http.MaxBytesError{Limit: limit}
-	}
-	rd := http.MaxBytesReader(nil, r.Body, limit)
-	if r.ContentLength > 0 {
-		b := make([]byte, r.ContentLength)
-		if _, err := io.ReadFull(rd, b); err != nil {
-			return nil, err
-		}
-		// Anything beyond the declared length is an error in net/http already.
-		return b, nil
-	}
-	return io.ReadAll(rd)
 }
 
 func asAPIError(err error) *llm.APIError {

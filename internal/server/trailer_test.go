@@ -108,7 +108,7 @@ func TestStreamTrailersSentOnceWithFinalValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "POST /v1/messages HTTP/1.1\r\nHost: keel.test\r\nContent-Type: application/json\r\n"+
+	fmt.Fprintf(conn, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"+
 		"Anthropic-Version: 2023-06-01\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(streamBody), streamBody)
 	raw, err := io.ReadAll(conn)
 	if err != nil {
