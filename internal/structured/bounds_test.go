@@ -123,9 +123,11 @@ func hostileCases() []hostileCase {
 		{"wide 1001 properties", `{"properties":{` + joined(1001, `"%d":{}`) + `}}`, "max_schema_properties"},
 		{"allOf of 1501 empty schemas", `{"allOf":[` + joined(1501, `{}`) + `]}`, "max_schema_subschemas"},
 		{"allOf of 1501 true", `{"allOf":[` + joined(1501, `true`) + `]}`, "max_schema_subschemas"},
-		{"allOf of 47 depth-31 item trees", `{"allOf":[` + joined(47, nestedItems(31)) + `]}`, "max_schema_subschemas"},
-		{"allOf of 46 depth-31 item trees", `{"allOf":[` + joined(46, nestedItems(31)) + `]}`, ""},
-		{"30 depth-31 property trees", forest(30, 31), ""},
+		// A depth-31 tree under the root weighs 32 + (0+1+…+31)/16 = 63.
+		{"allOf of 24 depth-31 item trees", `{"allOf":[` + joined(24, nestedItems(31)) + `]}`, "max_schema_subschemas"},
+		{"allOf of 23 depth-31 item trees", `{"allOf":[` + joined(23, nestedItems(31)) + `]}`, ""},
+		{"24 depth-31 property trees", forest(24, 31), "max_schema_subschemas"},
+		{"23 depth-31 property trees", forest(23, 31), ""},
 		{"enum of 10001 values", `{"enum":[` + joined(10001, `%d`) + `]}`, "max_schema_enum_values"},
 		{"enum of 10000 values", `{"enum":[` + joined(10000, `%d`) + `]}`, ""},
 		// References.
