@@ -54,7 +54,10 @@
 // A Fleet is served in memory through Transport (no sockets, so tests can
 // run inside a testing/synctest bubble with virtual time; every wait uses
 // time.NewTimer and selects on the request context) or over a real listener
-// through Start. URLs: region R serves POST /r/R/v1/messages and POST
+// through Start. A call whose context ends (the client left, or the server
+// shuts down) stops: waits return at once, and the passes over a request's
+// messages look at the context every 1,024 messages, so a huge request
+// cancelled early frees its goroutine and slot promptly. URLs: region R serves POST /r/R/v1/messages and POST
 // /r/R/v1/chat/completions; the unprefixed /v1/... routes serve from the
 // model's first region; GET /v1/models and /r/R/v1/models list the models
 // (in the Anthropic shape when the request has an anthropic-version header).

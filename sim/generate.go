@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -142,8 +143,10 @@ func (a *answer) response() *llm.Response {
 // generate computes the answer to req. With cont, a trailing assistant
 // text message is a prefill the answer continues; without, it is history.
 // rf is the JSON output format the endpoint honours (see outputFormat), nil
-// for none.
-func generate(seed int64, req *llm.Request, s sampling, cont bool, rf *llm.ResponseFormat) *answer {
+// for none. Its passes over the messages look at ctx every checkEvery
+// messages, so a call whose client has gone (or a fleet shutting down)
+// stops early with ctx's error.
+func generate(ctx context.Context, seed int64, req *llm.Request, s sampling, cont bool, rf *llm.ResponseFormat) (*answer, error) {
 	conv := req.Messages
 	prefill, hasPrefill := "", false
 	if n := len(conv); cont && n > 0 && conv[n-1].Role == llm.RoleAssistant && onlyText(conv[n-1].Content) {
@@ -151,13 +154,19 @@ func generate(seed int64, req *llm.Request, s sampling, cont bool, rf *llm.Respo
 		conv = conv[:n-1]
 	}
 	var turnBuf [4]turn
-	turns := mergeTurns(turnBuf[:0], conv)
+	turns, err := mergeTurns(ctx, turnBuf[:0], conv)
+	if err != nil {
+		return nil, err
+	}
 	sys := req.SystemText()
 
 	// The prompt key (see Answer) is hashed piece by piece rather than built.
 	kh := newHasher(hashString(uint64(seed)^0x6b65656c73696d, req.Model))
 	kh.add(sys)
-	for _, t := range turns {
+	for i, t := range turns {
+		if i%checkEvery == checkEvery-1 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		kh.add("\x00")
 		kh.add(string(t.role))
 		kh.add("\x01")
@@ -235,8 +244,12 @@ func generate(seed int64, req *llm.Request, s sampling, cont bool, rf *llm.Respo
 		a.stop = llm.StopToolUse
 	}
 	a.limit(req)
-	return a
+	return a, nil
 }
+
+// checkEvery is how many messages (or turns) a pass over a request handles
+// between looks at its context.
+const checkEvery = 1024
 
 // limit applies max_tokens and stop sequences to the answer's blocks and
 // sets the output token count.
@@ -372,7 +385,7 @@ type turn struct {
 // messages of one role (as the Anthropic API does, and as OpenAI tool
 // messages following each other become one turn). It is linear in the
 // messages' text: a merged turn is built once, in a strings.Builder.
-func mergeTurns(out []turn, ms []llm.Message) []turn {
+func mergeTurns(ctx context.Context, out []turn, ms []llm.Message) ([]turn, error) {
 	var (
 		cur    turn
 		have   bool
@@ -387,6 +400,11 @@ func mergeTurns(out []turn, ms []llm.Message) []turn {
 		out = append(out, cur)
 	}
 	for i := range ms {
+		if i%checkEvery == checkEvery-1 {
+			if err := ctx.Err(); err != nil {
+				return out, err
+			}
+		}
 		m := &ms[i]
 		if m.Role == llm.RoleSystem || m.Role == llm.RoleDeveloper {
 			continue
@@ -415,7 +433,7 @@ func mergeTurns(out []turn, ms []llm.Message) []turn {
 	if have {
 		flush()
 	}
-	return out
+	return out, nil
 }
 
 // blocksKeyText is the text of blocks for the prompt key, and whether they

@@ -342,6 +342,9 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		fail(http.StatusRequestEntityTooLarge, llm.ErrTooLarge, "request body exceeds 32 MiB")
 		return
 	}
+	if ctx.Err() != nil {
+		return // the client left while sending: parse nothing
+	}
 	req, err := c.parse(body)
 	if err != nil {
 		var ae *llm.APIError
@@ -409,7 +412,10 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		return
 	}
 
-	ans := generate(f.cfg.Seed, req, samplingFor(spec, req, sample), cont, rf)
+	ans, err := generate(ctx, f.cfg.Seed, req, samplingFor(spec, req, sample), cont, rf)
+	if err != nil {
+		return // the client has gone: nobody reads an answer
+	}
 	if spec.ContextWindow > 0 && ans.usage.InputTokens > spec.ContextWindow {
 		ep.recordStatus(http.StatusBadRequest)
 		call.fail(http.StatusBadRequest, llm.ErrInvalidRequest,

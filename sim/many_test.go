@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -99,7 +100,10 @@ func TestMergeTurns(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := mergeTurns(nil, tc.ms)
+			got, err := mergeTurns(context.Background(), nil, tc.ms)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("mergeTurns (-got +want):\n-%+v\n+%+v", got, tc.want)
 			}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -62,7 +63,8 @@ func AnswerSample(cfg Config, req *llm.Request, sample uint64) *llm.Response {
 		}
 	}
 	rf, _ := outputFormat(spec, f, req)
-	return generate(cfg.Seed, req, samplingFor(spec, req, sample), true, rf).response()
+	a, _ := generate(context.Background(), cfg.Seed, req, samplingFor(spec, req, sample), true, rf) // never cancelled
+	return a.response()
 }
 
 // AnswerFormat is AnswerSample for a request sent over wire format f: a
@@ -84,7 +86,8 @@ func AnswerFormat(cfg Config, f Format, req *llm.Request, sample uint64) (*llm.R
 	if ae != nil {
 		return nil, ae
 	}
-	return generate(cfg.Seed, req, samplingFor(spec, req, sample), cont, rf).response(), nil
+	a, _ := generate(context.Background(), cfg.Seed, req, samplingFor(spec, req, sample), cont, rf) // never cancelled
+	return a.response(), nil
 }
 
 // model returns the spec of the model named name, or nil.
