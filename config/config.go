@@ -407,6 +407,13 @@ type Model struct {
 	// endpoint of the other wire format cannot express: "drop" (default:
 	// removed and named in X-Mesh-Dropped) or "reject" (a 400 naming it).
 	Translation string `yaml:"translation"`
+	// StructuredOutputs is how the model is asked for an answer matching a
+	// JSON Schema Keel will validate (mesh_behavior.output_schema, or one
+	// implied by the system prompt, when the client named no format):
+	// "native" (default: OpenAI response_format json_schema or Anthropic
+	// output_config.format), "tool" (a forced tool call folded back into
+	// text) or "none" (not sent; validated, repaired and re-asked).
+	StructuredOutputs string `yaml:"structured_outputs"`
 }
 
 // Price is a model's price in US dollars per million tokens.

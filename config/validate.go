@@ -70,6 +70,11 @@ func (v *validator) extra() {
 		default:
 			v.add(fmt.Sprintf("models[%d].translation", i), "expected drop or reject, got %q", m.Translation)
 		}
+		switch m.StructuredOutputs {
+		case "", "native", "tool", "none":
+		default:
+			v.add(fmt.Sprintf("models[%d].structured_outputs", i), "expected native, tool or none, got %q", m.StructuredOutputs)
+		}
 	}
 	for i, a := range v.c.Aliases {
 		switch a.Translation {
