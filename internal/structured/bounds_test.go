@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -277,6 +278,10 @@ func TestCompileContextDone(t *testing.T) {
 	}
 }
 
+// runs makes the schemas of tests that need a cache miss unique per run
+// (-count).
+var runs atomic.Int64
+
 // With every compile slot taken, a caller with a new schema waits under its
 // context and gives up when it ends; the abandoned compile does not poison
 // the cache, and once a slot frees the schema compiles.
@@ -285,7 +290,7 @@ func TestCompileSlotsWaitUnderContext(t *testing.T) {
 	for range cap(sem) {
 		sem <- struct{}{}
 	}
-	schema := json.RawMessage(`{"type":"object","properties":{"slot_test":{"type":"boolean"}}}`)
+	schema := json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"slot_test":{"type":"boolean"}},"$comment":"%d"}`, runs.Add(1)))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	_, err := CompileContext(ctx, schema, Limits{})
@@ -302,7 +307,7 @@ func TestCompileSlotsWaitUnderContext(t *testing.T) {
 
 // A flood of one new schema compiles it once.
 func TestCompileSharedFlight(t *testing.T) {
-	schema := json.RawMessage(forest(40, 20))
+	schema := json.RawMessage(fmt.Sprintf(`{"$comment":"%d","allOf":[%s]}`, runs.Add(1), forest(40, 20)))
 	before := compiles.Load()
 	var wg sync.WaitGroup
 	errs := make([]error, 50)
