@@ -460,7 +460,7 @@ type APIError struct {
 	RawType string
 	// MeshHeaders are X-Mesh-* headers Keel sends with the error answer
 	// (X-Mesh-Schema on a schema violation).
-	MeshHeaders map[string]string
+	MeshHeaders map[string]string `json:"-"`
 }
 
 // Error implements error.
