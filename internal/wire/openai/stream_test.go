@@ -5,16 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	oai "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/sse"
@@ -402,81 +398,5 @@ data: {"error":{"message":"Overloaded","type":"overloaded_error","code":null}}
 				t.Errorf("%s lacks %s", buf.String(), want)
 			}
 		})
-	})
-}
-
-// sdkRead decodes writer output with openai-go's own SSE stream and accumulator.
-func sdkRead(t *testing.T, out []byte) (oai.ChatCompletionAccumulator, error) {
-	t.Helper()
-	res := &http.Response{
-		StatusCode: 200,
-		Header:     http.Header{"Content-Type": {"text/event-stream"}},
-		Body:       io.NopCloser(bytes.NewReader(out)),
-	}
-	stream := ssestream.NewStream[oai.ChatCompletionChunk](ssestream.NewDecoder(res), nil)
-	var acc oai.ChatCompletionAccumulator
-	for stream.Next() {
-		if !acc.AddChunk(stream.Current()) {
-			t.Fatalf("accumulator rejected chunk %+v", stream.Current())
-		}
-	}
-	return acc, stream.Err()
-}
-
-func TestSDKCompatibility(t *testing.T) {
-	t.Run("openai upstream stream", func(t *testing.T) {
-		evs, err := readAll(t, readFile(t, "testdata/stream/full.sse"))
-		if err != io.EOF {
-			t.Fatal(err)
-		}
-		acc, err := sdkRead(t, writeAll(t, evs, StreamOptions{IncludeUsage: true}))
-		if err != nil {
-			t.Fatalf("SDK stream error: %v", err)
-		}
-		msg := acc.Choices[0].Message
-		for _, tc := range []struct {
-			name      string
-			got, want any
-		}{
-			{"id", acc.ID, "chatcmpl-S1"},
-			{"content", msg.Content, `Let me check both "cities".`},
-			{"tool calls", len(msg.ToolCalls), 2},
-			{"tool 0", msg.ToolCalls[0].ID + " " + msg.ToolCalls[0].Function.Name + " " + msg.ToolCalls[0].Function.Arguments, `call_p get_weather {"city": "Paris"}`},
-			{"tool 1", msg.ToolCalls[1].ID + " " + msg.ToolCalls[1].Function.Name + " " + msg.ToolCalls[1].Function.Arguments, `call_r get_weather {"city": "Rome"}`},
-			{"finish", acc.Choices[0].FinishReason, "tool_calls"},
-			{"prompt tokens", acc.Usage.PromptTokens, int64(120)},
-			{"cached tokens", acc.Usage.PromptTokensDetails.CachedTokens, int64(64)},
-			{"completion tokens", acc.Usage.CompletionTokens, int64(48)},
-			{"total tokens", acc.Usage.TotalTokens, int64(168)},
-		} {
-			if !reflect.DeepEqual(tc.got, tc.want) {
-				t.Errorf("%s (-got +want):\n- %#v\n+ %#v", tc.name, tc.got, tc.want)
-			}
-		}
-	})
-	t.Run("anthropic upstream events", func(t *testing.T) {
-		acc, err := sdkRead(t, writeAll(t, anthropicEvents(), StreamOptions{IncludeUsage: true}))
-		if err != nil {
-			t.Fatalf("SDK stream error: %v", err)
-		}
-		msg := acc.Choices[0].Message
-		if msg.Content != "Hi \"there\"\n" || len(msg.ToolCalls) != 2 ||
-			msg.ToolCalls[0].Function.Arguments != `{"city": "Paris"}` || msg.ToolCalls[1].Function.Arguments != "{}" {
-			t.Errorf("message = %+v", msg)
-		}
-		if acc.Usage.PromptTokens != 115 || acc.Usage.PromptTokensDetails.CachedTokens != 100 || acc.Usage.CompletionTokens != 42 {
-			t.Errorf("usage = %+v", acc.Usage)
-		}
-	})
-	t.Run("error stream", func(t *testing.T) {
-		evs, _ := readAll(t, readFile(t, "testdata/stream/error.sse"))
-		acc, err := sdkRead(t, writeAll(t, evs, StreamOptions{IncludeUsage: true}))
-		var se *ssestream.StreamError
-		if !errors.As(err, &se) || !strings.Contains(se.Message, "The server had an error") {
-			t.Errorf("err = %v, want a StreamError", err)
-		}
-		if acc.Choices[0].Message.Content != "Partial" {
-			t.Errorf("content before the error = %q", acc.Choices[0].Message.Content)
-		}
 	})
 }
