@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
-	"github.com/keelmesh/keel/internal/translate"
 	"github.com/keelmesh/keel/internal/wire"
+	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
 // Error kinds counted in TargetResult.ErrorsByKind besides "status_NNN"

@@ -21,8 +21,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/keelmesh/keel/internal/llm"
-	"github.com/keelmesh/keel/internal/translate"
 	"github.com/keelmesh/keel/internal/wire"
+	"github.com/keelmesh/keel/internal/wire/translate"
 	"github.com/keelmesh/keel/sim"
 )
 

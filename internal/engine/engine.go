@@ -31,7 +31,7 @@ import (
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/route"
 	"github.com/keelmesh/keel/internal/structured"
-	"github.com/keelmesh/keel/internal/translate"
+	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
 // Alias is an ordered chain of model names served under one name.

@@ -11,7 +11,7 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/structured"
-	"github.com/keelmesh/keel/internal/translate"
+	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
 // Stream is a committed answer stream. It forwards the serving upstream's

@@ -11,7 +11,7 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/structured"
-	"github.com/keelmesh/keel/internal/translate"
+	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
 // StructuredOptions tune structured-output handling. Zero values are the

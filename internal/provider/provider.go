@@ -23,8 +23,8 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
-	"github.com/keelmesh/keel/internal/translate"
 	"github.com/keelmesh/keel/internal/wire"
+	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
 // Default Anthropic API version sent upstream when the client named none.

@@ -1,0 +1,68 @@
+package keel_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestNoFormatSwitchOutsideWire: what differs between wire formats lives
+// in the codec table (internal/wire); server, provider, engine, the library
+// and the commands ask wire.For(format) instead of comparing a format with
+// llm.FormatAnthropic or llm.FormatOpenAI (issue 15). Naming a format (a
+// route, a default) is fine; deciding by one is not.
+func TestNoFormatSwitchOutsideWire(t *testing.T) {
+	dirs := []string{".", "cmd/keel", "bench", "internal/provider", "internal/engine"}
+	isFormat := func(e ast.Expr) bool {
+		sel, ok := e.(*ast.SelectorExpr)
+		if !ok {
+			return false
+		}
+		x, ok := sel.X.(*ast.Ident)
+		return ok && x.Name == "llm" && (sel.Sel.Name == "FormatAnthropic" || sel.Sel.Name == "FormatOpenAI")
+	}
+	files := 0
+	for _, dir := range dirs {
+		names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			src, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, name, src, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files++
+			ast.Inspect(f, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.BinaryExpr:
+					if (n.Op == token.EQL || n.Op == token.NEQ) && (isFormat(n.X) || isFormat(n.Y)) {
+						t.Errorf("%s: a format comparison; use wire.For(format)", fset.Position(n.Pos()))
+					}
+				case *ast.CaseClause:
+					for _, e := range n.List {
+						if isFormat(e) {
+							t.Errorf("%s: a switch on the format; use wire.For(format)", fset.Position(e.Pos()))
+						}
+					}
+				}
+				return true
+			})
+		}
+	}
+	if files < 20 {
+		t.Fatalf("walked only %d files: the directory list is wrong", files)
+	}
+}
