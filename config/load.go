@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/goccy/go-yaml/ast"
@@ -500,11 +501,27 @@ type yamlField struct {
 	typ   reflect.Type
 }
 
+// fieldCache memoises yamlFields by struct type (reflect.Type → []yamlField).
+// The decoder looks up every mapping key it meets (fieldIndex), and
+// rebuilding the list by reflection each time (struct tags parsed, slices
+// allocated) was about 30 % of Parse's CPU time on testdata/full.yaml
+// (BenchmarkParse); the rest is go-yaml's lexer and parser.
+var fieldCache sync.Map
+
 // yamlFields lists the keys of struct type t in field order: each exported
 // field under its yaml tag's name, except that a field tagged ",inline"
 // contributes its own struct's keys and a field tagged "-" (a clock, a
-// callback: not configuration) none.
+// callback: not configuration) none. The result is shared: callers must not
+// modify it.
 func yamlFields(t reflect.Type) []yamlField {
+	if fs, ok := fieldCache.Load(t); ok {
+		return fs.([]yamlField)
+	}
+	fs, _ := fieldCache.LoadOrStore(t, buildYAMLFields(t))
+	return fs.([]yamlField)
+}
+
+func buildYAMLFields(t reflect.Type) []yamlField {
 	var out []yamlField
 	for i := range t.NumField() {
 		f := t.Field(i)
