@@ -37,7 +37,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int64
 		w.Header().Set("Connection", "close")
 		return nil, 0, s.tooLarge()
 	}
-	want := declared // the buffer never grows beyond it
+	want := declared // the buffer never grows beyond it (and one byte)
 	if want < 0 {
 		want = s.maxBody
 	}
@@ -58,37 +58,38 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int64
 		}
 		return nil, 0, ae
 	}
-	size := min(want, firstBodyChunk)
+	// One byte beyond want makes room to see the end (or an excess)
+	// without another buffer.
+	size := int64(firstBodyChunk)
+	if want <= size {
+		size = want + 1
+	}
 	if !s.acquire(size) {
 		return fail(s.busy())
 	}
 	held = size
 	buf := make([]byte, 0, size)
 	body := http.MaxBytesReader(w, r.Body, s.maxBody)
-	var one [1]byte
 	for {
-		p, probe := buf[len(buf):cap(buf)], false
-		if len(p) == 0 {
-			if int64(len(buf)) >= want {
-				// Full: what follows must be the end.
-				p, probe = one[:], true
-			} else {
-				grow := min(2*int64(cap(buf)), want) - int64(cap(buf))
-				if !s.acquire(grow) {
-					return fail(s.busy())
-				}
-				held += grow
-				nb := make([]byte, len(buf), int64(cap(buf))+grow)
-				copy(nb, buf)
-				buf = nb
-				p = buf[len(buf):cap(buf)]
+		if len(buf) == cap(buf) {
+			next := 2 * int64(cap(buf))
+			if next >= want {
+				next = want + 1
 			}
+			grow := next - int64(cap(buf))
+			if !s.acquire(grow) {
+				return fail(s.busy())
+			}
+			held += grow
+			nb := make([]byte, len(buf), int64(cap(buf))+grow)
+			copy(nb, buf)
+			buf = nb
 		}
-		n, err := body.Read(p)
-		if probe && n > 0 {
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > want {
 			return fail(s.tooLarge())
 		}
-		buf = buf[:len(buf)+n]
 		if err == io.EOF {
 			break
 		}

@@ -67,7 +67,7 @@ type Options struct {
 	// MaxInflightBodyBytes bounds the body bytes buffered at once by all
 	// requests being read and parsed: a request whose buffer cannot grow
 	// within it is answered 429 with retry-after at once, never queued.
-	// Raised to MaxBodyBytes when smaller.
+	// Raised to hold one body of MaxBodyBytes when smaller.
 	MaxInflightBodyBytes int64
 	// MaxMessages bounds the messages of one request (400 beyond).
 	MaxMessages int
@@ -147,7 +147,7 @@ func New(o Options) *Server {
 			o.MaxInflightBodyBytes = min(o.MaxInflightBodyBytes, lim/4)
 		}
 	}
-	o.MaxInflightBodyBytes = max(o.MaxInflightBodyBytes, o.MaxBodyBytes)
+	o.MaxInflightBodyBytes = max(o.MaxInflightBodyBytes, o.MaxBodyBytes+1) // room for one body of the limit and its end
 	if o.MaxMessages <= 0 {
 		o.MaxMessages = DefaultMaxMessages
 	}
