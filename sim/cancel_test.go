@@ -74,7 +74,7 @@ func (r *headerRecorder) Write(b []byte) (int, error) {
 func TestSimCancelStopsGeneration(t *testing.T) {
 	for _, format := range formats {
 		t.Run(format.String(), func(t *testing.T) {
-			f, err := New(ZeroLatency())
+			f, err := New(withMaxMessages(ZeroLatency(), 100_000))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,7 +111,7 @@ func TestSimCancelStopsGeneration(t *testing.T) {
 // (nothing left running once the bubble is idle), without answering.
 func TestSimCancelledHugeRequestReturns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f, err := New(DefaultConfig())
+		f, err := New(withMaxMessages(DefaultConfig(), 100_000))
 		if err != nil {
 			t.Fatal(err)
 		}

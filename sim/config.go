@@ -118,6 +118,13 @@ type ModelSpec struct {
 	// and ignored, as llama.cpp's server has done). See StructuredNative,
 	// StructuredUnsupported and StructuredIgnored.
 	StructuredOutputs string `json:"structured_outputs,omitempty"`
+	// MaxMessages caps the messages of one request; more are a 400 in the
+	// wire's error format. 0, the default, is each wire's real cap: 100,000
+	// over the Anthropic format (its documented limit) and 2,048 over the
+	// OpenAI format (OpenAI's array_above_max_length); a positive value
+	// replaces both, e.g. for an OpenAI-compatible server such as vLLM that
+	// has no such cap. The 32 MiB body limit holds either way.
+	MaxMessages int `json:"max_messages,omitempty"`
 }
 
 // Price is in US dollars per million tokens.
@@ -327,6 +334,9 @@ func (c *Config) Validate() error {
 		}
 		if err := m.Continuation.validate(); err != nil {
 			return fmt.Errorf("%s.continuation: %w", p, err)
+		}
+		if m.MaxMessages < 0 {
+			return fmt.Errorf("%s.max_messages: %d is negative", p, m.MaxMessages)
 		}
 		if err := validStructuredOutputs(m.StructuredOutputs); err != nil {
 			return fmt.Errorf("%s.structured_outputs: %w", p, err)

@@ -38,6 +38,13 @@
 // Claude models before structured outputs) or ignores it (ignored, like
 // llama.cpp's server).
 //
+// Request limits, as the real APIs have them: a body over 32 MiB is a 413
+// request_too_large (Anthropic's request size limit; refused unread when
+// its Content-Length says so, and the read buffer grows with what arrives,
+// never from the Content-Length alone); more than 100,000 messages over the
+// Anthropic format, or 2,048 over the OpenAI format, is a 400 naming the
+// limit (a model's MaxMessages replaces both).
+//
 // Field extraction: a request asking for a JSON schema object whose input
 // holds "field: value" lines (GroundTruth) for its properties, or whose
 // system prompt says "extract", is answered with each field's value from the

@@ -19,8 +19,20 @@ import (
 	"github.com/keelmesh/keel/internal/wire/openai"
 )
 
-// maxBodyBytes bounds a request body.
+// maxBodyBytes bounds a request body: Anthropic's Messages API answers a
+// larger one with 413 request_too_large ("Request exceeds the maximum
+// allowed number of bytes.", its 32 MB request size limit, enforced before
+// the API reads the body: docs.claude.com/en/api/errors). OpenAI documents
+// no byte cap for Chat Completions; its endpoints get the same one, which
+// is also the fleet's own bound on what one call may make it hold.
 const maxBodyBytes = 32 << 20
+
+// tooLargeMessage is Anthropic's 413 message.
+const tooLargeMessage = "Request exceeds the maximum allowed number of bytes."
+
+// readChunk bounds the buffer a body read starts with, whatever its
+// Content-Length claims: the buffer grows with what arrives.
+const readChunk = 64 << 10
 
 // Rate-limit budgets advertised in the rate-limit headers, per endpoint and
 // per minute.
@@ -106,20 +118,31 @@ func (f *Fleet) serveNotFound(w http.ResponseWriter, r *http.Request) {
 		Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
 }
 
-// readBody appends a request body of at most maxBodyBytes+1 bytes to buf,
-// growing it from Content-Length when the client sent one.
+// readBody appends a request body of at most maxBodyBytes+1 bytes to buf.
+// The buffer grows with the bytes that arrive (doubling), from at most
+// readChunk bytes, and never past the body's Content-Length (+1, to see EOF
+// without growing) until more than that has arrived: a client that
+// announces 32 MiB and sends ten bytes costs a small buffer.
 func readBody(r *http.Request, buf []byte) ([]byte, error) {
-	n := 512
+	declared := -1 // Content-Length + 1, when known and within the limit
 	if cl := r.ContentLength; cl > 0 && cl <= maxBodyBytes {
-		n = int(cl) + 1 // +1 so that reading EOF does not grow the buffer
+		declared = int(cl) + 1
 	}
-	buf = slices.Grow(buf, n)
+	first := 512
+	if declared > 0 {
+		first = min(declared, readChunk)
+	}
+	buf = slices.Grow(buf, first)
 	for {
 		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, 1) // append's growth rule
+			n := max(cap(buf), 512) // double what has arrived …
+			if declared > len(buf) {
+				n = min(n, declared-len(buf)) // … but not past the declared length
+			}
+			buf = slices.Grow(buf, n)
 		}
 		room := min(cap(buf), maxBodyBytes+1) - len(buf)
-		if room == 0 {
+		if room <= 0 {
 			return buf, nil
 		}
 		m, err := r.Body.Read(buf[len(buf) : len(buf)+room])
@@ -323,6 +346,11 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		writeAPIError(w, c, &llm.APIError{Status: status, Type: typ, Message: msg, RequestID: reqID})
 	}
 
+	if r.ContentLength > maxBodyBytes {
+		// Refused before reading, as Anthropic's front does.
+		fail(http.StatusRequestEntityTooLarge, llm.ErrTooLarge, tooLargeMessage)
+		return
+	}
 	bp, _ := bodyPool.Get().(*[]byte)
 	if bp == nil {
 		bp = new([]byte)
@@ -339,7 +367,7 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		return
 	}
 	if len(body) > maxBodyBytes {
-		fail(http.StatusRequestEntityTooLarge, llm.ErrTooLarge, "request body exceeds 32 MiB")
+		fail(http.StatusRequestEntityTooLarge, llm.ErrTooLarge, tooLargeMessage)
 		return
 	}
 	if ctx.Err() != nil {
@@ -378,6 +406,12 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 	}
 	if !spec.serves(c.format) {
 		fail(http.StatusNotFound, llm.ErrNotFound, fmt.Sprintf("model: %s is not served in the %s format", req.Model, c.format))
+		return
+	}
+	if ae := checkMessageCount(spec, c.format, len(req.Messages)); ae != nil {
+		e := *ae
+		e.RequestID = reqID
+		writeAPIError(w, c, &e)
 		return
 	}
 	if tc := req.ToolChoice; tc != nil && tc.Type == llm.ToolChoiceTool && !hasTool(req.Tools, tc.Name) {

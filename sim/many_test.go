@@ -51,20 +51,41 @@ func manyMessagesBody(format Format, model string, n int) string {
 	return sb.String()
 }
 
-// A request of 100,000 tiny messages is answered, over either wire, with
-// the answer Answer computes for it.
-func TestSimManyMessagesAnswered(t *testing.T) {
-	cfg := ZeroLatency()
-	f, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
+// withMaxMessages returns cfg with sim-sonnet taking up to n messages on
+// either wire, as a server without OpenAI's 2,048 cap does.
+func withMaxMessages(cfg Config, n int) Config {
+	for i := range cfg.Models {
+		if cfg.Models[i].Name == "sim-sonnet" {
+			cfg.Models[i].MaxMessages = n
+		}
 	}
-	h := memHarness(f)
-	const n = 100_000
-	want := Answer(cfg, manyMessages("sim-sonnet", n)).Text()
-	for _, format := range formats {
-		t.Run(format.String(), func(t *testing.T) {
-			status, text, ae := postText(t, h, format, manyMessagesBody(format, "sim-sonnet", n))
+	return cfg
+}
+
+// A request of as many tiny messages as the wire allows (100,000 over the
+// Anthropic format, 2,048 over the OpenAI format, 100,000 there too for a
+// model whose MaxMessages says so) is answered with the answer Answer
+// computes for it.
+func TestSimManyMessagesAnswered(t *testing.T) {
+	cases := []struct {
+		name   string
+		format Format
+		max    int // the model's MaxMessages
+		n      int
+	}{
+		{"anthropic 100k", FormatAnthropic, 0, 100_000},
+		{"openai 2048", FormatOpenAI, 0, 2048},
+		{"openai 100k without the cap", FormatOpenAI, 100_000, 100_000},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := withMaxMessages(ZeroLatency(), tc.max)
+			f, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := Answer(cfg, manyMessages("sim-sonnet", tc.n)).Text()
+			status, text, ae := postText(t, memHarness(f), tc.format, manyMessagesBody(tc.format, "sim-sonnet", tc.n))
 			if status != http.StatusOK {
 				t.Fatalf("status %d: %v", status, ae)
 			}
