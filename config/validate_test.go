@@ -32,6 +32,30 @@ func TestValidateErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "server access and body limits",
+			yaml: `server:
+  max_body_bytes: 1000
+  body_read_timeout: -1s
+  min_body_rate_bytes_per_sec: -1
+  max_inflight_body_bytes: 999
+  max_messages: -2
+  max_header_bytes: 2000000
+  allowed_hosts: [api.example.com, "", "http://x.example"]
+  allowed_origins: ["https://ok.example", "ok.example", "https://x.example/path", "*", "null"]
+`,
+			want: []string{
+				`keel.yaml:3:3: server.body_read_timeout: must not be negative, got -1s`,
+				`keel.yaml:4:3: server.min_body_rate_bytes_per_sec: must not be negative, got -1`,
+				`keel.yaml:5:3: server.max_inflight_body_bytes: must be at least server.max_body_bytes (1000), got 999`,
+				`keel.yaml:6:3: server.max_messages: must not be negative, got -2`,
+				`keel.yaml:7:3: server.max_header_bytes: expected 0 to 1048576 (net/http's own limit), got 2000000`,
+				`keel.yaml:8:36: server.allowed_hosts[1]: expected a host name, name:port, *.domain or *, got ""`,
+				`keel.yaml:8:40: server.allowed_hosts[2]: expected a host name, name:port, *.domain or *, got "http://x.example"`,
+				`keel.yaml:9:43: server.allowed_origins[1]: expected an origin such as https://app.example.com, or *, got "ok.example"`,
+				`keel.yaml:9:57: server.allowed_origins[2]: expected an origin such as https://app.example.com, or *, got "https://x.example/path"`,
+			},
+		},
+		{
 			name: "listen port out of range",
 			yaml: "server:\n  listen: ':70000'\n",
 			want: []string{`keel.yaml:2:3: server.listen: expected host:port such as "127.0.0.1:7878" or ":7878", got port "70000" (expected a number from 0 to 65535)`},
