@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -286,22 +287,91 @@ var runs atomic.Int64
 // context and gives up when it ends; the abandoned compile does not poison
 // the cache, and once a slot frees the schema compiles.
 func TestCompileSlotsWaitUnderContext(t *testing.T) {
-	sem := slots()
-	for range cap(sem) {
-		sem <- struct{}{}
-	}
+	held := holdAllSlots(t)
 	schema := json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"slot_test":{"type":"boolean"}},"$comment":"%d"}`, runs.Add(1)))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	_, err := CompileContext(ctx, schema, Limits{})
-	for range cap(sem) {
-		<-sem
+	for range held {
+		releaseSlot()
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v with every slot taken, want context.DeadlineExceeded", err)
 	}
 	if _, err := CompileContext(context.Background(), schema, Limits{}); err != nil {
 		t.Fatalf("after the slots freed: %v", err)
+	}
+}
+
+// holdAllSlots takes every compile slot and returns how many it took.
+func holdAllSlots(t *testing.T) int {
+	t.Helper()
+	if err := acquireSlot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	slotsMu.Lock()
+	n := slotsN
+	slotsMu.Unlock()
+	for range n - 1 {
+		if err := acquireSlot(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return n
+}
+
+// The semaphore and the flights' locks were made outside any
+// testing/synctest bubble, so a compile in one bubble can wait for, or be
+// waited for by, a compile anywhere: resizing the semaphore inside a bubble
+// makes no channel, and a lock taken inside one serves outside it.
+func TestCompileNotBoundToABubble(t *testing.T) {
+	defer SetLimits(Limits{})
+	var lock chan struct{}
+	synctest.Test(t, func(t *testing.T) {
+		SetLimits(Limits{MaxConcurrentCompiles: 3})
+		if _, err := Compile(json.RawMessage(fmt.Sprintf(`{"$comment":"bubble %d"}`, runs.Add(1)))); err != nil {
+			t.Fatal(err)
+		}
+		key := [32]byte{1, byte(runs.Add(1))}
+		_, _, f, lead := cache.get(key)
+		if !lead || f == nil {
+			t.Fatalf("lead %v, flight %v: want a new flight", lead, f)
+		}
+		lock = f.lock
+		cache.finish(key, f, compiled{err: errAbandoned}, true)
+	})
+	// Outside the bubble: these panic on a channel made inside one.
+	select {
+	case lock <- struct{}{}:
+		<-lock
+	default:
+		t.Error("a free flight lock is full")
+	}
+	SetLimits(Limits{MaxConcurrentCompiles: 1})
+	if n := holdAllSlots(t); n != 1 {
+		t.Errorf("%d slots after SetLimits(1), want 1", n)
+	}
+	releaseSlot()
+	if _, err := Compile(json.RawMessage(fmt.Sprintf(`{"$comment":"outside %d"}`, runs.Add(1)))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// SetLimits shrinking the semaphore while its slots are held drops the
+// owed tokens as they come back.
+func TestCompileSlotsShrinkWhileHeld(t *testing.T) {
+	defer SetLimits(Limits{})
+	SetLimits(Limits{MaxConcurrentCompiles: 4})
+	held := holdAllSlots(t)
+	SetLimits(Limits{MaxConcurrentCompiles: 2})
+	for range held {
+		releaseSlot()
+	}
+	if n := holdAllSlots(t); n != 2 || len(compileTokens) != 0 {
+		t.Errorf("took %d slots (%d left free) after shrinking to 2 while 4 were held, want 2 and 0", n, len(compileTokens))
+	}
+	for range 2 {
+		releaseSlot()
 	}
 }
 
@@ -340,5 +410,43 @@ func TestCacheBounded(t *testing.T) {
 	}
 	if _, b := cache.len(); b > maxCacheBytes {
 		t.Errorf("%d cached schema bytes, want ≤ %d", b, maxCacheBytes)
+	}
+}
+
+// Many callers, few schemas, some giving up part way: every caller gets its
+// schema or its context's error, and afterwards no flight is left open and
+// every flight lock is back in the pool.
+func TestCompileFlightsSettle(t *testing.T) {
+	base := runs.Add(1)
+	var wg sync.WaitGroup
+	errs := make([]error, 200)
+	for i := range errs {
+		wg.Go(func() {
+			schema := json.RawMessage(fmt.Sprintf(`{"$comment":"settle %d %d","allOf":[%s]}`, base, i%5, forest(10, 10)))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if i%3 == 0 {
+				go cancel()
+			}
+			s, err := CompileContext(ctx, schema, Limits{})
+			switch {
+			case err == nil && s == nil:
+				errs[i] = errors.New("nil schema and nil error")
+			case err != nil && !errors.Is(err, context.Canceled):
+				errs[i] = err
+			case err != nil && i%3 != 0:
+				errs[i] = fmt.Errorf("caller %d never cancelled: %w", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	cache.mu.Lock()
+	open := len(cache.flights)
+	cache.mu.Unlock()
+	if open != 0 || len(flightLocks) != maxFlights {
+		t.Errorf("%d flights open, %d of %d locks in the pool; want 0 and all", open, len(flightLocks), maxFlights)
 	}
 }

@@ -48,15 +48,37 @@ type compiled struct {
 	err  error
 }
 
+// flight is one compile in progress that other callers with the same key
+// wait for. Its lock is full while the leader compiles; each follower passes
+// through it (send, receive) once the leader has emptied it, so res, set
+// before, is visible to all of them.
 type flight struct {
-	done chan struct{}
+	lock chan struct{}
 	res  compiled
+	refs int // guarded by compileCache.mu: the leader and the followers not yet gone
 }
+
+// flightLocks are the flights' locks, made at package initialisation like
+// compileTokens (see there). A flight takes one and the last of its leader
+// and followers puts it back; when all maxFlights are in use, further
+// distinct schemas compile without sharing (a duplicate among them may then
+// compile twice, under the same semaphore).
+const maxFlights = 64
+
+var flightLocks = func() chan chan struct{} {
+	pool := make(chan chan struct{}, maxFlights)
+	for range maxFlights {
+		pool <- make(chan struct{}, 1)
+	}
+	return pool
+}()
 
 var cache = &compileCache{lru: list.New(), byKey: map[[32]byte]*list.Element{}, flights: map[[32]byte]*flight{}}
 
-// get returns the cached outcome for key, or the flight to wait on, or
-// (after registering a new flight) lead=true: the caller compiles.
+// get returns the cached outcome for key; or the flight to wait on (the
+// caller must call leave after); or lead=true: the caller compiles, under
+// the returned flight if one could be registered (nil otherwise), and calls
+// finish.
 func (c *compileCache) get(key [32]byte) (res compiled, ok bool, f *flight, lead bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -65,18 +87,41 @@ func (c *compileCache) get(key [32]byte) (res compiled, ok bool, f *flight, lead
 		return e.Value.(*cacheEntry).res, true, nil, false
 	}
 	if f, ok := c.flights[key]; ok {
+		f.refs++
 		return compiled{}, false, f, false
 	}
-	f = &flight{done: make(chan struct{})}
-	c.flights[key] = f
+	select {
+	case lock := <-flightLocks:
+		lock <- struct{}{}
+		f = &flight{lock: lock, refs: 1}
+		c.flights[key] = f
+	default:
+	}
 	return compiled{}, false, f, true
 }
 
-// finish ends the flight for key and, unless abandoned, caches res.
-func (c *compileCache) finish(key [32]byte, f *flight, res compiled, abandoned bool) {
+// peek returns the cached outcome for key, if any.
+func (c *compileCache) peek(key [32]byte) (compiled, bool) {
 	c.mu.Lock()
-	delete(c.flights, key)
-	if !abandoned && res.size <= maxCacheBytes {
+	defer c.mu.Unlock()
+	if e, hit := c.byKey[key]; hit {
+		c.lru.MoveToFront(e)
+		return e.Value.(*cacheEntry).res, true
+	}
+	return compiled{}, false
+}
+
+// finish records the leader's outcome: cached unless abandoned, and handed
+// to the flight's followers.
+func (c *compileCache) finish(key [32]byte, f *flight, res compiled, abandoned bool) {
+	if f != nil {
+		f.res = res
+	}
+	c.mu.Lock()
+	if f != nil {
+		delete(c.flights, key)
+	}
+	if _, dup := c.byKey[key]; !dup && !abandoned && res.size <= maxCacheBytes {
 		c.bytes += res.size
 		c.byKey[key] = c.lru.PushFront(&cacheEntry{key: key, res: res})
 		for c.lru.Len() > maxCacheEntries || c.bytes > maxCacheBytes {
@@ -88,8 +133,21 @@ func (c *compileCache) finish(key [32]byte, f *flight, res compiled, abandoned b
 		}
 	}
 	c.mu.Unlock()
-	f.res = res
-	close(f.done)
+	if f != nil {
+		<-f.lock // the followers pass
+		c.leave(f)
+	}
+}
+
+// leave drops one reference to f; the last puts its lock back in the pool.
+func (c *compileCache) leave(f *flight) {
+	c.mu.Lock()
+	f.refs--
+	last := f.refs == 0
+	c.mu.Unlock()
+	if last {
+		flightLocks <- f.lock
+	}
 }
 
 // len reports the cached entries and their bytes.
@@ -106,25 +164,73 @@ var compiles atomic.Int64
 // it waited for a compile slot); the followers retry.
 var errAbandoned = errors.New("compile abandoned")
 
-// compileSlots is a semaphore of MaxConcurrentCompiles tokens. SetLimits
-// swaps in a new one; a holder releases the token to the channel it took it
-// from.
-var compileSlots atomic.Pointer[chan struct{}]
+// compileTokens holds the free compile slots: a compile takes a token and
+// puts it back. The channel is made once, at package initialisation, so
+// that it belongs to no testing/synctest bubble (a channel made inside one
+// bubble cannot be used from another, and tests compile schemas in many);
+// SetLimits resizes the semaphore by adding tokens, or by taking free ones
+// and owing the rest (a held token owed is dropped on release).
+// MaxConcurrentCompiles is capped at maxCompileSlots.
+const maxCompileSlots = 256
 
+var compileTokens = make(chan struct{}, maxCompileSlots)
+
+var (
+	slotsMu   sync.Mutex // guards following
+	slotsN    int        // the semaphore's size
+	slotsDebt int        // held tokens to drop on release after a shrink
+)
+
+// setCompileSlots sizes the compile semaphore to n (1 … maxCompileSlots).
 func setCompileSlots(n int) {
-	if old := compileSlots.Load(); old != nil && cap(*old) == n {
-		return
-	}
-	ch := make(chan struct{}, n)
-	compileSlots.Store(&ch)
+	slotsMu.Lock()
+	defer slotsMu.Unlock()
+	resizeSlotsLocked(n)
 }
 
-func slots() chan struct{} {
-	if p := compileSlots.Load(); p != nil {
-		return *p
+func resizeSlotsLocked(n int) {
+	n = min(max(n, 1), maxCompileSlots)
+	for ; slotsN < n; slotsN++ {
+		if slotsDebt > 0 {
+			slotsDebt--
+		} else {
+			compileTokens <- struct{}{} // never blocks: free tokens ≤ slotsN < cap
+		}
 	}
-	setCompileSlots(DefaultLimits().MaxConcurrentCompiles)
-	return *compileSlots.Load()
+	for ; slotsN > n; slotsN-- {
+		select {
+		case <-compileTokens:
+		default:
+			slotsDebt++
+		}
+	}
+}
+
+// acquireSlot waits for a compile slot under ctx.
+func acquireSlot(ctx context.Context) error {
+	slotsMu.Lock()
+	if slotsN == 0 {
+		resizeSlotsLocked(DefaultLimits().MaxConcurrentCompiles)
+	}
+	slotsMu.Unlock()
+	select {
+	case <-compileTokens:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func releaseSlot() {
+	slotsMu.Lock()
+	owed := slotsDebt > 0
+	if owed {
+		slotsDebt--
+	}
+	slotsMu.Unlock()
+	if !owed {
+		compileTokens <- struct{}{}
+	}
 }
 
 // CompileContext checks raw against lim (zero fields: defaults) and
@@ -132,9 +238,10 @@ func slots() chan struct{} {
 // the compiler sees it; a schema that is not valid JSON or not a valid JSON
 // Schema, or that references anything outside itself, with an error wrapping
 // ErrSchema. The outcome is cached by the SHA-256 of the schema without
-// insignificant whitespace; concurrent callers with the same schema share one
-// compile, and at most lim.MaxConcurrentCompiles distinct schemas compile at
-// once (the slots are process-wide: the most recent SetLimits sizes them).
+// insignificant whitespace (and of lim); concurrent callers with the same
+// schema share one compile, and at most MaxConcurrentCompiles schemas
+// compile at once (the slots are process-wide: SetLimits sizes them, not
+// lim).
 // ctx is checked before and after the compile and bounds the wait for a slot
 // or for another caller's compile; the compile itself, bounded by the limits,
 // is not interruptible. CompileContext is safe for concurrent use.
@@ -152,9 +259,12 @@ func CompileContext(ctx context.Context, raw json.RawMessage, lim Limits) (*Sche
 		res, ok, f, lead := cache.get(key)
 		if !ok && !lead {
 			select {
-			case <-f.done:
+			case f.lock <- struct{}{}:
+				<-f.lock
 				res = f.res
+				cache.leave(f)
 			case <-ctx.Done():
+				cache.leave(f)
 				return nil, fmt.Errorf("compiling schema: %w", ctx.Err())
 			}
 			if errors.Is(res.err, errAbandoned) {
@@ -162,16 +272,18 @@ func CompileContext(ctx context.Context, raw json.RawMessage, lim Limits) (*Sche
 			}
 		}
 		if lead {
-			sem := slots()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
+			if err := acquireSlot(ctx); err != nil {
 				cache.finish(key, f, compiled{err: errAbandoned}, true)
-				return nil, fmt.Errorf("compiling schema: %w", ctx.Err())
+				return nil, fmt.Errorf("compiling schema: %w", err)
 			}
-			res = compileCounted(canon, raw, lim)
-			<-sem
-			cache.finish(key, f, res, false)
+			if hit, ok := cache.peek(key); ok && f == nil {
+				releaseSlot()
+				res = hit // compiled by another caller while this one, unshared, waited
+			} else {
+				res = compileCounted(canon, raw, lim)
+				releaseSlot()
+				cache.finish(key, f, res, false)
+			}
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("compiling schema: %w", err)
 			}
