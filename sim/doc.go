@@ -31,8 +31,10 @@
 // in it must set "additionalProperties": false (Anthropic's documented
 // limitation); a response_format member is a 400 ("response_format: Extra
 // inputs are not permitted"). Over the OpenAI format it is response_format
-// json_object or json_schema; an output_config member is a 400
-// ("Unrecognized request argument supplied: output_config"). A model's
+// json_object or json_schema, whose strict mode takes only schemas whose
+// every object is closed and requires all its properties (PROTOCOLS.md
+// §2.1); another type, or an output_config member ("Unrecognized request
+// argument supplied: output_config"), is a 400. A model's
 // StructuredOutputs says whether it honours a json_schema format (native,
 // the default), rejects it with a 400 (unsupported, like gpt-3.5-turbo or
 // Claude models before structured outputs) or ignores it (ignored, like

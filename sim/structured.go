@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/keelmesh/keel/internal/llm"
 )
@@ -55,8 +56,10 @@ func validStructuredOutputs(s string) error {
 //     response_format member is a 400 ("response_format: Extra inputs are
 //     not permitted": the Messages API rejects unknown top-level fields).
 //   - OpenAI: response_format json_object or json_schema (PROTOCOLS.md
-//     §2.1); an output_config or output_format member is a 400
-//     ("Unrecognized request argument supplied: output_config").
+//     §2.1); with "strict": true every object schema must set
+//     "additionalProperties": false and require every property; another
+//     type is a 400 invalid_value; an output_config or output_format member
+//     is a 400 ("Unrecognized request argument supplied: output_config").
 func outputFormat(spec *ModelSpec, f llm.Format, req *llm.Request) (*llm.ResponseFormat, *llm.APIError) {
 	mode := StructuredNative
 	if spec != nil && spec.StructuredOutputs != "" {
@@ -126,6 +129,18 @@ func openaiOutputFormat(mode string, req *llm.Request) (*llm.ResponseFormat, *ll
 			}
 		}
 	}
+	if raw, ok := req.Extra["response_format"]; ok && ae == nil && mode != StructuredIgnored {
+		// A form the codec keeps verbatim; OpenAI rejects an unknown type
+		// ("Invalid value: 'object'. Supported values are: …",
+		// epuerta9/deep-research-py#19).
+		var of struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(raw, &of) == nil && of.Type != "text" && of.Type != "json_object" && of.Type != "json_schema" {
+			ae = invalid("response_format.type", fmt.Sprintf("Invalid value: '%s'. Supported values are: 'json_object', 'json_schema', and 'text'.", of.Type))
+			ae.Code = "invalid_value"
+		}
+	}
 	rf := req.ResponseFormat
 	if rf == nil || rf.Type != "json_object" && rf.Type != "json_schema" {
 		return nil, ae
@@ -139,8 +154,90 @@ func openaiOutputFormat(mode string, req *llm.Request) (*llm.ResponseFormat, *ll
 				ae = invalid("response_format", "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.")
 			}
 		}
+		if ae == nil && rf.Strict != nil && *rf.Strict {
+			if where, problem := strictViolation(parseSchemaAny(rf.Schema), nil, 0); problem != "" {
+				ae = invalid("response_format", fmt.Sprintf("Invalid schema for response_format '%s': In context=%s, %s", rf.Name, where, problem))
+			}
+		}
 	}
 	return rf, ae
+}
+
+// strictViolation returns the first place (as OpenAI names it, a Python
+// tuple of the path) and problem that OpenAI's strict mode rejects in s:
+// an object schema without "additionalProperties": false, or whose
+// required does not list every property (PROTOCOLS.md §2.1; the wording
+// as OpenAI answers it, e.g. dottxt-ai/outlines#844, moeru-ai/xsai#202).
+// Members are visited in sorted order (OpenAI goes in document order).
+func strictViolation(s any, path []any, depth int) (string, string) {
+	m, ok := s.(map[string]any)
+	if !ok || depth > 64 {
+		return "", ""
+	}
+	if isObjectSchema(m) {
+		if ap, ok := m["additionalProperties"].(bool); !ok || ap {
+			return pyTuple(path), "'additionalProperties' is required to be supplied and to be false."
+		}
+		props, _ := m["properties"].(map[string]any)
+		req, _ := m["required"].([]any)
+		for _, k := range sortedKeys(props) {
+			if !slices.Contains(req, any(k)) {
+				return pyTuple(path), fmt.Sprintf("'required' is required to be supplied and to be an array including every key in properties. Missing '%s'.", k)
+			}
+		}
+	}
+	for _, k := range [...]string{"properties", "$defs", "definitions"} {
+		sub, _ := m[k].(map[string]any)
+		for _, name := range sortedKeys(sub) {
+			if w, p := strictViolation(sub[name], append(slices.Clip(path), k, name), depth+1); p != "" {
+				return w, p
+			}
+		}
+	}
+	if w, p := strictViolation(m["items"], append(slices.Clip(path), "items"), depth+1); p != "" {
+		return w, p
+	}
+	for _, k := range [...]string{"items", "prefixItems", "anyOf", "allOf", "oneOf"} {
+		list, _ := m[k].([]any)
+		for i, v := range list {
+			if w, p := strictViolation(v, append(slices.Clip(path), k, i), depth+1); p != "" {
+				return w, p
+			}
+		}
+	}
+	return "", ""
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// pyTuple renders a path as a Python tuple: (), ('items',),
+// ('properties', 'steps', 'anyOf', 0).
+func pyTuple(path []any) string {
+	var b strings.Builder
+	b.WriteByte('(')
+	for i, p := range path {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		switch v := p.(type) {
+		case string:
+			b.WriteString("'" + v + "'")
+		default:
+			fmt.Fprint(&b, v)
+		}
+	}
+	if len(path) == 1 {
+		b.WriteByte(',')
+	}
+	b.WriteByte(')')
+	return b.String()
 }
 
 func invalid(param, msg string) *llm.APIError {

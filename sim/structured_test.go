@@ -266,3 +266,65 @@ func validateSchema(schema, doc string) error {
 	}
 	return s.Validate(v)
 }
+
+// OpenAI's strict mode takes only schemas whose every object is closed and
+// requires all its properties, and response_format has three types; the
+// errors name where, as OpenAI's do. A model that ignores formats takes
+// anything.
+func TestStructuredOpenAIStrict(t *testing.T) {
+	cfg := structuredCfg()
+	f, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := memHarness(f)
+	rf := func(schema string) string {
+		return `,"response_format":{"type":"json_schema","json_schema":{"name":"risk","strict":true,"schema":` + schema + `}}`
+	}
+	missing := `{"type":"object","properties":{"risk":{"type":"string"},"score":{"type":"number"}},"required":["risk"],"additionalProperties":false}`
+	anyOfOpen := `{"type":"object","properties":{"x":{"anyOf":[{"type":"null"},{"type":"object","properties":{}}]}},"required":["x"],"additionalProperties":false}`
+	cases := []struct {
+		name, model, extra string
+		ok                 bool // 200 with a value of the schema
+		msg, param, code   string
+	}{
+		{name: "closed", model: "so-native", extra: rf(closedSchema), ok: true},
+		{name: "open nested item", model: "so-native", extra: rf(openSchema),
+			msg: "Invalid schema for response_format 'risk': In context=('properties', 'steps', 'items'), 'additionalProperties' is required to be supplied and to be false.", param: "response_format"},
+		{name: "open root", model: "so-native", extra: rf(`{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}`),
+			msg: "Invalid schema for response_format 'risk': In context=(), 'additionalProperties' is required to be supplied and to be false.", param: "response_format"},
+		{name: "property not required", model: "so-native", extra: rf(missing),
+			msg: "Invalid schema for response_format 'risk': In context=(), 'required' is required to be supplied and to be an array including every key in properties. Missing 'score'.", param: "response_format"},
+		{name: "open anyOf alternative", model: "so-native", extra: rf(anyOfOpen),
+			msg: "Invalid schema for response_format 'risk': In context=('properties', 'x', 'anyOf', 1), 'additionalProperties' is required to be supplied and to be false.", param: "response_format"},
+		{name: "unsupported model says so first", model: "so-unsupported", extra: rf(openSchema),
+			msg: "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.", param: "response_format"},
+		{name: "unknown type", model: "so-native", extra: `,"response_format":{"type":"object"}`,
+			msg: "Invalid value: 'object'. Supported values are: 'json_object', 'json_schema', and 'text'.", param: "response_format.type", code: "invalid_value"},
+		{name: "ignored: strict open", model: "so-ignored", extra: rf(openSchema), ok: true},
+		{name: "ignored: unknown type", model: "so-ignored", extra: `,"response_format":{"type":"object"}`, ok: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			body := chatBody(FormatOpenAI, tc.model, "assess the plan", false, tc.extra)
+			status, text, ae := postText(t, h, FormatOpenAI, body)
+			if tc.ok {
+				if status != http.StatusOK {
+					t.Fatalf("status %d: %v", status, ae)
+				}
+				if tc.model != "so-ignored" {
+					if err := validateSchema(closedSchema, text); err != nil {
+						t.Errorf("answer %q does not validate: %v", text, err)
+					}
+				}
+				return
+			}
+			if status != http.StatusBadRequest || ae == nil {
+				t.Fatalf("status %d, text %q; want 400", status, text)
+			}
+			if ae.Type != llm.ErrInvalidRequest || ae.Message != tc.msg || ae.Param != tc.param || ae.Code != tc.code {
+				t.Errorf("error (type, message, param, code) = (%s, %q, %q, %q)\nwant (invalid_request_error, %q, %q, %q)", ae.Type, ae.Message, ae.Param, ae.Code, tc.msg, tc.param, tc.code)
+			}
+		})
+	}
+}
