@@ -22,7 +22,7 @@ import (
 // maxBodyBytes bounds a request body: Anthropic's Messages API answers a
 // larger one with 413 request_too_large ("Request exceeds the maximum
 // allowed number of bytes.", its 32 MB request size limit, enforced before
-// the API reads the body: docs.claude.com/en/api/errors). OpenAI documents
+// the API reads the body: platform.claude.com/docs/en/api/errors). OpenAI documents
 // no byte cap for Chat Completions; its endpoints get the same one, which
 // is also the fleet's own bound on what one call may make it hold.
 const maxBodyBytes = 32 << 20

@@ -37,8 +37,9 @@ func checkMessageCount(spec *ModelSpec, f llm.Format, n int) *llm.APIError {
 		return &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, Param: "messages", Code: "array_above_max_length",
 			Message: fmt.Sprintf("Invalid 'messages': array too long. Expected an array with maximum length %d, but got an array with length %d instead.", limit, n)}
 	}
-	// The Messages API's validation wording ("<field>: <problem>", as in
-	// "Extra inputs are not permitted").
+	// In the Messages API's validation wording ("<field>: <problem>", as in
+	// "response_format: Extra inputs are not permitted"); the exact text of
+	// this one is not documented.
 	return &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest,
 		Message: fmt.Sprintf("messages: List should have at most %d items after validation, not %d", limit, n)}
 }

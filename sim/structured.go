@@ -110,7 +110,7 @@ func anthropicOutputFormat(req *llm.Request) (*llm.ResponseFormat, string, *llm.
 	if json.Unmarshal(raw, &of) != nil {
 		return nil, "", invalid("", param+": Input should be a valid dictionary")
 	}
-	if of.Type != "json_schema" {
+	if of.Type != "json_schema" { // the one type there is; this wording is not documented
 		return nil, "", invalid("", fmt.Sprintf("%s.type: Input should be 'json_schema'", param))
 	}
 	if len(of.Schema) == 0 || string(of.Schema) == "null" {
