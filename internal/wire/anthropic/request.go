@@ -35,7 +35,10 @@ func invalidJSON(body []byte) string {
 // top level or inside the object form of system) goes to
 // Request.MeshBehavior. Any error is an *llm.APIError with status 400, type
 // invalid_request_error, MeshCode MESH_BAD_REQUEST and a message naming the
-// field path. The result does not alias body.
+// field path. A body with invalid UTF-8 or an unpaired surrogate escape is
+// rejected as the Messages API rejects it (see brokenText), and max_tokens
+// must be an integer from 0 to MaxTokensLimit. The result does not alias
+// body.
 func ParseRequest(body []byte) (*llm.Request, error) {
 	body = trimValue(body)
 	if !validJSON(body) {

@@ -127,6 +127,9 @@ func indexParam(prefix string, i int, field string) string {
 //
 // Every error is an *llm.APIError with status 400 naming the offending field.
 // Role "function" (deprecated) is rejected. n above 1 is rejected.
+// max_completion_tokens and max_tokens must be integers from 0 to
+// MaxTokensLimit. A body with invalid UTF-8 or an unpaired surrogate escape
+// is rejected as Chat Completions rejects it (see brokenText).
 func ParseRequest(body []byte) (*llm.Request, error) {
 	if !validJSON(body) {
 		return nil, badRequest("", "request body is not valid JSON")
