@@ -27,7 +27,7 @@ func goldenCalls() []goldenCall {
 		plain  = `"messages":[{"role":"user","content":"Summarise the operational risks of this deployment plan. (request 1)"}]`
 		tools  = `"messages":[{"role":"user","content":"call get_weather then lookup"}],"tools":[{"name":"get_weather","description":"weather","input_schema":{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer","minimum":1,"maximum":7},"unit":{"enum":["c","f"]}},"required":["city"]}},{"name":"lookup","input_schema":{"type":"object","properties":{"q":{"type":"array","items":{"type":"string"},"minItems":2}}}}]`
 		oaTool = `"messages":[{"role":"user","content":"call get_weather"}],"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`
-		schema = `"messages":[{"role":"user","content":"schema"}],"output_format":{"type":"json_schema","schema":{"type":"object","properties":{"risk":{"enum":["low","high"]},"score":{"type":"number","minimum":0,"maximum":1}},"required":["risk","score"],"additionalProperties":false}}`
+		schema = `"messages":[{"role":"user","content":"schema"}],"output_format":{"type":"json_schema","schema":{"type":"object","properties":{"risk":{"enum":["low","high"]},"score":{"type":"number"}},"required":["risk","score"],"additionalProperties":false}}`
 		oaJSON = `"messages":[{"role":"user","content":"json please"}],"response_format":{"type":"json_object"}`
 	)
 	anth := []string{

@@ -52,7 +52,10 @@ func validStructuredOutputs(s string) error {
 //   - Anthropic: output_config.format (or the beta output_format) of type
 //     json_schema, whose every object schema sets "additionalProperties":
 //     false (platform.claude.com/docs/en/build-with-claude/structured-outputs,
-//     "additionalProperties must be set to false for objects"); a
+//     "additionalProperties must be set to false for objects") and
+//     carries no numeric bounds, string lengths or array bounds but
+//     minItems 0/1 (400 "For 'number' type, properties maximum, minimum
+//     are not supported"); a
 //     response_format member is a 400 ("response_format: Extra inputs are
 //     not permitted": the Messages API rejects unknown top-level fields).
 //   - OpenAI: response_format json_object or json_schema (PROTOCOLS.md
@@ -81,11 +84,67 @@ func outputFormat(spec *ModelSpec, f llm.Format, req *llm.Request) (*llm.Respons
 		ae = invalid("", fmt.Sprintf("'%s' does not support output format", req.Model))
 	}
 	if ae == nil && rf != nil {
-		if openObject(parseSchemaAny(rf.Schema), 0) {
+		sc := parseSchemaAny(rf.Schema)
+		if openObject(sc, 0) {
 			ae = invalid("", param+".schema: For 'object' type, 'additionalProperties' must be explicitly set to false")
+		} else if typ, keys := unsupportedBounds(sc, 0); len(keys) == 1 {
+			ae = invalid("", fmt.Sprintf("%s.schema: For '%s' type, property '%s' is not supported", param, typ, keys[0]))
+		} else if len(keys) > 1 {
+			ae = invalid("", fmt.Sprintf("%s.schema: For '%s' type, properties %s are not supported", param, typ, strings.Join(keys, ", ")))
 		}
 	}
 	return rf, ae
+}
+
+// anthropicUnsupported are the constraint keywords Anthropic's structured
+// outputs reject with a 400 ("For 'number' type, properties maximum,
+// minimum are not supported"; its structured-outputs docs, JSON Schema
+// limitations: no numeric bounds, no string lengths, no array bounds but
+// minItems 0 or 1). Its SDKs move them into the description instead.
+var anthropicUnsupported = []string{"exclusiveMaximum", "exclusiveMinimum", "maxItems", "maxLength", "maximum", "minItems", "minLength", "minimum", "multipleOf"}
+
+// unsupportedBounds returns the first schema in s that carries keywords
+// Anthropic rejects: its type and the keywords, sorted.
+func unsupportedBounds(s any, depth int) (string, []string) {
+	m, ok := s.(map[string]any)
+	if !ok || depth > 64 {
+		return "", nil
+	}
+	var keys []string
+	for _, k := range anthropicUnsupported {
+		v, ok := m[k]
+		if !ok {
+			continue
+		}
+		if n, num := v.(float64); k == "minItems" && num && (n == 0 || n == 1) {
+			continue
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) > 0 {
+		typ, _ := m["type"].(string)
+		return typ, keys
+	}
+	for _, k := range [...]string{"properties", "$defs", "definitions"} {
+		sub, _ := m[k].(map[string]any)
+		for _, name := range sortedKeys(sub) {
+			if t, ks := unsupportedBounds(sub[name], depth+1); len(ks) > 0 {
+				return t, ks
+			}
+		}
+	}
+	if t, ks := unsupportedBounds(m["items"], depth+1); len(ks) > 0 {
+		return t, ks
+	}
+	for _, k := range [...]string{"items", "prefixItems", "anyOf", "allOf", "oneOf"} {
+		list, _ := m[k].([]any)
+		for _, v := range list {
+			if t, ks := unsupportedBounds(v, depth+1); len(ks) > 0 {
+				return t, ks
+			}
+		}
+	}
+	return "", nil
 }
 
 // anthropicOutputFormat reads output_format, else output_config.format. The

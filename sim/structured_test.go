@@ -31,9 +31,11 @@ func structuredCfg() Config {
 }
 
 const (
-	closedSchema = `{"type":"object","properties":{"risk":{"type":"string","enum":["low","high"]},"steps":{"type":"array","items":{"type":"object","properties":{"what":{"type":"string"}},"required":["what"],"additionalProperties":false}},"score":{"type":"number","minimum":0,"maximum":1}},"required":["risk","steps","score"],"additionalProperties":false}`
+	closedSchema = `{"type":"object","properties":{"risk":{"type":"string","enum":["low","high"]},"steps":{"type":"array","items":{"type":"object","properties":{"what":{"type":"string"}},"required":["what"],"additionalProperties":false}},"score":{"type":"number"}},"required":["risk","steps","score"],"additionalProperties":false}`
 	// openSchema is closedSchema with the nested item object left open.
-	openSchema = `{"type":"object","properties":{"risk":{"type":"string","enum":["low","high"]},"steps":{"type":"array","items":{"type":"object","properties":{"what":{"type":"string"}},"required":["what"]}},"score":{"type":"number","minimum":0,"maximum":1}},"required":["risk","steps","score"],"additionalProperties":false}`
+	openSchema = `{"type":"object","properties":{"risk":{"type":"string","enum":["low","high"]},"steps":{"type":"array","items":{"type":"object","properties":{"what":{"type":"string"}},"required":["what"]}},"score":{"type":"number"}},"required":["risk","steps","score"],"additionalProperties":false}`
+	// boundedSchema is closed, with bounds Anthropic rejects and OpenAI takes.
+	boundedSchema = `{"type":"object","properties":{"score":{"type":"number","minimum":0,"maximum":1},"name":{"type":"string","maxLength":9},"tags":{"type":"array","minItems":1,"items":{"type":"string"}}},"required":["score","name","tags"],"additionalProperties":false}`
 )
 
 // Each wire reads only its own structured-output field and answers the
@@ -81,6 +83,17 @@ func TestStructuredOutputsPerWire(t *testing.T) {
 		{"anthropic native open nested object", FormatAnthropic, "so-native", ocOpen, rejected, openMsg, ""},
 		{"anthropic native output_format open", FormatAnthropic, "so-native", `,"output_format":{"type":"json_schema","schema":` + openSchema + `}`, rejected,
 			"output_format.schema: For 'object' type, 'additionalProperties' must be explicitly set to false", ""},
+		{"anthropic native numeric bounds", FormatAnthropic, "so-native",
+			`,"output_config":{"format":{"type":"json_schema","schema":{"type":"object","properties":{"score":{"type":"number","minimum":0,"maximum":1}},"additionalProperties":false}}}`, rejected,
+			"output_config.format.schema: For 'number' type, properties maximum, minimum are not supported", ""},
+		{"anthropic native bounds, first in key order", FormatAnthropic, "so-native", `,"output_config":{"format":{"type":"json_schema","schema":` + boundedSchema + `}}`, rejected,
+			"output_config.format.schema: For 'string' type, property 'maxLength' is not supported", ""},
+		{"anthropic native string length", FormatAnthropic, "so-native",
+			`,"output_config":{"format":{"type":"json_schema","schema":{"type":"object","properties":{"name":{"type":"string","maxLength":9}},"additionalProperties":false}}}`, rejected,
+			"output_config.format.schema: For 'string' type, property 'maxLength' is not supported", ""},
+		{"anthropic native minItems 1 is supported", FormatAnthropic, "so-native",
+			`,"output_config":{"format":{"type":"json_schema","schema":{"type":"object","properties":{"tags":{"type":"array","minItems":1,"items":{"type":"string"}}},"required":["tags"],"additionalProperties":false}}}`, jsonObj, "", ""},
+		{"openai native bounds", FormatOpenAI, "so-native", `,"response_format":{"type":"json_schema","json_schema":{"name":"b","schema":` + boundedSchema + `}}`, jsonObj, "", ""},
 		{"anthropic native response_format", FormatAnthropic, "so-native", rfSchema, rejected, "response_format: Extra inputs are not permitted", ""},
 		{"anthropic native json_object type", FormatAnthropic, "so-native", ocJSONObj, rejected, "output_config.format.type: Input should be 'json_schema'", ""},
 		{"anthropic native no format", FormatAnthropic, "so-native", "", plain, "", ""},
