@@ -152,6 +152,9 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 		}
 	}
 	m.smetrics = &structured.Metrics{}
+	sopts := structuredOptions(cfg.StructuredOutput)
+	// The compile semaphore is process-wide; the last mesh built sizes it.
+	structured.SetLimits(sopts.Limits)
 	clf := classify.Default()
 	if len(cfg.Classifier.Lexicons) > 0 {
 		var copts []classify.Option
@@ -172,7 +175,7 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 		return nil, err
 	}
 	m.eng, err = engine.New(engine.Options{Endpoints: eps, Aliases: aliases, Client: provider.NewClient(rt), Logger: o.logger,
-		Passthrough: pass, Resilience: resilienceOptions(cfg.Resilience), Structured: structuredOptions(cfg.StructuredOutput),
+		Passthrough: pass, Resilience: resilienceOptions(cfg.Resilience), Structured: sopts,
 		Fragment: fragmentOptions(cfg.Fragmentation), StructuredMetrics: m.smetrics, Calibrations: cals, ParamPolicy: normalize.Policy(cfg.Normalization.ParameterPolicy),
 		DisableNormalization: cfg.Normalization.Enabled != nil && !*cfg.Normalization.Enabled,
 		Observer:             observer, Now: o.now,
@@ -476,6 +479,9 @@ func structuredOptions(c config.StructuredOutput) engine.StructuredOptions {
 		PassViolations: c.OnViolation == "pass",
 		DisableReask:   c.Reask != nil && !*c.Reask,
 		DisableImplied: c.ImpliedSchemas != nil && !*c.ImpliedSchemas,
+		Limits: structured.Limits{MaxDepth: c.MaxSchemaDepth, MaxBytes: c.MaxSchemaBytes, MaxProperties: c.MaxSchemaProperties,
+			MaxSubschemas: c.MaxSchemaSubschemas, MaxRefs: c.MaxSchemaRefs, MaxEnumValues: c.MaxSchemaEnumValues,
+			MaxPatternSize: c.MaxSchemaPatternSize, MaxExpansion: c.MaxSchemaExpansion, MaxConcurrentCompiles: c.MaxConcurrentSchemaCompiles},
 	}
 	for _, d := range c.Derive {
 		t := map[string]any{}

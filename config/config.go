@@ -234,6 +234,26 @@ type StructuredOutput struct {
 	ImpliedSchemas *bool `yaml:"implied_schemas"`
 	// Derive declares the only way a missing required field may be filled.
 	Derive []Derivation `yaml:"derive"`
+
+	// Limits on client schemas (mesh_behavior.output_schema,
+	// response_format json_schema, a forced tool's input schema), checked
+	// by a linear pre-scan before anything is compiled; 0 means the default
+	// (structured.DefaultLimits), shown on each.
+	MaxSchemaDepth      int `yaml:"max_schema_depth"`       // 32
+	MaxSchemaBytes      int `yaml:"max_schema_bytes"`       // 65536
+	MaxSchemaProperties int `yaml:"max_schema_properties"`  // 1000
+	MaxSchemaSubschemas int `yaml:"max_schema_subschemas"`  // 1500; a deep one weighs 1 + (depth-1)/16
+	MaxSchemaRefs       int `yaml:"max_schema_refs"`        // 100; only local "#…" references
+	MaxSchemaEnumValues int `yaml:"max_schema_enum_values"` // 10000
+	// MaxSchemaPatternSize bounds a pattern's compiled size (regexp
+	// instructions); default 10000.
+	MaxSchemaPatternSize int `yaml:"max_schema_pattern_size"`
+	// MaxSchemaExpansion bounds the subschemas one validation applies
+	// (allOf/$ref fan-out); default 20000.
+	MaxSchemaExpansion int `yaml:"max_schema_expansion"`
+	// MaxConcurrentSchemaCompiles bounds compiles running at once;
+	// default GOMAXPROCS/2, at least 1.
+	MaxConcurrentSchemaCompiles int `yaml:"max_concurrent_schema_compiles"`
 }
 
 // Derivation fills Field from From through Table, inside the object at At

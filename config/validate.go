@@ -109,6 +109,17 @@ func (v *validator) extra() {
 	default:
 		v.add("structured_output.on_violation", "expected error or pass, got %q", so.OnViolation)
 	}
+	for _, l := range []struct {
+		key string
+		v   int
+	}{{"max_schema_depth", so.MaxSchemaDepth}, {"max_schema_bytes", so.MaxSchemaBytes}, {"max_schema_properties", so.MaxSchemaProperties},
+		{"max_schema_subschemas", so.MaxSchemaSubschemas}, {"max_schema_refs", so.MaxSchemaRefs}, {"max_schema_enum_values", so.MaxSchemaEnumValues},
+		{"max_schema_pattern_size", so.MaxSchemaPatternSize}, {"max_schema_expansion", so.MaxSchemaExpansion},
+		{"max_concurrent_schema_compiles", so.MaxConcurrentSchemaCompiles}} {
+		if l.v < 0 {
+			v.add("structured_output."+l.key, "expected a positive number (0 = the default), got %d", l.v)
+		}
+	}
 	for i, d := range so.Derive {
 		if d.Field == "" || d.From == "" || len(d.Table) == 0 {
 			v.add(fmt.Sprintf("structured_output.derive[%d]", i), "needs field, from and a non-empty table")

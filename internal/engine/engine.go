@@ -434,7 +434,7 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 				Message: fmt.Sprintf("mesh_behavior.calibration_id: no calibration %q (keel calibrate stores them)", b.CalibrationID)}, false
 		}
 	}
-	spec, err := e.outputSpecFor(req, call.Behavior)
+	spec, err := e.outputSpecFor(ctx, req, call.Behavior)
 	if err != nil {
 		return nil, err.(*llm.APIError), false
 	}

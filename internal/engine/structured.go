@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -30,6 +31,9 @@ type StructuredOptions struct {
 	DisableImplied bool
 	// Derive lists declared derivation rules for missing required fields.
 	Derive []structured.Derivation
+	// Limits bound client schemas before they are compiled (zero fields:
+	// structured.DefaultLimits).
+	Limits structured.Limits
 }
 
 // outputSpec says which part of an answer must be JSON, and against what.
@@ -116,12 +120,18 @@ var objectSchema = json.RawMessage(`{"type":"object"}`)
 
 // outputSpecFor finds the request's output contract, or nil when the
 // answer passes untouched.
-func (e *Engine) outputSpecFor(req *llm.Request, b *Behavior) (*outputSpec, error) {
+func (e *Engine) outputSpecFor(ctx context.Context, req *llm.Request, b *Behavior) (*outputSpec, error) {
 	compile := func(raw json.RawMessage, src string) (*outputSpec, error) {
-		s, err := structured.Compile(raw)
+		s, err := structured.CompileContext(ctx, raw, e.structOpts.Limits)
 		if err != nil {
-			return nil, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest,
-				Message: src + ": invalid JSON Schema: " + err.Error()}
+			if ctx.Err() != nil {
+				return nil, &llm.APIError{Status: http.StatusGatewayTimeout, Type: llm.ErrTimeout, MeshCode: llm.MeshTimeout, Message: src + ": " + err.Error()}
+			}
+			msg := src + ": invalid JSON Schema: " + err.Error()
+			if errors.Is(err, structured.ErrSchemaLimit) {
+				msg = src + ": schema refused: " + err.Error()
+			}
+			return nil, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: src, Message: msg}
 		}
 		return &outputSpec{schema: s, raw: raw, source: src}, nil
 	}
