@@ -438,6 +438,9 @@ const (
 	MeshBudgetExhausted        = "MESH_BUDGET_EXHAUSTED"
 	MeshBadRequest             = "MESH_BAD_REQUEST"
 	MeshUpstreamProtocolFailed = "MESH_UPSTREAM_PROTOCOL"
+	// MeshOverloaded: Keel itself is at a limit (request-body bytes being
+	// read at once); retry shortly.
+	MeshOverloaded = "MESH_OVERLOADED"
 )
 
 // APIError is an error answer, from an upstream or produced by Keel.

@@ -21,10 +21,6 @@ const firstBodyChunk = 32 << 10
 // bodyRateGrace is the time a body may take before MinBodyRate applies.
 const bodyRateGrace = time.Second
 
-// meshOverloaded is the mesh_error_code of a request refused because the
-// body bytes in flight are at server.max_inflight_body_bytes.
-const meshOverloaded = "MESH_OVERLOADED"
-
 // readBody reads r's body within the limits: at most maxBody bytes, before
 // the body read timeout, at the minimum average rate, and within the
 // in-flight byte budget. It returns the body and the bytes it holds of the
@@ -138,7 +134,7 @@ func (s *Server) tooLarge() *llm.APIError {
 
 // busy is the answer when the in-flight body bytes are at their bound.
 func (s *Server) busy() *llm.APIError {
-	return &llm.APIError{Status: http.StatusTooManyRequests, Type: llm.ErrRateLimit, MeshCode: meshOverloaded, RetryAfter: time.Second,
+	return &llm.APIError{Status: http.StatusTooManyRequests, Type: llm.ErrRateLimit, MeshCode: llm.MeshOverloaded, RetryAfter: time.Second,
 		Message: fmt.Sprintf("too many request bytes in flight (server.max_inflight_body_bytes %d); retry shortly", s.maxInflight)}
 }
 
