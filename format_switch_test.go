@@ -16,7 +16,7 @@ import (
 // llm.FormatAnthropic or llm.FormatOpenAI (issue 15). Naming a format (a
 // route, a default) is fine; deciding by one is not.
 func TestNoFormatSwitchOutsideWire(t *testing.T) {
-	dirs := []string{".", "cmd/keel", "bench", "internal/provider", "internal/engine"}
+	dirs := []string{".", "cmd/keel", "bench", "internal/provider", "internal/engine", "internal/server"}
 	isFormat := func(e ast.Expr) bool {
 		sel, ok := e.(*ast.SelectorExpr)
 		if !ok {

@@ -11,7 +11,6 @@ package server
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,8 +28,7 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/sse"
-	"github.com/keelmesh/keel/internal/wire/anthropic"
-	"github.com/keelmesh/keel/internal/wire/openai"
+	"github.com/keelmesh/keel/internal/wire"
 )
 
 // Defaults of the Options fields below when they are zero.
@@ -176,17 +174,18 @@ func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
 // ServeHTTP routes a request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
+	embedded := s.embedded(r)
+	for _, c := range wire.Codecs() {
+		if c.Serves(path, embedded) {
+			if s.admit(w, r, c.Format()) {
+				s.api(w, r, c.Format())
+			}
+			return
+		}
+	}
 	switch {
-	case strings.HasSuffix(path, "/v1/messages") && (path == "/v1/messages" || s.embedded(r)):
-		if s.admit(w, r, llm.FormatAnthropic) {
-			s.api(w, r, llm.FormatAnthropic)
-		}
-	case strings.HasSuffix(path, "/chat/completions") && (path == "/v1/chat/completions" || s.embedded(r)):
-		if s.admit(w, r, llm.FormatOpenAI) {
-			s.api(w, r, llm.FormatOpenAI)
-		}
 	case path == "/v1/models" || strings.HasSuffix(path, "/v1/models") && s.embedded(r):
-		if !s.admit(w, r, headerFormat(r)) || !allow(w, r, llm.FormatOpenAI, http.MethodGet) {
+		if !s.admit(w, r, headerFormat(r)) || !allow(w, r, headerFormat(r), http.MethodGet) {
 			return
 		}
 		s.listModels(w, r)
@@ -237,12 +236,7 @@ func (s *Server) embedded(r *http.Request) bool {
 
 // headerFormat is the error format for routes that have none of their own:
 // Anthropic's when the caller sends anthropic-version, OpenAI's otherwise.
-func headerFormat(r *http.Request) llm.Format {
-	if r.Header.Get("anthropic-version") != "" {
-		return llm.FormatAnthropic
-	}
-	return llm.FormatOpenAI
-}
+func headerFormat(r *http.Request) llm.Format { return wire.FromHeader(r.Header).Format() }
 
 func allow(w http.ResponseWriter, r *http.Request, f llm.Format, method string) bool {
 	if r.Method == method {
@@ -265,12 +259,7 @@ func allowPlain(w http.ResponseWriter, r *http.Request) bool {
 
 // writeError writes e in format f with the right status.
 func writeError(w http.ResponseWriter, f llm.Format, e *llm.APIError) {
-	var body []byte
-	if f == llm.FormatAnthropic {
-		body = anthropic.EncodeError(e)
-	} else {
-		body = openai.EncodeError(e)
-	}
+	body := wire.For(f).EncodeError(e)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
@@ -316,11 +305,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
 	}
 	var req *llm.Request
 	var err error
-	if f == llm.FormatAnthropic {
-		req, err = anthropic.ParseRequest(body)
-	} else {
-		req, err = openai.ParseRequest(body)
-	}
+	req, err = wire.For(f).ParseRequest(body)
 	s.release(held)
 	if err != nil {
 		writeError(w, f, asAPIError(err))
@@ -385,20 +370,12 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
 	if out.Record.SchemaViolation && out.Stream == nil {
 		hs.Set("X-Mesh-Schema-Violation", "true")
 	}
+	codec := wire.For(f)
 	if id := upstreamRequestID(out.Header); id != "" {
-		if f == llm.FormatAnthropic {
-			hs.Set("Request-Id", id)
-		} else {
-			hs.Set("X-Request-Id", id)
-		}
+		hs.Set(codec.RequestIDHeader(), id)
 	}
 	if out.Stream == nil {
-		var b []byte
-		if f == llm.FormatAnthropic {
-			b, err = anthropic.EncodeResponse(out.Response)
-		} else {
-			b, err = openai.EncodeResponse(out.Response)
-		}
+		b, err := codec.EncodeResponse(out.Response)
 		if err != nil {
 			writeError(w, f, &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshUpstreamProtocolFailed, Message: "encoding response: " + err.Error()})
 			return
@@ -509,12 +486,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f llm.Format, re
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	sw := sse.NewWriter(w, rc.Flush)
-	var write func(*llm.Event) error
-	if f == llm.FormatAnthropic {
-		write = anthropic.NewStreamWriter(sw, anthropic.StreamOptions{}).Write
-	} else {
-		write = openai.NewStreamWriter(sw, openai.StreamOptions{IncludeUsage: req.IncludeUsage}).Write
-	}
+	write := wire.For(f).NewStreamWriter(sw, wire.StreamOptions{IncludeUsage: req.IncludeUsage}).Write
 	for {
 		ev, err := st.Next()
 		ev, err = cutEvent(r, ev, err)
@@ -602,43 +574,12 @@ func asAPIError(err error) *llm.APIError {
 // Anthropic shape when the client sent anthropic-version.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	models := s.eng.Models()
-	var v any
-	if r.Header.Get("anthropic-version") != "" {
-		type am struct {
-			Type        string `json:"type"`
-			ID          string `json:"id"`
-			DisplayName string `json:"display_name"`
-			CreatedAt   string `json:"created_at"`
-		}
-		data := make([]am, 0, len(models))
-		for _, m := range models {
-			data = append(data, am{Type: "model", ID: m.Name, DisplayName: m.Name, CreatedAt: "2026-01-01T00:00:00Z"})
-		}
-		first, last := "", ""
-		if len(data) > 0 {
-			first, last = data[0].ID, data[len(data)-1].ID
-		}
-		v = map[string]any{"data": data, "has_more": false, "first_id": first, "last_id": last}
-	} else {
-		type om struct {
-			ID            string   `json:"id"`
-			Object        string   `json:"object"`
-			Created       int64    `json:"created"`
-			OwnedBy       string   `json:"owned_by"`
-			Alias         bool     `json:"alias,omitempty"`
-			Capability    int      `json:"capability,omitempty"`
-			ContextWindow int      `json:"context_window,omitempty"`
-			Regions       []string `json:"regions,omitempty"`
-		}
-		data := make([]om, 0, len(models))
-		for _, m := range models {
-			data = append(data, om{ID: m.Name, Object: "model", Created: 1767225600, OwnedBy: "keel", Alias: m.Alias, Capability: m.Capability, ContextWindow: m.ContextWindow, Regions: m.Regions})
-		}
-		v = map[string]any{"object": "list", "data": data}
+	list := make([]wire.Model, 0, len(models))
+	for _, m := range models {
+		list = append(list, wire.Model{ID: m.Name, Alias: m.Alias, Capability: m.Capability, ContextWindow: m.ContextWindow, Regions: m.Regions})
 	}
-	b, _ := json.Marshal(v)
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(b)
+	w.Write(wire.FromHeader(r.Header).EncodeModels(list))
 }
 
 func isTrue(v string) bool { return v == "true" || v == "1" || v == "True" || v == "TRUE" }

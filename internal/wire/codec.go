@@ -9,6 +9,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -68,6 +69,16 @@ type Codec interface {
 	// Path is the API path of a model call from a server's root, as
 	// Keel serves it ("/v1/messages", "/v1/chat/completions").
 	Path() string
+	// Serves reports whether a request path is this format's model call:
+	// Path exactly, or (embedded, where the SDK's base URL prefix stays)
+	// any path ending in its tail.
+	Serves(path string, embedded bool) bool
+	// RequestIDHeader names the header an answer carries the upstream's
+	// request id in.
+	RequestIDHeader() string
+	// EncodeModels writes the models list (GET /v1/models) in this
+	// format's shape.
+	EncodeModels(models []Model) []byte
 	// RequestURL is the endpoint URL of a model call under base (the
 	// provider base: https://api.anthropic.com, https://api.openai.com/v1).
 	RequestURL(base string) string
@@ -113,6 +124,26 @@ func For(f llm.Format) Codec {
 // Codecs lists every format's codec.
 func Codecs() []Codec { return []Codec{codecs[llm.FormatAnthropic], codecs[llm.FormatOpenAI]} }
 
+// Model is one entry of the models list.
+type Model struct {
+	ID            string
+	Alias         bool
+	Capability    int
+	ContextWindow int
+	Regions       []string
+}
+
+// FromHeader is the format of a request to a route that has none of its
+// own (the models list, errors of unknown routes): Anthropic's when the
+// client sent anthropic-version, as the Anthropic SDK always does,
+// OpenAI's otherwise.
+func FromHeader(h http.Header) Codec {
+	if h.Get("anthropic-version") != "" {
+		return codecs[llm.FormatAnthropic]
+	}
+	return codecs[llm.FormatOpenAI]
+}
+
 func trimBase(base string) string { return strings.TrimRight(base, "/") }
 
 type anthropicCodec struct{}
@@ -139,7 +170,31 @@ func (anthropicCodec) Continues() bool                          { return true }
 func (anthropicCodec) PassHeaders() []string                    { return anthropicPass }
 func (anthropicCodec) MaxTemperature() float64                  { return 1 }
 func (anthropicCodec) Path() string                             { return "/v1/messages" }
-func (anthropicCodec) KeyEnv() string                           { return "ANTHROPIC_API_KEY" }
+func (anthropicCodec) RequestIDHeader() string                  { return "Request-Id" }
+func (anthropicCodec) Serves(path string, embedded bool) bool {
+	return path == "/v1/messages" || embedded && strings.HasSuffix(path, "/v1/messages")
+}
+
+func (anthropicCodec) EncodeModels(models []Model) []byte {
+	type am struct {
+		Type        string `json:"type"`
+		ID          string `json:"id"`
+		DisplayName string `json:"display_name"`
+		CreatedAt   string `json:"created_at"`
+	}
+	data := make([]am, 0, len(models))
+	for _, m := range models {
+		data = append(data, am{Type: "model", ID: m.ID, DisplayName: m.ID, CreatedAt: "2026-01-01T00:00:00Z"})
+	}
+	first, last := "", ""
+	if len(data) > 0 {
+		first, last = data[0].ID, data[len(data)-1].ID
+	}
+	b, _ := json.Marshal(map[string]any{"data": data, "has_more": false, "first_id": first, "last_id": last})
+	return b
+}
+
+func (anthropicCodec) KeyEnv() string { return "ANTHROPIC_API_KEY" }
 
 func (anthropicCodec) ParseError(status int, h http.Header, b []byte) *llm.APIError {
 	return anthropic.ParseError(status, h, b)
@@ -206,8 +261,32 @@ func (openaiCodec) Continues() bool                                { return fals
 func (openaiCodec) PassHeaders() []string                          { return nil }
 func (openaiCodec) MaxTemperature() float64                        { return 2 }
 func (openaiCodec) Path() string                                   { return "/v1/chat/completions" }
-func (openaiCodec) KeyEnv() string                                 { return "OPENAI_API_KEY" }
-func (openaiCodec) APIVersion(string, http.Header) string          { return "" }
+func (openaiCodec) RequestIDHeader() string                        { return "X-Request-Id" }
+func (openaiCodec) Serves(path string, embedded bool) bool {
+	return path == "/v1/chat/completions" || embedded && strings.HasSuffix(path, "/chat/completions")
+}
+
+func (openaiCodec) EncodeModels(models []Model) []byte {
+	type om struct {
+		ID            string   `json:"id"`
+		Object        string   `json:"object"`
+		Created       int64    `json:"created"`
+		OwnedBy       string   `json:"owned_by"`
+		Alias         bool     `json:"alias,omitempty"`
+		Capability    int      `json:"capability,omitempty"`
+		ContextWindow int      `json:"context_window,omitempty"`
+		Regions       []string `json:"regions,omitempty"`
+	}
+	data := make([]om, 0, len(models))
+	for _, m := range models {
+		data = append(data, om{ID: m.ID, Object: "model", Created: 1767225600, OwnedBy: "keel", Alias: m.Alias, Capability: m.Capability, ContextWindow: m.ContextWindow, Regions: m.Regions})
+	}
+	b, _ := json.Marshal(map[string]any{"object": "list", "data": data})
+	return b
+}
+
+func (openaiCodec) KeyEnv() string                        { return "OPENAI_API_KEY" }
+func (openaiCodec) APIVersion(string, http.Header) string { return "" }
 
 func (openaiCodec) ParseError(status int, h http.Header, b []byte) *llm.APIError {
 	return openai.ParseError(status, h, b)
