@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -89,9 +90,14 @@ func (t *H1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		var we writeError
-		if errors.As(err, &we) && c.reused && try == 0 && ctx.Err() == nil {
-			// The request never left: a kept-alive connection the server had
-			// already closed. Sending it again cannot duplicate it.
+		var se staleError
+		if (errors.As(err, &we) || errors.As(err, &se)) && c.reused && try == 0 && ctx.Err() == nil {
+			// A kept-alive connection the server had already closed: the
+			// write failed (the request never left), or the connection
+			// ended before a single byte of answer (the server's idle close
+			// raced the request; it read nothing of it). Sent once more on
+			// a fresh connection, so a restart or an idle timeout upstream
+			// costs no call and does not mark the endpoint down.
 			continue
 		}
 		return nil, err
@@ -156,6 +162,13 @@ func readFull(r io.Reader, b []byte) ([]byte, error) {
 // writeError marks a failure to send the request (nothing was answered).
 type writeError struct{ err error }
 
+// staleError: a reused connection ended (EOF or reset) before any byte
+// of the response.
+type staleError struct{ err error }
+
+func (e staleError) Error() string { return e.err.Error() }
+func (e staleError) Unwrap() error { return e.err }
+
 func (e writeError) Error() string { return e.err.Error() }
 func (e writeError) Unwrap() error { return e.err }
 
@@ -200,11 +213,16 @@ func (t *H1Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request
 		return fail(writeError{err})
 	}
 	var resp *http.Response
-	for {
+	for n := 0; ; n++ {
+		fresh := n == 0 && c.br.Buffered() == 0
 		r, err := readResponse(c.br, req)
 		if err != nil {
+			stale := fresh && c.reused && (err == io.EOF || errors.Is(err, syscall.ECONNRESET))
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
+			}
+			if stale {
+				err = staleError{err}
 			}
 			return fail(err)
 		}
@@ -541,14 +559,14 @@ func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 	}
 	s := string(head)
 	nl := strings.IndexByte(s, '\n')
-	status := strings.TrimRight(s[:nl], "\r")
+	status := strings.TrimSuffix(s[:nl], "\r")
 	s = s[nl+1:]
 	proto, rest, ok := strings.Cut(status, " ")
 	major, minor, pok := http.ParseHTTPVersion(proto)
 	if !ok || !pok || major != 1 {
 		return nil, fmt.Errorf("malformed HTTP status line %q", status)
 	}
-	codeStr, reason, _ := strings.Cut(rest, " ")
+	codeStr, reason, _ := strings.Cut(strings.TrimLeft(rest, " "), " ")
 	code, err := strconv.Atoi(codeStr)
 	if err != nil || len(codeStr) != 3 || code < 100 {
 		return nil, fmt.Errorf("malformed HTTP status code %q", codeStr)
@@ -567,25 +585,46 @@ func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 		resp.Status = codeStr
 	}
 	vals := make([]string, 0, lines)
+	last := ""
 	for {
 		nl := strings.IndexByte(s, '\n')
-		line := strings.TrimRight(s[:nl], "\r")
+		line := strings.TrimSuffix(s[:nl], "\r")
 		s = s[nl+1:]
 		if line == "" {
 			break
 		}
 		if line[0] == ' ' || line[0] == '\t' {
-			return nil, errors.New("malformed response header: obsolete line folding")
+			// Obsolete line folding: a user agent replaces it with a space
+			// (RFC 9112 §5.2), as net/textproto does.
+			if last == "" {
+				return nil, errors.New("malformed response header: a continuation line before any header")
+			}
+			cont := strings.Trim(line, " \t")
+			if !validValue(cont) {
+				return nil, fmt.Errorf("malformed response header line %q", line)
+			}
+			vs := resp.Header[last]
+			joined := strings.TrimLeft(vs[len(vs)-1]+" "+cont, " \t")
+			resp.Header[last] = append(vs[:len(vs)-1:len(vs)-1], joined)
+			continue
 		}
 		k, v, ok := strings.Cut(line, ":")
-		if !ok || !validKey(k) {
+		if !ok || !validKey(strings.ReplaceAll(k, " ", "x")) {
 			return nil, fmt.Errorf("malformed response header line %q", line)
 		}
 		ck, ok := commonKeys[k]
-		if !ok {
+		if !ok && !strings.Contains(k, " ") {
+			// A key with a space (seen in the wild) is kept as sent, as
+			// net/textproto keeps it (go.dev/issue/34540).
 			ck = http.CanonicalHeaderKey(k)
+		} else if !ok {
+			ck = k
 		}
 		v = strings.Trim(v, " \t")
+		if !validValue(v) {
+			return nil, fmt.Errorf("malformed response header line %q", line)
+		}
+		last = ck
 		if old := resp.Header[ck]; old != nil {
 			resp.Header[ck] = append(old, v)
 			continue
@@ -594,6 +633,11 @@ func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 		resp.Header[ck] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	h := resp.Header
+	if minor == 0 {
+		// HTTP/1.0 has no transfer codings: the header is ignored, as
+		// net/http ignores it.
+		delete(h, "Transfer-Encoding")
+	}
 	if te := h["Transfer-Encoding"]; len(te) > 0 {
 		if len(te) != 1 || !strings.EqualFold(te[0], "chunked") {
 			return nil, fmt.Errorf("unsupported transfer encoding %q", te)
@@ -608,7 +652,7 @@ func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 			}
 		}
 		n, err := strconv.ParseInt(cl[0], 10, 64)
-		if err != nil || n < 0 || cl[0][0] == '+' {
+		if err != nil || n < 0 || strings.TrimLeft(cl[0], "0123456789") != "" {
 			return nil, fmt.Errorf("malformed Content-Length %q", cl[0])
 		}
 		resp.ContentLength = n

@@ -393,7 +393,18 @@ func FuzzReadResponse(f *testing.F) {
 		req, _ := http.NewRequest(http.MethodPost, "http://x/v1/messages", nil)
 		ours, err := readResponse(bufio.NewReader(strings.NewReader(string(b))), req)
 		std, serr := http.ReadResponse(bufio.NewReader(strings.NewReader(string(b))), req)
-		if err != nil || serr != nil {
+		if (err == nil) != (serr == nil) {
+			// Both parsers take the same inputs: one that net/http refuses
+			// is refused here too, and the other way round — but for a
+			// status line of another major version, which net/http's
+			// ReadResponse parses and an HTTP/1.1 connection cannot carry,
+			// and a status below 100, which HTTP does not define (net/http
+			// takes any three digits).
+			if !(err != nil && serr == nil && (std.ProtoMajor != 1 || std.StatusCode < 100)) {
+				t.Fatalf("ours: %v; net/http: %v", err, serr)
+			}
+		}
+		if err != nil {
 			return
 		}
 		if ours.StatusCode != std.StatusCode || ours.ProtoMinor != std.ProtoMinor {
@@ -552,7 +563,7 @@ func TestH1ServerRestartPurgesThePool(t *testing.T) {
 		io.ReadAll(resp.Body)
 		resp.Body.Close()
 	}
-	if failures > 1 {
-		t.Fatalf("%d of 3 calls failed after the server dropped its connections; want at most 1", failures)
+	if failures > 0 {
+		t.Fatalf("%d of 3 calls failed after the server dropped its connections; a stale reused connection is sent again once, so none may", failures)
 	}
 }
