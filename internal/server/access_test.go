@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/keelmesh/keel/internal/llm"
 )
 
 // admitted is a body that passes every check before the engine and is then
@@ -276,5 +278,38 @@ func TestHeadersTooLarge(t *testing.T) {
 				t.Errorf("error %s, want the request admitted", b)
 			}
 		})
+	}
+}
+
+// The authentication hook runs on the API routes after the Host and Origin
+// checks and answers in the caller's format; nil admits.
+func TestAuthenticateHook(t *testing.T) {
+	s := New(Options{MaxMessages: 1, Authenticate: func(r *http.Request) *llm.APIError {
+		if r.Header.Get("X-Api-Key") == "good" || r.Header.Get("Authorization") == "Bearer good" {
+			return nil
+		}
+		return &llm.APIError{Status: http.StatusUnauthorized, Type: llm.ErrAuthentication, Message: "unknown key"}
+	}})
+	for _, c := range []struct {
+		path   string
+		hdr    map[string]string
+		status int
+		shape  bool
+	}{
+		{"/v1/messages", map[string]string{"Host": "localhost", "X-Api-Key": "bad", "Anthropic-Version": "2023-06-01"}, 401, true},
+		{"/v1/chat/completions", map[string]string{"Host": "localhost", "Authorization": "Bearer bad"}, 401, false},
+		{"/v1/messages", map[string]string{"Host": "localhost", "X-Api-Key": "good", "Anthropic-Version": "2023-06-01"}, 400, true},
+		{"/v1/chat/completions", map[string]string{"Host": "localhost", "Authorization": "Bearer good"}, 400, false},
+	} {
+		rw := call(s, http.MethodPost, c.path, "127.0.0.1", c.hdr, admitted)
+		if rw.Code != c.status {
+			t.Errorf("%s %v: status %d, want %d: %s", c.path, c.hdr, rw.Code, c.status, rw.Body)
+			continue
+		}
+		typ, _, msg, shape := wireError(t, rw.Body.Bytes())
+		if shape != c.shape || c.status == 401 && (typ != "authentication_error" || msg != "unknown key") ||
+			c.status == 400 && !strings.Contains(msg, "server.max_messages") {
+			t.Errorf("%s: %s", c.path, rw.Body)
+		}
 	}
 }

@@ -97,6 +97,12 @@ type Options struct {
 	ReadToken string
 	// Routes are extra GET endpoints (metrics, debug traces, dashboard).
 	Routes []Route
+	// Authenticate, when set, decides whether a client may call the API
+	// routes (after the Host and Origin checks): nil admits it, an error
+	// is answered in the caller's wire format (401, 403, 429 …). Calls
+	// through the embedded transport are the program itself and skip it.
+	// Virtual keys plug in here.
+	Authenticate func(r *http.Request) *llm.APIError
 }
 
 // Route serves Path (and everything under it when Prefix is set) with Handler.
@@ -126,6 +132,7 @@ type Server struct {
 	adminToken string
 	readToken  string
 	routes     []Route
+	authn      func(r *http.Request) *llm.APIError
 }
 
 // New returns a ready Server.
@@ -159,6 +166,7 @@ func New(o Options) *Server {
 	s := &Server{eng: o.Engine, log: log, maxBody: o.MaxBodyBytes, bodyTimeout: o.BodyReadTimeout, minRate: o.MinBodyRate,
 		maxMessages: o.MaxMessages, maxHeader: o.MaxHeaderBytes, maxInflight: o.MaxInflightBodyBytes,
 		access:     newAccess(o.ListenAddr, o.AllowedHosts, o.AllowedOrigins, log),
+		authn:      o.Authenticate,
 		adminToken: o.AdminToken, readToken: o.ReadToken, routes: o.Routes}
 	s.ready.Store(true)
 	return s
