@@ -196,6 +196,7 @@ func (sp *outputSpec) answerJSON(resp *llm.Response) (string, int, bool) {
 
 // replace puts the repaired document back into resp.
 func (sp *outputSpec) replace(resp *llm.Response, idx int, doc []byte) {
+	resp.Touch()
 	if sp.tool != "" {
 		resp.Content[idx].Input = json.RawMessage(doc)
 		return

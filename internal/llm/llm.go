@@ -332,7 +332,17 @@ type Response struct {
 	// choices[0] object and of its message (annotations, audio …).
 	ChoiceExtra  Extra
 	MessageExtra Extra
+	// Raw is the upstream's answer body as received, in RawFormat, kept
+	// while nothing in the answer has changed: a client of RawFormat gets
+	// these bytes, not a re-encoding (which would add members the upstream
+	// never sent). Whatever changes the answer (a repair, a folded tool
+	// call, a translation) must clear it (Touch).
+	Raw       []byte `json:"-"`
+	RawFormat Format `json:"-"`
 }
+
+// Touch records that the answer no longer matches its upstream bytes.
+func (r *Response) Touch() { r.Raw, r.RawFormat = nil, FormatUnknown }
 
 // Text concatenates the text blocks of the answer.
 func (r *Response) Text() string { return BlocksText(r.Content) }

@@ -499,6 +499,11 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		if err != nil {
 			return nil, &Error{Kind: KindProtocol, Endpoint: ep.ID, Err: fmt.Errorf("parsing response: %w", err)}
 		}
+		if ep.Format == req.Format {
+			// Same format, nothing translated: the bytes can go to the
+			// client as they came.
+			r.Raw, r.RawFormat = b, ep.Format
+		}
 		res.Response = tr.RestoreResponse(r)
 		if res.Response.Created == 0 && ep.Format != req.Format {
 			res.Response.Created = time.Now().Unix()

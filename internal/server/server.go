@@ -383,7 +383,10 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
 		hs.Set(codec.RequestIDHeader(), id)
 	}
 	if out.Stream == nil {
-		b, err := codec.EncodeResponse(out.Response)
+		b, err := out.Response.Raw, error(nil)
+		if out.Response.RawFormat != f || b == nil {
+			b, err = codec.EncodeResponse(out.Response)
+		}
 		if err != nil {
 			writeError(w, f, &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshUpstreamProtocolFailed, Message: "encoding response: " + err.Error()})
 			return

@@ -160,6 +160,7 @@ func WithOutputTool(req *llm.Request, schema json.RawMessage) *llm.Request {
 func FoldOutputTool(resp *llm.Response) bool {
 	for i, b := range resp.Content {
 		if b.Type == llm.BlockToolUse && b.Name == OutputSchemaName {
+			resp.Touch()
 			resp.Content = append(resp.Content[:i:i], append([]llm.Block{{Type: llm.BlockText, Text: string(b.Input)}}, resp.Content[i+1:]...)...)
 			if resp.StopReason == llm.StopToolUse {
 				resp.StopReason = llm.StopEndTurn
