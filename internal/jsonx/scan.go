@@ -1,9 +1,6 @@
 package jsonx
 
-import (
-	"bytes"
-	"unicode/utf8"
-)
+import "bytes"
 
 // SkipWS returns the index of the first non-whitespace byte at or after i.
 func SkipWS(b []byte, i int) int {
@@ -128,62 +125,3 @@ func KindName(v []byte) string {
 
 // IsNull reports whether a valid value is null.
 func IsNull(v []byte) bool { return len(v) == 4 && string(v) == "null" }
-
-const hexDigits = "0123456789abcdef"
-
-// AppendString appends s as a JSON string. Control characters, quotes and
-// backslashes are escaped, U+2028/U+2029 too, and invalid UTF-8 becomes
-// U+FFFD, as encoding/json does (HTML characters are left alone).
-func AppendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	b = AppendStringBody(b, s)
-	return append(b, '"')
-}
-
-// AppendStringBody appends s escaped as AppendString does, without quotes.
-func AppendStringBody(b []byte, s string) []byte {
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		// U+2028 and U+2029 are escaped like encoding/json does, for JSONP safety.
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	return append(b, s[start:]...)
-}

@@ -3,6 +3,7 @@ package anthropic
 import (
 	"encoding/json"
 
+	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
 )
 
@@ -199,7 +200,7 @@ func parseImageSource(path *fpath, v []byte) (*llm.ImageSource, error) {
 // blocks are exactly one plain text block, otherwise an array.
 func appendContent(b []byte, path *fpath, bs []llm.Block, asString bool) ([]byte, error) {
 	if asString && len(bs) == 1 && isPlainText(&bs[0]) {
-		return appendString(b, bs[0].Text), nil
+		return jsonx.AppendString(b, bs[0].Text), nil
 	}
 	b = append(b, '[')
 	var err error
@@ -226,11 +227,11 @@ func appendBlock(b []byte, path *fpath, bl *llm.Block) ([]byte, error) {
 	}
 	var err error
 	b = append(b, `{"type":`...)
-	b = appendString(b, string(bl.Type))
+	b = jsonx.AppendString(b, string(bl.Type))
 	switch bl.Type {
 	case llm.BlockText:
 		b = append(b, `,"text":`...)
-		b = appendString(b, bl.Text)
+		b = jsonx.AppendString(b, bl.Text)
 	case llm.BlockImage:
 		b = append(b, `,"source":`...)
 		src := bl.Image
@@ -238,23 +239,23 @@ func appendBlock(b []byte, path *fpath, bl *llm.Block) ([]byte, error) {
 			src = &llm.ImageSource{}
 		}
 		b = append(b, `{"type":`...)
-		b = appendString(b, src.Kind)
+		b = jsonx.AppendString(b, src.Kind)
 		switch src.Kind {
 		case "url":
 			b = append(b, `,"url":`...)
-			b = appendString(b, src.URL)
+			b = jsonx.AppendString(b, src.URL)
 		default:
 			b = append(b, `,"media_type":`...)
-			b = appendString(b, src.MediaType)
+			b = jsonx.AppendString(b, src.MediaType)
 			b = append(b, `,"data":`...)
-			b = appendString(b, src.Data)
+			b = jsonx.AppendString(b, src.Data)
 		}
 		b = append(b, '}')
 	case llm.BlockToolUse:
 		b = append(b, `,"id":`...)
-		b = appendString(b, bl.ID)
+		b = jsonx.AppendString(b, bl.ID)
 		b = append(b, `,"name":`...)
-		b = appendString(b, bl.Name)
+		b = jsonx.AppendString(b, bl.Name)
 		b = append(b, `,"input":`...)
 		if len(bl.Input) == 0 {
 			b = append(b, "{}"...)
@@ -263,11 +264,11 @@ func appendBlock(b []byte, path *fpath, bl *llm.Block) ([]byte, error) {
 		}
 	case llm.BlockToolResult:
 		b = append(b, `,"tool_use_id":`...)
-		b = appendString(b, bl.ToolUseID)
+		b = jsonx.AppendString(b, bl.ToolUseID)
 		if bl.Content != nil {
 			b = append(b, `,"content":`...)
 			if bl.ContentIsString && len(bl.Content) == 1 && isPlainText(&bl.Content[0]) {
-				b = appendString(b, bl.Content[0].Text) // appendContent's string case, without detach
+				b = jsonx.AppendString(b, bl.Content[0].Text) // appendContent's string case, without detach
 			} else {
 				d := detach(join(path, "content"))
 				if b, err = appendContent(b, &d, bl.Content, bl.ContentIsString); err != nil {
@@ -280,12 +281,12 @@ func appendBlock(b []byte, path *fpath, bl *llm.Block) ([]byte, error) {
 		}
 	case llm.BlockThinking:
 		b = append(b, `,"thinking":`...)
-		b = appendString(b, bl.Thinking)
+		b = jsonx.AppendString(b, bl.Thinking)
 		b = append(b, `,"signature":`...)
-		b = appendString(b, bl.Signature)
+		b = jsonx.AppendString(b, bl.Signature)
 	case llm.BlockRedactedThinking:
 		b = append(b, `,"data":`...)
-		b = appendString(b, bl.Data)
+		b = jsonx.AppendString(b, bl.Data)
 	}
 	if b, err = appendExtra(b, path, bl.Extra); err != nil {
 		return b, err

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
 )
 
@@ -24,7 +25,7 @@ func EncodeError(e *llm.APIError) []byte {
 	b = appendErrorObject(b, e)
 	if e.RequestID != "" {
 		b = append(b, `,"request_id":`...)
-		b = appendString(b, e.RequestID)
+		b = jsonx.AppendString(b, e.RequestID)
 	}
 	return append(b, '}')
 }
@@ -41,17 +42,17 @@ func appendErrorObject(b []byte, e *llm.APIError) []byte {
 		}
 	}
 	b = append(b, `{"type":`...)
-	b = appendString(b, typ)
+	b = jsonx.AppendString(b, typ)
 	b = append(b, `,"message":`...)
-	b = appendString(b, e.Message)
+	b = jsonx.AppendString(b, e.Message)
 	if e.Code != "" {
 		b = append(b, `,"details":{"error_code":`...)
-		b = appendString(b, e.Code)
+		b = jsonx.AppendString(b, e.Code)
 		b = append(b, '}')
 	}
 	if e.MeshCode != "" {
 		b = append(b, `,"mesh_error_code":`...)
-		b = appendString(b, e.MeshCode)
+		b = jsonx.AppendString(b, e.MeshCode)
 	}
 	return append(b, '}')
 }

@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/keelmesh/keel/internal/jsonx"
 	"math"
-	"slices"
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
 )
 
@@ -485,46 +484,12 @@ func integer(path *fpath, v []byte) (int, error) {
 
 // ---- encoding ----
 
-func appendString(b []byte, s string) []byte { return jsonx.AppendString(b, s) }
-
-// appendFloat appends f formatted as encoding/json formats a float64.
-func appendFloat(b []byte, f float64) ([]byte, error) {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return b, fmt.Errorf("unsupported number %v", f)
-	}
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	start := len(b)
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' {
-		// clean up e-09 to e-9
-		n := len(b) - start
-		if n >= 4 && b[len(b)-4] == 'e' && b[len(b)-3] == '-' && b[len(b)-2] == '0' {
-			b[len(b)-2] = b[len(b)-1]
-			b = b[:len(b)-1]
-		}
-	}
-	return b, nil
-}
-
 // appendRaw appends a raw JSON value after checking it is valid.
 func appendRaw(b []byte, what *fpath, v json.RawMessage) ([]byte, error) {
 	if !validJSON(v) {
 		return b, fmt.Errorf("%s is not valid JSON", what.String())
 	}
 	return append(b, v...), nil
-}
-
-// appendKey appends `,"key":` (without the comma for the first member, which
-// the caller marks by the preceding '{').
-func appendKey(b []byte, key string) []byte {
-	if n := len(b); n > 0 && b[n-1] != '{' && b[n-1] != '[' {
-		b = append(b, ',')
-	}
-	b = appendString(b, key)
-	return append(b, ':')
 }
 
 // appendExtra appends the members of x sorted by key.
@@ -541,22 +506,21 @@ func appendExtraWith(b []byte, path *fpath, x llm.Extra, key string, val json.Ra
 	}
 	var stack [16]string
 	keys := stack[:0]
-	for k := range x {
-		if key == "" || k != key {
-			keys = append(keys, k)
-		}
-	}
 	if val != nil {
 		keys = append(keys, key)
 	}
-	slices.Sort(keys)
+	var skip func(string) bool
+	if key != "" {
+		skip = func(k string) bool { return k == key }
+	}
+	keys = jsonx.SortedKeys(keys, x, skip)
 	var err error
 	for _, k := range keys {
 		v := x[k]
 		if val != nil && k == key {
 			v = val
 		}
-		b = appendKey(b, k)
+		b = jsonx.AppendKey(b, k)
 		if b, err = appendRaw(b, join(path, k), v); err != nil {
 			return b, err
 		}
@@ -570,13 +534,4 @@ func setExtra(x *llm.Extra, key string, val []byte) {
 		*x = make(llm.Extra, 2)
 	}
 	(*x)[key] = json.RawMessage(val)
-}
-
-func appendInt(b []byte, n int) []byte { return strconv.AppendInt(b, int64(n), 10) }
-
-func appendBool(b []byte, v bool) []byte {
-	if v {
-		return append(b, "true"...)
-	}
-	return append(b, "false"...)
 }

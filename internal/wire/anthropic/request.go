@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
 )
 
@@ -394,10 +395,10 @@ func EncodeRequest(r *llm.Request) ([]byte, error) {
 	b := make([]byte, 0, 512+estimateRequest(r))
 	var err error
 	b = append(b, `{"model":`...)
-	b = appendString(b, r.Model)
+	b = jsonx.AppendString(b, r.Model)
 	if r.HasMaxTokens {
 		b = append(b, `,"max_tokens":`...)
-		b = appendInt(b, r.MaxTokens)
+		b = jsonx.AppendInt(b, int64(r.MaxTokens))
 	}
 	system, systemIsString := hoistSystem(r)
 	if system != nil {
@@ -419,7 +420,7 @@ func EncodeRequest(r *llm.Request) ([]byte, error) {
 		first = false
 		p := joinIndex(root("messages"), i)
 		b = append(b, `{"role":`...)
-		b = appendString(b, string(m.Role))
+		b = jsonx.AppendString(b, string(m.Role))
 		b = append(b, `,"content":`...)
 		content := m.Content
 		if content == nil {
@@ -454,14 +455,14 @@ func EncodeRequest(r *llm.Request) ([]byte, error) {
 			}
 		} else {
 			b = append(b, `{"type":`...)
-			b = appendString(b, string(tc.Type))
+			b = jsonx.AppendString(b, string(tc.Type))
 			if tc.Name != "" {
 				b = append(b, `,"name":`...)
-				b = appendString(b, tc.Name)
+				b = jsonx.AppendString(b, tc.Name)
 			}
 			if tc.DisableParallel != nil {
 				b = append(b, `,"disable_parallel_tool_use":`...)
-				b = appendBool(b, *tc.DisableParallel)
+				b = jsonx.AppendBool(b, *tc.DisableParallel)
 			}
 			if b, err = appendExtra(b, root("tool_choice"), tc.Extra); err != nil {
 				return nil, err
@@ -475,7 +476,7 @@ func EncodeRequest(r *llm.Request) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, s)
+			b = jsonx.AppendString(b, s)
 		}
 		b = append(b, ']')
 	}
@@ -486,20 +487,21 @@ func EncodeRequest(r *llm.Request) ([]byte, error) {
 		if f.v == nil {
 			continue
 		}
-		b = appendKey(b, f.key)
-		if b, err = appendFloat(b, *f.v); err != nil {
-			return nil, errAt(root(f.key), "%v", err)
+		b = jsonx.AppendKey(b, f.key)
+		var ok bool
+		if b, ok = jsonx.AppendFloat(b, *f.v); !ok {
+			return nil, errAt(root(f.key), "unsupported number %v", *f.v)
 		}
 	}
 	if r.TopK != nil {
 		b = append(b, `,"top_k":`...)
-		b = appendInt(b, *r.TopK)
+		b = jsonx.AppendInt(b, int64(*r.TopK))
 	}
 	if r.UserID != "" || len(r.MetadataExtra) > 0 {
 		b = append(b, `,"metadata":{`...)
 		if r.UserID != "" {
 			b = append(b, `"user_id":`...)
-			b = appendString(b, r.UserID)
+			b = jsonx.AppendString(b, r.UserID)
 		}
 		if b, err = appendExtra(b, root("metadata"), r.MetadataExtra); err != nil {
 			return nil, err
@@ -572,10 +574,10 @@ func appendTool(b []byte, path *fpath, t *llm.Tool) ([]byte, error) {
 	}
 	var err error
 	b = append(b, `{"name":`...)
-	b = appendString(b, t.Name)
+	b = jsonx.AppendString(b, t.Name)
 	if t.Description != "" {
 		b = append(b, `,"description":`...)
-		b = appendString(b, t.Description)
+		b = jsonx.AppendString(b, t.Description)
 	}
 	if t.InputSchema != nil {
 		b = append(b, `,"input_schema":`...)
@@ -585,7 +587,7 @@ func appendTool(b []byte, path *fpath, t *llm.Tool) ([]byte, error) {
 	}
 	if t.Strict != nil {
 		b = append(b, `,"strict":`...)
-		b = appendBool(b, *t.Strict)
+		b = jsonx.AppendBool(b, *t.Strict)
 	}
 	if b, err = appendExtra(b, path, t.Extra); err != nil {
 		return b, err

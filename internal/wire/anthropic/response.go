@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 
+	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
 )
 
@@ -130,7 +131,7 @@ func parseUsage(path *fpath, v []byte, u *llm.Usage) error {
 				if rest == nil {
 					rest = append(rest, '{')
 				}
-				rest = appendKey(rest, dk)
+				rest = jsonx.AppendKey(rest, dk)
 				rest = append(rest, dv...)
 				return nil
 			})
@@ -158,23 +159,23 @@ func appendUsage(b []byte, path *fpath, u *llm.Usage, which usageFields) ([]byte
 	b = append(b, '{')
 	if which == usageAll || u.InputTokens != 0 {
 		b = append(b, `"input_tokens":`...)
-		b = appendInt(b, u.InputTokens)
+		b = jsonx.AppendInt(b, int64(u.InputTokens))
 	}
-	b = appendKey(b, "output_tokens")
-	b = appendInt(b, u.OutputTokens)
+	b = jsonx.AppendPlainKey(b, "output_tokens")
+	b = jsonx.AppendInt(b, int64(u.OutputTokens))
 	if which == usageAll || u.CacheWriteTokens != 0 {
 		b = append(b, `,"cache_creation_input_tokens":`...)
-		b = appendInt(b, u.CacheWriteTokens)
+		b = jsonx.AppendInt(b, int64(u.CacheWriteTokens))
 	}
 	if which == usageAll || u.CacheReadTokens != 0 {
 		b = append(b, `,"cache_read_input_tokens":`...)
-		b = appendInt(b, u.CacheReadTokens)
+		b = jsonx.AppendInt(b, int64(u.CacheReadTokens))
 	}
 	var details []byte
 	if u.ReasoningTokens != 0 {
 		var buf [128]byte
 		details = append(buf[:0], `{"thinking_tokens":`...)
-		details = appendInt(details, u.ReasoningTokens)
+		details = jsonx.AppendInt(details, int64(u.ReasoningTokens))
 		if prev, ok := u.Extra["output_tokens_details"]; ok {
 			var err error
 			details, err = mergeMembers(details, join(path, "output_tokens_details"), prev)
@@ -207,7 +208,7 @@ func mergeMembers(b []byte, path *fpath, obj json.RawMessage) ([]byte, error) {
 		if k == "thinking_tokens" {
 			return nil
 		}
-		b = appendKey(b, k)
+		b = jsonx.AppendKey(b, k)
 		b = append(b, v...)
 		return nil
 	})
@@ -226,9 +227,9 @@ func EncodeResponse(r *llm.Response) ([]byte, error) {
 
 func appendMessage(b []byte, r *llm.Response, content []llm.Block) ([]byte, error) {
 	b = append(b, `{"id":`...)
-	b = appendString(b, r.ID)
+	b = jsonx.AppendString(b, r.ID)
 	b = append(b, `,"type":"message","role":"assistant","model":`...)
-	b = appendString(b, r.Model)
+	b = jsonx.AppendString(b, r.Model)
 	b = append(b, `,"content":`...)
 	if content == nil {
 		content = []llm.Block{}
@@ -255,5 +256,5 @@ func appendStringOrNull(b []byte, s string) []byte {
 	if s == "" {
 		return append(b, "null"...)
 	}
-	return appendString(b, s)
+	return jsonx.AppendString(b, s)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/sse"
 )
@@ -89,9 +90,9 @@ func appendEvent(b []byte, ev *llm.Event) ([]byte, error) {
 			break
 		}
 		b = append(b, `{"type":`...)
-		b = appendString(b, string(ev.DeltaType))
-		b = appendKey(b, field)
-		b = appendString(b, ev.Delta)
+		b = jsonx.AppendString(b, string(ev.DeltaType))
+		b = jsonx.AppendKey(b, field)
+		b = jsonx.AppendString(b, ev.Delta)
 		b = append(b, '}')
 	case llm.EventBlockStop:
 		b = appendIndex(b, ev.Index)
@@ -116,7 +117,7 @@ func appendEvent(b []byte, ev *llm.Event) ([]byte, error) {
 		b = appendErrorObject(b, ev.Err)
 		if ev.Err.RequestID != "" {
 			b = append(b, `,"request_id":`...)
-			b = appendString(b, ev.Err.RequestID)
+			b = jsonx.AppendString(b, ev.Err.RequestID)
 		}
 	}
 	return append(b, '}'), nil
@@ -124,7 +125,7 @@ func appendEvent(b []byte, ev *llm.Event) ([]byte, error) {
 
 func appendIndex(b []byte, i int) []byte {
 	b = append(b, `,"index":`...)
-	return appendInt(b, i)
+	return jsonx.AppendInt(b, int64(i))
 }
 
 // deltaField is the member that carries the payload of a delta type, "" for

@@ -3,6 +3,7 @@ package openai
 import (
 	"errors"
 
+	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
 )
 
@@ -69,9 +70,9 @@ func requestKnownKey(k string) bool {
 
 func appendRequest(b []byte, r *llm.Request, includeUsage bool) ([]byte, error) {
 	b = append(b, '{')
-	b = appendKey(b, "model")
-	b = appendString(b, r.Model)
-	b = appendKey(b, "messages")
+	b = jsonx.AppendPlainKey(b, "model")
+	b = jsonx.AppendString(b, r.Model)
+	b = jsonx.AppendPlainKey(b, "messages")
 	b = append(b, '[')
 	if len(r.System) > 0 {
 		b = appendSystem(b, r)
@@ -85,60 +86,60 @@ func appendRequest(b []byte, r *llm.Request, includeUsage bool) ([]byte, error) 
 	b = append(b, ']')
 	if r.HasMaxTokens {
 		if r.MaxTokensLegacy {
-			b = appendKey(b, "max_tokens")
+			b = jsonx.AppendPlainKey(b, "max_tokens")
 		} else {
-			b = appendKey(b, "max_completion_tokens")
+			b = jsonx.AppendPlainKey(b, "max_completion_tokens")
 		}
-		b = appendInt(b, int64(r.MaxTokens))
+		b = jsonx.AppendInt(b, int64(r.MaxTokens))
 	}
 	var ok bool
 	if r.Temperature != nil {
-		b = appendKey(b, "temperature")
-		if b, ok = appendFloat(b, *r.Temperature); !ok {
+		b = jsonx.AppendPlainKey(b, "temperature")
+		if b, ok = jsonx.AppendFloat(b, *r.Temperature); !ok {
 			return nil, errBadNumber
 		}
 	}
 	if r.TopP != nil {
-		b = appendKey(b, "top_p")
-		if b, ok = appendFloat(b, *r.TopP); !ok {
+		b = jsonx.AppendPlainKey(b, "top_p")
+		if b, ok = jsonx.AppendFloat(b, *r.TopP); !ok {
 			return nil, errBadNumber
 		}
 	}
 	if r.N != 0 {
-		b = appendKey(b, "n")
-		b = appendInt(b, int64(r.N))
+		b = jsonx.AppendPlainKey(b, "n")
+		b = jsonx.AppendInt(b, int64(r.N))
 	}
 	if len(r.StopSequences) > 0 {
-		b = appendKey(b, "stop")
+		b = jsonx.AppendPlainKey(b, "stop")
 		if r.StopIsString && len(r.StopSequences) == 1 {
-			b = appendString(b, r.StopSequences[0])
+			b = jsonx.AppendString(b, r.StopSequences[0])
 		} else {
 			b = append(b, '[')
 			for i, s := range r.StopSequences {
 				if i > 0 {
 					b = append(b, ',')
 				}
-				b = appendString(b, s)
+				b = jsonx.AppendString(b, s)
 			}
 			b = append(b, ']')
 		}
 	}
 	if r.Stream {
-		b = appendKey(b, "stream")
+		b = jsonx.AppendPlainKey(b, "stream")
 		b = append(b, "true"...)
 	}
 	if includeUsage || len(r.StreamOptionsExtra) > 0 {
-		b = appendKey(b, "stream_options")
+		b = jsonx.AppendPlainKey(b, "stream_options")
 		b = append(b, '{')
 		if includeUsage {
-			b = appendKey(b, "include_usage")
+			b = jsonx.AppendPlainKey(b, "include_usage")
 			b = append(b, "true"...)
 		}
 		b = appendExtra(b, r.StreamOptionsExtra, func(k string) bool { return k == "include_usage" })
 		b = append(b, '}')
 	}
 	if len(r.Tools) > 0 {
-		b = appendKey(b, "tools")
+		b = jsonx.AppendPlainKey(b, "tools")
 		b = append(b, '[')
 		for i := range r.Tools {
 			if i > 0 {
@@ -152,30 +153,30 @@ func appendRequest(b []byte, r *llm.Request, includeUsage bool) ([]byte, error) 
 		b = appendToolChoice(b, r.ToolChoice)
 	}
 	if r.ParallelToolCalls != nil {
-		b = appendKey(b, "parallel_tool_calls")
-		b = appendBool(b, *r.ParallelToolCalls)
+		b = jsonx.AppendPlainKey(b, "parallel_tool_calls")
+		b = jsonx.AppendBool(b, *r.ParallelToolCalls)
 	}
 	if rf := r.ResponseFormat; rf != nil {
-		b = appendKey(b, "response_format")
+		b = jsonx.AppendPlainKey(b, "response_format")
 		b = append(b, '{')
-		b = appendKey(b, "type")
-		b = appendString(b, rf.Type)
+		b = jsonx.AppendPlainKey(b, "type")
+		b = jsonx.AppendString(b, rf.Type)
 		if rf.Type == "json_schema" {
-			b = appendKey(b, "json_schema")
+			b = jsonx.AppendPlainKey(b, "json_schema")
 			b = append(b, '{')
-			b = appendKey(b, "name")
-			b = appendString(b, rf.Name)
+			b = jsonx.AppendPlainKey(b, "name")
+			b = jsonx.AppendString(b, rf.Name)
 			if rf.Description != "" {
-				b = appendKey(b, "description")
-				b = appendString(b, rf.Description)
+				b = jsonx.AppendPlainKey(b, "description")
+				b = jsonx.AppendString(b, rf.Description)
 			}
 			if rf.Schema != nil {
-				b = appendKey(b, "schema")
+				b = jsonx.AppendPlainKey(b, "schema")
 				b = appendRaw(b, rf.Schema)
 			}
 			if rf.Strict != nil {
-				b = appendKey(b, "strict")
-				b = appendBool(b, *rf.Strict)
+				b = jsonx.AppendPlainKey(b, "strict")
+				b = jsonx.AppendBool(b, *rf.Strict)
 			}
 			b = append(b, '}')
 		}
@@ -183,8 +184,8 @@ func appendRequest(b []byte, r *llm.Request, includeUsage bool) ([]byte, error) 
 		b = append(b, '}')
 	}
 	if r.UserID != "" {
-		b = appendKey(b, "user")
-		b = appendString(b, r.UserID)
+		b = jsonx.AppendPlainKey(b, "user")
+		b = jsonx.AppendString(b, r.UserID)
 	}
 	known := requestKnownKey
 	if r.ResponseFormat == nil {
@@ -199,9 +200,9 @@ func appendRequest(b []byte, r *llm.Request, includeUsage bool) ([]byte, error) 
 	if r.ContinueFinalMessage {
 		// vLLM / SGLang: continue the final assistant message instead of
 		// starting a new one. The typed field wins over client extras.
-		b = appendKey(b, "continue_final_message")
+		b = jsonx.AppendPlainKey(b, "continue_final_message")
 		b = append(b, "true"...)
-		b = appendKey(b, "add_generation_prompt")
+		b = jsonx.AppendPlainKey(b, "add_generation_prompt")
 		b = append(b, "false"...)
 		prev := known
 		known = func(k string) bool { return k == "continue_final_message" || k == "add_generation_prompt" || prev(k) }
@@ -215,7 +216,7 @@ func appendRequest(b []byte, r *llm.Request, includeUsage bool) ([]byte, error) 
 func appendSystem(b []byte, r *llm.Request) []byte {
 	b = append(b, `{"role":"system","content":`...)
 	if r.SystemIsString || len(r.System) == 1 {
-		b = appendString(b, llm.BlocksText(r.System))
+		b = jsonx.AppendString(b, llm.BlocksText(r.System))
 	} else {
 		b = append(b, '[')
 		first := true
@@ -228,7 +229,7 @@ func appendSystem(b []byte, r *llm.Request) []byte {
 			}
 			first = false
 			b = append(b, `{"type":"text","text":`...)
-			b = appendString(b, r.System[i].Text)
+			b = jsonx.AppendString(b, r.System[i].Text)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
@@ -282,10 +283,10 @@ func appendMessage(b []byte, m *llm.Message) []byte {
 
 func appendPlainMessage(b []byte, m *llm.Message, content []llm.Block) []byte {
 	b = append(b, `{"role":`...)
-	b = appendString(b, string(m.Role))
+	b = jsonx.AppendString(b, string(m.Role))
 	if m.Name != "" {
-		b = appendKey(b, "name")
-		b = appendString(b, m.Name)
+		b = jsonx.AppendPlainKey(b, "name")
+		b = jsonx.AppendString(b, m.Name)
 	}
 	assistant := m.Role == llm.RoleAssistant
 	tools := 0
@@ -299,17 +300,17 @@ func appendPlainMessage(b []byte, m *llm.Message, content []llm.Block) []byte {
 	nonTool := len(content) - tools
 	switch {
 	case m.ContentIsNull && nonTool == 0:
-		b = appendKey(b, "content")
+		b = jsonx.AppendPlainKey(b, "content")
 		b = append(b, "null"...)
 	case m.ContentIsString && onlyPlainText(content, assistant):
-		b = appendKey(b, "content")
-		b = appendString(b, joinText(content))
+		b = jsonx.AppendPlainKey(b, "content")
+		b = jsonx.AppendString(b, joinText(content))
 	case nonTool > 0 || !assistant:
-		b = appendKey(b, "content")
+		b = jsonx.AppendPlainKey(b, "content")
 		b = appendParts(b, content, assistant)
 	}
 	if tools > 0 {
-		b = appendKey(b, "tool_calls")
+		b = jsonx.AppendPlainKey(b, "tool_calls")
 		b = append(b, '[')
 		first := true
 		for i := range content {
@@ -331,7 +332,7 @@ func appendPlainMessage(b []byte, m *llm.Message, content []llm.Block) []byte {
 	if assistant && m.Prefix {
 		// DeepSeek / Mistral: this final assistant message is a prefix the
 		// model continues.
-		b = appendKey(b, "prefix")
+		b = jsonx.AppendPlainKey(b, "prefix")
 		b = append(b, "true"...)
 		prev := known
 		known = func(k string) bool { return k == "prefix" || prev(k) }
@@ -384,19 +385,19 @@ func appendParts(b []byte, bs []llm.Block, skipTools bool) []byte {
 			b = append(b, c.Raw...)
 		case c.Type == llm.BlockText:
 			b = append(b, `{"type":"text","text":`...)
-			b = appendString(b, c.Text)
+			b = jsonx.AppendString(b, c.Text)
 			b = appendExtra(b, c.Extra, partKnownKey)
 			b = append(b, '}')
 		case c.Type == llm.BlockImage && c.Image != nil:
 			b = append(b, `{"type":"image_url","image_url":{"url":`...)
 			if c.Image.Kind == "base64" {
-				b = appendString(b, "data:"+c.Image.MediaType+";base64,"+c.Image.Data)
+				b = jsonx.AppendString(b, "data:"+c.Image.MediaType+";base64,"+c.Image.Data)
 			} else {
-				b = appendString(b, c.Image.URL)
+				b = jsonx.AppendString(b, c.Image.URL)
 			}
 			if c.Image.Detail != "" {
-				b = appendKey(b, "detail")
-				b = appendString(b, c.Image.Detail)
+				b = jsonx.AppendPlainKey(b, "detail")
+				b = jsonx.AppendString(b, c.Image.Detail)
 			}
 			b = append(b, '}')
 			b = appendExtra(b, c.Extra, partKnownKey)
@@ -419,14 +420,14 @@ func appendToolCall(b []byte, c *llm.Block) []byte {
 		return append(b, c.Raw...)
 	}
 	b = append(b, `{"id":`...)
-	b = appendString(b, c.ID)
+	b = jsonx.AppendString(b, c.ID)
 	b = append(b, `,"type":"function","function":{"name":`...)
-	b = appendString(b, c.Name)
+	b = jsonx.AppendString(b, c.Name)
 	b = append(b, `,"arguments":`...)
 	if len(c.Input) == 0 {
 		b = append(b, `"{}"`...)
 	} else {
-		b = appendString(b, string(c.Input))
+		b = jsonx.AppendString(b, string(c.Input))
 	}
 	b = append(b, '}')
 	b = appendExtra(b, c.Extra, toolCallKnownKey)
@@ -439,11 +440,11 @@ func appendToolMessage(b []byte, c *llm.Block) []byte {
 		return appendComma(b)
 	}
 	b = append(b, `{"role":"tool","tool_call_id":`...)
-	b = appendString(b, c.ToolUseID)
-	b = appendKey(b, "content")
+	b = jsonx.AppendString(b, c.ToolUseID)
+	b = jsonx.AppendPlainKey(b, "content")
 	if c.ContentIsString && onlyPlainText(c.Content, false) || c.Content == nil {
 		// nil content (an Anthropic tool_result without content) is written as ""
-		b = appendString(b, joinText(c.Content))
+		b = jsonx.AppendString(b, joinText(c.Content))
 	} else {
 		b = appendParts(b, c.Content, false)
 	}
@@ -457,18 +458,18 @@ func appendTool(b []byte, t *llm.Tool) []byte {
 		return append(b, t.Raw...)
 	}
 	b = append(b, `{"type":"function","function":{"name":`...)
-	b = appendString(b, t.Name)
+	b = jsonx.AppendString(b, t.Name)
 	if t.Description != "" {
-		b = appendKey(b, "description")
-		b = appendString(b, t.Description)
+		b = jsonx.AppendPlainKey(b, "description")
+		b = jsonx.AppendString(b, t.Description)
 	}
 	if t.InputSchema != nil {
-		b = appendKey(b, "parameters")
+		b = jsonx.AppendPlainKey(b, "parameters")
 		b = appendRaw(b, t.InputSchema)
 	}
 	if t.Strict != nil {
-		b = appendKey(b, "strict")
-		b = appendBool(b, *t.Strict)
+		b = jsonx.AppendPlainKey(b, "strict")
+		b = jsonx.AppendBool(b, *t.Strict)
 	}
 	b = append(b, '}')
 	b = appendExtra(b, t.Extra, func(k string) bool { return k == "type" || k == "function" })
@@ -477,7 +478,7 @@ func appendTool(b []byte, t *llm.Tool) []byte {
 
 func appendToolChoice(b []byte, tc *llm.ToolChoice) []byte {
 	if tc.Raw != nil {
-		b = appendKey(b, "tool_choice")
+		b = jsonx.AppendPlainKey(b, "tool_choice")
 		return append(b, tc.Raw...)
 	}
 	var s string
@@ -489,15 +490,15 @@ func appendToolChoice(b []byte, tc *llm.ToolChoice) []byte {
 	case llm.ToolChoiceAny:
 		s = "required"
 	case llm.ToolChoiceTool:
-		b = appendKey(b, "tool_choice")
+		b = jsonx.AppendPlainKey(b, "tool_choice")
 		b = append(b, `{"type":"function","function":{"name":`...)
-		b = appendString(b, tc.Name)
+		b = jsonx.AppendString(b, tc.Name)
 		b = append(b, '}')
 		b = appendExtra(b, tc.Extra, func(k string) bool { return k == "type" || k == "function" })
 		return append(b, '}')
 	default:
 		return b
 	}
-	b = appendKey(b, "tool_choice")
-	return appendString(b, s)
+	b = jsonx.AppendPlainKey(b, "tool_choice")
+	return jsonx.AppendString(b, s)
 }

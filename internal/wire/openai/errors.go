@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
 )
 
@@ -48,26 +49,26 @@ func EncodeError(e *llm.APIError) []byte {
 
 func appendErrorBody(b []byte, e *llm.APIError, withParam bool) []byte {
 	b = append(b, `{"error":{"message":`...)
-	b = appendString(b, e.Message)
+	b = jsonx.AppendString(b, e.Message)
 	b = append(b, `,"type":`...)
-	b = appendString(b, wireErrorType(e))
+	b = jsonx.AppendString(b, wireErrorType(e))
 	if withParam {
 		b = append(b, `,"param":`...)
 		if e.Param == "" {
 			b = append(b, "null"...)
 		} else {
-			b = appendString(b, e.Param)
+			b = jsonx.AppendString(b, e.Param)
 		}
 	}
 	b = append(b, `,"code":`...)
 	if e.Code == "" {
 		b = append(b, "null"...)
 	} else {
-		b = appendString(b, e.Code)
+		b = jsonx.AppendString(b, e.Code)
 	}
 	if e.MeshCode != "" {
 		b = append(b, `,"mesh_error_code":`...)
-		b = appendString(b, e.MeshCode)
+		b = jsonx.AppendString(b, e.MeshCode)
 	}
 	return append(b, "}}"...)
 }

@@ -2,12 +2,9 @@ package openai
 
 import (
 	"encoding/json"
-	"github.com/keelmesh/keel/internal/jsonx"
-	"math"
-	"slices"
-	"strconv"
 	"unicode/utf8"
 
+	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
 )
 
@@ -359,51 +356,6 @@ func setExtra(e *llm.Extra, key []byte, val []byte) {
 
 // --- encoding ---
 
-func appendString(b []byte, s string) []byte     { return jsonx.AppendString(b, s) }
-func appendStringBody(b []byte, s string) []byte { return jsonx.AppendStringBody(b, s) }
-
-// appendKey appends `"key":` (key must need no escaping) preceded by a comma
-// unless the previous byte opens an object.
-func appendKey(b []byte, key string) []byte {
-	if n := len(b); n > 0 && b[n-1] != '{' {
-		b = append(b, ',')
-	}
-	b = append(b, '"')
-	b = append(b, key...)
-	return append(b, '"', ':')
-}
-
-func appendInt(b []byte, n int64) []byte { return strconv.AppendInt(b, n, 10) }
-
-// appendFloat formats f as encoding/json does; NaN and infinities are an error.
-func appendFloat(b []byte, f float64) ([]byte, bool) {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return b, false
-	}
-	abs := math.Abs(f)
-	format := byte('f')
-	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' {
-		// clean up e-09 to e-9, as encoding/json does
-		n := len(b)
-		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b, true
-}
-
-func appendBool(b []byte, v bool) []byte {
-	if v {
-		return append(b, "true"...)
-	}
-	return append(b, "false"...)
-}
-
 // appendRaw appends a verbatim JSON value, or null when it is empty.
 func appendRaw(b []byte, v json.RawMessage) []byte {
 	if len(v) == 0 {
@@ -419,19 +371,8 @@ func appendExtra(b []byte, e llm.Extra, known func(string) bool) []byte {
 		return b
 	}
 	var stack [16]string
-	keys := stack[:0]
-	for k := range e {
-		if known == nil || !known(k) {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		if n := len(b); n > 0 && b[n-1] != '{' {
-			b = append(b, ',')
-		}
-		b = appendString(b, k)
-		b = append(b, ':')
+	for _, k := range jsonx.SortedKeys(stack[:0], e, known) {
+		b = jsonx.AppendKey(b, k)
 		b = appendRaw(b, e[k])
 	}
 	return b

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
 )
 
@@ -122,13 +123,13 @@ func optString(v []byte, name string) (string, error) {
 func appendBlocksText(b []byte, bs []llm.Block) []byte {
 	for i := range bs {
 		if bs[i].Type == llm.BlockText && !utf8.ValidString(bs[i].Text) {
-			return appendString(b, llm.BlocksText(bs))
+			return jsonx.AppendString(b, llm.BlocksText(bs))
 		}
 	}
 	b = append(b, '"')
 	for i := range bs {
 		if bs[i].Type == llm.BlockText {
-			b = appendStringBody(b, bs[i].Text)
+			b = jsonx.AppendStringBody(b, bs[i].Text)
 		}
 	}
 	return append(b, '"')
@@ -301,14 +302,14 @@ func EncodeResponse(r *llm.Response) ([]byte, error) {
 	}
 	b := make([]byte, 0, n)
 	b = append(b, `{"id":`...)
-	b = appendString(b, r.ID)
+	b = jsonx.AppendString(b, r.ID)
 	b = append(b, `,"object":"chat.completion","created":`...)
-	b = appendInt(b, r.Created)
+	b = jsonx.AppendInt(b, r.Created)
 	b = append(b, `,"model":`...)
-	b = appendString(b, r.Model)
+	b = jsonx.AppendString(b, r.Model)
 	if r.SystemFingerprint != "" {
 		b = append(b, `,"system_fingerprint":`...)
-		b = appendString(b, r.SystemFingerprint)
+		b = jsonx.AppendString(b, r.SystemFingerprint)
 	}
 	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
 	text, tools := 0, 0
@@ -329,7 +330,7 @@ func EncodeResponse(r *llm.Response) ([]byte, error) {
 	if r.Refusal == "" {
 		b = append(b, "null"...)
 	} else {
-		b = appendString(b, r.Refusal)
+		b = jsonx.AppendString(b, r.Refusal)
 	}
 	if tools > 0 {
 		b = append(b, `,"tool_calls":[`...)
@@ -353,7 +354,7 @@ func EncodeResponse(r *llm.Response) ([]byte, error) {
 	if fr := finishReason(r.StopReason); fr == "" {
 		b = append(b, "null"...)
 	} else {
-		b = appendString(b, fr)
+		b = jsonx.AppendString(b, fr)
 	}
 	if _, ok := r.ChoiceExtra["logprobs"]; !ok {
 		b = append(b, `,"logprobs":null`...)
@@ -378,20 +379,20 @@ func EncodeResponse(r *llm.Response) ([]byte, error) {
 func appendUsage(b []byte, u *llm.Usage) []byte {
 	prompt := u.PromptTokens()
 	b = append(b, `{"prompt_tokens":`...)
-	b = appendInt(b, int64(prompt))
+	b = jsonx.AppendInt(b, int64(prompt))
 	b = append(b, `,"completion_tokens":`...)
-	b = appendInt(b, int64(u.OutputTokens))
+	b = jsonx.AppendInt(b, int64(u.OutputTokens))
 	b = append(b, `,"total_tokens":`...)
-	b = appendInt(b, int64(prompt+u.OutputTokens))
+	b = jsonx.AppendInt(b, int64(prompt+u.OutputTokens))
 	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
-	b = appendInt(b, int64(u.CacheReadTokens))
+	b = jsonx.AppendInt(b, int64(u.CacheReadTokens))
 	if u.CacheWriteTokens != 0 {
 		b = append(b, `,"cache_write_tokens":`...)
-		b = appendInt(b, int64(u.CacheWriteTokens))
+		b = jsonx.AppendInt(b, int64(u.CacheWriteTokens))
 	}
 	b = appendObjectMembers(b, u.Extra["prompt_tokens_details"])
 	b = append(b, `},"completion_tokens_details":{"reasoning_tokens":`...)
-	b = appendInt(b, int64(u.ReasoningTokens))
+	b = jsonx.AppendInt(b, int64(u.ReasoningTokens))
 	b = appendObjectMembers(b, u.Extra["completion_tokens_details"])
 	b = append(b, '}')
 	b = appendExtra(b, u.Extra, func(k string) bool {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/sse"
 )
@@ -91,14 +92,14 @@ func (s *StreamWriter) Write(ev *llm.Event) error {
 			created = time.Now().Unix()
 		}
 		p := append(s.prefix[:0], `{"id":`...)
-		p = appendString(p, m.ID)
+		p = jsonx.AppendString(p, m.ID)
 		p = append(p, `,"object":"chat.completion.chunk","created":`...)
-		p = appendInt(p, created)
+		p = jsonx.AppendInt(p, created)
 		p = append(p, `,"model":`...)
-		p = appendString(p, m.Model)
+		p = jsonx.AppendString(p, m.Model)
 		if m.SystemFingerprint != "" {
 			p = append(p, `,"system_fingerprint":`...)
-			p = appendString(p, m.SystemFingerprint)
+			p = jsonx.AppendString(p, m.SystemFingerprint)
 		}
 		s.prefix = p
 		s.usage = m.Usage
@@ -125,11 +126,11 @@ func (s *StreamWriter) Write(ev *llm.Event) error {
 			s.nextTool++
 			b := s.beginChunk()
 			b = append(b, `{"tool_calls":[{"index":`...)
-			b = appendInt(b, int64(blk.tool))
+			b = jsonx.AppendInt(b, int64(blk.tool))
 			b = append(b, `,"id":`...)
-			b = appendString(b, ev.Block.ID)
+			b = jsonx.AppendString(b, ev.Block.ID)
 			b = append(b, `,"type":"function","function":{"name":`...)
-			b = appendString(b, ev.Block.Name)
+			b = jsonx.AppendString(b, ev.Block.Name)
 			b = append(b, `,"arguments":""}}]}`...)
 			return s.endChunk(b, nil)
 		}
@@ -253,7 +254,7 @@ func (s *StreamWriter) endChunk(b []byte, finish *string) error {
 	if finish == nil || *finish == "" {
 		b = append(b, "null"...)
 	} else {
-		b = appendString(b, *finish)
+		b = jsonx.AppendString(b, *finish)
 	}
 	b = append(b, "}]}"...)
 	s.buf = b
@@ -269,7 +270,7 @@ func (s *StreamWriter) chunk(delta string, finish *string) error {
 func (s *StreamWriter) content(text string) error {
 	b := s.beginChunk()
 	b = append(b, `{"content":`...)
-	b = appendString(b, text)
+	b = jsonx.AppendString(b, text)
 	b = append(b, '}')
 	return s.endChunk(b, nil)
 }
@@ -277,9 +278,9 @@ func (s *StreamWriter) content(text string) error {
 func (s *StreamWriter) arguments(tool int, frag string) error {
 	b := s.beginChunk()
 	b = append(b, `{"tool_calls":[{"index":`...)
-	b = appendInt(b, int64(tool))
+	b = jsonx.AppendInt(b, int64(tool))
 	b = append(b, `,"function":{"arguments":`...)
-	b = appendString(b, frag)
+	b = jsonx.AppendString(b, frag)
 	b = append(b, "}}]}"...)
 	return s.endChunk(b, nil)
 }
