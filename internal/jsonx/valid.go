@@ -1,8 +1,13 @@
-// Package jsonx holds the JSON scanning helpers both wire codecs share: a
-// fast validity check that never accepts what encoding/json rejects, and a
-// one-allocation string unescaper with encoding/json's rules. Functions are
-// pure and safe for concurrent use; the package imports only the standard
-// library.
+// Package jsonx holds the JSON helpers both wire codecs share, so that each
+// exists once: a fast validity check that never accepts what encoding/json
+// rejects (Valid), scanners and member/element iterators over valid JSON
+// (SkipWS, StringEnd, ValueEnd, Members, Elements, EachMember, ...), string
+// decoding with encoding/json's rules (Unquote, DecodeString), append-style
+// encoders (AppendString, AppendKey, AppendFloat, ...), and the check for
+// invalid UTF-8 and unpaired surrogate escapes (BadText). What is a
+// format's own (error wording, field paths, known-key tables) stays in the
+// codecs. Functions are pure and safe for concurrent use; iterators serve
+// one goroutine. The package imports only the standard library.
 package jsonx
 
 import (
@@ -25,7 +30,7 @@ func fastValid(b []byte) bool {
 	var (
 		stack uint64 // bit i set: container at depth i+1 is an object
 		depth int
-		i     = wsEnd(b, 0)
+		i     = SkipWS(b, 0)
 	)
 value:
 	if i >= len(b) {
@@ -41,7 +46,7 @@ value:
 			stack |= 1
 		}
 		depth++
-		i = wsEnd(b, i+1)
+		i = SkipWS(b, i+1)
 		if i < len(b) && (b[i] == '}' && c == '{' || b[i] == ']' && c == '[') {
 			i++
 			stack >>= 1
@@ -80,7 +85,7 @@ value:
 	}
 	// After a value: close containers, or move on to the next member/element.
 	for {
-		i = wsEnd(b, i)
+		i = SkipWS(b, i)
 		if depth == 0 {
 			return i == len(b)
 		}
@@ -90,7 +95,7 @@ value:
 		obj := stack&1 == 1
 		switch {
 		case b[i] == ',':
-			i = wsEnd(b, i+1)
+			i = SkipWS(b, i+1)
 			if obj {
 				if i = memberStart(b, i); i < 0 {
 					return false
@@ -107,13 +112,6 @@ value:
 	}
 }
 
-func wsEnd(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
 // memberStart checks `"key" :` at b[i] and returns the index of the value
 // after it (past white space), or -1.
 func memberStart(b []byte, i int) int {
@@ -123,11 +121,11 @@ func memberStart(b []byte, i int) int {
 	if i = validStringEnd(b, i); i < 0 {
 		return -1
 	}
-	i = wsEnd(b, i)
+	i = SkipWS(b, i)
 	if i >= len(b) || b[i] != ':' {
 		return -1
 	}
-	return wsEnd(b, i+1)
+	return SkipWS(b, i+1)
 }
 
 // validStringEnd returns the index after the string whose quote is at b[i], or

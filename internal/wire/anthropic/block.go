@@ -14,9 +14,9 @@ func parseContent(path *fpath, v []byte) (blocks []llm.Block, isString bool, err
 		return stringContent(path, v)
 	}
 	if len(v) == 0 || v[0] != '[' {
-		return nil, false, errAt(path, "expected a string or an array of content blocks, got %s", kindName(v))
+		return nil, false, errAt(path, "expected a string or an array of content blocks, got %s", jsonx.KindName(v))
 	}
-	blocks = make([]llm.Block, 0, countElems(v))
+	blocks = make([]llm.Block, 0, jsonx.CountElements(v))
 	err = eachElem(path, v, func(i int, e []byte) error {
 		b, err := parseBlock(joinIndex(path, i), e)
 		if err != nil {
@@ -89,13 +89,13 @@ func parseBlock(path *fpath, v []byte) (llm.Block, error) {
 			b.Name, err = str(p, val)
 		case k == "input" && b.Type == llm.BlockToolUse:
 			if len(val) == 0 || val[0] != '{' {
-				return errAt(p, "expected an object, got %s", kindName(val))
+				return errAt(p, "expected an object, got %s", jsonx.KindName(val))
 			}
 			b.Input = json.RawMessage(val)
 		case k == "tool_use_id" && b.Type == llm.BlockToolResult:
 			b.ToolUseID, err = str(p, val)
 		case k == "content" && b.Type == llm.BlockToolResult:
-			if isNull(val) {
+			if jsonx.IsNull(val) {
 				return nil
 			}
 			if len(val) > 0 && val[0] == '"' {
@@ -116,7 +116,7 @@ func parseBlock(path *fpath, v []byte) (llm.Block, error) {
 		case k == "data" && b.Type == llm.BlockRedactedThinking:
 			b.Data, err = unquote(p, val)
 		default:
-			setExtra(&b.Extra, k, val)
+			jsonx.SetMember(&b.Extra, k, val)
 		}
 		return err
 	})
@@ -163,7 +163,7 @@ func parseImageSource(path *fpath, v []byte) (*llm.ImageSource, error) {
 	err := eachMember(path, v, func(k string, val []byte) error {
 		if len(val) == 0 || val[0] != '"' {
 			if k == "type" {
-				return errAt(join(path, k), "expected a string, got %s", kindName(val))
+				return errAt(join(path, k), "expected a string, got %s", jsonx.KindName(val))
 			}
 			seen |= seenOther
 			return nil

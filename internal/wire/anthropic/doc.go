@@ -10,9 +10,10 @@
 // server tools and unknown tool_choice forms are kept verbatim and written
 // back, and encoders write known members in a fixed order followed by the
 // unknown ones sorted by key, so the output bytes are deterministic.
-// Decoding checks the JSON once (validJSON: a fast check that leaves the
-// last word to json.Valid) and then walks it in place;
-// encoding appends to a byte slice without reflection.
+// Decoding checks the JSON once (jsonx.Valid: a fast check that leaves the
+// last word to json.Valid) and then walks it in place with jsonx's member
+// and element iterators; encoding appends to a byte slice without
+// reflection (jsonx's appenders).
 //
 // The functions are pure and safe for concurrent use. A StreamWriter or a
 // StreamReader serves one stream and is not safe for concurrent use; neither

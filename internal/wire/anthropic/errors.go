@@ -94,8 +94,8 @@ func ParseError(status int, h http.Header, body []byte) *llm.APIError {
 // parseErrorBody fills e from a JSON error body and reports whether the body
 // was one: an object whose "error" member is an object.
 func parseErrorBody(e *llm.APIError, body []byte) bool {
-	body = trimValue(body)
-	if len(body) == 0 || body[0] != '{' || !validJSON(body) {
+	body = jsonx.TrimSpace(body)
+	if len(body) == 0 || body[0] != '{' || !jsonx.Valid(body) {
 		return false
 	}
 	var errObj []byte

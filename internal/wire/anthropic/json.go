@@ -1,21 +1,21 @@
 package anthropic
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
 )
 
-// This file holds a small JSON toolkit: a member iterator over JSON that has
-// already passed validJSON (so the scanners never see malformed input), typed
-// value readers that report the field path on a type mismatch, and an
-// append-style encoder that writes members in a fixed order.
+// This file holds what of the JSON toolkit is the codec's own: field paths
+// for errors, a member and element walk over JSON that has already passed
+// jsonx.Valid that decodes keys through this codec's knownKey table and
+// reports type mismatches at the field path, typed value readers, and the
+// Extra writer's rule (each value checked, an invalid one an error at its
+// path). The scanning and encoding underneath are jsonx's.
 
 // fieldError is a decoding failure at a field path such as "messages.0.role".
 type fieldError struct {
@@ -91,66 +91,24 @@ func detach(p *fpath) fpath {
 // root is the path of a top-level member.
 func root(key string) *fpath { return join(nil, key) }
 
-// kindName and isNull are the shared helpers (internal/jsonx).
-func kindName(v []byte) string { return jsonx.KindName(v) }
-
-func isNull(v []byte) bool { return jsonx.IsNull(v) }
-
-func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-func skipWS(b []byte, i int) int     { return jsonx.SkipWS(b, i) }
-func skipString(b []byte, i int) int { return jsonx.StringEnd(b, i) }
-func skipValue(b []byte, i int) int  { return jsonx.ValueEnd(b, i) }
-
-// trimValue strips surrounding white space from a valid JSON value.
-func trimValue(v []byte) []byte {
-	i, j := 0, len(v)
-	for i < j && isWS(v[i]) {
-		i++
-	}
-	for j > i && isWS(v[j-1]) {
-		j--
-	}
-	return v[i:j]
-}
-
-// eachMember calls fn for every member of the object v (valid JSON, trimmed).
-// It reports a type error at path when v is not an object.
+// eachMember calls fn for every member of the object v (valid JSON, trimmed)
+// with its key decoded (allocation-free for knownKey's). It reports a type
+// error at path when v is not an object.
 func eachMember(path *fpath, v []byte, fn func(key string, val []byte) error) error {
 	if len(v) == 0 || v[0] != '{' {
-		return errAt(path, "expected an object, got %s", kindName(v))
+		return errAt(path, "expected an object, got %s", jsonx.KindName(v))
 	}
-	i := 1
-	for {
-		i = skipWS(v, i)
-		if i >= len(v) || v[i] == '}' {
-			return nil
-		}
-		if v[i] == ',' {
-			i = skipWS(v, i+1)
-		}
-		if i >= len(v) || v[i] != '"' {
-			return errAt(path, "malformed object")
-		}
-		end := skipString(v, i)
-		key, err := unquote(path, v[i:end]) // allocation-free for known keys
+	it, _ := jsonx.Members(v)
+	for k, val, ok := it.Next(); ok; k, val, ok = it.Next() {
+		key, err := unquote(path, k)
 		if err != nil {
 			return err
 		}
-		i = skipWS(v, end)
-		if i >= len(v) || v[i] != ':' {
-			return errAt(path, "malformed object")
-		}
-		i = skipWS(v, i+1)
-		vend := skipValue(v, i)
-		if vend <= i {
-			return errAt(path, "malformed object")
-		}
-		if err := fn(key, v[i:vend]); err != nil {
+		if err := fn(key, val); err != nil {
 			return err
 		}
-		i = vend
 	}
+	return nil
 }
 
 // knownKey returns raw (the bytes between the quotes of a string without
@@ -364,71 +322,30 @@ func knownKey(raw []byte) (key string, ok bool) {
 // eachElem calls fn for every element of the array v (valid JSON, trimmed).
 func eachElem(path *fpath, v []byte, fn func(i int, val []byte) error) error {
 	if len(v) == 0 || v[0] != '[' {
-		return errAt(path, "expected an array, got %s", kindName(v))
+		return errAt(path, "expected an array, got %s", jsonx.KindName(v))
 	}
-	i, n := 1, 0
-	for {
-		i = skipWS(v, i)
-		if i >= len(v) || v[i] == ']' {
-			return nil
-		}
-		if v[i] == ',' {
-			i = skipWS(v, i+1)
-		}
-		end := skipValue(v, i)
-		if end <= i {
-			return errAt(path, "malformed array")
-		}
-		if err := fn(n, v[i:end]); err != nil {
+	it, _ := jsonx.Elements(v)
+	n := 0
+	for e, ok := it.Next(); ok; e, ok = it.Next() {
+		if err := fn(n, e); err != nil {
 			return err
 		}
 		n++
-		i = end
 	}
+	return nil
 }
 
-// countElems returns the number of elements of the array v (valid JSON,
-// trimmed), so that slices can be allocated at their final size; 0 when v is
-// not an array.
-func countElems(v []byte) int {
-	if len(v) == 0 || v[0] != '[' {
-		return 0
-	}
-	i, n := 1, 0
-	for {
-		i = skipWS(v, i)
-		if i >= len(v) || v[i] == ']' {
-			return n
-		}
-		if v[i] == ',' {
-			i = skipWS(v, i+1)
-		}
-		end := skipValue(v, i)
-		if end <= i {
-			return n
-		}
-		n++
-		i = end
-	}
-}
-
-// unquote decodes a JSON string token.
+// unquote decodes a JSON string token: knownKey's without allocating, the
+// rest with jsonx.Unquote.
 func unquote(path *fpath, v []byte) (string, error) {
 	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
-		return "", errAt(path, "expected a string, got %s", kindName(v))
+		return "", errAt(path, "expected a string, got %s", jsonx.KindName(v))
 	}
-	inner := v[1 : len(v)-1]
-	if k, ok := knownKey(inner); ok {
+	if k, ok := knownKey(v[1 : len(v)-1]); ok {
 		return k, nil
 	}
-	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
-		return string(inner), nil
-	}
-	if s, ok := decodeString(inner); ok {
-		return s, nil
-	}
-	var s string
-	if err := json.Unmarshal(v, &s); err != nil {
+	s, err := jsonx.Unquote(v)
+	if err != nil {
 		return "", errAt(path, "invalid string: %v", err)
 	}
 	return s, nil
@@ -436,7 +353,7 @@ func unquote(path *fpath, v []byte) (string, error) {
 
 // str reads a string; null reads as "".
 func str(path *fpath, v []byte) (string, error) {
-	if isNull(v) {
+	if jsonx.IsNull(v) {
 		return "", nil
 	}
 	return unquote(path, v)
@@ -450,12 +367,12 @@ func boolean(path *fpath, v []byte) (bool, error) {
 	case "false", "null":
 		return false, nil
 	}
-	return false, errAt(path, "expected a boolean, got %s", kindName(v))
+	return false, errAt(path, "expected a boolean, got %s", jsonx.KindName(v))
 }
 
 func number(path *fpath, v []byte) (float64, error) {
 	if len(v) == 0 || !(v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) {
-		return 0, errAt(path, "expected a number, got %s", kindName(v))
+		return 0, errAt(path, "expected a number, got %s", jsonx.KindName(v))
 	}
 	f, err := strconv.ParseFloat(string(v), 64)
 	if err != nil {
@@ -466,11 +383,11 @@ func number(path *fpath, v []byte) (float64, error) {
 
 // integer reads an integral JSON number (1.0 and 1e3 are accepted); null reads as 0.
 func integer(path *fpath, v []byte) (int, error) {
-	if isNull(v) {
+	if jsonx.IsNull(v) {
 		return 0, nil
 	}
 	if len(v) == 0 || !(v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) {
-		return 0, errAt(path, "expected an integer, got %s", kindName(v))
+		return 0, errAt(path, "expected an integer, got %s", jsonx.KindName(v))
 	}
 	if n, err := strconv.ParseInt(string(v), 10, 0); err == nil {
 		return int(n), nil
@@ -486,7 +403,7 @@ func integer(path *fpath, v []byte) (int, error) {
 
 // appendRaw appends a raw JSON value after checking it is valid.
 func appendRaw(b []byte, what *fpath, v json.RawMessage) ([]byte, error) {
-	if !validJSON(v) {
+	if !jsonx.Valid(v) {
 		return b, fmt.Errorf("%s is not valid JSON", what.String())
 	}
 	return append(b, v...), nil
@@ -526,12 +443,4 @@ func appendExtraWith(b []byte, path *fpath, x llm.Extra, key string, val json.Ra
 		}
 	}
 	return b, nil
-}
-
-// setExtra records an unknown member in *x.
-func setExtra(x *llm.Extra, key string, val []byte) {
-	if *x == nil {
-		*x = make(llm.Extra, 2)
-	}
-	(*x)[key] = json.RawMessage(val)
 }

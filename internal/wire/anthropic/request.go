@@ -41,15 +41,15 @@ func invalidJSON(body []byte) string {
 // must be an integer from 0 to MaxTokensLimit. The result does not alias
 // body.
 func ParseRequest(body []byte) (*llm.Request, error) {
-	body = trimValue(body)
-	if !validJSON(body) {
+	body = jsonx.TrimSpace(body)
+	if !jsonx.Valid(body) {
 		return nil, badRequest(invalidJSON(body))
 	}
 	if msg := brokenText(body); msg != "" {
 		return nil, badRequest(msg)
 	}
 	if body[0] != '{' {
-		return nil, badRequest("request body: expected a JSON object, got " + kindName(body))
+		return nil, badRequest("request body: expected a JSON object, got " + jsonx.KindName(body))
 	}
 	body = bytes.Clone(body)
 	r := &llm.Request{Format: llm.FormatAnthropic}
@@ -62,7 +62,7 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 			r.Model, err = unquote(p, v)
 			sawModel = true
 		case "max_tokens":
-			if isNull(v) {
+			if jsonx.IsNull(v) {
 				return nil
 			}
 			r.MaxTokens, err = tokenCount(p, v)
@@ -73,17 +73,17 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 			sawMessages = true
 			r.Messages, err = parseMessages(p, v)
 		case "tools":
-			if isNull(v) {
+			if jsonx.IsNull(v) {
 				return nil
 			}
 			r.Tools, err = parseTools(p, v)
 		case "tool_choice":
-			if isNull(v) {
+			if jsonx.IsNull(v) {
 				return nil
 			}
 			r.ToolChoice, err = parseToolChoice(p, v)
 		case "stop_sequences":
-			if isNull(v) {
+			if jsonx.IsNull(v) {
 				return nil
 			}
 			r.StopSequences = make([]string, 0, 2)
@@ -97,14 +97,14 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 		case "top_p":
 			r.TopP, err = optFloat(p, v)
 		case "top_k":
-			if isNull(v) {
+			if jsonx.IsNull(v) {
 				return nil
 			}
 			var n int
 			n, err = integer(p, v)
 			r.TopK = &n
 		case "metadata":
-			if isNull(v) {
+			if jsonx.IsNull(v) {
 				return nil
 			}
 			err = eachMember(p, v, func(mk string, mv []byte) error {
@@ -113,19 +113,19 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 					r.UserID, err = str(join(p, mk), mv)
 					return err
 				}
-				setExtra(&r.MetadataExtra, mk, mv)
+				jsonx.SetMember(&r.MetadataExtra, mk, mv)
 				return nil
 			})
 		case "stream":
 			r.Stream, err = boolean(p, v)
 		case "mesh_behavior":
 			if len(v) == 0 || v[0] != '{' {
-				return errAt(p, "expected an object, got %s", kindName(v))
+				return errAt(p, "expected an object, got %s", jsonx.KindName(v))
 			}
 			r.MeshBehavior = json.RawMessage(v)
 			sawMeshTop = true
 		default:
-			setExtra(&r.Extra, k, v)
+			jsonx.SetMember(&r.Extra, k, v)
 		}
 		return err
 	})
@@ -161,7 +161,7 @@ const MaxTokensLimit = math.MaxInt32
 // reported as too large, not as a non-integer.
 func tokenCount(path *fpath, v []byte) (int, error) {
 	if len(v) == 0 || !(v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) {
-		return 0, errAt(path, "expected an integer, got %s", kindName(v))
+		return 0, errAt(path, "expected an integer, got %s", jsonx.KindName(v))
 	}
 	n, err := strconv.ParseInt(string(v), 10, 64)
 	if err != nil {
@@ -196,7 +196,7 @@ func numberText(v []byte) string {
 }
 
 func optFloat(path *fpath, v []byte) (*float64, error) {
-	if isNull(v) {
+	if jsonx.IsNull(v) {
 		return nil, nil
 	}
 	f, err := number(path, v)
@@ -211,7 +211,7 @@ func optFloat(path *fpath, v []byte) (*float64, error) {
 // reports whether the object form carried mesh_behavior.
 func parseSystem(r *llm.Request, v []byte) (sawMesh bool, err error) {
 	switch {
-	case isNull(v):
+	case jsonx.IsNull(v):
 		return false, nil
 	case len(v) > 0 && v[0] == '{':
 		sawContent := false
@@ -225,7 +225,7 @@ func parseSystem(r *llm.Request, v []byte) (sawMesh bool, err error) {
 				return err
 			case "mesh_behavior":
 				if len(mv) == 0 || mv[0] != '{' {
-					return errAt(join(sys, "mesh_behavior"), "expected an object, got %s", kindName(mv))
+					return errAt(join(sys, "mesh_behavior"), "expected an object, got %s", jsonx.KindName(mv))
 				}
 				r.MeshBehavior = json.RawMessage(mv)
 				sawMesh = true
@@ -243,7 +243,7 @@ func parseSystem(r *llm.Request, v []byte) (sawMesh bool, err error) {
 }
 
 func parseMessages(path *fpath, v []byte) ([]llm.Message, error) {
-	msgs := make([]llm.Message, 0, countElems(v))
+	msgs := make([]llm.Message, 0, jsonx.CountElements(v))
 	err := eachElem(path, v, func(i int, e []byte) error {
 		p := joinIndex(path, i)
 		var m llm.Message
@@ -267,7 +267,7 @@ func parseMessages(path *fpath, v []byte) ([]llm.Message, error) {
 				m.Content, m.ContentIsString, err = parseContent(join(p, k), mv)
 				sawContent = true
 			default:
-				setExtra(&m.Extra, k, mv)
+				jsonx.SetMember(&m.Extra, k, mv)
 			}
 			return err
 		})
@@ -301,18 +301,18 @@ func parseTools(path *fpath, v []byte) ([]llm.Tool, error) {
 				t.Description, err = str(join(p, k), tv)
 			case "input_schema":
 				if len(tv) == 0 || tv[0] != '{' {
-					return errAt(join(p, k), "expected an object, got %s", kindName(tv))
+					return errAt(join(p, k), "expected an object, got %s", jsonx.KindName(tv))
 				}
 				t.InputSchema = json.RawMessage(tv)
 			case "strict":
-				if isNull(tv) {
+				if jsonx.IsNull(tv) {
 					return nil
 				}
 				var s bool
 				s, err = boolean(join(p, k), tv)
 				t.Strict = &s
 			default:
-				setExtra(&t.Extra, k, tv)
+				jsonx.SetMember(&t.Extra, k, tv)
 			}
 			return err
 		})
@@ -349,14 +349,14 @@ func parseToolChoice(path *fpath, v []byte) (*llm.ToolChoice, error) {
 		case "name":
 			tc.Name, err = str(join(path, k), cv)
 		case "disable_parallel_tool_use":
-			if isNull(cv) {
+			if jsonx.IsNull(cv) {
 				return nil
 			}
 			var d bool
 			d, err = boolean(join(path, k), cv)
 			tc.DisableParallel = &d
 		default:
-			setExtra(&tc.Extra, k, cv)
+			jsonx.SetMember(&tc.Extra, k, cv)
 		}
 		return err
 	})

@@ -24,12 +24,12 @@ func protocolError(msg string) *llm.APIError {
 // status 502 and MeshCode MESH_UPSTREAM_PROTOCOL. The result does not alias
 // body.
 func ParseResponse(body []byte) (*llm.Response, error) {
-	body = trimValue(body)
-	if !validJSON(body) {
+	body = jsonx.TrimSpace(body)
+	if !jsonx.Valid(body) {
 		return nil, protocolError(invalidJSON(body))
 	}
 	if body[0] != '{' {
-		return nil, protocolError("response body: expected a JSON object, got " + kindName(body))
+		return nil, protocolError("response body: expected a JSON object, got " + jsonx.KindName(body))
 	}
 	body = bytes.Clone(body)
 	r, err := parseMessage(nil, body)
@@ -62,7 +62,7 @@ func parseMessage(path *fpath, v []byte) (*llm.Response, error) {
 		case "model":
 			r.Model, err = str(p, mv)
 		case "content":
-			if isNull(mv) {
+			if jsonx.IsNull(mv) {
 				return nil
 			}
 			r.Content, _, err = parseContent(p, mv)
@@ -76,12 +76,12 @@ func parseMessage(path *fpath, v []byte) (*llm.Response, error) {
 		case "stop_sequence":
 			r.StopSequence, err = str(p, mv)
 		case "usage":
-			if isNull(mv) {
+			if jsonx.IsNull(mv) {
 				return nil
 			}
 			err = parseUsage(p, mv, &r.Usage)
 		default:
-			setExtra(&r.Extra, k, mv)
+			jsonx.SetMember(&r.Extra, k, mv)
 		}
 		return err
 	})
@@ -118,12 +118,12 @@ func parseUsage(path *fpath, v []byte, u *llm.Usage) error {
 			u.CacheReadTokens, err = integer(p, uv)
 		case "output_tokens_details":
 			if len(uv) == 0 || uv[0] != '{' {
-				setExtra(&u.Extra, k, uv)
+				jsonx.SetMember(&u.Extra, k, uv)
 				return nil
 			}
 			var rest []byte
 			err = eachMember(p, uv, func(dk string, dv []byte) error {
-				if dk == "thinking_tokens" && !isNull(dv) {
+				if dk == "thinking_tokens" && !jsonx.IsNull(dv) {
 					var err error
 					u.ReasoningTokens, err = integer(join(p, dk), dv)
 					return err
@@ -136,10 +136,10 @@ func parseUsage(path *fpath, v []byte, u *llm.Usage) error {
 				return nil
 			})
 			if rest != nil {
-				setExtra(&u.Extra, k, append(rest, '}'))
+				jsonx.SetMember(&u.Extra, k, append(rest, '}'))
 			}
 		default:
-			setExtra(&u.Extra, k, uv)
+			jsonx.SetMember(&u.Extra, k, uv)
 		}
 		return err
 	})
@@ -201,10 +201,10 @@ func appendUsage(b []byte, path *fpath, u *llm.Usage, which usageFields) ([]byte
 // mergeMembers appends the members of object obj (without braces) to b, which
 // holds an open object with at least one member.
 func mergeMembers(b []byte, path *fpath, obj json.RawMessage) ([]byte, error) {
-	if !validJSON(obj) {
+	if !jsonx.Valid(obj) {
 		return b, errAt(path, "not valid JSON")
 	}
-	return b, eachMember(path, trimValue(obj), func(k string, v []byte) error {
+	return b, eachMember(path, jsonx.TrimSpace(obj), func(k string, v []byte) error {
 		if k == "thinking_tokens" {
 			return nil
 		}

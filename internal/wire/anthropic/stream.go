@@ -235,7 +235,7 @@ func (s *StreamReader) next() (*llm.Event, error) {
 
 // decode fills ev from ev.Raw and checks the event's place in the stream.
 func (s *StreamReader) decode(ev *llm.Event) error {
-	data := trimValue(ev.Raw)
+	data := jsonx.TrimSpace(ev.Raw)
 	if ev.Type == llm.EventError {
 		ev.Err = &llm.APIError{Status: 200}
 		if !parseErrorBody(ev.Err, data) {
@@ -249,7 +249,7 @@ func (s *StreamReader) decode(ev *llm.Event) error {
 	if len(data) == 0 {
 		return errors.New("empty data")
 	}
-	if !validJSON(data) {
+	if !jsonx.Valid(data) {
 		return errors.New(invalidJSON(data))
 	}
 	var (
@@ -265,7 +265,7 @@ func (s *StreamReader) decode(ev *llm.Event) error {
 		case "index":
 			if ev.Type == llm.EventBlockStart || ev.Type == llm.EventBlockDelta || ev.Type == llm.EventBlockStop {
 				ev.Index, err = integer(root(k), v)
-				sawIndex = !isNull(v)
+				sawIndex = !jsonx.IsNull(v)
 			}
 		case "message":
 			if ev.Type == llm.EventMessageStart {
@@ -288,7 +288,7 @@ func (s *StreamReader) decode(ev *llm.Event) error {
 				msgDelta = v
 			}
 		case "usage":
-			if ev.Type == llm.EventMessageDelta && !isNull(v) {
+			if ev.Type == llm.EventMessageDelta && !jsonx.IsNull(v) {
 				usage = v
 			}
 		}

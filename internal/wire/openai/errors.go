@@ -90,13 +90,13 @@ func ParseError(status int, h http.Header, body []byte) *llm.APIError {
 	}
 	var typ string
 	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) > 0 && trimmed[0] == '{' && validJSON(trimmed) {
-		_ = eachMember(trimmed, func(k, v []byte) error {
+	if len(trimmed) > 0 && trimmed[0] == '{' && jsonx.Valid(trimmed) {
+		_ = jsonx.EachMember(trimmed, func(k, v []byte) error {
 			switch string(bareKey(k)) {
 			case "error":
 				switch {
 				case len(v) > 0 && v[0] == '{':
-					_ = eachMember(v, func(ek, ev []byte) error {
+					_ = jsonx.EachMember(v, func(ek, ev []byte) error {
 						switch string(bareKey(ek)) {
 						case "message":
 							e.Message = scalarText(ev)

@@ -2,125 +2,29 @@ package openai
 
 import (
 	"encoding/json"
-	"unicode/utf8"
 
 	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
 )
 
-// This file holds the small JSON toolkit the codec is built on: a walker over
-// already-validated JSON (members of an object, elements of an array, without
-// decoding what is not needed) and append-based encoders. Inputs are checked
-// with json.Valid once, so the walker can rely on well-formed input; it still
-// bounds-checks every index so that no input can make it panic.
+// This file holds what of the JSON toolkit is the codec's own: its table of
+// known keys, the raw-key helpers the member walkers' callers switch on, and
+// the Extra writer's rule (values verbatim, null for an unset one). The
+// walkers and encoders are jsonx's; inputs are checked with jsonx.Valid
+// once, and the walkers bounds-check every index so that no input can make
+// them panic.
 
-func skipWS(d []byte, i int) int    { return jsonx.SkipWS(d, i) }
-func stringEnd(d []byte, i int) int { return jsonx.StringEnd(d, i) }
-func valueEnd(d []byte, i int) int  { return jsonx.ValueEnd(d, i) }
-
-// eachMember calls fn with the raw (still quoted) key and the raw value of
-// every member of the JSON object obj, in order. obj must be valid JSON.
-func eachMember(obj []byte, fn func(key, val []byte) error) error {
-	i := skipWS(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return errNotObject
-	}
-	i = skipWS(obj, i+1)
-	for i < len(obj) && obj[i] == '"' {
-		kEnd := stringEnd(obj, i)
-		key := obj[i:kEnd]
-		i = skipWS(obj, kEnd)
-		i = skipWS(obj, i+1) // ':'
-		vEnd := valueEnd(obj, i)
-		if vEnd <= i {
-			return errNotObject
-		}
-		if err := fn(key, obj[i:vEnd]); err != nil {
-			return err
-		}
-		i = skipWS(obj, vEnd)
-		if i >= len(obj) || obj[i] != ',' {
-			break
-		}
-		i = skipWS(obj, i+1)
-	}
-	return nil
-}
-
-// eachElement calls fn with the index and raw value of every element of the
-// JSON array arr. arr must be valid JSON.
-func eachElement(arr []byte, fn func(i int, val []byte) error) error {
-	i := skipWS(arr, 0)
-	if i >= len(arr) || arr[i] != '[' {
-		return errNotArray
-	}
-	i = skipWS(arr, i+1)
-	for n := 0; i < len(arr) && arr[i] != ']'; n++ {
-		vEnd := valueEnd(arr, i)
-		if vEnd <= i {
-			return errNotArray
-		}
-		if err := fn(n, arr[i:vEnd]); err != nil {
-			return err
-		}
-		i = skipWS(arr, vEnd)
-		if i >= len(arr) || arr[i] != ',' {
-			break
-		}
-		i = skipWS(arr, i+1)
-	}
-	return nil
-}
-
-// countElements returns the number of elements of the JSON array arr (valid
-// JSON), so that slices can be allocated at their final size.
-func countElements(arr []byte) int {
-	n := 0
-	_ = eachElement(arr, func(int, []byte) error {
-		n++
-		return nil
-	})
-	return n
-}
-
-type jsonError string
-
-func (e jsonError) Error() string { return string(e) }
-
-const (
-	errNotObject jsonError = "expected a JSON object"
-	errNotArray  jsonError = "expected a JSON array"
-)
-
-// kind and isNull are the shared helpers (internal/jsonx).
-func kind(v []byte) string { return jsonx.KindName(v) }
-
-func isNull(v []byte) bool { return jsonx.IsNull(v) }
-
-// unquote decodes a raw JSON string. Strings without escapes and with valid
-// UTF-8 are sliced directly; the rest go through encoding/json, so that
-// invalid UTF-8 becomes U+FFFD exactly as encoding/json does.
+// unquote decodes a raw JSON string token: knownKey's without allocating,
+// the rest with jsonx.Unquote (invalid UTF-8 becomes U+FFFD exactly as
+// encoding/json makes it).
 func unquote(raw []byte) (string, bool) {
-	if len(raw) < 2 || raw[0] != '"' {
-		return "", false
-	}
-	inner := raw[1 : len(raw)-1]
-	if k, ok := knownKey(inner); ok {
-		return k, true
-	}
-	if !hasEscapeOrInvalid(inner) {
-		return string(inner), true
-	}
-	if raw[len(raw)-1] == '"' {
-		if s, ok := decodeString(inner); ok {
-			return s, true
+	if len(raw) >= 2 && raw[0] == '"' {
+		if k, ok := knownKey(raw[1 : len(raw)-1]); ok {
+			return k, true
 		}
 	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return "", false
-	}
-	return s, true
+	s, err := jsonx.Unquote(raw)
+	return s, err == nil
 }
 
 // knownKey returns raw (the bytes between the quotes of a string without
@@ -315,19 +219,6 @@ func knownKey(raw []byte) (string, bool) {
 	return "", false
 }
 
-func hasEscapeOrInvalid(b []byte) bool {
-	ascii := true
-	for _, c := range b {
-		if c == '\\' {
-			return true
-		}
-		if c >= utf8.RuneSelf {
-			ascii = false
-		}
-	}
-	return !ascii && !utf8.Valid(b)
-}
-
 // keyName decodes a raw object key.
 func keyName(raw []byte) string {
 	s, _ := unquote(raw)
@@ -339,7 +230,7 @@ func keyName(raw []byte) string {
 func bareKey(raw []byte) []byte {
 	if len(raw) >= 2 {
 		inner := raw[1 : len(raw)-1]
-		if !hasEscapeOrInvalid(inner) {
+		if jsonx.Plain(inner) {
 			return inner
 		}
 	}
@@ -348,10 +239,7 @@ func bareKey(raw []byte) []byte {
 
 // setExtra stores a member verbatim in *e, creating the map on first use.
 func setExtra(e *llm.Extra, key []byte, val []byte) {
-	if *e == nil {
-		*e = make(llm.Extra, 4)
-	}
-	(*e)[keyName(key)] = json.RawMessage(val)
+	jsonx.SetMember(e, keyName(key), val)
 }
 
 // --- encoding ---
@@ -382,7 +270,7 @@ func appendExtra(b []byte, e llm.Extra, known func(string) bool) []byte {
 // partial objects this codec keeps for nested unknown members) into the
 // object being written in b.
 func appendObjectMembers(b []byte, obj json.RawMessage) []byte {
-	_ = eachMember(obj, func(k, v []byte) error {
+	_ = jsonx.EachMember(obj, func(k, v []byte) error {
 		if n := len(b); n > 0 && b[n-1] != '{' {
 			b = append(b, ',')
 		}

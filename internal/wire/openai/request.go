@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
 )
 
@@ -28,7 +29,7 @@ func badRequest(param, format string, args ...any) *llm.APIError {
 }
 
 func wrongType(param, want string, got []byte) *llm.APIError {
-	return badRequest(param, "expected %s, got %s", want, kind(got))
+	return badRequest(param, "expected %s, got %s", want, jsonx.KindName(got))
 }
 
 func getString(v []byte, param string) (string, error) {
@@ -131,14 +132,14 @@ func indexParam(prefix string, i int, field string) string {
 // MaxTokensLimit. A body with invalid UTF-8 or an unpaired surrogate escape
 // is rejected as Chat Completions rejects it (see brokenText).
 func ParseRequest(body []byte) (*llm.Request, error) {
-	if !validJSON(body) {
+	if !jsonx.Valid(body) {
 		return nil, badRequest("", "request body is not valid JSON")
 	}
 	if msg := brokenText(body); msg != "" {
 		return nil, badRequest("", "%s", msg)
 	}
 	body = bytes.Clone(body) // raw values below alias this copy, not the caller's buffer
-	if i := skipWS(body, 0); i >= len(body) || body[i] != '{' {
+	if i := jsonx.SkipWS(body, 0); i >= len(body) || body[i] != '{' {
 		return nil, badRequest("", "request body must be a JSON object")
 	}
 	r := &llm.Request{Format: llm.FormatOpenAI}
@@ -149,7 +150,7 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 		responseFormatKey        []byte
 		sawModel, sawMessages    bool
 	)
-	err := eachMember(body, func(k, v []byte) error {
+	err := jsonx.EachMember(body, func(k, v []byte) error {
 		var err error
 		switch string(bareKey(k)) {
 		case "model":
@@ -158,7 +159,7 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 		case "messages":
 			sawMessages = true
 			r.Messages = r.Messages[:0]
-			if n := countElements(v); n > 0 && r.Messages == nil {
+			if n := jsonx.CountElements(v); n > 0 && r.Messages == nil {
 				r.Messages = make([]llm.Message, 0, n) // tool messages merge: n is an upper bound
 			}
 			err = parseMessages(v, r)
@@ -167,15 +168,15 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 		case "max_tokens":
 			maxLegacy, maxLegacyKey = v, k
 		case "temperature":
-			if !isNull(v) {
+			if !jsonx.IsNull(v) {
 				r.Temperature, err = getFloat(v, "temperature")
 			}
 		case "top_p":
-			if !isNull(v) {
+			if !jsonx.IsNull(v) {
 				r.TopP, err = getFloat(v, "top_p")
 			}
 		case "n":
-			if !isNull(v) {
+			if !jsonx.IsNull(v) {
 				r.N, err = getInt(v, "n")
 				if err == nil && r.N > 1 {
 					err = badRequest("n", "only 1 is supported")
@@ -186,7 +187,7 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 		case "stop":
 			err = parseStop(v, r)
 		case "stream":
-			if !isNull(v) {
+			if !jsonx.IsNull(v) {
 				r.Stream, err = getBool(v, "stream")
 			}
 		case "stream_options":
@@ -196,7 +197,7 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 		case "tool_choice":
 			r.ToolChoice, err = parseToolChoice(v)
 		case "parallel_tool_calls":
-			if !isNull(v) {
+			if !jsonx.IsNull(v) {
 				var b bool
 				b, err = getBool(v, "parallel_tool_calls")
 				r.ParallelToolCalls = &b
@@ -204,11 +205,11 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 		case "response_format":
 			responseFormat, responseFormatKey = v, k
 		case "user":
-			if !isNull(v) {
+			if !jsonx.IsNull(v) {
 				r.UserID, err = getString(v, "user")
 			}
 		case "mesh_behavior":
-			if !isNull(v) {
+			if !jsonx.IsNull(v) {
 				r.MeshBehavior = json.RawMessage(v)
 			}
 		default:
@@ -229,20 +230,20 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 		return nil, badRequest("messages", "must contain at least one message")
 	}
 	switch {
-	case maxCompletion != nil && !isNull(maxCompletion):
+	case maxCompletion != nil && !jsonx.IsNull(maxCompletion):
 		if err := setMaxTokens(r, maxCompletion, "max_completion_tokens"); err != nil {
 			return nil, err
 		}
 		if maxLegacy != nil {
 			setExtra(&r.Extra, maxLegacyKey, maxLegacy)
 		}
-	case maxLegacy != nil && !isNull(maxLegacy):
+	case maxLegacy != nil && !jsonx.IsNull(maxLegacy):
 		if err := setMaxTokens(r, maxLegacy, "max_tokens"); err != nil {
 			return nil, err
 		}
 		r.MaxTokensLegacy = true
 	}
-	if responseFormat != nil && !isNull(responseFormat) {
+	if responseFormat != nil && !jsonx.IsNull(responseFormat) {
 		rf, err := parseResponseFormat(responseFormat)
 		if err != nil {
 			return nil, err
@@ -307,14 +308,14 @@ func numberText(v []byte) string {
 func parseStop(v []byte, r *llm.Request) error {
 	r.StopSequences, r.StopIsString = nil, false
 	switch {
-	case isNull(v):
+	case jsonx.IsNull(v):
 		return nil
 	case v[0] == '"':
 		s, err := getString(v, "stop")
 		r.StopSequences, r.StopIsString = []string{s}, true
 		return err
 	case v[0] == '[':
-		return eachElement(v, func(i int, el []byte) error {
+		return jsonx.EachElement(v, func(i int, el []byte) error {
 			s, err := getStringAt(el, index(root("stop"), i))
 			r.StopSequences = append(r.StopSequences, s)
 			return err
@@ -325,15 +326,15 @@ func parseStop(v []byte, r *llm.Request) error {
 
 func parseStreamOptions(v []byte, r *llm.Request) error {
 	r.IncludeUsage, r.StreamOptionsExtra = false, nil
-	if isNull(v) {
+	if jsonx.IsNull(v) {
 		return nil
 	}
 	if v[0] != '{' {
 		return wrongType("stream_options", "an object", v)
 	}
-	return eachMember(v, func(k, mv []byte) error {
+	return jsonx.EachMember(v, func(k, mv []byte) error {
 		if string(bareKey(k)) == "include_usage" {
-			if isNull(mv) {
+			if jsonx.IsNull(mv) {
 				return nil
 			}
 			var err error
@@ -359,12 +360,12 @@ func parseMessages(v []byte, r *llm.Request) error {
 		return wrongType("messages", "an array", v)
 	}
 	lastWasTool := false
-	return eachElement(v, func(i int, el []byte) error {
+	return jsonx.EachElement(v, func(i int, el []byte) error {
 		if el[0] != '{' {
 			return wrongType(indexParam("messages", i, ""), "an object", el)
 		}
 		var m rawMessage
-		err := eachMember(el, func(k, mv []byte) error {
+		err := jsonx.EachMember(el, func(k, mv []byte) error {
 			switch string(bareKey(k)) {
 			case "role":
 				m.role = mv
@@ -439,7 +440,7 @@ func parseMessage(m *rawMessage, role llm.Role, i int) (llm.Message, error) {
 		if role != llm.RoleAssistant {
 			return msg, badRequest(param.String(), "required")
 		}
-	case isNull(m.content):
+	case jsonx.IsNull(m.content):
 		msg.ContentIsNull = true
 	case m.content[0] == '"':
 		s, err := getStringAt(m.content, param)
@@ -459,13 +460,13 @@ func parseMessage(m *rawMessage, role llm.Role, i int) (llm.Message, error) {
 	default:
 		return msg, wrongType(param.String(), "a string or an array of content parts", m.content)
 	}
-	if role == llm.RoleAssistant && m.toolCalls != nil && !isNull(m.toolCalls) {
+	if role == llm.RoleAssistant && m.toolCalls != nil && !jsonx.IsNull(m.toolCalls) {
 		param := join(index(root("messages"), i), "tool_calls")
 		if m.toolCalls[0] != '[' {
 			return msg, wrongType(param.String(), "an array", m.toolCalls)
 		}
-		msg.Content = slices.Grow(msg.Content, countElements(m.toolCalls))
-		err := eachElement(m.toolCalls, func(j int, el []byte) error {
+		msg.Content = slices.Grow(msg.Content, jsonx.CountElements(m.toolCalls))
+		err := jsonx.EachElement(m.toolCalls, func(j int, el []byte) error {
 			b, err := parseToolCall(el, index(param, j))
 			msg.Content = append(msg.Content, b)
 			return err
@@ -517,9 +518,9 @@ func parseToolMessage(m *rawMessage, i int) (llm.Block, error) {
 // An empty array gives an empty, non-nil slice.
 func parseParts(v []byte, param *fpath, dst []llm.Block) ([]llm.Block, error) {
 	if dst == nil {
-		dst = make([]llm.Block, 0, countElements(v))
+		dst = make([]llm.Block, 0, jsonx.CountElements(v))
 	}
-	err := eachElement(v, func(j int, el []byte) error {
+	err := jsonx.EachElement(v, func(j int, el []byte) error {
 		b, err := parsePart(el, index(param, j))
 		dst = append(dst, b)
 		return err
@@ -534,7 +535,7 @@ func parsePart(el []byte, param *fpath) (llm.Block, error) {
 	}
 	var typ, text, image []byte
 	var extra llm.Extra
-	_ = eachMember(el, func(k, v []byte) error {
+	_ = jsonx.EachMember(el, func(k, v []byte) error {
 		switch string(bareKey(k)) {
 		case "type":
 			typ = v
@@ -584,7 +585,7 @@ func parseImageURL(v []byte, param *fpath) (*llm.ImageSource, error) {
 	}
 	var url, detail []byte
 	unknown := false
-	_ = eachMember(v, func(k, mv []byte) error {
+	_ = jsonx.EachMember(v, func(k, mv []byte) error {
 		switch string(bareKey(k)) {
 		case "url":
 			url = mv
@@ -627,7 +628,7 @@ func parseToolCall(el []byte, param *fpath) (llm.Block, error) {
 		return b, wrongType(param.String(), "an object", el)
 	}
 	var id, typ, fn []byte
-	_ = eachMember(el, func(k, v []byte) error {
+	_ = jsonx.EachMember(el, func(k, v []byte) error {
 		switch string(bareKey(k)) {
 		case "id":
 			id = v
@@ -659,7 +660,7 @@ func parseToolCall(el []byte, param *fpath) (llm.Block, error) {
 	}
 	var name, args []byte
 	unknown := false
-	_ = eachMember(fn, func(k, v []byte) error {
+	_ = jsonx.EachMember(fn, func(k, v []byte) error {
 		switch string(bareKey(k)) {
 		case "name":
 			name = v
@@ -696,18 +697,18 @@ func isJSONObject(s string) bool {
 	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
 		i++
 	}
-	return i < len(s) && s[i] == '{' && validJSON([]byte(s))
+	return i < len(s) && s[i] == '{' && jsonx.Valid([]byte(s))
 }
 
 func parseTools(v []byte, r *llm.Request) error {
 	r.Tools = nil
-	if isNull(v) {
+	if jsonx.IsNull(v) {
 		return nil
 	}
 	if v[0] != '[' {
 		return wrongType("tools", "an array", v)
 	}
-	return eachElement(v, func(i int, el []byte) error {
+	return jsonx.EachElement(v, func(i int, el []byte) error {
 		t, err := parseTool(el, index(root("tools"), i))
 		r.Tools = append(r.Tools, t)
 		return err
@@ -720,7 +721,7 @@ func parseTool(el []byte, param *fpath) (llm.Tool, error) {
 		return t, wrongType(param.String(), "an object", el)
 	}
 	var typ, fn []byte
-	_ = eachMember(el, func(k, v []byte) error {
+	_ = jsonx.EachMember(el, func(k, v []byte) error {
 		switch string(bareKey(k)) {
 		case "type":
 			typ = v
@@ -746,7 +747,7 @@ func parseTool(el []byte, param *fpath) (llm.Tool, error) {
 	}
 	var name, desc, params, strict []byte
 	unknown := false
-	_ = eachMember(fn, func(k, v []byte) error {
+	_ = jsonx.EachMember(fn, func(k, v []byte) error {
 		switch string(bareKey(k)) {
 		case "name":
 			name = v
@@ -770,15 +771,15 @@ func parseTool(el []byte, param *fpath) (llm.Tool, error) {
 	if unknown {
 		return keepRaw()
 	}
-	if desc != nil && !isNull(desc) {
+	if desc != nil && !jsonx.IsNull(desc) {
 		if t.Description, err = getStringAt(desc, join(param, "function.description")); err != nil {
 			return t, err
 		}
 	}
-	if params != nil && !isNull(params) {
+	if params != nil && !jsonx.IsNull(params) {
 		t.InputSchema = json.RawMessage(params)
 	}
-	if strict != nil && !isNull(strict) {
+	if strict != nil && !jsonx.IsNull(strict) {
 		s, err := getBoolAt(strict, join(param, "function.strict"))
 		if err != nil {
 			return t, err
@@ -790,7 +791,7 @@ func parseTool(el []byte, param *fpath) (llm.Tool, error) {
 
 func parseToolChoice(v []byte) (*llm.ToolChoice, error) {
 	switch {
-	case isNull(v):
+	case jsonx.IsNull(v):
 		return nil, nil
 	case v[0] == '"':
 		s, err := getString(v, "tool_choice")
@@ -811,7 +812,7 @@ func parseToolChoice(v []byte) (*llm.ToolChoice, error) {
 	}
 	tc := &llm.ToolChoice{}
 	var typ, fn []byte
-	_ = eachMember(v, func(k, mv []byte) error {
+	_ = jsonx.EachMember(v, func(k, mv []byte) error {
 		switch string(bareKey(k)) {
 		case "type":
 			typ = mv
@@ -828,7 +829,7 @@ func parseToolChoice(v []byte) (*llm.ToolChoice, error) {
 	}
 	var name []byte
 	unknown := false
-	_ = eachMember(fn, func(k, mv []byte) error {
+	_ = jsonx.EachMember(fn, func(k, mv []byte) error {
 		if string(bareKey(k)) == "name" {
 			name = mv
 		} else {
@@ -852,7 +853,7 @@ func parseResponseFormat(v []byte) (*llm.ResponseFormat, error) {
 	}
 	rf := &llm.ResponseFormat{}
 	var typ, schema []byte
-	_ = eachMember(v, func(k, mv []byte) error {
+	_ = jsonx.EachMember(v, func(k, mv []byte) error {
 		switch string(bareKey(k)) {
 		case "type":
 			typ = mv
@@ -886,7 +887,7 @@ func parseResponseFormat(v []byte) (*llm.ResponseFormat, error) {
 	}
 	var name, desc, sch, strict []byte
 	unknown := false
-	_ = eachMember(schema, func(k, mv []byte) error {
+	_ = jsonx.EachMember(schema, func(k, mv []byte) error {
 		switch string(bareKey(k)) {
 		case "name":
 			name = mv
@@ -904,7 +905,7 @@ func parseResponseFormat(v []byte) (*llm.ResponseFormat, error) {
 	if unknown || name == nil || name[0] != '"' ||
 		desc != nil && desc[0] != '"' ||
 		strict != nil && strict[0] != 't' && strict[0] != 'f' ||
-		sch != nil && isNull(sch) {
+		sch != nil && jsonx.IsNull(sch) {
 		return nil, nil
 	}
 	if rf.Name, err = getString(name, "response_format.json_schema.name"); err != nil {

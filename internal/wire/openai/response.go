@@ -59,15 +59,15 @@ func stopReason(finish string) llm.StopReason {
 // "prompt_tokens_details" / "completion_tokens_details"). Errors are
 // *llm.APIError with status 502 and MeshCode MESH_UPSTREAM_PROTOCOL.
 func ParseResponse(body []byte) (*llm.Response, error) {
-	if !validJSON(body) {
+	if !jsonx.Valid(body) {
 		return nil, protocolError("response body is not valid JSON")
 	}
-	if i := skipWS(body, 0); i >= len(body) || body[i] != '{' {
+	if i := jsonx.SkipWS(body, 0); i >= len(body) || body[i] != '{' {
 		return nil, protocolError("response body is not a JSON object")
 	}
 	r := &llm.Response{}
 	var perr error
-	err := eachMember(body, func(k, v []byte) error {
+	err := jsonx.EachMember(body, func(k, v []byte) error {
 		switch string(bareKey(k)) {
 		case "id":
 			r.ID, perr = optString(v, "id")
@@ -76,7 +76,7 @@ func ParseResponse(body []byte) (*llm.Response, error) {
 				setExtra(&r.Extra, k, v)
 			}
 		case "created":
-			if !isNull(v) {
+			if !jsonx.IsNull(v) {
 				var n int64
 				n, perr = strconv.ParseInt(string(v), 10, 64)
 				if perr != nil {
@@ -91,7 +91,7 @@ func ParseResponse(body []byte) (*llm.Response, error) {
 		case "choices":
 			perr = parseChoices(v, r)
 		case "usage":
-			if !isNull(v) {
+			if !jsonx.IsNull(v) {
 				perr = parseUsage(v, &r.Usage)
 			}
 		default:
@@ -107,12 +107,12 @@ func ParseResponse(body []byte) (*llm.Response, error) {
 
 // optString decodes a string that may be null.
 func optString(v []byte, name string) (string, error) {
-	if isNull(v) {
+	if jsonx.IsNull(v) {
 		return "", nil
 	}
 	s, ok := unquote(v)
 	if !ok {
-		return "", fmt.Errorf("%s: expected a string, got %s", name, kind(v))
+		return "", fmt.Errorf("%s: expected a string, got %s", name, jsonx.KindName(v))
 	}
 	return s, nil
 }
@@ -138,7 +138,7 @@ func appendBlocksText(b []byte, bs []llm.Block) []byte {
 // lenientString is optString for callers that ignore its error: the string,
 // or "" for null or anything that is not a string, without building an error.
 func lenientString(v []byte) string {
-	if isNull(v) {
+	if jsonx.IsNull(v) {
 		return ""
 	}
 	s, _ := unquote(v)
@@ -146,7 +146,7 @@ func lenientString(v []byte) string {
 }
 
 func optInt(v []byte, name string) (int, error) {
-	if isNull(v) {
+	if jsonx.IsNull(v) {
 		return 0, nil
 	}
 	n, err := strconv.ParseInt(string(v), 10, 64)
@@ -158,16 +158,16 @@ func optInt(v []byte, name string) (int, error) {
 
 func parseChoices(v []byte, r *llm.Response) error {
 	if v[0] != '[' {
-		return fmt.Errorf("choices: expected an array, got %s", kind(v))
+		return fmt.Errorf("choices: expected an array, got %s", jsonx.KindName(v))
 	}
-	return eachElement(v, func(i int, el []byte) error {
+	return jsonx.EachElement(v, func(i int, el []byte) error {
 		if i > 0 {
 			return nil
 		}
 		if el[0] != '{' {
-			return fmt.Errorf("choices[0]: expected an object, got %s", kind(el))
+			return fmt.Errorf("choices[0]: expected an object, got %s", jsonx.KindName(el))
 		}
-		return eachMember(el, func(k, cv []byte) error {
+		return jsonx.EachMember(el, func(k, cv []byte) error {
 			switch string(bareKey(k)) {
 			case "index":
 			case "finish_reason":
@@ -175,7 +175,7 @@ func parseChoices(v []byte, r *llm.Response) error {
 				r.StopReason = stopReason(s)
 				return err
 			case "logprobs":
-				if !isNull(cv) {
+				if !jsonx.IsNull(cv) {
 					setExtra(&r.ChoiceExtra, k, cv)
 				}
 			case "message":
@@ -190,10 +190,10 @@ func parseChoices(v []byte, r *llm.Response) error {
 
 func parseResponseMessage(v []byte, r *llm.Response) error {
 	if v[0] != '{' {
-		return fmt.Errorf("message: expected an object, got %s", kind(v))
+		return fmt.Errorf("message: expected an object, got %s", jsonx.KindName(v))
 	}
 	var toolCalls []byte
-	err := eachMember(v, func(k, mv []byte) error {
+	err := jsonx.EachMember(v, func(k, mv []byte) error {
 		switch string(bareKey(k)) {
 		case "role":
 			if string(mv) != `"assistant"` {
@@ -201,12 +201,12 @@ func parseResponseMessage(v []byte, r *llm.Response) error {
 			}
 		case "content":
 			switch {
-			case isNull(mv):
+			case jsonx.IsNull(mv):
 			case mv[0] == '"':
 				s, _ := unquote(mv)
 				r.Content = append(r.Content, llm.Block{Type: llm.BlockText, Text: s})
 			default:
-				return fmt.Errorf("message.content: expected a string or null, got %s", kind(mv))
+				return fmt.Errorf("message.content: expected a string or null, got %s", jsonx.KindName(mv))
 			}
 		case "refusal":
 			s, err := optString(mv, "message.refusal")
@@ -219,13 +219,13 @@ func parseResponseMessage(v []byte, r *llm.Response) error {
 		}
 		return nil
 	})
-	if err != nil || toolCalls == nil || isNull(toolCalls) {
+	if err != nil || toolCalls == nil || jsonx.IsNull(toolCalls) {
 		return err
 	}
 	if toolCalls[0] != '[' {
-		return fmt.Errorf("message.tool_calls: expected an array, got %s", kind(toolCalls))
+		return fmt.Errorf("message.tool_calls: expected an array, got %s", jsonx.KindName(toolCalls))
 	}
-	return eachElement(toolCalls, func(j int, el []byte) error {
+	return jsonx.EachElement(toolCalls, func(j int, el []byte) error {
 		b, err := parseToolCall(el, index(root("message.tool_calls"), j))
 		if err != nil {
 			return err
@@ -237,10 +237,10 @@ func parseResponseMessage(v []byte, r *llm.Response) error {
 
 func parseUsage(v []byte, u *llm.Usage) error {
 	if v[0] != '{' {
-		return fmt.Errorf("usage: expected an object, got %s", kind(v))
+		return fmt.Errorf("usage: expected an object, got %s", jsonx.KindName(v))
 	}
 	var prompt int
-	err := eachMember(v, func(k, uv []byte) error {
+	err := jsonx.EachMember(v, func(k, uv []byte) error {
 		var err error
 		switch name := keyName(k); name {
 		case "prompt_tokens":
@@ -250,14 +250,14 @@ func parseUsage(v []byte, u *llm.Usage) error {
 		case "total_tokens":
 			// derived: prompt + completion
 		case "prompt_tokens_details", "completion_tokens_details":
-			if isNull(uv) {
+			if jsonx.IsNull(uv) {
 				return nil
 			}
 			if uv[0] != '{' {
-				return fmt.Errorf("usage.%s: expected an object, got %s", name, kind(uv))
+				return fmt.Errorf("usage.%s: expected an object, got %s", name, jsonx.KindName(uv))
 			}
 			var rest []byte
-			err = eachMember(uv, func(dk, dv []byte) error {
+			err = jsonx.EachMember(uv, func(dk, dv []byte) error {
 				var err error
 				switch dn := keyName(dk); {
 				case name == "prompt_tokens_details" && dn == "cached_tokens":

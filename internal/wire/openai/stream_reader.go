@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/sse"
 )
@@ -120,13 +121,13 @@ func (s *StreamReader) fail(format string, args ...any) {
 
 // chunk handles one data payload.
 func (s *StreamReader) chunk(data []byte) {
-	if !validJSON(data) || data[0] != '{' {
+	if !jsonx.Valid(data) || data[0] != '{' {
 		s.fail("malformed stream chunk: %s", truncateText(data, 200))
 		return
 	}
 	var id, model, fp, created, choices, usage []byte
 	hasError := false
-	_ = eachMember(data, func(k, v []byte) error {
+	_ = jsonx.EachMember(data, func(k, v []byte) error {
 		switch string(bareKey(k)) {
 		case "id":
 			id = v
@@ -164,7 +165,7 @@ func (s *StreamReader) chunk(data []byte) {
 		s.emit(llm.Event{Type: llm.EventMessageStart, Message: m})
 	}
 	if choices != nil && choices[0] == '[' {
-		err := eachElement(choices, func(_ int, el []byte) error {
+		err := jsonx.EachElement(choices, func(_ int, el []byte) error {
 			return s.choice(el)
 		})
 		if err != nil {
@@ -172,7 +173,7 @@ func (s *StreamReader) chunk(data []byte) {
 			return
 		}
 	}
-	if usage != nil && !isNull(usage) {
+	if usage != nil && !jsonx.IsNull(usage) {
 		u := &llm.Usage{}
 		if err := parseUsage(usage, u); err != nil {
 			s.fail("%v", err)
@@ -184,10 +185,10 @@ func (s *StreamReader) chunk(data []byte) {
 
 func (s *StreamReader) choice(el []byte) error {
 	if el[0] != '{' {
-		return fmt.Errorf("choices[]: expected an object, got %s", kind(el))
+		return fmt.Errorf("choices[]: expected an object, got %s", jsonx.KindName(el))
 	}
 	var index, delta, finish []byte
-	_ = eachMember(el, func(k, v []byte) error {
+	_ = jsonx.EachMember(el, func(k, v []byte) error {
 		switch string(bareKey(k)) {
 		case "index":
 			index = v
@@ -209,7 +210,7 @@ func (s *StreamReader) choice(el []byte) error {
 			return err
 		}
 	}
-	if finish != nil && !isNull(finish) {
+	if finish != nil && !jsonx.IsNull(finish) {
 		fr, err := optString(finish, "finish_reason")
 		if err != nil {
 			return err
@@ -223,7 +224,7 @@ func (s *StreamReader) choice(el []byte) error {
 
 func (s *StreamReader) delta(d []byte) error {
 	var content, reasoning, toolCalls []byte
-	_ = eachMember(d, func(k, v []byte) error {
+	_ = jsonx.EachMember(d, func(k, v []byte) error {
 		switch string(bareKey(k)) {
 		case "content":
 			content = v
@@ -255,17 +256,17 @@ func (s *StreamReader) delta(d []byte) error {
 	if toolCalls == nil || toolCalls[0] != '[' {
 		return nil
 	}
-	return eachElement(toolCalls, func(_ int, el []byte) error {
+	return jsonx.EachElement(toolCalls, func(_ int, el []byte) error {
 		return s.toolCall(el)
 	})
 }
 
 func (s *StreamReader) toolCall(el []byte) error {
 	if el[0] != '{' {
-		return fmt.Errorf("tool_calls[]: expected an object, got %s", kind(el))
+		return fmt.Errorf("tool_calls[]: expected an object, got %s", jsonx.KindName(el))
 	}
 	var index, id, fn []byte
-	_ = eachMember(el, func(k, v []byte) error {
+	_ = jsonx.EachMember(el, func(k, v []byte) error {
 		switch string(bareKey(k)) {
 		case "index":
 			index = v
@@ -278,7 +279,7 @@ func (s *StreamReader) toolCall(el []byte) error {
 	})
 	var name, args string
 	if fn != nil && fn[0] == '{' {
-		_ = eachMember(fn, func(k, v []byte) error {
+		_ = jsonx.EachMember(fn, func(k, v []byte) error {
 			switch string(bareKey(k)) {
 			case "name":
 				name = lenientString(v)
@@ -289,7 +290,7 @@ func (s *StreamReader) toolCall(el []byte) error {
 		})
 	}
 	wire := -1
-	if index != nil && !isNull(index) {
+	if index != nil && !jsonx.IsNull(index) {
 		n, err := strconv.Atoi(string(index))
 		if err != nil {
 			return fmt.Errorf("tool_calls[].index: expected an integer, got %s", index)

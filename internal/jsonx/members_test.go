@@ -1,0 +1,154 @@
+package jsonx
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"testing"
+)
+
+func TestEachMember(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   string
+		want []string // key, value, key, value ...
+		err  error
+	}{
+		{name: "empty", in: `{}`},
+		{name: "spaced empty", in: " { \n } "},
+		{name: "members", in: `{"a":1,"b":"x","c":{"d":[1,2]},"e":null}`, want: []string{`"a"`, `1`, `"b"`, `"x"`, `"c"`, `{"d":[1,2]}`, `"e"`, `null`}},
+		{name: "white space", in: " {\n \"a\" : [ 1 ] ,\t\"b\":true } ", want: []string{`"a"`, `[ 1 ]`, `"b"`, `true`}},
+		{name: "escaped key", in: `{"a\"b":"}"}`, want: []string{`"a\"b"`, `"}"`}},
+		{name: "array", in: `[1]`, err: ErrNotObject},
+		{name: "string", in: `"{"`, err: ErrNotObject},
+		{name: "nothing", in: ``, err: ErrNotObject},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			err := EachMember([]byte(tc.in), func(k, v []byte) error {
+				got = append(got, string(k), string(v))
+				return nil
+			})
+			if !errors.Is(err, tc.err) || !slices.Equal(got, tc.want) {
+				t.Errorf("EachMember(%s) = %q, %v (-got +want): want %q, %v", tc.in, got, err, tc.want, tc.err)
+			}
+		})
+	}
+}
+
+func TestEachElement(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   string
+		want []string
+		err  error
+	}{
+		{name: "empty", in: `[]`},
+		{name: "spaced empty", in: " [ \n ] "},
+		{name: "elements", in: `[1,"a]",{"b":[2]},[],null]`, want: []string{`1`, `"a]"`, `{"b":[2]}`, `[]`, `null`}},
+		{name: "white space", in: "[ 1 ,\n2\t]", want: []string{`1`, `2`}},
+		{name: "object", in: `{}`, err: ErrNotArray},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			err := EachElement([]byte(tc.in), func(i int, v []byte) error {
+				if i != len(got) {
+					t.Errorf("index %d, want %d", i, len(got))
+				}
+				got = append(got, string(v))
+				return nil
+			})
+			if !errors.Is(err, tc.err) || !slices.Equal(got, tc.want) {
+				t.Errorf("EachElement(%s) = %q, %v (-got +want): want %q, %v", tc.in, got, err, tc.want, tc.err)
+			}
+			if n := CountElements([]byte(tc.in)); n != len(tc.want) {
+				t.Errorf("CountElements(%s) = %d, want %d", tc.in, n, len(tc.want))
+			}
+		})
+	}
+}
+
+func TestEachMemberStopsOnError(t *testing.T) {
+	stop := errors.New("stop")
+	n := 0
+	err := EachMember([]byte(`{"a":1,"b":2}`), func(k, v []byte) error { n++; return stop })
+	if err != stop || n != 1 {
+		t.Errorf("EachMember = %v after %d calls, want stop after 1", err, n)
+	}
+}
+
+func TestTrimSpace(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{name: "none", in: `{}`, want: `{}`},
+		{name: "both", in: " \t\n{} \r\n", want: `{}`},
+		{name: "all space", in: "  ", want: ``},
+		{name: "empty", in: ``, want: ``},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(TrimSpace([]byte(tc.in))); got != tc.want {
+				t.Errorf("TrimSpace(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSetMember(t *testing.T) {
+	type extra map[string]json.RawMessage
+	var x extra
+	SetMember(&x, "a", []byte(`1`))
+	SetMember(&x, "b", []byte(`"x"`))
+	if len(x) != 2 || string(x["a"]) != `1` || string(x["b"]) != `"x"` {
+		t.Errorf("SetMember made %v", x)
+	}
+}
+
+// FuzzMembers: on any input the walkers neither panic nor loop, and on
+// valid JSON they see exactly the members and elements encoding/json sees.
+func FuzzMembers(f *testing.F) {
+	for _, s := range []string{`{}`, `[]`, `{"a":1,"b":[1,{"c":"}"}]}`, ` [ 1 , "x" , null ] `, `{"a"`, `[1,`, `{"a":}`, `{,}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var keys, vals []string
+		_ = EachMember(in, func(k, v []byte) error {
+			keys, vals = append(keys, string(k)), append(vals, string(v))
+			return nil
+		})
+		var elems []string
+		_ = EachElement(in, func(_ int, v []byte) error {
+			elems = append(elems, string(v))
+			return nil
+		})
+		if !json.Valid(in) {
+			return
+		}
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(in, &obj) == nil {
+			seen := map[string]bool{}
+			for i, k := range keys {
+				name, err := Unquote([]byte(k))
+				if err != nil {
+					t.Fatalf("key %s: %v", k, err)
+				}
+				if !json.Valid([]byte(vals[i])) {
+					t.Fatalf("value %q of %s is not valid JSON", vals[i], k)
+				}
+				seen[name] = true
+			}
+			if len(seen) != len(obj) {
+				t.Fatalf("EachMember saw keys %q, encoding/json %d keys", keys, len(obj))
+			}
+		}
+		var arr []json.RawMessage
+		if json.Unmarshal(in, &arr) == nil {
+			if len(elems) != len(arr) || CountElements(in) != len(arr) {
+				t.Fatalf("EachElement saw %d elements, CountElements %d, encoding/json %d", len(elems), CountElements(in), len(arr))
+			}
+			for i, e := range elems {
+				if string(TrimSpace(arr[i])) != e {
+					t.Fatalf("element %d: %q, encoding/json %q", i, e, arr[i])
+				}
+			}
+		}
+	})
+}
