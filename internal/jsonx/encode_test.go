@@ -118,3 +118,31 @@ func BenchmarkAppendString(b *testing.B) {
 		})
 	}
 }
+
+// FuzzAppendString: the output is one valid JSON string, with no control
+// character, U+2028 or U+2029 left raw, that decodes to the input with each
+// byte of invalid UTF-8 made U+FFFD (what encoding/json reads and writes).
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "plain", `a"b\c`, "\n\r\t\x00\x1f\b\f", "a\u2028b\u2029", "a\xffb\xc3", "héllo 世界 😀", "\xed\xa0\x80"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out := AppendString([]byte("x"), s)[1:]
+		if !json.Valid(out) {
+			t.Fatalf("AppendString(%q) = %s, not valid JSON", s, out)
+		}
+		for _, r := range string(out) {
+			if r < 0x20 || r == '\u2028' || r == '\u2029' {
+				t.Fatalf("AppendString(%q) = %s holds %U raw", s, out, r)
+			}
+		}
+		var want strings.Builder
+		for _, r := range s { // ranging a string yields U+FFFD for each bad byte
+			want.WriteRune(r)
+		}
+		var got string
+		if err := json.Unmarshal(out, &got); err != nil || got != want.String() {
+			t.Fatalf("AppendString(%q) = %s, decodes to %q, %v; want %q", s, out, got, err, want.String())
+		}
+	})
+}
