@@ -119,6 +119,9 @@ func FuzzMembers(f *testing.F) {
 			elems = append(elems, string(v))
 			return nil
 		})
+		if n := CountElements(in); n != len(elems) {
+			t.Fatalf("CountElements = %d, EachElement saw %d", n, len(elems))
+		}
 		if !json.Valid(in) {
 			return
 		}

@@ -1,13 +1,13 @@
 // Package jsonx holds the JSON helpers both wire codecs share, so that each
 // exists once: a fast validity check that never accepts what encoding/json
-// rejects (Valid), scanners and member/element iterators over valid JSON
-// (SkipWS, StringEnd, ValueEnd, Members, Elements, EachMember, ...), string
+// rejects (Valid), scanners and member/element walkers over valid JSON
+// (SkipWS, StringEnd, ValueEnd, EachMember, EachElement, ...), string
 // decoding with encoding/json's rules (Unquote, DecodeString), append-style
 // encoders (AppendString, AppendKey, AppendFloat, ...), and the check for
 // invalid UTF-8 and unpaired surrogate escapes (BadText). What is a
 // format's own (error wording, field paths, known-key tables) stays in the
-// codecs. Functions are pure and safe for concurrent use; iterators serve
-// one goroutine. The package imports only the standard library.
+// codecs. Functions are pure and safe for concurrent use. The
+// package imports only the standard library.
 package jsonx
 
 import (

@@ -12,7 +12,7 @@
 // unknown ones sorted by key, so the output bytes are deterministic.
 // Decoding checks the JSON once (jsonx.Valid: a fast check that leaves the
 // last word to json.Valid) and then walks it in place with jsonx's member
-// and element iterators; encoding appends to a byte slice without
+// and element walkers; encoding appends to a byte slice without
 // reflection (jsonx's appenders).
 //
 // The functions are pure and safe for concurrent use. A StreamWriter or a

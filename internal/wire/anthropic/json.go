@@ -98,17 +98,13 @@ func eachMember(path *fpath, v []byte, fn func(key string, val []byte) error) er
 	if len(v) == 0 || v[0] != '{' {
 		return errAt(path, "expected an object, got %s", jsonx.KindName(v))
 	}
-	it, _ := jsonx.Members(v)
-	for k, val, ok := it.Next(); ok; k, val, ok = it.Next() {
+	return jsonx.EachMember(v, func(k, val []byte) error {
 		key, err := unquote(path, k)
 		if err != nil {
 			return err
 		}
-		if err := fn(key, val); err != nil {
-			return err
-		}
-	}
-	return nil
+		return fn(key, val)
+	})
 }
 
 // knownKey returns raw (the bytes between the quotes of a string without
@@ -324,15 +320,7 @@ func eachElem(path *fpath, v []byte, fn func(i int, val []byte) error) error {
 	if len(v) == 0 || v[0] != '[' {
 		return errAt(path, "expected an array, got %s", jsonx.KindName(v))
 	}
-	it, _ := jsonx.Elements(v)
-	n := 0
-	for e, ok := it.Next(); ok; e, ok = it.Next() {
-		if err := fn(n, e); err != nil {
-			return err
-		}
-		n++
-	}
-	return nil
+	return jsonx.EachElement(v, fn)
 }
 
 // unquote decodes a JSON string token: knownKey's without allocating, the
