@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -153,5 +155,41 @@ func BenchmarkWrite(b *testing.B) {
 	}
 	if got := l.Written(); got != uint64(b.N) {
 		b.Fatalf("written %d, want %d", got, b.N)
+	}
+}
+
+// BenchmarkWriteRandomIDs is BenchmarkWrite with each Record's request id
+// random, as served ids are (96 random bits): an index on the id made every
+// insert land at a random place of its B-tree (40.9 µs of CPU per Record
+// against 19.3 with one id; 19–21 µs without the index, migration 5).
+func BenchmarkWriteRandomIDs(b *testing.B) {
+	gate := make(chan struct{})
+	l, err := open(Config{Path: filepath.Join(b.TempDir(), "r.db")}, hooks{gate: gate})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	recs := make([]engine.Record, DefaultBatchSize)
+	batch := make([]*engine.Record, DefaultBatchSize)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := cpuTime()
+	for n := b.N; n > 0; n -= len(batch) {
+		for i := range batch {
+			recs[i] = *hedged()
+			var x [12]byte
+			rand.Read(x[:])
+			recs[i].RequestID = "mesh_" + hex.EncodeToString(x[:])
+			batch[i] = &recs[i]
+		}
+		if err := l.write(ctx, batch[:min(n, len(batch))]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu = cpuTime() - cpu
+	b.StopTimer()
+	if cpu > 0 {
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}
 }
