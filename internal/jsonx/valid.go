@@ -30,7 +30,7 @@ func fastValid(b []byte) bool {
 	var (
 		stack uint64 // bit i set: container at depth i+1 is an object
 		depth int
-		i     = SkipWS(b, 0)
+		i     = wsEnd(b, 0)
 	)
 value:
 	if i >= len(b) {
@@ -46,7 +46,7 @@ value:
 			stack |= 1
 		}
 		depth++
-		i = SkipWS(b, i+1)
+		i = wsEnd(b, i+1)
 		if i < len(b) && (b[i] == '}' && c == '{' || b[i] == ']' && c == '[') {
 			i++
 			stack >>= 1
@@ -85,7 +85,7 @@ value:
 	}
 	// After a value: close containers, or move on to the next member/element.
 	for {
-		i = SkipWS(b, i)
+		i = wsEnd(b, i)
 		if depth == 0 {
 			return i == len(b)
 		}
@@ -95,7 +95,7 @@ value:
 		obj := stack&1 == 1
 		switch {
 		case b[i] == ',':
-			i = SkipWS(b, i+1)
+			i = wsEnd(b, i+1)
 			if obj {
 				if i = memberStart(b, i); i < 0 {
 					return false
@@ -112,6 +112,16 @@ value:
 	}
 }
 
+// wsEnd is SkipWS with one loop condition in place of the switch: fewer
+// instructions in this scanner (1% of a parse), but as SkipWS it would make
+// SkipWS's callers too costly to inline.
+func wsEnd(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
 // memberStart checks `"key" :` at b[i] and returns the index of the value
 // after it (past white space), or -1.
 func memberStart(b []byte, i int) int {
@@ -121,11 +131,11 @@ func memberStart(b []byte, i int) int {
 	if i = validStringEnd(b, i); i < 0 {
 		return -1
 	}
-	i = SkipWS(b, i)
+	i = wsEnd(b, i)
 	if i >= len(b) || b[i] != ':' {
 		return -1
 	}
-	return SkipWS(b, i+1)
+	return wsEnd(b, i+1)
 }
 
 // validStringEnd returns the index after the string whose quote is at b[i], or
