@@ -8,8 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -36,17 +34,7 @@ func startShutdownServe(t *testing.T, perToken time.Duration, drain, grace strin
 			simCfg.Regions[i].Latency = sim.LatencySpec{TTFT: sim.Duration(10 * time.Millisecond), PerToken: sim.Duration(perToken)}
 		}
 	}
-	fleet, err := sim.New(simCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fleet.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Closed without waiting: streams keel cut may still be ending there.
-	t.Cleanup(func() { go srv.Close() })
-	u := srv.URL()
+	u := "SIMURL"
 	yaml := fmt.Sprintf(`server:
   drain_delay: %s
   shutdown_timeout: %s
@@ -62,20 +50,8 @@ models:
     endpoints:
       - {provider: sim, region: eu-west, base_url: %s/r/eu-west, upstream_model: sim-haiku}
 `, drain, grace, u, u, u)
-	cfgPath := filepath.Join(t.TempDir(), "keel.yaml")
-	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	s := &shutdownServe{cancel: cancel, done: make(chan error, 1)}
-	ready := make(chan string, 1)
-	go func() { s.done <- runServe(ctx, cfgPath, "127.0.0.1:0", true, io.Discard, ready) }()
-	select {
-	case s.addr = <-ready:
-	case err := <-s.done:
-		t.Fatalf("serve ended: %v", err)
-	}
+	ss := startSimServe(t, simCfg, yaml)
+	s := &shutdownServe{addr: ss.addr, cancel: ss.cancel, done: ss.done}
 	tr := &http.Transport{MaxIdleConnsPerHost: 200}
 	t.Cleanup(tr.CloseIdleConnections)
 	s.client = &http.Client{Transport: tr}

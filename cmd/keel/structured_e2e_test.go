@@ -15,10 +15,19 @@ import (
 	"github.com/keelmesh/keel/sim"
 )
 
-// serveWith runs `keel serve` on yaml (with SIMURL replaced by the
-// simulator's address) and returns its address; the server stops with
-// the test.
-func serveWith(t *testing.T, simCfg sim.Config, yaml string) string {
+// simServe is a `keel serve` (runServe over loopback) in front of a
+// simulator on loopback.
+type simServe struct {
+	addr   string
+	cancel context.CancelFunc // the SIGTERM
+	done   chan error         // runServe's result
+}
+
+// startSimServe starts a simulator with simCfg and `keel serve` on yaml,
+// with SIMURL replaced by the simulator's address. Both stop with the
+// test (the simulator closed without waiting: streams the server cut may
+// still be ending there).
+func startSimServe(t *testing.T, simCfg sim.Config, yaml string) *simServe {
 	t.Helper()
 	fleet, err := sim.New(simCfg)
 	if err != nil {
@@ -28,23 +37,31 @@ func serveWith(t *testing.T, simCfg sim.Config, yaml string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { srv.Close() })
+	t.Cleanup(func() { go srv.Close() })
 	path := filepath.Join(t.TempDir(), "keel.yaml")
 	if err := os.WriteFile(path, []byte(strings.ReplaceAll(yaml, "SIMURL", srv.URL())), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	s := &simServe{cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() { done <- runServe(ctx, path, "127.0.0.1:0", true, &lockedBuffer{}, ready) }()
-	t.Cleanup(func() { cancel(); <-done })
+	go func() { s.done <- runServe(ctx, path, "127.0.0.1:0", true, io.Discard, ready) }()
+	t.Cleanup(cancel)
 	select {
-	case addr := <-ready:
-		return addr
-	case err := <-done:
+	case s.addr = <-ready:
+	case err := <-s.done:
 		t.Fatalf("serve ended: %v", err)
 	}
-	return ""
+	return s
+}
+
+// serveWith is startSimServe for tests that only call it: the server is
+// stopped, and waited for, at the test's end.
+func serveWith(t *testing.T, simCfg sim.Config, yaml string) string {
+	t.Helper()
+	s := startSimServe(t, simCfg, yaml)
+	t.Cleanup(func() { s.cancel(); <-s.done })
+	return s.addr
 }
 
 func postJSON(t *testing.T, url, body string, header map[string]string) (*http.Response, []byte) {
