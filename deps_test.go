@@ -26,7 +26,7 @@ func TestImportRules(t *testing.T) {
 		mod + "/internal/wire/openai":    {mod + "/internal/llm", mod + "/internal/sse", mod + "/internal/jsonx"},
 		mod + "/internal/jsonx":          nil,
 		mod + "/internal/wire/translate": {mod + "/internal/llm"},
-		mod + "/internal/wire":           {mod + "/internal/llm", mod + "/internal/sse", mod + "/internal/wire/anthropic", mod + "/internal/wire/openai"},
+		mod + "/internal/wire":           {mod + "/internal/llm", mod + "/internal/sse", mod + "/internal/jsonx", mod + "/internal/wire/anthropic", mod + "/internal/wire/openai"},
 		mod + "/internal/structured":     {"github.com/santhosh-tekuri/jsonschema/v6", mod + "/internal/llm"},
 		mod + "/internal/fragment":       {mod + "/internal/llm"},
 		mod + "/internal/classify":       {mod + "/internal/llm"},

@@ -28,7 +28,6 @@ import (
 	"github.com/keelmesh/keel/internal/classify"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/inproc"
-	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/normalize/calstore"
@@ -196,7 +195,7 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 		},
 		// A call that does not stream is served on the caller's goroutine.
 		Buffered: func(r *http.Request, body []byte) bool {
-			return r.Method == http.MethodPost && !mayStream(body)
+			return r.Method == http.MethodPost && !wire.MayStream(body)
 		},
 	}
 	m.client = &http.Client{Transport: m.transport}
@@ -552,46 +551,4 @@ func hostPort(base string) string {
 		return net.JoinHostPort(u.Hostname(), port)
 	}
 	return u.Host
-}
-
-// mayStream reports whether a request body might ask for a stream: a
-// top-level "stream" member whose value is not false or null. Anything it
-// cannot read counts as a stream (the caller then takes the streaming path,
-// which serves every answer); a body that is not an object does not.
-func mayStream(b []byte) bool {
-	i := jsonx.SkipWS(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return false
-	}
-	i++
-	for {
-		i = jsonx.SkipWS(b, i)
-		if i >= len(b) || b[i] == '}' {
-			return false
-		}
-		if b[i] == ',' {
-			i++
-			continue
-		}
-		if b[i] != '"' {
-			return true
-		}
-		end := jsonx.StringEnd(b, i)
-		key := b[i+1 : max(end-1, i+1)]
-		i = jsonx.SkipWS(b, end)
-		if i >= len(b) || b[i] != ':' {
-			return true
-		}
-		i = jsonx.SkipWS(b, i+1)
-		vend := jsonx.ValueEnd(b, i)
-		if string(key) == "stream" {
-			if v := string(b[i:vend]); v != "false" && v != "null" {
-				return true
-			}
-		}
-		if vend <= i {
-			return true
-		}
-		i = vend
-	}
 }

@@ -1,4 +1,4 @@
-package keel
+package wire
 
 import (
 	"bytes"
@@ -27,8 +27,8 @@ func TestMayStream(t *testing.T) {
 		{``, false},
 		{`not json`, false},
 	} {
-		if got := mayStream([]byte(tc.body)); got != tc.want {
-			t.Errorf("mayStream(%s) = %v, want %v", tc.body, got, tc.want)
+		if got := MayStream([]byte(tc.body)); got != tc.want {
+			t.Errorf("MayStream(%s) = %v, want %v", tc.body, got, tc.want)
 		}
 	}
 }
@@ -37,13 +37,13 @@ func FuzzMayStream(f *testing.F) {
 	f.Add([]byte(`{"model":"m","stream":true}`))
 	f.Add([]byte(`{"a":[{"b":"}"}],"stream":false}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got := mayStream(b) // terminates on any input
+		got := MayStream(b) // terminates on any input
 		// No false negative on valid JSON: a streaming request must never
 		// be buffered (escaped keys aside, which only cost incrementality).
 		var m map[string]json.RawMessage
 		if bytes.IndexByte(b, '\\') < 0 && json.Unmarshal(b, &m) == nil {
 			if v, ok := m["stream"]; ok && string(bytes.TrimSpace(v)) == "true" && !got {
-				t.Fatalf("mayStream(%s) = false for a streaming request", b)
+				t.Fatalf("MayStream(%s) = false for a streaming request", b)
 			}
 		}
 	})
