@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
-	"strconv"
 	"strings"
 
 	"github.com/keelmesh/keel/internal/jsonx"
@@ -160,39 +159,18 @@ const MaxTokensLimit = math.MaxInt32
 // from 0 to MaxTokensLimit. An integer too large for int64 or float64 is
 // reported as too large, not as a non-integer.
 func tokenCount(path *fpath, v []byte) (int, error) {
-	if len(v) == 0 || !(v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) {
+	n, fault := jsonx.Count(v, MaxTokensLimit)
+	switch fault {
+	case jsonx.CountNotNumber:
 		return 0, errAt(path, "expected an integer, got %s", jsonx.KindName(v))
-	}
-	n, err := strconv.ParseInt(string(v), 10, 64)
-	if err != nil {
-		f, ferr := strconv.ParseFloat(string(v), 64)
-		switch {
-		case ferr == nil && f != math.Trunc(f), ferr != nil && !math.IsInf(f, 0):
-			return 0, errAt(path, "expected an integer, got %s", numberText(v))
-		case f < 0:
-			n = -1
-		case f > MaxTokensLimit:
-			n = MaxTokensLimit + 1
-		default:
-			n = int64(f)
-		}
-	}
-	switch {
-	case n < 0:
+	case jsonx.CountNotInteger:
+		return 0, errAt(path, "expected an integer, got %s", jsonx.NumberText(v))
+	case jsonx.CountNegative:
 		return 0, errAt(path, "must be greater than or equal to 0")
-	case n > MaxTokensLimit:
-		return 0, errAt(path, "%s > %d, which is the maximum allowed number of output tokens", numberText(v), MaxTokensLimit)
+	case jsonx.CountTooLarge:
+		return 0, errAt(path, "%s > %d, which is the maximum allowed number of output tokens", jsonx.NumberText(v), MaxTokensLimit)
 	}
 	return int(n), nil
-}
-
-// numberText is a number literal for an error message, cut after 32 bytes:
-// a number token can be as long as the body.
-func numberText(v []byte) string {
-	if len(v) > 32 {
-		return string(v[:32]) + "…"
-	}
-	return string(v)
 }
 
 func optFloat(path *fpath, v []byte) (*float64, error) {

@@ -269,40 +269,19 @@ const MaxTokensLimit = math.MaxInt32
 // anthropic package reads max_tokens. An integer too large for int64 or
 // float64 is reported as too large, not as a non-integer.
 func setMaxTokens(r *llm.Request, v []byte, param string) error {
-	if len(v) == 0 || !(v[0] == '-' || v[0] >= '0' && v[0] <= '9') {
+	n, fault := jsonx.Count(v, MaxTokensLimit)
+	switch fault {
+	case jsonx.CountNotNumber:
 		return wrongType(param, "an integer", v)
-	}
-	n, err := strconv.ParseInt(string(v), 10, 64)
-	if err != nil {
-		f, ferr := strconv.ParseFloat(string(v), 64)
-		switch {
-		case ferr == nil && f != math.Trunc(f), ferr != nil && !math.IsInf(f, 0):
-			return badRequest(param, "expected an integer, got %s", numberText(v))
-		case f < 0:
-			n = -1
-		case f > MaxTokensLimit:
-			n = MaxTokensLimit + 1
-		default:
-			n = int64(f)
-		}
-	}
-	switch {
-	case n < 0:
+	case jsonx.CountNotInteger:
+		return badRequest(param, "expected an integer, got %s", jsonx.NumberText(v))
+	case jsonx.CountNegative:
 		return badRequest(param, "must not be negative")
-	case n > MaxTokensLimit:
-		return badRequest(param, "%s > %d, which is the maximum allowed number of output tokens", numberText(v), MaxTokensLimit)
+	case jsonx.CountTooLarge:
+		return badRequest(param, "%s > %d, which is the maximum allowed number of output tokens", jsonx.NumberText(v), MaxTokensLimit)
 	}
 	r.MaxTokens, r.HasMaxTokens = int(n), true
 	return nil
-}
-
-// numberText is a number literal for an error message, cut after 32 bytes:
-// a number token can be as long as the body.
-func numberText(v []byte) string {
-	if len(v) > 32 {
-		return string(v[:32]) + "…"
-	}
-	return string(v)
 }
 
 func parseStop(v []byte, r *llm.Request) error {
