@@ -189,6 +189,11 @@ func (s *Stream) upstreamNext() (*llm.Event, error) {
 // for events the client must not see twice (a continuation's start).
 // After a re-ask it first drops what repeats the text the client has.
 func (s *Stream) translate(ev *llm.Event) (*llm.Event, bool, error) {
+	if s.x.rec.Recovered > 0 && ev.Raw != nil {
+		// A continuation's bytes carry another upstream's ids, model and
+		// indexes: the client gets its events encoded from their fields.
+		ev = ev.Detach()
+	}
 	if s.pending != nil {
 		ev2, drop, err := s.splice(ev)
 		if err != nil || drop {
@@ -232,9 +237,9 @@ func (s *Stream) splice(ev *llm.Event) (ev2 *llm.Event, drop bool, err error) {
 			return nil, true, nil
 		case strings.HasPrefix(d, p):
 			s.pending[k] = ""
-			cp := *ev
-			cp.Delta, cp.Raw = d[len(p):], nil
-			return &cp, false, nil
+			cp := ev.Detach()
+			cp.Delta = d[len(p):]
+			return cp, false, nil
 		}
 		return nil, false, errDiverged
 	case llm.EventBlockStop:
@@ -302,9 +307,8 @@ func (s *Stream) forward(ev *llm.Event) (*llm.Event, bool) {
 				}
 				s.trimmed = ""
 				if text != ev.Delta {
-					cp := *ev
-					cp.Delta, cp.Raw = text, nil
-					ev = &cp
+					ev = ev.Detach()
+					ev.Delta = text
 				}
 			}
 			s.blocks[k].text.WriteString(text)
@@ -337,9 +341,8 @@ func (s *Stream) forward(ev *llm.Event) (*llm.Event, bool) {
 				if in := s.inputUsage; in != nil && in.InputTokens+in.CacheReadTokens+in.CacheWriteTokens > 0 {
 					u.InputTokens, u.CacheReadTokens, u.CacheWriteTokens = in.InputTokens, in.CacheReadTokens, in.CacheWriteTokens
 				}
-				cp := *ev
-				cp.Usage, cp.Raw = &u, nil
-				ev = &cp
+				ev = ev.Detach()
+				ev.Usage = &u
 			}
 			s.finalUsage = &u
 		}
@@ -367,9 +370,9 @@ func reindex(ev *llm.Event, k int) *llm.Event {
 	if ev.Index == k {
 		return ev
 	}
-	cp := *ev
-	cp.Index, cp.Raw = k, nil
-	return &cp
+	cp := ev.Detach()
+	cp.Index = k
+	return cp
 }
 
 // recover continues the answer on another endpoint after cause, or says

@@ -419,6 +419,22 @@ type Event struct {
 	Raw []byte
 	// RawFormat is the format Raw is in.
 	RawFormat Format
+	// RawSeq and RawLast group the events decoded from one upstream payload
+	// (an OpenAI chunk may hold a message start, a block start and a delta):
+	// each carries the same Raw, RawSeq counts them from 1 and RawLast marks
+	// the last. A same-format writer holds a group's encoding and writes Raw
+	// once, in its place, when every event of the group reaches it in order
+	// with Raw still set. RawSeq 0 is an event that stands alone.
+	RawSeq  uint16
+	RawLast bool
+}
+
+// Detach returns a copy of ev without its upstream bytes, for a change to
+// one of its fields: a writer then encodes it from its fields.
+func (ev *Event) Detach() *Event {
+	cp := *ev
+	cp.Raw, cp.RawFormat, cp.RawSeq, cp.RawLast = nil, FormatUnknown, 0, false
+	return &cp
 }
 
 // ErrorType is the canonical error category, in Anthropic's vocabulary.

@@ -45,8 +45,9 @@ type readerTool struct {
 // mapped (the stop reason becomes refusal on content_filter).
 //
 // A chunk with a top-level "error" member gives EventError, after which Next
-// returns io.EOF. Event.Raw is set (RawFormat FormatOpenAI) when one chunk
-// maps to exactly one event.
+// returns io.EOF. Every event carries the chunk it came from (Raw,
+// RawFormat FormatOpenAI, grouped by RawSeq and RawLast; see group), so a
+// same-format writer can pass the stream on chunk for chunk.
 type StreamReader struct {
 	r *sse.Reader
 
@@ -63,6 +64,13 @@ type StreamReader struct {
 	tools    []readerTool
 	stop     llm.StopReason
 	usage    *llm.Usage
+
+	// The upstream bytes of the finish chunk (and the number of events it
+	// gave) and of the usage chunk, for the events emitted at [DONE].
+	finishRaw  []byte
+	finishSeq  int
+	usageRaw   []byte
+	chunkUsage bool // the chunk being read has a usage member
 }
 
 // NewStreamReader returns a StreamReader over an OpenAI SSE body.
@@ -104,10 +112,35 @@ func (s *StreamReader) Next() (*llm.Event, error) {
 			s.done()
 			continue
 		}
+		wasFinished := s.finished
 		s.chunk(data)
-		if len(s.queue) == 1 {
-			s.queue[0].Raw = bytes.Clone(data)
-			s.queue[0].RawFormat = llm.FormatOpenAI
+		s.group(data, wasFinished)
+	}
+}
+
+// group gives the events one chunk yielded its bytes (Event.RawSeq): a
+// same-format writer then sends the chunk as it came instead of encoding
+// each event. The finish chunk's group ends with the message delta emitted
+// at [DONE]; a usage chunk after it (choices: []) yields no event and rides
+// on message_stop. Other chunks that yield no event (an empty delta) are
+// not passed on.
+func (s *StreamReader) group(data []byte, wasFinished bool) {
+	n := len(s.queue)
+	if n >= 1<<15 || s.err != nil && s.err != io.EOF {
+		return
+	}
+	switch {
+	case !wasFinished && s.finished:
+		s.finishRaw, s.finishSeq = bytes.Clone(data), n
+		for i := range s.queue {
+			s.queue[i].Raw, s.queue[i].RawFormat, s.queue[i].RawSeq = s.finishRaw, llm.FormatOpenAI, uint16(i+1)
+		}
+	case wasFinished && n == 0 && s.chunkUsage:
+		s.usageRaw = bytes.Clone(data)
+	case n > 0:
+		raw := bytes.Clone(data)
+		for i := range s.queue {
+			s.queue[i].Raw, s.queue[i].RawFormat, s.queue[i].RawSeq, s.queue[i].RawLast = raw, llm.FormatOpenAI, uint16(i+1), i == n-1
 		}
 	}
 }
@@ -173,7 +206,8 @@ func (s *StreamReader) chunk(data []byte) {
 			return
 		}
 	}
-	if usage != nil && !jsonx.IsNull(usage) {
+	s.chunkUsage = usage != nil && !jsonx.IsNull(usage)
+	if s.chunkUsage {
 		u := &llm.Usage{}
 		if err := parseUsage(usage, u); err != nil {
 			s.fail("%v", err)
@@ -382,7 +416,15 @@ func (s *StreamReader) done() {
 	if u == nil {
 		u = &llm.Usage{}
 	}
-	s.emit(llm.Event{Type: llm.EventMessageDelta, StopReason: s.stop, Usage: u})
-	s.emit(llm.Event{Type: llm.EventMessageStop})
+	md := llm.Event{Type: llm.EventMessageDelta, StopReason: s.stop, Usage: u}
+	if s.finishRaw != nil {
+		md.Raw, md.RawFormat, md.RawSeq, md.RawLast = s.finishRaw, llm.FormatOpenAI, uint16(s.finishSeq+1), true
+	}
+	s.emit(md)
+	ms := llm.Event{Type: llm.EventMessageStop}
+	if s.usageRaw != nil {
+		ms.Raw, ms.RawFormat, ms.RawSeq, ms.RawLast = s.usageRaw, llm.FormatOpenAI, 1, true
+	}
+	s.emit(ms)
 	s.err = io.EOF
 }

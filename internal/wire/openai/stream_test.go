@@ -79,8 +79,18 @@ func eventLines(t testing.TB, evs []*llm.Event) []byte {
 func withoutRaw(evs []*llm.Event) []llm.Event {
 	out := make([]llm.Event, len(evs))
 	for i, ev := range evs {
-		out[i] = *ev
-		out[i].Raw, out[i].RawFormat = nil, llm.FormatUnknown
+
+		out[i] = *ev.Detach()
+	}
+	return out
+}
+
+// detached copies events without their upstream bytes, so a writer
+// encodes every one of them (what the .out.golden files hold).
+func detached(evs []*llm.Event) []*llm.Event {
+	out := make([]*llm.Event, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.Detach()
 	}
 	return out
 }
@@ -94,7 +104,7 @@ func TestStreamGolden(t *testing.T) {
 			}
 			base := strings.TrimSuffix(path, ".sse")
 			checkGolden(t, base+".events.golden", eventLines(t, evs))
-			out := writeAll(t, evs, StreamOptions{IncludeUsage: true})
+			out := writeAll(t, detached(evs), StreamOptions{IncludeUsage: true})
 			checkGolden(t, base+".out.golden", out)
 			checkFraming(t, out)
 
@@ -398,5 +408,151 @@ data: {"error":{"message":"Overloaded","type":"overloaded_error","code":null}}
 				t.Errorf("%s lacks %s", buf.String(), want)
 			}
 		})
+	})
+}
+
+// realStream is a stream shaped as OpenAI's API sends it (2026): members
+// Keel's model has no field for (service_tier, obfuscation, refusal, usage
+// null), the first content inside the role chunk, a tool call, the finish
+// chunk, the usage chunk, [DONE].
+const realStream = `data: {"id":"chatcmpl-R","object":"chat.completion.chunk","created":1767225700,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_9","choices":[{"index":0,"delta":{"role":"assistant","content":"Hel","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"q1"}
+
+data: {"id":"chatcmpl-R","object":"chat.completion.chunk","created":1767225700,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_9","choices":[{"index":0,"delta":{"content":"lo."},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"x"}
+
+data: {"id":"chatcmpl-R","object":"chat.completion.chunk","created":1767225700,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_9","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":""}}]},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"yy"}
+
+data: {"id":"chatcmpl-R","object":"chat.completion.chunk","created":1767225700,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_9","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\":1}"}}]},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"z"}
+
+data: {"id":"chatcmpl-R","object":"chat.completion.chunk","created":1767225700,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_9","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}],"usage":null,"obfuscation":"w"}
+
+data: {"id":"chatcmpl-R","object":"chat.completion.chunk","created":1767225700,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_9","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":4,"total_tokens":13,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"obfuscation":"v"}
+
+data: [DONE]
+
+`
+
+// dataEvents splits SSE output into its data payloads.
+func dataEvents(t *testing.T, b []byte) []string {
+	t.Helper()
+	r := sse.NewReader(bytes.NewReader(b))
+	var out []string
+	for {
+		ev, err := r.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("reading SSE: %v", err)
+		}
+		out = append(out, string(ev.Data))
+	}
+}
+
+func TestStreamPassesThroughChunkForChunk(t *testing.T) {
+	in := dataEvents(t, []byte(realStream))
+	noUsage := append(append([]string{}, in[:5]...), in[6])
+	for _, tc := range []struct {
+		name string
+		opt  StreamOptions
+		want []string
+	}{
+		{"usage asked", StreamOptions{IncludeUsage: true}, in},
+		// Keel asks upstream for usage on its own; a client that did not
+		// ask gets no usage chunk.
+		{"usage not asked", StreamOptions{}, noUsage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			evs, err := readAll(t, []byte(realStream))
+			if err != io.EOF {
+				t.Fatalf("reader ended with %v", err)
+			}
+			out := writeAll(t, evs, tc.opt)
+			checkFraming(t, out)
+			if got := dataEvents(t, out); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("%d chunks out of %d in (-got +want):\n%s", len(got), len(in), diff(strings.Join(got, "\n"), strings.Join(tc.want, "\n")))
+			}
+		})
+	}
+	t.Run("golden inputs", func(t *testing.T) {
+		// Every stream of the golden set passes through unchanged but for the
+		// chunks that carry nothing (an empty delta after the first).
+		for name, path := range cases(t, "stream", ".sse") {
+			raw := readFile(t, path)
+			evs, err := readAll(t, raw)
+			if err != io.EOF || evs[len(evs)-1].Type == llm.EventError {
+				continue // error events are encoded in Keel's shape
+			}
+			got := dataEvents(t, writeAll(t, evs, StreamOptions{IncludeUsage: true}))
+			in := dataEvents(t, raw)
+			j := 0
+			for _, g := range got {
+				for j < len(in) && in[j] != g {
+					j++
+				}
+				if j == len(in) {
+					t.Errorf("%s: chunk %q is not one of the input's, in order", name, g)
+					break
+				}
+				j++
+			}
+		}
+	})
+}
+
+func TestStreamGroupChangedIsEncoded(t *testing.T) {
+	evs, err := readAll(t, []byte(realStream))
+	if err != io.EOF {
+		t.Fatalf("reader ended with %v", err)
+	}
+	// The first chunk gave message_start, a text block start and a delta;
+	// change the delta: the whole chunk is encoded from the events, the
+	// role chunk and the content chunk, and nothing is written twice.
+	if evs[2].Type != llm.EventBlockDelta || evs[2].RawSeq != 3 || !evs[2].RawLast {
+		t.Fatalf("third event is %v seq %d last %v, want the first chunk's delta, 3, true", evs[2].Type, evs[2].RawSeq, evs[2].RawLast)
+	}
+	evs[2] = evs[2].Detach()
+	evs[2].Delta = "HEL"
+	out := writeAll(t, evs, StreamOptions{IncludeUsage: true})
+	got := dataEvents(t, out)
+	in := dataEvents(t, []byte(realStream))
+	if len(got) != len(in)+1 {
+		t.Fatalf("%d chunks, want %d (the first chunk as two encoded chunks): %q", len(got), len(in)+1, got)
+	}
+	if !strings.Contains(got[0], `"delta":{"role":"assistant","content":""}`) || !strings.Contains(got[1], `"delta":{"content":"HEL"}`) {
+		t.Errorf("first chunks %q, want the encoded role chunk and the changed delta", got[:2])
+	}
+	if !reflect.DeepEqual(got[2:], in[1:]) {
+		t.Errorf("the rest did not pass through (-got +want):\n%s", diff(strings.Join(got[2:], "\n"), strings.Join(in[1:], "\n")))
+	}
+	again, err := readAll(t, out)
+	if err != io.EOF {
+		t.Fatalf("re-reading: %v", err)
+	}
+	var text strings.Builder
+	for _, ev := range again {
+		if ev.DeltaType == llm.DeltaText {
+			text.WriteString(ev.Delta)
+		}
+	}
+	if text.String() != "HELlo." {
+		t.Errorf("text %q, want %q", text.String(), "HELlo.")
+	}
+	t.Run("held group cut short is flushed before an error", func(t *testing.T) {
+		// The finish chunk's events are held until [DONE]; an error in
+		// between (the stream was cut) writes what they encode first.
+		evs, _ := readAll(t, []byte(realStream))
+		var cut []*llm.Event
+		for _, ev := range evs {
+			if ev.Type == llm.EventMessageDelta {
+				break
+			}
+			cut = append(cut, ev)
+		}
+		cut = append(cut, &llm.Event{Type: llm.EventError, Err: &llm.APIError{Type: llm.ErrAPI, Message: "cut"}})
+		got := dataEvents(t, writeAll(t, cut, StreamOptions{}))
+		last := got[len(got)-1]
+		if !strings.HasPrefix(last, `{"error":`) || len(got) != 5 {
+			t.Errorf("got %d chunks ending %q, want the 4 content chunks then the error", len(got), last)
+		}
 	})
 }

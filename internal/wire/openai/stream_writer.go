@@ -55,6 +55,13 @@ type StreamWriter struct {
 	nextTool int
 	usage    llm.Usage
 	done     bool
+
+	// An upstream chunk's group of events being held (see Write): their
+	// encoding, chunk by chunk, in case the group does not arrive whole.
+	held     uint16
+	holding  bool
+	pend     []byte
+	pendEnds []int
 }
 
 // NewStreamWriter returns a StreamWriter writing to w.
@@ -77,10 +84,73 @@ func NewStreamWriter(w *sse.Writer, opt StreamOptions) *StreamWriter {
 // After message_stop or an error event, Write writes nothing and returns nil.
 // Normal chunks never carry an "error" member: openai-go treats any
 // top-level "error" key, even null, as a stream error.
+//
+// Pass-through: the events decoded from one upstream OpenAI chunk (Raw set,
+// RawFormat FormatOpenAI, numbered by RawSeq) are written as that chunk,
+// byte for byte, when every one of them arrives in order and untouched; the
+// writer holds their encoding until the group's last event and writes it
+// instead if the group breaks (an event changed or missing). So a same-format
+// stream nothing changes reaches the client chunk for chunk, with every
+// member the upstream sent. Error events are always encoded.
 func (s *StreamWriter) Write(ev *llm.Event) error {
 	if s.done {
 		return nil
 	}
+	raw := ev.RawSeq > 0 && ev.Raw != nil && ev.RawFormat == llm.FormatOpenAI && ev.Type != llm.EventError
+	if s.held > 0 && (!raw || ev.RawSeq != s.held+1) {
+		if err := s.flushHeld(); err != nil {
+			return err
+		}
+	}
+	if !raw || ev.RawSeq != s.held+1 {
+		return s.encode(ev)
+	}
+	s.holding = true
+	err := s.encode(ev)
+	s.holding = false
+	s.held++
+	if err != nil || !ev.RawLast {
+		return err
+	}
+	// The group arrived whole: the upstream's chunk replaces its encoding.
+	s.held, s.pend, s.pendEnds = 0, s.pend[:0], s.pendEnds[:0]
+	if ev.Type != llm.EventMessageStop {
+		return s.w.WriteEvent("", ev.Raw)
+	}
+	// message_stop carries the upstream's usage chunk: the client gets it
+	// when it asked for usage (Keel may have asked upstream on its own).
+	if s.opt.IncludeUsage {
+		if err := s.w.WriteEvent("", ev.Raw); err != nil {
+			return err
+		}
+	}
+	return s.w.WriteEvent("", []byte("[DONE]"))
+}
+
+// flushHeld writes the encoding of a held group that did not arrive whole.
+func (s *StreamWriter) flushHeld() error {
+	start := 0
+	for _, end := range s.pendEnds {
+		if err := s.w.WriteEvent("", s.pend[start:end]); err != nil {
+			return err
+		}
+		start = end
+	}
+	s.held, s.pend, s.pendEnds = 0, s.pend[:0], s.pendEnds[:0]
+	return nil
+}
+
+// emit writes one chunk's data, or holds it while a group is held.
+func (s *StreamWriter) emit(b []byte) error {
+	if s.holding {
+		s.pend = append(s.pend, b...)
+		s.pendEnds = append(s.pendEnds, len(s.pend))
+		return nil
+	}
+	return s.w.WriteEvent("", b)
+}
+
+func (s *StreamWriter) encode(ev *llm.Event) error {
 	switch ev.Type {
 	case llm.EventMessageStart:
 		var m llm.Response
@@ -179,11 +249,11 @@ func (s *StreamWriter) Write(ev *llm.Event) error {
 			b = appendUsage(b, &s.usage)
 			b = append(b, '}')
 			s.buf = b
-			if err := s.w.WriteEvent("", b); err != nil {
+			if err := s.emit(b); err != nil {
 				return err
 			}
 		}
-		return s.w.WriteEvent("", []byte("[DONE]"))
+		return s.emit([]byte("[DONE]"))
 
 	case llm.EventPing:
 		return s.w.WriteComment("ping")
@@ -258,7 +328,7 @@ func (s *StreamWriter) endChunk(b []byte, finish *string) error {
 	}
 	b = append(b, "}]}"...)
 	s.buf = b
-	return s.w.WriteEvent("", b)
+	return s.emit(b)
 }
 
 func (s *StreamWriter) chunk(delta string, finish *string) error {

@@ -90,9 +90,9 @@ func (r Report) RestoreEvent(ev *llm.Event) *llm.Event {
 		if m == nil || (m.Extra == nil && m.ChoiceExtra == nil && m.MessageExtra == nil && m.Usage.Extra == nil) {
 			return ev
 		}
-		cp := *ev
-		cp.Message, cp.Raw = r.RestoreResponse(m), nil
-		return &cp
+		cp := ev.Detach()
+		cp.Message = r.RestoreResponse(m)
+		return cp
 	case llm.EventBlockStart:
 		b := ev.Block
 		if b == nil || b.Type != llm.BlockToolUse {
@@ -104,22 +104,22 @@ func (r Report) RestoreEvent(ev *llm.Event) *llm.Event {
 		}
 		nb := *b
 		nb.Name, nb.ID, nb.Raw = name, id, nil
-		cp := *ev
-		cp.Block, cp.Raw = &nb, nil
-		return &cp
+		cp := ev.Detach()
+		cp.Block = &nb
+		return cp
 	case llm.EventMessageDelta:
 		stop := restoreStop(ev.StopReason)
 		if stop == ev.StopReason && (ev.Usage == nil || ev.Usage.Extra == nil) {
 			return ev
 		}
-		cp := *ev
-		cp.StopReason, cp.Raw = stop, nil
+		cp := ev.Detach()
+		cp.StopReason = stop
 		if ev.Usage != nil && ev.Usage.Extra != nil {
 			u := *ev.Usage
 			u.Extra = nil
 			cp.Usage = &u
 		}
-		return &cp
+		return cp
 	}
 	return ev
 }

@@ -193,7 +193,7 @@ func TestRestoreEvent(t *testing.T) {
 		want llm.Event
 	}{
 		{"tool start renamed", llm.Event{Type: llm.EventBlockStart, Index: 1, Block: &llm.Block{Type: llm.BlockToolUse, ID: "id_1", Name: "n_1"}, Raw: []byte("x"), RawFormat: llm.FormatAnthropic},
-			llm.Event{Type: llm.EventBlockStart, Index: 1, Block: &llm.Block{Type: llm.BlockToolUse, ID: "id:1", Name: "n.1"}, RawFormat: llm.FormatAnthropic}},
+			llm.Event{Type: llm.EventBlockStart, Index: 1, Block: &llm.Block{Type: llm.BlockToolUse, ID: "id:1", Name: "n.1"}}},
 		{"other tool untouched", llm.Event{Type: llm.EventBlockStart, Block: &llm.Block{Type: llm.BlockToolUse, ID: "x", Name: "y"}, Raw: []byte("x")},
 			llm.Event{Type: llm.EventBlockStart, Block: &llm.Block{Type: llm.BlockToolUse, ID: "x", Name: "y"}, Raw: []byte("x")}},
 		{"usage extra stripped", llm.Event{Type: llm.EventMessageDelta, StopReason: llm.StopEndTurn, Usage: &llm.Usage{OutputTokens: 3, Extra: llm.Extra{"service_tier": json.RawMessage(`"standard"`)}}},
