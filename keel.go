@@ -33,6 +33,7 @@ import (
 	"github.com/keelmesh/keel/internal/normalize/calstore"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/server"
+	redisstore "github.com/keelmesh/keel/internal/store/redis"
 	"github.com/keelmesh/keel/internal/store/sqlite"
 	"github.com/keelmesh/keel/internal/structured"
 	"github.com/keelmesh/keel/internal/telemetry"
@@ -61,6 +62,7 @@ type Mesh struct {
 	debug    *debugtrace.Store
 	dash     *dashboard.Dashboard
 	reqlog   *sqlite.Log
+	shared   *redisstore.Store
 	alert    *alert.Webhook
 	smetrics *structured.Metrics
 	closeOne sync.Once
@@ -168,12 +170,19 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 	if err != nil {
 		return nil, err
 	}
+	var shared engine.SharedState
+	if cfg.Redis.On() {
+		if m.shared, err = redisstore.New(cfg.Redis, o.logger); err != nil {
+			return nil, err
+		}
+		shared = m.shared
+	}
 	observer, routes, err := m.observability(cfg, o)
 	if err != nil {
 		m.Close()
 		return nil, err
 	}
-	m.eng, err = engine.New(engine.Options{Endpoints: eps, Aliases: aliases, Client: provider.NewClient(rt), Logger: o.logger,
+	m.eng, err = engine.New(engine.Options{Shared: shared, Endpoints: eps, Aliases: aliases, Client: provider.NewClient(rt), Logger: o.logger,
 		Passthrough: pass, Resilience: resilienceOptions(cfg.Resilience), Structured: sopts,
 		Fragment: fragmentOptions(cfg.Fragmentation), StructuredMetrics: m.smetrics, Calibrations: cals, ParamPolicy: normalize.Policy(cfg.Normalization.ParameterPolicy),
 		DisableNormalization: cfg.Normalization.Enabled != nil && !*cfg.Normalization.Enabled,
@@ -297,6 +306,9 @@ func (m *Mesh) Close() error {
 		if m.eng != nil {
 			m.eng.Close()
 		}
+		if m.shared != nil {
+			m.shared.Close()
+		}
 		if m.reqlog != nil {
 			err = m.reqlog.Close()
 		}
@@ -348,7 +360,11 @@ func (m *Mesh) observability(cfg *config.Config, o options) (engine.Observer, []
 		for _, a := range cfg.Aliases {
 			models = append(models, a.Name)
 		}
-		mt, err := metrics.New(metrics.Options{Models: models, Regions: regions, ProviderNames: pn, Endpoints: endpoints, Structured: m.smetrics})
+		mo := metrics.Options{Models: models, Regions: regions, ProviderNames: pn, Endpoints: endpoints, Structured: m.smetrics}
+		if m.shared != nil {
+			mo.SharedStateUp = m.shared.Up
+		}
+		mt, err := metrics.New(mo)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -55,6 +55,8 @@ const (
 	DefaultContextWindow       = 200000
 	DefaultRegion              = "default"
 	DefaultStrategy            = StrategyOrdered
+	DefaultRedisKeyPrefix      = "keel:"
+	DefaultRedisTimeout        = Duration(250 * time.Millisecond)
 )
 
 // Provider types: the wire format a provider speaks.
@@ -89,6 +91,8 @@ type Config struct {
 	Normalization Normalization `yaml:"normalization"`
 	// Classifier extends the local domain classifier.
 	Classifier Classifier `yaml:"classifier"`
+	// Redis shares endpoint state and budgets between replicas.
+	Redis Redis `yaml:"redis"`
 
 	// src locates keys in the file this Config was parsed from; nil when built in code.
 	src *source
@@ -154,6 +158,32 @@ func (s Server) DrainDelayOrDefault() time.Duration {
 	}
 	return time.Duration(DefaultDrainDelay)
 }
+
+// Redis is the store several replicas of one mesh share: each publishes
+// what it observes of the upstreams (endpoints down and back, ejections,
+// retry-after cooldowns, breaker openings and closings, rate-limit
+// headroom) and applies the others' within milliseconds, and the retry
+// and hedge budgets are one token bucket per route for the whole fleet,
+// leased in batches. No call waits for Redis: when it is down or slow,
+// each replica goes on with its own state and budgets, and re-syncs when
+// it returns. Unset (no url), nothing is shared.
+type Redis struct {
+	// URL is redis://[[user]:password@]host:port[/db] (rediss:// for TLS);
+	// empty (the default) shares nothing. May use ${VAR}; a secret.
+	URL Secret `yaml:"url"`
+	// Password, when set, overrides the URL's. May use ${VAR}; a secret.
+	Password Secret `yaml:"password"`
+	// KeyPrefix starts every key and the pub/sub channel, so several meshes
+	// can share one Redis; default "keel:". Replicas of one mesh must use
+	// the same prefix (and the same model names).
+	KeyPrefix string `yaml:"key_prefix"`
+	// Timeout bounds connecting and each command; default 250ms. A replica
+	// that cannot reach Redis within it goes on with local state.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// On reports whether the mesh shares state through Redis.
+func (r Redis) On() bool { return r.URL != "" }
 
 // Telemetry configures what Keel exposes about itself.
 type Telemetry struct {

@@ -14,6 +14,8 @@ func TestLoadFull(t *testing.T) {
 	t.Setenv("VLLM_API_KEY", "sk-vllm-test")
 	t.Setenv("VLLM_BASE_URL", "") // empty: the default after :- applies
 	t.Setenv("VLLM_GATEWAY_TOKEN", "tok-123")
+	t.Setenv("REDIS_HOST", "")
+	t.Setenv("REDIS_PASSWORD", "")
 	got, err := Load("testdata/full.yaml")
 	if err != nil {
 		t.Fatalf("Load: %v", err)
@@ -99,6 +101,7 @@ func TestLoadFull(t *testing.T) {
 			Breaker:     resilience.BreakerConfig{ConsecutiveFailures: 3, OpenFor: 10 * time.Second},
 		},
 		RequestLog: RequestLog{Path: "keel-requests.db"},
+		Redis:      Redis{URL: "redis://127.0.0.1:6379/0", KeyPrefix: "keel-prod:", Timeout: DefaultRedisTimeout},
 	}
 	if d := diff(got, want); d != "" {
 		t.Errorf("Load(full.yaml) mismatch (-got +want):\n%s", d)
@@ -332,17 +335,14 @@ func TestParseErrors(t *testing.T) {
 			want: []string{`keel.yaml:2:1: routing: section reserved for a later Keel version, not supported yet`},
 		},
 		{
-			name: "reserved sections all",
-			yaml: "routing: {}\nredis: {}\n",
-			want: []string{
-				`keel.yaml:1:1: routing: section reserved for a later Keel version, not supported yet`,
-				`keel.yaml:2:1: redis: section reserved for a later Keel version, not supported yet`,
-			},
+			name: "reserved name only at top level",
+			yaml: "server:\n  routing: x\n",
+			want: []string{`keel.yaml:2:3: server.routing: unknown key`},
 		},
 		{
-			name: "reserved name only at top level",
-			yaml: "server:\n  redis: x\n",
-			want: []string{`keel.yaml:2:3: server.redis: unknown key`},
+			name: "redis unknown key",
+			yaml: "redis:\n  url: redis://127.0.0.1:6379\n  prefix: k\n",
+			want: []string{`keel.yaml:3:3: redis.prefix: unknown key (did you mean "key_prefix"?)`},
 		},
 		{
 			name: "duration as integer",

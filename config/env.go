@@ -6,7 +6,8 @@ import (
 )
 
 // expandEnv expands ${VAR} and ${VAR:-default} in the fields that allow it:
-// provider base_url, api_key and header values, and endpoint base_url. It
+// provider base_url, api_key and header values, endpoint base_url, and
+// redis url and password. It
 // works on decoded strings, never on the file text, so a value cannot change
 // the YAML structure. A field that fails to expand is left empty.
 func (c *Config) expandEnv(lookup func(string) (string, bool)) []error {
@@ -41,6 +42,14 @@ func (c *Config) expandEnv(lookup func(string) (string, bool)) []error {
 			do(base+".headers."+name, &s)
 			p.Headers[name] = Secret(s)
 		}
+	}
+	for _, r := range []struct {
+		path string
+		s    *Secret
+	}{{"redis.url", &c.Redis.URL}, {"redis.password", &c.Redis.Password}} {
+		v := string(*r.s)
+		do(r.path, &v)
+		*r.s = Secret(v)
 	}
 	for i := range c.Models {
 		for j := range c.Models[i].Endpoints {

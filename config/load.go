@@ -21,7 +21,7 @@ import (
 // are rejected rather than ignored, so a file written for a newer Keel never
 // half-works on this one.
 var reserved = []string{
-	"routing", "redis",
+	"routing",
 }
 
 // Load reads the file at path and returns its Config, defaulted and validated

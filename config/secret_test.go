@@ -151,6 +151,8 @@ func TestSecretsNotInErrors(t *testing.T) {
 		{"api_key of the wrong kind", "providers:\n  - {name: a, type: openai, api_key: [" + literalSecret + "]}\n"},
 		{"header of the wrong kind", "providers:\n  - {name: a, type: openai, headers: {X: {" + literalSecret + ": 1}}}\n"},
 		{"syntax error near secret", "providers:\n  - {name: a, type: openai, api_key: \"" + literalSecret + "\n"},
+		{"credentials in a bad redis url", "redis: {url: 'http://u:" + literalSecret + "@h:1'}\n"},
+		{"unparsable redis url", "redis: {url: 'redis://[" + literalSecret + "'}\n"},
 		{"unknown key holding secret", "providers:\n  - {name: a, type: openai, apikey: " + literalSecret + "}\n"},
 	}
 	for _, tt := range tests {

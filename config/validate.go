@@ -55,6 +55,7 @@ func (v *validator) extra() {
 	if p := r.Rollout.Percent; p != nil && (*p < 0 || *p > 100) {
 		v.add("resilience.rollout.percent", "expected 0 to 100, got %d", *p)
 	}
+	v.redis()
 	v.nonNegative("telemetry.debug_traces", int64(v.c.Telemetry.DebugTraces))
 	v.nonNegative("request_log.retention_days", int64(v.c.RequestLog.RetentionDays))
 	v.nonNegative("request_log.queue_size", int64(v.c.RequestLog.QueueSize))
@@ -124,6 +125,32 @@ func (v *validator) extra() {
 		if d.Field == "" || d.From == "" || len(d.Table) == 0 {
 			v.add(fmt.Sprintf("structured_output.derive[%d]", i), "needs field, from and a non-empty table")
 		}
+	}
+}
+
+// redis checks the redis section: a url naming a host (or a unix socket)
+// whenever any of its keys is set. Messages never quote the url, which may
+// hold a password.
+func (v *validator) redis() {
+	r := v.c.Redis
+	v.duration("redis.timeout", r.Timeout)
+	if !r.On() {
+		if r.Password != "" || r.KeyPrefix != "" || r.Timeout != 0 {
+			v.add("redis.url", "required when the redis section sets other keys")
+		}
+		return
+	}
+	u, err := url.Parse(r.URL.Value())
+	switch {
+	case err != nil:
+		v.add("redis.url", "expected redis://host:port, rediss://host:port or unix:///path, got an unparsable url")
+	case u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix":
+		v.add("redis.url", "expected the scheme redis, rediss or unix, got %q", u.Scheme)
+	case u.Scheme == "unix" && u.Path == "", u.Scheme != "unix" && u.Hostname() == "":
+		v.add("redis.url", "names no host")
+	}
+	if strings.ContainsAny(r.KeyPrefix, " \t\r\n*?[") {
+		v.add("redis.key_prefix", "must not contain spaces or the glob characters * ? [")
 	}
 }
 

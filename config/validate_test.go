@@ -56,6 +56,26 @@ func TestValidateErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "redis",
+			yaml: "redis:\n  url: http://127.0.0.1:6379\n  key_prefix: 'a b*'\n  timeout: -1s\n",
+			want: []string{
+				`keel.yaml:2:3: redis.url: expected the scheme redis, rediss or unix, got "http"`,
+				`keel.yaml:3:3: redis.key_prefix: must not contain spaces or the glob characters * ? [`,
+				`keel.yaml:4:3: redis.timeout: must not be negative, got -1s`,
+			},
+		},
+		{
+			name: "redis without url",
+			yaml: "redis:\n  key_prefix: k\n",
+			want: []string{`keel.yaml:1:1: redis.url: required when the redis section sets other keys`},
+		},
+		{
+			name: "redis url from env without host",
+			yaml: "redis:\n  url: ${KEEL_TEST_REDIS}\n",
+			env:  map[string]string{"KEEL_TEST_REDIS": "redis://"},
+			want: []string{`keel.yaml:2:3: redis.url: names no host`},
+		},
+		{
 			name: "listen port out of range",
 			yaml: "server:\n  listen: ':70000'\n",
 			want: []string{`keel.yaml:2:3: server.listen: expected host:port such as "127.0.0.1:7878" or ":7878", got port "70000" (expected a number from 0 to 65535)`},

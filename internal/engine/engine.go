@@ -80,6 +80,10 @@ type Options struct {
 	Now func() time.Time
 	// Rand returns a uniform int in [0, n) (nil = math/rand/v2).
 	Rand func(n int) int
+	// Shared, when set, shares endpoint observations and the retry and
+	// hedge budgets with the mesh's other replicas (see SharedState); nil
+	// keeps everything local.
+	Shared SharedState
 }
 
 // Resilience tunes retries, hedging, breakers and health.
@@ -146,7 +150,11 @@ type Engine struct {
 	closed   atomic.Bool
 	probeInt time.Duration
 
-	routes      map[string]*routeState
+	routes map[string]*routeState
+	// byID holds the configured endpoints by ID (for observations from
+	// other replicas).
+	byID        map[string]*endpoint
+	shared      SharedState
 	fleet       fleet
 	models      []ModelInfo
 	passthrough []*provider.Endpoint
@@ -197,7 +205,7 @@ func New(o Options) (*Engine, error) {
 	e := &Engine{
 		client: o.Client, classify: o.Classify, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd,
 		maxAttempts: r.MaxAttempts, timeout: r.Timeout, backoff: backoff, hedge: r.Hedge, opts: r,
-		routes: map[string]*routeState{}, passthrough: o.Passthrough,
+		routes: map[string]*routeState{}, passthrough: o.Passthrough, shared: o.Shared, byID: map[string]*endpoint{},
 	}
 	if e.smetrics == nil {
 		e.smetrics = &structured.Metrics{}
@@ -227,6 +235,7 @@ func New(o Options) (*Engine, error) {
 			return nil, err
 		}
 		e.fleet.eps = append(e.fleet.eps, ep)
+		e.byID[ep.ID] = ep
 		byModel[pe.Model] = append(byModel[pe.Model], ep)
 		mi := infos[pe.Model]
 		if mi == nil {
@@ -285,6 +294,11 @@ func New(o Options) (*Engine, error) {
 		e.models = append(e.models, ModelInfo{Name: a, Alias: true, Capability: first.Capability, ContextWindow: first.ContextWindow, Regions: first.Regions})
 	}
 	sort.SliceStable(e.models, func(i, j int) bool { return e.models[i].Name < e.models[j].Name })
+	if e.shared != nil {
+		e.shared.Start(e.applyShared, e.sharedNow)
+		e.probes.Add(1)
+		go e.runShared()
+	}
 	return e, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,13 @@ type endpoint struct {
 	// view is what the picker reads: republished after every outcome of
 	// an attempt on the endpoint, and when it goes down or comes back.
 	view atomic.Pointer[epView]
+	// share, when the replicas share state, publishes what a new view
+	// shows that the fleet does not know yet (Engine.shareView); sh is
+	// what the fleet knows.
+	share func(*endpoint, *epView)
+	sh    sharedEP
+	// probing is set while a prober runs for the endpoint.
+	probing atomic.Bool
 }
 
 // epView is an endpoint's routing state at its last outcome: immutable
@@ -57,6 +65,9 @@ func (ep *endpoint) publish() {
 	// said so and State is not asked).
 	v.halfOpen = !v.breakerOpen && ep.breaker.State() == resilience.HalfOpen
 	ep.view.Store(v)
+	if ep.share != nil {
+		ep.share(ep, v)
+	}
 }
 
 // unavailable says why ep must not be sent to at now ("" when it may),
@@ -145,6 +156,10 @@ func (e *Engine) newEndpoint(pe *provider.Endpoint) (*endpoint, error) {
 		return nil, fmt.Errorf("engine: health: %w", err)
 	}
 	ep := &endpoint{Endpoint: pe, health: h}
+	if e.shared != nil {
+		ep.share = e.shareView
+		ep.sh.headroom.Store(math.Float64bits(1))
+	}
 	bc := e.opts.Breaker
 	if bc.Now == nil {
 		bc.Now = e.now
@@ -262,6 +277,9 @@ func (e *Engine) breakerChanged(ep *endpoint, from, to resilience.State) {
 	// The breaker reports transitions after releasing its lock, in order,
 	// so the view published here is the state just entered or a later one.
 	ep.publish()
+	if e.shared != nil && to == resilience.Closed && !ep.sh.remoteClose.Load() {
+		e.shared.Publish(Observation{Endpoint: ep.ID, Kind: ObsBreakerClosed})
+	}
 	e.events.breaker(BreakerEvent{Endpoint: ep.ID, From: from, To: to, Time: e.now()})
 }
 
@@ -276,38 +294,74 @@ const (
 	probeTimeout = 2 * time.Second
 )
 
-// markDown takes ep out of rotation until a probe reaches it. At most one
-// prober runs per endpoint.
-func (e *Engine) markDown(ep *endpoint) {
+// markDown takes ep out of rotation until a probe reaches it, and tells
+// the other replicas when the mesh shares state.
+func (e *Engine) markDown(ep *endpoint) { e.setDown(ep, true) }
+
+// setDown takes ep out of rotation until a probe reaches it; local says
+// this replica saw the failure (so it publishes it). At most one prober
+// runs per endpoint; it stops when the endpoint answers or another replica
+// reports it reachable.
+func (e *Engine) setDown(ep *endpoint, local bool) {
 	if e.closed.Load() || !ep.down.CompareAndSwap(false, true) {
 		return
 	}
 	ep.publish()
-	e.log.Warn("endpoint unreachable; probing until it answers", "endpoint", ep.ID, "interval", e.probeInt.String())
+	if local && e.shared != nil {
+		e.shared.Publish(Observation{Endpoint: ep.ID, Kind: ObsDown})
+	}
+	if local {
+		e.log.Warn("endpoint unreachable; probing until it answers", "endpoint", ep.ID, "interval", e.probeInt.String())
+	} else {
+		e.log.Warn("endpoint unreachable (seen by another replica); probing until it answers", "endpoint", ep.ID, "interval", e.probeInt.String())
+	}
+	if !ep.probing.CompareAndSwap(false, true) {
+		return // the prober of an earlier outage still runs: it takes this one
+	}
 	e.probes.Add(1)
-	go func() {
-		defer e.probes.Done()
-		d := min(firstProbe, e.probeInt)
-		t := time.NewTimer(d)
-		defer t.Stop()
-		for {
-			select {
-			case <-e.stop:
-				return
-			case <-t.C:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-			err := e.client.Probe(ctx, ep.Endpoint)
-			cancel()
-			if err == nil {
-				ep.health.Restore()
-				ep.down.Store(false)
-				ep.publish()
-				e.log.Info("endpoint reachable again", "endpoint", ep.ID)
-				return
-			}
-			d = min(2*d, e.probeInt)
-			t.Reset(d)
+	go e.probe(ep)
+}
+
+// probe probes ep until it answers or is no longer down: the first probe
+// soon, then backing off to the probe interval.
+func (e *Engine) probe(ep *endpoint) {
+	defer e.probes.Done()
+	d := min(firstProbe, e.probeInt)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
 		}
-	}()
+		if !ep.down.Load() {
+			// Another replica found it reachable.
+			ep.probing.Store(false)
+			if !ep.down.Load() || !ep.probing.CompareAndSwap(false, true) {
+				return
+			}
+			// Down again meanwhile, and no other prober took it.
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		err := e.client.Probe(ctx, ep.Endpoint)
+		cancel()
+		if err == nil {
+			ep.health.Restore()
+			ep.probing.Store(false)
+			if ep.down.CompareAndSwap(true, false) {
+				ep.publish()
+				if e.shared != nil {
+					e.shared.Publish(Observation{Endpoint: ep.ID, Kind: ObsUp})
+				}
+				e.log.Info("endpoint reachable again", "endpoint", ep.ID)
+			}
+			if !ep.down.Load() || !ep.probing.CompareAndSwap(false, true) {
+				return
+			}
+			// Down again meanwhile: keep probing.
+		}
+		d = min(2*d, e.probeInt)
+		t.Reset(d)
+	}
 }

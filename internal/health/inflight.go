@@ -1,6 +1,9 @@
 package health
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // InFlight is the number of requests begun and not yet done: one atomic
 // load, for the per-request path (power-of-two-choices).
@@ -41,4 +44,25 @@ func (t *Tracker) Until() (ejected, cooling time.Time) {
 // such as a cancelled hedge).
 func (t *Tracker) Cooldown(until time.Time) {
 	storeMax(&t.coolingUntil, int64(until.Sub(t.start)))
+}
+
+// Eject takes the endpoint out of rotation until at least until: another
+// process sharing the endpoint ejected it (Keel's replicas share
+// ejections). It does not count as one of this tracker's ejections, so the
+// lengths of its own later ejections are unchanged.
+func (t *Tracker) Eject(until time.Time) {
+	storeMax(&t.ejectedUntil, int64(until.Sub(t.start)))
+}
+
+// Headroom is the smallest remaining/limit fraction among the provider's
+// rate-limit headers last seen, in [0, 1]; 1 when unknown. One atomic load.
+func (t *Tracker) Headroom() float64 { return math.Float64frombits(t.headroom.Load()) }
+
+// SetHeadroom records a headroom another process sharing the endpoint read
+// from the provider's headers; it is clamped to [0, 1].
+func (t *Tracker) SetHeadroom(h float64) {
+	if math.IsNaN(h) {
+		return
+	}
+	t.headroom.Store(math.Float64bits(min(max(h, 0), 1)))
 }

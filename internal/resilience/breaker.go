@@ -403,3 +403,37 @@ func (b *Breaker) OpenUntil() (time.Time, bool) {
 	}
 	return b.start.Add(time.Duration(b.openUntil.Load())), true
 }
+
+// Trip opens the breaker until at least until, whatever its state: another
+// process sharing the endpoint saw it fail (Keel's replicas share breaker
+// state). An open interval ending later than until is kept; an until in the
+// past does nothing. The interval doubling on re-open is not advanced.
+func (b *Breaker) Trip(until time.Time) {
+	u := int64(until.Sub(b.start))
+	b.mu.Lock()
+	defer b.unlock()
+	if u <= b.since() || State(b.state.Load()) == Open && b.openUntil.Load() >= u {
+		return
+	}
+	b.openUntil.Store(u)
+	b.probesOut, b.probesOK = 0, 0
+	b.setLocked(Open)
+}
+
+// Reset closes the breaker, as enough successful probes would: another
+// process sharing the endpoint found it serving again. It reports whether
+// the breaker was not closed before.
+func (b *Breaker) Reset() bool {
+	b.mu.Lock()
+	defer b.unlock()
+	if State(b.state.Load()) == Closed {
+		return false
+	}
+	for i := range b.buckets {
+		b.buckets[i].Store(0)
+	}
+	b.consec.Store(0)
+	b.curOpenFor = 0
+	b.setLocked(Closed)
+	return true
+}

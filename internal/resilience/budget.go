@@ -32,12 +32,22 @@ type BudgetConfig struct {
 // token first. During an outage the bucket drains and extra attempts stop,
 // so retries never multiply the load on a failing upstream.
 //
-// A Budget is lock-free (one atomic int64 of milli-tokens updated by CAS),
-// safe for concurrent use, and never blocks.
+// A Budget can also hold a lease of a bucket kept elsewhere and shared by
+// several processes (Share): then requests are only counted, for the holder
+// of the shared bucket to deposit (TakeRequests), and tokens arrive by
+// Grant. Switching back (Share(false)) makes it a bucket of its own again
+// at once, so a process that loses the shared bucket keeps throttling.
+//
+// A Budget is lock-free (atomic int64s updated by CAS), safe for concurrent
+// use, and never blocks.
 type Budget struct {
 	ratio int64 // milli-tokens deposited per request
 	burst int64 // capacity in milli-tokens
 	milli atomic.Int64
+	// shared is set while the bucket is a lease (see Share); requests
+	// counts the requests seen meanwhile and not yet taken.
+	shared   atomic.Bool
+	requests atomic.Int64
 }
 
 const milliPerToken = 1000
@@ -81,12 +91,21 @@ func NewHedgeBudget(cfg BudgetConfig) (*Budget, error) {
 // OnRequest deposits one request's share of tokens. Call it once per
 // original request (not per retry or hedge).
 func (b *Budget) OnRequest() {
+	if b.shared.Load() {
+		b.requests.Add(1)
+		return
+	}
+	b.deposit(b.ratio)
+}
+
+// deposit adds milli-tokens, up to the burst.
+func (b *Budget) deposit(milli int64) {
 	for {
 		cur := b.milli.Load()
 		if cur >= b.burst {
 			return
 		}
-		if b.milli.CompareAndSwap(cur, min(cur+b.ratio, b.burst)) {
+		if b.milli.CompareAndSwap(cur, min(cur+milli, b.burst)) {
 			return
 		}
 	}
@@ -109,4 +128,50 @@ func (b *Budget) TryWithdraw() bool {
 // Available returns the tokens in the bucket now, for metrics and traces.
 func (b *Budget) Available() float64 {
 	return float64(b.milli.Load()) / milliPerToken
+}
+
+// Ratio returns the tokens each request deposits.
+func (b *Budget) Ratio() float64 { return float64(b.ratio) / milliPerToken }
+
+// Burst returns the bucket's capacity in tokens.
+func (b *Budget) Burst() float64 { return float64(b.burst) / milliPerToken }
+
+// Share makes the bucket a lease of a shared one (on) or a bucket of its
+// own again (off). Switching on keeps at most keep tokens of what the
+// bucket holds (the rest would be tokens the shared bucket never granted);
+// switching off deposits, as OnRequest would have, the requests counted and
+// not yet taken. Switching to the mode in force does nothing.
+func (b *Budget) Share(on bool, keep float64) {
+	if b.shared.Swap(on) == on {
+		return
+	}
+	if !on {
+		b.deposit(b.requests.Swap(0) * b.ratio)
+		return
+	}
+	k := max(int64(keep*milliPerToken), 0)
+	for {
+		cur := b.milli.Load()
+		if cur <= k || b.milli.CompareAndSwap(cur, k) {
+			return
+		}
+	}
+}
+
+// Shared reports whether the bucket is a lease of a shared one.
+func (b *Budget) Shared() bool { return b.shared.Load() }
+
+// TakeRequests returns the requests counted while shared since the last
+// call, for the shared bucket to deposit Ratio tokens for each.
+func (b *Budget) TakeRequests() int64 { return b.requests.Swap(0) }
+
+// Return deposits locally the tokens of requests that TakeRequests handed
+// out and the shared bucket never received (it could not be reached).
+func (b *Budget) Return(requests int64) { b.deposit(requests * b.ratio) }
+
+// Grant adds tokens leased from the shared bucket, up to the burst.
+func (b *Budget) Grant(tokens float64) {
+	if m := int64(tokens * milliPerToken); m > 0 {
+		b.deposit(m)
+	}
 }

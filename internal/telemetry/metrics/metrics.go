@@ -95,6 +95,10 @@ type Options struct {
 	MaxDynamicValues int
 	// NoRuntimeMetrics leaves out the Go runtime and process collectors.
 	NoRuntimeMetrics bool
+	// SharedStateUp, when set (the mesh shares state through Redis), is
+	// read at every scrape for mesh_shared_state_up: 1 while the replica
+	// is linked to the shared store, 0 while it serves on its own state.
+	SharedStateUp func() bool
 }
 
 // Metrics is the Prometheus observer. See the package doc for its
@@ -235,6 +239,16 @@ func New(o Options) (*Metrics, error) {
 	}
 	if o.Structured != nil {
 		cs = append(cs, newStructuredCollector(o.Structured))
+	}
+	if up := o.SharedStateUp; up != nil {
+		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mesh_shared_state_up",
+			Help: "1 while this replica is linked to the state the mesh's replicas share (Redis), 0 while it serves on its own state."},
+			func() float64 {
+				if up() {
+					return 1
+				}
+				return 0
+			}))
 	}
 	if !o.NoRuntimeMetrics {
 		cs = append(cs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
