@@ -3,6 +3,7 @@ package keel_test
 import (
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -84,4 +85,60 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// streamBody asks the simulator for a streamed answer of n tokens: one
+// content_block_delta per token, eight events around them.
+func streamBody(n int) string {
+	return `{"model":"sim-sonnet","max_tokens":` + strconv.Itoa(n) + `,"stream":true,"messages":[{"role":"user","content":"Hello there"}]}`
+}
+
+func streamTrip(b *testing.B, rt http.RoundTripper, url, body string) {
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("anthropic-version", "2023-06-01")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || n == 0 {
+		b.Fatalf("status %d, %d bytes", resp.StatusCode, n)
+	}
+}
+
+// BenchmarkStream is a streamed answer of 16 and 256 tokens from the
+// zero-latency simulator, direct and through Keel's embedded transport.
+// Keel's cost per event = the difference of (embedded − direct) between
+// the two lengths, divided by the 240 events between them.
+func BenchmarkStream(b *testing.B) {
+	for _, tokens := range []int{16, 256} {
+		body := streamBody(tokens)
+		b.Run("direct/"+strconv.Itoa(tokens), func(b *testing.B) {
+			fleet, _ := sim.New(sim.ZeroLatency())
+			rt := fleet.Transport()
+			b.ReportAllocs()
+			cpu := startCPU()
+			for b.Loop() {
+				streamTrip(b, rt, "http://sim.invalid/r/us-east/v1/messages", body)
+			}
+			cpu.report(b)
+		})
+		b.Run("embedded/"+strconv.Itoa(tokens), func(b *testing.B) {
+			fleet, _ := sim.New(sim.ZeroLatency())
+			m, err := keel.New(simfleet.Config(fleet, "http://sim.invalid"), keel.WithUpstream(fleet.Transport()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			rt := m.Transport()
+			b.ReportAllocs()
+			cpu := startCPU()
+			for b.Loop() {
+				streamTrip(b, rt, "https://api.anthropic.com/v1/messages", body)
+			}
+			cpu.report(b)
+		})
+	}
 }

@@ -43,7 +43,26 @@ func main() {
 			w.Header()[k] = v
 		}
 		w.WriteHeader(resp.StatusCode)
-		io.Copy(w, resp.Body)
+		if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			io.Copy(w, resp.Body)
+			return
+		}
+		// A stream is passed on as it arrives (httputil.ReverseProxy does
+		// the same for event streams), else its first token waits for 4 KiB.
+		rc := http.NewResponseController(w)
+		buf := make([]byte, 2048)
+		for {
+			n, err := resp.Body.Read(buf)
+			if n > 0 {
+				if _, werr := w.Write(buf[:n]); werr != nil {
+					return
+				}
+				rc.Flush()
+			}
+			if err != nil {
+				return
+			}
+		}
 	})
 	log.Fatal(http.ListenAndServe(*listen, h))
 }

@@ -44,7 +44,10 @@ type Transport struct {
 	// first) and says whether the handler may run on the caller's
 	// goroutine with its answer buffered: true for answers that do not
 	// stream. A handler that flushes anyway is still served correctly,
-	// only not incrementally.
+	// only not incrementally. Such a handler must not change its header
+	// map after WriteHeader other than to set trailers (http.TrailerPrefix
+	// keys, or the names of a Trailer header it sent): unless it declared
+	// trailers, the map is the answer's header, not a copy.
 	Buffered func(req *http.Request, body []byte) bool
 	// Context, when set, derives the context the handler sees from the
 	// request's (adding values) without another copy of the request.
@@ -308,6 +311,8 @@ type responseWriter struct {
 	buf      bytes.Buffer // body written before the first flush, when no header was sent yet
 	// buffered: the whole body goes to buf (serveBuffered); pw is nil.
 	buffered bool
+	// shared: snapshot is header itself (buffered, no Trailer declared).
+	shared bool
 	// declared are the names of the Trailer header as sent (set by
 	// WriteHeader, before RoundTrip reads them).
 	declared []string
@@ -327,7 +332,16 @@ func (w *responseWriter) WriteHeader(code int) {
 		return
 	}
 	w.status = code
-	w.snapshot = w.header.Clone()
+	if w.buffered && w.header["Trailer"] == nil {
+		// The answer leaves only when the handler has returned, and a
+		// Buffered handler leaves its header alone after WriteHeader but
+		// for trailers (finalTrailer moves those out): the map is the
+		// answer's header as it is, without a copy (8 allocations of an
+		// embedded call's two hops).
+		w.snapshot, w.shared = w.header, true
+	} else {
+		w.snapshot = w.header.Clone()
+	}
 	if w.snapshot.Get("Content-Type") == "" && w.buf.Len() > 0 {
 		w.snapshot.Set("Content-Type", http.DetectContentType(w.buf.Bytes()))
 	}
@@ -414,6 +428,9 @@ func (w *responseWriter) finalTrailer() {
 				t = make(http.Header)
 			}
 			t[http.CanonicalHeaderKey(name)] = vs
+			if w.shared {
+				delete(w.header, k) // a trailer, not a header of the answer
+			}
 		}
 	}
 	for _, k := range w.declared {

@@ -328,6 +328,24 @@ func TestTrailersAsNetHTTP(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("(-got +want)\n-%v\n+%v", got, want)
 			}
+			// Buffered, the answer is whole when RoundTrip returns, its
+			// trailers too; and the header map is handed over without a
+			// copy when no trailer is declared, so trailers must leave it.
+			req, _ := http.NewRequest("GET", "http://x/", nil)
+			resp, err := (&Transport{Handler: h, Buffered: always}).RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for k := range resp.Header {
+				if strings.HasPrefix(k, http.TrailerPrefix) {
+					t.Errorf("buffered: header %q, a trailer left in the answer's header", k)
+				}
+			}
+			if g, w := [2]any{resp.Header.Values("Trailer"), resp.Trailer}, [2]any{want[1], want[2]}; !reflect.DeepEqual(g, w) {
+				t.Errorf("buffered (-got +want)\n-%v\n+%v", g, w)
+			}
 		})
 	}
 }
