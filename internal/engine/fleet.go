@@ -189,6 +189,13 @@ func (e *Engine) newRoute(name string, cands []*endpoint, s route.Strategy) (*ro
 	if err != nil {
 		return nil, fmt.Errorf("engine: hedge budget: %w", err)
 	}
+	if e.shared != nil {
+		// Leases of the fleet's buckets from the start, holding one token
+		// each until the first lease (as a lease would): full buckets of
+		// their own would add a burst per replica to the fleet's.
+		rb.Share(true, 1)
+		hb.Share(true, 1)
+	}
 	return &routeState{name: name, cands: cands, strategy: s, retries: rb, hedges: hb}, nil
 }
 

@@ -113,6 +113,9 @@ type sharedEP struct {
 
 // storeMaxTime raises v to t (unix ns) and reports whether it rose.
 func storeMaxTime(v *atomic.Int64, t time.Time) bool {
+	if t.IsZero() {
+		return false // UnixNano of the zero time is undefined
+	}
 	n := t.UnixNano()
 	for {
 		old := v.Load()
@@ -131,10 +134,10 @@ func storeMaxTime(v *atomic.Int64, t time.Time) bool {
 // (a few atomic loads when nothing changed).
 func (e *Engine) shareView(ep *endpoint, v *epView) {
 	s := e.shared
-	if storeMaxTime(&ep.sh.ejected, v.ejectedUntil) && !v.ejectedUntil.IsZero() {
+	if storeMaxTime(&ep.sh.ejected, v.ejectedUntil) {
 		s.Publish(Observation{Endpoint: ep.ID, Kind: ObsEjected, Until: v.ejectedUntil})
 	}
-	if storeMaxTime(&ep.sh.cooling, v.coolingUntil) && !v.coolingUntil.IsZero() {
+	if storeMaxTime(&ep.sh.cooling, v.coolingUntil) {
 		s.Publish(Observation{Endpoint: ep.ID, Kind: ObsCooling, Until: v.coolingUntil})
 	}
 	if v.breakerOpen && storeMaxTime(&ep.sh.open, v.openUntil) {
@@ -265,24 +268,26 @@ func (e *Engine) runShared() {
 	lastSummary := e.now()
 	var reqs []int64
 	var leases []Lease
-	var list []sharedBudget
+	var list, settle []sharedBudget
 	for {
 		list = e.budgets()
-		leases, reqs = leases[:0], reqs[:0]
+		leases, reqs, settle = leases[:0], reqs[:0], settle[:0]
 		for _, sb := range list {
 			n := sb.b.TakeRequests()
-			reqs = append(reqs, n)
 			want := max(leaseTarget(sb.b, n)-sb.b.Available(), 0)
 			if !sb.b.Shared() {
 				want = 0 // a bucket of its own: only see whether the store answers
+			} else if n == 0 && milli(want) == 0 {
+				continue // nothing to settle: no round trip
 			}
+			settle, reqs = append(settle, sb), append(reqs, n)
 			leases = append(leases, Lease{Key: sb.key, Deposit: n * milli(sb.b.Ratio()), Want: milli(want), Burst: milli(sb.b.Burst())})
 		}
 		if len(leases) > 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), leaseTimeout)
 			err := e.shared.Lease(ctx, leases)
 			cancel()
-			for i, sb := range list {
+			for i, sb := range settle {
 				if err != nil {
 					sb.b.Return(reqs[i])
 					sb.b.Share(false, 0)

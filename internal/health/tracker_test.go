@@ -469,3 +469,26 @@ func TestP95MatchesSnapshot(t *testing.T) {
 		t.Errorf("P95(true) = %v, Snapshot.TTFTP95 = %v", got, s.TTFTP95)
 	}
 }
+
+// Another process's ejection and headroom, applied to this tracker.
+func TestTrackerEjectAndHeadroom(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tr, err := New(Config{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Eject(now.Add(2 * time.Second))
+	tr.Eject(now.Add(time.Second)) // shorter: kept at 2s
+	if got := tr.Unavailable(); got != "ejected" {
+		t.Errorf("Unavailable after Eject (-got +want):\n-%q\n+%q", got, "ejected")
+	}
+	if ej, _ := tr.Until(); !ej.Equal(now.Add(2 * time.Second)) {
+		t.Errorf("ejected until %v, want %v", ej, now.Add(2*time.Second))
+	}
+	for _, tt := range []struct{ set, want float64 }{{0.25, 0.25}, {-1, 0}, {7, 1}} {
+		tr.SetHeadroom(tt.set)
+		if got := tr.Headroom(); got != tt.want {
+			t.Errorf("SetHeadroom(%v): Headroom (-got +want):\n-%v\n+%v", tt.set, got, tt.want)
+		}
+	}
+}

@@ -285,11 +285,11 @@ func (s *Store) session(ctx context.Context, apply func(engine.Observation), cur
 	if err := s.sync(ctx, apply); err != nil {
 		return false, err
 	}
-	for _, o := range current() {
-		s.Publish(o)
-	}
 	if !s.up.Swap(true) {
 		s.log.Info("shared state: linked to Redis; fleet state read", "channel", s.channel)
+	}
+	for _, o := range current() {
+		s.Publish(o) // after up: the writer drops what comes while down
 	}
 	pinged := false
 	for {
@@ -438,7 +438,9 @@ func (s *Store) send(ctx context.Context, batch []engine.Observation) error {
 		}
 		w := wire{Replica: s.id, Endpoint: o.Endpoint, Kind: string(o.Kind), Headroom: o.Headroom}
 		if !o.Until.IsZero() {
-			w.Until = o.Until.UnixMilli()
+			// Rounded up: a replica never ends a cooldown before the one
+			// that saw the retry-after.
+			w.Until = (o.Until.UnixNano() + 999_999) / 1_000_000
 		}
 		k := s.prefix + "ep:" + o.Endpoint
 		switch o.Kind {

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -439,4 +440,31 @@ func BenchmarkObserveParallel(b *testing.B) {
 			m.RequestDone(r)
 		}
 	})
+}
+
+// mesh_shared_state_up follows SharedStateUp at every scrape, and is
+// absent when the mesh shares no state.
+func TestSharedStateUp(t *testing.T) {
+	var up atomic.Bool
+	m, err := New(Options{NoRuntimeMetrics: true, SharedStateUp: up.Load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []float64{0, 1, 0} {
+		up.Store(want == 1)
+		mf := scrape(t, m.Handler())["mesh_shared_state_up"]
+		if mf == nil {
+			t.Fatal("mesh_shared_state_up missing")
+		}
+		if got := mf.GetMetric()[0].GetGauge().GetValue(); got != want {
+			t.Errorf("mesh_shared_state_up (-got +want):\n-%v\n+%v", got, want)
+		}
+	}
+	off, err := New(Options{NoRuntimeMetrics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := scrape(t, off.Handler())["mesh_shared_state_up"]; ok {
+		t.Error("mesh_shared_state_up exposed by a mesh that shares nothing")
+	}
 }
