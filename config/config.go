@@ -26,6 +26,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/resilience"
 )
 
@@ -57,6 +58,8 @@ const (
 	DefaultStrategy            = StrategyOrdered
 	DefaultRedisKeyPrefix      = "keel:"
 	DefaultRedisTimeout        = Duration(250 * time.Millisecond)
+	DefaultKeysPath            = "keel-keys.db"
+	DefaultKeysRefresh         = Duration(5 * time.Second)
 )
 
 // Provider types: the wire format a provider speaks.
@@ -93,6 +96,12 @@ type Config struct {
 	Classifier Classifier `yaml:"classifier"`
 	// Redis shares endpoint state and budgets between replicas.
 	Redis Redis `yaml:"redis"`
+	// Pricing overrides and extends the built-in price table
+	// (internal/pricing) by upstream model name; a model's own price
+	// overrides both.
+	Pricing []pricing.Entry `yaml:"pricing"`
+	// Keys configures the virtual-key store (keel keys).
+	Keys Keys `yaml:"keys"`
 
 	// src locates keys in the file this Config was parsed from; nil when built in code.
 	src *source
@@ -149,7 +158,29 @@ type Server struct {
 	// caller's format beyond); default 64 KiB, at most 1 MiB (net/http's
 	// own limit, beyond which it answers a plain-text 431).
 	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// RequireKeys refuses API calls without a virtual key Keel issued
+	// (keel keys create): 401 MESH_KEY_INVALID. Off (the default), a call
+	// without one is served unmetered; a call that sends a virtual key is
+	// checked and metered either way.
+	RequireKeys bool `yaml:"require_keys"`
 }
+
+// Keys is the virtual-key store: keys are kept hashed (SHA-256) in an
+// embedded SQLite database, with each key's spend.
+type Keys struct {
+	// Path is the database file; default "keel-keys.db". It may be the
+	// request log's file: the tables do not collide.
+	Path string `yaml:"path"`
+	// RefreshInterval is how often a running mesh re-reads the keys, so
+	// that a key `keel keys` revoked or changed from another process
+	// takes effect; default 5s. A key created elsewhere works at once (an
+	// unknown key is looked up in the database).
+	RefreshInterval Duration `yaml:"refresh_interval"`
+}
+
+// KeysOn reports whether the mesh opens the key store: when keys are required
+// or a path is set.
+func (c *Config) KeysOn() bool { return c.Server.RequireKeys || c.Keys.Path != "" }
 
 // DrainDelayOrDefault returns DrainDelay, or DefaultDrainDelay when unset.
 func (s Server) DrainDelayOrDefault() time.Duration {
@@ -449,7 +480,10 @@ type Model struct {
 	// medical, legal, code, general), 0–1; a missing domain scores 1. The
 	// router skips a model scoring below 0.8 for the request's domain.
 	Domains map[string]float64 `yaml:"domains"`
-	// Price is the list price, used for cost reports.
+	// Price is the list price, used for cost, spend and budgets. Unset, the
+	// endpoint's upstream model is looked up in the pricing section, then
+	// in the built-in table (internal/pricing); a model found in neither
+	// costs 0 (and a warning is logged at start).
 	Price Price `yaml:"price"`
 	// Endpoints are the places this model is served; at least one.
 	Endpoints []Endpoint `yaml:"endpoints"`
@@ -466,11 +500,9 @@ type Model struct {
 	StructuredOutputs string `yaml:"structured_outputs"`
 }
 
-// Price is a model's price in US dollars per million tokens.
-type Price struct {
-	InputPerMTok  float64 `yaml:"input_per_mtok"`
-	OutputPerMTok float64 `yaml:"output_per_mtok"`
-}
+// Price is a model's price in US dollars per million tokens: input,
+// output, cache_read and cache_write (both 0: priced as input).
+type Price = pricing.Price
 
 // Endpoint is one way to reach a model: a provider, in a region, under the
 // model name that provider uses.

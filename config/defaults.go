@@ -58,6 +58,10 @@ func (c *Config) ApplyDefaults() {
 	for i := range c.Aliases {
 		setString(&c.Aliases[i].Strategy, DefaultStrategy)
 	}
+	if c.KeysOn() {
+		setString(&c.Keys.Path, DefaultKeysPath)
+		setDuration(&c.Keys.RefreshInterval, DefaultKeysRefresh)
+	}
 	if c.Redis.On() {
 		setString(&c.Redis.KeyPrefix, DefaultRedisKeyPrefix)
 		setDuration(&c.Redis.Timeout, DefaultRedisTimeout)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/resilience"
 )
 
@@ -56,6 +57,8 @@ func (v *validator) extra() {
 		v.add("resilience.rollout.percent", "expected 0 to 100, got %d", *p)
 	}
 	v.redis()
+	v.pricing()
+	v.duration("keys.refresh_interval", v.c.Keys.RefreshInterval)
 	v.nonNegative("telemetry.debug_traces", int64(v.c.Telemetry.DebugTraces))
 	v.nonNegative("request_log.retention_days", int64(v.c.RequestLog.RetentionDays))
 	v.nonNegative("request_log.queue_size", int64(v.c.RequestLog.QueueSize))
@@ -383,8 +386,7 @@ func (v *validator) models() {
 			v.add(base+".capability", "expected a tier from 1 to 5, got %d", m.Capability)
 		}
 		v.nonNegative(base+".context_window", int64(m.ContextWindow))
-		v.price(base+".price.input_per_mtok", m.Price.InputPerMTok)
-		v.price(base+".price.output_per_mtok", m.Price.OutputPerMTok)
+		policy(v, base+".price", m.Price, pricing.Price.Validate)
 		if len(m.Endpoints) == 0 {
 			v.add(base+".endpoints", "required: at least one endpoint")
 		}
@@ -414,9 +416,20 @@ func (v *validator) models() {
 	}
 }
 
-func (v *validator) price(path string, p float64) {
-	if math.IsNaN(p) || math.IsInf(p, 0) || p < 0 {
-		v.add(path, "expected a price of 0 or more, got %v", p)
+// pricing checks the pricing section: a model name per entry, each once,
+// and prices pricing.Price accepts.
+func (v *validator) pricing() {
+	seen := map[string]bool{}
+	for i, e := range v.c.Pricing {
+		base := fmt.Sprintf("pricing[%d]", i)
+		switch {
+		case e.Model == "":
+			v.add(base+".model", "required: the model name as sent upstream")
+		case seen[e.Model]:
+			v.add(base+".model", "model %q is priced twice", e.Model)
+		}
+		seen[e.Model] = true
+		policy(v, base, e.Price, pricing.Price.Validate)
 	}
 }
 

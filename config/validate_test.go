@@ -271,11 +271,28 @@ models:
 			want: []string{
 				`keel.yaml:4:5: models[0].capability: expected a tier from 1 to 5, got 6`,
 				`keel.yaml:5:5: models[0].context_window: must not be negative, got -1`,
-				`keel.yaml:6:13: models[0].price.input_per_mtok: expected a price of 0 or more, got -1`,
-				`keel.yaml:6:33: models[0].price.output_per_mtok: expected a price of 0 or more, got -0.5`,
+				`keel.yaml:6:13: models[0].price.input_per_mtok: expected a price of 0 or more US dollars per million tokens, got -1`,
+				`keel.yaml:6:33: models[0].price.output_per_mtok: expected a price of 0 or more US dollars per million tokens, got -0.5`,
 				`keel.yaml:9:5: models[1].capability: expected a tier from 1 to 5, got -1`,
 				`keel.yaml:11:5: models[2].name: invalid model name "has space": must not contain spaces or control characters`,
 				`keel.yaml:13:5: models[3].name: required: every model needs a name`,
+			},
+		},
+		{
+			name: "pricing and keys",
+			yaml: `pricing:
+  - {model: gpt-4o, input_per_mtok: 2, output_per_mtok: 8, cache_read_per_mtok: -1}
+  - {model: gpt-4o, input_per_mtok: 2}
+  - {input_per_mtok: 1, cache_write_per_mtok: -2}
+keys:
+  refresh_interval: -1s
+`,
+			want: []string{
+				`keel.yaml:2:60: pricing[0].cache_read_per_mtok: expected a price of 0 or more US dollars per million tokens, got -1`,
+				`keel.yaml:3:6: pricing[1].model: model "gpt-4o" is priced twice`,
+				`keel.yaml:4:6: pricing[2].model: required: the model name as sent upstream`,
+				`keel.yaml:4:25: pricing[2].cache_write_per_mtok: expected a price of 0 or more US dollars per million tokens, got -2`,
+				`keel.yaml:6:3: keys.refresh_interval: must not be negative, got -1s`,
 			},
 		},
 		{

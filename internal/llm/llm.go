@@ -467,6 +467,17 @@ const (
 	// MeshOverloaded: Keel itself is at a limit (request-body bytes being
 	// read at once); retry shortly.
 	MeshOverloaded = "MESH_OVERLOADED"
+	// MeshKeyInvalid: server.require_keys is set and the call sent no
+	// virtual key, or one Keel does not know or has revoked (401).
+	MeshKeyInvalid = "MESH_KEY_INVALID"
+	// MeshKeyModelForbidden: the virtual key may not call the model (403).
+	MeshKeyModelForbidden = "MESH_KEY_MODEL_FORBIDDEN"
+	// MeshKeyRateLimited: the key's requests or tokens per minute are
+	// spent until the minute's end, given in retry-after (429).
+	MeshKeyRateLimited = "MESH_KEY_RATE_LIMITED"
+	// MeshKeyBudgetExceeded: the key's daily or monthly budget in USD is
+	// spent until the window's end (UTC), given in retry-after (429).
+	MeshKeyBudgetExceeded = "MESH_KEY_BUDGET_EXCEEDED"
 )
 
 // APIError is an error answer, from an upstream or produced by Keel.
