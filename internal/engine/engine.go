@@ -153,8 +153,11 @@ type Engine struct {
 	routes map[string]*routeState
 	// byID holds the configured endpoints by ID (for observations from
 	// other replicas).
-	byID        map[string]*endpoint
-	shared      SharedState
+	byID   map[string]*endpoint
+	shared SharedState
+	// kick asks the lease goroutine for a round before its tick (a
+	// budget's lease ran dry).
+	kick        chan struct{}
 	fleet       fleet
 	models      []ModelInfo
 	passthrough []*provider.Endpoint
@@ -206,6 +209,7 @@ func New(o Options) (*Engine, error) {
 		client: o.Client, classify: o.Classify, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd,
 		maxAttempts: r.MaxAttempts, timeout: r.Timeout, backoff: backoff, hedge: r.Hedge, opts: r,
 		routes: map[string]*routeState{}, passthrough: o.Passthrough, shared: o.Shared, byID: map[string]*endpoint{},
+		kick: make(chan struct{}, 1),
 	}
 	if e.smetrics == nil {
 		e.smetrics = &structured.Metrics{}

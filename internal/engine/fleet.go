@@ -181,11 +181,15 @@ func (e *Engine) newEndpoint(pe *provider.Endpoint) (*endpoint, error) {
 }
 
 func (e *Engine) newRoute(name string, cands []*endpoint, s route.Strategy) (*routeState, error) {
-	rb, err := resilience.NewBudget(e.opts.RetryBudget)
+	rc, hc := e.opts.RetryBudget, e.opts.HedgeBudget
+	if e.shared != nil {
+		rc.OnEmpty, hc.OnEmpty = e.kickLease, e.kickLease
+	}
+	rb, err := resilience.NewBudget(rc)
 	if err != nil {
 		return nil, fmt.Errorf("engine: retry budget: %w", err)
 	}
-	hb, err := resilience.NewHedgeBudget(e.opts.HedgeBudget)
+	hb, err := resilience.NewHedgeBudget(hc)
 	if err != nil {
 		return nil, fmt.Errorf("engine: hedge budget: %w", err)
 	}

@@ -94,6 +94,8 @@ const (
 	// leaseInterval is how often budgets settle with their global bucket:
 	// the requests counted are deposited and the lease topped up.
 	leaseInterval = 50 * time.Millisecond
+	// minLeaseGap spaces the extra rounds a dry lease asks for.
+	minLeaseGap = 10 * time.Millisecond
 	// leaseTimeout bounds one lease round trip.
 	leaseTimeout = 500 * time.Millisecond
 	// summaryInterval is how often latency summaries are published.
@@ -250,11 +252,20 @@ type sharedBudget struct {
 }
 
 // leaseTarget is how many tokens a replica keeps leased: what its requests
-// of the last interval earn over two intervals, at least one token, at
-// most half the burst (so no replica holds the whole bucket).
+// since the last round earn over two such rounds, at least one token, at
+// most the burst (what its bucket holds).
 func leaseTarget(b *resilience.Budget, requests int64) float64 {
 	t := math.Ceil(2 * b.Ratio() * float64(requests))
-	return min(max(t, 1), max(b.Burst()/2, 1))
+	return min(max(t, 1), b.Burst())
+}
+
+// kickLease asks for a lease round now (a shared budget refused a
+// withdrawal); it never blocks.
+func (e *Engine) kickLease() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
 }
 
 // runShared settles the budgets with their global buckets every
@@ -305,10 +316,24 @@ func (e *Engine) runShared() {
 				}
 			}
 		}
+		last := e.now()
 		select {
 		case <-e.stop:
 			return
 		case <-t.C:
+		case <-e.kick:
+			// A dry lease: a round now, but not more often than
+			// minLeaseGap (a storm would otherwise cost a round trip per
+			// refused retry).
+			if d := minLeaseGap - e.now().Sub(last); d > 0 {
+				w := time.NewTimer(d)
+				select {
+				case <-e.stop:
+					w.Stop()
+					return
+				case <-w.C:
+				}
+			}
 		}
 	}
 }

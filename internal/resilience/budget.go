@@ -24,6 +24,11 @@ type BudgetConfig struct {
 	// Burst is the bucket's capacity, and its content at start. Zero means
 	// 10. It must be at least 1 so that one withdrawal can ever succeed.
 	Burst float64 `yaml:"burst"`
+	// OnEmpty, if set, is called when TryWithdraw refuses while the
+	// budget is shared (see Budget.Share), so that its holder can top the
+	// lease up before its next round. It runs on the withdrawing goroutine
+	// and must not block.
+	OnEmpty func() `yaml:"-" json:"-"`
 }
 
 // Budget is a token bucket that throttles retries and hedges, like gRPC
@@ -48,6 +53,7 @@ type Budget struct {
 	// counts the requests seen meanwhile and not yet taken.
 	shared   atomic.Bool
 	requests atomic.Int64
+	onEmpty  func()
 }
 
 const milliPerToken = 1000
@@ -68,8 +74,9 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 	}
 	b := &Budget{
 		// The epsilon keeps 0.29×1000 = 289.99999999999994 at 290.
-		ratio: int64(math.Floor(cfg.Ratio*milliPerToken + 1e-6)),
-		burst: int64(math.Floor(cfg.Burst*milliPerToken + 1e-6)),
+		ratio:   int64(math.Floor(cfg.Ratio*milliPerToken + 1e-6)),
+		burst:   int64(math.Floor(cfg.Burst*milliPerToken + 1e-6)),
+		onEmpty: cfg.OnEmpty,
 	}
 	b.milli.Store(b.burst)
 	return b, nil
@@ -117,6 +124,9 @@ func (b *Budget) TryWithdraw() bool {
 	for {
 		cur := b.milli.Load()
 		if cur < milliPerToken {
+			if b.onEmpty != nil && b.shared.Load() {
+				b.onEmpty()
+			}
 			return false
 		}
 		if b.milli.CompareAndSwap(cur, cur-milliPerToken) {

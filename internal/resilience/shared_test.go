@@ -70,7 +70,8 @@ func TestBreakerTripIgnoresEarlierProbe(t *testing.T) {
 // Grant adds, and turns back into a bucket of its own with the requests'
 // deposits.
 func TestBudgetShare(t *testing.T) {
-	b, err := NewBudget(BudgetConfig{Ratio: 0.5, Burst: 4})
+	empties := 0
+	b, err := NewBudget(BudgetConfig{Ratio: 0.5, Burst: 4, OnEmpty: func() { empties++ }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +87,9 @@ func TestBudgetShare(t *testing.T) {
 	}
 	if !b.TryWithdraw() || b.TryWithdraw() {
 		t.Error("a shared budget holding one token did not allow exactly one withdrawal")
+	}
+	if empties != 1 {
+		t.Errorf("OnEmpty calls after a refused withdrawal while shared (-got +want):\n-%d\n+1", empties)
 	}
 	if n := b.TakeRequests(); n != 6 {
 		t.Errorf("TakeRequests (-got +want):\n-%d\n+6", n)
@@ -104,11 +108,19 @@ func TestBudgetShare(t *testing.T) {
 		t.Errorf("Available after Share(false): the two requests counted should deposit 1 token; got %v", got)
 	}
 	b.OnRequest()
-	if got := b.Available(); math.Abs(got-1.5) > 1e-9 {
-		t.Errorf("a local budget's request deposits its ratio: Available %v, want 1.5", got)
+	for b.TryWithdraw() {
+	}
+	if empties != 2 {
+		t.Errorf("OnEmpty called %d times in all, want 2: not for a local budget", empties)
+	}
+	b.OnRequest()
+	b.OnRequest()
+	b.OnRequest()
+	if got := b.Available(); math.Abs(got-2) > 1e-9 {
+		t.Errorf("a local budget's requests deposit their ratio: Available %v, want 0.5 + 3 × 0.5 = 2", got)
 	}
 	b.Return(3)
-	if got := b.Available(); math.Abs(got-3) > 1e-9 {
-		t.Errorf("Return(3) at ratio 0.5: Available %v, want 3", got)
+	if got := b.Available(); math.Abs(got-3.5) > 1e-9 {
+		t.Errorf("Return(3) at ratio 0.5: Available %v, want 3.5", got)
 	}
 }

@@ -73,13 +73,14 @@ const (
 
 // leaseScript deposits ARGV[1] milli-tokens into the bucket KEYS[1] (capacity
 // ARGV[3]; a missing bucket starts full), takes up to ARGV[2] from it and
-// returns what it took.
+// returns what it took. The take comes out of the deposit before the
+// capacity applies: a replica settling a round's deposits at once must not
+// lose what a bucket refilled request by request would have let it spend.
 const leaseScript = `
 local cap = tonumber(ARGV[3])
-local cur = tonumber(redis.call('GET', KEYS[1]) or cap)
-cur = math.min(cur + tonumber(ARGV[1]), cap)
+local cur = tonumber(redis.call('GET', KEYS[1]) or cap) + tonumber(ARGV[1])
 local take = math.max(math.min(cur, tonumber(ARGV[2])), 0)
-redis.call('SET', KEYS[1], cur - take, 'PX', ARGV[4])
+redis.call('SET', KEYS[1], math.min(cur - take, cap), 'PX', ARGV[4])
 return take
 `
 

@@ -140,7 +140,10 @@ func TestLeaseIsOneBucketForEveryReplica(t *testing.T) {
 		{"deposits refill it", b, engine.Lease{Key: "retry/m", Deposit: 1500, Want: 1000, Burst: 5000}, 1000},
 		{"what is left", a, engine.Lease{Key: "retry/m", Want: 1000, Burst: 5000}, 500},
 		{"deposits stop at the burst", a, engine.Lease{Key: "retry/m", Deposit: 99000, Burst: 5000}, 0},
-		{"full again", b, engine.Lease{Key: "retry/m", Want: 9000, Burst: 5000}, 5000},
+		{"a take comes out of the deposit before the burst applies", a, engine.Lease{Key: "retry/m", Deposit: 4000, Want: 8000, Burst: 5000}, 8000},
+		{"and the rest is capped", b, engine.Lease{Key: "retry/m", Deposit: 4000, Want: 9000, Burst: 5000}, 5000},
+		{"full again", b, engine.Lease{Key: "retry/m", Deposit: 5000, Want: 5000, Burst: 5000}, 5000},
+		{"and empty", b, engine.Lease{Key: "retry/m", Want: 1, Burst: 5000}, 0},
 		{"another key is another bucket", a, engine.Lease{Key: "hedge/m", Want: 1000, Burst: 2000}, 1000},
 	}
 	for _, tt := range tests {
