@@ -374,9 +374,11 @@ func (t *Table) Params(req *llm.Request, target Target, policy Policy) (*llm.Req
 	return &out, actions, nil
 }
 
+// versionNote names the API version a parameter was dropped for (only
+// versioned APIs have one: Anthropic's).
 func versionNote(t Target) string {
-	if t.Format == llm.FormatAnthropic && t.APIVersion != "" {
-		return " (Anthropic API version " + t.APIVersion + ")"
+	if t.APIVersion != "" {
+		return " (API version " + t.APIVersion + ")"
 	}
 	return ""
 }

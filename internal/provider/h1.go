@@ -531,7 +531,9 @@ var commonKeys = func() map[string]string {
 // that copies the head once and slices every value out of that copy, with
 // canonical names interned. The body is left in br for the caller.
 func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
-	var head []byte
+	// One buffer for a usual head (an API answer's is 0.3–1 KiB), not a
+	// growth from nothing line by line.
+	head := make([]byte, 0, 1024)
 	lines := 0
 	for {
 		line, err := br.ReadSlice('\n')
@@ -566,13 +568,15 @@ func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 	if !ok || !pok || major != 1 {
 		return nil, fmt.Errorf("malformed HTTP status line %q", status)
 	}
-	codeStr, reason, _ := strings.Cut(strings.TrimLeft(rest, " "), " ")
+	codeStr, _, _ := strings.Cut(strings.TrimLeft(rest, " "), " ")
 	code, err := strconv.Atoi(codeStr)
 	if err != nil || len(codeStr) != 3 || code < 100 {
 		return nil, fmt.Errorf("malformed HTTP status code %q", codeStr)
 	}
 	resp := &http.Response{
-		Status:        codeStr + " " + reason,
+		// As net/http: the status line after the version, left-trimmed
+		// (a substring of the head: no allocation).
+		Status:        strings.TrimLeft(rest, " "),
 		StatusCode:    code,
 		Proto:         proto,
 		ProtoMajor:    major,
@@ -580,9 +584,6 @@ func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 		Header:        make(http.Header, lines),
 		ContentLength: -1,
 		Request:       req,
-	}
-	if reason == "" {
-		resp.Status = codeStr
 	}
 	vals := make([]string, 0, lines)
 	last := ""
