@@ -31,6 +31,7 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/normalize/calstore"
+	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/server"
 	redisstore "github.com/keelmesh/keel/internal/store/redis"
@@ -182,7 +183,17 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 		m.Close()
 		return nil, err
 	}
-	m.eng, err = engine.New(engine.Options{Shared: shared, Endpoints: eps, Aliases: aliases, Client: provider.NewClient(rt), Logger: o.logger,
+	prices := pricing.New(cfg.Pricing)
+	unpriced := map[string]bool{}
+	for _, ep := range eps {
+		if ep.Price.IsZero() && !unpriced[ep.Model] {
+			unpriced[ep.Model] = true
+			if o.logger != nil {
+				o.logger.Warn("keel: model has no price: its calls cost $0 in X-Mesh-Cost, spend and budgets; set models[].price or a pricing entry", "model", ep.Model, "upstream_model", ep.UpstreamModel)
+			}
+		}
+	}
+	m.eng, err = engine.New(engine.Options{Shared: shared, Prices: prices.Lookup, Endpoints: eps, Aliases: aliases, Client: provider.NewClient(rt), Logger: o.logger,
 		Passthrough: pass, Resilience: resilienceOptions(cfg.Resilience), Structured: sopts,
 		Fragment: fragmentOptions(cfg.Fragmentation), StructuredMetrics: m.smetrics, Calibrations: cals, ParamPolicy: normalize.Policy(cfg.Normalization.ParameterPolicy),
 		DisableNormalization: cfg.Normalization.Enabled != nil && !*cfg.Normalization.Enabled,
@@ -212,9 +223,12 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 }
 
 // Endpoints resolves the config's models into upstream endpoints, reading
-// API keys from the environment now.
+// API keys from the environment now. Each endpoint's price is its model's
+// price, else the pricing section's or the built-in table's entry for its
+// upstream model, else for the model's name (zero when none has one).
 func Endpoints(cfg *config.Config) ([]*provider.Endpoint, error) {
 	var eps []*provider.Endpoint
+	prices := pricing.New(cfg.Pricing)
 	for _, mdl := range cfg.Models {
 		for _, e := range mdl.Endpoints {
 			p := cfg.Provider(e.Provider)
@@ -252,11 +266,16 @@ func Endpoints(cfg *config.Config) ([]*provider.Endpoint, error) {
 				Capability:            mdl.Capability,
 				Domains:               mdl.Domains,
 				ContextWindow:         mdl.ContextWindow,
-				InputPrice:            mdl.Price.InputPerMTok,
-				OutputPrice:           mdl.Price.OutputPerMTok,
+				Price:                 mdl.Price,
 			}
 			if ep.UpstreamModel == "" {
 				ep.UpstreamModel = mdl.Name
+			}
+			if ep.Price.IsZero() {
+				ep.Price, _ = prices.Lookup(ep.UpstreamModel)
+			}
+			if ep.Price.IsZero() {
+				ep.Price, _ = prices.Lookup(mdl.Name)
 			}
 			if e.BaseURL != "" {
 				ep.BaseURL = e.BaseURL

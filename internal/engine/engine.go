@@ -27,6 +27,7 @@ import (
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
+	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/route"
@@ -84,6 +85,9 @@ type Options struct {
 	// hedge budgets with the mesh's other replicas (see SharedState); nil
 	// keeps everything local.
 	Shared SharedState
+	// Prices prices an endpoint whose Price is zero (passthrough endpoints
+	// above all) by its upstream model name; nil leaves them unpriced.
+	Prices func(model string) (pricing.Price, bool)
 }
 
 // Resilience tunes retries, hedging, breakers and health.
@@ -135,6 +139,7 @@ type Engine struct {
 	events      events // obs under its optional interfaces (events.go)
 	now         func() time.Time
 	rnd         func(int) int
+	prices      func(string) (pricing.Price, bool)
 	maxAttempts int
 	timeout     time.Duration
 	backoff     *resilience.Backoff
@@ -206,7 +211,7 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: backoff: %w", err)
 	}
 	e := &Engine{
-		client: o.Client, classify: o.Classify, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd,
+		client: o.Client, classify: o.Classify, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices,
 		maxAttempts: r.MaxAttempts, timeout: r.Timeout, backoff: backoff, hedge: r.Hedge, opts: r,
 		routes: map[string]*routeState{}, passthrough: o.Passthrough, shared: o.Shared, byID: map[string]*endpoint{},
 		kick: make(chan struct{}, 1),
@@ -367,6 +372,14 @@ type Call struct {
 	Timeout time.Duration
 	// TraceParent is the client's W3C traceparent header.
 	TraceParent string
+	// KeyID and Team name the virtual key the call was made with, for the
+	// Record (metrics, request log); empty for an unmetered call.
+	KeyID, Team string
+	// Done, when set, is called once with the call's final Record, before
+	// the observers, on the goroutine that finishes the call (for a
+	// stream, the one that closes it). It must not block: the key
+	// accounting settles a call's reservation here.
+	Done func(*Record)
 }
 
 // Outcome is a served call.
@@ -386,7 +399,8 @@ type Outcome struct {
 // Do serves req. Errors are *llm.APIError values ready for the client,
 // with MeshCode set when Keel decided the outcome.
 func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome, error) {
-	rec := &Record{RequestID: call.RequestID, Start: e.now(), Format: req.Format, Model: req.Model, Stream: req.Stream, Behavior: call.Behavior, TraceParent: call.TraceParent, Request: req}
+	rec := &Record{RequestID: call.RequestID, Start: e.now(), Format: req.Format, Model: req.Model, Stream: req.Stream, Behavior: call.Behavior, TraceParent: call.TraceParent, Request: req,
+		KeyID: call.KeyID, Team: call.Team, done: call.Done}
 	var x *exec
 	var served *endpoint
 	cancel := context.CancelFunc(func() {})
@@ -566,15 +580,18 @@ func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
 		rec.Err = ae
 		rec.Status = ae.Status
 	}
-	// Cost: what every attempt with a complete answer cost, or the
-	// serving endpoint's price for the usage the client got when more.
+	// Cost: what every attempt that reported usage cost, or the serving
+	// endpoint's price for the usage the client got when more.
 	var sum float64
 	for _, a := range rec.Attempts {
 		sum += a.Cost
 	}
 	rec.Cost = sum
 	if served != nil {
-		rec.Cost = max(sum, (float64(rec.Usage.PromptTokens())*served.InputPrice+float64(rec.Usage.OutputTokens)*served.OutputPrice)/1e6)
+		rec.Cost = max(sum, e.cost(served, rec.Usage))
+	}
+	if rec.done != nil {
+		rec.done(rec)
 	}
 	if !e.valve.cfg.Disabled && !rec.Legacy && (rec.Err == nil || rec.Err.MeshCode != "") {
 		// Calls the client got wrong (400s) say nothing about the mesh. The

@@ -721,7 +721,7 @@ func (a *attempt) noteUsage(r *Attempt) {
 	}
 	u := a.res.Response.Usage
 	r.InputTokens, r.OutputTokens = u.PromptTokens(), u.OutputTokens
-	r.Cost = (float64(r.InputTokens)*a.ep.InputPrice + float64(r.OutputTokens)*a.ep.OutputPrice) / 1e6
+	r.Cost = a.x.e.cost(a.ep, u)
 }
 
 // discard cancels an abandoned attempt that had not failed (a hedge

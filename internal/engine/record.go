@@ -75,10 +75,16 @@ type Record struct {
 	Err    *llm.APIError
 	Usage  llm.Usage
 	// Cost is the estimated upstream cost in USD: the sum of the attempts'
-	// own costs (every complete answer, a failed call's included), or the
-	// serving endpoint's price for the usage the client got when that is
-	// more (a stream's attempts carry no usage of their own).
+	// own costs (every answer whose usage the upstream reported: retries,
+	// hedges, fragment replicas, re-asks, each leg of a continued stream;
+	// a failed call's included), or the serving endpoint's price for the
+	// usage the client got when that is more.
 	Cost float64
+	// KeyID and Team name the virtual key the call was made with (Call);
+	// empty for an unmetered call.
+	KeyID, Team string
+	// done is Call.Done.
+	done func(*Record)
 
 	// Repairs lists structured-output repair steps applied to the answer.
 	Repairs []string
@@ -190,9 +196,12 @@ type Attempt struct {
 	// call whose answer was used; an unraced call marks none.
 	Winner bool
 	// InputTokens (prompt, cached included) and OutputTokens are the usage
-	// of the attempt's own complete non-streaming answer, and Cost is that
-	// usage at the attempt's endpoint's price in USD; all 0 when it got no
-	// answer or streamed (a stream's usage is the Record's).
+	// the attempt's upstream reported for it — its complete answer, or for
+	// a stream what it reported before it ended (output counted by content
+	// events when it was cut before its usage) — and Cost is that usage at
+	// the attempt's endpoint's price in USD (cache reads and writes at
+	// theirs); all 0 when it got no answer or was cancelled before any
+	// usage (a hedge race's loser).
 	InputTokens, OutputTokens int
 	Cost                      float64
 	// UpstreamRequest is the request body as sent to the endpoint (after

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/provider"
 )
 
@@ -172,7 +173,7 @@ func TestReaskCarriesSchemaAndViolationIsExplained(t *testing.T) {
 		a := &scripted{id: "a", format: llm.FormatOpenAI, script: always(openaiJSON(`{"risk_level":"high"}`))}
 		h := newHarness(t, a)
 		eps := h.endpoints("m", "a")
-		eps[0].InputPrice, eps[0].OutputPrice, eps[0].APIKey = 3, 15, "sk-test-0123456789abcdefghij"
+		eps[0].Price, eps[0].APIKey = pricing.Price{InputPerMTok: 3, OutputPerMTok: 15}, "sk-test-0123456789abcdefghij"
 		e := h.engine(Options{}, eps...)
 		req := ask(llm.FormatOpenAI, "m", false)
 		req.Messages[0].Content[0].Text = "My key is sk-ant-api03-secretsecretsecret, what is the risk?"

@@ -11,6 +11,7 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/structured"
+	"github.com/keelmesh/keel/internal/wire"
 	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
@@ -53,6 +54,13 @@ type Stream struct {
 	deltas      int
 	finalUsage  *llm.Usage
 	endErr      *llm.APIError
+	// own is the current attempt's usage as its upstream reported it
+	// (message start, then the cumulative message delta), ownOut whether
+	// a delta reported output, and ownDeltas its content deltas: its cost
+	// (costAttempt), a continuation's prefilled prompt included.
+	own       llm.Usage
+	ownOut    bool
+	ownDeltas int
 
 	// synth, when set, replaces the upstream: a buffered, validated answer
 	// re-emitted as events (strict structured output).
@@ -63,6 +71,12 @@ type Stream struct {
 	text    strings.Builder
 	// schemaErr is set when a strict structured answer was refused.
 	schemaErr *llm.APIError
+
+	// lent is the event Next returned last and lentFrom the upstream stream
+	// it came from: at the next call the caller is done with it, and the
+	// upstream's reader may reuse it (wire.Recycler).
+	lent     *llm.Event
+	lentFrom provider.Stream
 }
 
 // strict buffers the whole answer, validates and repairs it (re-asking
@@ -130,8 +144,15 @@ func (s *Stream) Served() *provider.Endpoint {
 func (s *Stream) Recovered() int { return s.x.rec.Recovered }
 
 // Next returns the next event for the client; io.EOF after message_stop.
-// After an error event Next returns io.EOF.
+// After an error event Next returns io.EOF. The event is the caller's
+// until the next call to Next: it must copy what it keeps of it.
 func (s *Stream) Next() (*llm.Event, error) {
+	if s.lent != nil {
+		if r, ok := s.lentFrom.(wire.Recycler); ok {
+			r.Recycle(s.lent)
+		}
+		s.lent, s.lentFrom = nil, nil
+	}
 	if s.synthMode {
 		if len(s.synth) == 0 {
 			return nil, io.EOF
@@ -145,6 +166,9 @@ func (s *Stream) Next() (*llm.Event, error) {
 	}
 	for {
 		ev, err := s.upstreamNext()
+		if err == nil {
+			s.noteOwn(ev)
+		}
 		if err == nil && ev.Type == llm.EventError {
 			err = &provider.Error{Kind: provider.KindStatus, Endpoint: s.cur.ep.ID, API: ev.Err}
 		}
@@ -164,6 +188,7 @@ func (s *Stream) Next() (*llm.Event, error) {
 			// A re-asked answer that differs from the text sent: the client
 			// gets the wire's error event, never a glued answer.
 			s.cur.end = s.x.e.now()
+			s.costAttempt()
 			s.cur.settle(&failure{reason: "continuation_diverged", err: err})
 			s.failed = true
 			s.endErr = &llm.APIError{Status: http.StatusOK, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted,
@@ -171,6 +196,9 @@ func (s *Stream) Next() (*llm.Event, error) {
 			return &llm.Event{Type: llm.EventError, Err: s.endErr}, nil
 		}
 		if emit {
+			if out == ev {
+				s.lent, s.lentFrom = out, s.cur.res.Stream
+			}
 			return out, nil
 		}
 	}
@@ -385,6 +413,7 @@ func (s *Stream) recover(cause error) *llm.APIError {
 	x := s.x
 	f := classify(cause)
 	s.cur.end = x.e.now()
+	s.costAttempt()
 	s.cur.settle(f)
 	s.cur.cancel()
 	s.cur.res.Stream.Close()
@@ -512,6 +541,7 @@ func (s *Stream) Close() error {
 	}
 	if !s.failed {
 		s.cur.end = x.e.now()
+		s.costAttempt()
 		if s.finished {
 			s.cur.settle(nil)
 		} else {
@@ -556,4 +586,43 @@ func (s *Stream) Close() error {
 		x.e.finish(rec, s.cur.ep, nil)
 	}
 	return nil
+}
+
+// noteOwn keeps what an event of the current attempt says of its usage.
+func (s *Stream) noteOwn(ev *llm.Event) {
+	switch ev.Type {
+	case llm.EventMessageStart:
+		if ev.Message != nil {
+			s.own = ev.Message.Usage
+		}
+	case llm.EventBlockDelta:
+		s.ownDeltas++
+	case llm.EventMessageDelta:
+		if u := ev.Usage; u != nil {
+			if u.PromptTokens() > 0 {
+				s.own.InputTokens, s.own.CacheReadTokens, s.own.CacheWriteTokens = u.InputTokens, u.CacheReadTokens, u.CacheWriteTokens
+			}
+			s.own.OutputTokens, s.ownOut = u.OutputTokens, true
+		}
+	}
+}
+
+// costAttempt writes the current attempt's own usage and its cost into
+// its record, once, and starts the next attempt's count. An attempt cut
+// before its usage came counts a token per content event received.
+func (s *Stream) costAttempt() {
+	u := s.own
+	if !s.ownOut {
+		u.OutputTokens = max(u.OutputTokens, s.ownDeltas)
+	}
+	s.own, s.ownOut, s.ownDeltas = llm.Usage{}, false, 0
+	x := s.x
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.sealed || u.PromptTokens()+u.OutputTokens == 0 {
+		return
+	}
+	r := &x.rec.Attempts[s.cur.recIdx]
+	r.InputTokens, r.OutputTokens = u.PromptTokens(), u.OutputTokens
+	r.Cost = x.e.cost(s.cur.ep, u)
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/wire"
 	"github.com/keelmesh/keel/internal/wire/translate"
 )
@@ -77,9 +78,10 @@ type Endpoint struct {
 	Capability    int
 	ContextWindow int
 	// Domains scores the model per request domain (missing = 1).
-	Domains     map[string]float64
-	InputPrice  float64 // per million tokens
-	OutputPrice float64
+	Domains map[string]float64
+	// Price is the model's price (keel.New resolves it from the config's
+	// model price, pricing section and built-in table); zero: unpriced.
+	Price pricing.Price
 }
 
 // Continuation is how an upstream continues a partial answer it is sent
@@ -524,7 +526,11 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 	if call.Received != nil {
 		sb = &countingReader{r: resp.Body, n: call.Received}
 	}
-	s.next = codec.NewStreamReader(sb).Next
+	rd := codec.NewStreamReader(sb)
+	s.next = rd.Next
+	if r, ok := rd.(wire.Recycler); ok {
+		s.recycle = r.Recycle
+	}
 	if s.idle > 0 {
 		s.idleTimer = time.AfterFunc(s.idle, func() { cancel(ErrIdleTimeout) })
 	}
@@ -571,7 +577,8 @@ type stream struct {
 	cancel    context.CancelCauseFunc
 	release   func()
 	next      func() (*llm.Event, error)
-	idle      time.Duration // the configured cap
+	recycle   func(*llm.Event) // the reader's Recycle, when it has one
+	idle      time.Duration    // the configured cap
 	idleTimer *time.Timer
 	done      bool
 	lastEvent time.Time
@@ -622,6 +629,14 @@ func (s *stream) Next() (*llm.Event, error) {
 		s.idleTimer.Reset(s.nextIdle())
 	}
 	return s.tr.RestoreEvent(ev), nil
+}
+
+// Recycle gives the codec's reader back an event the caller is done with
+// (wire.Recycler).
+func (s *stream) Recycle(ev *llm.Event) {
+	if s.recycle != nil {
+		s.recycle(ev)
+	}
 }
 
 func (s *stream) Close() error {
