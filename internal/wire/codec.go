@@ -38,6 +38,16 @@ type StreamReader interface {
 	Next() (*llm.Event, error)
 }
 
+// Recycler is implemented by a StreamReader that takes back an event its
+// caller is done with (written on, nothing of it kept): the reader reuses
+// its memory for a later event, so a stream in its steady state does not
+// allocate an event per event. The caller must not touch ev afterwards.
+// A reader takes back only the kinds of event it knows hold nothing shared
+// (deltas, block stops, pings) and ignores the rest.
+type Recycler interface {
+	Recycle(ev *llm.Event)
+}
+
 // StreamWriter writes canonical events in a wire format.
 type StreamWriter interface {
 	Write(ev *llm.Event) error

@@ -154,6 +154,19 @@ type StreamReader struct {
 	started bool // message_start seen
 	blocks  int  // content_block_start events seen
 	err     error
+	free    *llm.Event // given back by Recycle, reused with its Raw buffer
+}
+
+// Recycle takes back a content_block_delta, content_block_stop or ping
+// event the caller is done with: the next event reuses it and its Raw
+// buffer (their decoded fields are copies, never slices of Raw). Other
+// events may hold slices of their Raw (a block's input, a message's
+// unknown members) and are left alone.
+func (s *StreamReader) Recycle(ev *llm.Event) {
+	switch ev.Type {
+	case llm.EventBlockDelta, llm.EventBlockStop, llm.EventPing:
+		s.free = ev
+	}
 }
 
 // NewStreamReader returns a StreamReader over r.
@@ -222,7 +235,14 @@ func (s *StreamReader) next() (*llm.Event, error) {
 		default:
 			continue // unknown event types are tolerated, as the API docs require
 		}
-		ev := &llm.Event{Type: typ, Raw: bytes.Clone(sev.Data), RawFormat: llm.FormatAnthropic}
+		var ev *llm.Event
+		if f := s.free; f != nil {
+			s.free = nil
+			*f = llm.Event{Type: typ, Raw: append(f.Raw[:0], sev.Data...), RawFormat: llm.FormatAnthropic}
+			ev = f
+		} else {
+			ev = &llm.Event{Type: typ, Raw: bytes.Clone(sev.Data), RawFormat: llm.FormatAnthropic}
+		}
 		if ev.Raw == nil {
 			ev.Raw = []byte{}
 		}

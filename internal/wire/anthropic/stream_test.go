@@ -3,8 +3,10 @@ package anthropic
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -360,5 +362,61 @@ func TestDataOnlyStreamIsReported(t *testing.T) {
 	in := []byte("data: {\"type\":\"message_start\",\"message\":{\"id\":\"m\"}}\n\ndata: {\"type\":\"message_stop\"}\n\n")
 	if _, err := readEvents(t, in); err == nil || err == io.EOF {
 		t.Errorf("StreamReader final error = %v, want a protocol error", err)
+	}
+}
+
+// longStream is an Anthropic stream of n text deltas.
+func longStream(n int) []byte {
+	var b strings.Builder
+	b.WriteString("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n")
+	b.WriteString("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
+	for i := range n {
+		fmt.Fprintf(&b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" word%d\"}}\n\n", i)
+		if i%10 == 0 {
+			b.WriteString("event: ping\ndata: {\"type\": \"ping\"}\n\n")
+		}
+	}
+	b.WriteString("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n")
+	b.WriteString("event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":9}}\n\n")
+	b.WriteString("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	return []byte(b.String())
+}
+
+// A reader given its events back reuses them: the events read are the
+// same as without recycling, and a delta costs one allocation (its text)
+// in the steady state, not three (issue 15: no per-event allocations).
+func TestStreamReaderRecycles(t *testing.T) {
+	in := longStream(200)
+	plain := NewStreamReader(bytes.NewReader(in))
+	recycling := NewStreamReader(bytes.NewReader(in))
+	for i := 0; ; i++ {
+		want, werr := plain.Next()
+		got, gerr := recycling.Next()
+		if werr != gerr {
+			t.Fatalf("event %d: error %v, want %v", i, gerr, werr)
+		}
+		if werr != nil {
+			break
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("event %d: %+v, want %+v", i, got, want)
+		}
+		recycling.Recycle(got)
+	}
+	allocs := testing.AllocsPerRun(5, func() {
+		r := NewStreamReader(bytes.NewReader(in))
+		for {
+			ev, err := r.Next()
+			if err != nil {
+				return
+			}
+			r.Recycle(ev)
+		}
+	})
+	t.Logf("%.0f allocations", allocs)
+	// 200 deltas and 20 pings; the fixed part (reader, buffers, the
+	// message and block starts) is well under 40 allocations.
+	if perEvent := (allocs - 40) / 220; perEvent > 1 {
+		t.Errorf("%.0f allocations for 220 steady events: %.2f each, want at most 1 (the delta's text)", allocs, perEvent)
 	}
 }

@@ -71,6 +71,24 @@ type StreamReader struct {
 	finishSeq  int
 	usageRaw   []byte
 	chunkUsage bool // the chunk being read has a usage member
+
+	free  *llm.Event // given back by Recycle
+	spare []byte     // the Raw buffer of a recycled one-event chunk
+}
+
+// Recycle takes back a delta, block stop or ping event the caller is done
+// with: the next event reuses it, and the next chunk the Raw buffer of a
+// chunk that gave only that event. Other events may share their Raw with
+// other events of their chunk, or hold slices of it, and are left alone.
+func (s *StreamReader) Recycle(ev *llm.Event) {
+	switch ev.Type {
+	case llm.EventBlockDelta, llm.EventBlockStop, llm.EventPing:
+		if ev.RawSeq == 1 && ev.RawLast && ev.RawFormat == llm.FormatOpenAI && cap(ev.Raw) > cap(s.spare) {
+			s.spare = ev.Raw[:0]
+		}
+		*ev = llm.Event{}
+		s.free = ev
+	}
 }
 
 // NewStreamReader returns a StreamReader over an OpenAI SSE body.
@@ -85,7 +103,12 @@ func NewStreamReader(r io.Reader) *StreamReader {
 func (s *StreamReader) Next() (*llm.Event, error) {
 	for {
 		if s.qi < len(s.queue) {
-			ev := new(llm.Event)
+			ev := s.free
+			if ev != nil {
+				s.free = nil
+			} else {
+				ev = new(llm.Event)
+			}
 			*ev = s.queue[s.qi]
 			s.queue[s.qi] = llm.Event{}
 			s.qi++
@@ -138,7 +161,12 @@ func (s *StreamReader) group(data []byte, wasFinished bool) {
 	case wasFinished && n == 0 && s.chunkUsage:
 		s.usageRaw = bytes.Clone(data)
 	case n > 0:
-		raw := bytes.Clone(data)
+		var raw []byte
+		if n == 1 && s.spare != nil {
+			raw, s.spare = append(s.spare, data...), nil
+		} else {
+			raw = bytes.Clone(data)
+		}
 		for i := range s.queue {
 			s.queue[i].Raw, s.queue[i].RawFormat, s.queue[i].RawSeq, s.queue[i].RawLast = raw, llm.FormatOpenAI, uint16(i+1), i == n-1
 		}
