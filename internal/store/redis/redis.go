@@ -475,6 +475,8 @@ func (s *Store) Lease(ctx context.Context, leases []engine.Lease) error {
 	if len(leases) == 0 {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	pipe := s.client.Pipeline()
 	cmds := make([]*goredis.Cmd, len(leases))
 	ttl := budgetTTL.Milliseconds()

@@ -188,3 +188,25 @@ func TestRedisDownAndBack(t *testing.T) {
 		t.Errorf("after the restart b applied %+v, want a's cooldown", o)
 	}
 }
+
+// A Redis that stops answering without closing its connections (paused):
+// leases fail within the timeout, the store reports down within two ping
+// intervals, and links again when Redis answers.
+func TestRedisSlow(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newReplica(t, srv.URL())
+	waitFor(t, 5*time.Second, "a linked", a.Up)
+	srv.Pause()
+	start := time.Now()
+	err := a.Lease(context.Background(), []engine.Lease{{Key: "retry/m", Want: 1000, Burst: 5000}})
+	if err == nil {
+		t.Error("a lease succeeded with Redis paused")
+	}
+	if d := time.Since(start); d > 2*time.Duration(config.DefaultRedisTimeout) {
+		t.Errorf("the failed lease took %v, want about the 250ms timeout", d)
+	}
+	waitFor(t, 3*pingEvery, "a reports Redis down", func() bool { return !a.Up() })
+	srv.Resume()
+	waitFor(t, 5*time.Second, "a linked again", a.Up)
+	t.Logf("lease failed after %v", time.Since(start).Round(time.Millisecond))
+}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -61,9 +62,27 @@ func (s *Server) Kill() {
 	if s.cmd == nil {
 		return
 	}
+	s.cmd.Process.Signal(syscall.SIGCONT) // a paused server must run to die
 	s.cmd.Process.Kill()
 	<-s.done
 	s.cmd = nil
+}
+
+// Pause stops the server without closing its connections (SIGSTOP): a
+// Redis that no longer answers. Resume continues it.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig os.Signal) {
+	s.t.Helper()
+	if s.cmd == nil {
+		s.t.Fatal("redistest: signal to a server not running")
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("redistest: %v: %v", sig, err)
+	}
 }
 
 // Restart starts the server again on the same port (after Kill) and waits
