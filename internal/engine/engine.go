@@ -8,7 +8,10 @@
 // An Engine is safe for concurrent use. Do blocks until an answer (or the
 // first content event of a stream) arrives or ctx ends. The engine imports
 // no metrics, storage or HTTP-front package: it reports each finished call
-// to an Observer.
+// to an Observer, and, when several replicas share state (Options.Shared,
+// a SharedState such as store/redis), publishes what it observes of its
+// endpoints and leases its retry and hedge budgets through it, never on a
+// call's path (shared.go).
 package engine
 
 import (
