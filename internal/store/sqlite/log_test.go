@@ -82,6 +82,7 @@ func hedged() *engine.Record {
 	return &engine.Record{
 		RequestID: "req-hedged", Start: s, Duration: 812345678 * time.Nanosecond, TTFT: 98765432 * time.Nanosecond,
 		Format: llm.FormatAnthropic, Model: "claude-x", Stream: true, Domain: "code", Legacy: true, Stage: "hedging",
+		KeyID: "key_0123456789abcdef", Team: "search",
 		ServedBy: "claude-x@eu", ServedModel: "claude-x", ServedRegion: "eu", ServedProvider: "anthropic",
 		Fallback: "rate_limited", Retries: 1, Hedges: 1, HedgeWon: true, Recovered: 1, QueueWait: 15 * time.Millisecond,
 		Status: 200, Usage: llm.Usage{InputTokens: 1200, OutputTokens: 340, CacheReadTokens: 800, CacheWriteTokens: 5},
@@ -103,6 +104,7 @@ func hedgedRow() *Row {
 	return &Row{
 		Seq: 1, RequestID: "req-hedged", Start: t0.Add(time.Minute), Duration: 812345678 * time.Nanosecond, TTFT: 98765432 * time.Nanosecond,
 		Format: "anthropic", Model: "claude-x", Stream: true, Domain: "code", Legacy: true, Stage: "hedging",
+		KeyID: "key_0123456789abcdef", Team: "search",
 		ServedEndpoint: "claude-x@eu", ServedModel: "claude-x", ServedRegion: "eu", ServedProvider: "anthropic",
 		Fallback: "rate_limited", Retries: 1, Hedges: 1, HedgeWon: true, Recovered: 1, QueueWait: 15 * time.Millisecond,
 		Status: 200, TokensIn: 1200, TokensOut: 340, TokensCacheRead: 800, TokensCacheWrite: 5,

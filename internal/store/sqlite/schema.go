@@ -77,4 +77,8 @@ var migrations = []string{
 	// it doubled the writer's CPU per Record. A lookup by id scans (the
 	// report never does one).
 	`DROP INDEX IF EXISTS requests_id;`,
+	// 6: the virtual key a call was made with, and its team (issue 17);
+	// '' for calls without one and in older rows.
+	`ALTER TABLE requests ADD COLUMN key_id TEXT NOT NULL DEFAULT '';
+	ALTER TABLE requests ADD COLUMN team TEXT NOT NULL DEFAULT '';`,
 }
