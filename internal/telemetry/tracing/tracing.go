@@ -6,9 +6,9 @@
 // mesh.* attributes. A client's W3C traceparent is continued: the request
 // span is its child and shares its trace id.
 //
-// Spans go to an OTLP/HTTP exporter when one is configured, and nowhere by
-// default: a Tracer built without an endpoint is disabled and RequestDone
-// returns at once.
+// Spans go to an OTLP/HTTP exporter (protobuf, otlp.go) when one is
+// configured, and nowhere by default: a Tracer built without an endpoint is
+// disabled and RequestDone returns at once.
 //
 // A *Tracer is an engine.Observer, safe for concurrent use. RequestDone
 // never blocks on the network: the exporter batches spans on its own
@@ -24,7 +24,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -75,11 +75,7 @@ func New(ctx context.Context, o Options) (*Tracer, error) {
 		if !strings.HasPrefix(o.OTLPEndpoint, "http://") && !strings.HasPrefix(o.OTLPEndpoint, "https://") {
 			return nil, fmt.Errorf("tracing: otlp endpoint %q: want an http:// or https:// URL", o.OTLPEndpoint)
 		}
-		opts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(o.OTLPEndpoint)}
-		if len(o.Headers) > 0 {
-			opts = append(opts, otlptracehttp.WithHeaders(o.Headers))
-		}
-		exp, err := otlptracehttp.New(ctx, opts...)
+		exp, err := otlptrace.New(ctx, newOTLPClient(o.OTLPEndpoint, o.Headers))
 		if err != nil {
 			return nil, fmt.Errorf("tracing: creating otlp exporter: %w", err)
 		}

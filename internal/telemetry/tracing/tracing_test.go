@@ -2,11 +2,17 @@ package tracing
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -14,7 +20,10 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
@@ -216,19 +225,27 @@ func TestDisabledByDefault(t *testing.T) {
 	}
 }
 
-// With an OTLP endpoint, spans reach the collector over HTTP by Shutdown.
+// With an OTLP endpoint, spans reach the collector over HTTP by Shutdown,
+// as an ExportTraceServiceRequest a collector decodes: the service name,
+// the request span in the client's trace and its three attempt spans.
 func TestOTLPExport(t *testing.T) {
-	var posts atomic.Int32
+	var mu sync.Mutex
+	var got []*tracepb.ResourceSpans
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if r.Method == http.MethodPost && r.URL.Path == "/v1/traces" && r.Header.Get("Content-Type") == "application/x-protobuf" &&
-			r.Header.Get("X-Token") == "secret" && len(body) > 0 {
-			posts.Add(1)
+		var req coltracepb.ExportTraceServiceRequest
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/traces" || r.Header.Get("Content-Type") != "application/x-protobuf" ||
+			r.Header.Get("X-Token") != "secret" || proto.Unmarshal(body, &req) != nil {
+			http.Error(w, "bad export", http.StatusBadRequest)
+			return
 		}
+		mu.Lock()
+		got = append(got, req.ResourceSpans...)
+		mu.Unlock()
 		w.Header().Set("Content-Type", "application/x-protobuf")
 	}))
 	defer srv.Close()
-	tr, err := New(context.Background(), Options{OTLPEndpoint: srv.URL + "/v1/traces", Headers: map[string]string{"X-Token": "secret"}})
+	tr, err := New(context.Background(), Options{OTLPEndpoint: srv.URL + "/v1/traces", Headers: map[string]string{"X-Token": "secret"}, ServiceName: "keel-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,10 +255,139 @@ func TestOTLPExport(t *testing.T) {
 	if err := tr.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if posts.Load() == 0 {
-		t.Error("no OTLP export reached the collector")
-	}
 	srv.CloseClientConnections()
+
+	mu.Lock()
+	defer mu.Unlock()
+	var names []string
+	for _, rs := range got {
+		if svc := rs.GetResource().GetAttributes(); len(svc) != 1 || svc[0].GetKey() != "service.name" || svc[0].GetValue().GetStringValue() != "keel-test" {
+			t.Errorf("resource attributes %v, want service.name keel-test", svc)
+		}
+		for _, ss := range rs.GetScopeSpans() {
+			if ss.GetScope().GetName() != InstrumentationName {
+				t.Errorf("scope %q", ss.GetScope().GetName())
+			}
+			for _, sp := range ss.GetSpans() {
+				names = append(names, sp.GetName())
+				if hex.EncodeToString(sp.GetTraceId()) != clientTrace {
+					t.Errorf("span %q in trace %x, want the client's %s", sp.GetName(), sp.GetTraceId(), clientTrace)
+				}
+			}
+		}
+	}
+	slices.Sort(names)
+	if want := []string{"chat claude-sonnet", "chat claude-sonnet", "chat claude-sonnet", "chat claude-sonnet"}; !slices.Equal(names, want) {
+		t.Errorf("exported spans %q, want %q (the request and its three attempts)", names, want)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// collectorAnswering is a collector (an in-memory transport, so the test
+// runs in a synctest bubble) answering the given statuses in turn (the last
+// one ever after), with a Retry-After of after seconds on failures when
+// after is set; it records when each export arrived.
+func collectorAnswering(cl *otlpClient, after string, statuses ...int) *[]time.Time {
+	var at []time.Time
+	cl.http.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		r.Body.Close()
+		st := statuses[min(len(at), len(statuses)-1)]
+		at = append(at, time.Now())
+		h := http.Header{}
+		if after != "" && st != http.StatusOK {
+			h.Set("Retry-After", after)
+		}
+		return &http.Response{StatusCode: st, Status: fmt.Sprintf("%d %s", st, http.StatusText(st)), Header: h,
+			Body: io.NopCloser(strings.NewReader("no")), Request: r}, nil
+	})
+	return &at
+}
+
+// The exporter retries what otlptracehttp retries (429, 502, 503, 504) on
+// its schedule — waits of 5s, then ×1.5 up to 30s, each jittered by ±50 %,
+// for at most a minute — or after the collector's Retry-After, and gives
+// up at once on any other status, with the collector's message in the
+// error.
+func TestOTLPClientRetries(t *testing.T) {
+	cases := []struct {
+		name     string
+		statuses []int
+		after    string
+		posts    int    // 0: as many as the minute allows
+		errPart  string // "": success
+	}{
+		{name: "ok", statuses: []int{200}, posts: 1},
+		{name: "503 then ok", statuses: []int{503, 200}, posts: 2},
+		{name: "429 with retry-after then ok", statuses: []int{429, 429, 200}, after: "2", posts: 3},
+		{name: "502 504 then ok", statuses: []int{502, 504, 200}, posts: 3},
+		{name: "400 is final", statuses: []int{400}, posts: 1, errPart: "400 Bad Request (body: no)"},
+		{name: "retries run out", statuses: []int{503}, errPart: "giving up"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cl := newOTLPClient("http://collector.test/v1/traces", nil)
+				at := collectorAnswering(cl, c.after, c.statuses...)
+				start := time.Now()
+				err := cl.UploadTraces(context.Background(), []*tracepb.ResourceSpans{{}})
+				cl.Stop(context.Background())
+				switch {
+				case c.errPart == "" && err != nil:
+					t.Errorf("UploadTraces: %v", err)
+				case c.errPart != "" && (err == nil || !strings.Contains(err.Error(), c.errPart)):
+					t.Errorf("UploadTraces: %v, want an error with %q", err, c.errPart)
+				}
+				if c.posts != 0 && len(*at) != c.posts {
+					t.Errorf("%d posts, want %d", len(*at), c.posts)
+				}
+				if took := time.Since(start); took > time.Minute {
+					t.Errorf("retried for %s, over a minute", took)
+				}
+				prev, wait := start, 5*time.Second
+				for i, a := range *at {
+					gap := a.Sub(prev)
+					prev = a
+					switch {
+					case i == 0:
+						if gap != 0 {
+							t.Errorf("first post after %s", gap)
+						}
+						continue
+					case c.after != "":
+						if gap != 2*time.Second {
+							t.Errorf("post %d %s after the last, want the Retry-After's 2s", i, gap)
+						}
+					case gap < wait/2 || gap >= wait*3/2:
+						t.Errorf("post %d %s after the last, want [%s, %s)", i, gap, wait/2, wait*3/2)
+					}
+					wait = min(wait*3/2, 30*time.Second)
+				}
+				if c.posts == 0 && len(*at) < 4 {
+					t.Errorf("only %d posts in the minute", len(*at))
+				}
+			})
+		})
+	}
+}
+
+// Stop cancels an upload that is waiting to retry.
+func TestOTLPClientStopCancels(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newOTLPClient("http://collector.test/v1/traces", nil)
+		collectorAnswering(cl, "", http.StatusServiceUnavailable)
+		time.AfterFunc(50*time.Millisecond, func() { cl.Stop(context.Background()) })
+		start := time.Now()
+		err := cl.UploadTraces(context.Background(), []*tracepb.ResourceSpans{{}})
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("UploadTraces after Stop: %v, want context.Canceled", err)
+		}
+		if took := time.Since(start); took != 50*time.Millisecond {
+			t.Errorf("UploadTraces returned %s after the start, want 50ms (at Stop)", took)
+		}
+	})
 }
 
 func BenchmarkRequestDone(b *testing.B) {
