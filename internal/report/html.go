@@ -2,18 +2,25 @@ package report
 
 import (
 	"fmt"
-	"html/template"
+	"io"
 	"math"
 	"strings"
 )
 
-type htmlData struct {
-	R      *Report
-	Charts map[string]template.HTML
-}
+// markup is HTML that is already escaped: a chart, or a fixed fragment.
+type markup string
 
-// esc escapes text for SVG markup built outside the template.
-func esc(s string) string { return template.HTMLEscapeString(s) }
+// esc escapes text for SVG markup built outside the page (the escaping of
+// text/template's HTMLEscapeString).
+var esc = strings.NewReplacer("\x00", "\uFFFD", `"`, "&#34;", "'", "&#39;", "&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
+
+// escText escapes a value written into the page's text, as html/template
+// escaped it there (its text-node escaper also writes '+' as &#43;), so the
+// page is the one the template wrote before. The page is written by hand:
+// executing a template reaches reflect.Value.MethodByName, which makes the
+// linker keep every exported method of every type in the binary
+// (BENCHMARKS.md, session 5).
+var escText = strings.NewReplacer("\x00", "\uFFFD", `"`, "&#34;", "&", "&amp;", "'", "&#39;", "+", "&#43;", "<", "&lt;", ">", "&gt;").Replace
 
 const (
 	chartW   = 720
@@ -25,9 +32,9 @@ const (
 )
 
 // barChart draws one horizontal bar per label, scaled to the largest value.
-func barChart(title string, labels []string, values []float64, format func(float64) string) template.HTML {
+func barChart(title string, labels []string, values []float64, format func(float64) string) markup {
 	if len(values) == 0 {
-		return template.HTML(`<p class="none">None.</p>`)
+		return markup(`<p class="none">None.</p>`)
 	}
 	top := 0.0
 	for _, v := range values {
@@ -48,13 +55,13 @@ func barChart(title string, labels []string, values []float64, format func(float
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="v">%s</text>`, float64(labelW)+w+6, y+barH-6, esc(format(v)))
 	}
 	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
+	return markup(b.String())
 }
 
 // latencyChart draws p50, p95 and p99 per hour as three lines.
-func latencyChart(hours []HourLatency) template.HTML {
+func latencyChart(hours []HourLatency) markup {
 	if len(hours) == 0 {
-		return template.HTML(`<p class="none">None.</p>`)
+		return markup(`<p class="none">None.</p>`)
 	}
 	const w, h, left, bottom, top, right = chartW, 280, 70, 40, 20, 90
 	maxY := 0.0
@@ -102,14 +109,14 @@ func latencyChart(hours []HourLatency) template.HTML {
 		fmt.Fprintf(&b, `<text x="%d" y="%d" class="l %s">%s</text>`, w-right+10, top+14+18*k, s.class, s.name)
 	}
 	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
+	return markup(b.String())
 }
 
-func charts(r *Report) map[string]template.HTML {
+func charts(r *Report) map[string]markup {
 	var l []string
 	var v []float64
 	reset := func() { l, v = nil, nil }
-	out := map[string]template.HTML{}
+	out := map[string]markup{}
 
 	for _, c := range r.Fallbacks.ByReason {
 		l, v = append(l, c.Key), append(v, float64(c.N))
@@ -144,10 +151,118 @@ func charts(r *Report) map[string]template.HTML {
 	return out
 }
 
-var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"pct": pct, "usd": usd, "stage": stageLabel, "status": statusLabel, "plainPath": plainPath, "costLine": costLine, "unpriced": unpriced, "msf": msf, "f3": f3, "hour": hour, "code": codeLabel, "bin": binLabel, "window": window,
-	"rfc": func(r *Report) string { return r.GeneratedAt.Format("2006-01-02 15:04:05 MST") },
-}).Parse(`<!DOCTYPE html>
+// writeHTML writes the HTML report: a self-contained page (inline CSS and
+// SVG charts, no script, no external reference).
+func writeHTML(w io.Writer, r *Report) error {
+	c := charts(r)
+	var b strings.Builder
+	raw := func(s ...string) {
+		for _, x := range s {
+			b.WriteString(x)
+		}
+	}
+	text := func(format string, a ...any) { b.WriteString(escText(fmt.Sprintf(format, a...))) }
+	// row writes one table row of escaped cells.
+	row := func(cells ...string) {
+		raw("<tr>")
+		for _, x := range cells {
+			raw("<td>", escText(x), "</td>")
+		}
+		raw("</tr>\n")
+	}
+	n := func(i int) string { return fmt.Sprint(i) }
+
+	raw(pageHead)
+	raw(`<p class="sub">Generated `)
+	text("%s", r.GeneratedAt.Format("2006-01-02 15:04:05 MST"))
+	raw("; ")
+	text("%s", window(r))
+	raw(".</p>\n\n")
+
+	raw("<div class=\"tiles\">\n")
+	raw(`<div class="tile" id="total-requests"><b>`, escText(n(r.Requests)), "</b>requests</div>\n")
+	raw(`<div class="tile"><b>`, escText(pct(r.Fragmentation.Share)), "</b>fragmented</div>\n")
+	raw(`<div class="tile"><b>`, escText(pct(r.Fallbacks.Rate)), "</b>fell back</div>\n")
+	raw(`<div class="tile"><b>`, escText(f3(r.Amplification.PerRequest)), "</b>upstream attempts / request</div>\n")
+	raw(`<div class="tile"><b>`, escText(n(r.ErrorsTotal)), "</b>errors</div>\n")
+	raw(`<div class="tile"><b>`, escText(usd(r.Cost.TotalUSD)), "</b>cost</div>\n")
+	raw("</div>\n\n")
+
+	f := r.Fragmentation
+	raw("<h2>Fragmentation</h2>\n<p>")
+	text("%d of %d requests fragmented (%s); %d fragments sent, %d answered; %d fused fields, %d conflicts.",
+		f.Requests, r.Requests, pct(f.Share), f.FragmentsSent, f.FragmentsOK, f.Fusions, f.FusionConflicts)
+	raw("</p>\n\n")
+
+	raw("<h2>Rollout and safety valve</h2>\n", `<p id="plain-path">`, escText(plainPath(r)), "</p>\n")
+	raw("<table>\n<tr><th>rollout stage</th><th>requests</th></tr>\n")
+	for _, s := range r.Stages {
+		row(stageLabel(s.Key), n(s.N))
+	}
+	raw("</table>\n\n")
+
+	raw("<h2>Fallbacks</h2>\n<p>")
+	text("%d requests (%s) were not served by their first choice.", r.Fallbacks.Total, pct(r.Fallbacks.Rate))
+	raw("</p>\n\n")
+	raw("<h3>By reason</h3>\n", string(c["fallbacks"]), "\n")
+	raw("<h3>By first choice (model / region)</h3>\n", string(c["fallbackModels"]), "\n\n")
+
+	nz := r.Normalization
+	raw("<h2>Normaliser compensation</h2>\n<p>")
+	text("%d requests (%s) had their temperature offset", nz.Compensated, pct(nz.Share))
+	if nz.Compensated != 0 {
+		text(": min %+.3f, max %+.3f, mean %+.3f", nz.Min, nz.Max, nz.Mean)
+	}
+	raw(".</p>\n\n", string(c["normalization"]), "\n\n")
+
+	l := r.Latency
+	raw("<h2>Latency per hour</h2>\n<p>")
+	text("Overall: p50 %s, p95 %s, p99 %s.", msf(l.Overall.P50), msf(l.Overall.P95), msf(l.Overall.P99))
+	raw("</p>\n\n", string(c["latency"]), "\n\n")
+	raw("<table>\n<tr><th>hour (UTC)</th><th>requests</th><th>p50</th><th>p95</th><th>p99</th></tr>\n")
+	for _, h := range l.Hourly {
+		row(hour(h.Hour), n(h.Requests), msf(h.P50), msf(h.P95), msf(h.P99))
+	}
+	raw("</table>\n\n")
+
+	a := r.Amplification
+	raw("<h2>Hedging and retry amplification</h2>\n<p>")
+	text("%d upstream attempts for %d requests: %s per request. %d retries; %d hedges on %d requests, %d won; %d mid-stream recoveries.",
+		a.Attempts, r.Requests, f3(a.PerRequest), a.Retries, a.Hedges, a.Hedged, a.HedgesWon, a.Recovered)
+	raw("</p>\n\n", string(c["amplification"]), "\n\n")
+
+	raw("<h2>Cost by model</h2>\n", `<p id="cost-line">`, escText(costLine(r.Cost)), "</p>\n\n", string(c["cost"]), "\n\n")
+	raw("<table>\n<tr><th>model</th><th>requests</th><th>answers</th><th>hedging overhead</th><th>redundancy overhead</th><th>total</th><th>overhead share</th></tr>\n")
+	for _, m := range r.Cost.ByModel {
+		row(m.Model, n(m.Requests), usd(m.RecordedUSD), usd(m.HedgeOverheadUSD), usd(m.RedundancyOverheadUSD), usd(m.TotalUSD), pct(m.OverheadShare))
+	}
+	raw("</table>\n", `<p class="note">`, escText(r.Cost.Note), escText(unpriced(r.Cost)), "</p>\n\n")
+
+	raw("<h2>Errors by mesh_error_code</h2>\n<p>")
+	text("%d requests failed.", r.ErrorsTotal)
+	raw("</p>\n\n", string(c["errors"]), "\n\n")
+	if len(r.Errors) > 0 {
+		raw(`<table id="errors">`, "\n<tr><th>mesh_error_code</th><th>HTTP status</th><th>requests</th><th>share of requests</th></tr>\n")
+		for _, e := range r.Errors {
+			row(codeLabel(e.Code), statusLabel(e.Status), n(e.N), pct(e.Share))
+		}
+		raw("</table>")
+	}
+	raw("\n")
+	if len(r.AttemptErrors) > 0 {
+		raw("<h3>Failed upstream attempts</h3>\n", `<table id="attempt-errors">`, "\n<tr><th>outcome</th><th>upstream status</th><th>attempts</th></tr>\n")
+		for _, e := range r.AttemptErrors {
+			row(e.Outcome, statusLabel(e.Status), n(e.N))
+		}
+		raw("</table>")
+	}
+	raw("\n\n</body>\n</html>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// pageHead is the page up to its first line of content.
+const pageHead = `<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8"/>
@@ -177,81 +292,4 @@ svg polyline.s50, svg polyline.s95, svg polyline.s99 { fill: none; }
 </head>
 <body>
 <h1>Keel transparency report</h1>
-<p class="sub">Generated {{rfc .R}}; {{window .R}}.</p>
-{{with .R}}
-<div class="tiles">
-<div class="tile" id="total-requests"><b>{{.Requests}}</b>requests</div>
-<div class="tile"><b>{{pct .Fragmentation.Share}}</b>fragmented</div>
-<div class="tile"><b>{{pct .Fallbacks.Rate}}</b>fell back</div>
-<div class="tile"><b>{{f3 .Amplification.PerRequest}}</b>upstream attempts / request</div>
-<div class="tile"><b>{{.ErrorsTotal}}</b>errors</div>
-<div class="tile"><b>{{usd .Cost.TotalUSD}}</b>cost</div>
-</div>
-
-<h2>Fragmentation</h2>
-<p>{{.Fragmentation.Requests}} of {{.Requests}} requests fragmented ({{pct .Fragmentation.Share}}); {{.Fragmentation.FragmentsSent}} fragments sent, {{.Fragmentation.FragmentsOK}} answered; {{.Fragmentation.Fusions}} fused fields, {{.Fragmentation.FusionConflicts}} conflicts.</p>
-
-<h2>Rollout and safety valve</h2>
-<p id="plain-path">{{plainPath .}}</p>
-<table>
-<tr><th>rollout stage</th><th>requests</th></tr>
-{{range .Stages}}<tr><td>{{stage .Key}}</td><td>{{.N}}</td></tr>
-{{end}}</table>
-
-<h2>Fallbacks</h2>
-<p>{{.Fallbacks.Total}} requests ({{pct .Fallbacks.Rate}}) were not served by their first choice.</p>
-{{end}}
-<h3>By reason</h3>
-{{index .Charts "fallbacks"}}
-<h3>By first choice (model / region)</h3>
-{{index .Charts "fallbackModels"}}
-{{with .R}}
-<h2>Normaliser compensation</h2>
-<p>{{.Normalization.Compensated}} requests ({{pct .Normalization.Share}}) had their temperature offset{{if .Normalization.Compensated}}: min {{printf "%+.3f" .Normalization.Min}}, max {{printf "%+.3f" .Normalization.Max}}, mean {{printf "%+.3f" .Normalization.Mean}}{{end}}.</p>
-{{end}}
-{{index .Charts "normalization"}}
-{{with .R}}
-<h2>Latency per hour</h2>
-<p>Overall: p50 {{msf .Latency.Overall.P50}}, p95 {{msf .Latency.Overall.P95}}, p99 {{msf .Latency.Overall.P99}}.</p>
-{{end}}
-{{index .Charts "latency"}}
-{{with .R}}
-<table>
-<tr><th>hour (UTC)</th><th>requests</th><th>p50</th><th>p95</th><th>p99</th></tr>
-{{range .Latency.Hourly}}<tr><td>{{hour .Hour}}</td><td>{{.Requests}}</td><td>{{msf .P50}}</td><td>{{msf .P95}}</td><td>{{msf .P99}}</td></tr>
-{{end}}</table>
-
-<h2>Hedging and retry amplification</h2>
-<p>{{.Amplification.Attempts}} upstream attempts for {{.Requests}} requests: {{f3 .Amplification.PerRequest}} per request. {{.Amplification.Retries}} retries; {{.Amplification.Hedges}} hedges on {{.Amplification.Hedged}} requests, {{.Amplification.HedgesWon}} won; {{.Amplification.Recovered}} mid-stream recoveries.</p>
-{{end}}
-{{index .Charts "amplification"}}
-{{with .R}}
-<h2>Cost by model</h2>
-<p id="cost-line">{{costLine .Cost}}</p>
-{{end}}
-{{index .Charts "cost"}}
-{{with .R}}
-<table>
-<tr><th>model</th><th>requests</th><th>answers</th><th>hedging overhead</th><th>redundancy overhead</th><th>total</th><th>overhead share</th></tr>
-{{range .Cost.ByModel}}<tr><td>{{.Model}}</td><td>{{.Requests}}</td><td>{{usd .RecordedUSD}}</td><td>{{usd .HedgeOverheadUSD}}</td><td>{{usd .RedundancyOverheadUSD}}</td><td>{{usd .TotalUSD}}</td><td>{{pct .OverheadShare}}</td></tr>
-{{end}}</table>
-<p class="note">{{.Cost.Note}}{{unpriced .Cost}}</p>
-
-<h2>Errors by mesh_error_code</h2>
-<p>{{.ErrorsTotal}} requests failed.</p>
-{{end}}
-{{index .Charts "errors"}}
-{{with .R}}
-{{if .Errors}}<table id="errors">
-<tr><th>mesh_error_code</th><th>HTTP status</th><th>requests</th><th>share of requests</th></tr>
-{{range .Errors}}<tr><td>{{code .Code}}</td><td>{{status .Status}}</td><td>{{.N}}</td><td>{{pct .Share}}</td></tr>
-{{end}}</table>{{end}}
-{{if .AttemptErrors}}<h3>Failed upstream attempts</h3>
-<table id="attempt-errors">
-<tr><th>outcome</th><th>upstream status</th><th>attempts</th></tr>
-{{range .AttemptErrors}}<tr><td>{{.Outcome}}</td><td>{{status .Status}}</td><td>{{.N}}</td></tr>
-{{end}}</table>{{end}}
-{{end}}
-</body>
-</html>
-`))
+`

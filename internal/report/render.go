@@ -26,7 +26,7 @@ func Render(w io.Writer, r *Report, format string) error {
 	case "md":
 		return writeMarkdown(w, r)
 	case "html":
-		return page.Execute(w, htmlData{R: r, Charts: charts(r)})
+		return writeHTML(w, r)
 	}
 	return fmt.Errorf("%w %q: want one of %s", ErrFormat, format, strings.Join(Formats, ", "))
 }
