@@ -28,6 +28,7 @@ import (
 	"github.com/keelmesh/keel/internal/classify"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/inproc"
+	"github.com/keelmesh/keel/internal/keys"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/normalize/calstore"
@@ -63,6 +64,8 @@ type Mesh struct {
 	debug    *debugtrace.Store
 	dash     *dashboard.Dashboard
 	reqlog   *sqlite.Log
+	keys     *keys.Manager
+	keyStore *sqlite.KeyStore
 	shared   *redisstore.Store
 	alert    *alert.Webhook
 	smetrics *structured.Metrics
@@ -204,10 +207,17 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 		return nil, err
 	}
 	sc := cfg.Server
-	m.srv = server.New(server.Options{Engine: m.eng, Logger: o.logger, MaxBodyBytes: sc.MaxBodyBytes,
+	so := server.Options{Engine: m.eng, Logger: o.logger, MaxBodyBytes: sc.MaxBodyBytes,
 		BodyReadTimeout: time.Duration(sc.BodyReadTimeout), MinBodyRate: sc.MinBodyRateBytesPerSec, MaxInflightBodyBytes: sc.MaxInflightBodyBytes,
 		MaxMessages: sc.MaxMessages, MaxHeaderBytes: sc.MaxHeaderBytes, ListenAddr: sc.Listen, AllowedHosts: sc.AllowedHosts, AllowedOrigins: sc.AllowedOrigins,
-		AdminToken: sc.AdminToken.Value(), ReadToken: sc.ReadToken.Value(), Routes: routes})
+		AdminToken: sc.AdminToken.Value(), ReadToken: sc.ReadToken.Value(), Routes: routes}
+	if cfg.KeysOn() {
+		if err := m.openKeys(cfg, o, &so); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
+	m.srv = server.New(so)
 	m.transport = &inproc.Transport{
 		Handler: m.srv,
 		Context: func(ctx context.Context) context.Context {
@@ -220,6 +230,37 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 	}
 	m.client = &http.Client{Transport: m.transport}
 	return m, nil
+}
+
+// openKeys opens the virtual-key store and its accounting, and plugs them
+// into the server: authentication on the API routes, /admin/keys behind
+// the admin token.
+func (m *Mesh) openKeys(cfg *config.Config, o options, so *server.Options) error {
+	path := cfg.Keys.Path
+	if path == "" {
+		path = config.DefaultKeysPath
+	}
+	st, err := sqlite.OpenKeys(path)
+	if err != nil {
+		return fmt.Errorf("keys.path: %w", err)
+	}
+	m.keyStore = st
+	eng := m.eng
+	km, err := keys.Open(context.Background(), keys.Options{Store: st, Require: cfg.Server.RequireKeys, Refresh: cfg.Keys.RefreshInterval.Std(),
+		Price: eng.Price, Now: o.now, Logger: o.logger})
+	if err != nil {
+		return err
+	}
+	m.keys = km
+	so.Authenticate = func(r *http.Request) (server.Caller, *llm.APIError) {
+		c, ae := km.Authenticate(r)
+		if c == nil {
+			return nil, ae // no typed nil in the interface
+		}
+		return c, nil
+	}
+	so.AdminRoutes = append(so.AdminRoutes, server.Route{Path: keys.AdminPath, Prefix: true, Handler: km.AdminHandler()})
+	return nil
 }
 
 // Endpoints resolves the config's models into upstream endpoints, reading
@@ -327,6 +368,12 @@ func (m *Mesh) Close() error {
 		}
 		if m.shared != nil {
 			m.shared.Close()
+		}
+		if m.keys != nil {
+			m.keys.Close() // writes the spend not yet written
+		}
+		if m.keyStore != nil {
+			m.keyStore.Close()
 		}
 		if m.reqlog != nil {
 			err = m.reqlog.Close()

@@ -284,11 +284,11 @@ func TestHeadersTooLarge(t *testing.T) {
 // The authentication hook runs on the API routes after the Host and Origin
 // checks and answers in the caller's format; nil admits.
 func TestAuthenticateHook(t *testing.T) {
-	s := New(Options{MaxMessages: 1, Authenticate: func(r *http.Request) *llm.APIError {
+	s := New(Options{MaxMessages: 1, Authenticate: func(r *http.Request) (Caller, *llm.APIError) {
 		if r.Header.Get("X-Api-Key") == "good" || r.Header.Get("Authorization") == "Bearer good" {
-			return nil
+			return nil, nil
 		}
-		return &llm.APIError{Status: http.StatusUnauthorized, Type: llm.ErrAuthentication, Message: "unknown key"}
+		return nil, &llm.APIError{Status: http.StatusUnauthorized, Type: llm.ErrAuthentication, Message: "unknown key"}
 	}})
 	for _, c := range []struct {
 		path   string

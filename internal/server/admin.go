@@ -19,6 +19,25 @@ type features struct {
 	SafetyValve *engine.ValveState `json:"safety_valve,omitempty"`
 }
 
+// adminAuthorized checks the admin token, answering 404 when the admin
+// API is disabled and 401 for a missing or wrong token.
+func (s *Server) adminAuthorized(w http.ResponseWriter, r *http.Request) bool {
+	fail := func(status int, msg string) {
+		writeError(w, headerFormat(r), &llm.APIError{Status: status, Type: llm.StatusErrorType(status), Message: msg})
+	}
+	if s.adminToken == "" {
+		fail(http.StatusNotFound, "the admin API is disabled: set server.admin_token in the config")
+		return false
+	}
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || !tokenIs(tok, s.adminToken) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="keel-admin"`)
+		fail(http.StatusUnauthorized, "missing or wrong admin token (Authorization: Bearer <server.admin_token>)")
+		return false
+	}
+	return true
+}
+
 // admin serves GET and POST /admin/features, protected by the admin token.
 // A POST switches features for every call that starts after it; no restart.
 func (s *Server) admin(w http.ResponseWriter, r *http.Request) {
@@ -36,14 +55,7 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) {
 	fail := func(status int, msg string) {
 		writeError(w, f, &llm.APIError{Status: status, Type: llm.StatusErrorType(status), Message: msg})
 	}
-	if s.adminToken == "" {
-		fail(http.StatusNotFound, "the admin API is disabled: set server.admin_token in the config")
-		return
-	}
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || !tokenIs(tok, s.adminToken) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="keel-admin"`)
-		fail(http.StatusUnauthorized, "missing or wrong admin token (Authorization: Bearer <server.admin_token>)")
+	if !s.adminAuthorized(w, r) {
 		return
 	}
 	switch r.Method {

@@ -98,11 +98,27 @@ type Options struct {
 	// Routes are extra GET endpoints (metrics, debug traces, dashboard).
 	Routes []Route
 	// Authenticate, when set, decides whether a client may call the API
-	// routes (after the Host and Origin checks): nil admits it, an error
-	// is answered in the caller's wire format (401, 403, 429 …). Calls
-	// through the embedded transport are the program itself and skip it.
-	// Virtual keys plug in here.
-	Authenticate func(r *http.Request) *llm.APIError
+	// routes (the calls and /v1/models, after the Host and Origin checks,
+	// before the body is read): an error is answered in the caller's wire
+	// format (401, 403, 429 …); a nil error admits it, as the Caller
+	// returned (nil: an anonymous caller, not metered). Calls through the
+	// embedded transport are the program itself and skip it. Virtual keys
+	// (internal/keys) plug in here.
+	Authenticate func(r *http.Request) (Caller, *llm.APIError)
+	// AdminRoutes are served behind the admin token (AdminToken), like
+	// /admin/features: the keys' admin API.
+	AdminRoutes []Route
+}
+
+// Caller is a client Authenticate identified.
+type Caller interface {
+	// Labels name the caller in the call's record (metrics, request log).
+	Labels() (keyID, team string)
+	// Admit decides, once the request is parsed, whether the caller may
+	// send req now; it returns the function settling the call, which the
+	// server calls once with the call's final cost in USD and its tokens,
+	// or the error for the client. It must not block.
+	Admit(req *llm.Request) (settle func(usd float64, tokens int), ae *llm.APIError)
 }
 
 // Route serves Path (and everything under it when Prefix is set) with Handler.
@@ -132,7 +148,8 @@ type Server struct {
 	adminToken string
 	readToken  string
 	routes     []Route
-	authn      func(r *http.Request) *llm.APIError
+	adminRts   []Route
+	authn      func(r *http.Request) (Caller, *llm.APIError)
 }
 
 // New returns a ready Server.
@@ -166,7 +183,7 @@ func New(o Options) *Server {
 	s := &Server{eng: o.Engine, log: log, maxBody: o.MaxBodyBytes, bodyTimeout: o.BodyReadTimeout, minRate: o.MinBodyRate,
 		maxMessages: o.MaxMessages, maxHeader: o.MaxHeaderBytes, maxInflight: o.MaxInflightBodyBytes,
 		access:     newAccess(o.ListenAddr, o.AllowedHosts, o.AllowedOrigins, log),
-		authn:      o.Authenticate,
+		authn:      o.Authenticate, adminRts: o.AdminRoutes,
 		adminToken: o.AdminToken, readToken: o.ReadToken, routes: o.Routes}
 	s.ready.Store(true)
 	return s
@@ -186,7 +203,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for _, c := range wire.Codecs() {
 		if c.Serves(path, embedded) {
 			if s.admit(w, r, c.Format()) {
-				s.api(w, r, c.Format())
+				if caller, ok := s.authenticate(w, r, c.Format()); ok {
+					s.api(w, r, c.Format(), caller)
+				}
 			}
 			return
 		}
@@ -196,10 +215,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !s.admit(w, r, headerFormat(r)) || !allow(w, r, headerFormat(r), http.MethodGet) {
 			return
 		}
-		s.listModels(w, r)
+		if _, ok := s.authenticate(w, r, headerFormat(r)); ok {
+			s.listModels(w, r)
+		}
 	case path == "/admin/features":
 		if s.admit(w, r, headerFormat(r)) {
 			s.admin(w, r)
+		}
+	case s.adminRoute(path) != nil:
+		if s.admit(w, r, headerFormat(r)) && s.adminAuthorized(w, r) {
+			s.adminRoute(path).Handler.ServeHTTP(w, r)
 		}
 	case path == "/healthz":
 		if allowPlain(w, r) {
@@ -297,8 +322,48 @@ func (s *Server) requestID() string {
 	return string(b[:])
 }
 
+// adminRoute is the admin route serving path, or nil.
+func (s *Server) adminRoute(path string) *Route {
+	for i := range s.adminRts {
+		if rt := &s.adminRts[i]; path == rt.Path || rt.Prefix && strings.HasPrefix(path, rt.Path+"/") {
+			return rt
+		}
+	}
+	return nil
+}
+
+// authenticate runs Authenticate on a call over the network; a refusal is
+// answered in format f.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, f llm.Format) (Caller, bool) {
+	if s.authn == nil || s.embedded(r) {
+		return nil, true
+	}
+	c, ae := s.authn(r)
+	if ae != nil {
+		writeError(w, f, ae)
+		return nil, false
+	}
+	return c, true
+}
+
+// callTokens is what a call used for a key's tokens per minute: every
+// attempt's prompt and output, or the client's usage when that is more.
+func callTokens(rec *engine.Record) int {
+	n := 0
+	for _, a := range rec.Attempts {
+		n += a.InputTokens + a.OutputTokens
+	}
+	return max(n, rec.Usage.PromptTokens()+rec.Usage.OutputTokens)
+}
+
+// FormatCost is X-Mesh-Cost's value: US dollars to the nano-dollar, with
+// no trailing zeros ("0.000123").
+func FormatCost(usd float64) string {
+	return strconv.FormatFloat(math.Round(usd*1e9)/1e9, 'f', -1, 64)
+}
+
 // api serves POST /v1/messages and POST /v1/chat/completions.
-func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
+func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, caller Caller) {
 	if !allow(w, r, f, http.MethodPost) || !s.jsonBody(w, r, f) {
 		return
 	}
@@ -345,8 +410,27 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
 		}
 		call.Timeout = d
 	}
+	// final is the call's Record once the engine finishes it.
+	var final *engine.Record
+	call.Done = func(rec *engine.Record) { final = rec }
+	if caller != nil {
+		settle, ae := caller.Admit(req)
+		if ae != nil {
+			writeError(w, f, ae)
+			s.logRequest(r, rid, req, nil, ae, start)
+			return
+		}
+		call.KeyID, call.Team = caller.Labels()
+		call.Done = func(rec *engine.Record) {
+			final = rec
+			settle(rec.Cost, callTokens(rec))
+		}
+	}
 	out, err := s.eng.Do(r.Context(), req, call)
 	if err != nil {
+		if final != nil {
+			w.Header().Set("X-Mesh-Cost", FormatCost(final.Cost))
+		}
 		ae := cutError(r, asAPIError(err))
 		if ae.MeshCode != "" && ae.MeshCode != llm.MeshBadRequest {
 			// Keel already retried elsewhere: SDK retries would multiply the load.
@@ -393,6 +477,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format) {
 		}
 		hs.Set("Content-Type", "application/json")
 		hs.Set("Content-Length", strconv.Itoa(len(b)))
+		hs.Set("X-Mesh-Cost", FormatCost(out.Record.Cost))
 		w.WriteHeader(http.StatusOK)
 		w.Write(b)
 		s.logRequest(r, rid, req, out.Record, nil, start)
@@ -424,8 +509,8 @@ func (s *headerSet) Set(k, v string) {
 // meshTrailers are the X-Mesh headers whose final value a stream can only
 // know at its end (a continuation elsewhere changes them): a stream sends
 // their first values in its header and declares them as trailers, which
-// carry the final values, once each.
-var meshTrailers = []string{"X-Mesh-Model", "X-Mesh-Region", "X-Mesh-Provider", "X-Mesh-Attempts", "X-Mesh-Fallback", "X-Mesh-Hedged", "X-Mesh-Recovered", "X-Mesh-Schema-Valid"}
+// carry the final values, once each. X-Mesh-Cost is in the trailer only.
+var meshTrailers = []string{"X-Mesh-Model", "X-Mesh-Region", "X-Mesh-Provider", "X-Mesh-Attempts", "X-Mesh-Fallback", "X-Mesh-Hedged", "X-Mesh-Recovered", "X-Mesh-Schema-Valid", "X-Mesh-Cost"}
 
 func setMeshHeaders(h interface{ Set(k, v string) }, model, region, prov string, rec *engine.Record) {
 	h.Set("X-Mesh-Model", model)
@@ -514,7 +599,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f llm.Format, re
 	}
 	// After WriteHeader the declared names are the trailers. They still
 	// hold the values sent in the header, which net/http would send again:
-	// clear them before setting the final ones.
+	// clear them before setting the final ones. Closing the stream first
+	// finishes its Record: its cost is final.
+	st.Close()
 	for _, k := range meshTrailers {
 		delete(h, k)
 	}
@@ -523,6 +610,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f llm.Format, re
 	if valid, ok := st.SchemaValid(); ok {
 		streamTrailer{h}.Set("X-Mesh-Schema-Valid", strconv.FormatBool(valid))
 	}
+	streamTrailer{h}.Set("X-Mesh-Cost", FormatCost(st.Record().Cost))
 }
 
 // streamTrailer sets a stream's final X-Mesh values as trailers: a declared

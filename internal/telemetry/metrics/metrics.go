@@ -21,6 +21,9 @@
 // label (per-endpoint gauges, breaker transitions) is the engine's endpoint
 // id, which the engine bounds (the configured endpoints plus its capped
 // passthrough ones).
+// mesh_spend_usd_total's key and team labels are the virtual key's ID and
+// team: the first Options.MaxSpendSeries combinations with a model pass,
+// later ones become "other".
 //
 // Prometheus names cannot contain dots, so the GenAI metrics are exposed as
 // OpenTelemetry's Prometheus exporter would name them (see
@@ -50,6 +53,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -99,7 +103,15 @@ type Options struct {
 	// read at every scrape for mesh_shared_state_up: 1 while the replica
 	// is linked to the shared store, 0 while it serves on its own state.
 	SharedStateUp func() bool
+	// MaxSpendSeries caps the (model, key, team) combinations of
+	// mesh_spend_usd_total; beyond it key and team are "other". 0 means
+	// DefaultMaxSpendSeries.
+	MaxSpendSeries int
 }
+
+// DefaultMaxSpendSeries caps mesh_spend_usd_total's series when
+// Options.MaxSpendSeries is 0.
+const DefaultMaxSpendSeries = 4096
 
 // Metrics is the Prometheus observer. See the package doc for its
 // concurrency rules.
@@ -128,6 +140,19 @@ type Metrics struct {
 	// valveTo holds mesh_safety_valve_transitions_total's children by
 	// valveStates index.
 	valveTo [len(valveStates)]prometheus.Counter
+	// spendV is mesh_spend_usd_total; spend caches its children by
+	// spendKey (a sync.Map: one lock-free load per call however many
+	// keys), spendN counts them up to maxSpend.
+	spendV   *prometheus.CounterVec
+	spend    sync.Map
+	spendN   atomic.Int64
+	maxSpend int64
+}
+
+// spendKey labels a spend counter: a model index and the key and team.
+type spendKey struct {
+	model     int
+	key, team string
 }
 
 // valveStates are the states the safety valve enters.
@@ -215,6 +240,13 @@ func New(o Options) (*Metrics, error) {
 		Help: "Upstream attempts by kind (primary, retry, hedge, fallback, continuation) and outcome (ok or the failure reason)."}, []string{"kind", "outcome"})
 	m.breakerV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_breaker_transitions_total",
 		Help: "Circuit breaker state changes, by endpoint and the states left and entered (closed, open, half-open)."}, []string{"endpoint", "from", "to"})
+	if o.MaxSpendSeries <= 0 {
+		o.MaxSpendSeries = DefaultMaxSpendSeries
+	}
+	m.maxSpend = int64(o.MaxSpendSeries)
+	m.spendV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_spend_usd_total",
+		Help: "Upstream cost of client calls in US dollars (every attempt: retries, hedges, redundancy, re-asks), by the model that served (the one asked for when none did), the virtual key and its team (none: a call without a key)."},
+		[]string{"model", "key", "team"})
 	valveV := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_safety_valve_transitions_total",
 		Help: "Safety valve state changes, by the state entered: open (calls take the legacy path) or closed."}, []string{"to"})
 	for i, st := range valveStates {
@@ -233,7 +265,7 @@ func New(o Options) (*Metrics, error) {
 		append(gl[:4:4], semconv.PrometheusLabel(semconv.AttrTokenType)))
 
 	cs := []prometheus.Collector{m.requestsV, m.fallbacksV, m.modelFallbacksV, m.legacyV, m.offsetV, m.queueWaitV, m.fragSentV, m.fragOKV, m.fusionsV, m.conflictsV,
-		m.retriesV, m.hedgesV, m.hedgesWonV, m.recoveredV, m.attemptsV, m.durationV, m.ttfcV, m.tokensV, m.breakerV, valveV}
+		m.retriesV, m.hedgesV, m.hedgesWonV, m.recoveredV, m.attemptsV, m.durationV, m.ttfcV, m.tokensV, m.breakerV, valveV, m.spendV}
 	if o.Endpoints != nil {
 		cs = append(cs, newEndpointCollector(o.Endpoints))
 	}
@@ -313,6 +345,35 @@ func (m *Metrics) RequestDone(r *engine.Record) {
 		}).Inc()
 	}
 	m.observeGenAI(s, r)
+	if r.Cost > 0 {
+		m.spendCounter(r).Add(r.Cost)
+	}
+}
+
+// spendCounter is r's mesh_spend_usd_total child.
+func (m *Metrics) spendCounter(r *engine.Record) prometheus.Counter {
+	model := r.ServedModel
+	if model == "" {
+		model = r.Model
+	}
+	k := spendKey{model: m.models.index(model), key: r.KeyID, team: r.Team}
+	if c, ok := m.spend.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	if m.spendN.Load() >= m.maxSpend {
+		k.key, k.team = Other, Other
+	} else {
+		m.spendN.Add(1) // may pass the cap by the calls racing here: a bound, not an exact count
+	}
+	key, team := k.key, k.team
+	if key == "" {
+		key = None
+	}
+	if team == "" {
+		team = None
+	}
+	c, _ := m.spend.LoadOrStore(k, m.spendV.WithLabelValues(m.models.names[k.model], key, team))
+	return c.(prometheus.Counter)
 }
 
 // OnBreakerState counts one breaker transition. It never blocks.
