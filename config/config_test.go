@@ -147,6 +147,21 @@ func TestLoadSafetyValve(t *testing.T) {
 	}
 }
 
+// TestServerTokensFromEnv: both server tokens take ${VAR}, as
+// docs/config.md says (read_token was read as the literal text, so a
+// Prometheus scraping with the token got 401: deploy/keel.yaml).
+func TestServerTokensFromEnv(t *testing.T) {
+	t.Setenv("KEEL_TEST_ADMIN_TOKEN", "admin-secret-1")
+	t.Setenv("KEEL_TEST_READ_TOKEN", "read-secret-2")
+	c, err := Parse([]byte("server:\n  admin_token: ${KEEL_TEST_ADMIN_TOKEN}\n  read_token: ${KEEL_TEST_READ_TOKEN}\n"), "keel.yaml")
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if got := [2]string{string(c.Server.AdminToken), string(c.Server.ReadToken)}; got != [2]string{"admin-secret-1", "read-secret-2"} {
+		t.Errorf("tokens %q, want the variables' values", got)
+	}
+}
+
 func TestLoadMissingFile(t *testing.T) {
 	_, err := Load("testdata/does-not-exist.yaml")
 	if err == nil || !strings.HasPrefix(err.Error(), "reading config: ") {

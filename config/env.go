@@ -6,8 +6,9 @@ import (
 )
 
 // expandEnv expands ${VAR} and ${VAR:-default} in the fields that allow it:
-// provider base_url, api_key and header values, endpoint base_url, and
-// redis url and password. It
+// server admin_token and read_token, the safety valve's webhook, the OTLP
+// endpoint and headers, provider base_url, api_key and header values,
+// endpoint base_url, and redis url and password. It
 // works on decoded strings, never on the file text, so a value cannot change
 // the YAML structure. A field that fails to expand is left empty.
 func (c *Config) expandEnv(lookup func(string) (string, bool)) []error {
@@ -20,9 +21,14 @@ func (c *Config) expandEnv(lookup func(string) (string, bool)) []error {
 		}
 		*s = v
 	}
-	tok := string(c.Server.AdminToken)
-	do("server.admin_token", &tok)
-	c.Server.AdminToken = Secret(tok)
+	for _, t := range []struct {
+		path string
+		s    *Secret
+	}{{"server.admin_token", &c.Server.AdminToken}, {"server.read_token", &c.Server.ReadToken}} {
+		v := string(*t.s)
+		do(t.path, &v)
+		*t.s = Secret(v)
+	}
 	do("resilience.safety_valve.webhook", &c.Resilience.SafetyValve.Webhook)
 	do("telemetry.otlp_endpoint", &c.Telemetry.OTLPEndpoint)
 	for name, v := range c.Telemetry.OTLPHeaders {
