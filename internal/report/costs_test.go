@@ -44,8 +44,9 @@ func costFixture() []*engine.Record {
 		at("m-a@us", "fragment", "ok", 200, true, 1800, 120))
 	frag.Fragments, frag.FragmentsOK = 2, 2
 	// A hedge won; the primary was cancelled without an answer, the second
-	// hedge had answered when the race was decided (no outcome).
-	hedged := rec(1, "hedging", false, price(1000, 60),
+	// hedge had answered when the race was decided (no outcome). The
+	// engine's figure counts both answers.
+	hedged := rec(1, "hedging", false, price(1000, 60)+price(1000, 50),
 		at("m-a@us", "primary", "cancelled_loser", 0, false, 0, 0),
 		at("m-a@eu", "hedge", "ok", 200, true, 1000, 60),
 		at("m-a@ap", "hedge", "", 0, false, 1000, 50))

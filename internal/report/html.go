@@ -237,6 +237,18 @@ func writeHTML(w io.Writer, r *Report) error {
 		row(m.Model, n(m.Requests), usd(m.RecordedUSD), usd(m.HedgeOverheadUSD), usd(m.RedundancyOverheadUSD), usd(m.TotalUSD), pct(m.OverheadShare))
 	}
 	raw("</table>\n", `<p class="note">`, escText(r.Cost.Note), escText(unpriced(r.Cost)), "</p>\n\n")
+	if sp := r.Spend; sp.Keyed() {
+		raw("<h2>Spend by virtual key and team</h2>\n", `<p id="spend-line">`, escText(spendLine(sp)), "</p>\n")
+		raw(`<table id="spend-keys">`, "\n<tr><th>key</th><th>team</th><th>requests</th><th>spend</th></tr>\n")
+		for _, k := range sp.ByKey {
+			row(keyLabel(k.Key), teamLabel(k.Team), n(k.Requests), usd(k.USD))
+		}
+		raw("</table>\n", `<table id="spend-teams">`, "\n<tr><th>team</th><th>keys</th><th>requests</th><th>spend</th></tr>\n")
+		for _, t := range sp.ByTeam {
+			row(teamLabel(t.Team), n(t.Keys), n(t.Requests), usd(t.USD))
+		}
+		raw("</table>\n\n")
+	}
 
 	raw("<h2>Errors by mesh_error_code</h2>\n<p>")
 	text("%d requests failed.", r.ErrorsTotal)

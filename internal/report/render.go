@@ -90,6 +90,33 @@ func unpriced(c Cost) string {
 	return fmt.Sprintf(" %d extra attempts were logged before per-attempt usage was recorded: their cost is unknown and not included.", c.UnpricedAttempts)
 }
 
+// spendLine sums the spend section up.
+func spendLine(s Spend) string {
+	keyed, n := 0.0, 0
+	for _, k := range s.ByKey {
+		if k.Key != "" {
+			keyed += k.USD
+			n++
+		}
+	}
+	return fmt.Sprintf("%s spent by %d virtual keys, %s by calls without one; each call's full cost (every attempt), as its key's budget was charged.",
+		usd(keyed), n, usd(s.TotalUSD-keyed))
+}
+
+func keyLabel(k string) string {
+	if k == "" {
+		return "(no key)"
+	}
+	return k
+}
+
+func teamLabel(t string) string {
+	if t == "" {
+		return "(no team)"
+	}
+	return t
+}
+
 func binLabel(b Bin) string { return fmt.Sprintf("[%+.2f, %+.2f)", b.Lo, b.Hi) }
 
 func window(r *Report) string {
@@ -162,7 +189,19 @@ func writeMarkdown(w io.Writer, r *Report) error {
 	for _, m := range c.ByModel {
 		p("| %s | %d | %s | %s | %s | %s | %s |\n", md(m.Model), m.Requests, usd(m.RecordedUSD), usd(m.HedgeOverheadUSD), usd(m.RedundancyOverheadUSD), usd(m.TotalUSD), pct(m.OverheadShare))
 	}
-	p("\n%s%s\n\n## Errors\n\n%d requests failed.\n\n", c.Note, unpriced(c), r.ErrorsTotal)
+	p("\n%s%s\n\n", c.Note, unpriced(c))
+	if sp := r.Spend; sp.Keyed() {
+		p("## Spend by virtual key and team\n\n%s\n\n| key | team | requests | spend |\n|---|---|---:|---:|\n", spendLine(sp))
+		for _, k := range sp.ByKey {
+			p("| %s | %s | %d | %s |\n", md(keyLabel(k.Key)), md(teamLabel(k.Team)), k.Requests, usd(k.USD))
+		}
+		p("\n| team | keys | requests | spend |\n|---|---:|---:|---:|\n")
+		for _, t := range sp.ByTeam {
+			p("| %s | %d | %d | %s |\n", md(teamLabel(t.Team)), t.Keys, t.Requests, usd(t.USD))
+		}
+		p("\n")
+	}
+	p("## Errors\n\n%d requests failed.\n\n", r.ErrorsTotal)
 	if len(r.Errors) > 0 {
 		p("| mesh_error_code | HTTP status | requests | share of requests |\n|---|---:|---:|---:|\n")
 		for _, e := range r.Errors {

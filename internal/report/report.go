@@ -44,6 +44,8 @@ type Report struct {
 	Latency       Latency       `json:"latency"`
 	Amplification Amplification `json:"amplification"`
 	Cost          Cost          `json:"cost"`
+	// Spend is what each virtual key and team spent.
+	Spend Spend `json:"spend"`
 	// Errors counts failed requests (HTTP status ≥ 400 or a mesh error
 	// code) by mesh_error_code and the HTTP status the client got; code ""
 	// is an upstream error passed through without a mesh code.
@@ -208,6 +210,42 @@ type Cost struct {
 	Note             string      `json:"note"`
 }
 
+// Spend is the calls' cost by virtual key and by team: each call's
+// engine figure (every attempt: the answer, hedges, redundancy, re-asks),
+// the figure its key's budget was charged. Calls without a key are under
+// key "" and team "".
+type Spend struct {
+	TotalUSD float64     `json:"total_usd"`
+	ByKey    []KeySpend  `json:"by_key"`
+	ByTeam   []TeamSpend `json:"by_team"`
+}
+
+// KeySpend is the spend of one key.
+type KeySpend struct {
+	Key      string  `json:"key"`
+	Team     string  `json:"team"`
+	Requests int     `json:"requests"`
+	USD      float64 `json:"usd"`
+}
+
+// TeamSpend is the spend of one team's keys.
+type TeamSpend struct {
+	Team     string  `json:"team"`
+	Keys     int     `json:"keys"`
+	Requests int     `json:"requests"`
+	USD      float64 `json:"usd"`
+}
+
+// Keyed reports whether any call was made with a virtual key.
+func (s Spend) Keyed() bool {
+	for _, k := range s.ByKey {
+		if k.Key != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // ModelCost is Cost for the requests served by one model ("unserved: M" for
 // failed requests that asked for M).
 type ModelCost struct {
@@ -260,6 +298,7 @@ func Build(rows iter.Seq2[*sqlite.Row, error], opt Options) (*Report, error) {
 		outcomes    = map[string]int{}
 		byKind      = map[string]int{}
 		models      = map[string]*ModelCost{}
+		byKey       = map[[2]string]*KeySpend{}
 		offsets     []float64
 		offsetSum   float64
 		first, last time.Time
@@ -353,7 +392,14 @@ func Build(rows iter.Seq2[*sqlite.Row, error], opt Options) (*Report, error) {
 			models[key] = mc
 		}
 		mc.Requests++
-		answer, answers, recorded := row.CostUSD, 0.0, false
+		ks := byKey[[2]string{row.KeyID, row.Team}]
+		if ks == nil {
+			ks = &KeySpend{Key: row.KeyID, Team: row.Team}
+			byKey[[2]string{row.KeyID, row.Team}] = ks
+		}
+		ks.Requests++
+		ks.USD += row.CostUSD
+		answer, answers, recorded, overhead := row.CostUSD, 0.0, false, 0.0
 		for _, at := range row.Attempts {
 			byKind[at.Kind]++
 			outcomes[at.Outcome]++
@@ -374,14 +420,21 @@ func Build(rows iter.Seq2[*sqlite.Row, error], opt Options) (*Report, error) {
 				// An attempt without an outcome was still in flight or had
 				// just answered when the race was decided: a loser too.
 				mc.HedgeOverheadUSD += at.CostUSD
+				overhead += at.CostUSD
 				r.Cost.HedgeLosers++
 			default:
 				mc.RedundancyOverheadUSD += at.CostUSD
+				overhead += at.CostUSD
 				r.Cost.RedundantAttempts++
 			}
 		}
-		if row.Fragments > 0 && recorded {
+		switch {
+		case row.Fragments > 0 && recorded:
 			answer = answers
+		case recorded:
+			// The engine's figure sums every attempt: the answer is what
+			// is left once the overheads, counted apart, are taken out.
+			answer = max(0, row.CostUSD-overhead)
 		}
 		mc.RecordedUSD += answer
 	}
@@ -437,7 +490,38 @@ func Build(rows iter.Seq2[*sqlite.Row, error], opt Options) (*Report, error) {
 		c.RedundancyOverheadUSD += mc.RedundancyOverheadUSD
 	}
 	c.TotalUSD = c.RecordedUSD + c.HedgeOverheadUSD + c.RedundancyOverheadUSD
+	r.Spend = spend(byKey)
 	return r, nil
+}
+
+// spend sorts the keys' spend (dearest first) and sums it by team.
+func spend(byKey map[[2]string]*KeySpend) Spend {
+	s := Spend{ByKey: []KeySpend{}, ByTeam: []TeamSpend{}}
+	for _, k := range byKey {
+		s.ByKey = append(s.ByKey, *k)
+	}
+	slices.SortFunc(s.ByKey, func(a, b KeySpend) int {
+		return cmp.Or(cmp.Compare(b.USD, a.USD), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Team, b.Team))
+	})
+	teams := map[string]*TeamSpend{}
+	var order []string
+	for _, k := range s.ByKey { // summed in a fixed order: the totals are reproducible
+		s.TotalUSD += k.USD
+		t := teams[k.Team]
+		if t == nil {
+			t = &TeamSpend{Team: k.Team}
+			teams[k.Team] = t
+			order = append(order, k.Team)
+		}
+		t.Keys++
+		t.Requests += k.Requests
+		t.USD += k.USD
+	}
+	for _, name := range order {
+		s.ByTeam = append(s.ByTeam, *teams[name])
+	}
+	slices.SortStableFunc(s.ByTeam, func(a, b TeamSpend) int { return cmp.Or(cmp.Compare(b.USD, a.USD), cmp.Compare(a.Team, b.Team)) })
+	return s
 }
 
 type errKey struct {

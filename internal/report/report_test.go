@@ -34,9 +34,10 @@ var base = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 //   - i ∈ {49, 99, 149} failed with mesh_fallback_exhausted after one attempt;
 //     i == 199 is a 400 with no attempt and no mesh code;
 //   - otherwise served by m-a when i is even, m-b when odd; one attempt;
-//   - cost 0.002 when served by m-a, 0.001 by m-b, also the successful
-//     attempt's own cost; a hedge race's losing attempt cost 0.0005, failed
-//     attempts nothing;
+//   - the answer cost 0.002 when served by m-a, 0.001 by m-b, also the
+//     successful attempt's own cost; a hedge race's losing attempt cost
+//     0.0005, failed attempts nothing; the call's cost is its attempts'
+//     sum, as the engine's (a hedged call 0.0015);
 //   - i%8 == 3 (25): 4 fragments, 3 answered, 2 fusions, 1 conflict when i%16 == 3 (13);
 //   - offset -0.1 when i%10 == 0 (20), +0.05 when i%10 == 5 (20), +0.27 when i == 7;
 //   - streamed when i%3 == 0 (67);
@@ -94,6 +95,9 @@ func fixture() []*engine.Record {
 			case "cancelled_loser":
 				r.Attempts[j].InputTokens, r.Attempts[j].OutputTokens, r.Attempts[j].Cost = 100, 10, 0.0005
 			}
+		}
+		if r.Hedges > 0 {
+			r.Cost += 0.0005 // the engine's figure: every attempt
 		}
 		r.Stage = map[int]string{4: "monitor", 6: "hedging"}[i]
 		if r.Stage == "" {
