@@ -26,7 +26,7 @@ func rootCmd() *cobra.Command {
 	}
 	root.AddCommand(serveCmd(), simCmd())
 	root.AddCommand(benchCmd(), demoCmd())
-	root.AddCommand(reportCmd())
+	root.AddCommand(reportCmd(), keysCmd())
 	root.AddCommand(calibrateCmd())
 	return root
 }
