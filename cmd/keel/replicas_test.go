@@ -123,6 +123,8 @@ models:
     endpoints:
       - {provider: sim, region: r1, base_url: SIMURL/r/r1, upstream_model: sim-haiku}
       - {provider: sim, region: r2, base_url: SIMURL/r/r2, upstream_model: sim-haiku}
+aliases:
+  - {name: al, models: [m], strategy: ordered}
 `
 
 func startReplicas(t *testing.T, n int) *fleetOfReplicas {
@@ -168,7 +170,10 @@ func startReplicas(t *testing.T, n int) *fleetOfReplicas {
 // call sends one non-streaming call to replica i and reports an error for
 // anything but a 200.
 func (f *fleetOfReplicas) call(i int) error {
-	body := `{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"hello"}]}`
+	// The alias tries r1 first on every replica, so each one uses r1
+	// whenever it may and r2 only when r1 is out: what the checks below
+	// read is routing state, not a latency tie-break.
+	body := `{"model":"al","max_tokens":16,"messages":[{"role":"user","content":"hello"}]}`
 	req, _ := http.NewRequest(http.MethodPost, "http://"+f.addrs[i]+"/v1/messages", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("anthropic-version", "2023-06-01")
@@ -184,18 +189,23 @@ func (f *fleetOfReplicas) call(i int) error {
 	return nil
 }
 
-// load runs clients calling the replicas in targets (client k uses
-// targets[k%len]) every gap until stop is closed; it returns the calls
-// made and the errors seen.
+// loadResult counts a load's calls and keeps its errors.
 type loadResult struct {
 	calls  atomic.Int64
 	mu     sync.Mutex
 	errors []error
 }
 
-func (f *fleetOfReplicas) load(clients int, gap time.Duration, targets func() []int, stop <-chan struct{}) (*loadResult, *sync.WaitGroup) {
+// load runs clients calling the replicas in targets() (client k takes
+// them in turn) every gap until the returned stop is called (stop waits for
+// them; the test's end calls it too).
+func (f *fleetOfReplicas) load(t *testing.T, clients int, gap time.Duration, targets func() []int) (*loadResult, func()) {
 	res := &loadResult{}
+	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	var once sync.Once
+	end := func() { once.Do(func() { close(stop); wg.Wait() }) }
+	t.Cleanup(end)
 	for k := range clients {
 		wg.Add(1)
 		go func() {
@@ -218,7 +228,7 @@ func (f *fleetOfReplicas) load(clients int, gap time.Duration, targets func() []
 			}
 		}()
 	}
-	return res, &wg
+	return res, end
 }
 
 // gauge reads mesh_shared_state_up from replica i's /metrics (-1 when
@@ -303,6 +313,7 @@ func (f *fleetOfReplicas) cooldownRespected(t *testing.T, region string, since t
 	}
 	var inside []string
 	var first time.Duration = -1
+	early := 0 // calls already on their way
 	for _, c := range calls {
 		if c.region != region || !c.at.After(hit.end) {
 			continue
@@ -311,6 +322,9 @@ func (f *fleetOfReplicas) cooldownRespected(t *testing.T, region string, since t
 		if first < 0 || d < first {
 			first = d
 		}
+		if d <= grace {
+			early++
+		}
 		if d > grace && d < time.Second {
 			inside = append(inside, fmt.Sprintf("replica %s at +%v", c.replica, d.Round(time.Microsecond)))
 		}
@@ -318,13 +332,15 @@ func (f *fleetOfReplicas) cooldownRespected(t *testing.T, region string, since t
 	if len(inside) > 0 {
 		t.Errorf("calls reached %s inside the retry-after second after replica %s saw the 429: %v", region, hit.replica, inside)
 	}
-	t.Logf("replica %s saw the 429 from %s; the next call to %s came %v after it", hit.replica, region, region, first.Round(time.Microsecond))
+	t.Logf("replica %s saw the 429 from %s; the next call to %s came %v after it (%d within %v, none from then to 1s)",
+		hit.replica, region, region, first.Round(time.Microsecond), early, grace)
 	return hit.replica
 }
 
 // TestReplicasShareState runs three keel serve replicas sharing a real
-// redis-server, in front of the simulator (two regions), with load spread
-// over them, and checks on what the simulator received, with timestamps:
+// redis-server, in front of the simulator (two regions; every replica tries
+// r1 first), with load spread over them, and checks on what the simulator
+// received, with timestamps:
 //   - a region killed: no replica sends to it later than 200ms after the
 //     first replica's failure, a replica that saw no failure included;
 //   - a 429 with retry-after: 1 seen by one replica: no replica sends to
@@ -357,22 +373,21 @@ func TestReplicasShareState(t *testing.T) {
 			return []int{2}
 		}
 		start := time.Now()
-		stop := make(chan struct{})
-		res, wg := f.load(4, 4*time.Millisecond, targets, stop)
-		f.waitCalls(t, "r2", start, 0, 1)
+		res, stop := f.load(t, 4, 4*time.Millisecond, targets)
+		f.waitCalls(t, "r1", start, 0, 1)
 		kill := time.Now()
-		f.sim.SetRegionDown("r2", true)
-		defer f.sim.SetRegionDown("r2", false)
+		f.sim.SetRegionDown("r1", true)
+		defer f.sim.SetRegionDown("r1", false)
 		var firstFail time.Time
 		deadline := time.Now().Add(5 * time.Second)
 		for firstFail.IsZero() {
 			for _, c := range f.rec.since(kill) {
-				if c.region == "r2" && (firstFail.IsZero() || c.at.Before(firstFail)) {
+				if c.region == "r1" && (firstFail.IsZero() || c.at.Before(firstFail)) {
 					firstFail = c.at
 				}
 			}
 			if time.Now().After(deadline) {
-				t.Fatal("no call reached r2 after the kill")
+				t.Fatal("no call reached r1 after the kill")
 			}
 			time.Sleep(time.Millisecond)
 		}
@@ -382,15 +397,16 @@ func TestReplicasShareState(t *testing.T) {
 		phase.Store(1)
 		t2 := time.Now()
 		time.Sleep(500 * time.Millisecond)
-		close(stop)
-		wg.Wait()
+		stop()
 		var late []string
 		byReplica := map[string]int{}
+		var last time.Duration
 		for _, c := range f.rec.since(kill) {
-			if c.region != "r2" {
+			if c.region != "r1" {
 				continue
 			}
 			byReplica[c.replica]++
+			last = max(last, c.at.Sub(firstFail))
 			if d := c.at.Sub(firstFail); d > 200*time.Millisecond {
 				late = append(late, fmt.Sprintf("replica %s at +%v", c.replica, d.Round(time.Millisecond)))
 			}
@@ -410,23 +426,22 @@ func TestReplicasShareState(t *testing.T) {
 		if len(res.errors) > 0 {
 			t.Errorf("%d of %d client calls failed, first: %v", len(res.errors), res.calls.Load(), res.errors[0])
 		}
-		t.Logf("%d calls; calls to r2 after the kill by replica: %v; replica 2 served %d calls after the kill, none from r2", res.calls.Load(), byReplica, served2)
+		t.Logf("%d calls; calls to r1 after the kill by replica: %v, the last %v after the first; replica 2 served %d calls after the kill, none from r1",
+			res.calls.Load(), byReplica, last.Round(time.Microsecond), served2)
 	})
 
 	t.Run("region back", func(t *testing.T) {
-		f.sim.SetRegionDown("r2", false)
+		f.sim.SetRegionDown("r1", false)
 		back := time.Now()
-		stop := make(chan struct{})
-		_, wg := f.load(3, 4*time.Millisecond, all, stop)
-		f.waitCalls(t, "r2", back, 0, 1, 2)
-		close(stop)
-		wg.Wait()
+		_, stop := f.load(t, 3, 4*time.Millisecond, all)
+		f.waitCalls(t, "r1", back, 0, 1, 2)
+		stop()
+		t.Logf("every replica was served by r1 again within %v of its return", time.Since(back).Round(time.Millisecond))
 	})
 
 	t.Run("retry-after seen by one replica", func(t *testing.T) {
 		start := time.Now()
-		stop := make(chan struct{})
-		res, wg := f.load(6, 3*time.Millisecond, all, stop)
+		res, stop := f.load(t, 6, 3*time.Millisecond, all)
 		f.waitCalls(t, "r1", start, 0, 1, 2)
 		if err := f.sim.AddFault(sim.Fault{Kind: sim.KindRateLimit, Region: "r1", Count: 1, RetryAfter: sim.Duration(time.Second)}); err != nil {
 			t.Fatal(err)
@@ -443,8 +458,7 @@ func TestReplicasShareState(t *testing.T) {
 		// after the second.
 		time.Sleep(time.Until(armed.Add(time.Second)))
 		f.waitCalls(t, "r1", armed.Add(time.Second), 0, 1, 2)
-		close(stop)
-		wg.Wait()
+		stop()
 		f.sim.SetFaults(nil)
 		who := f.cooldownRespected(t, "r1", armed, grace)
 		if len(res.errors) > 0 {
@@ -459,11 +473,9 @@ func TestReplicasShareState(t *testing.T) {
 		}
 		defer f.sim.SetFaults(nil)
 		start := time.Now()
-		stop := make(chan struct{})
-		res, wg := f.load(6, 3*time.Millisecond, all, stop)
+		res, stop := f.load(t, 6, 3*time.Millisecond, all)
 		time.Sleep(1500 * time.Millisecond)
-		close(stop)
-		wg.Wait()
+		stop()
 		attempts := len(f.rec.since(start))
 		calls := res.calls.Load()
 		ampl := float64(attempts) / float64(calls)
@@ -476,8 +488,7 @@ func TestReplicasShareState(t *testing.T) {
 
 	t.Run("redis killed under load", func(t *testing.T) {
 		start := time.Now()
-		stop := make(chan struct{})
-		res, wg := f.load(6, 3*time.Millisecond, all, stop)
+		res, stop := f.load(t, 6, 3*time.Millisecond, all)
 		f.waitCalls(t, "r1", start, 0, 1, 2)
 		f.redis.Kill()
 		down := f.waitGauge(t, 0)
@@ -485,7 +496,7 @@ func TestReplicasShareState(t *testing.T) {
 		f.redis.Restart()
 		up := f.waitGauge(t, 1)
 		// Re-synced: a cooldown one replica sees now reaches the others.
-		if err := f.sim.AddFault(sim.Fault{Kind: sim.KindRateLimit, Region: "r2", Count: 1, RetryAfter: sim.Duration(time.Second)}); err != nil {
+		if err := f.sim.AddFault(sim.Fault{Kind: sim.KindRateLimit, Region: "r1", Count: 1, RetryAfter: sim.Duration(time.Second)}); err != nil {
 			t.Fatal(err)
 		}
 		armed := time.Now()
@@ -497,11 +508,10 @@ func TestReplicasShareState(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 		time.Sleep(time.Until(armed.Add(time.Second)))
-		f.waitCalls(t, "r2", armed.Add(time.Second), 0, 1, 2)
-		close(stop)
-		wg.Wait()
+		f.waitCalls(t, "r1", armed.Add(time.Second), 0, 1, 2)
+		stop()
 		f.sim.SetFaults(nil)
-		f.cooldownRespected(t, "r2", armed, grace)
+		f.cooldownRespected(t, "r1", armed, grace)
 		if len(res.errors) > 0 {
 			t.Errorf("%d of %d client calls failed with Redis killed and restarted, first: %v", len(res.errors), res.calls.Load(), res.errors[0])
 		}
