@@ -313,7 +313,7 @@ func (f *fleetOfReplicas) cooldownRespected(t *testing.T, region string, since t
 	}
 	var inside []string
 	var first time.Duration = -1
-	early := 0 // calls already on their way
+	early, lastEarly := 0, time.Duration(0) // calls already on their way
 	for _, c := range calls {
 		if c.region != region || !c.at.After(hit.end) {
 			continue
@@ -323,7 +323,7 @@ func (f *fleetOfReplicas) cooldownRespected(t *testing.T, region string, since t
 			first = d
 		}
 		if d <= grace {
-			early++
+			early, lastEarly = early+1, max(lastEarly, d)
 		}
 		if d > grace && d < time.Second {
 			inside = append(inside, fmt.Sprintf("replica %s at +%v", c.replica, d.Round(time.Microsecond)))
@@ -332,8 +332,8 @@ func (f *fleetOfReplicas) cooldownRespected(t *testing.T, region string, since t
 	if len(inside) > 0 {
 		t.Errorf("calls reached %s inside the retry-after second after replica %s saw the 429: %v", region, hit.replica, inside)
 	}
-	t.Logf("replica %s saw the 429 from %s; the next call to %s came %v after it (%d within %v, none from then to 1s)",
-		hit.replica, region, region, first.Round(time.Microsecond), early, grace)
+	t.Logf("replica %s saw the 429 from %s; the next call to %s came %v after it (%d within %v, the last at %v; none from then to 1s)",
+		hit.replica, region, region, first.Round(time.Microsecond), early, grace, lastEarly.Round(time.Microsecond))
 	return hit.replica
 }
 
@@ -443,10 +443,10 @@ func TestReplicasShareState(t *testing.T) {
 		start := time.Now()
 		res, stop := f.load(t, 6, 3*time.Millisecond, all)
 		f.waitCalls(t, "r1", start, 0, 1, 2)
+		armed := time.Now() // before: a call that arrived earlier may take the fault
 		if err := f.sim.AddFault(sim.Fault{Kind: sim.KindRateLimit, Region: "r1", Count: 1, RetryAfter: sim.Duration(time.Second)}); err != nil {
 			t.Fatal(err)
 		}
-		armed := time.Now()
 		deadline := time.Now().Add(10 * time.Second)
 		for len(f.sim.Faults()) > 0 && f.sim.Faults()[0].Count > 0 {
 			if time.Now().After(deadline) {
@@ -496,10 +496,10 @@ func TestReplicasShareState(t *testing.T) {
 		f.redis.Restart()
 		up := f.waitGauge(t, 1)
 		// Re-synced: a cooldown one replica sees now reaches the others.
+		armed := time.Now() // before: a call that arrived earlier may take the fault
 		if err := f.sim.AddFault(sim.Fault{Kind: sim.KindRateLimit, Region: "r1", Count: 1, RetryAfter: sim.Duration(time.Second)}); err != nil {
 			t.Fatal(err)
 		}
-		armed := time.Now()
 		deadline := time.Now().Add(10 * time.Second)
 		for len(f.sim.Faults()) > 0 && f.sim.Faults()[0].Count > 0 {
 			if time.Now().After(deadline) {
