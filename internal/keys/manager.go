@@ -2,6 +2,8 @@ package keys
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"math"
@@ -79,8 +81,10 @@ type Options struct {
 // Open reads the current day's and month's back; the minute's counters
 // are in memory only.
 type Manager struct {
-	o      Options
-	byHash atomic.Pointer[map[string]*state]
+	o Options
+	// byHash finds a key by its secret's SHA-256 (raw, not hex: a lookup
+	// allocates nothing).
+	byHash atomic.Pointer[map[[sha256.Size]byte]*state]
 
 	mu   sync.Mutex // guards following: rebuilding byHash, byID
 	byID map[string]*state
@@ -98,7 +102,11 @@ type state struct {
 	mu           sync.Mutex // guards following
 	minute       int64      // the Unix minute of reqs and tokens
 	reqs, tokens int
-	day, month   string // the windows of daySpent and monthSpent
+	// dayN and monthN number the windows of daySpent and monthSpent (Unix
+	// day; year×12 + month), day and month name them (DayWindow,
+	// MonthWindow), formatted when they change.
+	dayN, monthN int64
+	day, month   string
 	// Money is counted in nano-dollars: sums and comparisons are exact
 	// (in float64 0.006 + 0.003 + 0.001 exceeds 0.01).
 	daySpent, monthSpent nano
@@ -146,7 +154,8 @@ func Open(ctx context.Context, o Options) (*Manager, error) {
 		return nil, fmt.Errorf("keys: reading spend: %w", err)
 	}
 	for id, s := range m.byID {
-		s.day, s.month, s.daySpent, s.monthSpent = day, month, toNano(ds[id]), toNano(ms[id])
+		s.roll(now)
+		s.daySpent, s.monthSpent = toNano(ds[id]), toNano(ms[id])
 	}
 	go m.loop()
 	return m, nil
@@ -216,7 +225,7 @@ func (m *Manager) reload(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	byHash := make(map[string]*state, len(all))
+	byHash := make(map[[sha256.Size]byte]*state, len(all))
 	for i := range all {
 		k := all[i]
 		s := m.byID[k.ID]
@@ -225,7 +234,9 @@ func (m *Manager) reload(ctx context.Context) error {
 			m.byID[k.ID] = s
 		}
 		s.key.Store(&k)
-		byHash[k.Hash] = s
+		if h, ok := rawHash(k.Hash); ok {
+			byHash[h] = s
+		}
 	}
 	m.byHash.Store(&byHash)
 	return nil
@@ -240,32 +251,34 @@ func (m *Manager) put(k Key) *state {
 		s = &state{}
 		m.byID[k.ID] = s
 	}
-	var old string
+	var old [sha256.Size]byte
 	if p := s.key.Load(); p != nil {
-		old = p.Hash
+		old, _ = rawHash(p.Hash)
 	}
 	s.key.Store(&k)
 	cur := *m.byHash.Load()
-	next := make(map[string]*state, len(cur)+1)
+	next := make(map[[sha256.Size]byte]*state, len(cur)+1)
 	for h, v := range cur {
 		if h != old {
 			next[h] = v
 		}
 	}
-	next[k.Hash] = s
+	if h, ok := rawHash(k.Hash); ok {
+		next[h] = s
+	}
 	m.byHash.Store(&next)
 	return s
 }
 
 // lookup finds the key of hash: in memory, else in the Store (a key made
 // by another process since the last refresh).
-func (m *Manager) lookup(ctx context.Context, hash string) (*state, error) {
+func (m *Manager) lookup(ctx context.Context, hash [sha256.Size]byte) (*state, error) {
 	if p := m.byHash.Load(); p != nil {
 		if s := (*p)[hash]; s != nil {
 			return s, nil
 		}
 	}
-	k, ok, err := m.o.Store.KeyByHash(ctx, hash)
+	k, ok, err := m.o.Store.KeyByHash(ctx, hex.EncodeToString(hash[:]))
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -287,7 +300,7 @@ func (m *Manager) Authenticate(r *http.Request) (*Caller, *llm.APIError) {
 		}
 		return nil, invalid("not a virtual key of this gateway: send the sk-keel-… key keel keys create made, not a provider key")
 	}
-	s, err := m.lookup(r.Context(), Hash(secret))
+	s, err := m.lookup(r.Context(), sha256.Sum256([]byte(secret)))
 	if err != nil {
 		m.o.Logger.Warn("keys: looking a key up failed", "err", err)
 		return nil, &llm.APIError{Status: http.StatusServiceUnavailable, Type: llm.ErrOverloaded, MeshCode: llm.MeshOverloaded,
@@ -447,11 +460,12 @@ func (s *state) roll(now time.Time) {
 	if m := now.Unix() / 60; m != s.minute {
 		s.minute, s.reqs, s.tokens = m, 0, 0
 	}
-	if d := DayWindow(now); d != s.day {
-		s.day, s.daySpent = d, 0
+	if d := now.Unix() / 86400; d != s.dayN || s.day == "" {
+		s.dayN, s.day, s.daySpent = d, DayWindow(now), 0
 	}
-	if mo := MonthWindow(now); mo != s.month {
-		s.month, s.monthSpent = mo, 0
+	y, mo, _ := now.UTC().Date()
+	if n := int64(y)*12 + int64(mo); n != s.monthN || s.month == "" {
+		s.monthN, s.month, s.monthSpent = n, MonthWindow(now), 0
 	}
 }
 
@@ -568,4 +582,10 @@ func (m *Manager) Rotate(ctx context.Context, id string) (Key, string, error) {
 		m.put(k)
 	}
 	return k, secret, err
+}
+
+// rawHash decodes a stored hex hash.
+func rawHash(h string) (out [sha256.Size]byte, ok bool) {
+	n, err := hex.Decode(out[:], []byte(h))
+	return out, err == nil && n == sha256.Size
 }
