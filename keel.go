@@ -428,7 +428,7 @@ func (m *Mesh) observability(cfg *config.Config, o options) (engine.Observer, []
 		}
 		mo := metrics.Options{Models: models, Regions: regions, ProviderNames: pn, Endpoints: endpoints, Structured: m.smetrics}
 		if m.shared != nil {
-			mo.SharedStateUp = m.shared.Up
+			mo.SharedStateUp, mo.SharedStateDropped = m.shared.Up, m.shared.Dropped
 		}
 		mt, err := metrics.New(mo)
 		if err != nil {

@@ -181,6 +181,9 @@ func TestRedisDownAndBack(t *testing.T) {
 	if d := time.Since(start); d > 500*time.Millisecond {
 		t.Errorf("a failed lease took %v", d)
 	}
+	before := a.Dropped()
+	a.Publish(engine.Observation{Endpoint: "m/us/p", Kind: engine.ObsDown})
+	waitFor(t, time.Second, "the observation published while down counted as dropped", func() bool { return a.Dropped() > before })
 	srv.Restart()
 	waitFor(t, 5*time.Second, "both linked again", func() bool { return a.Up() && b.Up() })
 	o := b.next(t, 2*time.Second)

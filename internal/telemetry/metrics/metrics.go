@@ -103,6 +103,10 @@ type Options struct {
 	// read at every scrape for mesh_shared_state_up: 1 while the replica
 	// is linked to the shared store, 0 while it serves on its own state.
 	SharedStateUp func() bool
+	// SharedStateDropped, when set, is read at every scrape for
+	// mesh_shared_observations_dropped_total: endpoint observations not
+	// sent to the other replicas (the link was down or the queue full).
+	SharedStateDropped func() int64
 	// MaxSpendSeries caps the (model, key, team) combinations of
 	// mesh_spend_usd_total; beyond it key and team are "other". 0 means
 	// DefaultMaxSpendSeries.
@@ -281,6 +285,11 @@ func New(o Options) (*Metrics, error) {
 				}
 				return 0
 			}))
+	}
+	if dropped := o.SharedStateDropped; dropped != nil {
+		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "mesh_shared_observations_dropped_total",
+			Help: "Endpoint observations this replica could not send to the others (Redis down, or the send queue full); its state is republished when Redis returns."},
+			func() float64 { return float64(dropped()) }))
 	}
 	if !o.NoRuntimeMetrics {
 		cs = append(cs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

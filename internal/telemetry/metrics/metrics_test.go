@@ -442,29 +442,35 @@ func BenchmarkObserveParallel(b *testing.B) {
 	})
 }
 
-// mesh_shared_state_up follows SharedStateUp at every scrape, and is
-// absent when the mesh shares no state.
-func TestSharedStateUp(t *testing.T) {
+// mesh_shared_state_up and mesh_shared_observations_dropped_total follow
+// the shared state at every scrape, and are absent when the mesh shares
+// no state.
+func TestSharedState(t *testing.T) {
 	var up atomic.Bool
-	m, err := New(Options{NoRuntimeMetrics: true, SharedStateUp: up.Load})
+	var dropped atomic.Int64
+	m, err := New(Options{NoRuntimeMetrics: true, SharedStateUp: up.Load, SharedStateDropped: dropped.Load})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []float64{0, 1, 0} {
+	for i, want := range []float64{0, 1, 0} {
 		up.Store(want == 1)
-		mf := scrape(t, m.Handler())["mesh_shared_state_up"]
-		if mf == nil {
-			t.Fatal("mesh_shared_state_up missing")
-		}
-		if got := mf.GetMetric()[0].GetGauge().GetValue(); got != want {
+		dropped.Store(int64(i * 7))
+		fams := scrape(t, m.Handler())
+		if got := sample(fams, "mesh_shared_state_up", nil); got != want {
 			t.Errorf("mesh_shared_state_up (-got +want):\n-%v\n+%v", got, want)
+		}
+		if got := sample(fams, "mesh_shared_observations_dropped_total", nil); got != float64(i*7) {
+			t.Errorf("mesh_shared_observations_dropped_total (-got +want):\n-%v\n+%v", got, i*7)
 		}
 	}
 	off, err := New(Options{NoRuntimeMetrics: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := scrape(t, off.Handler())["mesh_shared_state_up"]; ok {
-		t.Error("mesh_shared_state_up exposed by a mesh that shares nothing")
+	fams := scrape(t, off.Handler())
+	for _, name := range []string{"mesh_shared_state_up", "mesh_shared_observations_dropped_total"} {
+		if _, ok := fams[name]; ok {
+			t.Errorf("%s exposed by a mesh that shares nothing", name)
+		}
 	}
 }
