@@ -501,3 +501,74 @@ func (k *keyMesh) get(t *testing.T, path string) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
+
+// BenchmarkProxyVirtualKey is a non-streaming call through the proxy's
+// handler (no sockets; the simulator in memory) without keys and with a
+// virtual key whose every limit is checked: the difference is what the
+// key costs a call end to end.
+func BenchmarkProxyVirtualKey(b *testing.B) {
+	const body = `{"model":"sim-haiku","max_tokens":16,"messages":[{"role":"user","content":"Tell me about keels."}]}`
+	for _, keyed := range []bool{false, true} {
+		name := "open"
+		if keyed {
+			name = "key"
+		}
+		b.Run(name, func(b *testing.B) {
+			fleet, err := sim.New(sim.ZeroLatency())
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg := simfleet.Config(fleet, "http://sim.test")
+			if keyed {
+				cfg.Server.RequireKeys = true
+				cfg.Keys.Path = filepath.Join(b.TempDir(), "keys.db")
+			}
+			m, err := keel.New(cfg, keel.WithUpstream(fleet.Transport()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			secret := "none"
+			if keyed {
+				st, err := sqlite.OpenKeys(cfg.Keys.Path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, secret, err = keys.Create(context.Background(), st, keys.Spec{Team: "t", Limits: keys.Limits{Models: []string{"sim-haiku"},
+					RPM: 1 << 30, TPM: 1 << 30, DailyUSD: 1e9, MonthlyUSD: 1e9}}, time.Now())
+				st.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			h := m.Handler()
+			b.ReportAllocs()
+			for b.Loop() {
+				req, _ := http.NewRequest(http.MethodPost, "http://localhost/v1/messages", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Anthropic-Version", "2023-06-01")
+				req.Header.Set("X-Api-Key", secret)
+				rw := &discardWriter{h: http.Header{}}
+				h.ServeHTTP(rw, req)
+				if rw.status != 200 {
+					b.Fatalf("status %d", rw.status)
+				}
+			}
+		})
+	}
+}
+
+// discardWriter is a ResponseWriter that keeps the status only.
+type discardWriter struct {
+	h      http.Header
+	status int
+}
+
+func (w *discardWriter) Header() http.Header { return w.h }
+func (w *discardWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = 200
+	}
+	return len(p), nil
+}
+func (w *discardWriter) WriteHeader(s int) { w.status = s }
