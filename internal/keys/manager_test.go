@@ -397,7 +397,8 @@ func TestSpendPersists(t *testing.T) {
 		settle, _ := caller.Admit(request("m", 1000, 1000))
 		settle(0.004, 2000)
 		time.Sleep(time.Second + time.Millisecond)
-		if got := st.spend[[2]string{caller.s.key.Load().ID, DayWindow(time.Now())}]; got != 0.004 {
+		day, _ := st.SpendIn(context.Background(), DayWindow(time.Now()))
+		if got := day[caller.s.key.Load().ID]; got != 0.004 {
 			t.Errorf("stored day spend $%v, want $0.004 a second after", got)
 		}
 		m.Close()
