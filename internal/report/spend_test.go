@@ -30,7 +30,7 @@ func TestReportSpendByKeyAndTeam(t *testing.T) {
 		rec(4, "", "", 0.25),
 	}))
 	want := Spend{TotalUSD: 0.784,
-		ByKey: []KeySpend{{"key_c", "ads", 1, 0.5}, {"", "", 1, 0.25}, {"key_a", "search", 2, 0.03}, {"key_b", "search", 1, 0.004}},
+		ByKey:  []KeySpend{{"key_c", "ads", 1, 0.5}, {"", "", 1, 0.25}, {"key_a", "search", 2, 0.03}, {"key_b", "search", 1, 0.004}},
 		ByTeam: []TeamSpend{{"ads", 1, 1, 0.5}, {"", 1, 1, 0.25}, {"search", 2, 3, 0.034}}}
 	got := rep.Spend
 	same := near(got.TotalUSD, want.TotalUSD) && len(got.ByKey) == len(want.ByKey) && len(got.ByTeam) == len(want.ByTeam)

@@ -182,8 +182,8 @@ func New(o Options) *Server {
 	}
 	s := &Server{eng: o.Engine, log: log, maxBody: o.MaxBodyBytes, bodyTimeout: o.BodyReadTimeout, minRate: o.MinBodyRate,
 		maxMessages: o.MaxMessages, maxHeader: o.MaxHeaderBytes, maxInflight: o.MaxInflightBodyBytes,
-		access:     newAccess(o.ListenAddr, o.AllowedHosts, o.AllowedOrigins, log),
-		authn:      o.Authenticate, adminRts: o.AdminRoutes,
+		access: newAccess(o.ListenAddr, o.AllowedHosts, o.AllowedOrigins, log),
+		authn:  o.Authenticate, adminRts: o.AdminRoutes,
 		adminToken: o.AdminToken, readToken: o.ReadToken, routes: o.Routes}
 	s.ready.Store(true)
 	return s
