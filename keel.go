@@ -206,6 +206,17 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 		m.Close()
 		return nil, err
 	}
+	if m.shared != nil {
+		// Start with the fleet's view: wait for the first sync with
+		// Redis, a few milliseconds when it answers; when it does not,
+		// serve on local state after a bounded wait.
+		t := time.NewTimer(sharedStartWait(cfg.Redis))
+		select {
+		case <-m.shared.Linked():
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	sc := cfg.Server
 	so := server.Options{Engine: m.eng, Logger: o.logger, MaxBodyBytes: sc.MaxBodyBytes,
 		BodyReadTimeout: time.Duration(sc.BodyReadTimeout), MinBodyRate: sc.MinBodyRateBytesPerSec, MaxInflightBodyBytes: sc.MaxInflightBodyBytes,
@@ -261,6 +272,16 @@ func (m *Mesh) openKeys(cfg *config.Config, o options, so *server.Options) error
 	}
 	so.AdminRoutes = append(so.AdminRoutes, server.Route{Path: keys.AdminPath, Prefix: true, Handler: km.AdminHandler()})
 	return nil
+}
+
+// sharedStartWait bounds how long New waits for the first sync with Redis:
+// four command timeouts (1s by default).
+func sharedStartWait(r config.Redis) time.Duration {
+	d := time.Duration(r.Timeout)
+	if d <= 0 {
+		d = time.Duration(config.DefaultRedisTimeout)
+	}
+	return 4 * d
 }
 
 // Endpoints resolves the config's models into upstream endpoints, reading

@@ -95,6 +95,7 @@ type fleetOfReplicas struct {
 	sim    *sim.Fleet
 	rec    *recorder
 	redis  *redistest.Server
+	simURL string
 	addrs  []string
 	client *http.Client
 }
@@ -141,30 +142,40 @@ func startReplicas(t *testing.T, n int) *fleetOfReplicas {
 	rec := &recorder{next: fl.Handler()}
 	hs := httptest.NewServer(rec)
 	t.Cleanup(hs.Close)
-	f := &fleetOfReplicas{sim: fl, rec: rec, redis: rs}
+	f := &fleetOfReplicas{sim: fl, rec: rec, redis: rs, simURL: hs.URL}
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}
 	t.Cleanup(tr.CloseIdleConnections)
 	f.client = &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	for i := range n {
-		yaml := strings.NewReplacer("REDISURL", rs.URL(), "SIMURL", hs.URL, "REPLICA", fmt.Sprint(i)).Replace(replicaYAML)
-		path := filepath.Join(t.TempDir(), "keel.yaml")
-		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		ready := make(chan string, 1)
-		go func() { done <- runServe(ctx, path, "127.0.0.1:0", true, io.Discard, ready) }()
-		t.Cleanup(func() { cancel(); <-done })
-		select {
-		case a := <-ready:
-			f.addrs = append(f.addrs, a)
-		case err := <-done:
-			t.Fatalf("replica %d ended: %v", i, err)
-		}
+	for range n {
+		f.addReplica(t)
 	}
 	f.waitGauge(t, 1)
 	return f
+}
+
+// addReplica starts one more keel serve replica (its X-Replica header is
+// its index) and returns its index once it listens; the test's cleanup
+// stops it.
+func (f *fleetOfReplicas) addReplica(t *testing.T) int {
+	t.Helper()
+	i := len(f.addrs)
+	yaml := strings.NewReplacer("REDISURL", f.redis.URL(), "SIMURL", f.simURL, "REPLICA", fmt.Sprint(i)).Replace(replicaYAML)
+	path := filepath.Join(t.TempDir(), "keel.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ready := make(chan string, 1)
+	go func() { done <- runServe(ctx, path, "127.0.0.1:0", true, io.Discard, ready) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case a := <-ready:
+		f.addrs = append(f.addrs, a)
+	case err := <-done:
+		t.Fatalf("replica %d ended: %v", i, err)
+	}
+	return i
 }
 
 // call sends one non-streaming call to replica i and reports an error for
@@ -348,6 +359,8 @@ func (f *fleetOfReplicas) cooldownRespected(t *testing.T, region string, since t
 //     picked before the observation arrived may still be on their way);
 //   - a 50% error storm: upstream attempts / client calls across the three
 //     replicas ≤ 1.10 (the retry and hedge budgets are one bucket each);
+//   - a replica started during a 3s retry-after another saw: from its first
+//     call on, it sends nothing to that endpoint until the cooldown ends;
 //   - redis-server killed under load: 0 client errors, mesh_shared_state_up
 //     0 on every replica, then 1 after a restart, and a cooldown published
 //     after the restart reaches the others.
@@ -356,6 +369,7 @@ func TestReplicasShareState(t *testing.T) {
 		t.Skip("starts redis-server, a simulator and three replicas")
 	}
 	f := startReplicas(t, 3)
+	top := t // replicas started in a subtest live to the test's end
 	all := func() []int { return []int{0, 1, 2} }
 	// Calls a replica picked before the cooldown reached it may still be
 	// on their way (measured: 0.05–12ms after the 429 under -race); the
@@ -484,6 +498,60 @@ func TestReplicasShareState(t *testing.T) {
 		}
 		t.Logf("amplification %.3f: %d upstream attempts for %d client calls (%d failed) across 3 replicas; the fleet-wide retry budget allows 0.05 × calls + 10 + the leases",
 			ampl, attempts, calls, len(res.errors))
+	})
+
+	t.Run("late replica", func(t *testing.T) {
+		// A 429 with retry-after: 3 on r1, then a fourth replica starts
+		// and takes load at once: it has read the cooldown from Redis
+		// before it serves (keel.New waits for the first sync) and keeps
+		// off r1 until it ends (the fault answers once, so a replica that
+		// did not know would be served by r1 at once).
+		start := time.Now()
+		res, stop := f.load(t, 3, 3*time.Millisecond, all)
+		f.waitCalls(t, "r1", start, 0, 1, 2)
+		armed := time.Now()
+		if err := f.sim.AddFault(sim.Fault{Kind: sim.KindRateLimit, Region: "r1", Count: 1, RetryAfter: sim.Duration(3 * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for len(f.sim.Faults()) > 0 && f.sim.Faults()[0].Count > 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the 429 was not served within 10s")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		stop()
+		f.sim.SetFaults(nil)
+		joined := time.Now()
+		late := f.addReplica(top)
+		only := func() []int { return []int{late} }
+		res2, stop2 := f.load(t, 2, 3*time.Millisecond, only)
+		var hit time.Time
+		for _, c := range f.rec.since(armed) {
+			if c.status == http.StatusTooManyRequests {
+				hit = c.end
+			}
+		}
+		if hit.IsZero() {
+			t.Fatal("no 429 recorded")
+		}
+		time.Sleep(time.Until(hit.Add(3 * time.Second)))
+		f.waitCalls(t, "r1", hit.Add(3*time.Second), late)
+		stop2()
+		var inside []string
+		for _, c := range f.rec.since(joined) {
+			if c.replica == fmt.Sprint(late) && c.region == "r1" && c.at.Before(hit.Add(3*time.Second)) {
+				inside = append(inside, fmt.Sprintf("+%v after joining", c.at.Sub(joined).Round(time.Millisecond)))
+			}
+		}
+		if len(inside) > 0 {
+			t.Errorf("the late replica sent to r1 inside the fleet's cooldown: %v", inside)
+		}
+		if n := len(res.errors) + len(res2.errors); n > 0 {
+			t.Errorf("%d client calls failed", n)
+		}
+		t.Logf("replica %d joined %v after the 429 and served %d calls, none from r1 until the cooldown ended %v later",
+			late, joined.Sub(hit).Round(time.Millisecond), res2.calls.Load(), hit.Add(3*time.Second).Sub(joined).Round(time.Millisecond))
 	})
 
 	t.Run("redis killed under load", func(t *testing.T) {

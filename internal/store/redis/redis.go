@@ -94,10 +94,13 @@ type Store struct {
 	log     *slog.Logger
 	now     func() time.Time
 
-	up      atomic.Bool
-	out     chan engine.Observation
-	dropped atomic.Int64
-	stop    chan struct{}
+	up atomic.Bool
+	// linked is closed the first time the store links (fleet state read).
+	linked     chan struct{}
+	linkedOnce sync.Once
+	out        chan engine.Observation
+	dropped    atomic.Int64
+	stop       chan struct{}
 	// base is cancelled by Close, ending the goroutines' commands.
 	base    context.Context
 	cancel  context.CancelFunc
@@ -148,7 +151,7 @@ func New(cfg config.Redis, log *slog.Logger) (*Store, error) {
 	s := &Store{
 		client: goredis.NewClient(opt), prefix: prefix, channel: prefix + "obs", timeout: timeout,
 		id: hex.EncodeToString(b[:]), log: log, now: time.Now,
-		out: make(chan engine.Observation, queueSize), stop: make(chan struct{}),
+		out: make(chan engine.Observation, queueSize), stop: make(chan struct{}), linked: make(chan struct{}),
 	}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -164,6 +167,11 @@ func (quiet) Printf(context.Context, string, ...any) {}
 // Up reports whether the replica is linked to Redis: subscribed, synced,
 // and its last write and lease succeeded.
 func (s *Store) Up() bool { return s.up.Load() }
+
+// Linked is closed once the store has first linked to Redis and applied
+// the fleet's state: a replica that waits for it before serving starts
+// with the fleet's view.
+func (s *Store) Linked() <-chan struct{} { return s.linked }
 
 // Dropped counts observations not sent: the queue was full or Redis down.
 func (s *Store) Dropped() int64 { return s.dropped.Load() }
@@ -289,6 +297,7 @@ func (s *Store) session(ctx context.Context, apply func(engine.Observation), cur
 	if !s.up.Swap(true) {
 		s.log.Info("shared state: linked to Redis; fleet state read", "channel", s.channel)
 	}
+	s.linkedOnce.Do(func() { close(s.linked) })
 	for _, o := range current() {
 		s.Publish(o) // after up: the writer drops what comes while down
 	}
