@@ -204,6 +204,27 @@ func (s *Stream) Next() (*llm.Event, error) {
 	}
 }
 
+// Ready reports whether Next returns an event without waiting on an
+// upstream: events read before the stream was committed (its first ones,
+// up to the first content), a synthesized answer, or the rest of an
+// upstream chunk that gave several events. A writer need not flush before
+// a ready event: the client gets them in one write.
+func (s *Stream) Ready() bool {
+	if s.synthMode {
+		return len(s.synth) > 0
+	}
+	if s.finished || s.failed || s.cur == nil || s.x.rec.Recovered > 0 {
+		// After a recovery, buffered events may all be dropped (what the
+		// client has): Next could then wait on the upstream.
+		return false
+	}
+	if len(s.buf) > 0 {
+		return true
+	}
+	p, ok := s.cur.res.Stream.(wire.Pending)
+	return ok && p.Pending()
+}
+
 func (s *Stream) upstreamNext() (*llm.Event, error) {
 	if len(s.buf) > 0 {
 		ev := s.buf[0]

@@ -531,6 +531,9 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 	if r, ok := rd.(wire.Recycler); ok {
 		s.recycle = r.Recycle
 	}
+	if p, ok := rd.(wire.Pending); ok {
+		s.pending = p.Pending
+	}
 	if s.idle > 0 {
 		s.idleTimer = time.AfterFunc(s.idle, func() { cancel(ErrIdleTimeout) })
 	}
@@ -578,6 +581,7 @@ type stream struct {
 	release   func()
 	next      func() (*llm.Event, error)
 	recycle   func(*llm.Event) // the reader's Recycle, when it has one
+	pending   func() bool      // the reader's Pending, when it has one
 	idle      time.Duration    // the configured cap
 	idleTimer *time.Timer
 	done      bool
@@ -630,6 +634,10 @@ func (s *stream) Next() (*llm.Event, error) {
 	}
 	return s.tr.RestoreEvent(ev), nil
 }
+
+// Pending reports whether Next returns an event without reading
+// (wire.Pending).
+func (s *stream) Pending() bool { return s.pending != nil && s.pending() }
 
 // Recycle gives the codec's reader back an event the caller is done with
 // (wire.Recycler).

@@ -581,7 +581,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f llm.Format, re
 	h.Set("Trailer", strings.Join(meshTrailers, ", "))
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	sw := sse.NewWriter(w, rc.Flush)
+	// Events are flushed as they come, but those already at hand (a
+	// stream's first events, read before it was committed; the rest of an
+	// upstream chunk) go out in one write with the next.
+	sw := sse.NewWriter(w, nil)
 	write := wire.For(f).NewStreamWriter(sw, wire.StreamOptions{IncludeUsage: req.IncludeUsage}).Write
 	for {
 		ev, err := st.Next()
@@ -596,7 +599,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f llm.Format, re
 		if ev.Type == llm.EventError {
 			break
 		}
+		if !st.Ready() {
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		}
 	}
+	rc.Flush()
 	// After WriteHeader the declared names are the trailers. They still
 	// hold the values sent in the header, which net/http would send again:
 	// clear them before setting the final ones. Closing the stream first

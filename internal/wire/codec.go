@@ -48,6 +48,14 @@ type Recycler interface {
 	Recycle(ev *llm.Event)
 }
 
+// Pending is implemented by a StreamReader that can tell whether its next
+// event is decoded already (one upstream chunk gave several), so that
+// Next returns it without reading: a writer then need not flush between
+// the two.
+type Pending interface {
+	Pending() bool
+}
+
 // StreamWriter writes canonical events in a wire format.
 type StreamWriter interface {
 	Write(ev *llm.Event) error

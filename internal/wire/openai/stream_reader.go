@@ -76,6 +76,10 @@ type StreamReader struct {
 	spare []byte     // the Raw buffer of a recycled one-event chunk
 }
 
+// Pending reports whether Next returns an event without reading (the rest
+// of a chunk that gave several, or the end).
+func (s *StreamReader) Pending() bool { return s.qi < len(s.queue) }
+
 // Recycle takes back a delta, block stop or ping event the caller is done
 // with: the next event reuses it, and the next chunk the Raw buffer of a
 // chunk that gave only that event. Other events may share their Raw with
