@@ -175,7 +175,7 @@ func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*h
 		sreq.Body, sreq.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 	}
 	serverSide(sreq)
-	w := &responseWriter{header: make(http.Header), buffered: true}
+	w := &responseWriter{header: make(http.Header, 16), buffered: true} // an answer's dozen headers without growing
 	var fail error
 	func() {
 		defer func() {
