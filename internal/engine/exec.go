@@ -135,6 +135,9 @@ func newExec(e *Engine, rs *routeState, req *llm.Request, call Call, rec *Record
 	return &exec{e: e, rs: rs, req: req, call: call, rec: rec, tried: b[:n:n], avoid: b[n:], pin: -1}
 }
 
+// errSealed is what an attempt asked for after its call ended gets.
+var errSealed = errors.New("the call has ended")
+
 // seal hands the record over: nothing writes into it after this.
 func (x *exec) seal() {
 	x.mu.Lock()
@@ -285,6 +288,12 @@ func routePolicy(next step) step {
 	return func(ctx context.Context, x *exec, t *try) (*attempt, error) {
 		e := x.e
 		x.mu.Lock()
+		if x.sealed {
+			// A hedge launched as the call ended: the record is the
+			// observers' now, and the call needs no more attempts.
+			x.mu.Unlock()
+			return nil, errSealed
+		}
 		if x.attempts >= e.maxAttempts {
 			x.mu.Unlock()
 			return nil, &noCandidate{exhausted: true}

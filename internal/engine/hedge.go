@@ -99,11 +99,15 @@ func (hg *hedger) fire() {
 	if !room || !x.hasUntried(x.e.now()) || !x.rs.hedges.TryWithdraw() {
 		return
 	}
-	hg.launched++
-	hg.pending++
 	x.mu.Lock()
+	if x.sealed {
+		x.mu.Unlock()
+		return
+	}
 	x.rec.Hedges++
 	x.mu.Unlock()
+	hg.launched++
+	hg.pending++
 	ht := &try{req: hg.req, kind: "hedge", hg: hg}
 	go func() {
 		a, err := hg.next(hg.ctx, x, ht)
