@@ -50,20 +50,25 @@ func BenchmarkDirect(b *testing.B) {
 // parse, route, encode, the attempt, parse the answer, encode it back.
 // Added latency of the embedded mode = Embedded − Direct.
 func BenchmarkEmbedded(b *testing.B) {
-	fleet, _ := sim.New(sim.ZeroLatency())
-	cfg := simfleet.Config(fleet, "http://sim.invalid")
-	m, err := keel.New(cfg, keel.WithUpstream(fleet.Transport()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
-	rt := m.Transport()
+	rt := embeddedTransport(b)
 	b.ReportAllocs()
 	cpu := startCPU()
 	for b.Loop() {
 		roundTrip(b, rt, "https://api.anthropic.com/v1/messages")
 	}
 	cpu.report(b)
+}
+
+// embeddedTransport is Keel's embedded transport in front of the
+// zero-latency simulator, in memory; closed with the benchmark.
+func embeddedTransport(b *testing.B) http.RoundTripper {
+	fleet, _ := sim.New(sim.ZeroLatency())
+	m, err := keel.New(simfleet.Config(fleet, "http://sim.invalid"), keel.WithUpstream(fleet.Transport()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	return m.Transport()
 }
 
 // cpuClock measures the process's CPU time (user + system, every thread:
@@ -126,13 +131,7 @@ func BenchmarkStream(b *testing.B) {
 			cpu.report(b)
 		})
 		b.Run("embedded/"+strconv.Itoa(tokens), func(b *testing.B) {
-			fleet, _ := sim.New(sim.ZeroLatency())
-			m, err := keel.New(simfleet.Config(fleet, "http://sim.invalid"), keel.WithUpstream(fleet.Transport()))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer m.Close()
-			rt := m.Transport()
+			rt := embeddedTransport(b)
 			b.ReportAllocs()
 			cpu := startCPU()
 			for b.Loop() {

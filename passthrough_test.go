@@ -12,6 +12,33 @@ import (
 	"github.com/keelmesh/keel/config"
 )
 
+// sameFormatProxy is keel serve's handler in front of up with one model per
+// format: gpt-x (OpenAI) and claude-x (Anthropic). Closed with the test.
+func sameFormatProxy(t *testing.T, up string) *httptest.Server {
+	t.Helper()
+	cfg, err := config.Parse([]byte(`request_log: {enabled: false}
+providers:
+  - {name: o, type: openai, base_url: "`+up+`/v1"}
+  - {name: a, type: anthropic, base_url: "`+up+`"}
+models:
+  - {name: gpt-x, endpoints: [{provider: o}]}
+  - {name: claude-x, endpoints: [{provider: a}]}
+`), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := keel.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httptest.NewServer(m.Handler())
+	t.Cleanup(func() {
+		proxy.Close()
+		m.Close()
+	})
+	return proxy
+}
+
 // A same-format answer that nothing in Keel changes reaches the client
 // byte for byte: its members, their order and spacing, members Keel's
 // model of the format does not know (issue 15: re-encoding added refusal,
@@ -37,24 +64,7 @@ func TestSameFormatAnswerPassesThroughByteForByte(t *testing.T) {
 		}
 	}))
 	defer up.Close()
-	cfg, err := config.Parse([]byte(`request_log: {enabled: false}
-providers:
-  - {name: o, type: openai, base_url: "`+up.URL+`/v1"}
-  - {name: a, type: anthropic, base_url: "`+up.URL+`"}
-models:
-  - {name: gpt-x, endpoints: [{provider: o}]}
-  - {name: claude-x, endpoints: [{provider: a}]}
-`), "test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := keel.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	proxy := httptest.NewServer(m.Handler())
-	defer proxy.Close()
+	proxy := sameFormatProxy(t, up.URL)
 
 	_, b := doRaw(t, proxy.URL+"/v1/chat/completions", http.MethodPost, `{"model":"gpt-x","messages":[{"role":"user","content":"hi"}]}`, "content-type", "application/json")
 	if got := string(b); got != openaiBody {
@@ -114,24 +124,7 @@ func TestSameFormatStreamPassesThroughEventForEvent(t *testing.T) {
 		io.WriteString(w, anthropicStream)
 	}))
 	defer up.Close()
-	cfg, err := config.Parse([]byte(`request_log: {enabled: false}
-providers:
-  - {name: o, type: openai, base_url: "`+up.URL+`/v1"}
-  - {name: a, type: anthropic, base_url: "`+up.URL+`"}
-models:
-  - {name: gpt-x, endpoints: [{provider: o}]}
-  - {name: claude-x, endpoints: [{provider: a}]}
-`), "test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := keel.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	proxy := httptest.NewServer(m.Handler())
-	defer proxy.Close()
+	proxy := sameFormatProxy(t, up.URL)
 
 	for _, tc := range []struct {
 		name, path, body, want string
