@@ -170,16 +170,17 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 			return nil, fmt.Errorf("classifier.lexicons: %w", err)
 		}
 	}
-	cals, err := loadCalibrations(cfg.Normalization.CalibrationDB)
-	if err != nil {
-		return nil, err
-	}
 	var shared engine.SharedState
 	if cfg.Redis.On() {
 		if m.shared, err = redisstore.New(cfg.Redis, o.logger); err != nil {
 			return nil, err
 		}
 		shared = m.shared
+	}
+	cals, err := m.calibrations(cfg.Normalization.CalibrationDB, o.logger)
+	if err != nil {
+		m.Close()
+		return nil, err
 	}
 	observer, routes, err := m.observability(cfg, o)
 	if err != nil {
@@ -619,9 +620,37 @@ func fragmentOptions(c config.Fragmentation) engine.FragmentOptions {
 		OverlapBudget: c.OverlapBudget, Redundancy: c.Redundancy, ListQuorum: q, MergeCall: c.MergeCall}
 }
 
+// calibrations are the ones `keel calibrate` stored in the file at path
+// and, when the mesh shares state through Redis, the fleet's: this
+// replica's are published and every replica's read back, and for one id
+// the calibration created last wins (this replica's on a tie). With Redis
+// unreachable, this replica's alone, and a warning. Start and reload only.
+func (m *Mesh) calibrations(path string, log *slog.Logger) (*normalize.Set, error) {
+	local, err := loadCalibrations(path)
+	if err != nil {
+		return nil, err
+	}
+	all := local
+	if m.shared != nil {
+		fleet, err := m.shared.ShareCalibrations(context.Background(), local)
+		if err != nil && log != nil {
+			log.Warn("shared calibrations: cannot reach Redis; serving with this replica's own calibrations until the next start or reload", "err", err)
+		}
+		all = append(fleet, local...) // local last: NewSet keeps it on a tie
+	}
+	if len(all) == 0 {
+		return nil, nil
+	}
+	set, err := normalize.NewSet(all...)
+	if err != nil {
+		return nil, fmt.Errorf("normalization.calibration_db: %w", err)
+	}
+	return set, nil
+}
+
 // loadCalibrations reads the calibrations `keel calibrate` stored, when
-// the file exists; a missing file means none.
-func loadCalibrations(path string) (*normalize.Set, error) {
+// the file exists (a missing file means none), and validates them.
+func loadCalibrations(path string) ([]*normalize.Calibration, error) {
 	if path == "" {
 		path = calstore.DefaultPath
 	}
@@ -633,11 +662,16 @@ func loadCalibrations(path string) (*normalize.Set, error) {
 		return nil, fmt.Errorf("normalization.calibration_db: %w", err)
 	}
 	defer st.Close()
-	set, err := st.Set(context.Background())
+	all, err := st.All(context.Background())
 	if err != nil {
 		return nil, fmt.Errorf("normalization.calibration_db: %w", err)
 	}
-	return set, nil
+	for _, c := range all {
+		if err := c.Validate(); err != nil {
+			return nil, fmt.Errorf("normalization.calibration_db: calibration %q: %w", c.ID, err)
+		}
+	}
+	return all, nil
 }
 
 // hostPort is base's "host:port", the upstream transport's pool key.

@@ -9,7 +9,9 @@
 // reconnects. The retry and hedge budgets are one token bucket per route
 // in PREFIX+"budget:"+KEY, leased by a Lua script that deposits and takes
 // in one step. Latency summaries go to PREFIX+"latency:"+ENDPOINT, one
-// field per replica, for people and dashboards.
+// field per replica, for people and dashboards. Calibrations go to the hash
+// PREFIX+"calibrations" when a replica starts or reloads
+// (ShareCalibrations), the newest of each id kept.
 //
 // A Store is safe for concurrent use. Publish never blocks: it queues for
 // a writer goroutine and drops when the queue is full or Redis is down.
