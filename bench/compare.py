@@ -221,7 +221,7 @@ def row_ttft(runs):
 def row_sweep(runs):
     print("\n## CPU per call at 100 / 1k / 3k req/s, each proxy alone, 10 s")
     sim = start_sim()
-    ps = {n: start(n) for n in ["keel", "floor"]}
+    ps = {n: start(n) for n in PROXIES}
     rates = [100, 1000, 3000]
     got = {(n, r): [] for n in ps for r in rates}
     try:
