@@ -59,6 +59,43 @@ func BenchmarkEmbedded(b *testing.B) {
 	cpu.report(b)
 }
 
+// BenchmarkEmbeddedCacheHit is BenchmarkEmbedded's call at temperature 0
+// with the response cache on: after the first, every call is a hit (no
+// upstream call): parse, the key's hash, the lookup, encode the answer.
+func BenchmarkEmbeddedCacheHit(b *testing.B) {
+	fleet, _ := sim.New(sim.ZeroLatency())
+	cfg := simfleet.Config(fleet, "http://sim.invalid")
+	cfg.Cache.Enabled = true
+	m, err := keel.New(cfg, keel.WithUpstream(fleet.Transport()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	rt := m.Transport()
+	body := `{"model":"sim-sonnet","max_tokens":16,"temperature":0,"messages":[{"role":"user","content":"Hello there"}]}`
+	trip := func() {
+		req, _ := http.NewRequest("POST", "https://api.anthropic.com/v1/messages", strings.NewReader(body))
+		req.Header.Set("anthropic-version", "2023-06-01")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("X-Mesh-Cache") == "bypass" {
+			b.Fatalf("status %d, X-Mesh-Cache %q", resp.StatusCode, resp.Header.Get("X-Mesh-Cache"))
+		}
+	}
+	trip() // the miss that fills the cache
+	b.ReportAllocs()
+	cpu := startCPU()
+	for b.Loop() {
+		trip()
+	}
+	cpu.report(b)
+}
+
 // embeddedTransport is Keel's embedded transport in front of the
 // zero-latency simulator, in memory; closed with the benchmark.
 func embeddedTransport(b *testing.B) http.RoundTripper {

@@ -25,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/keelmesh/keel/config"
+	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/classify"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/inproc"
@@ -197,7 +198,16 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 			}
 		}
 	}
-	m.eng, err = engine.New(engine.Options{Shared: shared, Prices: prices.Lookup, Endpoints: eps, Aliases: aliases, Client: provider.NewClient(rt), Logger: o.logger,
+	var rcache engine.Cache
+	if cfg.Cache.Enabled {
+		lru, err := cache.New[*engine.CacheEntry](cfg.Cache.Config, o.now)
+		if err != nil {
+			m.Close()
+			return nil, fmt.Errorf("cache: %w", err)
+		}
+		rcache = lru
+	}
+	m.eng, err = engine.New(engine.Options{Cache: rcache, CachePolicy: cfg.Cache.Policy, Shared: shared, Prices: prices.Lookup, Endpoints: eps, Aliases: aliases, Client: provider.NewClient(rt), Logger: o.logger,
 		Passthrough: pass, Resilience: resilienceOptions(cfg.Resilience), Structured: sopts,
 		Fragment: fragmentOptions(cfg.Fragmentation), StructuredMetrics: m.smetrics, Calibrations: cals, ParamPolicy: normalize.Policy(cfg.Normalization.ParameterPolicy),
 		DisableNormalization: cfg.Normalization.Enabled != nil && !*cfg.Normalization.Enabled,

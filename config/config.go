@@ -26,6 +26,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/resilience"
 )
@@ -102,6 +103,8 @@ type Config struct {
 	Pricing []pricing.Entry `yaml:"pricing"`
 	// Keys configures the virtual-key store (keel keys).
 	Keys Keys `yaml:"keys"`
+	// Cache configures the exact response cache.
+	Cache Cache `yaml:"cache"`
 
 	// src locates keys in the file this Config was parsed from; nil when built in code.
 	src *source
@@ -176,6 +179,18 @@ type Keys struct {
 	// takes effect; default 5s. A key created elsewhere works at once (an
 	// unknown key is looked up in the database).
 	RefreshInterval Duration `yaml:"refresh_interval"`
+}
+
+// Cache configures the exact response cache: a request the policy deems
+// safe to cache (temperature 0, no tools, unless the policy widens it) is
+// answered from memory when an identical one was answered within the TTL.
+// Its bounds (ttl, max_entries, max_bytes) are cache.Config's and its policy
+// (any_temperature, allow_tools, shared_across_keys) cache.Policy's.
+type Cache struct {
+	// Enabled turns the cache on; default false.
+	Enabled      bool `yaml:"enabled"`
+	cache.Config `yaml:",inline"`
+	cache.Policy `yaml:",inline"`
 }
 
 // KeysOn reports whether the mesh opens the key store: when keys are required

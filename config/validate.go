@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/resilience"
 )
@@ -59,6 +60,7 @@ func (v *validator) extra() {
 	v.redis()
 	v.pricing()
 	v.duration("keys.refresh_interval", v.c.Keys.RefreshInterval)
+	policy(v, "cache", v.c.Cache.Config, cache.Config.Validate)
 	v.nonNegative("telemetry.debug_traces", int64(v.c.Telemetry.DebugTraces))
 	v.nonNegative("request_log.retention_days", int64(v.c.RequestLog.RetentionDays))
 	v.nonNegative("request_log.queue_size", int64(v.c.RequestLog.QueueSize))

@@ -23,6 +23,9 @@ type Behavior struct {
 	Hedge                *bool           `json:"hedge,omitempty"`
 	OutputSchema         json.RawMessage `json:"output_schema,omitempty"`
 	Debug                bool            `json:"debug,omitempty"`
+	// Cache: false neither reads nor writes the response cache for this
+	// call (X-Mesh-Cache: bypass); unset or true leaves it to the policy.
+	Cache *bool `json:"cache,omitempty"`
 }
 
 // ParseBehavior merges the body's mesh_behavior and the X-Mesh-Behavior
@@ -52,7 +55,7 @@ func decodeBehavior(data []byte, b *Behavior, where string) error {
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.DisallowUnknownFields()
 	if err := d.Decode(b); err != nil {
-		return badBehavior(fmt.Sprintf("%s: %v (known keys: disable_normalization, min_redundancy, preferred_region, min_model_capability, calibration_id, fragment, hedge, output_schema, debug)", where, err))
+		return badBehavior(fmt.Sprintf("%s: %v (known keys: disable_normalization, min_redundancy, preferred_region, min_model_capability, calibration_id, fragment, hedge, output_schema, debug, cache)", where, err))
 	}
 	if d.More() {
 		return badBehavior(where + ": trailing data after the object")

@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
@@ -91,6 +92,12 @@ type Options struct {
 	// Prices prices an endpoint whose Price is zero (passthrough endpoints
 	// above all) by its upstream model name; nil leaves them unpriced.
 	Prices func(model string) (pricing.Price, bool)
+	// Cache, when set, is the exact response cache: a call the policy
+	// deems safe to cache is answered from it when an identical one was
+	// answered before (cache.go); nil means no cache.
+	Cache Cache
+	// CachePolicy says which requests are safe to cache.
+	CachePolicy cache.Policy
 }
 
 // Resilience tunes retries, hedging, breakers and health.
@@ -143,6 +150,8 @@ type Engine struct {
 	now         func() time.Time
 	rnd         func(int) int
 	prices      func(string) (pricing.Price, bool)
+	cache       Cache
+	cachePol    cache.Policy
 	maxAttempts int
 	timeout     time.Duration
 	backoff     *resilience.Backoff
@@ -214,7 +223,7 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: backoff: %w", err)
 	}
 	e := &Engine{
-		client: o.Client, classify: o.Classify, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices,
+		client: o.Client, classify: o.Classify, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices, cache: o.Cache, cachePol: o.CachePolicy,
 		maxAttempts: r.MaxAttempts, timeout: r.Timeout, backoff: backoff, hedge: r.Hedge, opts: r,
 		routes: map[string]*routeState{}, passthrough: o.Passthrough, shared: o.Shared, byID: map[string]*endpoint{},
 		kick: make(chan struct{}, 1),
@@ -453,6 +462,12 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 		return nil, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound,
 			Message: fmt.Sprintf("model: %q is not served by this mesh (GET /v1/models lists the names)", req.Model)}, false
 	}
+	cu := e.cacheFor(req, call, rec)
+	if cu.read {
+		if ent, ok := e.cache.Get(cu.key); ok {
+			return e.cacheHit(ctx, rs, req, call, rec, ent, xp)
+		}
+	}
 	timeout := e.timeout
 	if call.Timeout > 0 {
 		timeout = call.Timeout
@@ -540,6 +555,9 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 		}
 		*served = won.ep
 		out.Response = resp
+		if cu.write && cacheable(resp, rec) {
+			e.cachePut(cu, resp, won.ep.Endpoint)
+		}
 		return out, nil, false
 	}
 	st := newStream(ctx, *cancel, x, won)
@@ -553,7 +571,29 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 			return nil, ae, true
 		}
 	}
+	if cu.write {
+		st.store = &streamStore{use: cu}
+	}
 	out.Stream = st
+	return out, nil, true
+}
+
+// cacheHit answers the call with ent: the stored answer, or for a stream
+// the stored answer re-emitted as events. No upstream call, no cost.
+func (e *Engine) cacheHit(ctx context.Context, rs *routeState, req *llm.Request, call Call, rec *Record, ent *CacheEntry, xp **exec) (*Outcome, *llm.APIError, bool) {
+	rec.PrimaryModel = rs.cands[0].Model
+	rec.servedFromCache(ent)
+	out := &Outcome{Endpoint: ent.Endpoint, Record: rec}
+	if !req.Stream {
+		out.Response = ent.Response
+		return out, nil, false
+	}
+	x := newExec(e, rs, req, call, rec)
+	*xp = x
+	resp := ent.Response
+	u := resp.Usage
+	out.Stream = &Stream{ctx: ctx, cancel: func() {}, x: x, synth: synthesize(resp, 64), synthMode: true, idxMap: map[int]int{},
+		finalUsage: &u, finished: true, hit: ent}
 	return out, nil, true
 }
 

@@ -80,6 +80,10 @@ type Record struct {
 	// a failed call's included), or the serving endpoint's price for the
 	// usage the client got when that is more.
 	Cost float64
+	// Cache is the response cache's part in the call, X-Mesh-Cache: hit
+	// (answered from the cache, no attempt, cost 0), miss or bypass
+	// (CacheHit, CacheMiss, CacheBypass); empty when the mesh has no cache.
+	Cache string
 	// KeyID and Team name the virtual key the call was made with (Call);
 	// empty for an unmetered call.
 	KeyID, Team string

@@ -66,6 +66,11 @@ type Stream struct {
 	// re-emitted as events (strict structured output).
 	synth     []*llm.Event
 	synthMode bool
+	// hit, when set, is the cached answer synth re-emits (no upstream).
+	hit *CacheEntry
+	// store, when set, rebuilds the answer the client receives, to be
+	// stored in the response cache if it ends complete.
+	store *streamStore
 	// relaxed, when set, is validated at the end of a streamed-through answer.
 	relaxed *outputSpec
 	text    strings.Builder
@@ -134,6 +139,9 @@ func (s *Stream) Attempts() int { return s.x.attempts }
 
 // Served is the endpoint serving the stream now.
 func (s *Stream) Served() *provider.Endpoint {
+	if s.hit != nil {
+		return s.hit.Endpoint
+	}
 	if s.cur == nil {
 		return s.x.fragServed.Endpoint
 	}
@@ -159,6 +167,7 @@ func (s *Stream) Next() (*llm.Event, error) {
 		}
 		ev := s.synth[0]
 		s.synth = s.synth[1:]
+		s.keep(ev)
 		return ev, nil
 	}
 	if s.finished || s.failed {
@@ -196,6 +205,7 @@ func (s *Stream) Next() (*llm.Event, error) {
 			return &llm.Event{Type: llm.EventError, Err: s.endErr}, nil
 		}
 		if emit {
+			s.keep(out)
 			if out == ev {
 				s.lent, s.lentFrom = out, s.cur.res.Stream
 			}
@@ -554,6 +564,11 @@ func (s *Stream) Close() error {
 	}
 	s.closed = true
 	x := s.x
+	if s.hit != nil {
+		// A cached answer: no attempt to settle, Record filled at the hit.
+		x.finish(nil, nil)
+		return nil
+	}
 	if s.cur == nil {
 		// A fused answer: its attempts were settled as they finished.
 		s.cancel()
@@ -607,6 +622,31 @@ func (s *Stream) Close() error {
 		x.e.finish(rec, s.cur.ep, nil)
 	}
 	return nil
+}
+
+// streamStore rebuilds a streamed answer for the response cache.
+type streamStore struct {
+	use cacheUse
+	acc accumulator
+}
+
+// keep adds an event sent to the client to the answer being rebuilt for
+// the response cache, and stores the answer at its message_stop: before
+// the client can ask again (an OpenAI SDK stops reading at [DONE], before
+// the stream is closed).
+func (s *Stream) keep(ev *llm.Event) {
+	st := s.store
+	if st == nil {
+		return
+	}
+	st.acc.add(ev)
+	if ev.Type != llm.EventMessageStop {
+		return
+	}
+	s.store = nil
+	if resp := st.acc.response(); !s.failed && s.schemaErr == nil && cacheable(resp, s.x.rec) {
+		s.x.e.cachePut(st.use, resp, s.Served())
+	}
 }
 
 // noteOwn keeps what an event of the current attempt says of its usage.

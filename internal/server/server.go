@@ -441,6 +441,10 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		return
 	}
 	setMeshHeaders(&hs, out.Endpoint.Model, out.Endpoint.Region, out.Endpoint.Provider, out.Record)
+	if c := out.Record.Cache; c != "" {
+		// Known before the first byte, streams included: a header, never a trailer.
+		hs.Set("X-Mesh-Cache", c)
+	}
 	if len(out.Record.Dropped) > 0 {
 		hs.Set("X-Mesh-Dropped", strings.Join(out.Record.Dropped, ","))
 	}
