@@ -2,9 +2,11 @@ package openai
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/keelmesh/keel/internal/llm"
@@ -74,16 +76,81 @@ func FuzzStreamReader(f *testing.F) {
 	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"a\"},{\"index\":99999999999}]}}]}\n\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		r := NewStreamReader(bytes.NewReader(in))
-		w := NewStreamWriter(sse.NewWriter(io.Discard, nil), StreamOptions{IncludeUsage: true})
+		var out bytes.Buffer
+		w := NewStreamWriter(sse.NewWriter(&out, nil), StreamOptions{IncludeUsage: true})
+		var evs []*llm.Event
 		for n := 0; ; n++ {
 			if n > 4*len(in)+16 {
 				t.Fatalf("more than %d events from %d bytes", n, len(in))
 			}
 			ev, err := r.Next()
 			if err != nil {
+				if err != io.EOF || len(evs) == 0 || evs[len(evs)-1].Type == llm.EventError {
+					return
+				}
+				break
+			}
+			evs = append(evs, ev.Detach())
+			if err := w.Write(ev); err != nil {
 				return
 			}
-			_ = w.Write(ev)
+		}
+		// A whole stream passed through (every chunk's group intact) reads
+		// back with the same content — blocks, deltas, stops and the stop
+		// reason: nothing lost, nothing twice. (The message's start, usage
+		// and end may be encoded by the writer, which fills created.)
+		again, err := readAll(t, out.Bytes())
+		if err != io.EOF {
+			t.Fatalf("re-reading the pass-through ended with %v:\n%s", err, out.Bytes())
+		}
+		if got, want := content(again), content(evs); !reflect.DeepEqual(got, want) {
+			t.Fatalf("pass-through changed the content (-got +want):\n%s\nin:\n%s\nout:\n%s", diff(strings.Join(got, "\n"), strings.Join(want, "\n")), in, out.Bytes())
 		}
 	})
+}
+
+// content is what a stream says, block by block, and its stop reason:
+// each block's type, id, name and its deltas joined by kind. A tool call
+// that got no arguments counts as "{}", which the writer sends for one
+// (OpenAI clients expect a JSON object).
+func content(evs []*llm.Event) []string {
+	type block struct {
+		head  string
+		parts map[llm.DeltaType]string
+	}
+	var blocks []*block
+	out := []string{}
+	for _, ev := range evs {
+		switch ev.Type {
+		case llm.EventBlockStart:
+			b := &block{parts: map[llm.DeltaType]string{}}
+			if ev.Block != nil {
+				b.head = fmt.Sprintf("%s %q %q", ev.Block.Type, ev.Block.ID, ev.Block.Name)
+				if ev.Block.Type == llm.BlockToolUse {
+					b.parts[llm.DeltaInputJSON] = ""
+				}
+			}
+			for len(blocks) <= ev.Index {
+				blocks = append(blocks, nil)
+			}
+			blocks[ev.Index] = b
+		case llm.EventBlockDelta:
+			if ev.Index < len(blocks) && blocks[ev.Index] != nil {
+				blocks[ev.Index].parts[ev.DeltaType] += ev.Delta
+			}
+		case llm.EventMessageDelta:
+			out = append(out, "stop "+string(ev.StopReason))
+		}
+	}
+	for _, b := range blocks {
+		if b == nil {
+			out = append(out, "nil")
+			continue
+		}
+		if v, ok := b.parts[llm.DeltaInputJSON]; ok && v == "" {
+			b.parts[llm.DeltaInputJSON] = "{}"
+		}
+		out = append(out, fmt.Sprintf("%s %q", b.head, b.parts))
+	}
+	return out
 }

@@ -148,9 +148,9 @@ func (s *StreamReader) Next() (*llm.Event, error) {
 // group gives the events one chunk yielded its bytes (Event.RawSeq): a
 // same-format writer then sends the chunk as it came instead of encoding
 // each event. The finish chunk's group ends with the message delta emitted
-// at [DONE]; a usage chunk after it (choices: []) yields no event and rides
-// on message_stop. Other chunks that yield no event (an empty delta) are
-// not passed on.
+// at [DONE]; a usage chunk (choices: []) yields no event and rides on
+// message_stop. Other chunks that yield no event (an empty delta) are not
+// passed on.
 func (s *StreamReader) group(data []byte, wasFinished bool) {
 	n := len(s.queue)
 	if n >= 1<<15 || s.err != nil && s.err != io.EOF {
@@ -162,7 +162,10 @@ func (s *StreamReader) group(data []byte, wasFinished bool) {
 		for i := range s.queue {
 			s.queue[i].Raw, s.queue[i].RawFormat, s.queue[i].RawSeq = s.finishRaw, llm.FormatOpenAI, uint16(i+1)
 		}
-	case wasFinished && n == 0 && s.chunkUsage:
+	case n == 0 && s.chunkUsage:
+		// A usage chunk (after the finish, or before it from providers
+		// that send one early) rides on message_stop: not lost, and only
+		// for a client that asked for usage.
 		s.usageRaw = bytes.Clone(data)
 	case n > 0:
 		var raw []byte

@@ -37,6 +37,9 @@ type writerBlock struct {
 	kind    blockKind
 	sawArgs bool
 	tool    int
+	// raw: the tool call was started by the upstream's own chunk, passed
+	// as it came (with the upstream's numbering): Keel adds nothing to it.
+	raw bool
 }
 
 // StreamWriter turns canonical stream events into OpenAI chat.completion.chunk
@@ -62,6 +65,9 @@ type StreamWriter struct {
 	holding  bool
 	pend     []byte
 	pendEnds []int
+	// heldTools are the tool blocks a held group started: passed raw if
+	// the group arrives whole, encoded (Keel's numbering) if not.
+	heldTools []int
 }
 
 // NewStreamWriter returns a StreamWriter writing to w.
@@ -113,7 +119,10 @@ func (s *StreamWriter) Write(ev *llm.Event) error {
 		return err
 	}
 	// The group arrived whole: the upstream's chunk replaces its encoding.
-	s.held, s.pend, s.pendEnds = 0, s.pend[:0], s.pendEnds[:0]
+	for _, i := range s.heldTools {
+		s.blocks[i].raw = true
+	}
+	s.held, s.pend, s.pendEnds, s.heldTools = 0, s.pend[:0], s.pendEnds[:0], s.heldTools[:0]
 	if ev.Type != llm.EventMessageStop {
 		return s.w.WriteEvent("", ev.Raw)
 	}
@@ -136,7 +145,7 @@ func (s *StreamWriter) flushHeld() error {
 		}
 		start = end
 	}
-	s.held, s.pend, s.pendEnds = 0, s.pend[:0], s.pendEnds[:0]
+	s.held, s.pend, s.pendEnds, s.heldTools = 0, s.pend[:0], s.pendEnds[:0], s.heldTools[:0]
 	return nil
 }
 
@@ -194,6 +203,9 @@ func (s *StreamWriter) encode(ev *llm.Event) error {
 		case llm.BlockToolUse:
 			blk.kind, blk.tool = kindTool, s.nextTool
 			s.nextTool++
+			if s.holding {
+				s.heldTools = append(s.heldTools, ev.Index)
+			}
 			b := s.beginChunk()
 			b = append(b, `{"tool_calls":[{"index":`...)
 			b = jsonx.AppendInt(b, int64(blk.tool))
@@ -226,7 +238,7 @@ func (s *StreamWriter) encode(ev *llm.Event) error {
 		if err != nil {
 			return err
 		}
-		if blk.kind == kindTool && !blk.sawArgs {
+		if blk.kind == kindTool && !blk.sawArgs && !blk.raw {
 			// Anthropic sends "" first and may send nothing else for a tool
 			// without arguments; OpenAI clients expect a JSON object.
 			blk.sawArgs = true
