@@ -1,6 +1,7 @@
 // Package classify computes a request's domain signature: which of a small
 // set of domains (finance, medical, legal, code, general, plus any added from
-// config) a prompt belongs to, in English and Chinese.
+// config) a prompt belongs to, in English and Chinese; and its complexity
+// (simple, medium or complex: see Complexity), which tiering routes by.
 //
 // The model is a multinomial logistic regression over hashed sparse features
 // (see features.go): word unigrams and bigrams, character trigrams inside
