@@ -131,7 +131,10 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 	}
 	aliases := map[string]engine.Alias{}
 	for _, a := range cfg.Aliases {
-		aliases[a.Name] = engine.Alias{Models: a.Models, Strategy: a.Strategy, Translation: a.Translation}
+		aliases[a.Name] = engine.Alias{Models: a.Models, Strategy: a.Strategy, Translation: a.Translation, Tiering: engineTiering(a.Tiering)}
+	}
+	if t := autoTiering(cfg); t != nil {
+		aliases[config.AutoAlias] = engine.Alias{Tiering: engineTiering(t)}
 	}
 	var pass []*provider.Endpoint
 	if len(cfg.Models) == 0 {
@@ -212,7 +215,7 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 		Fragment: fragmentOptions(cfg.Fragmentation), StructuredMetrics: m.smetrics, Calibrations: cals, ParamPolicy: normalize.Policy(cfg.Normalization.ParameterPolicy),
 		DisableNormalization: cfg.Normalization.Enabled != nil && !*cfg.Normalization.Enabled,
 		Observer:             observer, Now: o.now,
-		Classify: clf.Domain})
+		Classify: clf.Domain, Complexity: clf.Complexity})
 	if err != nil {
 		m.Close()
 		return nil, err
@@ -458,6 +461,9 @@ func (m *Mesh) observability(cfg *config.Config, o options) (engine.Observer, []
 		for _, a := range cfg.Aliases {
 			models = append(models, a.Name)
 		}
+		if autoTiering(cfg) != nil {
+			models = append(models, config.AutoAlias)
+		}
 		mo := metrics.Options{Models: models, Regions: regions, ProviderNames: pn, Endpoints: endpoints, Structured: m.smetrics}
 		if m.shared != nil {
 			mo.SharedStateUp, mo.SharedStateDropped = m.shared.Up, m.shared.Dropped
@@ -698,4 +704,43 @@ func hostPort(base string) string {
 		return net.JoinHostPort(u.Hostname(), port)
 	}
 	return u.Host
+}
+
+func engineTiering(t *config.Tiering) *engine.Tiering {
+	if t == nil {
+		return nil
+	}
+	return &engine.Tiering{Cheap: t.Tiers.Cheap, Middle: t.Tiers.Middle, Strong: t.Tiers.Strong, Escalate: t.Escalate}
+}
+
+// autoTiering is the built-in alias auto's tiering, or nil when a model or
+// alias is named auto or the models do not differ in capability: the cheap
+// tier is the least capable model, the strong tier the most capable, the
+// middle tier the one nearest midway between them; a tie goes to the lower
+// list price, then to the model listed first. It escalates.
+func autoTiering(cfg *config.Config) *config.Tiering {
+	if cfg.Model(config.AutoAlias) != nil || cfg.Alias(config.AutoAlias) != nil || len(cfg.Models) == 0 {
+		return nil
+	}
+	price := func(m *config.Model) float64 { return m.Price.InputPerMTok + m.Price.OutputPerMTok }
+	// pick returns the model minimising dist, ties to the cheaper.
+	pick := func(dist func(c int) int) *config.Model {
+		var best *config.Model
+		for i := range cfg.Models {
+			m := &cfg.Models[i]
+			if best == nil || dist(m.Capability) < dist(best.Capability) ||
+				dist(m.Capability) == dist(best.Capability) && price(m) < price(best) {
+				best = m
+			}
+		}
+		return best
+	}
+	cheap := pick(func(c int) int { return c })
+	strong := pick(func(c int) int { return -c })
+	if cheap.Capability == strong.Capability {
+		return nil
+	}
+	mid := cheap.Capability + strong.Capability // twice the midpoint
+	middle := pick(func(c int) int { return max(2*c-mid, mid-2*c) })
+	return &config.Tiering{Tiers: config.Tiers{Cheap: cheap.Name, Middle: middle.Name, Strong: strong.Name}, Escalate: true}
 }

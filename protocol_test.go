@@ -280,7 +280,7 @@ func TestModelsHealthReady(t *testing.T) {
 	for _, d := range list.Data {
 		ids = append(ids, d.ID)
 	}
-	if strings.Join(ids, ",") != "sim-claude,sim-default,sim-haiku,sim-llama,sim-opus,sim-sonnet" {
+	if strings.Join(ids, ",") != "auto,sim-claude,sim-default,sim-haiku,sim-llama,sim-opus,sim-sonnet" {
 		t.Errorf("models %v", ids)
 	}
 	// Every listed model answers both client formats (issue 7 item 4:
@@ -296,7 +296,7 @@ func TestModelsHealthReady(t *testing.T) {
 	// The Anthropic SDK can list them too.
 	c := anthropic.NewClient(aoption.WithBaseURL(e.proxy.URL), aoption.WithAPIKey("x"), aoption.WithoutEnvironmentDefaults(), aoption.WithoutOpenTelemetry())
 	page, err := c.Models.List(context.Background(), anthropic.ModelListParams{})
-	if err != nil || len(page.Data) != 6 {
+	if err != nil || len(page.Data) != 7 {
 		t.Fatalf("anthropic models: %v %+v", err, page)
 	}
 	for _, p := range []string{"/healthz", "/readyz"} {

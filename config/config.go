@@ -543,7 +543,32 @@ type Alias struct {
 	Strategy string `yaml:"strategy"`
 	// Translation overrides the models' translation policy for this alias.
 	Translation string `yaml:"translation"`
+	// Tiering, when set, routes each call by its prompt's complexity to one
+	// of three models; Models may then be omitted.
+	Tiering *Tiering `yaml:"tiering"`
 }
+
+// Tiering is an alias's complexity tiering: Keel's local classifier reads
+// each prompt as simple, medium or complex and sends it to the cheap,
+// middle or strong model. The zero value is invalid (tiers are required).
+type Tiering struct {
+	Tiers Tiers `yaml:"tiers"`
+	// Escalate re-asks an answer that failed validation (a schema violation
+	// repair could not fix) on the next tier up instead of the same model.
+	// Default false.
+	Escalate bool `yaml:"escalate"`
+}
+
+// Tiers names the model of each tier.
+type Tiers struct {
+	Cheap  string `yaml:"cheap"`
+	Middle string `yaml:"middle"`
+	Strong string `yaml:"strong"`
+}
+
+// AutoAlias is the built-in tiered alias keel.New adds when no model or alias
+// has the name and the models differ in capability.
+const AutoAlias = "auto"
 
 // ID returns the endpoint's stable identifier, model/region/provider, used in
 // health tracking, metrics and logs. An empty region counts as "default".

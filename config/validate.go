@@ -443,8 +443,22 @@ func (v *validator) aliases() {
 		if a.Name != "" && v.c.Model(a.Name) != nil {
 			v.add(base+".name", "alias name %q is also a model name: names must be unique across models and aliases", a.Name)
 		}
-		if len(a.Models) == 0 {
+		if len(a.Models) == 0 && a.Tiering == nil {
 			v.add(base+".models", "required: at least one model")
+		}
+		if t := a.Tiering; t != nil {
+			for _, tier := range []struct{ key, name string }{{"cheap", t.Tiers.Cheap}, {"middle", t.Tiers.Middle}, {"strong", t.Tiers.Strong}} {
+				path := base + ".tiering.tiers." + tier.key
+				switch {
+				case tier.name == "":
+					v.add(path, "required: the model of the %s tier", tier.key)
+				case v.c.Model(tier.name) != nil:
+				case v.c.Alias(tier.name) != nil:
+					v.add(path, "%q is an alias: a tier names a model", tier.name)
+				default:
+					v.add(path, "unknown model %q%s", tier.name, v.didYouMean(tier.name, v.modelNames()))
+				}
+			}
 		}
 		listed := map[string]bool{}
 		for j, name := range a.Models {

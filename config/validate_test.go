@@ -321,6 +321,25 @@ models:
 			},
 		},
 		{
+			name: "alias tiering",
+			yaml: `providers: [{name: a, type: openai}]
+models:
+  - {name: m1, endpoints: [{provider: a}]}
+  - {name: m2, endpoints: [{provider: a}]}
+aliases:
+  - name: tiered
+    tiering:
+      tiers: {cheap: m1, middle: m3, strong: other}
+      escalate: true
+  - name: other
+    models: [m2]
+`,
+			want: []string{
+				`keel.yaml:8:26: aliases[0].tiering.tiers.middle: unknown model "m3" (did you mean "m1"?)`,
+				`keel.yaml:8:38: aliases[0].tiering.tiers.strong: "other" is an alias: a tier names a model`,
+			},
+		},
+		{
 			name: "aliases",
 			yaml: `providers: [{name: a, type: openai}]
 models:

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/cache"
+	complexity "github.com/keelmesh/keel/internal/classify"
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
@@ -46,6 +47,10 @@ type Alias struct {
 	Strategy string
 	// Translation overrides the models' translation policy ("drop", "reject").
 	Translation string
+	// Tiering, when set, routes each call by its prompt's complexity
+	// (tiering.go); Models may then be empty: the chain is Middle, Strong,
+	// Cheap.
+	Tiering *Tiering
 }
 
 // Options configure an Engine. Zero values are the documented defaults.
@@ -81,6 +86,9 @@ type Options struct {
 	// Classify returns the domain of a prompt (finance, medical, legal,
 	// code, general); nil leaves Record.Domain empty.
 	Classify func(text string) string
+	// Complexity classifies a prompt for a tiered alias (nil: the shipped
+	// classify.Default().Complexity).
+	Complexity func(text string) complexity.Complexity
 	// Now is the clock (nil = time.Now); tests inject one.
 	Now func() time.Time
 	// Rand returns a uniform int in [0, n) (nil = math/rand/v2).
@@ -135,13 +143,15 @@ type Resilience struct {
 
 // Engine is the mesh's request pipeline.
 type Engine struct {
-	client     *provider.Client
-	classify   func(string) string
-	structOpts StructuredOptions
-	fragOpts   FragmentOptions
-	cals       *normalize.Set
-	paramPol   normalize.Policy
-	normOff    bool
+	client   *provider.Client
+	classify func(string) string
+	// complexityFn is Options.Complexity.
+	complexityFn func(string) complexity.Complexity
+	structOpts   StructuredOptions
+	fragOpts     FragmentOptions
+	cals         *normalize.Set
+	paramPol     normalize.Policy
+	normOff      bool
 	// smetrics counts validated, repaired, re-asked and failed answers.
 	smetrics    *structured.Metrics
 	log         *slog.Logger
@@ -223,7 +233,7 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: backoff: %w", err)
 	}
 	e := &Engine{
-		client: o.Client, classify: o.Classify, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices, cache: o.Cache, cachePol: o.CachePolicy,
+		client: o.Client, classify: o.Classify, complexityFn: o.Complexity, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices, cache: o.Cache, cachePol: o.CachePolicy,
 		maxAttempts: r.MaxAttempts, timeout: r.Timeout, backoff: backoff, hedge: r.Hedge, opts: r,
 		routes: map[string]*routeState{}, passthrough: o.Passthrough, shared: o.Shared, byID: map[string]*endpoint{},
 		kick: make(chan struct{}, 1),
@@ -286,6 +296,11 @@ func New(o Options) (*Engine, error) {
 			return nil, fmt.Errorf("engine: alias %q has the name of a model", a)
 		}
 		spec := o.Aliases[a]
+		if t := spec.Tiering; t != nil && len(spec.Models) == 0 {
+			for _, m := range []string{t.Middle, t.Strong, t.Cheap} {
+				spec.Models = appendNew(spec.Models, m)
+			}
+		}
 		if len(spec.Models) == 0 {
 			return nil, fmt.Errorf("engine: alias %q names no model", a)
 		}
@@ -310,6 +325,14 @@ func New(o Options) (*Engine, error) {
 			return nil, err
 		}
 		rs.translation = spec.Translation
+		if spec.Tiering != nil {
+			if rs.tiers, err = e.newTiers(a, spec.Tiering, byModel); err != nil {
+				return nil, err
+			}
+			for _, t := range rs.tiers.routes {
+				t.translation = spec.Translation
+			}
+		}
 		e.routes[a] = rs
 		first := infos[spec.Models[0]]
 		e.models = append(e.models, ModelInfo{Name: a, Alias: true, Capability: first.Capability, ContextWindow: first.ContextWindow, Regions: first.Regions})
@@ -462,6 +485,12 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 		return nil, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound,
 			Message: fmt.Sprintf("model: %q is not served by this mesh (GET /v1/models lists the names)", req.Model)}, false
 	}
+	var tiers *tiers
+	tier := 0
+	if rs.tiers != nil {
+		tiers = rs.tiers
+		rs, tier = e.tierRoute(rs, promptText(req), rec)
+	}
 	cu := e.cacheFor(req, call, rec)
 	if cu.read {
 		if ent, ok := e.cache.Get(cu.key); ok {
@@ -490,6 +519,7 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 	}
 	x := newExec(e, rs, req, call, rec)
 	*xp = x
+	x.tiers, x.tier = tiers, tier
 	x.policy = e.policy(rs, call.Behavior)
 	x.policy.Domain = rec.Domain
 	rec.Stage = e.stageFor(req, call)
@@ -554,6 +584,9 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 			}
 		}
 		*served = won.ep
+		if x.reasked != nil {
+			*served, out.Endpoint = x.reasked, x.reasked.Endpoint
+		}
 		out.Response = resp
 		if cu.write && cacheable(resp, rec) {
 			e.cachePut(cu, resp, won.ep.Endpoint)
@@ -569,6 +602,9 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 			st.schemaErr = ae
 			st.Close()
 			return nil, ae, true
+		}
+		if x.reasked != nil {
+			out.Endpoint = x.reasked.Endpoint
 		}
 	}
 	if cu.write {

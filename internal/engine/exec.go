@@ -33,6 +33,13 @@ type exec struct {
 	// legacy is the safety valve's pass-through: the route's primary
 	// model only, no hedge, no continuation.
 	legacy bool
+	// tiers is the call's tiered alias (nil for any other name), tier the
+	// index of the route it runs on (escalate moves it up).
+	tiers *tiers
+	tier  int
+	// reasked is the endpoint whose re-asked answer replaced the first
+	// (checkStructured): the one credited with the answer.
+	reasked *endpoint
 	// fragServed is the endpoint credited with a fused answer.
 	fragServed *endpoint
 	// spec, when set, is the schema sent upstream with each attempt

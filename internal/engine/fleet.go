@@ -122,6 +122,8 @@ type routeState struct {
 	strategy    route.Strategy
 	retries     *resilience.Budget
 	hedges      *resilience.Budget
+	// tiers, set on a tiered alias, holds the routes its calls take.
+	tiers *tiers
 }
 
 // maxPassthrough bounds the passthrough routes kept: a client naming ever

@@ -84,6 +84,13 @@ type Record struct {
 	// (answered from the cache, no attempt, cost 0), miss or bypass
 	// (CacheHit, CacheMiss, CacheBypass); empty when the mesh has no cache.
 	Cache string
+	// Complexity is the prompt's class (simple, medium, complex) and Tier
+	// the tier that answered (cheap, middle, strong) when the call named a
+	// tiered alias; Escalated is set when a failed validation moved the
+	// re-ask up a tier. X-Mesh-Tier says all three.
+	Complexity string
+	Tier       string
+	Escalated  bool
 	// KeyID and Team name the virtual key the call was made with (Call);
 	// empty for an unmetered call.
 	KeyID, Team string

@@ -145,7 +145,16 @@ func (s *Stream) Served() *provider.Endpoint {
 	if s.cur == nil {
 		return s.x.fragServed.Endpoint
 	}
-	return s.cur.ep.Endpoint
+	return s.served().Endpoint
+}
+
+// served is the endpoint credited with the answer: the one whose re-asked
+// answer replaced the first (strict structured streams), else the current.
+func (s *Stream) served() *endpoint {
+	if s.x.reasked != nil {
+		return s.x.reasked
+	}
+	return s.cur.ep
 }
 
 // Recovered reports how many times the stream was continued elsewhere.
@@ -617,9 +626,9 @@ func (s *Stream) Close() error {
 	} else if s.schemaErr != nil {
 		x.e.finish(rec, nil, s.schemaErr)
 	} else if !s.finished {
-		x.e.finish(rec, s.cur.ep, &llm.APIError{Status: 499, Type: llm.ErrAPI, Message: "client closed the stream"})
+		x.e.finish(rec, s.served(), &llm.APIError{Status: 499, Type: llm.ErrAPI, Message: "client closed the stream"})
 	} else {
-		x.e.finish(rec, s.cur.ep, nil)
+		x.e.finish(rec, s.served(), nil)
 	}
 	return nil
 }

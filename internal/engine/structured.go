@@ -243,6 +243,7 @@ func (x *exec) checkStructured(ctx context.Context, sp *outputSpec, resp *llm.Re
 		x.retries++
 		x.rec.Retries++
 		rq := reaskRequest(x.req, sp, doc, res.Violations, ok)
+		x.escalate()
 		if a, err := x.run(ctx, rq, "reask"); err == nil {
 			a.settle(nil)
 			a.release()
@@ -262,6 +263,7 @@ func (x *exec) checkStructured(ctx context.Context, sp *outputSpec, resp *llm.Re
 						}
 						// Keep the first answer's usage of the prompt: the
 						// client's prompt was sent once as far as it knows.
+						x.reasked = a.ep
 						return r2, nil
 					}
 					res = res2

@@ -441,6 +441,9 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		return
 	}
 	setMeshHeaders(&hs, out.Endpoint.Model, out.Endpoint.Region, out.Endpoint.Provider, out.Record)
+	if t := TierHeader(out.Record); t != "" {
+		hs.Set("X-Mesh-Tier", t)
+	}
 	if c := out.Record.Cache; c != "" {
 		// Known before the first byte, streams included: a header, never a trailer.
 		hs.Set("X-Mesh-Cache", c)
@@ -695,3 +698,18 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 }
 
 func isTrue(v string) bool { return v == "true" || v == "1" || v == "True" || v == "TRUE" }
+
+// TierHeader is the X-Mesh-Tier value of a call to a tiered alias:
+// "<class>/<tier>" (simple/cheap, medium/middle, complex/strong), with
+// "; escalated" when a failed validation moved the re-ask up a tier; empty
+// for any other call.
+func TierHeader(r *engine.Record) string {
+	if r.Tier == "" {
+		return ""
+	}
+	v := r.Complexity + "/" + r.Tier
+	if r.Escalated {
+		v += "; escalated"
+	}
+	return v
+}
