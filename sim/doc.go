@@ -50,8 +50,10 @@
 // Field extraction: a request asking for a JSON schema object whose input
 // holds "field: value" lines (GroundTruth) for its properties, or whose
 // system prompt says "extract", is answered with each field's value from the
-// input; with probability ExtractionErrorRate per call and field the value is
-// wrong, so fragment fusion has a ground truth to be scored against.
+// input; with probability ExtractionErrorRate (plus ExtractionErrorPerKTok
+// per thousand input tokens) per call and field the value is wrong, so
+// fragment fusion and tiering have a ground truth to be scored against
+// (TierQuality sets the three tiers apart).
 //
 // Each endpoint (a model in a region) has a finite number of slots with a
 // FIFO queue beyond them, a lognormal time to first token, a per-token

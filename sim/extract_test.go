@@ -132,6 +132,46 @@ func TestExtractErrorRate(t *testing.T) {
 	}
 }
 
+// TestExtractErrorGrowsWithInput: ExtractionErrorPerKTok adds to the field
+// error rate per thousand input tokens, so the same model errs more on a
+// longer input.
+func TestExtractErrorGrowsWithInput(t *testing.T) {
+	truth := map[string]any{"company": "Acme Holdings", "revenue": 1520.37, "employees": 412.0, "audited": true, "risk": "medium"}
+	filler := strings.Repeat("The quarter was uneventful and the board met twice. ", 40)
+	for _, tc := range []struct {
+		name  string
+		input string
+		perK  float64
+	}{
+		{"short", extractInput, 3},
+		{"long", filler + extractInput, 3},
+		{"saturates", extractInput, 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Models[1].ExtractionErrorPerKTok = tc.perK
+			r := extractReq("sim-sonnet", "", extractSchema, tc.input)
+			tokens := AnswerSample(cfg, r, 0).Usage.InputTokens
+			want := min(1, tc.perK*float64(tokens)/1000)
+			const samples = 600
+			wrong, total := 0, 0
+			for n := range samples {
+				got := decodeObject(t, AnswerSample(cfg, r, uint64(n+1)).Text())
+				for k, v := range truth {
+					total++
+					if !reflect.DeepEqual(got[k], v) {
+						wrong++
+					}
+				}
+			}
+			rate := float64(wrong) / float64(total)
+			if rate < 0.8*want-0.01 || rate > 1.2*want+0.01 {
+				t.Errorf("%d input tokens: observed field error rate %.3f, want about %.3f", tokens, rate, want)
+			}
+		})
+	}
+}
+
 // Through the fleet (Anthropic structured outputs), replicas of one request
 // err independently: over many calls the answers disagree somewhere.
 func TestExtractThroughFleet(t *testing.T) {

@@ -183,6 +183,9 @@ func generate(ctx context.Context, seed int64, req *llm.Request, s sampling, con
 	if hasPrefill {
 		a.usage.InputTokens += 1 + countWords(prefill)
 	}
+	if s.errPerKTok > 0 {
+		s.errRate = min(1, s.errRate+s.errPerKTok*float64(a.usage.InputTokens)/1000)
+	}
 
 	var lastUser string
 	lastIsToolResult := false

@@ -104,9 +104,11 @@ func (c *Config) model(name string) *ModelSpec {
 type sampling struct {
 	// p is the word change probability; 0 means the deterministic answer.
 	p float64
-	// errRate is the per-field extraction error probability.
-	errRate float64
-	sample  uint64
+	// errRate is the per-field extraction error probability; errPerKTok
+	// adds to it per thousand input tokens (generate applies it).
+	errRate    float64
+	errPerKTok float64
+	sample     uint64
 }
 
 // samplingFor returns the sampling of one call of spec (nil: defaults).
@@ -118,7 +120,7 @@ func samplingFor(spec *ModelSpec, req *llm.Request, sample uint64) sampling {
 	if req.Temperature != nil {
 		s.p = WordChangeProbability(spec.EffectiveTemperature(*req.Temperature))
 	}
-	s.errRate = spec.ExtractionErrorRate
+	s.errRate, s.errPerKTok = spec.ExtractionErrorRate, spec.ExtractionErrorPerKTok
 	return s
 }
 

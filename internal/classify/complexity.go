@@ -55,10 +55,12 @@ func ParseComplexity(s string) (Complexity, bool) {
 // 一步一步), several requests in one (then, including, 并, 以及, 分别, more
 // than one question), a code block and what is asked of it, mathematics, and
 // the domain signature (a long finance, medical or legal question is
-// harder). It reads at most MaxBytes of text, never blocks and does no I/O;
-// the cost is about that of Domain (see BenchmarkComplexity). The cue lists
-// and thresholds were set on testdata/complexity.txt, whose accuracy
-// TestComplexityCorpus reports and asserts.
+// harder). Text after the first blank line (a pasted email, file or code)
+// counts a quarter toward the length. It reads at most MaxBytes of text,
+// never blocks and does no I/O; about 55 µs of CPU for 2 KiB, a third of it
+// the domain signature (BenchmarkComplexity). The cue lists and thresholds
+// were set on testdata/complexity.txt, whose accuracy TestComplexityCorpus
+// reports and asserts; TestComplexityHeldOut measures prompts written after.
 func (c *Classifier) Complexity(text string) Complexity {
 	s := c.complexityScore(text)
 	switch {
@@ -125,9 +127,20 @@ func (c *Classifier) complexityScore(text string) int {
 		}
 		text = text[:n]
 	}
+	// Words and CJK characters after the first blank line are pasted
+	// material (an email, a file, code): they count a quarter, since what is
+	// asked, not what is attached, makes a task hard.
 	words, han, questions, lines := 0, 0, 0, 1
+	pastedWords, pastedHan := 0, 0
+	ask := len(text)
+	if i := strings.Index(text, "\n\n"); i >= 0 {
+		ask = i
+	}
 	inWord := false
-	for _, r := range text {
+	for at, r := range text {
+		if at == ask {
+			pastedWords, pastedHan = words, han
+		}
 		switch {
 		case isCJK(r):
 			han++
@@ -151,6 +164,12 @@ func (c *Classifier) complexityScore(text string) int {
 	lower := strings.ToLower(cueText(text))
 	// A Chinese word is about 1.7 characters; count two characters as one
 	// English word.
+	if ask < len(text) {
+		// pasted* hold the ask's counts at the boundary.
+		askWords, askHan := pastedWords, pastedHan
+		words = askWords + (words-askWords)/4
+		han = askHan + (han-askHan)/4
+	}
 	size := words + han/2
 	s := 0
 	switch {
