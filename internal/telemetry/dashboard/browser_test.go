@@ -114,7 +114,8 @@ func TestBrowserShowsFallbackRateRise(t *testing.T) {
 
 	served := func(i int, region, fallback string) *engine.Record {
 		return &engine.Record{RequestID: fmt.Sprintf("req-%04d", i), Model: "claude-sonnet", Fallback: fallback,
-			ServedBy: "claude-sonnet/" + region + "/anthropic", ServedModel: "claude-sonnet", ServedRegion: region, Status: 200}
+			ServedBy: "claude-sonnet/" + region + "/anthropic", ServedModel: "claude-sonnet", ServedRegion: region, Status: 200,
+			KeyID: "k_team", Team: "search", Cost: 0.0005}
 	}
 	for i := range 60 { // healthy traffic before the page opens
 		d.RequestDone(served(i, []string{"us-east", "eu-west"}[i%2], ""))
@@ -198,6 +199,8 @@ func TestBrowserShowsFallbackRateRise(t *testing.T) {
 			callsPoints: document.getElementById("chart-calls").dataset.points,
 			p99Points: document.getElementById("chart-p99").dataset.points,
 			p99Legend: q("#legend-p99"),
+			spendTotal: q("#spend-total"),
+			spendRow: q('#spend tr[data-model="claude-sonnet"]'),
 		};
 	})()`))
 	if err != nil {
@@ -217,6 +220,9 @@ func TestBrowserShowsFallbackRateRise(t *testing.T) {
 		{"calls chart has points", strconv.FormatBool(got["callsPoints"] != "" && got["callsPoints"] != "0"), "true"},
 		{"p99 chart has points", strconv.FormatBool(got["p99Points"] != "" && got["p99Points"] != "0"), "true"},
 		{"p99 legend", got["p99Legend"], "● claude-sonnet"},
+		// 120 calls at $0.0005, one model, key and team.
+		{"spend total", got["spendTotal"], "$0.060000"},
+		{"spend row", got["spendRow"], "claude-sonnetk_teamsearch120$0.060000"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

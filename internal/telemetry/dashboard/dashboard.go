@@ -22,11 +22,13 @@
 package dashboard
 
 import (
+	"cmp"
 	_ "embed"
 	"encoding/json"
 	"errors"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -76,6 +78,7 @@ type Dashboard struct {
 	nrecent int        // fallbacks ever recorded
 	hist    [historyLen]step
 	started int64 // the step the dashboard started in
+	spend   map[spendKey]*spendSum
 
 	subsMu sync.Mutex // guards subs
 	subs   map[chan struct{}]struct{}
@@ -107,6 +110,19 @@ type step struct {
 	lat                      map[string][]uint32 // served model → counts per latBounds (+1 overflow)
 }
 
+// spendKey is what spend is counted by: the served model (the asked one
+// when nothing served), the virtual key and its team ("" without keys).
+type spendKey struct{ model, key, team string }
+
+type spendSum struct {
+	usd   float64
+	calls int
+}
+
+// maxSpendRows bounds the spend table: past it, new combinations count in
+// one row named "other", as /metrics does.
+const maxSpendRows = 256
+
 type bucket struct {
 	sec                                 int64 // the unix second counted here
 	requests, fallbacks, errors, served int
@@ -137,7 +153,7 @@ func New(o Options) (*Dashboard, error) {
 		started: o.Now().Unix() / historyStep,
 		now:     o.Now, interval: o.Interval, endpoints: o.Endpoints,
 		buckets: make([]bucket, secs), recent: make([]Fallback, o.RecentFallbacks),
-		subs: map[chan struct{}]struct{}{},
+		subs: map[chan struct{}]struct{}{}, spend: map[spendKey]*spendSum{},
 	}, nil
 }
 
@@ -193,6 +209,25 @@ func (d *Dashboard) RequestDone(r *engine.Record) {
 			}
 		}
 		c[i]++
+	}
+	if r.Cost > 0 {
+		k := spendKey{model: r.ServedModel, key: r.KeyID, team: r.Team}
+		if k.model == "" {
+			k.model = r.Model
+		}
+		sp := d.spend[k]
+		if sp == nil {
+			if len(d.spend) >= maxSpendRows {
+				k = spendKey{model: "other", key: "other", team: "other"}
+				sp = d.spend[k]
+			}
+			if sp == nil {
+				sp = &spendSum{}
+				d.spend[k] = sp
+			}
+		}
+		sp.usd += r.Cost
+		sp.calls++
 	}
 	if r.Fallback != "" {
 		h.fallbacks++
@@ -259,6 +294,20 @@ type Snapshot struct {
 	// History is the last 15 minutes in 10-second steps, oldest first,
 	// from the dashboard's start (steps before it are absent: no data).
 	History []Point `json:"history"`
+	// Spend is what calls cost since the dashboard started, by model, key
+	// and team, dearest first; SpendUSD is its total.
+	Spend    []Spend `json:"spend"`
+	SpendUSD float64 `json:"spend_usd"`
+}
+
+// Spend is the cost of the calls of one model, virtual key and team (key
+// and team are empty for calls made without a key).
+type Spend struct {
+	Model string  `json:"model"`
+	Key   string  `json:"key"`
+	Team  string  `json:"team"`
+	Calls int     `json:"calls"`
+	USD   float64 `json:"usd"`
 }
 
 // Point is one 10-second step of History.
@@ -383,7 +432,18 @@ func (d *Dashboard) Snapshot() Snapshot {
 	for k := range min(d.nrecent, len(d.recent)) {
 		s.Recent = append(s.Recent, d.recent[(d.nrecent-1-k)%len(d.recent)])
 	}
+	s.Spend = make([]Spend, 0, len(d.spend))
+	for k, v := range d.spend {
+		s.Spend = append(s.Spend, Spend{Model: k.model, Key: k.key, Team: k.team, Calls: v.calls, USD: v.usd})
+		s.SpendUSD += v.usd
+	}
 	d.mu.Unlock()
+	slices.SortFunc(s.Spend, func(a, b Spend) int {
+		if c := cmp.Compare(b.USD, a.USD); c != 0 {
+			return c
+		}
+		return cmp.Or(cmp.Compare(a.Model, b.Model), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Team, b.Team))
+	})
 
 	s.Requests, s.Fallbacks, s.Errors = sum.requests, sum.fallbacks, sum.errors
 	s.Rates.FallbackRate = ratio(sum.fallbacks, sum.requests)

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -368,5 +370,55 @@ func TestHistory(t *testing.T) {
 	clk.advance(20 * time.Minute)
 	if h := d.Snapshot().History; len(h) != historyLen || h[0].Calls != 0 || h[len(h)-1].Calls != 0 {
 		t.Errorf("after 20 idle minutes: %d steps, first %+v", len(h), h[0])
+	}
+}
+
+// TestSpendByModelKeyAndTeam: the dashboard shows what calls cost since it
+// started, by served model, virtual key and team (issue 17: spend in the
+// dashboard), dearest first, with a total; calls without a key count under
+// an empty key, and past maxSpendRows new combinations go to "other".
+func TestSpendByModelKeyAndTeam(t *testing.T) {
+	d, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*engine.Record{
+		{ServedModel: "sim-opus", KeyID: "k1", Team: "search", Cost: 0.25},
+		{ServedModel: "sim-opus", KeyID: "k1", Team: "search", Cost: 0.5},
+		{ServedModel: "sim-haiku", KeyID: "k2", Team: "ads", Cost: 0.125},
+		{ServedModel: "sim-haiku", Cost: 0.0625},
+		{Model: "sim-sonnet", Err: &llm.APIError{Status: 502}, Cost: 0.03125}, // failed, still paid for
+		{ServedModel: "sim-haiku", KeyID: "k2", Team: "ads"},                  // a cache hit: nothing spent
+	} {
+		d.RequestDone(r)
+	}
+	s := d.Snapshot()
+	want := []Spend{
+		{Model: "sim-opus", Key: "k1", Team: "search", Calls: 2, USD: 0.75},
+		{Model: "sim-haiku", Key: "k2", Team: "ads", Calls: 1, USD: 0.125},
+		{Model: "sim-haiku", Calls: 1, USD: 0.0625},
+		{Model: "sim-sonnet", Calls: 1, USD: 0.03125},
+	}
+	if !reflect.DeepEqual(s.Spend, want) {
+		t.Errorf("spend (-got +want):\n-%+v\n+%+v", s.Spend, want)
+	}
+	if s.SpendUSD != 0.96875 {
+		t.Errorf("total %v, want 0.96875", s.SpendUSD)
+	}
+	for i := range maxSpendRows + 10 {
+		d.RequestDone(&engine.Record{ServedModel: "m", KeyID: fmt.Sprint("key-", i), Cost: 1})
+	}
+	s = d.Snapshot()
+	if len(s.Spend) != maxSpendRows+1 {
+		t.Errorf("%d rows, want %d (the cap and other)", len(s.Spend), maxSpendRows+1)
+	}
+	var other float64
+	for _, p := range s.Spend {
+		if p.Model == "other" {
+			other = p.USD
+		}
+	}
+	if want := float64(maxSpendRows + 10 - (maxSpendRows - 4)); other != want {
+		t.Errorf("other row %v, want %v", other, want)
 	}
 }
