@@ -147,10 +147,13 @@ type Metrics struct {
 	// spendV is mesh_spend_usd_total; spend caches its children by
 	// spendKey (a sync.Map: one lock-free load per call however many
 	// keys), spendN counts them up to maxSpend.
-	spendV   *prometheus.CounterVec
-	spend    sync.Map
-	spendN   atomic.Int64
-	maxSpend int64
+	spendV *prometheus.CounterVec
+	// cacheHit, cacheMiss and cacheBypass are mesh_cache_requests_total's
+	// children.
+	cacheHit, cacheMiss, cacheBypass prometheus.Counter
+	spend                            sync.Map
+	spendN                           atomic.Int64
+	maxSpend                         int64
 }
 
 // spendKey labels a spend counter: a model index and the key and team.
@@ -251,6 +254,9 @@ func New(o Options) (*Metrics, error) {
 	m.spendV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_spend_usd_total",
 		Help: "Upstream cost of client calls in US dollars (every attempt: retries, hedges, redundancy, re-asks), by the model that served (the one asked for when none did), the virtual key and its team (none: a call without a key)."},
 		[]string{"model", "key", "team"})
+	cacheV := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_cache_requests_total",
+		Help: "Client calls by the response cache's part (X-Mesh-Cache): hit (answered from the cache), miss, bypass; none counted without a cache. Hit rate = hit / (hit + miss)."}, []string{"result"})
+	m.cacheHit, m.cacheMiss, m.cacheBypass = cacheV.WithLabelValues(engine.CacheHit), cacheV.WithLabelValues(engine.CacheMiss), cacheV.WithLabelValues(engine.CacheBypass)
 	valveV := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_safety_valve_transitions_total",
 		Help: "Safety valve state changes, by the state entered: open (calls take the legacy path) or closed."}, []string{"to"})
 	for i, st := range valveStates {
@@ -269,7 +275,7 @@ func New(o Options) (*Metrics, error) {
 		append(gl[:4:4], semconv.PrometheusLabel(semconv.AttrTokenType)))
 
 	cs := []prometheus.Collector{m.requestsV, m.fallbacksV, m.modelFallbacksV, m.legacyV, m.offsetV, m.queueWaitV, m.fragSentV, m.fragOKV, m.fusionsV, m.conflictsV,
-		m.retriesV, m.hedgesV, m.hedgesWonV, m.recoveredV, m.attemptsV, m.durationV, m.ttfcV, m.tokensV, m.breakerV, valveV, m.spendV}
+		m.retriesV, m.hedgesV, m.hedgesWonV, m.recoveredV, m.attemptsV, m.durationV, m.ttfcV, m.tokensV, m.breakerV, valveV, m.spendV, cacheV}
 	if o.Endpoints != nil {
 		cs = append(cs, newEndpointCollector(o.Endpoints))
 	}
@@ -327,6 +333,14 @@ func (m *Metrics) RequestDone(r *engine.Record) {
 	}
 	if r.Legacy {
 		s.legacy.Inc()
+	}
+	switch r.Cache {
+	case engine.CacheHit:
+		m.cacheHit.Inc()
+	case engine.CacheMiss:
+		m.cacheMiss.Inc()
+	case engine.CacheBypass:
+		m.cacheBypass.Inc()
 	}
 	if r.Err == nil {
 		off := r.NormalizationOffset

@@ -474,3 +474,22 @@ func TestSharedState(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheRequests: mesh_cache_requests_total counts each call by the
+// response cache's part in it (issue 17 item 3: the hit rate an operator
+// reads), and nothing for calls of a mesh without a cache.
+func TestCacheRequests(t *testing.T) {
+	m, err := New(Options{NoRuntimeMetrics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{engine.CacheHit, engine.CacheHit, engine.CacheMiss, engine.CacheBypass, engine.CacheHit, ""} {
+		m.RequestDone(&engine.Record{Model: "sim-sonnet", Cache: c})
+	}
+	fams := scrape(t, m.Handler())
+	for result, want := range map[string]float64{"hit": 3, "miss": 1, "bypass": 1} {
+		if got := sample(fams, "mesh_cache_requests_total", map[string]string{"result": result}); got != want {
+			t.Errorf("mesh_cache_requests_total{result=%q} = %v, want %v", result, got, want)
+		}
+	}
+}
