@@ -309,16 +309,19 @@ func (f *fleetOfReplicas) waitCalls(t *testing.T, region string, since time.Time
 // replica that saw the 429.
 func (f *fleetOfReplicas) cooldownRespected(t *testing.T, region string, since time.Time, grace time.Duration) string {
 	t.Helper()
+	// The 429 is the one answered after since (when the fault was armed);
+	// the call it answered may have arrived just before.
 	var hit *upstreamCall
-	calls := f.rec.since(since)
-	for i, c := range calls {
-		if c.region == region && c.status == http.StatusTooManyRequests {
+	all := f.rec.since(time.Time{})
+	for i, c := range all {
+		if c.region == region && c.status == http.StatusTooManyRequests && !c.end.Before(since) {
 			if hit != nil {
 				t.Fatalf("two 429s on %s; the fault had a count of 1", region)
 			}
-			hit = &calls[i]
+			hit = &all[i]
 		}
 	}
+	calls := f.rec.since(since)
 	if hit == nil {
 		t.Fatalf("no 429 reached a replica from %s", region)
 	}
