@@ -21,42 +21,31 @@ func (c *Config) expandEnv(lookup func(string) (string, bool)) []error {
 		}
 		*s = v
 	}
-	for _, t := range []struct {
-		path string
-		s    *Secret
-	}{{"server.admin_token", &c.Server.AdminToken}, {"server.read_token", &c.Server.ReadToken}} {
-		v := string(*t.s)
-		do(t.path, &v)
-		*t.s = Secret(v)
+	secret := func(path string, s *Secret) {
+		v := string(*s)
+		do(path, &v)
+		*s = Secret(v)
 	}
+	secret("server.admin_token", &c.Server.AdminToken)
+	secret("server.read_token", &c.Server.ReadToken)
 	do("resilience.safety_valve.webhook", &c.Resilience.SafetyValve.Webhook)
 	do("telemetry.otlp_endpoint", &c.Telemetry.OTLPEndpoint)
 	for name, v := range c.Telemetry.OTLPHeaders {
-		s := string(v)
-		do("telemetry.otlp_headers."+name, &s)
-		c.Telemetry.OTLPHeaders[name] = Secret(s)
+		secret("telemetry.otlp_headers."+name, &v)
+		c.Telemetry.OTLPHeaders[name] = v
 	}
 	for i := range c.Providers {
 		p := &c.Providers[i]
 		base := fmt.Sprintf("providers[%d]", i)
 		do(base+".base_url", &p.BaseURL)
-		key := string(p.APIKey)
-		do(base+".api_key", &key)
-		p.APIKey = Secret(key)
+		secret(base+".api_key", &p.APIKey)
 		for name, v := range p.Headers {
-			s := string(v)
-			do(base+".headers."+name, &s)
-			p.Headers[name] = Secret(s)
+			secret(base+".headers."+name, &v)
+			p.Headers[name] = v
 		}
 	}
-	for _, r := range []struct {
-		path string
-		s    *Secret
-	}{{"redis.url", &c.Redis.URL}, {"redis.password", &c.Redis.Password}} {
-		v := string(*r.s)
-		do(r.path, &v)
-		*r.s = Secret(v)
-	}
+	secret("redis.url", &c.Redis.URL)
+	secret("redis.password", &c.Redis.Password)
 	for i := range c.Models {
 		for j := range c.Models[i].Endpoints {
 			do(fmt.Sprintf("models[%d].endpoints[%d].base_url", i, j), &c.Models[i].Endpoints[j].BaseURL)
