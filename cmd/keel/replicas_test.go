@@ -277,6 +277,27 @@ func (f *fleetOfReplicas) waitGauge(t *testing.T, want float64) time.Duration {
 	return time.Since(start)
 }
 
+// rateLimitR1 arms one 429 with retry-after 1s on r1 and returns when it
+// was armed, once it has been served and the second is over, with every
+// replica sending to r1 again (so a check of the window is not vacuous).
+func (f *fleetOfReplicas) rateLimitR1(t *testing.T) (armed time.Time) {
+	t.Helper()
+	armed = time.Now() // before: a call that arrived earlier may take the fault
+	if err := f.sim.AddFault(sim.Fault{Kind: sim.KindRateLimit, Region: "r1", Count: 1, RetryAfter: sim.Duration(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(f.sim.Faults()) > 0 && f.sim.Faults()[0].Count > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the 429 was not served within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(time.Until(armed.Add(time.Second)))
+	f.waitCalls(t, "r1", armed.Add(time.Second), 0, 1, 2)
+	return armed
+}
+
 // waitCalls polls until the simulator has received calls from every
 // replica in replicas to region since t, for up to 10s.
 func (f *fleetOfReplicas) waitCalls(t *testing.T, region string, since time.Time, replicas ...int) {
@@ -460,21 +481,7 @@ func TestReplicasShareState(t *testing.T) {
 		start := time.Now()
 		res, stop := f.load(t, 6, 3*time.Millisecond, all)
 		f.waitCalls(t, "r1", start, 0, 1, 2)
-		armed := time.Now() // before: a call that arrived earlier may take the fault
-		if err := f.sim.AddFault(sim.Fault{Kind: sim.KindRateLimit, Region: "r1", Count: 1, RetryAfter: sim.Duration(time.Second)}); err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for len(f.sim.Faults()) > 0 && f.sim.Faults()[0].Count > 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the 429 was not served within 10s")
-			}
-			time.Sleep(time.Millisecond)
-		}
-		// The check is not vacuous: every replica sends to r1 again
-		// after the second.
-		time.Sleep(time.Until(armed.Add(time.Second)))
-		f.waitCalls(t, "r1", armed.Add(time.Second), 0, 1, 2)
+		armed := f.rateLimitR1(t)
 		stop()
 		f.sim.SetFaults(nil)
 		who := f.cooldownRespected(t, "r1", armed, grace)
@@ -570,19 +577,7 @@ func TestReplicasShareState(t *testing.T) {
 		f.redis.Restart()
 		up := f.waitGauge(t, 1)
 		// Re-synced: a cooldown one replica sees now reaches the others.
-		armed := time.Now() // before: a call that arrived earlier may take the fault
-		if err := f.sim.AddFault(sim.Fault{Kind: sim.KindRateLimit, Region: "r1", Count: 1, RetryAfter: sim.Duration(time.Second)}); err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for len(f.sim.Faults()) > 0 && f.sim.Faults()[0].Count > 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the 429 was not served within 10s")
-			}
-			time.Sleep(time.Millisecond)
-		}
-		time.Sleep(time.Until(armed.Add(time.Second)))
-		f.waitCalls(t, "r1", armed.Add(time.Second), 0, 1, 2)
+		armed := f.rateLimitR1(t)
 		stop()
 		f.sim.SetFaults(nil)
 		f.cooldownRespected(t, "r1", armed, grace)
