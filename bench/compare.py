@@ -111,6 +111,15 @@ def bench(targets, *flags):
     return {r["name"]: r for r in res["targets"]} if "targets" in res else res
 
 
+def alone(p, name, *flags):
+    """Loads proxy p (target name) alone; returns its result and its CPU
+    per call in µs (utime+stime over the run ÷ calls)."""
+    c0 = p.cpu()
+    r = bench([name], *flags)[name]
+    c1 = p.cpu()
+    return r, (c1 - c0) / max(r["successes"] + r["errors"], 1) * 1e6
+
+
 def load():
     return open("/proc/loadavg").read().split()[0]
 
@@ -153,11 +162,7 @@ def row_closed(runs):
         for i in range(runs):
             for n in PROXIES:
                 la = load()
-                c0 = ps[n].cpu()
-                r = bench([n], "--concurrency", "50", "--duration", "10s")[n]
-                c1 = ps[n].cpu()
-                calls = r["successes"] + r["errors"]
-                cpu = (c1 - c0) / max(calls, 1) * 1e6
+                r, cpu = alone(ps[n], n, "--concurrency", "50", "--duration", "10s")
                 got[n]["rps"].append(r["throughput_rps"])
                 got[n]["cpu"].append(cpu)
                 print(f"run {i+1} {n} (load {la}): {r['throughput_rps']:.0f} req/s, {cpu:.1f} µs CPU/call, p50 {r['p50_ms']:.2f} p99 {r['p99_ms']:.2f} ms, err {r['errors']}", flush=True)
@@ -229,10 +234,7 @@ def row_sweep(runs):
             for rate in rates:
                 for n in ps:
                     la = load()
-                    c0 = ps[n].cpu()
-                    r = bench([n], "--rate", str(rate), "--duration", "10s")[n]
-                    c1 = ps[n].cpu()
-                    cpu = (c1 - c0) / max(r["successes"] + r["errors"], 1) * 1e6
+                    r, cpu = alone(ps[n], n, "--rate", str(rate), "--duration", "10s")
                     got[(n, rate)].append(cpu)
                     print(f"run {i+1} {n} {rate}/s (load {la}): {cpu:.1f} µs CPU/call, p50 {r['p50_ms']:.2f} p99 {r['p99_ms']:.2f} ms, err {r['errors']}", flush=True)
     finally:
