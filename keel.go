@@ -261,18 +261,27 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 // into the server: authentication on the API routes, /admin/keys behind
 // the admin token.
 func (m *Mesh) openKeys(cfg *config.Config, o options, so *server.Options) error {
-	path := cfg.Keys.Path
-	if path == "" {
-		path = config.DefaultKeysPath
+	var st keys.Store
+	var ledger keys.Ledger
+	if cfg.Keys.Store == config.KeysStoreRedis {
+		// Every replica reads the same keys and enforces each key's
+		// limits on the fleet's counters.
+		rk := m.shared.Keys()
+		st, ledger = rk, rk
+	} else {
+		path := cfg.Keys.Path
+		if path == "" {
+			path = config.DefaultKeysPath
+		}
+		sq, err := sqlite.OpenKeys(path)
+		if err != nil {
+			return fmt.Errorf("keys.path: %w", err)
+		}
+		m.keyStore, st = sq, sq
 	}
-	st, err := sqlite.OpenKeys(path)
-	if err != nil {
-		return fmt.Errorf("keys.path: %w", err)
-	}
-	m.keyStore = st
 	eng := m.eng
-	km, err := keys.Open(context.Background(), keys.Options{Store: st, Require: cfg.Server.RequireKeys, Refresh: cfg.Keys.RefreshInterval.Std(),
-		Price: eng.Price, Now: o.now, Logger: o.logger})
+	km, err := keys.Open(context.Background(), keys.Options{Store: st, Ledger: ledger, LedgerTimeout: time.Duration(cfg.Redis.Timeout),
+		Require: cfg.Server.RequireKeys, Refresh: cfg.Keys.RefreshInterval.Std(), Price: eng.Price, Now: o.now, Logger: o.logger})
 	if err != nil {
 		return err
 	}
@@ -401,11 +410,11 @@ func (m *Mesh) Close() error {
 		if m.eng != nil {
 			m.eng.Close()
 		}
+		if m.keys != nil {
+			m.keys.Close() // writes the spend not yet written (to Redis too)
+		}
 		if m.shared != nil {
 			m.shared.Close()
-		}
-		if m.keys != nil {
-			m.keys.Close() // writes the spend not yet written
 		}
 		if m.keyStore != nil {
 			m.keyStore.Close()

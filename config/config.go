@@ -63,6 +63,12 @@ const (
 	DefaultKeysRefresh         = Duration(5 * time.Second)
 )
 
+// Key stores (keys.store).
+const (
+	KeysStoreSQLite = "sqlite"
+	KeysStoreRedis  = "redis"
+)
+
 // Provider types: the wire format a provider speaks.
 const (
 	TypeAnthropic = "anthropic"
@@ -179,6 +185,11 @@ type Keys struct {
 	// takes effect; default 5s. A key created elsewhere works at once (an
 	// unknown key is looked up in the database).
 	RefreshInterval Duration `yaml:"refresh_interval"`
+	// Store is where the keys and their spend live: "sqlite" (Path) or
+	// "redis" (the redis section's server, shared by every replica, which
+	// then also enforce each key's limits together). Default: "redis" when
+	// a redis section is configured, else "sqlite".
+	Store string `yaml:"store"`
 }
 
 // Cache configures the exact response cache: a request the policy deems

@@ -61,6 +61,10 @@ func (c *Config) ApplyDefaults() {
 	if c.KeysOn() {
 		setString(&c.Keys.Path, DefaultKeysPath)
 		setDuration(&c.Keys.RefreshInterval, DefaultKeysRefresh)
+		if c.Redis.On() {
+			setString(&c.Keys.Store, KeysStoreRedis)
+		}
+		setString(&c.Keys.Store, KeysStoreSQLite)
 	}
 	if c.Redis.On() {
 		setString(&c.Redis.KeyPrefix, DefaultRedisKeyPrefix)

@@ -60,6 +60,15 @@ func (v *validator) extra() {
 	v.redis()
 	v.pricing()
 	v.duration("keys.refresh_interval", v.c.Keys.RefreshInterval)
+	switch v.c.Keys.Store {
+	case "", KeysStoreSQLite:
+	case KeysStoreRedis:
+		if !v.c.Redis.On() {
+			v.add("keys.store", "redis needs the redis section (redis.url)")
+		}
+	default:
+		v.add("keys.store", "expected sqlite or redis, got %q", v.c.Keys.Store)
+	}
 	policy(v, "cache", v.c.Cache.Config, cache.Config.Validate)
 	v.nonNegative("telemetry.debug_traces", int64(v.c.Telemetry.DebugTraces))
 	v.nonNegative("request_log.retention_days", int64(v.c.RequestLog.RetentionDays))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/keelmesh/keel/config"
 	"github.com/keelmesh/keel/internal/keys"
+	redisstore "github.com/keelmesh/keel/internal/store/redis"
 	"github.com/keelmesh/keel/internal/store/sqlite"
 )
 
@@ -31,7 +32,9 @@ func keysCmd() *cobra.Command {
 (x-api-key or Authorization: Bearer). A key's secret is shown once, when it
 is created or rotated; the store keeps its SHA-256 hash and a short prefix.
 
-The store is keys.path of --config, else --db (default keel-keys.db). A
+The store is that of --config (keys.store: the SQLite file keys.path, or
+the redis section's server), else the SQLite file --db (default
+keel-keys.db). A
 running keel serve sees a new key at once, and a revocation, rotation or
 change within keys.refresh_interval (5s); the admin API (/admin/keys) does
 the same with immediate effect. See docs/config.md, section keys.`,
@@ -130,13 +133,27 @@ the same with immediate effect. See docs/config.md, section keys.`,
 	return cmd
 }
 
-// open opens the key store named by --config's keys.path, else --db.
-func (f *keysFlags) open() (*sqlite.KeyStore, error) {
+// keyStore is a key store the keys command opened, closed when done.
+type keyStore interface {
+	keys.Store
+	Close() error
+}
+
+// open opens the key store of --config (keys.store: its keys.path, or
+// the redis section's server), else the SQLite file --db.
+func (f *keysFlags) open() (keyStore, error) {
 	path := f.db
 	if f.config != "" {
 		cfg, err := config.Load(f.config)
 		if err != nil {
 			return nil, badInput(err)
+		}
+		if cfg.Keys.Store == config.KeysStoreRedis {
+			rs, err := redisstore.New(cfg.Redis, nil)
+			if err != nil {
+				return nil, badInput(err)
+			}
+			return redisKeys{rs.Keys(), rs}, nil
 		}
 		if cfg.Keys.Path != "" {
 			path = cfg.Keys.Path
@@ -144,6 +161,14 @@ func (f *keysFlags) open() (*sqlite.KeyStore, error) {
 	}
 	return sqlite.OpenKeys(path)
 }
+
+// redisKeys is the fleet's key store and the link it closes.
+type redisKeys struct {
+	*redisstore.KeyStore
+	link *redisstore.Store
+}
+
+func (r redisKeys) Close() error { return r.link.Close() }
 
 // printSecret prints a key made or rotated, with its secret.
 func printSecret(w io.Writer, asJSON bool, what string, k keys.Key, secret string) error {
@@ -154,7 +179,7 @@ func printSecret(w io.Writer, asJSON bool, what string, k keys.Key, secret strin
 	return err
 }
 
-func listKeys(cmd *cobra.Command, st *sqlite.KeyStore, asJSON bool, now time.Time) error {
+func listKeys(cmd *cobra.Command, st keys.Store, asJSON bool, now time.Time) error {
 	ctx := cmd.Context()
 	all, err := st.Keys(ctx)
 	if err != nil {

@@ -26,7 +26,7 @@ func BenchmarkKeyCheck(b *testing.B) {
 		if ae != nil {
 			b.Fatal(ae)
 		}
-		settle, ae := c.Admit(req)
+		settle, ae := c.Admit(context.Background(), req)
 		if ae != nil {
 			b.Fatal(ae)
 		}
@@ -49,7 +49,7 @@ func BenchmarkKeyCheckParallel(b *testing.B) {
 		r := withKey(secret)
 		for pb.Next() {
 			c, _ := m.Authenticate(r)
-			settle, ae := c.Admit(req)
+			settle, ae := c.Admit(context.Background(), req)
 			if ae != nil {
 				b.Error(ae)
 				return

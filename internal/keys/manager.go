@@ -51,8 +51,13 @@ type Options struct {
 	// Now is the clock of the minute, day and month windows (UTC); nil
 	// means time.Now.
 	Now func() time.Time
-	// Logger receives Store failures; nil discards.
+	// Logger receives Store and Ledger failures; nil discards.
 	Logger *slog.Logger
+	// Ledger, when set, keeps the accounting windows fleet-wide (see
+	// Ledger); nil keeps them in this process.
+	Ledger Ledger
+	// LedgerTimeout bounds one Ledger call; 0 means one second.
+	LedgerTimeout time.Duration
 }
 
 // Manager authenticates calls by their virtual key and enforces each
@@ -89,6 +94,11 @@ type Manager struct {
 	mu   sync.Mutex // guards following: rebuilding byHash, byID
 	byID map[string]*state
 
+	// ledgerDown is set while the Ledger fails (logged once per outage).
+	ledgerDown atomic.Bool
+	// settling counts Ledger settlements in flight (Close waits for them).
+	settling sync.WaitGroup
+
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
@@ -99,21 +109,19 @@ type Manager struct {
 type state struct {
 	key atomic.Pointer[Key]
 
-	mu           sync.Mutex // guards following
-	minute       int64      // the Unix minute of reqs and tokens
-	reqs, tokens int
+	mu     sync.Mutex // guards following
+	minute int64      // the Unix minute of reqs and tokens
 	// dayN and monthN number the windows of daySpent and monthSpent (Unix
 	// day; year×12 + month), day and month name them (DayWindow,
 	// MonthWindow), formatted when they change.
 	dayN, monthN int64
 	day, month   string
-	// Money is counted in nano-dollars: sums and comparisons are exact
-	// (in float64 0.006 + 0.003 + 0.001 exceeds 0.01).
-	daySpent, monthSpent nano
-	inflight             int
-	resTokens            int
-	resUSD               nano
-	pending              []Spend // settled, not yet written
+	// usage counts the minute's requests and tokens and the windows'
+	// spend. Money is counted in nano-dollars: sums and comparisons are
+	// exact (in float64 0.006 + 0.003 + 0.001 exceeds 0.01).
+	usage
+	inflight int
+	pending  []Spend // settled, not yet written
 }
 
 // nano is an amount in US nano-dollars.
@@ -138,6 +146,9 @@ func Open(ctx context.Context, o Options) (*Manager, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.LedgerTimeout <= 0 {
+		o.LedgerTimeout = time.Second
 	}
 	m := &Manager{o: o, byID: map[string]*state{}, stop: make(chan struct{}), done: make(chan struct{})}
 	if err := m.reload(ctx); err != nil {
@@ -165,6 +176,7 @@ func Open(ctx context.Context, o Options) (*Manager, error) {
 // Calls settled after Close are counted in memory only.
 func (m *Manager) Close() error {
 	m.closeOnce.Do(func() {
+		m.settling.Wait()
 		close(m.stop)
 		<-m.done
 	})
@@ -344,12 +356,15 @@ func (c *Caller) Labels() (keyID, team string) {
 }
 
 // Admit checks req against the key's model list and limits and reserves
-// its estimate (see Manager). It returns the function that settles the
-// call — to be called once, with the call's cost in USD and its tokens
-// (every attempt's prompt and output) — or the error for the client: 403
-// MESH_KEY_MODEL_FORBIDDEN, 429 MESH_KEY_RATE_LIMITED or 429
-// MESH_KEY_BUDGET_EXCEEDED with retry-after.
-func (c *Caller) Admit(req *llm.Request) (settle func(usd float64, tokens int), ae *llm.APIError) {
+// its estimate (see Manager; with a Ledger, on the fleet's counters). It
+// returns the function that settles the call — to be called once, with
+// the call's cost in USD and its tokens (every attempt's prompt and
+// output) — or the error for the client: 403 MESH_KEY_MODEL_FORBIDDEN,
+// 429 MESH_KEY_RATE_LIMITED or 429 MESH_KEY_BUDGET_EXCEEDED with
+// retry-after. With a Ledger, Admit waits for one round trip to it
+// (bounded by Options.LedgerTimeout; on failure it admits on this
+// process's counters).
+func (c *Caller) Admit(ctx context.Context, req *llm.Request) (settle func(usd float64, tokens int), ae *llm.APIError) {
 	k := c.s.key.Load()
 	if !k.Allows(req.Model) {
 		return nil, &llm.APIError{Status: http.StatusForbidden, Type: llm.ErrPermission, MeshCode: llm.MeshKeyModelForbidden,
@@ -369,10 +384,15 @@ func (c *Caller) Admit(req *llm.Request) (settle func(usd float64, tokens int), 
 		}
 	}
 	now := c.m.o.Now()
+	if c.m.o.Ledger != nil {
+		if settle, ae, ok := c.admitShared(ctx, k, now, tokens, usd); ok {
+			return settle, ae
+		}
+	}
 	s := c.s
 	s.mu.Lock()
 	s.roll(now)
-	if ae := s.check(k, now, tokens, usd); ae != nil {
+	if ae := check(k, now, s.usage, tokens, usd); ae != nil {
 		s.mu.Unlock()
 		return nil, ae
 	}
@@ -390,8 +410,74 @@ func (c *Caller) Admit(req *llm.Request) (settle func(usd float64, tokens int), 
 	}, nil
 }
 
-// check is Admit's test of the limits, under s.mu.
-func (s *state) check(k *Key, now time.Time, tokens int, usd nano) *llm.APIError {
+// admitShared is Admit on the Ledger; ok false when the Ledger failed
+// (the caller then admits on this process's counters).
+func (c *Caller) admitShared(ctx context.Context, k *Key, now time.Time, tokens int, usd nano) (settle func(float64, int), ae *llm.APIError, ok bool) {
+	m := c.m
+	r := Reservation{ID: newID(), KeyID: k.ID, Minute: now.Unix() / 60, Day: DayWindow(now), Month: MonthWindow(now),
+		Now: now, Deadline: now.Add(DefaultReservationTTL), Tokens: tokens, NanoUSD: int64(usd),
+		RPM: k.RPM, TPM: k.TPM, DailyNano: int64(toNano(k.DailyUSD)), MonthlyNano: int64(toNano(k.MonthlyUSD))}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.o.LedgerTimeout)
+	u, err := m.o.Ledger.Reserve(ctx, r)
+	cancel()
+	if err != nil {
+		if m.ledgerDown.CompareAndSwap(false, true) {
+			m.o.Logger.Warn("keys: the shared ledger failed; enforcing the limits on this replica's own counters until it answers", "err", err)
+		}
+		return nil, nil, false
+	}
+	if m.ledgerDown.CompareAndSwap(true, false) {
+		m.o.Logger.Info("keys: the shared ledger answers again")
+	}
+	if !u.Admitted {
+		fleet := usage{reqs: u.Reqs, tokens: u.Tokens, resTokens: u.ResTokens, daySpent: nano(u.DayNano), monthSpent: nano(u.MonthNano), resUSD: nano(u.ResNano)}
+		if ae := check(k, now, fleet, tokens, usd); ae != nil {
+			return nil, ae, true
+		}
+		// The counters moved between the Ledger's test and ours.
+		return nil, limited(llm.MeshKeyRateLimited, now, now.Add(time.Second), true,
+			fmt.Sprintf("virtual key %s's limits would be exceeded by this call", k.ID)), true
+	}
+	s := c.s
+	s.mu.Lock()
+	s.inflight++
+	s.mu.Unlock()
+	var once atomic.Bool
+	return func(cost float64, used int) {
+		if !once.CompareAndSwap(false, true) {
+			return
+		}
+		s.mu.Lock()
+		s.inflight--
+		s.mu.Unlock()
+		m.settling.Add(1)
+		// Off the call's path: a reservation held a moment longer only
+		// makes the limits stricter, never looser.
+		go func() {
+			defer m.settling.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), m.o.LedgerTimeout)
+			defer cancel()
+			if err := m.o.Ledger.Settle(ctx, r, m.o.Now(), used, int64(toNano(max(cost, 0)))); err != nil {
+				// The reservation lapses at its deadline; the spend is
+				// written through the Store.
+				m.o.Logger.Warn("keys: settling on the shared ledger failed; writing the spend through the store", "err", err, "key", k.ID)
+				s.mu.Lock()
+				s.roll(m.o.Now())
+				s.pendSpend(k.ID, toNano(max(cost, 0)))
+				s.mu.Unlock()
+			}
+		}()
+	}, nil, true
+}
+
+// usage is a key's counters in its current windows.
+type usage struct {
+	reqs, tokens, resTokens      int
+	daySpent, monthSpent, resUSD nano
+}
+
+// check is Admit's test of the limits on the counters u.
+func check(k *Key, now time.Time, s usage, tokens int, usd nano) *llm.APIError {
 	if k.RPM > 0 && s.reqs+1 > k.RPM {
 		return limited(llm.MeshKeyRateLimited, now, minuteEnd(now), true,
 			fmt.Sprintf("virtual key %s made its %d requests of this minute (rpm)", k.ID, k.RPM))
@@ -437,6 +523,12 @@ func (s *state) settle(now time.Time, id string, resTokens int, resUSD, cost nan
 	s.resTokens -= resTokens
 	s.resUSD -= resUSD
 	s.tokens += tokens
+	s.pendSpend(id, cost)
+}
+
+// pendSpend counts cost in the current windows and queues it for the
+// Store, under s.mu.
+func (s *state) pendSpend(id string, cost nano) {
 	s.daySpent += cost
 	s.monthSpent += cost
 	if cost > 0 {
@@ -532,19 +624,34 @@ type View struct {
 	InFlight int     `json:"in_flight"`
 }
 
-// List returns every key with its spend, oldest first.
+// List returns every key with its spend, oldest first. With a Ledger the
+// spend is the fleet's, read from the Store.
 func (m *Manager) List(ctx context.Context) ([]View, error) {
 	if err := m.reload(ctx); err != nil {
 		return nil, err
 	}
 	now := m.o.Now()
+	var day, month map[string]float64
+	if m.o.Ledger != nil {
+		var err error
+		if day, err = m.o.Store.SpendIn(ctx, DayWindow(now)); err != nil {
+			return nil, fmt.Errorf("keys: reading spend: %w", err)
+		}
+		if month, err = m.o.Store.SpendIn(ctx, MonthWindow(now)); err != nil {
+			return nil, fmt.Errorf("keys: reading spend: %w", err)
+		}
+	}
 	m.mu.Lock()
 	out := make([]View, 0, len(m.byID))
 	for _, s := range m.byID {
 		s.mu.Lock()
 		s.roll(now)
-		out = append(out, View{Key: *s.key.Load(), DayUSD: s.daySpent.usd(), MonthUSD: s.monthSpent.usd(), InFlight: s.inflight})
+		v := View{Key: *s.key.Load(), DayUSD: s.daySpent.usd(), MonthUSD: s.monthSpent.usd(), InFlight: s.inflight}
 		s.mu.Unlock()
+		if m.o.Ledger != nil {
+			v.DayUSD, v.MonthUSD = day[v.ID], month[v.ID]
+		}
+		out = append(out, v)
 	}
 	m.mu.Unlock()
 	slices.SortFunc(out, func(a, b View) int {

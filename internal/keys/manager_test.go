@@ -261,7 +261,7 @@ func TestAdmitLimits(t *testing.T) {
 					held(0.001, 0)
 					held = nil
 				}
-				settle, ae := caller.Admit(request(s.model, s.prompt, s.out))
+				settle, ae := caller.Admit(context.Background(), request(s.model, s.prompt, s.out))
 				var got step
 				if ae != nil {
 					got = step{wantStatus: ae.Status, wantCode: ae.MeshCode, wantRetry: ae.MeshHeaders["Retry-After"], wantNoRetries: ae.MeshHeaders["X-Should-Retry"] == "false"}
@@ -316,7 +316,7 @@ func TestConcurrentAdmissionsAreExact(t *testing.T) {
 				wg.Go(func() {
 					for {
 						caller, _ := m.Authenticate(withKey(secret))
-						settle, ae := caller.Admit(request("m", 500, 500))
+						settle, ae := caller.Admit(context.Background(), request("m", 500, 500))
 						if ae != nil && ae.MeshHeaders["Retry-After"] == "1" {
 							time.Sleep(time.Millisecond) // calls in flight hold the rest
 							continue
@@ -394,7 +394,7 @@ func TestSpendPersists(t *testing.T) {
 		}
 		_, secret, _ := m.Create(context.Background(), Spec{Limits: Limits{DailyUSD: 0.005}})
 		caller, _ := m.Authenticate(withKey(secret))
-		settle, _ := caller.Admit(request("m", 1000, 1000))
+		settle, _ := caller.Admit(context.Background(), request("m", 1000, 1000))
 		settle(0.004, 2000)
 		time.Sleep(time.Second + time.Millisecond)
 		day, _ := st.SpendIn(context.Background(), DayWindow(time.Now()))
@@ -409,7 +409,7 @@ func TestSpendPersists(t *testing.T) {
 		}
 		defer m2.Close()
 		c2, _ := m2.Authenticate(withKey(secret))
-		if _, ae := c2.Admit(request("m", 1000, 1000)); ae == nil || ae.MeshCode != llm.MeshKeyBudgetExceeded {
+		if _, ae := c2.Admit(context.Background(), request("m", 1000, 1000)); ae == nil || ae.MeshCode != llm.MeshKeyBudgetExceeded {
 			t.Errorf("after a restart: %v, want the day's $0.004 spent counted (MESH_KEY_BUDGET_EXCEEDED)", ae)
 		}
 	})

@@ -9,6 +9,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -118,7 +119,7 @@ type Caller interface {
 	// send req now; it returns the function settling the call, which the
 	// server calls once with the call's final cost in USD and its tokens,
 	// or the error for the client. It must not block.
-	Admit(req *llm.Request) (settle func(usd float64, tokens int), ae *llm.APIError)
+	Admit(ctx context.Context, req *llm.Request) (settle func(usd float64, tokens int), ae *llm.APIError)
 }
 
 // Route serves Path (and everything under it when Prefix is set) with Handler.
@@ -414,7 +415,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 	var final *engine.Record
 	call.Done = func(rec *engine.Record) { final = rec }
 	if caller != nil {
-		settle, ae := caller.Admit(req)
+		settle, ae := caller.Admit(r.Context(), req)
 		if ae != nil {
 			writeError(w, f, ae)
 			s.logRequest(r, rid, req, nil, ae, start)
