@@ -209,6 +209,13 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 			return nil, fmt.Errorf("cache: %w", err)
 		}
 		rcache = lru
+		if cfg.CacheStore() == config.CacheStoreRedis {
+			byID := make(map[string]*provider.Endpoint, len(eps))
+			for _, ep := range eps {
+				byID[ep.ID] = ep
+			}
+			rcache = m.shared.Cache(lru, func(id string) *provider.Endpoint { return byID[id] })
+		}
 	}
 	m.eng, err = engine.New(engine.Options{Cache: rcache, CachePolicy: cfg.Cache.Policy, Shared: shared, Prices: prices.Lookup, Endpoints: eps, Aliases: aliases, Client: provider.NewClient(rt), Logger: o.logger,
 		Passthrough: pass, Resilience: resilienceOptions(cfg.Resilience), Structured: sopts,
@@ -263,7 +270,7 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 func (m *Mesh) openKeys(cfg *config.Config, o options, so *server.Options) error {
 	var st keys.Store
 	var ledger keys.Ledger
-	if cfg.Keys.Store == config.KeysStoreRedis {
+	if cfg.KeysStore() == config.KeysStoreRedis {
 		// Every replica reads the same keys and enforces each key's
 		// limits on the fleet's counters.
 		rk := m.shared.Keys()

@@ -69,6 +69,12 @@ const (
 	KeysStoreRedis  = "redis"
 )
 
+// Cache stores (cache.store).
+const (
+	CacheStoreMemory = "memory"
+	CacheStoreRedis  = "redis"
+)
+
 // Provider types: the wire format a provider speaks.
 const (
 	TypeAnthropic = "anthropic"
@@ -199,9 +205,38 @@ type Keys struct {
 // (any_temperature, allow_tools, shared_across_keys) cache.Policy's.
 type Cache struct {
 	// Enabled turns the cache on; default false.
-	Enabled      bool `yaml:"enabled"`
+	Enabled bool `yaml:"enabled"`
+	// Store is "memory" (each replica its own) or "redis" (the redis
+	// section's server: an answer one replica stored serves the fleet,
+	// each replica keeping a copy in memory); default "redis" when a redis
+	// section is configured, else "memory".
+	Store        string `yaml:"store"`
 	cache.Config `yaml:",inline"`
 	cache.Policy `yaml:",inline"`
+}
+
+// KeysStore is keys.store, or its default when unset: redis when the
+// redis section is set, else sqlite.
+func (c *Config) KeysStore() string {
+	if c.Keys.Store == "" && c.Redis.On() {
+		return KeysStoreRedis
+	}
+	if c.Keys.Store == "" {
+		return KeysStoreSQLite
+	}
+	return c.Keys.Store
+}
+
+// CacheStore is cache.store, or its default when unset: redis when the
+// redis section is set, else memory.
+func (c *Config) CacheStore() string {
+	if c.Cache.Store == "" && c.Redis.On() {
+		return CacheStoreRedis
+	}
+	if c.Cache.Store == "" {
+		return CacheStoreMemory
+	}
+	return c.Cache.Store
 }
 
 // KeysOn reports whether the mesh opens the key store: when keys are required

@@ -61,10 +61,10 @@ func (c *Config) ApplyDefaults() {
 	if c.KeysOn() {
 		setString(&c.Keys.Path, DefaultKeysPath)
 		setDuration(&c.Keys.RefreshInterval, DefaultKeysRefresh)
-		if c.Redis.On() {
-			setString(&c.Keys.Store, KeysStoreRedis)
-		}
-		setString(&c.Keys.Store, KeysStoreSQLite)
+		c.Keys.Store = c.KeysStore()
+	}
+	if c.Cache.Enabled {
+		c.Cache.Store = c.CacheStore()
 	}
 	if c.Redis.On() {
 		setString(&c.Redis.KeyPrefix, DefaultRedisKeyPrefix)

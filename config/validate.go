@@ -70,6 +70,15 @@ func (v *validator) extra() {
 		v.add("keys.store", "expected sqlite or redis, got %q", v.c.Keys.Store)
 	}
 	policy(v, "cache", v.c.Cache.Config, cache.Config.Validate)
+	switch v.c.Cache.Store {
+	case "", CacheStoreMemory:
+	case CacheStoreRedis:
+		if !v.c.Redis.On() {
+			v.add("cache.store", "redis needs the redis section (redis.url)")
+		}
+	default:
+		v.add("cache.store", "expected memory or redis, got %q", v.c.Cache.Store)
+	}
 	v.nonNegative("telemetry.debug_traces", int64(v.c.Telemetry.DebugTraces))
 	v.nonNegative("request_log.retention_days", int64(v.c.RequestLog.RetentionDays))
 	v.nonNegative("request_log.queue_size", int64(v.c.RequestLog.QueueSize))

@@ -148,7 +148,7 @@ func (f *keysFlags) open() (keyStore, error) {
 		if err != nil {
 			return nil, badInput(err)
 		}
-		if cfg.Keys.Store == config.KeysStoreRedis {
+		if cfg.KeysStore() == config.KeysStoreRedis {
 			rs, err := redisstore.New(cfg.Redis, nil)
 			if err != nil {
 				return nil, badInput(err)

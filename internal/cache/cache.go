@@ -135,10 +135,18 @@ func (c *LRU[V]) Get(key string) (V, bool) {
 // entry of that key, and evicts the least recently used entries until both
 // bounds hold. A value larger than MaxBytes is not stored.
 func (c *LRU[V]) Put(key string, v V, size int64) {
-	if size > c.maxBytes {
+	c.PutUntil(key, v, size, c.now().Add(c.ttl))
+}
+
+// TTL is how long Put keeps an entry.
+func (c *LRU[V]) TTL() time.Duration { return c.ttl }
+
+// PutUntil is Put with the entry expiring at exp instead of a TTL from
+// now (an entry copied from a shared store keeps its first expiry).
+func (c *LRU[V]) PutUntil(key string, v V, size int64, exp time.Time) {
+	if size > c.maxBytes || !c.now().Before(exp) {
 		return
 	}
-	exp := c.now().Add(c.ttl)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.items[key]; ok {

@@ -13,8 +13,10 @@ import (
 
 // Cache stores complete answers for the exact response cache, by a key the
 // engine computes from the canonical request (cacheKey). *cache.LRU
-// implements it in process. Implementations must be safe for concurrent use
-// and must not block on I/O: Get runs on the call's path before routing.
+// implements it in process; internal/store/redis's Cache for a fleet.
+// Implementations must be safe for concurrent use, and Get runs on the
+// call's path before routing: one that does I/O bounds it (a miss is
+// always a correct answer) and Put must not wait for it.
 type Cache interface {
 	// Get returns the entry stored under key, if any and not expired.
 	Get(key string) (*CacheEntry, bool)
