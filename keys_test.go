@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -572,3 +573,54 @@ func (w *discardWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 func (w *discardWriter) WriteHeader(s int) { w.status = s }
+
+// Calls a virtual key refuses (403 model, 429 rpm) reach no upstream but
+// are in the request log with their key, team, status and code; and the
+// log says what the response cache did for each call.
+func TestRefusedCallsAndCacheInRequestLog(t *testing.T) {
+	k := newKeyMesh(t, sim.ZeroLatency(), func(c *config.Config) { c.Cache.Enabled = true })
+	key := k.createKey(t, keys.Spec{Team: "search", Limits: keys.Limits{RPM: 2, Models: []string{"sim-haiku"}}})
+	body := func(model string) string {
+		return fmt.Sprintf(`{"model":%q,"max_tokens":16,"temperature":0,"messages":[{"role":"user","content":"Tell me about keels."}]}`, model)
+	}
+	for i, c := range []struct {
+		model  string
+		status int
+		cache  string
+	}{
+		{"sim-opus", 403, ""}, // not in the key's models: refused
+		{"sim-haiku", 200, "miss"},
+		{"sim-haiku", 200, "hit"},
+		{"sim-haiku", 429, ""}, // the minute's two requests are made
+	} {
+		resp, b := k.call(t, "/v1/messages", key.Secret, body(c.model))
+		if resp.StatusCode != c.status || resp.Header.Get("X-Mesh-Cache") != c.cache {
+			t.Fatalf("call %d: %d, X-Mesh-Cache %q, want %d %q: %s", i, resp.StatusCode, resp.Header.Get("X-Mesh-Cache"), c.status, c.cache, b)
+		}
+	}
+	if n := k.up.count(); n != 1 {
+		t.Errorf("%d calls reached the upstream, want 1 (the miss)", n)
+	}
+	k.mesh.Close() // writes the request log
+	rd, err := sqlite.OpenReader(k.reqlog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	var got []string
+	for row, err := range rd.Query(context.Background(), time.Time{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s %d %s %s %s %s", row.Model, row.Status, row.MeshErrorCode, row.KeyID, row.Team, row.Cache))
+	}
+	want := []string{
+		"sim-opus 403 MESH_KEY_MODEL_FORBIDDEN " + key.Key.ID + " search ",
+		"sim-haiku 200  " + key.Key.ID + " search miss",
+		"sim-haiku 200  " + key.Key.ID + " search hit",
+		"sim-haiku 429 MESH_KEY_RATE_LIMITED " + key.Key.ID + " search ",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("request log rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

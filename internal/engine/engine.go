@@ -644,6 +644,20 @@ func (e *Engine) policy(rs *routeState, b *Behavior) route.Policy {
 	return p
 }
 
+// Refused records a call refused before it reached the engine (by its
+// virtual key's model list, rate limits or budget): a Record with its
+// status and error, no attempt and no cost, handed to the observer (the
+// request log, metrics) like any other call. It does not count toward
+// the safety valve, which watches what the fleet does.
+func (e *Engine) Refused(req *llm.Request, call Call, ae *llm.APIError) {
+	now := e.now()
+	rec := &Record{RequestID: call.RequestID, Start: now, Format: req.Format, Model: req.Model, Stream: req.Stream, Behavior: call.Behavior,
+		TraceParent: call.TraceParent, Request: req, KeyID: call.KeyID, Team: call.Team, Err: ae, Status: ae.Status}
+	if e.obs != nil {
+		e.obs.RequestDone(rec)
+	}
+}
+
 // finish completes rec and hands it to the observer.
 func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
 	rec.Duration = e.now().Sub(rec.Start)

@@ -415,13 +415,14 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 	var final *engine.Record
 	call.Done = func(rec *engine.Record) { final = rec }
 	if caller != nil {
+		call.KeyID, call.Team = caller.Labels()
 		settle, ae := caller.Admit(r.Context(), req)
 		if ae != nil {
 			writeError(w, f, ae)
+			s.eng.Refused(req, call, ae)
 			s.logRequest(r, rid, req, nil, ae, start)
 			return
 		}
-		call.KeyID, call.Team = caller.Labels()
 		call.Done = func(rec *engine.Record) {
 			final = rec
 			settle(rec.Cost, callTokens(rec))

@@ -81,4 +81,7 @@ var migrations = []string{
 	// '' for calls without one and in older rows.
 	`ALTER TABLE requests ADD COLUMN key_id TEXT NOT NULL DEFAULT '';
 	ALTER TABLE requests ADD COLUMN team TEXT NOT NULL DEFAULT '';`,
+	// 7: what the response cache did for the call (hit, miss, bypass;
+	// empty with the cache off).
+	`ALTER TABLE requests ADD COLUMN cache TEXT NOT NULL DEFAULT '';`,
 }
