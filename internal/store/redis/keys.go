@@ -258,6 +258,12 @@ end
 return 1
 `
 
+// The ledger's scripts, run by their SHA (EVALSHA; loaded on first use).
+var (
+	reserveLua = goredis.NewScript(reserveScript)
+	settleLua  = goredis.NewScript(settleScript)
+)
+
 func (s *KeyStore) ledgerKeys(id string, minute int64, day, month string) []string {
 	res := s.p + "kres:" + id
 	return []string{res, res + ":at", s.p + "kmin:" + id + ":" + strconv.FormatInt(minute, 10), s.spendKey(day), s.spendKey(month)}
@@ -265,7 +271,7 @@ func (s *KeyStore) ledgerKeys(id string, minute int64, day, month string) []stri
 
 // Reserve is keys.Ledger's: the test and the reservation in one script.
 func (s *KeyStore) Reserve(ctx context.Context, r keys.Reservation) (keys.Usage, error) {
-	v, err := s.c.Eval(ctx, reserveScript, s.ledgerKeys(r.KeyID, r.Minute, r.Day, r.Month),
+	v, err := reserveLua.Run(ctx, s.c, s.ledgerKeys(r.KeyID, r.Minute, r.Day, r.Month),
 		r.Now.UnixMilli(), r.KeyID, r.ID, r.Deadline.UnixMilli(), r.Tokens, r.NanoUSD,
 		r.RPM, r.TPM, r.DailyNano, r.MonthlyNano, minuteTTL.Milliseconds()).Int64Slice()
 	if err != nil {
@@ -282,7 +288,7 @@ func (s *KeyStore) Reserve(ctx context.Context, r keys.Reservation) (keys.Usage,
 // happens in (the call's last), the cost in the windows it was admitted
 // in.
 func (s *KeyStore) Settle(ctx context.Context, r keys.Reservation, now time.Time, tokens int, costNano int64) error {
-	err := s.c.Eval(ctx, settleScript, s.ledgerKeys(r.KeyID, now.Unix()/60, r.Day, r.Month),
+	err := settleLua.Run(ctx, s.c, s.ledgerKeys(r.KeyID, now.Unix()/60, r.Day, r.Month),
 		now.UnixMilli(), r.ID, tokens, costNano, r.KeyID,
 		minuteTTL.Milliseconds(), dayTTL.Milliseconds(), monthTTL.Milliseconds()).Err()
 	if err != nil {

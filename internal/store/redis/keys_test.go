@@ -252,3 +252,48 @@ func TestLedgerDownAdmitsLocally(t *testing.T) {
 		t.Errorf("fourth call with Redis down: %v, want the local rpm of 3 enforced", ae)
 	}
 }
+
+// BenchmarkAdmit is one admission and its settlement of a key with every
+// limit set: on the fleet's ledger (one Lua script on a loopback Redis;
+// the settlement's script runs off the call's path) and on the process's
+// own counters.
+func BenchmarkAdmit(b *testing.B) {
+	srv := redistest.Start(b)
+	st, err := New(config.Redis{URL: config.Secret(srv.URL()), KeyPrefix: "bench:"}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	ks := st.Keys()
+	for _, shared := range []bool{false, true} {
+		name := "local"
+		o := keys.Options{Store: ks, Require: true, Price: func(string) (pricing.Price, bool) { return keyPrice, true }}
+		if shared {
+			name, o.Ledger = "redis", ks
+		}
+		b.Run(name, func(b *testing.B) {
+			m, err := keys.Open(context.Background(), o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			_, secret, err := m.Create(context.Background(), keys.Spec{Limits: keys.Limits{RPM: 1 << 30, TPM: 1 << 40, DailyUSD: 1e9, MonthlyUSD: 1e9}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			caller, ae := m.Authenticate(keyRequest(secret))
+			if ae != nil {
+				b.Fatal(ae)
+			}
+			req := keyCall(200, 100)
+			b.ReportAllocs()
+			for b.Loop() {
+				settle, ae := caller.Admit(context.Background(), req)
+				if ae != nil {
+					b.Fatal(ae)
+				}
+				settle(0.0001, 300)
+			}
+		})
+	}
+}
