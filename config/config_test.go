@@ -319,6 +319,11 @@ func TestParseErrors(t *testing.T) {
 			want: []string{`keel.yaml:4:5: providers[0].timeout: unknown key (did you mean "timeouts"?)`},
 		},
 		{
+			name: "unknown key in an alias's shadow",
+			yaml: "aliases:\n  - name: a\n    shadow:\n      percentage: 10\n",
+			want: []string{`keel.yaml:4:7: aliases[0].shadow.percentage: unknown key (did you mean "percent"?)`},
+		},
+		{
 			name: "unknown top-level key with suggestion",
 			yaml: "server: {}\nprovider: []\n",
 			want: []string{`keel.yaml:2:1: provider: unknown key (did you mean "providers"?)`},
