@@ -127,6 +127,45 @@ type shadowPool struct {
 	// ctx is the current generation: shed cancels it and starts another.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// pending counts shadows queued or running; idle holds the channels
+	// DrainShadows waits on, closed when it drops to zero.
+	pending int
+	idle    []chan struct{}
+}
+
+func (p *shadowPool) add(n int) {
+	p.mu.Lock()
+	p.pending += n
+	if p.pending == 0 {
+		for _, ch := range p.idle {
+			close(ch)
+		}
+		p.idle = nil
+	}
+	p.mu.Unlock()
+}
+
+// DrainShadows waits until no shadow call is queued or running, or ctx
+// ends. Calls that finish meanwhile may queue more.
+func (e *Engine) DrainShadows(ctx context.Context) error {
+	p := e.shadows
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	if p.pending == 0 {
+		p.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	p.idle = append(p.idle, ch)
+	p.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func newShadowPool(o ShadowOptions) *shadowPool {
@@ -231,9 +270,11 @@ func (e *Engine) shadowFinish(rec *Record) {
 		return
 	}
 	j := &shadowJob{sr: sr, req: rec.Request, call: rec.shadowCall, primary: rec, queued: e.now()}
+	e.shadows.add(1)
 	select {
 	case e.shadows.jobs <- j:
 	default:
+		e.shadows.add(-1)
 		e.events.shadow(e.shadowResult(j, shadow.OutcomeDropped))
 	}
 }
@@ -251,13 +292,15 @@ func (e *Engine) shadowWorker() {
 			return
 		case j := <-e.shadows.jobs:
 			if e.closed.Load() {
+				e.shadows.add(-1)
 				return
 			}
 			if e.inflight.Load() > e.shadows.shedAt {
 				e.events.shadow(e.shadowResult(j, shadow.OutcomeShed))
-				continue
+			} else {
+				e.events.shadow(e.runShadow(j))
 			}
-			e.events.shadow(e.runShadow(j))
+			e.shadows.add(-1)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -306,6 +307,11 @@ type ShadowQuery struct {
 // ReadShadow reads the results q selects from the shadow store at path
 // (read-only; the file must exist), oldest first.
 func ReadShadow(ctx context.Context, path string, q ShadowQuery) ([]shadow.Result, error) {
+	if fi, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("opening shadow store: %w", err)
+	} else if fi.IsDir() {
+		return nil, fmt.Errorf("opening shadow store: %s is a directory", path)
+	}
 	db, err := sql.Open("sqlite", dsn(path, true))
 	if err != nil {
 		return nil, fmt.Errorf("opening shadow store %s: %w", path, err)
