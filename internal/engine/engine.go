@@ -3,7 +3,8 @@
 // health, sends attempts through the provider client with budgeted retries,
 // per-endpoint breakers and hedging, continues a stream that breaks
 // mid-way on another endpoint, and hands back one answer or one coherent
-// stream.
+// stream. A share of an alias's calls may also be sent on a shadow path
+// once the client has its answer, and the answers diffed (shadow.go).
 //
 // An Engine is safe for concurrent use. Do blocks until an answer (or the
 // first content event of a stream) arrives or ctx ends. The engine imports
