@@ -322,14 +322,7 @@ func (e *Engine) runShadow(j *shadowJob) shadow.Result {
 	call := j.call
 	call.RequestID = j.primary.RequestID + "/shadow"
 	call.Timeout = 0
-	b := Behavior{}
-	if call.Behavior != nil {
-		b = *call.Behavior
-	}
-	off := false
-	b.Hedge, b.Cache = &off, &off
-	call.Behavior = &b
-	rec := &Record{RequestID: call.RequestID, Start: e.now(), Format: req.Format, Model: req.Model, Behavior: &b, Request: &req,
+	rec := &Record{RequestID: call.RequestID, Start: e.now(), Format: req.Format, Model: req.Model, Behavior: call.Behavior, Request: &req,
 		KeyID: call.KeyID, Team: call.Team, shadowRun: true, shadowLegacy: j.sr.legacy}
 	var x *exec
 	var served *endpoint

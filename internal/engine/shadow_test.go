@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/shadow"
@@ -279,4 +281,68 @@ func TestShadowConfigErrors(t *testing.T) {
 			t.Errorf("config %+v accepted", c)
 		}
 	}
+}
+
+// TestShadowLegacyStaysOnPrimaryModel: a legacy shadow runs the alias on
+// the plain path — its primary model only — so when that model refuses,
+// the client is served by the fallback model and the shadow reports the
+// refusal instead of falling back too.
+func TestShadowLegacyStaysOnPrimaryModel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &scripted{id: "p", format: llm.FormatAnthropic, script: always(anthropicError(529, "overloaded_error", ""))}
+		s1 := &scripted{id: "s1", format: llm.FormatAnthropic, script: always(anthropicJSON(`{"score":1}`))}
+		h := newHarness(t, p, s1)
+		sink := &shadowSink{}
+		e := h.engine(Options{Observer: sink, Aliases: map[string]Alias{
+			"a": {Models: []string{"m1", "m2"}, Shadow: &shadow.Config{Percent: 100, Target: shadow.Target{Legacy: true}}},
+		}}, append(h.endpoints("m1", "p"), h.endpoints("m2", "s1")...)...)
+		res := call(t, e, ask(llm.FormatAnthropic, "a", false))
+		if res.err != nil || res.text != `{"score":1}` {
+			t.Fatalf("client got %q, %v", res.text, res.err)
+		}
+		clientP := p.count()
+		if err := e.DrainShadows(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got := sink.all()
+		if len(got) != 1 || got[0].Outcome != shadow.OutcomeError || got[0].Target != "legacy" {
+			t.Fatalf("results %+v, want the legacy shadow's refusal", got)
+		}
+		if s1.count() != 1 || p.count() != clientP+1 {
+			t.Errorf("m2 got %d calls (want the client's 1), m1 %d more (want the shadow's 1)", s1.count(), p.count()-clientP)
+		}
+	})
+}
+
+// TestShadowBypassesTheCache: a legacy shadow asks the same model the
+// same question; it must reach the upstream, not be answered from the
+// response cache the client's call filled (a comparison with itself).
+func TestShadowBypassesTheCache(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &scripted{id: "p", format: llm.FormatAnthropic, script: func(n int, _ map[string]any) reply {
+			return anthropicJSON(fmt.Sprintf(`{"n":%d}`, n))
+		}}
+		h := newHarness(t, p)
+		lru, err := cache.New[*CacheEntry](cache.Config{}, time.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sink := &shadowSink{}
+		e := h.engine(Options{Observer: sink, Cache: lru, Aliases: map[string]Alias{
+			"a": {Models: []string{"m1"}, Shadow: &shadow.Config{Percent: 100, Target: shadow.Target{Legacy: true}}},
+		}}, h.endpoints("m1", "p")...)
+		req := ask(llm.FormatAnthropic, "a", false)
+		zero := 0.0
+		req.Temperature = &zero
+		if res := call(t, e, req); res.err != nil || res.rec.Cache != CacheMiss {
+			t.Fatalf("client call: %v, cache %q", res.err, res.rec.Cache)
+		}
+		if err := e.DrainShadows(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got := sink.all()
+		if p.count() != 2 || len(got) != 1 || got[0].Comparison == nil || !got[0].Comparison.Differ() {
+			t.Errorf("upstream calls %d (want 2), results %+v: the shadow must be answered upstream", p.count(), got)
+		}
+	})
 }

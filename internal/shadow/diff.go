@@ -365,7 +365,7 @@ func Similarity(a, b string) float64 {
 	extra := 0
 	if len(ta) > maxSimTokens || len(tb) > maxSimTokens {
 		la, lb := min(len(ta), maxSimTokens), min(len(tb), maxSimTokens)
-		extra = abs(len(ta)-la-(len(tb)-lb))
+		extra = abs(len(ta) - la - (len(tb) - lb))
 		ta, tb = ta[:la], tb[:lb]
 	}
 	dist := levenshtein(ta, tb) + extra
