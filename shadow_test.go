@@ -191,16 +191,40 @@ func TestShadowReportShowsPerturbedField(t *testing.T) {
 }
 
 // TestShadowClientLatencyP99 measures the client's p99 over 1,000 calls
-// (8 concurrent clients, the default simulator's latency: TTFT median
-// 30ms) with 10 % shadowing on and off, interleaved off/on three times;
-// the median of the three p99s on over the median off is the figure
-// (BENCHMARKS.md, target ≤ 1.05). It fails only above 1.15, the noise of
-// a shared 2-core machine; -short skips it.
+// (8 concurrent clients) with 10 % shadowing on and off, interleaved
+// off/on three times; the median of the three p99s on over the median off
+// is the figure (BENCHMARKS.md, target ≤ 1.05). Over the default
+// simulator's latency (TTFT median 30ms) it fails only above 1.15, the
+// noise of a shared 2-core machine; over the zero-latency simulator, where
+// the shadows' CPU is all there is, it is logged, not asserted. -short
+// skips it.
 func TestShadowClientLatencyP99(t *testing.T) {
 	if testing.Short() {
-		t.Skip("about 45 s of load")
+		t.Skip("about 50 s of load")
 	}
-	sc := sim.DefaultConfig()
+	for _, c := range []struct {
+		name   string
+		sc     sim.Config
+		assert bool
+	}{
+		{"default latency", sim.DefaultConfig(), true},
+		{"zero latency", sim.ZeroLatency(), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			off, on := shadowP99s(t, c.sc)
+			med := func(d []time.Duration) time.Duration { s := slices.Clone(d); slices.Sort(s); return s[1] }
+			ratio := float64(med(on)) / float64(med(off))
+			t.Logf("client p99 off %v (median of %v), on %v (median of %v): ratio %.3f", med(off), off, med(on), on, ratio)
+			if c.assert && ratio > 1.15 {
+				t.Errorf("client p99 with shadowing %.3f× without, want ≤ 1.05 (fails above 1.15)", ratio)
+			}
+		})
+	}
+}
+
+// shadowP99s runs 1,000 calls with shadowing off then on, three times,
+// and returns the client p99 of each run.
+func shadowP99s(t *testing.T, sc sim.Config) (off, on []time.Duration) {
 	for i := range sc.Models {
 		if sc.Models[i].Name == "sim-opus" {
 			sc.Models[i].Drift = &sim.Drift{Field: "confidence_score", Share: 0.2, MaxDelta: 0.02}
@@ -231,15 +255,9 @@ func TestShadowClientLatencyP99(t *testing.T) {
 		slices.Sort(lat)
 		return lat[calls*99/100-1]
 	}
-	var off, on []time.Duration
 	for range 3 {
 		off = append(off, run(0))
 		on = append(on, run(10))
 	}
-	med := func(d []time.Duration) time.Duration { s := slices.Clone(d); slices.Sort(s); return s[1] }
-	ratio := float64(med(on)) / float64(med(off))
-	t.Logf("client p99 off %v (median of %v), on %v (median of %v): ratio %.3f", med(off), off, med(on), on, ratio)
-	if ratio > 1.15 {
-		t.Errorf("client p99 with shadowing %.3f× without, want ≤ 1.05 (fails above 1.15)", ratio)
-	}
+	return off, on
 }
