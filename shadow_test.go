@@ -190,33 +190,31 @@ func TestShadowReportShowsPerturbedField(t *testing.T) {
 	t.Logf("report: %s", b)
 }
 
-// TestShadowClientLatencyP99 measures the client's p99 over 1,000 calls
+// BenchmarkShadowClientP99 measures the client's p99 over 1,000 calls
 // (8 concurrent clients) with 10 % shadowing on and off, interleaved
 // off/on three times; the median of the three p99s on over the median off
-// is the figure (BENCHMARKS.md, target ≤ 1.05). Over the default
-// simulator's latency (TTFT median 30ms) it fails only above 1.15, the
-// noise of a shared 2-core machine; over the zero-latency simulator, where
-// the shadows' CPU is all there is, it is logged, not asserted. -short
-// skips it.
-func TestShadowClientLatencyP99(t *testing.T) {
-	if testing.Short() {
-		t.Skip("about 50 s of load")
-	}
+// is the figure (BENCHMARKS.md, target ≤ 1.05): over the default
+// simulator's latency (TTFT median 30ms), and over the zero-latency
+// simulator, where the shadows' CPU is all there is. One iteration takes
+// about 50 s: run it with -benchtime 1x. A benchmark, not a test, because
+// on a shared machine one neighbour's compile moves a p99 by 5×.
+func BenchmarkShadowClientP99(b *testing.B) {
 	for _, c := range []struct {
-		name   string
-		sc     sim.Config
-		assert bool
+		name string
+		sc   sim.Config
 	}{
-		{"default latency", sim.DefaultConfig(), true},
-		{"zero latency", sim.ZeroLatency(), false},
+		{"default_latency", sim.DefaultConfig()},
+		{"zero_latency", sim.ZeroLatency()},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			off, on := shadowP99s(t, c.sc)
+		b.Run(c.name, func(b *testing.B) {
 			med := func(d []time.Duration) time.Duration { s := slices.Clone(d); slices.Sort(s); return s[1] }
-			ratio := float64(med(on)) / float64(med(off))
-			t.Logf("client p99 off %v (median of %v), on %v (median of %v): ratio %.3f", med(off), off, med(on), on, ratio)
-			if c.assert && ratio > 1.15 {
-				t.Errorf("client p99 with shadowing %.3f× without, want ≤ 1.05 (fails above 1.15)", ratio)
+			for range b.N {
+				off, on := shadowP99s(b, c.sc)
+				ratio := float64(med(on)) / float64(med(off))
+				b.Logf("client p99 off %v (median of %v), on %v (median of %v): ratio %.3f", med(off), off, med(on), on, ratio)
+				b.ReportMetric(float64(med(off))/1e6, "p99-off-ms")
+				b.ReportMetric(float64(med(on))/1e6, "p99-on-ms")
+				b.ReportMetric(ratio, "p99-ratio")
 			}
 		})
 	}
@@ -224,7 +222,7 @@ func TestShadowClientLatencyP99(t *testing.T) {
 
 // shadowP99s runs 1,000 calls with shadowing off then on, three times,
 // and returns the client p99 of each run.
-func shadowP99s(t *testing.T, sc sim.Config) (off, on []time.Duration) {
+func shadowP99s(t testing.TB, sc sim.Config) (off, on []time.Duration) {
 	for i := range sc.Models {
 		if sc.Models[i].Name == "sim-opus" {
 			sc.Models[i].Drift = &sim.Drift{Field: "confidence_score", Share: 0.2, MaxDelta: 0.02}
