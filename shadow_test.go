@@ -186,8 +186,9 @@ func TestShadowReportShowsPerturbedField(t *testing.T) {
 	if d.Evaluated != rep.Compared || d.Agree != d.Evaluated-flips || d.Undefined != 0 || d.AgreeShare < 0.9 {
 		t.Errorf("decision %+v, %d flips", d, flips)
 	}
-	b, _ := json.Marshal(rep)
-	t.Logf("report: %s", b)
+	var txt strings.Builder
+	rep.WriteText(&txt)
+	t.Logf("keel shadow report:\n%s", txt.String())
 }
 
 // BenchmarkShadowClientP99 measures the client's p99 over 1,000 calls

@@ -237,7 +237,9 @@ func generate(ctx context.Context, seed int64, req *llm.Request, s sampling, con
 		}
 	}
 	if a.jsonText && s.drift != nil {
-		r := s.rng(h, "drift")
+		// Drawn from the conversation alone, not the call's sample: the
+		// same request drifts the same way however many calls came before.
+		r := newRNG(hashString(h, "drift"))
 		if d := s.drift.apply(strings.Join(text, ""), &r); d != strings.Join(text, "") {
 			text = splitPieces(d)
 		}

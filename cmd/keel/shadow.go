@@ -3,10 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"slices"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -86,53 +82,6 @@ func runShadowReport(cmd *cobra.Command, f *shadowFlags, now time.Time) error {
 		alias = "every alias"
 	}
 	fmt.Fprintf(out, "Shadow report: %s, %s, since %s\n\n", f.db, alias, since.UTC().Format(time.RFC3339))
-	writeShadowText(out, rep)
+	rep.WriteText(out)
 	return nil
 }
-
-// writeShadowText writes rep as the text report.
-func writeShadowText(w io.Writer, rep shadow.Report) {
-	var outcomes []string
-	for _, o := range []string{shadow.OutcomeCompared, shadow.OutcomeError, shadow.OutcomeDropped, shadow.OutcomeShed} {
-		outcomes = append(outcomes, fmt.Sprintf("%s %d", o, rep.Outcomes[o]))
-	}
-	fmt.Fprintf(w, "shadowed calls %d: %s\n", rep.Calls, strings.Join(outcomes, ", "))
-	fmt.Fprintf(w, "answers that differ: %d of %d compared (%s); compared as JSON %d\n", rep.Differ, rep.Compared, pct(rep.Differ, rep.Compared), rep.JSON)
-	fmt.Fprintf(w, "shadow spend: $%.6f (not in the client's spend)\n\n", rep.ShadowCostUSD)
-	if len(rep.Fields) > 0 {
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "field\tcompared\tdiffer\tshare\t|delta| min\tp50\tp90\tmax\tkinds\t")
-		for _, fs := range rep.Fields {
-			var kinds []string
-			for k, n := range fs.Kinds {
-				if k != shadow.Equal {
-					kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
-				}
-			}
-			slices.Sort(kinds)
-			d := []string{"-", "-", "-", "-"}
-			if a := fs.AbsDelta; a != nil {
-				d = []string{num(a.Min), num(a.P50), num(a.P90), num(a.Max)}
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", fs.Path, fs.Compared, fs.Differ, pct(fs.Differ, fs.Compared), d[0], d[1], d[2], d[3], strings.Join(kinds, ", "))
-		}
-		tw.Flush()
-		fmt.Fprintln(w)
-	}
-	for _, d := range rep.Decisions {
-		fmt.Fprintf(w, "decision rule %q: agrees in %d of %d (%s); true on primary %d, on shadow %d; undefined on either %d\n",
-			d.Rule, d.Agree, d.Evaluated, pct(d.Agree, d.Evaluated), d.PrimaryTrue, d.ShadowTrue, d.Undefined)
-	}
-	if s := rep.TextSimilarity; s != nil {
-		fmt.Fprintf(w, "text similarity (%d answers compared as text): min %s, p50 %s, p90 %s, max %s\n", s.N, num(s.Min), num(s.P50), num(s.P90), num(s.Max))
-	}
-}
-
-func pct(n, of int) string {
-	if of == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f %%", 100*float64(n)/float64(of))
-}
-
-func num(x float64) string { return fmt.Sprintf("%.4g", x) }
