@@ -116,8 +116,9 @@ type Comparison struct {
 	// as text and only Similarity is set.
 	JSON   bool        `json:"json"`
 	Fields []FieldDiff `json:"fields,omitempty"`
-	// Similarity is the text similarity of the two answers (1 identical,
-	// 0 nothing in common), for text answers.
+	// Similarity is, for text answers, their text similarity (1
+	// identical, 0 nothing in common; see Similarity); for JSON answers,
+	// the share of fields that are equal.
 	Similarity float64 `json:"similarity"`
 	// RulePrimary and RuleShadow are the decision rule's verdicts on each
 	// answer (Undefined when there is no rule).
@@ -164,10 +165,15 @@ func Compare(primary, shadow string, rule *Rule) *Comparison {
 	d.walk(nil, pv, sv, true, true)
 	c.Fields = d.out
 	slices.SortFunc(c.Fields, func(a, b FieldDiff) int { return strings.Compare(a.Path, b.Path) })
-	if c.Differ() {
-		c.Similarity = Similarity(primary, shadow)
-	} else {
-		c.Similarity = 1
+	equal := 0
+	for _, f := range c.Fields {
+		if f.Kind == Equal {
+			equal++
+		}
+	}
+	c.Similarity = 1
+	if len(c.Fields) > 0 {
+		c.Similarity = float64(equal) / float64(len(c.Fields))
 	}
 	return c
 }

@@ -138,3 +138,10 @@ func TestBuild(t *testing.T) {
 		t.Error("empty report must list no fields")
 	}
 }
+
+func TestCompareJSONSimilarityIsEqualShare(t *testing.T) {
+	c := Compare(`{"a":1,"b":2,"c":3,"d":4}`, `{"a":1,"b":2,"c":3,"d":5}`, nil)
+	if c.Similarity != 0.75 {
+		t.Errorf("Similarity = %g, want 0.75 (3 of 4 fields equal)", c.Similarity)
+	}
+}
