@@ -213,11 +213,14 @@ func BenchmarkShadowClientP99(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			med := func(d []time.Duration) time.Duration { s := slices.Clone(d); slices.Sort(s); return s[1] }
 			for range b.N {
-				var off, on []time.Duration
+				var off, on, cOff, cOn []time.Duration
 				for range 3 {
-					f, n := shadowP99s(b, c.sc)
-					off, on = append(off, f), append(on, n)
+					f, n, cf, cn := shadowP99s(b, c.sc)
+					off, on, cOff, cOn = append(off, f), append(on, n), append(cOff, cf), append(cOn, cn)
 				}
+				b.Logf("CPU per client call off %v (median of %v), on %v (median of %v)", med(cOff), cOff, med(cOn), cOn)
+				b.ReportMetric(float64(med(cOff))/1e3, "cpu-off-µs/call")
+				b.ReportMetric(float64(med(cOn))/1e3, "cpu-on-µs/call")
 				ratio := float64(med(on)) / float64(med(off))
 				b.Logf("client p99 off %v (median of %v), on %v (median of %v): ratio %.3f", med(off), off, med(on), on, ratio)
 				b.ReportMetric(float64(med(off))/1e6, "p99-off-ms")
@@ -230,8 +233,9 @@ func BenchmarkShadowClientP99(b *testing.B) {
 
 // shadowP99s runs 1,000 calls on a mesh with shadowing off and 1,000 on
 // one with it on, in alternating rounds of 50, and returns each one's
-// client p99.
-func shadowP99s(t testing.TB, sc sim.Config) (off, on time.Duration) {
+// client p99 and process CPU per call (the in-process simulator's
+// included: the on mesh's shadows are drained inside its rounds).
+func shadowP99s(t testing.TB, sc sim.Config) (off, on, cpuOff, cpuOn time.Duration) {
 	for i := range sc.Models {
 		if sc.Models[i].Name == "sim-opus" {
 			sc.Models[i].Drift = &sim.Drift{Field: "confidence_score", Share: 0.2, MaxDelta: 0.02}
@@ -240,9 +244,11 @@ func shadowP99s(t testing.TB, sc sim.Config) (off, on time.Duration) {
 	const calls, clients, round = 1000, 8, 50
 	meshes := [2]*keel.Mesh{shadowMesh(t, sc, 0, ""), shadowMesh(t, sc, 10, "")}
 	var lat [2][]time.Duration
+	var cpu [2]time.Duration
 	var mu sync.Mutex
 	for r := range calls / round {
 		for k, m := range meshes {
+			cpu0 := processCPU()
 			var wg sync.WaitGroup
 			for c := range clients {
 				wg.Go(func() {
@@ -265,11 +271,13 @@ func shadowP99s(t testing.TB, sc sim.Config) (off, on time.Duration) {
 				m.Engine().DrainShadows(ctx)
 				cancel()
 			}
+			cpu[k] += processCPU() - cpu0
 		}
 	}
 	for _, m := range meshes {
 		m.Close()
 	}
 	p99 := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)*99/100-1] }
-	return p99(lat[0]), p99(lat[1])
+	return p99(lat[0]), p99(lat[1]), cpu[0] / calls, cpu[1] / calls
 }
+
