@@ -280,4 +280,3 @@ func shadowP99s(t testing.TB, sc sim.Config) (off, on, cpuOff, cpuOn time.Durati
 	p99 := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)*99/100-1] }
 	return p99(lat[0]), p99(lat[1]), cpu[0] / calls, cpu[1] / calls
 }
-
