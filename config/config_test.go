@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/resilience"
+	"github.com/keelmesh/keel/internal/shadow"
 )
 
 func TestLoadFull(t *testing.T) {
@@ -90,7 +91,8 @@ func TestLoadFull(t *testing.T) {
 			},
 		},
 		Aliases: []Alias{
-			{Name: "smart", Models: []string{"claude-sonnet-4-5", "claude-haiku-4-5", "qwen2.5-72b"}, Strategy: "ordered"},
+			{Name: "smart", Models: []string{"claude-sonnet-4-5", "claude-haiku-4-5", "qwen2.5-72b"}, Strategy: "ordered",
+				Shadow: &shadow.Config{Percent: 5, Target: shadow.Target{Legacy: true}, DecisionRule: "confidence_score >= 0.8"}},
 			{Name: "fast", Models: []string{"claude-haiku-4-5", "qwen2.5-72b"}, Strategy: "latency"},
 		},
 		Resilience: Resilience{
@@ -101,6 +103,7 @@ func TestLoadFull(t *testing.T) {
 			Breaker:     resilience.BreakerConfig{ConsecutiveFailures: 3, OpenFor: 10 * time.Second},
 		},
 		RequestLog: RequestLog{Path: "keel-requests.db"},
+		Shadow:     Shadow{Store: "keel-shadow.db"},
 		Redis:      Redis{URL: "redis://127.0.0.1:6379/0", KeyPrefix: "keel-prod:", Timeout: DefaultRedisTimeout},
 	}
 	if d := diff(got, want); d != "" {
