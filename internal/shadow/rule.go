@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Rule is a parsed decision rule: a boolean expression over an answer's
@@ -17,15 +18,18 @@ import (
 //
 // The grammar:
 //
-//	expr    = and { "||" and }
-//	and     = unary { "&&" unary }
-//	unary   = "!" unary | "(" expr ")" | cmp
+//	expr    = and { ("||" | "or") and }
+//	and     = unary { ("&&" | "and") unary }
+//	unary   = ("!" | "not") unary | "(" expr ")" | cmp
 //	cmp     = path [ op literal ]          (a bare path tests for true)
 //	path    = name { "." name | "[" digits "]" }
 //	op      = "==" | "!=" | "<" | "<=" | ">" | ">="
-//	literal = number | "string" (JSON escapes) | true | false | null
+//	literal = number | "string" (JSON escapes) | 'string' | true | false | null
 //
-// A name is letters, digits and underscores, not starting with a digit.
+// A name is letters, digits and underscores, not starting with a digit;
+// and, or and not are the operators (as people write them in Python and
+// SQL), not field names. A 'single-quoted' string has no escapes but \'
+// and \\.
 // A Rule is immutable and safe for concurrent use.
 type Rule struct {
 	root node
@@ -39,10 +43,18 @@ const (
 	maxRuleDepth = 64
 )
 
-// ParseRule parses s (see Rule for the grammar).
-func ParseRule(s string) (*Rule, error) {
-	if len(s) > maxRuleLen {
-		return nil, fmt.Errorf("rule is %d bytes, longer than %d", len(s), maxRuleLen)
+// ParseRule parses s (see Rule for the grammar), which must be UTF-8.
+func ParseRule(s string) (*Rule, error) { return parseRule(s, maxRuleLen) }
+
+// parseRule is ParseRule with a length bound: a canonical form may be
+// longer than its source (a string's quotes and control characters are
+// escaped in it), so the tests parse one back with a larger bound.
+func parseRule(s string, maxLen int) (*Rule, error) {
+	if len(s) > maxLen {
+		return nil, fmt.Errorf("rule is %d bytes, longer than %d", len(s), maxLen)
+	}
+	if !utf8.ValidString(s) {
+		return nil, fmt.Errorf("rule is not valid UTF-8")
 	}
 	p := &parser{src: s}
 	p.next()
@@ -358,6 +370,23 @@ func (p *parser) next() {
 			p.pos++
 		}
 		p.tok = token{kind: tNum, text: p.src[start:p.pos], pos: start}
+	case c == '\'':
+		p.pos++
+		var b strings.Builder
+		for p.pos < len(p.src) && p.src[p.pos] != '\'' {
+			if p.src[p.pos] == '\\' && p.pos+1 < len(p.src) && (p.src[p.pos+1] == '\'' || p.src[p.pos+1] == '\\') {
+				p.pos++
+			}
+			b.WriteByte(p.src[p.pos])
+			p.pos++
+		}
+		if p.pos >= len(p.src) {
+			p.tok = token{kind: tBad, text: p.src[start:], pos: start}
+			return
+		}
+		p.pos++
+		q, _ := json.Marshal(b.String())
+		p.tok = token{kind: tStr, text: string(q), pos: start}
 	case c == '"':
 		p.pos++
 		for p.pos < len(p.src) && p.src[p.pos] != '"' {
@@ -389,7 +418,12 @@ func isNameByte(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
-func (p *parser) is(op string) bool { return p.tok.kind == tOp && p.tok.text == op }
+// words are the operators spelled as words.
+var words = map[string]string{"and": "&&", "or": "||", "not": "!"}
+
+func (p *parser) is(op string) bool {
+	return p.tok.kind == tOp && p.tok.text == op || p.tok.kind == tName && words[p.tok.text] == op
+}
 
 func (p *parser) expr(depth int) (node, error) {
 	if depth > maxRuleDepth {
@@ -454,7 +488,7 @@ func (p *parser) unary(depth int) (node, error) {
 }
 
 func (p *parser) cmp() (node, error) {
-	if p.tok.kind != tName {
+	if p.tok.kind != tName || words[p.tok.text] != "" {
 		if p.tok.kind == tEOF {
 			return nil, p.errf("want a field name, got the end")
 		}

@@ -30,6 +30,13 @@ var ruleCases = []struct {
 	{name: "bool literal", rule: "a != false", doc: `{"a":true}`, want: True},
 	{name: "negative number", rule: "a > -1.5e0", doc: `{"a":-1}`, want: True},
 	{name: "escaped string", rule: `a == "say \"hi\""`, doc: `{"a":"say \"hi\""}`, want: True},
+	{name: "no spaces", rule: "confidence_score>=0.8", doc: `{"confidence_score":0.9}`, want: True},
+	{name: "single quotes", rule: "risk_level == 'high'", doc: `{"risk_level":"high"}`, want: True},
+	{name: "single quotes escaped", rule: `a == 'it\'s'`, doc: `{"a":"it's"}`, want: True},
+	{name: "words", rule: `confidence_score >= 0.8 and not (risk_level == "low" or flags.manual)`, doc: `{"confidence_score":0.9,"risk_level":"high","flags":{"manual":false}}`, want: True},
+	{name: "word is not a field", rule: "and > 1", err: true},
+	{name: "unclosed single quote", rule: "a == 'x", err: true},
+	{name: "not UTF-8", rule: "a == '\xe5'", err: true},
 	{name: "empty", rule: "", err: true},
 	{name: "no literal", rule: "a >=", err: true},
 	{name: "bad literal", rule: "a >= b", err: true},
@@ -58,7 +65,7 @@ func TestDecisionRule(t *testing.T) {
 			if got := r.Eval(v); got != tt.want {
 				t.Errorf("Eval(%s) on %s = %v, want %v", r, tt.doc, got, tt.want)
 			}
-			r2, err := ParseRule(r.String())
+			r2, err := parseRule(r.String(), 8*maxRuleLen)
 			if err != nil || r2.String() != r.String() {
 				t.Errorf("canonical form %q does not parse back to itself: %v", r, err)
 			}
@@ -77,7 +84,7 @@ func FuzzDecisionRule(f *testing.F) {
 		if err != nil {
 			return
 		}
-		r2, err := ParseRule(r.String())
+		r2, err := parseRule(r.String(), 8*maxRuleLen) // a canonical string may be longer (escapes)
 		if err != nil {
 			t.Fatalf("canonical %q of %q does not parse: %v", r, rule, err)
 		}
