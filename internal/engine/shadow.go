@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
@@ -122,6 +123,10 @@ type shadowPool struct {
 	workers int
 	shedAt  int64
 	timeout time.Duration
+	// running counts shadows a worker has taken the generation for: a
+	// client call over the threshold sheds only when one is (so sustained
+	// load takes no lock per call).
+	running atomic.Int64
 
 	mu sync.Mutex // guards following
 	// ctx is the current generation: shed cancels it and starts another.
@@ -248,7 +253,10 @@ func (e *Engine) newShadows(aliases map[string]Alias, o ShadowOptions) error {
 // flight, sheds shadows when too many are, and says whether this call is
 // shadowed (recorded in rec).
 func (e *Engine) shadowStart(req *llm.Request, call Call, rec *Record) {
-	if n := e.inflight.Add(1); n > e.shadows.shedAt {
+	if n := e.inflight.Add(1); n > e.shadows.shedAt && e.shadows.running.Load() > 0 {
+		// A worker counts itself running before it reads the generation
+		// and then the calls in flight: either it sees this call, or this
+		// call sees it and cancels the generation it read.
 		e.shadows.shed(errShed)
 	}
 	rec.inflight = true
@@ -295,20 +303,24 @@ func (e *Engine) shadowWorker() {
 				e.shadows.add(-1)
 				return
 			}
-			if e.inflight.Load() > e.shadows.shedAt {
+			p := e.shadows
+			p.running.Add(1)
+			gen := p.generation()
+			if e.inflight.Load() > p.shedAt {
 				e.events.shadow(e.shadowResult(j, shadow.OutcomeShed))
 			} else {
-				e.events.shadow(e.runShadow(j))
+				e.events.shadow(e.runShadow(gen, j))
 			}
-			e.shadows.add(-1)
+			p.running.Add(-1)
+			p.add(-1)
 		}
 	}
 }
 
-// runShadow sends j's request on its shadow path and compares the answers.
-func (e *Engine) runShadow(j *shadowJob) shadow.Result {
+// runShadow sends j's request on its shadow path, under the pool's
+// generation gen, and compares the answers.
+func (e *Engine) runShadow(gen context.Context, j *shadowJob) shadow.Result {
 	res := e.shadowResult(j, shadow.OutcomeCompared)
-	gen := e.shadows.generation()
 	if e.closed.Load() {
 		// Close sets closed before it cancels the generation: a worker that
 		// took the new one after that sees closed here.
