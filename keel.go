@@ -13,6 +13,7 @@ package keel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -65,6 +66,7 @@ type Mesh struct {
 	debug    *debugtrace.Store
 	dash     *dashboard.Dashboard
 	reqlog   *sqlite.Log
+	shadows  *sqlite.ShadowStore
 	keys     *keys.Manager
 	keyStore *sqlite.KeyStore
 	shared   *redisstore.Store
@@ -131,7 +133,7 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 	}
 	aliases := map[string]engine.Alias{}
 	for _, a := range cfg.Aliases {
-		aliases[a.Name] = engine.Alias{Models: a.Models, Strategy: a.Strategy, Translation: a.Translation, Tiering: engineTiering(a.Tiering)}
+		aliases[a.Name] = engine.Alias{Models: a.Models, Strategy: a.Strategy, Translation: a.Translation, Tiering: engineTiering(a.Tiering), Shadow: a.Shadow}
 	}
 	if t := autoTiering(cfg); t != nil {
 		aliases[config.AutoAlias] = engine.Alias{Tiering: engineTiering(t)}
@@ -221,6 +223,7 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 		Passthrough: pass, Resilience: resilienceOptions(cfg.Resilience), Structured: sopts,
 		Fragment: fragmentOptions(cfg.Fragmentation), StructuredMetrics: m.smetrics, Calibrations: cals, ParamPolicy: normalize.Policy(cfg.Normalization.ParameterPolicy),
 		DisableNormalization: cfg.Normalization.Enabled != nil && !*cfg.Normalization.Enabled,
+		Shadow:               engine.ShadowOptions{Workers: cfg.Shadow.Workers, Queue: cfg.Shadow.Queue, ShedInflight: cfg.Shadow.ShedInflight, Timeout: cfg.Shadow.Timeout.Std()},
 		Observer:             observer, Now: o.now,
 		Classify: clf.Domain, Complexity: clf.Complexity})
 	if err != nil {
@@ -429,6 +432,10 @@ func (m *Mesh) Close() error {
 		if m.reqlog != nil {
 			err = m.reqlog.Close()
 		}
+		if m.shadows != nil {
+			// After the engine: its shadow workers have stopped.
+			err = errors.Join(err, m.shadows.Close())
+		}
 		if m.tracer != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			m.tracer.Shutdown(ctx)
@@ -528,6 +535,14 @@ func (m *Mesh) observability(cfg *config.Config, o options) (engine.Observer, []
 		}
 		m.reqlog = l
 		obs = append(obs, l)
+	}
+	if s := cfg.Shadow; s.Store != "" {
+		st, err := sqlite.OpenShadow(sqlite.ShadowConfig{Path: s.Store, RetentionDays: s.RetentionDays, Logger: o.logger})
+		if err != nil {
+			return nil, nil, fmt.Errorf("shadow.store: %w", err)
+		}
+		m.shadows = st
+		obs = append(obs, st)
 	}
 	if v := cfg.Resilience.SafetyValve; v.Webhook != "" && !v.Disabled {
 		a, err := alert.New(alert.Options{URL: v.Webhook, Logger: o.logger})

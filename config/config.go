@@ -17,7 +17,8 @@
 //
 // The package imports only the standard library, github.com/goccy/go-yaml and
 // Keel's policy packages, which import only the standard library
-// (internal/resilience; internal/health is allowed too).
+// (internal/resilience, internal/pricing, internal/cache, internal/shadow;
+// internal/health is allowed too).
 package config
 
 import (
@@ -29,6 +30,7 @@ import (
 	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/resilience"
+	"github.com/keelmesh/keel/internal/shadow"
 )
 
 // Defaults. A zero field in a Config means the default listed here; ApplyDefaults
@@ -117,6 +119,9 @@ type Config struct {
 	Keys Keys `yaml:"keys"`
 	// Cache configures the exact response cache.
 	Cache Cache `yaml:"cache"`
+	// Shadow sizes the pool that runs the aliases' shadow calls
+	// (aliases[].shadow) and says where their comparisons are stored.
+	Shadow Shadow `yaml:"shadow"`
 
 	// src locates keys in the file this Config was parsed from; nil when built in code.
 	src *source
@@ -592,6 +597,31 @@ type Alias struct {
 	// Tiering, when set, routes each call by its prompt's complexity to one
 	// of three models; Models may then be omitted.
 	Tiering *Tiering `yaml:"tiering"`
+	// Shadow, when set, also sends a share of the alias's calls (sticky
+	// by key) on a shadow path — a model, another alias or the legacy
+	// path — after the client has its answer, and diffs the answers
+	// (see shadow.Config and docs/config.md).
+	Shadow *shadow.Config `yaml:"shadow"`
+}
+
+// Shadow is the shadow pool and store (the policy is per alias).
+type Shadow struct {
+	// Store is the SQLite file comparisons are written to (keel shadow
+	// report reads it); empty, the default, stores none (the metrics still
+	// count them).
+	Store string `yaml:"store"`
+	// RetentionDays is how long comparisons are kept; default 30.
+	RetentionDays int `yaml:"retention_days"`
+	// Workers run shadow calls; default 2.
+	Workers int `yaml:"workers"`
+	// Queue bounds shadow calls waiting for a worker; a full queue drops
+	// (and counts) the next one; default 64.
+	Queue int `yaml:"queue"`
+	// ShedInflight: while more client calls than this are in flight, every
+	// queued and running shadow is cancelled; default 64.
+	ShedInflight int `yaml:"shed_inflight"`
+	// Timeout is each shadow call's deadline; default 30s.
+	Timeout Duration `yaml:"timeout"`
 }
 
 // Tiering is an alias's complexity tiering: Keel's local classifier reads

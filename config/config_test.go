@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/resilience"
+	"github.com/keelmesh/keel/internal/shadow"
 )
 
 func TestLoadFull(t *testing.T) {
@@ -90,7 +91,8 @@ func TestLoadFull(t *testing.T) {
 			},
 		},
 		Aliases: []Alias{
-			{Name: "smart", Models: []string{"claude-sonnet-4-5", "claude-haiku-4-5", "qwen2.5-72b"}, Strategy: "ordered"},
+			{Name: "smart", Models: []string{"claude-sonnet-4-5", "claude-haiku-4-5", "qwen2.5-72b"}, Strategy: "ordered",
+				Shadow: &shadow.Config{Percent: 5, Target: shadow.Target{Legacy: true}, DecisionRule: "confidence_score >= 0.8"}},
 			{Name: "fast", Models: []string{"claude-haiku-4-5", "qwen2.5-72b"}, Strategy: "latency"},
 		},
 		Resilience: Resilience{
@@ -101,6 +103,7 @@ func TestLoadFull(t *testing.T) {
 			Breaker:     resilience.BreakerConfig{ConsecutiveFailures: 3, OpenFor: 10 * time.Second},
 		},
 		RequestLog: RequestLog{Path: "keel-requests.db"},
+		Shadow:     Shadow{Store: "keel-shadow.db"},
 		Redis:      Redis{URL: "redis://127.0.0.1:6379/0", KeyPrefix: "keel-prod:", Timeout: DefaultRedisTimeout},
 	}
 	if d := diff(got, want); d != "" {
@@ -317,6 +320,11 @@ func TestParseErrors(t *testing.T) {
 			name: "unknown key nested with suggestion",
 			yaml: "providers:\n  - name: a\n    type: openai\n    timeout: {connect: 1s}\n",
 			want: []string{`keel.yaml:4:5: providers[0].timeout: unknown key (did you mean "timeouts"?)`},
+		},
+		{
+			name: "unknown key in an alias's shadow",
+			yaml: "aliases:\n  - name: a\n    shadow:\n      percentage: 10\n",
+			want: []string{`keel.yaml:4:7: aliases[0].shadow.percentage: unknown key (did you mean "percent"?)`},
 		},
 		{
 			name: "unknown top-level key with suggestion",

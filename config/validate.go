@@ -16,6 +16,7 @@ import (
 	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/resilience"
+	"github.com/keelmesh/keel/internal/shadow"
 )
 
 // Validate checks the whole configuration and returns every problem found,
@@ -497,6 +498,42 @@ func (v *validator) aliases() {
 		case "", StrategyOrdered, StrategyLatency:
 		default:
 			v.add(base+".strategy", "expected ordered or latency, got %q", a.Strategy)
+		}
+		if a.Shadow != nil {
+			v.shadow(base+".shadow", a.Shadow)
+		}
+	}
+	s := v.c.Shadow
+	v.nonNegative("shadow.retention_days", int64(s.RetentionDays))
+	v.nonNegative("shadow.workers", int64(s.Workers))
+	v.nonNegative("shadow.queue", int64(s.Queue))
+	v.nonNegative("shadow.shed_inflight", int64(s.ShedInflight))
+	v.duration("shadow.timeout", s.Timeout)
+}
+
+// shadow checks an alias's shadow policy key by key.
+func (v *validator) shadow(base string, s *shadow.Config) {
+	if !(s.Percent >= 0 && s.Percent <= 100) {
+		v.add(base+".percent", "expected 0-100, got %g", s.Percent)
+	}
+	t := s.Target
+	n := 0
+	for _, set := range []bool{t.Model != "", t.Alias != "", t.Legacy} {
+		if set {
+			n++
+		}
+	}
+	switch {
+	case n != 1:
+		v.add(base+".target", "set exactly one of model, alias or legacy: true")
+	case t.Model != "" && v.c.Model(t.Model) == nil:
+		v.add(base+".target.model", "unknown model %q%s", t.Model, v.didYouMean(t.Model, v.modelNames()))
+	case t.Alias != "" && v.c.Alias(t.Alias) == nil && t.Alias != AutoAlias:
+		v.add(base+".target.alias", "unknown alias %q", t.Alias)
+	}
+	if s.DecisionRule != "" {
+		if _, err := shadow.ParseRule(s.DecisionRule); err != nil {
+			v.add(base+".decision_rule", "%v", err)
 		}
 	}
 }

@@ -340,6 +340,35 @@ aliases:
 			},
 		},
 		{
+			name: "alias shadow",
+			yaml: `providers: [{name: a, type: openai}]
+models:
+  - {name: m1, endpoints: [{provider: a}]}
+  - {name: m2, endpoints: [{provider: a}]}
+aliases:
+  - name: x
+    models: [m1]
+    shadow: {percent: 110, target: {model: m3}, decision_rule: "confidence_score >="}
+  - name: y
+    models: [m1]
+    shadow:
+      percent: 10
+      target: {model: m2, legacy: true}
+  - name: z
+    models: [m1]
+    shadow: {percent: 0.5, target: {alias: y}, decision_rule: "confidence_score >= 0.8"}
+shadow: {workers: -1, timeout: -1s}
+`,
+			want: []string{
+				`keel.yaml:8:14: aliases[0].shadow.percent: expected 0-100, got 110`,
+				`keel.yaml:8:37: aliases[0].shadow.target.model: unknown model "m3" (did you mean "m1"?)`,
+				`keel.yaml:8:49: aliases[0].shadow.decision_rule: decision rule at byte 19: want a literal after >=, got ""`,
+				`keel.yaml:13:7: aliases[1].shadow.target: set exactly one of model, alias or legacy: true`,
+				`keel.yaml:17:10: shadow.workers: must not be negative, got -1`,
+				`keel.yaml:17:23: shadow.timeout: must not be negative, got -1s`,
+			},
+		},
+		{
 			name: "aliases",
 			yaml: `providers: [{name: a, type: openai}]
 models:

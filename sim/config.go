@@ -133,6 +133,10 @@ type ModelSpec struct {
 	// replaces both, e.g. for an OpenAI-compatible server such as vLLM that
 	// has no such cap. The 32 MiB body limit holds either way.
 	MaxMessages int `json:"max_messages,omitempty"`
+	// Drift, when set, perturbs one numeric field of a share of the
+	// model's JSON answers by a bounded amount, as a newer version of a
+	// model does (see Drift). Nil, the default, leaves answers exact.
+	Drift *Drift `json:"drift,omitempty"`
 }
 
 // Price is in US dollars per million tokens.
@@ -373,6 +377,11 @@ func (c *Config) Validate() error {
 		}
 		if m.MaxMessages < 0 {
 			return fmt.Errorf("%s.max_messages: %d is negative", p, m.MaxMessages)
+		}
+		if m.Drift != nil {
+			if err := m.Drift.validate(); err != nil {
+				return fmt.Errorf("%s.drift.%w", p, err)
+			}
 		}
 		if err := validStructuredOutputs(m.StructuredOutputs); err != nil {
 			return fmt.Errorf("%s.structured_outputs: %w", p, err)

@@ -53,7 +53,9 @@
 // input; with probability ExtractionErrorRate (plus ExtractionErrorPerKTok
 // per thousand input tokens) per call and field the value is wrong, so
 // fragment fusion and tiering have a ground truth to be scored against
-// (TierQuality sets the three tiers apart).
+// (TierQuality sets the three tiers apart). A model's Drift moves one
+// numeric field of a share of its JSON answers by a bounded amount, as a
+// new version of a model does; shadow comparison is measured on it.
 //
 // Each endpoint (a model in a region) has a finite number of slots with a
 // FIFO queue beyond them, a lognormal time to first token, a per-token

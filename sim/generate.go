@@ -236,6 +236,14 @@ func generate(ctx context.Context, seed int64, req *llm.Request, s sampling, con
 			text = continueSampled(text, prefill)
 		}
 	}
+	if a.jsonText && s.drift != nil {
+		// Drawn from the conversation alone, not the call's sample: the
+		// same request drifts the same way however many calls came before.
+		r := newRNG(hashString(h, "drift"))
+		if d := s.drift.apply(strings.Join(text, ""), &r); d != strings.Join(text, "") {
+			text = splitPieces(d)
+		}
+	}
 	a.blocks = append(a.blocks, genBlock{tokens: text})
 	for i, t := range calls {
 		th := hashString(h^uint64(i+1)*0x9e3779b97f4a7c15, t.Name)

@@ -109,6 +109,8 @@ type sampling struct {
 	errRate    float64
 	errPerKTok float64
 	sample     uint64
+	// drift is the model's Drift (nil: none).
+	drift *Drift
 }
 
 // samplingFor returns the sampling of one call of spec (nil: defaults).
@@ -121,6 +123,7 @@ func samplingFor(spec *ModelSpec, req *llm.Request, sample uint64) sampling {
 		s.p = WordChangeProbability(spec.EffectiveTemperature(*req.Temperature))
 	}
 	s.errRate, s.errPerKTok = spec.ExtractionErrorRate, spec.ExtractionErrorPerKTok
+	s.drift = spec.Drift
 	return s
 }
 

@@ -27,6 +27,6 @@ func rootCmd() *cobra.Command {
 	root.AddCommand(serveCmd(), simCmd())
 	root.AddCommand(benchCmd(), demoCmd())
 	root.AddCommand(reportCmd(), keysCmd())
-	root.AddCommand(calibrateCmd())
+	root.AddCommand(calibrateCmd(), shadowCmd())
 	return root
 }

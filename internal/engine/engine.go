@@ -3,7 +3,8 @@
 // health, sends attempts through the provider client with budgeted retries,
 // per-endpoint breakers and hedging, continues a stream that breaks
 // mid-way on another endpoint, and hands back one answer or one coherent
-// stream.
+// stream. A share of an alias's calls may also be sent on a shadow path
+// once the client has its answer, and the answers diffed (shadow.go).
 //
 // An Engine is safe for concurrent use. Do blocks until an answer (or the
 // first content event of a stream) arrives or ctx ends. The engine imports
@@ -36,6 +37,7 @@ import (
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/route"
+	"github.com/keelmesh/keel/internal/shadow"
 	"github.com/keelmesh/keel/internal/structured"
 	"github.com/keelmesh/keel/internal/wire/translate"
 )
@@ -51,6 +53,9 @@ type Alias struct {
 	// (tiering.go); Models may then be empty: the chain is Middle, Strong,
 	// Cheap.
 	Tiering *Tiering
+	// Shadow, when set, also sends a share of the alias's calls on a
+	// shadow path and compares the answers (shadow.go).
+	Shadow *shadow.Config
 }
 
 // Options configure an Engine. Zero values are the documented defaults.
@@ -106,6 +111,9 @@ type Options struct {
 	Cache Cache
 	// CachePolicy says which requests are safe to cache.
 	CachePolicy cache.Policy
+	// Shadow sizes the pool that runs the aliases' shadow calls (used
+	// only when an alias has a Shadow).
+	Shadow ShadowOptions
 }
 
 // Resilience tunes retries, hedging, breakers and health.
@@ -190,6 +198,10 @@ type Engine struct {
 	passthrough []*provider.Endpoint
 	// chain is the attempt path, folded once (see step).
 	chain step
+	// shadows runs shadow calls; nil when no alias has a shadow.
+	shadows *shadowPool
+	// inflight counts client calls in flight (kept only with shadows).
+	inflight atomic.Int64
 }
 
 // ModelInfo describes a name clients may call.
@@ -338,6 +350,10 @@ func New(o Options) (*Engine, error) {
 		e.models = append(e.models, ModelInfo{Name: a, Alias: true, Capability: first.Capability, ContextWindow: first.ContextWindow, Regions: first.Regions})
 	}
 	sort.SliceStable(e.models, func(i, j int) bool { return e.models[i].Name < e.models[j].Name })
+	if err := e.newShadows(o.Aliases, o.Shadow); err != nil {
+		e.Close()
+		return nil, err
+	}
 	if e.shared != nil {
 		e.shared.Start(e.applyShared, e.sharedNow)
 		e.probes.Add(1)
@@ -436,6 +452,9 @@ type Outcome struct {
 func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome, error) {
 	rec := &Record{RequestID: call.RequestID, Start: e.now(), Format: req.Format, Model: req.Model, Stream: req.Stream, Behavior: call.Behavior, TraceParent: call.TraceParent, Request: req,
 		KeyID: call.KeyID, Team: call.Team, done: call.Done}
+	if e.shadows != nil {
+		e.shadowStart(req, call, rec)
+	}
 	var x *exec
 	var served *endpoint
 	cancel := context.CancelFunc(func() {})
@@ -491,7 +510,10 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 		tiers = rs.tiers
 		rs, tier = e.tierRoute(rs, promptText(req), rec)
 	}
-	cu := e.cacheFor(req, call, rec)
+	var cu cacheUse
+	if !rec.shadowRun {
+		cu = e.cacheFor(req, call, rec)
+	}
 	if cu.read {
 		if ent, ok := e.cache.Get(cu.key); ok {
 			return e.cacheHit(ctx, rs, req, call, rec, ent, xp)
@@ -504,8 +526,10 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 	if timeout > 0 {
 		ctx, *cancel = context.WithTimeoutCause(ctx, timeout, errDeadline)
 	}
-	rs.retries.OnRequest()
-	rs.hedges.OnRequest()
+	if !rec.shadowRun {
+		rs.retries.OnRequest()
+		rs.hedges.OnRequest()
+	}
 	rec.PrimaryModel, rec.primaryCap = rs.cands[0].Model, rs.cands[0].Capability
 	if b := call.Behavior; b != nil && b.CalibrationID != "" {
 		if _, ok := e.cals.ByID(b.CalibrationID); e.cals == nil || !ok {
@@ -522,7 +546,11 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 	x.tiers, x.tier = tiers, tier
 	x.policy = e.policy(rs, call.Behavior)
 	x.policy.Domain = rec.Domain
+	x.shadow = rec.shadowRun
 	rec.Stage = e.stageFor(req, call)
+	if rec.shadowLegacy {
+		rec.Stage = StageMonitor
+	}
 	if rec.Stage == StageMonitor || !e.valve.cfg.Disabled && e.valve.open(rec.Start) {
 		// Monitor-only rollout, or the safety valve is open: the plain
 		// path to the primary model.
@@ -673,16 +701,7 @@ func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
 		rec.Err = ae
 		rec.Status = ae.Status
 	}
-	// Cost: what every attempt that reported usage cost, or the serving
-	// endpoint's price for the usage the client got when more.
-	var sum float64
-	for _, a := range rec.Attempts {
-		sum += a.Cost
-	}
-	rec.Cost = sum
-	if served != nil {
-		rec.Cost = max(sum, e.cost(served, rec.Usage))
-	}
+	rec.Cost = e.callCost(rec, served)
 	if rec.done != nil {
 		rec.done(rec)
 	}
@@ -699,12 +718,31 @@ func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
 	if e.obs != nil {
 		e.obs.RequestDone(rec)
 	}
+	if e.shadows != nil {
+		e.shadowFinish(rec)
+	}
+}
+
+// callCost is what every attempt of rec that reported usage cost, or the
+// serving endpoint's price for the usage the client got when more.
+func (e *Engine) callCost(rec *Record, served *endpoint) float64 {
+	var sum float64
+	for _, a := range rec.Attempts {
+		sum += a.Cost
+	}
+	if served != nil {
+		return max(sum, e.cost(served, rec.Usage))
+	}
+	return sum
 }
 
 // Close stops the engine's background probers. Calls in flight finish.
 func (e *Engine) Close() {
 	if e.closed.CompareAndSwap(false, true) {
 		close(e.stop)
+		if e.shadows != nil {
+			e.shadows.shed(errShadowClosed)
+		}
 	}
 	e.probes.Wait()
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/resilience"
+	"github.com/keelmesh/keel/internal/shadow"
 )
 
 // The optional observer interfaces below sit beside Observer: an
@@ -112,6 +113,7 @@ type events struct {
 	hedgeObs   HedgeObserver
 	breakerObs BreakerObserver
 	valveObs   ValveObserver
+	shadowObs  ShadowObserver
 }
 
 // newEvents asserts o's optional interfaces once.
@@ -124,6 +126,7 @@ func newEvents(o Observer) events {
 	ev.hedgeObs, _ = o.(HedgeObserver)
 	ev.breakerObs, _ = o.(BreakerObserver)
 	ev.valveObs, _ = o.(ValveObserver)
+	ev.shadowObs, _ = o.(ShadowObserver)
 	return ev
 }
 
@@ -148,5 +151,11 @@ func (ev *events) breaker(b BreakerEvent) {
 func (ev *events) valve(v ValveEvent) {
 	if ev.valveObs != nil {
 		ev.valveObs.OnValve(v)
+	}
+}
+
+func (ev *events) shadow(r shadow.Result) {
+	if ev.shadowObs != nil {
+		ev.shadowObs.OnShadow(r)
 	}
 }

@@ -33,6 +33,9 @@ type exec struct {
 	// legacy is the safety valve's pass-through: the route's primary
 	// model only, no hedge, no continuation.
 	legacy bool
+	// shadow marks a shadow call: one attempt, never retried, failed over
+	// or hedged (shadow.go).
+	shadow bool
 	// tiers is the call's tiered alias (nil for any other name), tier the
 	// index of the route it runs on (escalate moves it up).
 	tiers *tiers
@@ -213,7 +216,7 @@ func retryPolicy(next step) step {
 			}
 			var nc *noCandidate
 			if errors.As(err, &nc) {
-				if nc.filtered || nc.exhausted {
+				if nc.filtered || nc.exhausted || x.shadow {
 					return nil, x.noCandidate(nc)
 				}
 				if !t.allowTried && x.anyAvailable(e.now()) {
@@ -248,7 +251,7 @@ func retryPolicy(next step) step {
 				continue
 			}
 			f := classify(err)
-			if f.decide != decideRetry {
+			if f.decide != decideRetry || x.shadow {
 				return a, err
 			}
 			x.mu.Lock()

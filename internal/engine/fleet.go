@@ -124,6 +124,8 @@ type routeState struct {
 	hedges      *resilience.Budget
 	// tiers, set on a tiered alias, holds the routes its calls take.
 	tiers *tiers
+	// shadow, set on an alias with a shadow policy, is that policy.
+	shadow *shadowRoute
 }
 
 // maxPassthrough bounds the passthrough routes kept: a client naming ever

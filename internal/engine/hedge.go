@@ -35,7 +35,7 @@ func hedgePolicy(next step) step {
 // hedgeable reports whether this pass may be hedged.
 func (x *exec) hedgeable(t *try) bool {
 	e := x.e
-	return (t.kind == "primary" || t.kind == "retry") && !x.legacy && !e.hedgingOff.Load() && len(x.rs.cands) >= 2 &&
+	return (t.kind == "primary" || t.kind == "retry") && !x.legacy && !x.shadow && !e.hedgingOff.Load() && len(x.rs.cands) >= 2 &&
 		(x.call.Behavior == nil || x.call.Behavior.Hedge == nil || *x.call.Behavior.Hedge)
 }
 

@@ -8,11 +8,15 @@
 // engine.Observer built by Multi.
 package telemetry
 
-import "github.com/keelmesh/keel/internal/engine"
+import (
+	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/shadow"
+)
 
 // Multi returns an Observer that hands each Record to every non-nil
 // observer, in order, on the caller's goroutine, and each optional event
-// (engine.AttemptObserver, HedgeObserver, BreakerObserver, ValveObserver)
+// (engine.AttemptObserver, HedgeObserver, BreakerObserver, ValveObserver,
+// ShadowObserver)
 // to those of them that implement its interface. It is safe for concurrent
 // use when each observer is; it never blocks unless one of them does.
 // With no non-nil observer it returns nil, which the engine treats as none;
@@ -36,6 +40,9 @@ func Multi(obs ...engine.Observer) engine.Observer {
 		if v, ok := o.(engine.ValveObserver); ok {
 			m.valve = append(m.valve, v)
 		}
+		if s, ok := o.(engine.ShadowObserver); ok {
+			m.shadow = append(m.shadow, s)
+		}
 	}
 	switch len(m.done) {
 	case 0:
@@ -54,6 +61,7 @@ type multi struct {
 	hedge   []engine.HedgeObserver
 	breaker []engine.BreakerObserver
 	valve   []engine.ValveObserver
+	shadow  []engine.ShadowObserver
 }
 
 func (m *multi) RequestDone(r *engine.Record) {
@@ -83,5 +91,11 @@ func (m *multi) OnBreakerState(ev engine.BreakerEvent) {
 func (m *multi) OnValve(ev engine.ValveEvent) {
 	for _, o := range m.valve {
 		o.OnValve(ev)
+	}
+}
+
+func (m *multi) OnShadow(r shadow.Result) {
+	for _, o := range m.shadow {
+		o.OnShadow(r)
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/resilience"
+	"github.com/keelmesh/keel/internal/shadow"
 )
 
 var (
@@ -65,5 +66,45 @@ func TestEventCounters(t *testing.T) {
 				t.Errorf("%s%v (-got +want):\n-%v\n+%v", tt.series, tt.labels, got, tt.want)
 			}
 		})
+	}
+}
+
+var _ engine.ShadowObserver = (*Metrics)(nil)
+
+// TestShadowCounters: shadow calls are counted by alias and result, and
+// their spend goes to mesh_shadow_spend_usd_total, never to
+// mesh_spend_usd_total.
+func TestShadowCounters(t *testing.T) {
+	m, err := New(testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	alias := testOptions().Models[0]
+	same := shadow.Compare(`{"a":1}`, `{"a":1}`, nil)
+	moved := shadow.Compare(`{"a":1}`, `{"a":2}`, nil)
+	for _, r := range []shadow.Result{
+		{Alias: alias, Outcome: shadow.OutcomeCompared, Comparison: same, ShadowCost: 0.25},
+		{Alias: alias, Outcome: shadow.OutcomeCompared, Comparison: moved, ShadowCost: 0.5},
+		{Alias: alias, Outcome: shadow.OutcomeDropped},
+		{Alias: "unlisted", Outcome: shadow.OutcomeShed},
+	} {
+		m.OnShadow(r)
+	}
+	fams := scrape(t, m.Handler())
+	for _, c := range []struct {
+		series string
+		labels map[string]string
+		want   float64
+	}{
+		{"mesh_shadow_calls_total", map[string]string{"alias": alias, "result": "equal"}, 1},
+		{"mesh_shadow_calls_total", map[string]string{"alias": alias, "result": "differ"}, 1},
+		{"mesh_shadow_calls_total", map[string]string{"alias": alias, "result": "dropped"}, 1},
+		{"mesh_shadow_calls_total", map[string]string{"alias": Other, "result": "shed"}, 1},
+		{"mesh_shadow_spend_usd_total", map[string]string{"alias": alias}, 0.75},
+		{"mesh_spend_usd_total", nil, -1}, // no client spend series at all
+	} {
+		if got := sample(fams, c.series, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.series, c.labels, got, c.want)
+		}
 	}
 }

@@ -8,7 +8,10 @@
 // engine.Record. It is also an engine.BreakerObserver and
 // engine.ValveObserver, counting breaker transitions
 // (mesh_breaker_transitions_total) and safety valve openings and closings
-// (mesh_safety_valve_transitions_total) as they happen. It is safe for
+// (mesh_safety_valve_transitions_total) as they happen, and an
+// engine.ShadowObserver, counting shadow calls by alias and result
+// (mesh_shadow_calls_total: equal, differ, error, dropped, shed) and their
+// spend apart from the client's (mesh_shadow_spend_usd_total). It is safe for
 // concurrent use and never blocks: label children are cached behind atomic
 // pointers, so the per-request path takes no lock except the first time a
 // label combination is seen. Metrics live in their own registry (never the
@@ -62,6 +65,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/shadow"
 	"github.com/keelmesh/keel/internal/structured"
 	"github.com/keelmesh/keel/internal/telemetry/semconv"
 )
@@ -151,9 +155,12 @@ type Metrics struct {
 	// cacheHit, cacheMiss and cacheBypass are mesh_cache_requests_total's
 	// children.
 	cacheHit, cacheMiss, cacheBypass prometheus.Counter
-	spend                            sync.Map
-	spendN                           atomic.Int64
-	maxSpend                         int64
+	// shadowV and shadowSpendV count shadow calls (rare: children are
+	// looked up in the vector each time); alias is bounded by models.
+	shadowV, shadowSpendV *prometheus.CounterVec
+	spend                 sync.Map
+	spendN                atomic.Int64
+	maxSpend              int64
 }
 
 // spendKey labels a spend counter: a model index and the key and team.
@@ -274,7 +281,12 @@ func New(o Options) (*Metrics, error) {
 		Help: "Tokens per call (" + semconv.MetricTokenUsage + ", {token}); input includes cached tokens.", Buckets: semconv.TokenBuckets},
 		append(gl[:4:4], semconv.PrometheusLabel(semconv.AttrTokenType)))
 
-	cs := []prometheus.Collector{m.requestsV, m.fallbacksV, m.modelFallbacksV, m.legacyV, m.offsetV, m.queueWaitV, m.fragSentV, m.fragOKV, m.fusionsV, m.conflictsV,
+	m.shadowV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_shadow_calls_total",
+		Help: "Shadowed client calls (aliases[].shadow), by alias and result: equal (answers compared, nothing differed), differ, error (the shadow path failed), dropped (shadow queue full), shed (cancelled under load)."},
+		[]string{"alias", "result"})
+	m.shadowSpendV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_shadow_spend_usd_total",
+		Help: "Upstream cost of shadow calls in US dollars, by alias; never part of mesh_spend_usd_total or a key's spend."}, []string{"alias"})
+	cs := []prometheus.Collector{m.shadowV, m.shadowSpendV, m.requestsV, m.fallbacksV, m.modelFallbacksV, m.legacyV, m.offsetV, m.queueWaitV, m.fragSentV, m.fragOKV, m.fusionsV, m.conflictsV,
 		m.retriesV, m.hedgesV, m.hedgesWonV, m.recoveredV, m.attemptsV, m.durationV, m.ttfcV, m.tokensV, m.breakerV, valveV, m.spendV, cacheV}
 	if o.Endpoints != nil {
 		cs = append(cs, newEndpointCollector(o.Endpoints))
@@ -412,6 +424,22 @@ func (m *Metrics) OnValve(ev engine.ValveEvent) {
 		m.valveTo[0].Inc()
 	case engine.ValveEventClosed:
 		m.valveTo[1].Inc()
+	}
+}
+
+// OnShadow counts one shadowed call.
+func (m *Metrics) OnShadow(r shadow.Result) {
+	result := r.Outcome
+	if result == shadow.OutcomeCompared {
+		result = "equal"
+		if r.Comparison != nil && r.Comparison.Differ() {
+			result = "differ"
+		}
+	}
+	alias := m.models.names[m.models.index(r.Alias)]
+	m.shadowV.WithLabelValues(alias, result).Inc()
+	if r.ShadowCost > 0 {
+		m.shadowSpendV.WithLabelValues(alias).Add(r.ShadowCost)
 	}
 }
 
