@@ -24,6 +24,7 @@ func TestImportRules(t *testing.T) {
 		mod + "/config":                  {"github.com/goccy/go-yaml", mod + "/internal/resilience", mod + "/internal/health", mod + "/internal/pricing", mod + "/internal/cache"},
 		mod + "/internal/pricing":        nil,
 		mod + "/internal/cache":          nil,
+		mod + "/internal/semcache":       {"github.com/coder/hnsw"},
 		mod + "/internal/wire/anthropic": {mod + "/internal/llm", mod + "/internal/sse", mod + "/internal/jsonx"},
 		mod + "/internal/wire/openai":    {mod + "/internal/llm", mod + "/internal/sse", mod + "/internal/jsonx"},
 		mod + "/internal/jsonx":          nil,
