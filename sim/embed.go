@@ -283,6 +283,12 @@ const (
 func embedFeatures(text string, add func(string, float64)) {
 	negated := false
 	sentenceStart := true
+	// dir marks the next content word as a direction's target ("convert
+	// a string to an integer": →integer), after to, into or from follows
+	// a content word; number is a number just read, for a Chinese unit
+	// that follows it at once (14天).
+	dir, number := "", ""
+	prevContent := false
 	for len(text) > 0 {
 		r, size := utf8.DecodeRuneInString(text)
 		switch {
@@ -295,11 +301,12 @@ func embedFeatures(text string, add func(string, float64)) {
 				}
 				end += s2
 			}
-			if hanFeatures(text[:end], add) {
+			if hanFeatures(text[:end], number, add) {
 				negated = true
 			}
 			text = text[end:]
 			sentenceStart = false
+			dir, number, prevContent = "", "", false
 		case unicode.IsLetter(r) || unicode.IsDigit(r):
 			end := size
 			for end < len(text) {
@@ -314,14 +321,39 @@ func embedFeatures(text string, add func(string, float64)) {
 				}
 				end += s2
 			}
-			if wordFeatures(text[:end], sentenceStart, add) {
+			word, content := text[:end], ""
+			if wordFeatures(word, sentenceStart, func(f string, w float64) {
+				add(f, w)
+				if strings.HasPrefix(f, "w:") || strings.HasPrefix(f, "#") {
+					content = strings.TrimPrefix(f, "w:")
+				}
+			}) {
 				negated = true
+			}
+			number = ""
+			if isNumber(word) {
+				number = strings.ReplaceAll(word, ",", "")
+			}
+			switch lw := strings.ToLower(word); {
+			case content != "":
+				if dir != "" {
+					add(dir+content, weightWord)
+				}
+				dir, prevContent = "", true
+			case prevContent && (lw == "to" || lw == "into"):
+				dir = "→"
+			case prevContent && lw == "from":
+				dir = "←"
 			}
 			text = text[end:]
 			sentenceStart = false
 		default:
 			if r == '.' || r == '?' || r == '!' || r == '\n' || r == ':' {
 				sentenceStart = true
+				dir, prevContent = "", false
+			}
+			if !unicode.IsSpace(r) {
+				number = ""
 			}
 			text = text[size:]
 		}
@@ -446,7 +478,11 @@ func undouble(s string) string {
 // negation: synonym phrases are replaced first, stop phrases and
 // characters removed, Chinese numerals read as numbers; what remains gives
 // its bigrams and unigrams.
-func hanFeatures(run string, add func(string, float64)) (negation bool) {
+//
+// A number followed at once by a unit (三天, 一个月, 14天 when lead is "14")
+// is one feature with its unit, so "one month" and "one year" differ by
+// more than a character.
+func hanFeatures(run, lead string, add func(string, float64)) (negation bool) {
 	for _, p := range hanSynonyms {
 		run = strings.ReplaceAll(run, p[0], p[1])
 	}
@@ -464,7 +500,23 @@ func hanFeatures(run string, add func(string, float64)) (negation bool) {
 		seg = seg[:0]
 	}
 	rs := []rune(run)
-	for i := 0; i < len(rs); i++ {
+	unit := func(i int, n string) int {
+		if i < len(rs) && rs[i] == '个' {
+			i++
+		}
+		if i < len(rs) && strings.ContainsRune(hanUnits, rs[i]) {
+			add("#"+n+string(rs[i]), weightNumber)
+			return i + 1
+		}
+		return -1
+	}
+	start := 0
+	if lead != "" {
+		if j := unit(0, lead); j > 0 {
+			start = j
+		}
+	}
+	for i := start; i < len(rs); i++ {
 		r := rs[i]
 		switch {
 		case r == '|' || strings.ContainsRune(hanStopChars, r):
@@ -481,6 +533,9 @@ func hanFeatures(run string, add func(string, float64)) (negation bool) {
 			n = hanNumber(rs[i:j])
 			add("#"+strconv.Itoa(n), weightNumber)
 			i = j - 1
+			if k := unit(j, strconv.Itoa(n)); k > 0 {
+				i = k - 1
+			}
 		default:
 			seg = append(seg, r)
 		}
@@ -701,6 +756,9 @@ var hanStopPhrases = []string{
 
 // hanStopChars are single characters dropped as function words.
 const hanStopChars = "的了吗呢吧啊呀么我你您他她它请是在和与及或也都就要会能把被给让对从到吧嘛哦哈个些这那有几"
+
+// hanUnits are the units a Chinese number is read with.
+const hanUnits = "天日月年周岁次台人倍元块分秒件张本位"
 
 // hanNegation are the characters that negate: each becomes the negation
 // feature.

@@ -202,6 +202,8 @@ func TestEmbedParaphrasesClose(t *testing.T) {
 		{"negation", "Can I return an item that has been opened?", "Is it possible to return an opened item?", "Can I return an item that hasn't been opened?"},
 		{"chinese entity", "德国的退款政策是什么？", "请问德国地区的退款政策是怎样的？", "法国的退款政策是什么？"},
 		{"chinese number", "十四天内取消能退款吗？", "14天之内取消订单可以退钱吗？", "三十天内取消能退款吗？"},
+		{"direction", "How do I convert a string to an integer in JavaScript?", "In JavaScript, how do I turn a string into an integer?", "How do I convert an integer to a string in JavaScript?"},
+		{"chinese unit", "会员可以暂停一个月吗？", "会员能暂停一个月吗？", "会员可以暂停一年吗？"},
 		{"chinese negation", "拆封的商品可以退货吗？", "商品拆封了还能退货吗？", "没拆封的商品可以退货吗？"},
 	}
 	for _, tc := range tests {
