@@ -124,6 +124,9 @@ type routeState struct {
 	hedges      *resilience.Budget
 	// tiers, set on a tiered alias, holds the routes its calls take.
 	tiers *tiers
+	// semThreshold, > 0 on an alias with the semantic cache on, is the
+	// lowest similarity it serves.
+	semThreshold float32
 }
 
 // maxPassthrough bounds the passthrough routes kept: a client naming ever

@@ -151,9 +151,12 @@ type Metrics struct {
 	// cacheHit, cacheMiss and cacheBypass are mesh_cache_requests_total's
 	// children.
 	cacheHit, cacheMiss, cacheBypass prometheus.Counter
-	spend                            sync.Map
-	spendN                           atomic.Int64
-	maxSpend                         int64
+	// semHit, semMiss and semError are
+	// mesh_semantic_cache_requests_total's series.
+	semHit, semMiss, semError prometheus.Counter
+	spend                     sync.Map
+	spendN                    atomic.Int64
+	maxSpend                  int64
 }
 
 // spendKey labels a spend counter: a model index and the key and team.
@@ -257,6 +260,9 @@ func New(o Options) (*Metrics, error) {
 	cacheV := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_cache_requests_total",
 		Help: "Client calls by the response cache's part (X-Mesh-Cache): hit (answered from the cache), miss, bypass; none counted without a cache. Hit rate = hit / (hit + miss)."}, []string{"result"})
 	m.cacheHit, m.cacheMiss, m.cacheBypass = cacheV.WithLabelValues(engine.CacheHit), cacheV.WithLabelValues(engine.CacheMiss), cacheV.WithLabelValues(engine.CacheBypass)
+	semV := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_semantic_cache_requests_total",
+		Help: "Calls to aliases with the semantic cache on that the exact cache missed, by the semantic cache's part: hit (answered from a similar prompt's answer; also counted as a hit in mesh_cache_requests_total), miss, error (the embeddings call failed or timed out: served as a miss)."}, []string{"result"})
+	m.semHit, m.semMiss, m.semError = semV.WithLabelValues(engine.SemanticHit), semV.WithLabelValues(engine.SemanticMiss), semV.WithLabelValues(engine.SemanticError)
 	valveV := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_safety_valve_transitions_total",
 		Help: "Safety valve state changes, by the state entered: open (calls take the legacy path) or closed."}, []string{"to"})
 	for i, st := range valveStates {
@@ -275,7 +281,7 @@ func New(o Options) (*Metrics, error) {
 		append(gl[:4:4], semconv.PrometheusLabel(semconv.AttrTokenType)))
 
 	cs := []prometheus.Collector{m.requestsV, m.fallbacksV, m.modelFallbacksV, m.legacyV, m.offsetV, m.queueWaitV, m.fragSentV, m.fragOKV, m.fusionsV, m.conflictsV,
-		m.retriesV, m.hedgesV, m.hedgesWonV, m.recoveredV, m.attemptsV, m.durationV, m.ttfcV, m.tokensV, m.breakerV, valveV, m.spendV, cacheV}
+		m.retriesV, m.hedgesV, m.hedgesWonV, m.recoveredV, m.attemptsV, m.durationV, m.ttfcV, m.tokensV, m.breakerV, valveV, m.spendV, cacheV, semV}
 	if o.Endpoints != nil {
 		cs = append(cs, newEndpointCollector(o.Endpoints))
 	}
@@ -341,6 +347,14 @@ func (m *Metrics) RequestDone(r *engine.Record) {
 		m.cacheMiss.Inc()
 	case engine.CacheBypass:
 		m.cacheBypass.Inc()
+	}
+	switch r.SemanticCache {
+	case engine.SemanticHit:
+		m.semHit.Inc()
+	case engine.SemanticMiss:
+		m.semMiss.Inc()
+	case engine.SemanticError:
+		m.semError.Inc()
 	}
 	if r.Err == nil {
 		off := r.NormalizationOffset
