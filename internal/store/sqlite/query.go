@@ -61,7 +61,13 @@ type Row struct {
 	// KeyID and Team are the virtual key the call was made with and its
 	// team ("" without one, and in logs written before they were recorded).
 	KeyID, Team string
-	Attempts    []Attempt
+	// Cache is X-Mesh-Cache (hit, miss, bypass; "" without a cache),
+	// SemanticCache the semantic cache's part (hit, miss, error; "" when
+	// not looked up) and CacheSimilarity a semantic hit's similarity; ""
+	// and 0 in logs written before they were recorded.
+	Cache, SemanticCache string
+	CacheSimilarity      float64
+	Attempts             []Attempt
 }
 
 // Attempt is one upstream attempt of a Row.
@@ -148,6 +154,10 @@ func (l *Log) Query(ctx context.Context, since time.Time) iter.Seq2[*Row, error]
 // version lacks read as their "not recorded" value.
 func selectRows(v int) string {
 	stage, usage, key := "r.stage", "a.tokens_in, a.tokens_out, a.cost_usd", "r.key_id, r.team"
+	cached := "r.cache, r.semantic_cache, r.cache_similarity"
+	if v < 7 {
+		cached = "'', '', 0"
+	}
 	if v < 4 {
 		stage, usage = "''", "NULL, NULL, NULL"
 	}
@@ -159,7 +169,7 @@ func selectRows(v int) string {
 	r.mesh_error_code, r.fallback, r.retries, r.hedges, r.hedge_won, r.recovered,
 	r.fragments, r.fragments_ok, r.fusions, r.fusion_conflicts, r.normalization_offset,
 	r.repairs, r.tokens_in, r.tokens_out, r.tokens_cache_read, r.tokens_cache_write,
-	r.cost_usd, r.queue_wait_ms, r.stream, r.domain, r.legacy, ` + stage + `, ` + key + `,
+	r.cost_usd, r.queue_wait_ms, r.stream, r.domain, r.legacy, ` + stage + `, ` + key + `, ` + cached + `,
 	a.idx, a.endpoint, a.model, a.region, a.kind, a.outcome, a.status, a.start_ms,
 	a.duration_ms, a.wait_ms, a.bytes, a.winner, ` + usage + `
 	FROM requests r LEFT JOIN attempts a ON a.request_seq = r.seq
@@ -195,6 +205,7 @@ func query(ctx context.Context, db *sql.DB, version int, since time.Time) iter.S
 				&row.Fragments, &row.FragmentsOK, &row.Fusions, &row.FusionConflicts, &row.NormalizationOffset,
 				&repairs, &row.TokensIn, &row.TokensOut, &row.TokensCacheRead, &row.TokensCacheWrite,
 				&row.CostUSD, &wait, &row.Stream, &row.Domain, &row.Legacy, &row.Stage, &row.KeyID, &row.Team,
+				&row.Cache, &row.SemanticCache, &row.CacheSimilarity,
 				&idx, &aEndpoint, &aModel, &aRegion, &aKind, &aO, &aStatus, &aStart,
 				&aDur, &aWait, &aBytes, &aWinner, &aIn, &aOut, &aCost); err != nil {
 				yield(nil, fmt.Errorf("reading request log: %w", err))
