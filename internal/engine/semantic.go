@@ -80,8 +80,10 @@ func (e *Engine) semanticLookup(ctx context.Context, threshold float32, req *llm
 	space := string(sum[:])
 	vec, err := e.semantic.Embed(ctx, text)
 	if err != nil {
+		// Debug, not Warn: an embeddings outage would log every call;
+		// mesh_semantic_cache_requests_total{result="error"} counts them.
 		rec.SemanticCache = SemanticError
-		e.log.Warn("semantic cache: embedding failed; served as a miss", "request_id", rec.RequestID, "error", err)
+		e.log.Debug("semantic cache: embedding failed; served as a miss", "request_id", rec.RequestID, "error", err)
 		return nil, false
 	}
 	if ent, sim, ok := e.semantic.Index.Nearest(space, vec); ok && sim >= threshold {
