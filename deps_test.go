@@ -25,6 +25,7 @@ func TestImportRules(t *testing.T) {
 		mod + "/internal/pricing":        nil,
 		mod + "/internal/cache":          nil,
 		mod + "/internal/shadow":         nil,
+		mod + "/internal/semcache":       {"github.com/coder/hnsw"},
 		mod + "/internal/wire/anthropic": {mod + "/internal/llm", mod + "/internal/sse", mod + "/internal/jsonx"},
 		mod + "/internal/wire/openai":    {mod + "/internal/llm", mod + "/internal/sse", mod + "/internal/jsonx"},
 		mod + "/internal/jsonx":          nil,

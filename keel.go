@@ -36,6 +36,7 @@ import (
 	"github.com/keelmesh/keel/internal/normalize/calstore"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/provider"
+	"github.com/keelmesh/keel/internal/semcache"
 	"github.com/keelmesh/keel/internal/server"
 	redisstore "github.com/keelmesh/keel/internal/store/redis"
 	"github.com/keelmesh/keel/internal/store/sqlite"
@@ -133,7 +134,11 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 	}
 	aliases := map[string]engine.Alias{}
 	for _, a := range cfg.Aliases {
-		aliases[a.Name] = engine.Alias{Models: a.Models, Strategy: a.Strategy, Translation: a.Translation, Tiering: engineTiering(a.Tiering), Shadow: a.Shadow}
+		ea := engine.Alias{Models: a.Models, Strategy: a.Strategy, Translation: a.Translation, Tiering: engineTiering(a.Tiering), Shadow: a.Shadow}
+		if sc := a.SemanticCache; sc != nil && sc.Enabled {
+			ea.SemanticThreshold = sc.ThresholdOrDefault()
+		}
+		aliases[a.Name] = ea
 	}
 	if t := autoTiering(cfg); t != nil {
 		aliases[config.AutoAlias] = engine.Alias{Tiering: engineTiering(t)}
@@ -219,7 +224,12 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 			rcache = m.shared.Cache(lru, func(id string) *provider.Endpoint { return byID[id] })
 		}
 	}
-	m.eng, err = engine.New(engine.Options{Cache: rcache, CachePolicy: cfg.Cache.Policy, Shared: shared, Prices: prices.Lookup, Endpoints: eps, Aliases: aliases, Client: provider.NewClient(rt), Logger: o.logger,
+	sem, err := semanticCache(cfg, rt, o.now)
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("cache: %w", err)
+	}
+	m.eng, err = engine.New(engine.Options{Cache: rcache, CachePolicy: cfg.Cache.Policy, Semantic: sem, Shared: shared, Prices: prices.Lookup, Endpoints: eps, Aliases: aliases, Client: provider.NewClient(rt), Logger: o.logger,
 		Passthrough: pass, Resilience: resilienceOptions(cfg.Resilience), Structured: sopts,
 		Fragment: fragmentOptions(cfg.Fragmentation), StructuredMetrics: m.smetrics, Calibrations: cals, ParamPolicy: normalize.Policy(cfg.Normalization.ParameterPolicy),
 		DisableNormalization: cfg.Normalization.Enabled != nil && !*cfg.Normalization.Enabled,
@@ -774,4 +784,27 @@ func autoTiering(cfg *config.Config) *config.Tiering {
 	mid := cheap.Capability + strong.Capability // twice the midpoint
 	middle := pick(func(c int) int { return max(2*c-mid, mid-2*c) })
 	return &config.Tiering{Tiers: config.Tiers{Cheap: cheap.Name, Middle: middle.Name, Strong: strong.Name}, Escalate: true}
+}
+
+// semanticCache builds the semantic cache when an alias turns it on: an
+// index bounded by cache.semantic_max_entries with the exact cache's TTL,
+// and a client of cache.embeddings sending through rt.
+func semanticCache(cfg *config.Config, rt http.RoundTripper, now func() time.Time) (*engine.Semantic, error) {
+	on := false
+	for _, a := range cfg.Aliases {
+		on = on || a.SemanticCache != nil && a.SemanticCache.Enabled
+	}
+	if !on || !cfg.Cache.Enabled || cfg.Cache.Embeddings == nil {
+		return nil, nil
+	}
+	idx, err := semcache.New[*engine.CacheEntry](semcache.Config{TTL: cfg.Cache.TTL, MaxEntries: cfg.Cache.SemanticMaxEntries}, now)
+	if err != nil {
+		return nil, err
+	}
+	e := cfg.Cache.Embeddings
+	c, err := semcache.NewClient(semcache.ClientConfig{BaseURL: e.BaseURL, APIKey: e.APIKey.Value(), Model: e.Model, Dimensions: e.Dimensions, Timeout: e.Timeout.Std()}, rt)
+	if err != nil {
+		return nil, fmt.Errorf("embeddings: %w", err)
+	}
+	return &engine.Semantic{Embed: c.Embed, Index: idx}, nil
 }

@@ -218,6 +218,61 @@ type Cache struct {
 	Store        string `yaml:"store"`
 	cache.Config `yaml:",inline"`
 	cache.Policy `yaml:",inline"`
+	// Embeddings is the endpoint the semantic cache embeds prompts with:
+	// required when an alias turns semantic_cache on, unused otherwise.
+	Embeddings *Embeddings `yaml:"embeddings"`
+	// SemanticMaxEntries bounds the semantic cache's index (all aliases
+	// together); default 10000. Its entries expire after the cache's ttl.
+	SemanticMaxEntries int `yaml:"semantic_max_entries"`
+}
+
+// Embeddings is an endpoint speaking OpenAI's Embeddings API
+// (POST {base_url}/embeddings).
+type Embeddings struct {
+	// BaseURL is the API base, e.g. "https://api.openai.com/v1"; required.
+	// May use ${VAR}.
+	BaseURL string `yaml:"base_url"`
+	// APIKey is sent as a bearer token when set. May use ${VAR}.
+	APIKey Secret `yaml:"api_key"`
+	// Model is the embedding model, e.g. "text-embedding-3-small"; required.
+	Model string `yaml:"model"`
+	// Dimensions, when > 0, asks for shorter vectors (text-embedding-3
+	// models accept it).
+	Dimensions int `yaml:"dimensions"`
+	// Timeout bounds one embeddings call; default 500ms. A call that
+	// fails or times out is a cache miss: the request goes upstream.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// DefaultSemanticThreshold is the cosine similarity at or above which a
+// semantic cache entry answers a call, when an alias sets no threshold:
+// chosen on the tuning half of testdata/semcache with the simulator's
+// embeddings (BENCHMARKS.md, Session 6) as the lowest threshold, in steps of
+// 0.01, with at most 1 % false hits there. A real embedding model puts
+// paraphrases and near misses at other similarities: measure before relying
+// on it.
+const DefaultSemanticThreshold = 0.90
+
+// SemanticCache turns an alias's semantic cache on: a call the exact cache
+// misses is answered with a stored answer to a similar prompt (cosine
+// similarity of the last user message's embedding ≥ Threshold) of the same
+// domain and otherwise identical request.
+type SemanticCache struct {
+	// Enabled turns it on; default false. Needs cache.enabled and
+	// cache.embeddings.
+	Enabled bool `yaml:"enabled"`
+	// Threshold is the lowest cosine similarity served, in (0, 1];
+	// default DefaultSemanticThreshold.
+	Threshold float64 `yaml:"threshold"`
+}
+
+// ThresholdOrDefault returns Threshold, or DefaultSemanticThreshold when
+// unset.
+func (s SemanticCache) ThresholdOrDefault() float64 {
+	if s.Threshold == 0 {
+		return DefaultSemanticThreshold
+	}
+	return s.Threshold
 }
 
 // KeysStore is keys.store, or its default when unset: redis when the
@@ -602,6 +657,9 @@ type Alias struct {
 	// path — after the client has its answer, and diffs the answers
 	// (see shadow.Config and docs/config.md).
 	Shadow *shadow.Config `yaml:"shadow"`
+	// SemanticCache, when enabled, answers calls to the alias from the
+	// semantic cache (see SemanticCache).
+	SemanticCache *SemanticCache `yaml:"semantic_cache"`
 }
 
 // Shadow is the shadow pool and store (the policy is per alias).

@@ -8,7 +8,8 @@ import (
 // expandEnv expands ${VAR} and ${VAR:-default} in the fields that allow it:
 // server admin_token and read_token, the safety valve's webhook, the OTLP
 // endpoint and headers, provider base_url, api_key and header values,
-// endpoint base_url, and redis url and password. It
+// endpoint base_url, cache.embeddings base_url and api_key, and redis url and
+// password. It
 // works on decoded strings, never on the file text, so a value cannot change
 // the YAML structure. A field that fails to expand is left empty.
 func (c *Config) expandEnv(lookup func(string) (string, bool)) []error {
@@ -43,6 +44,10 @@ func (c *Config) expandEnv(lookup func(string) (string, bool)) []error {
 			secret(base+".headers."+name, &v)
 			p.Headers[name] = v
 		}
+	}
+	if e := c.Cache.Embeddings; e != nil {
+		do("cache.embeddings.base_url", &e.BaseURL)
+		secret("cache.embeddings.api_key", &e.APIKey)
 	}
 	secret("redis.url", &c.Redis.URL)
 	secret("redis.password", &c.Redis.Password)

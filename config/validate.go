@@ -80,6 +80,7 @@ func (v *validator) extra() {
 	default:
 		v.add("cache.store", "expected memory or redis, got %q", v.c.Cache.Store)
 	}
+	v.semanticCache()
 	v.nonNegative("telemetry.debug_traces", int64(v.c.Telemetry.DebugTraces))
 	v.nonNegative("request_log.retention_days", int64(v.c.RequestLog.RetentionDays))
 	v.nonNegative("request_log.queue_size", int64(v.c.RequestLog.QueueSize))
@@ -650,4 +651,41 @@ func joinSorted(errs []error) error {
 		return cmp.Or(cmp.Compare(al, bl), cmp.Compare(ac, bc))
 	})
 	return errors.Join(errs...)
+}
+
+// semanticCache checks cache.embeddings, cache.semantic_max_entries and each
+// alias's semantic_cache: turning one on needs the exact cache (looked up
+// first) and an embeddings endpoint.
+func (v *validator) semanticCache() {
+	c := &v.c.Cache
+	v.nonNegative("cache.semantic_max_entries", int64(c.SemanticMaxEntries))
+	if e := c.Embeddings; e != nil {
+		if u, err := url.Parse(e.BaseURL); e.BaseURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.add("cache.embeddings.base_url", "required: the http(s) base of an OpenAI-compatible embeddings API, e.g. https://api.openai.com/v1")
+		}
+		if e.Model == "" {
+			v.add("cache.embeddings.model", "required: the embedding model, e.g. text-embedding-3-small")
+		}
+		v.nonNegative("cache.embeddings.dimensions", int64(e.Dimensions))
+		v.duration("cache.embeddings.timeout", e.Timeout)
+	}
+	for i, a := range v.c.Aliases {
+		sc := a.SemanticCache
+		if sc == nil {
+			continue
+		}
+		base := fmt.Sprintf("aliases[%d].semantic_cache", i)
+		if sc.Threshold < 0 || sc.Threshold > 1 {
+			v.add(base+".threshold", "expected a cosine similarity in (0, 1], got %v", sc.Threshold)
+		}
+		if !sc.Enabled {
+			continue
+		}
+		if !c.Enabled {
+			v.add(base+".enabled", "needs cache.enabled: true (the exact cache is looked up first and shares the ttl)")
+		}
+		if c.Embeddings == nil {
+			v.add(base+".enabled", "needs cache.embeddings (the endpoint that embeds prompts)")
+		}
+	}
 }

@@ -20,7 +20,9 @@ func simCmd() *cobra.Command {
 		Long: `Run the simulated provider fleet.
 
 Region R is served at /r/R/v1/messages (Anthropic) and /r/R/v1/chat/completions
-(OpenAI); /v1/... serves from a model's first region. Control it at runtime:
+(OpenAI); /v1/... serves from a model's first region. POST /v1/embeddings is
+OpenAI's Embeddings API (text-embedding-3-small, -3-large, ada-002) over
+deterministic vectors, for cache.embeddings. Control it at runtime:
   POST /sim/regions/{name}/down | /sim/regions/{name}/up
   POST /sim/faults   (JSON list of faults; replaces the current ones)
   GET  /sim/faults, GET /sim/stats, POST /sim/reset

@@ -52,6 +52,8 @@ const (
 type cacheUse struct {
 	key         string
 	read, write bool
+	// sem, when set, stores the answer in the semantic cache too.
+	sem *semUse
 }
 
 // cacheFor decides whether the call reads and writes the cache and sets
@@ -159,7 +161,11 @@ func cacheable(resp *llm.Response, rec *Record) bool {
 
 // cachePut stores resp as the answer to u's key.
 func (e *Engine) cachePut(u cacheUse, resp *llm.Response, ep *provider.Endpoint) {
-	e.cache.Put(u.key, &CacheEntry{Response: resp, Endpoint: ep}, responseSize(resp))
+	ent := &CacheEntry{Response: resp, Endpoint: ep}
+	e.cache.Put(u.key, ent, responseSize(resp))
+	if u.sem != nil {
+		e.semantic.Index.Add(u.sem.space, u.sem.vec, ent)
+	}
 }
 
 // responseSize approximates the memory an answer holds: its upstream bytes,

@@ -56,6 +56,10 @@ type Alias struct {
 	// Shadow, when set, also sends a share of the alias's calls on a
 	// shadow path and compares the answers (shadow.go).
 	Shadow *shadow.Config
+	// SemanticThreshold, when > 0, turns the semantic cache on for the
+	// alias: the lowest cosine similarity it serves (semantic.go). It
+	// needs Options.Cache and Options.Semantic.
+	SemanticThreshold float64
 }
 
 // Options configure an Engine. Zero values are the documented defaults.
@@ -114,6 +118,9 @@ type Options struct {
 	// Shadow sizes the pool that runs the aliases' shadow calls (used
 	// only when an alias has a Shadow).
 	Shadow ShadowOptions
+	// Semantic, when set, is the semantic cache of the aliases that set
+	// SemanticThreshold (semantic.go); nil means none.
+	Semantic *Semantic
 }
 
 // Resilience tunes retries, hedging, breakers and health.
@@ -170,6 +177,7 @@ type Engine struct {
 	prices      func(string) (pricing.Price, bool)
 	cache       Cache
 	cachePol    cache.Policy
+	semantic    *Semantic
 	maxAttempts int
 	timeout     time.Duration
 	backoff     *resilience.Backoff
@@ -245,7 +253,7 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: backoff: %w", err)
 	}
 	e := &Engine{
-		client: o.Client, classify: o.Classify, complexityFn: o.Complexity, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices, cache: o.Cache, cachePol: o.CachePolicy,
+		client: o.Client, classify: o.Classify, complexityFn: o.Complexity, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices, cache: o.Cache, cachePol: o.CachePolicy, semantic: o.Semantic,
 		maxAttempts: r.MaxAttempts, timeout: r.Timeout, backoff: backoff, hedge: r.Hedge, opts: r,
 		routes: map[string]*routeState{}, passthrough: o.Passthrough, shared: o.Shared, byID: map[string]*endpoint{},
 		kick: make(chan struct{}, 1),
@@ -337,6 +345,12 @@ func New(o Options) (*Engine, error) {
 			return nil, err
 		}
 		rs.translation = spec.Translation
+		if spec.SemanticThreshold > 0 {
+			if o.Cache == nil || o.Semantic == nil {
+				return nil, fmt.Errorf("engine: alias %q: the semantic cache needs Options.Cache and Options.Semantic", a)
+			}
+			rs.semThreshold = float32(spec.SemanticThreshold)
+		}
 		if spec.Tiering != nil {
 			if rs.tiers, err = e.newTiers(a, spec.Tiering, byModel); err != nil {
 				return nil, err
@@ -504,6 +518,7 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 		return nil, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound,
 			Message: fmt.Sprintf("model: %q is not served by this mesh (GET /v1/models lists the names)", req.Model)}, false
 	}
+	semThreshold := rs.semThreshold
 	var tiers *tiers
 	tier := 0
 	if rs.tiers != nil {
@@ -516,6 +531,9 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 	}
 	if cu.read {
 		if ent, ok := e.cache.Get(cu.key); ok {
+			return e.cacheHit(ctx, rs, req, call, rec, ent, xp)
+		}
+		if ent, ok := e.semanticLookup(ctx, semThreshold, req, call, rec, &cu); ok {
 			return e.cacheHit(ctx, rs, req, call, rec, ent, xp)
 		}
 	}

@@ -126,6 +126,9 @@ type routeState struct {
 	tiers *tiers
 	// shadow, set on an alias with a shadow policy, is that policy.
 	shadow *shadowRoute
+	// semThreshold, > 0 on an alias with the semantic cache on, is the
+	// lowest similarity it serves.
+	semThreshold float32
 }
 
 // maxPassthrough bounds the passthrough routes kept: a client naming ever

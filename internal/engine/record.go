@@ -84,6 +84,14 @@ type Record struct {
 	// (answered from the cache, no attempt, cost 0), miss or bypass
 	// (CacheHit, CacheMiss, CacheBypass); empty when the mesh has no cache.
 	Cache string
+	// SemanticCache is the semantic cache's part in a call to an alias
+	// that has it on, once the exact cache missed: SemanticHit (Cache is
+	// then CacheHit), SemanticMiss or SemanticError (the embeddings call
+	// failed: a miss); empty when it was not looked up.
+	SemanticCache string
+	// CacheSimilarity is a semantic hit's cosine similarity
+	// (X-Mesh-Cache-Similarity); 0 otherwise.
+	CacheSimilarity float64
 	// Complexity is the prompt's class (simple, medium, complex) and Tier
 	// the tier that answered (cheap, middle, strong) when the call named a
 	// tiered alias; Escalated is set when a failed validation moved the

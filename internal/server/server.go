@@ -450,6 +450,9 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		// Known before the first byte, streams included: a header, never a trailer.
 		hs.Set("X-Mesh-Cache", c)
 	}
+	if sim := engine.SimilarityHeader(out.Record); sim != "" {
+		hs.Set("X-Mesh-Cache-Similarity", sim)
+	}
 	if len(out.Record.Dropped) > 0 {
 		hs.Set("X-Mesh-Dropped", strings.Join(out.Record.Dropped, ","))
 	}
@@ -658,6 +661,15 @@ func (s *Server) logRequest(r *http.Request, rid string, req *llm.Request, rec *
 		attrs = append(attrs, slog.String("served_by", rec.ServedBy), slog.Int("attempts", len(rec.Attempts)))
 		if rec.Fallback != "" {
 			attrs = append(attrs, slog.String("fallback", rec.Fallback))
+		}
+		if rec.Cache != "" {
+			attrs = append(attrs, slog.String("cache", rec.Cache))
+		}
+		if rec.SemanticCache != "" {
+			attrs = append(attrs, slog.String("semantic_cache", rec.SemanticCache))
+		}
+		if sim := engine.SimilarityHeader(rec); sim != "" {
+			attrs = append(attrs, slog.String("cache_similarity", sim))
 		}
 	}
 	if ae != nil {

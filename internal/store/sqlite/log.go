@@ -427,7 +427,8 @@ var tables = [...]struct {
 		"served_endpoint", "served_model", "served_region", "served_provider", "status", "mesh_error_code",
 		"fallback", "attempts", "retries", "hedges", "hedge_won", "recovered", "fragments", "fragments_ok",
 		"fusions", "fusion_conflicts", "normalization_offset", "repairs", "tokens_in", "tokens_out",
-		"tokens_cache_read", "tokens_cache_write", "cost_usd", "queue_wait_ms", "stream", "domain", "legacy", "stage", "key_id", "team", "cache"}},
+		"tokens_cache_read", "tokens_cache_write", "cost_usd", "queue_wait_ms", "stream", "domain", "legacy", "stage", "key_id", "team",
+		"cache", "semantic_cache", "cache_similarity"}},
 	tAttempts: {"attempts", []string{"request_seq", "idx", "endpoint", "model", "region", "kind",
 		"outcome", "status", "start_ms", "duration_ms", "wait_ms", "bytes", "winner", "tokens_in", "tokens_out", "cost_usd"}},
 	tBodies: {"bodies", []string{"request_seq", "prompt", "answer"}},
@@ -623,7 +624,8 @@ func (l *Log) insertRows(ctx context.Context, batch []*engine.Record, bodies boo
 			int64(r.Recovered), int64(r.Fragments), int64(r.FragmentsOK), int64(r.Fusions),
 			int64(r.FusionConflicts), r.NormalizationOffset, strings.Join(r.Repairs, "\n"),
 			int64(r.Usage.InputTokens), int64(r.Usage.OutputTokens), int64(r.Usage.CacheReadTokens),
-			int64(r.Usage.CacheWriteTokens), r.Cost, ms(r.QueueWait), r.Stream, r.Domain, r.Legacy, r.Stage, r.KeyID, r.Team, r.Cache)
+			int64(r.Usage.CacheWriteTokens), r.Cost, ms(r.QueueWait), r.Stream, r.Domain, r.Legacy, r.Stage, r.KeyID, r.Team,
+			r.Cache, r.SemanticCache, r.CacheSimilarity)
 		for i, a := range r.Attempts {
 			var start, dur float64
 			if !a.Start.IsZero() {

@@ -82,7 +82,7 @@ func hedged() *engine.Record {
 	return &engine.Record{
 		RequestID: "req-hedged", Start: s, Duration: 812345678 * time.Nanosecond, TTFT: 98765432 * time.Nanosecond,
 		Format: llm.FormatAnthropic, Model: "claude-x", Stream: true, Domain: "code", Legacy: true, Stage: "hedging",
-		KeyID: "key_0123456789abcdef", Team: "search",
+		KeyID: "key_0123456789abcdef", Team: "search", Cache: "miss", SemanticCache: "error",
 		ServedBy: "claude-x@eu", ServedModel: "claude-x", ServedRegion: "eu", ServedProvider: "anthropic",
 		Fallback: "rate_limited", Retries: 1, Hedges: 1, HedgeWon: true, Recovered: 1, QueueWait: 15 * time.Millisecond,
 		Status: 200, Usage: llm.Usage{InputTokens: 1200, OutputTokens: 340, CacheReadTokens: 800, CacheWriteTokens: 5},
@@ -104,7 +104,7 @@ func hedgedRow() *Row {
 	return &Row{
 		Seq: 1, RequestID: "req-hedged", Start: t0.Add(time.Minute), Duration: 812345678 * time.Nanosecond, TTFT: 98765432 * time.Nanosecond,
 		Format: "anthropic", Model: "claude-x", Stream: true, Domain: "code", Legacy: true, Stage: "hedging",
-		KeyID: "key_0123456789abcdef", Team: "search",
+		KeyID: "key_0123456789abcdef", Team: "search", Cache: "miss", SemanticCache: "error",
 		ServedEndpoint: "claude-x@eu", ServedModel: "claude-x", ServedRegion: "eu", ServedProvider: "anthropic",
 		Fallback: "rate_limited", Retries: 1, Hedges: 1, HedgeWon: true, Recovered: 1, QueueWait: 15 * time.Millisecond,
 		Status: 200, TokensIn: 1200, TokensOut: 340, TokensCacheRead: 800, TokensCacheWrite: 5,
@@ -135,6 +135,11 @@ func TestRoundTrip(t *testing.T) {
 		Attempts: []Attempt{{Endpoint: "gpt-y@us", Kind: "primary", Outcome: "overloaded", Status: 529, Duration: time.Second, UsageRecorded: true}}}
 	bare := &engine.Record{RequestID: "req-bare", Start: t0.Add(3 * time.Minute), Status: 400}
 	bareRow := &Row{Seq: 3, RequestID: "req-bare", Start: t0.Add(3 * time.Minute), Status: 400, Format: "unknown"}
+	// A semantic cache hit: no attempt, the similarity recorded.
+	semantic := &engine.Record{RequestID: "req-semantic", Start: t0.Add(4 * time.Minute), Status: 200, Format: llm.FormatOpenAI, Model: "support",
+		ServedBy: "gpt-y@us", ServedModel: "gpt-y", Cache: "hit", SemanticCache: "hit", CacheSimilarity: 0.9164}
+	semanticRow := &Row{Seq: 4, RequestID: "req-semantic", Start: t0.Add(4 * time.Minute), Status: 200, Format: "openai", Model: "support",
+		ServedEndpoint: "gpt-y@us", ServedModel: "gpt-y", Cache: "hit", SemanticCache: "hit", CacheSimilarity: 0.9164}
 
 	tests := []struct {
 		name  string
@@ -142,7 +147,7 @@ func TestRoundTrip(t *testing.T) {
 		since time.Time
 		want  []*Row
 	}{
-		{name: "all", in: []*engine.Record{hedged(), failed, bare}, since: t0, want: []*Row{hedgedRow(), failedRow, bareRow}},
+		{name: "all", in: []*engine.Record{hedged(), failed, bare, semantic}, since: t0, want: []*Row{hedgedRow(), failedRow, bareRow, semanticRow}},
 		{name: "since excludes older", in: []*engine.Record{hedged(), failed, bare}, since: t0.Add(2 * time.Minute), want: []*Row{failedRow, bareRow}},
 		{name: "none", in: []*engine.Record{hedged()}, since: t0.Add(time.Hour), want: nil},
 	}

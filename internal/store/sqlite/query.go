@@ -61,11 +61,13 @@ type Row struct {
 	// KeyID and Team are the virtual key the call was made with and its
 	// team ("" without one, and in logs written before they were recorded).
 	KeyID, Team string
-	// Cache is what the response cache did for the call: hit, miss or
-	// bypass ("" with the cache off, and in logs written before it was
-	// recorded).
-	Cache    string
-	Attempts []Attempt
+	// Cache is X-Mesh-Cache (hit, miss, bypass; "" without a cache),
+	// SemanticCache the semantic cache's part (hit, miss, error; "" when
+	// not looked up) and CacheSimilarity a semantic hit's similarity; ""
+	// and 0 in logs written before they were recorded.
+	Cache, SemanticCache string
+	CacheSimilarity      float64
+	Attempts             []Attempt
 }
 
 // Attempt is one upstream attempt of a Row.
@@ -151,22 +153,23 @@ func (l *Log) Query(ctx context.Context, since time.Time) iter.Seq2[*Row, error]
 // selectRows reads the rows of a log of schema version v: columns a
 // version lacks read as their "not recorded" value.
 func selectRows(v int) string {
-	stage, usage, key, cache := "r.stage", "a.tokens_in, a.tokens_out, a.cost_usd", "r.key_id, r.team", "r.cache"
+	stage, usage, key := "r.stage", "a.tokens_in, a.tokens_out, a.cost_usd", "r.key_id, r.team"
+	cached := "r.cache, r.semantic_cache, r.cache_similarity"
+	if v < 7 {
+		cached = "'', '', 0"
+	}
 	if v < 4 {
 		stage, usage = "''", "NULL, NULL, NULL"
 	}
 	if v < 6 {
 		key = "'', ''"
 	}
-	if v < 7 {
-		cache = "''"
-	}
 	return `SELECT r.seq, r.id, r.time_ns, r.duration_ms, r.ttft_ms, r.format, r.model,
 	r.served_endpoint, r.served_model, r.served_region, r.served_provider, r.status,
 	r.mesh_error_code, r.fallback, r.retries, r.hedges, r.hedge_won, r.recovered,
 	r.fragments, r.fragments_ok, r.fusions, r.fusion_conflicts, r.normalization_offset,
 	r.repairs, r.tokens_in, r.tokens_out, r.tokens_cache_read, r.tokens_cache_write,
-	r.cost_usd, r.queue_wait_ms, r.stream, r.domain, r.legacy, ` + stage + `, ` + key + `, ` + cache + `,
+	r.cost_usd, r.queue_wait_ms, r.stream, r.domain, r.legacy, ` + stage + `, ` + key + `, ` + cached + `,
 	a.idx, a.endpoint, a.model, a.region, a.kind, a.outcome, a.status, a.start_ms,
 	a.duration_ms, a.wait_ms, a.bytes, a.winner, ` + usage + `
 	FROM requests r LEFT JOIN attempts a ON a.request_seq = r.seq
@@ -202,7 +205,8 @@ func query(ctx context.Context, db *sql.DB, version int, since time.Time) iter.S
 				&row.Fragments, &row.FragmentsOK, &row.Fusions, &row.FusionConflicts, &row.NormalizationOffset,
 				&repairs, &row.TokensIn, &row.TokensOut, &row.TokensCacheRead, &row.TokensCacheWrite,
 				&row.CostUSD, &wait, &row.Stream, &row.Domain, &row.Legacy, &row.Stage, &row.KeyID, &row.Team,
-				&row.Cache, &idx, &aEndpoint, &aModel, &aRegion, &aKind, &aO, &aStatus, &aStart,
+				&row.Cache, &row.SemanticCache, &row.CacheSimilarity,
+				&idx, &aEndpoint, &aModel, &aRegion, &aKind, &aO, &aStatus, &aStart,
 				&aDur, &aWait, &aBytes, &aWinner, &aIn, &aOut, &aCost); err != nil {
 				yield(nil, fmt.Errorf("reading request log: %w", err))
 				return

@@ -81,7 +81,10 @@ var migrations = []string{
 	// '' for calls without one and in older rows.
 	`ALTER TABLE requests ADD COLUMN key_id TEXT NOT NULL DEFAULT '';
 	ALTER TABLE requests ADD COLUMN team TEXT NOT NULL DEFAULT '';`,
-	// 7: what the response cache did for the call (hit, miss, bypass;
-	// empty with the cache off).
-	`ALTER TABLE requests ADD COLUMN cache TEXT NOT NULL DEFAULT '';`,
+	// 7: the response cache's part (X-Mesh-Cache), the semantic cache's
+	// (hit, miss, error) and a semantic hit's similarity (issue 17); '',
+	// '' and 0 in older rows.
+	`ALTER TABLE requests ADD COLUMN cache TEXT NOT NULL DEFAULT '';
+	ALTER TABLE requests ADD COLUMN semantic_cache TEXT NOT NULL DEFAULT '';
+	ALTER TABLE requests ADD COLUMN cache_similarity REAL NOT NULL DEFAULT 0;`,
 }

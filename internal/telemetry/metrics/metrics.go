@@ -158,9 +158,12 @@ type Metrics struct {
 	// shadowV and shadowSpendV count shadow calls (rare: children are
 	// looked up in the vector each time); alias is bounded by models.
 	shadowV, shadowSpendV *prometheus.CounterVec
-	spend                 sync.Map
-	spendN                atomic.Int64
-	maxSpend              int64
+	// semHit, semMiss and semError are
+	// mesh_semantic_cache_requests_total's series.
+	semHit, semMiss, semError prometheus.Counter
+	spend                     sync.Map
+	spendN                    atomic.Int64
+	maxSpend                  int64
 }
 
 // spendKey labels a spend counter: a model index and the key and team.
@@ -264,6 +267,9 @@ func New(o Options) (*Metrics, error) {
 	cacheV := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_cache_requests_total",
 		Help: "Client calls by the response cache's part (X-Mesh-Cache): hit (answered from the cache), miss, bypass; none counted without a cache. Hit rate = hit / (hit + miss)."}, []string{"result"})
 	m.cacheHit, m.cacheMiss, m.cacheBypass = cacheV.WithLabelValues(engine.CacheHit), cacheV.WithLabelValues(engine.CacheMiss), cacheV.WithLabelValues(engine.CacheBypass)
+	semV := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_semantic_cache_requests_total",
+		Help: "Calls to aliases with the semantic cache on that the exact cache missed, by the semantic cache's part: hit (answered from a similar prompt's answer; also counted as a hit in mesh_cache_requests_total), miss, error (the embeddings call failed or timed out: served as a miss)."}, []string{"result"})
+	m.semHit, m.semMiss, m.semError = semV.WithLabelValues(engine.SemanticHit), semV.WithLabelValues(engine.SemanticMiss), semV.WithLabelValues(engine.SemanticError)
 	valveV := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_safety_valve_transitions_total",
 		Help: "Safety valve state changes, by the state entered: open (calls take the legacy path) or closed."}, []string{"to"})
 	for i, st := range valveStates {
@@ -287,7 +293,7 @@ func New(o Options) (*Metrics, error) {
 	m.shadowSpendV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_shadow_spend_usd_total",
 		Help: "Upstream cost of shadow calls in US dollars, by alias; never part of mesh_spend_usd_total or a key's spend."}, []string{"alias"})
 	cs := []prometheus.Collector{m.shadowV, m.shadowSpendV, m.requestsV, m.fallbacksV, m.modelFallbacksV, m.legacyV, m.offsetV, m.queueWaitV, m.fragSentV, m.fragOKV, m.fusionsV, m.conflictsV,
-		m.retriesV, m.hedgesV, m.hedgesWonV, m.recoveredV, m.attemptsV, m.durationV, m.ttfcV, m.tokensV, m.breakerV, valveV, m.spendV, cacheV}
+		m.retriesV, m.hedgesV, m.hedgesWonV, m.recoveredV, m.attemptsV, m.durationV, m.ttfcV, m.tokensV, m.breakerV, valveV, m.spendV, cacheV, semV}
 	if o.Endpoints != nil {
 		cs = append(cs, newEndpointCollector(o.Endpoints))
 	}
@@ -353,6 +359,14 @@ func (m *Metrics) RequestDone(r *engine.Record) {
 		m.cacheMiss.Inc()
 	case engine.CacheBypass:
 		m.cacheBypass.Inc()
+	}
+	switch r.SemanticCache {
+	case engine.SemanticHit:
+		m.semHit.Inc()
+	case engine.SemanticMiss:
+		m.semMiss.Inc()
+	case engine.SemanticError:
+		m.semError.Inc()
 	}
 	if r.Err == nil {
 		off := r.NormalizationOffset

@@ -1,0 +1,112 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/keelmesh/keel/internal/cache"
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/provider"
+	"github.com/keelmesh/keel/internal/semcache"
+)
+
+// TestSemanticCache: after an exact miss on an alias with the semantic
+// cache on, a prompt whose embedding is within the threshold of a stored
+// one, in the same space (same everything but the last user message) and
+// domain, is served from it; anything else goes upstream.
+func TestSemanticCache(t *testing.T) {
+	// Embeddings by text: "q" and its paraphrase "p" are 0.96 apart, "far"
+	// 0.6; "boom" fails.
+	vecs := map[string][]float32{"q": {1, 0}, "p": {0.96, 0.28}, "far": {0.6, 0.8}, "legal q": {1, 0}}
+	zero := 0.0
+	req := func(text string, edit ...func(*llm.Request)) *llm.Request {
+		r := ask(llm.FormatAnthropic, "al", false)
+		r.Temperature = &zero
+		r.Messages[0].Content[0].Text = text
+		for _, f := range edit {
+			f(r)
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		// second is asked after req("q") was answered.
+		second *llm.Request
+		alias  string
+		// want: the second call's Record.Cache and SemanticCache, and the
+		// upstream calls and embeddings calls of both.
+		wantCache, wantSem string
+		wantUp, wantEmbeds int
+	}{
+		{name: "paraphrase", second: req("p"), wantCache: CacheHit, wantSem: SemanticHit, wantUp: 1, wantEmbeds: 2},
+		{name: "below threshold", second: req("far"), wantCache: CacheMiss, wantSem: SemanticMiss, wantUp: 2, wantEmbeds: 2},
+		{name: "embeddings fail", second: req("boom"), wantCache: CacheMiss, wantSem: SemanticError, wantUp: 2, wantEmbeds: 2},
+		{name: "same text is an exact hit", second: req("q"), wantCache: CacheHit, wantUp: 1, wantEmbeds: 1},
+		{name: "other max_tokens", second: req("p", func(r *llm.Request) { r.MaxTokens = 65 }), wantCache: CacheMiss, wantSem: SemanticMiss, wantUp: 2, wantEmbeds: 2},
+		{name: "other system prompt", second: req("p", func(r *llm.Request) { r.System = []llm.Block{{Type: llm.BlockText, Text: "be brief"}} }),
+			wantCache: CacheMiss, wantSem: SemanticMiss, wantUp: 2, wantEmbeds: 2},
+		{name: "other domain", second: req("legal q"), wantCache: CacheMiss, wantSem: SemanticMiss, wantUp: 2, wantEmbeds: 2},
+		{name: "ends with a prefill", second: req("p", func(r *llm.Request) {
+			r.Messages = append(r.Messages, llm.Message{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockText, Text: "Sure"}}})
+		}), wantCache: CacheMiss, wantUp: 2, wantEmbeds: 1},
+		{name: "not cacheable", second: req("p", func(r *llm.Request) { r.Temperature = nil }), wantCache: CacheBypass, wantUp: 2, wantEmbeds: 1},
+		{name: "model without it", alias: "m", second: req("p", func(r *llm.Request) { r.Model = "m" }), wantCache: CacheMiss, wantUp: 2, wantEmbeds: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &scripted{id: "a", format: llm.FormatAnthropic, script: func(n int, _ map[string]any) reply { return anthropicJSON("answer " + string(rune('0'+n))) }}
+			h := newHarness(t, a)
+			lru, _ := cache.New[*CacheEntry](cache.Config{}, nil)
+			idx, _ := semcache.New[*CacheEntry](semcache.Config{}, nil)
+			var embeds atomic.Int64
+			embed := func(_ context.Context, text string) ([]float32, error) {
+				embeds.Add(1)
+				if v, ok := vecs[text]; ok {
+					return v, nil
+				}
+				return nil, errors.New("embeddings endpoint down")
+			}
+			e := h.engine(Options{Aliases: map[string]Alias{"al": {Models: []string{"m"}, SemanticThreshold: 0.9}},
+				Cache: lru, Semantic: &Semantic{Embed: embed, Index: idx},
+				Classify: func(s string) string {
+					if strings.HasPrefix(s, "legal") {
+						return "legal"
+					}
+					return "general"
+				}}, h.endpoints("m", "a")...)
+			first := req("q")
+			if tc.alias != "" {
+				first.Model = tc.alias
+			}
+			r1 := call(t, e, first)
+			r2 := call(t, e, tc.second)
+			if r1.err != nil || r2.err != nil {
+				t.Fatalf("errors %v, %v", r1.err, r2.err)
+			}
+			if r2.rec.Cache != tc.wantCache || r2.rec.SemanticCache != tc.wantSem || a.count() != tc.wantUp || int(embeds.Load()) != tc.wantEmbeds {
+				t.Fatalf("cache %q semantic %q, %d upstream, %d embeddings; want %q %q %d %d",
+					r2.rec.Cache, r2.rec.SemanticCache, a.count(), embeds.Load(), tc.wantCache, tc.wantSem, tc.wantUp, tc.wantEmbeds)
+			}
+			if tc.wantSem == SemanticHit {
+				if r2.text != r1.text || r2.rec.CacheSimilarity < 0.9 || SimilarityHeader(r2.rec) != "0.9600" || r2.rec.Cost != 0 {
+					t.Fatalf("hit: text %q (first %q), similarity %v header %q cost %v", r2.text, r1.text, r2.rec.CacheSimilarity, SimilarityHeader(r2.rec), r2.rec.Cost)
+				}
+			} else if SimilarityHeader(r2.rec) != "" {
+				t.Fatalf("no semantic hit, X-Mesh-Cache-Similarity %q", SimilarityHeader(r2.rec))
+			}
+		})
+	}
+}
+
+// TestSemanticCacheNeedsItsOptions: an alias with a threshold but no
+// cache or no embeddings is a configuration error, not a silent no-op.
+func TestSemanticCacheNeedsItsOptions(t *testing.T) {
+	h := newHarness(t, &scripted{id: "a", format: llm.FormatAnthropic})
+	_, err := New(Options{Endpoints: h.endpoints("m", "a"), Client: provider.NewClient(h),
+		Aliases: map[string]Alias{"al": {Models: []string{"m"}, SemanticThreshold: 0.9}}})
+	if err == nil || !strings.Contains(err.Error(), "semantic cache needs") {
+		t.Fatalf("New = %v, want the semantic cache's missing options named", err)
+	}
+}
