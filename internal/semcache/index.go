@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand"
+	"slices"
 	"sync"
 	"time"
 
@@ -110,10 +112,13 @@ func New[V any](cfg Config, now func() time.Time) (*Index[V], error) {
 // newGraph is an HNSW graph with the library's defaults for OpenAI
 // embeddings (M 16, Ml 0.25, cosine distance) but a wider search (EfSearch
 // 64 rather than 20): a cache's graphs are small, and a missed neighbour
-// is a paid upstream call.
+// is a paid upstream call. Its levels are drawn from a fixed seed (the
+// library seeds from the clock): the same additions build the same graph,
+// so a lookup's result never depends on when the process started.
 func newGraph() *hnsw.Graph[uint64] {
 	g := hnsw.NewGraph[uint64]()
 	g.EfSearch = 64
+	g.Rng = rand.New(rand.NewSource(1))
 	return g
 }
 
@@ -178,7 +183,8 @@ func (x *Index[V]) compact() {
 
 // Nearest returns the value of the live entry of space sp most similar to
 // vec and its cosine similarity, or ok false when the space has none.
-// Expired entries it meets are removed.
+// Expired entries it meets are removed. The search is approximate: now and
+// then an entry no graph search reaches is missed (TestChurnNeverPanics).
 func (x *Index[V]) Nearest(sp string, vec []float32) (v V, sim float32, ok bool) {
 	now := x.now()
 	x.mu.Lock()
@@ -239,13 +245,20 @@ func (x *Index[V]) kill(sp string, s *space[V], id uint64, e *entry[V]) {
 	case liveHere == 0:
 		delete(x.spaces, sp)
 	case s.dead > liveHere:
-		g := newGraph()
+		// Re-added in the order they came (ids grow), not the map's
+		// random order: the same history builds the same graph.
+		ids := make([]uint64, 0, liveHere)
 		for id, e := range s.entries {
 			if e.dead {
 				delete(s.entries, id)
 				continue
 			}
-			g.Add(hnsw.MakeNode(id, e.vec))
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		g := newGraph()
+		for _, id := range ids {
+			g.Add(hnsw.MakeNode(id, s.entries[id].vec))
 		}
 		s.g, s.dead = g, 0
 	}
