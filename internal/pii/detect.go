@@ -1,0 +1,174 @@
+package pii
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Detector finds the built-in kinds and the custom kinds of its Config.
+// It is immutable after New and safe for concurrent use by any number of
+// goroutines; Find never blocks and does no I/O.
+type Detector struct {
+	patterns []customPattern
+	dicts    []customDict
+}
+
+type customPattern struct {
+	kind Kind
+	re   *regexp.Regexp
+}
+
+type customDict struct {
+	kind  Kind
+	words []string // ASCII-lowercased
+}
+
+// New checks cfg and builds a Detector. Every error wraps ErrConfig: a
+// custom kind without a name, a name used twice or equal to a built-in
+// kind, a regular expression that does not compile or matches the empty
+// string, a dictionary without words or with an empty word.
+func New(cfg Config) (*Detector, error) {
+	d := &Detector{}
+	seen := map[Kind]bool{Email: true, Phone: true, Card: true, IBAN: true, CNID: true, SSN: true, IPv4: true, IPv6: true, Secret: true}
+	name := func(what string, i int, n string) (Kind, error) {
+		if strings.TrimSpace(n) == "" {
+			return "", fmt.Errorf("%w: %s[%d]: empty name", ErrConfig, what, i)
+		}
+		k := Kind(n)
+		if seen[k] {
+			return "", fmt.Errorf("%w: %s[%d]: kind %q already defined", ErrConfig, what, i, n)
+		}
+		seen[k] = true
+		return k, nil
+	}
+	for i, p := range cfg.Patterns {
+		k, err := name("patterns", i, p.Name)
+		if err != nil {
+			return nil, err
+		}
+		if p.Regex == "" {
+			return nil, fmt.Errorf("%w: patterns[%d] %q: empty regex", ErrConfig, i, p.Name)
+		}
+		re, err := regexp.Compile(p.Regex)
+		if err != nil {
+			return nil, fmt.Errorf("%w: patterns[%d] %q: %w", ErrConfig, i, p.Name, err)
+		}
+		if re.MatchString("") {
+			return nil, fmt.Errorf("%w: patterns[%d] %q: regex matches the empty string", ErrConfig, i, p.Name)
+		}
+		d.patterns = append(d.patterns, customPattern{kind: k, re: re})
+	}
+	for i, dc := range cfg.Dictionaries {
+		k, err := name("dictionaries", i, dc.Name)
+		if err != nil {
+			return nil, err
+		}
+		if len(dc.Words) == 0 {
+			return nil, fmt.Errorf("%w: dictionaries[%d] %q: no words", ErrConfig, i, dc.Name)
+		}
+		cd := customDict{kind: k}
+		for j, w := range dc.Words {
+			w = strings.TrimSpace(w)
+			if w == "" {
+				return nil, fmt.Errorf("%w: dictionaries[%d] %q: words[%d] is empty", ErrConfig, i, dc.Name, j)
+			}
+			cd.words = append(cd.words, asciiLower(w))
+		}
+		d.dicts = append(d.dicts, cd)
+	}
+	return d, nil
+}
+
+// Find returns the values found in text, sorted by Start and not
+// overlapping. Where two findings overlap, the checksum-validated one
+// (card, IBAN, Chinese ID) wins, then the longer, then the earlier. Find
+// allocates only for its result (and for custom kinds when configured); it
+// returns nil when it finds nothing.
+func (d *Detector) Find(text string) []Match {
+	var buf [16]cand
+	cs := scan(text, buf[:0])
+	for _, p := range d.patterns {
+		for _, loc := range p.re.FindAllStringIndex(text, -1) {
+			if loc[1] > loc[0] {
+				cs = append(cs, cand{Match{p.kind, loc[0], loc[1]}, rankPlain})
+			}
+		}
+	}
+	if len(d.dicts) > 0 {
+		lower := asciiLower(text)
+		for _, dc := range d.dicts {
+			for _, w := range dc.words {
+				cs = findWord(lower, w, dc.kind, cs)
+			}
+		}
+	}
+	if len(cs) == 0 {
+		return nil
+	}
+	return resolve(cs)
+}
+
+// resolve keeps, of overlapping candidates, the checksum-validated one, then
+// the longer, then the earlier, and returns the kept ones sorted by Start.
+func resolve(cs []cand) []Match {
+	slices.SortFunc(cs, func(a, b cand) int {
+		if a.rank != b.rank {
+			return int(b.rank) - int(a.rank)
+		}
+		if la, lb := a.m.End-a.m.Start, b.m.End-b.m.Start; la != lb {
+			return lb - la
+		}
+		return a.m.Start - b.m.Start
+	})
+	out := make([]Match, 0, len(cs))
+	for _, c := range cs {
+		ok := true
+		for _, m := range out {
+			if c.m.Start < m.End && m.Start < c.m.End {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out = append(out, c.m)
+		}
+	}
+	slices.SortFunc(out, func(a, b Match) int { return a.Start - b.Start })
+	return out
+}
+
+// findWord appends each occurrence of w in lower (both ASCII-lowercased)
+// that is not inside a longer ASCII word.
+func findWord(lower, w string, k Kind, cs []cand) []cand {
+	for off := 0; ; {
+		j := strings.Index(lower[off:], w)
+		if j < 0 {
+			return cs
+		}
+		s := off + j
+		e := s + len(w)
+		if !(isWordByte(w[0]) && s > 0 && isWordByte(lower[s-1])) &&
+			!(isWordByte(w[len(w)-1]) && e < len(lower) && isWordByte(lower[e])) {
+			cs = append(cs, cand{Match{k, s, e}, rankPlain})
+		}
+		off = s + 1
+	}
+}
+
+// asciiLower lowercases ASCII letters only, so byte offsets are kept.
+func asciiLower(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if c := b[j]; c >= 'A' && c <= 'Z' {
+					b[j] = c + 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
+}

@@ -1,0 +1,160 @@
+package pii
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// findCases are the table cases; FuzzFind is seeded from them.
+var findCases = []struct {
+	name string
+	text string
+	want []string // "KIND value", in order
+}{
+	{"email", "mail john.doe@example.com now", []string{"EMAIL john.doe@example.com"}},
+	{"email zh", "邮箱zhang.san+ops@mail.example.cn。", []string{"EMAIL zhang.san+ops@mail.example.cn"}},
+	{"email with digits local part", "13800138000@163.com", []string{"EMAIL 13800138000@163.com"}},
+	{"us phone paren and e164", "call +1 (555) 123-4567 or 555-123-4567", []string{"PHONE +1 (555) 123-4567", "PHONE 555-123-4567"}},
+	{"uk de fr phones", "020 7946 0958, +44 20 7946 0958, 01 23 45 67 89, 030 12345678", []string{"PHONE 020 7946 0958", "PHONE +44 20 7946 0958", "PHONE 01 23 45 67 89", "PHONE 030 12345678"}},
+	{"cn mobiles", "手机 138 0013 8000，或13900139000", []string{"PHONE 138 0013 8000", "PHONE 13900139000"}},
+	{"cn mobile +86", "请拨打+86 139-1234-5678联系", []string{"PHONE +86 139-1234-5678"}},
+	{"two phones in a row", "13800138000 13900139000", []string{"PHONE 13800138000", "PHONE 13900139000"}},
+	{"card spaced", "卡号 4111 1111 1111 1111。", []string{"CARD 4111 1111 1111 1111"}},
+	{"card amex dashed", "amex 3782-822463-10005 exp 12/28", []string{"CARD 3782-822463-10005"}},
+	{"card invalid luhn", "card 4111 1111 1111 1112", nil},
+	{"iban grouped", "IBAN DE89 3704 0044 0532 0130 00 ok", []string{"IBAN DE89 3704 0044 0532 0130 00"}},
+	{"iban whole", "pay to GB82WEST12345698765432.", []string{"IBAN GB82WEST12345698765432"}},
+	{"iban bad check", "GB83WEST12345698765432", nil},
+	{"cn id X", "身份证11010519491231002X", []string{"CN_ID 11010519491231002X"}},
+	{"cn id bad check", "身份证110105194912310021", nil},
+	{"ssn dashed", "SSN 123-45-6789", []string{"SSN 123-45-6789"}},
+	{"ssn labelled plain", "social security number: 123456789", []string{"SSN 123456789"}},
+	{"ssn invalid area", "666-45-6789", nil},
+	{"plain nine digits", "tracking 123456789", nil},
+	{"ipv4 and ipv6", "ip 192.168.1.10:8080 and 2001:db8::1", []string{"IPV4 192.168.1.10", "IPV6 2001:db8::1"}},
+	{"ipv6 full", "from 2001:0db8:85a3:0000:0000:8a2e:0370:7334.", []string{"IPV6 2001:0db8:85a3:0000:0000:8a2e:0370:7334"}},
+	{"secrets", "key sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789 AKIAIOSFODNN7EXAMPLE", []string{"SECRET sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789", "SECRET AKIAIOSFODNN7EXAMPLE"}},
+	{"bearer", "Authorization: Bearer abc123def456ghi789jkl", []string{"SECRET abc123def456ghi789jkl"}},
+	{"github token", "token ghp_0123456789abcdefghijABCDEFGHIJ012345 leaked", []string{"SECRET ghp_0123456789abcdefghijABCDEFGHIJ012345"}},
+	{"dates times versions orders", "on 2026-12-02 at 10:30:15, v1.2.3 and 10.0.19045.2965, ORD-2025-000123, 02.12.2026", nil},
+	{"version four parts", "upgrade to version 2.4.1.0 today", nil},
+	{"amounts and zip", "total $1,234.56 shipped to 94105-1234, qty 3", nil},
+	{"mac and time", "mac 00:1A:2B:3C:4D:5E at 12:30:45", nil},
+	{"order number digits", "订单号 20251202000123 已发货", nil},
+	{"invoice with phone-like", "invoice 555-123-4567", nil},
+	{"words", "sk-learn is a library; Bearer tokens are explained in RFC 6750", nil},
+}
+
+func show(text string, ms []Match) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, string(m.Kind)+" "+text[m.Start:m.End])
+	}
+	return out
+}
+
+func TestFind(t *testing.T) {
+	d, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range findCases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := show(tc.text, d.Find(tc.text))
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Errorf("Find(%q) (-got +want):\n-%q\n+%q", tc.text, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFindCustomKinds(t *testing.T) {
+	d, err := New(Config{
+		Patterns:     []Pattern{{Name: "EMPLOYEE_ID", Regex: `\bEMP-\d{6}\b`}},
+		Dictionaries: []Dictionary{{Name: "PROJECT", Words: []string{"Project Falcon", "猎鹰计划"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "EMP-004211 works on project falcon (猎鹰计划), not projectfalconry; mail a@b.io"
+	got := show(text, d.Find(text))
+	want := []string{"EMPLOYEE_ID EMP-004211", "PROJECT project falcon", "PROJECT 猎鹰计划", "EMAIL a@b.io"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("(-got +want):\n-%q\n+%q", got, want)
+	}
+}
+
+func TestFindOverlapKeepsChecksumThenLonger(t *testing.T) {
+	d, err := New(Config{Patterns: []Pattern{
+		{Name: "DIGITS4", Regex: `\d{4} \d{4} \d{4} \d{4} \d{2}`}, // longer than the card, no checksum
+		{Name: "LOCAL", Regex: `[a-z]+\.[a-z]+`},                   // inside the e-mail
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "4111 1111 1111 1111 12 and john.doe@example.com"
+	got := show(text, d.Find(text))
+	want := []string{"CARD 4111 1111 1111 1111", "EMAIL john.doe@example.com"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("(-got +want):\n-%q\n+%q", got, want)
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"empty name", Config{Patterns: []Pattern{{Regex: "x"}}}},
+		{"bad regex", Config{Patterns: []Pattern{{Name: "X", Regex: "("}}}},
+		{"empty regex", Config{Patterns: []Pattern{{Name: "X"}}}},
+		{"matches empty", Config{Patterns: []Pattern{{Name: "X", Regex: "a*"}}}},
+		{"built-in name", Config{Patterns: []Pattern{{Name: "EMAIL", Regex: "x"}}}},
+		{"duplicate", Config{Patterns: []Pattern{{Name: "X", Regex: "x"}}, Dictionaries: []Dictionary{{Name: "X", Words: []string{"y"}}}}},
+		{"no words", Config{Dictionaries: []Dictionary{{Name: "X"}}}},
+		{"empty word", Config{Dictionaries: []Dictionary{{Name: "X", Words: []string{" "}}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := New(tc.cfg); !errors.Is(err, ErrConfig) {
+				t.Errorf("New: %v, want ErrConfig", err)
+			}
+		})
+	}
+}
+
+func TestValidators(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+		f    func([]byte) bool
+		v    string
+	}{
+		{"luhn ok", true, luhn, "4111111111111111"},
+		{"luhn bad", false, luhn, "4111111111111112"},
+		{"iban ok", true, ibanValid, "DE89370400440532013000"},
+		{"iban wrong length", false, ibanValid, "DE8937040044053201300"},
+		{"cn id ok", true, cnIDValid, "11010519491231002X"},
+		{"cn id bad date", false, cnIDValid, "110105194902300020"},
+		{"ssn ok", true, ssnValid, "123456789"},
+		{"ssn 9xx", false, ssnValid, "923456789"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.f([]byte(tc.v)); got != tc.ok {
+				t.Errorf("%s(%s) = %v, want %v", tc.name, tc.v, got, tc.ok)
+			}
+		})
+	}
+}
+
+func ExampleDetector_Find() {
+	d, _ := New(Config{})
+	text := "Refund to card 4111 1111 1111 1111, reply to li.lei@example.cn"
+	for _, m := range d.Find(text) {
+		fmt.Println(m.Kind, text[m.Start:m.End])
+	}
+	// Output:
+	// CARD 4111 1111 1111 1111
+	// EMAIL li.lei@example.cn
+}

@@ -1,0 +1,378 @@
+package pii
+
+// Numbers: a token is a run of digit groups joined by short separators
+// (space, '-', '.', parentheses), with an optional leading '+' or '(' and,
+// for the Chinese ID, a final X. The token is classified whole; if that
+// fails, the longest classifiable runs of groups cut at spaces are tried,
+// so "13800138000 13900139000" gives two phones.
+
+const maxGroups = 12
+
+type numToken struct {
+	s      string
+	start  int // of the token, with its '+' or '('
+	ng     int
+	gs, ge [maxGroups]int  // digit group [gs, ge)
+	sep    [maxGroups]byte // separator before group k (k ≥ 1): ' ', '-', '.', 'p' (has a parenthesis)
+	cut    [maxGroups]bool // the token may be cut before group k (separator of spaces only)
+	hasX   bool            // the last group ends with X (Chinese ID)
+}
+
+// numberAt classifies the number token at i and returns the end of the
+// token (> i) even when nothing was found, so its groups are not rescanned.
+func numberAt(s string, i int, out []cand) ([]cand, int) {
+	n := len(s)
+	if identBefore(s, i) {
+		return out, skipIdent(s, i)
+	}
+	var t numToken
+	t.s = s
+	t.start = i
+	j := i
+	if s[j] == '+' || s[j] == '(' {
+		if j+1 >= n || !isDigit(s[j+1]) {
+			return out, i + 1
+		}
+		j++
+	}
+	for {
+		st := j
+		for j < n && isDigit(s[j]) {
+			j++
+		}
+		t.gs[t.ng], t.ge[t.ng] = st, j
+		t.ng++
+		if j < n && (s[j] == 'X' || s[j] == 'x') && (j+1 == n || !isWordByte(s[j+1])) {
+			t.hasX = true
+			j++
+			break
+		}
+		if t.ng == maxGroups {
+			break
+		}
+		k := j
+		spaces, dashes, dots, parens := 0, 0, 0, 0
+	sep:
+		for k < n && k-j < 3 {
+			switch s[k] {
+			case ' ':
+				spaces++
+			case '-':
+				dashes++
+			case '.':
+				dots++
+			case '(', ')':
+				parens++
+			default:
+				break sep
+			}
+			k++
+		}
+		if k == j || k >= n || !isDigit(s[k]) || dashes > 1 || dots > 1 || parens > 1 ||
+			(dots > 0 && spaces+dashes+parens > 0) {
+			break
+		}
+		switch {
+		case parens > 0:
+			t.sep[t.ng] = 'p'
+		case dots > 0:
+			t.sep[t.ng] = '.'
+		case dashes > 0:
+			t.sep[t.ng] = '-'
+		default:
+			t.sep[t.ng] = ' '
+			t.cut[t.ng] = true
+		}
+		j = k
+	}
+	// The token continues as an identifier or an address: not a number.
+	if j < n {
+		c := s[j]
+		if isWordByte(c) || c == '@' || ((c == '-' || c == '.' || c == '_' || c == '/') && j+1 < n && isAlnum(s[j+1])) {
+			return out, skipIdent(s, j)
+		}
+	}
+	if t.hasX && t.ng > 3 {
+		return out, j
+	}
+	// Whole token, else the longest runs cut at spaces.
+	for a := 0; a < t.ng; {
+		found := false
+		for b := t.ng - 1; b >= a; b-- {
+			if b < t.ng-1 && !t.cut[b+1] {
+				continue
+			}
+			if a > 0 && !t.cut[a] {
+				break
+			}
+			if k, rank, ok := t.classify(a, b); ok {
+				st := t.gs[a]
+				if a == 0 {
+					st = t.start
+				}
+				out = append(out, cand{Match{k, st, t.ge[b] + xlen(&t, b)}, rank})
+				a = b + 1
+				found = true
+				break
+			}
+		}
+		if !found {
+			a++
+		}
+	}
+	return out, j
+}
+
+func xlen(t *numToken, b int) int {
+	if t.hasX && b == t.ng-1 {
+		return 1
+	}
+	return 0
+}
+
+// identBefore: the number at i continues a word or an identifier such as
+// ORD-2025-000123 or build_17.
+func identBefore(s string, i int) bool {
+	if i == 0 {
+		return false
+	}
+	p := s[i-1]
+	if isWordByte(p) || p == '.' && i > 1 && isDigit(s[i-2]) {
+		return true
+	}
+	return (p == '-' || p == '_' || p == '#') && i > 1 && isAlnum(s[i-2])
+}
+
+// skipIdent returns the end of the identifier-like run at i.
+func skipIdent(s string, i int) int {
+	for i < len(s) {
+		c := s[i]
+		if isWordByte(c) || ((c == '-' || c == '.' || c == '/') && i+1 < len(s) && isAlnum(s[i+1])) {
+			i++
+			continue
+		}
+		break
+	}
+	return i
+}
+
+// classify decides what groups [a, b] are.
+func (t *numToken) classify(a, b int) (Kind, int8, bool) {
+	var d [24]byte
+	nd := 0
+	for g := a; g <= b; g++ {
+		l := t.ge[g] - t.gs[g]
+		if nd+l > len(d) {
+			return "", 0, false
+		}
+		copy(d[nd:], t.s[t.gs[g]:t.ge[g]])
+		nd += l
+	}
+	ng := b - a + 1
+	plus := a == 0 && t.s[t.start] == '+'
+	paren := (a == 0 && t.s[t.start] == '(') || (a > 0 && t.gs[a] > 0 && t.s[t.gs[a]-1] == '(')
+	x := t.hasX && b == t.ng-1
+	glen := func(k int) int { return t.ge[a+k] - t.gs[a+k] }
+	sep := func(k int) byte { return t.sep[a+k] } // separator before group a+k, k ≥ 1
+	same := func(want ...byte) bool {
+		if ng == 1 {
+			return true
+		}
+		first := sep(1)
+		okFirst := false
+		for _, w := range want {
+			if first == w {
+				okFirst = true
+			}
+		}
+		if !okFirst {
+			return false
+		}
+		for k := 2; k < ng; k++ {
+			if sep(k) != first {
+				return false
+			}
+		}
+		return true
+	}
+	start := t.gs[a]
+	if a == 0 {
+		start = t.start
+	}
+
+	if x {
+		if nd != 17 || plus || paren {
+			return "", 0, false
+		}
+		d[17] = 'X'
+		if (ng == 1 || (ng == 3 && glen(0) == 6 && glen(1) == 8 && same(' '))) && cnIDValid(d[:18]) {
+			return CNID, rankChecksum, true
+		}
+		return "", 0, false
+	}
+
+	dotted := ng > 1 && same('.')
+	if dotted && ng == 4 && !plus && !paren {
+		for k := 0; k < 4; k++ {
+			l := glen(k)
+			g := t.s[t.gs[a+k]:t.ge[a+k]]
+			if l > 3 || (l > 1 && g[0] == '0') || num([]byte(g)) > 255 {
+				return "", 0, false
+			}
+		}
+		if keywordBefore(t.s, start, versionWords) >= 0 {
+			return "", 0, false
+		}
+		return IPv4, rankPlain, true
+	}
+	if dateShape(t, a, b) {
+		return "", 0, false
+	}
+
+	if nd == 18 && !plus && !paren && (ng == 1 || (ng == 3 && glen(0) == 6 && glen(1) == 8 && same(' '))) && cnIDValid(d[:18]) {
+		return CNID, rankChecksum, true
+	}
+	if nd >= 13 && nd <= 19 && !plus && !paren && same(' ', '-') && luhn(d[:nd]) && cardIIN(d[:nd]) {
+		short := false
+		for k := 0; k < ng; k++ {
+			if glen(k) < 3 {
+				short = true
+			}
+		}
+		if !short {
+			return Card, rankChecksum, true
+		}
+	}
+	neg := keywordBefore(t.s, start, notPIIWords)
+	if nd == 9 && !plus && !paren {
+		labelled := keywordBefore(t.s, start, ssnWords)
+		if ((ng == 3 && glen(0) == 3 && glen(1) == 2 && same('-', ' ') && (sep(1) == '-' || labelled >= 0)) ||
+			(ng == 1 && labelled >= 0)) && labelled >= neg && ssnValid(d[:9]) {
+			return SSN, rankPlain, true
+		}
+	}
+	if !plus && neg >= 0 && neg >= keywordBefore(t.s, start, phoneWords) {
+		return "", 0, false
+	}
+	if phoneShape(t, a, ng, d[:nd], plus, paren, dotted, glen, same) {
+		return Phone, rankPlain, true
+	}
+	return "", 0, false
+}
+
+func phoneShape(t *numToken, a, ng int, d []byte, plus, paren, dotted bool, glen func(int) int, same func(...byte) bool) bool {
+	nd := len(d)
+	if plus {
+		return nd >= 8 && nd <= 15 && d[0] != '0'
+	}
+	if dotted {
+		// 555.123.4567 (US) or 01.23.45.67.89 (France).
+		if ng == 3 && glen(0) == 3 && glen(1) == 3 && glen(2) == 4 && d[0] >= '2' {
+			return true
+		}
+		if ng == 5 && nd == 10 && d[0] == '0' {
+			for k := 0; k < 5; k++ {
+				if glen(k) != 2 {
+					return false
+				}
+			}
+			return true
+		}
+		return false
+	}
+	// International with 00 instead of +.
+	if nd >= 10 && nd <= 17 && d[0] == '0' && d[1] == '0' && d[2] != '0' && ng >= 2 && glen(0) == 4 {
+		return true
+	}
+	cnMobile := func(m []byte) bool { return len(m) == 11 && m[0] == '1' && m[1] >= '3' && m[1] <= '9' }
+	// Chinese mobile: 13800138000, 138 0013 8000, 138-0013-8000, 86 138...
+	if cnMobile(d) && !paren && (ng == 1 || (same(' ', '-') && ((ng == 3 && glen(0) == 3 && glen(1) == 4) || (ng == 2 && glen(0) == 3)))) {
+		return true
+	}
+	if nd == 13 && d[0] == '8' && d[1] == '6' && cnMobile(d[2:]) && (ng == 1 || (ng == 2 && glen(0) == 2) || (ng == 4 && glen(0) == 2 && glen(1) == 3 && glen(2) == 4)) {
+		return true
+	}
+	// North America: (555) 123-4567, 555-123-4567, 555 123 4567, 1-555-123-4567.
+	if ng == 3 && glen(0) == 3 && glen(1) == 3 && glen(2) == 4 && d[0] >= '2' {
+		return paren || t.sep[a+1] == 'p' || same('-', ' ')
+	}
+	if ng == 4 && d[0] == '1' && glen(0) == 1 && glen(1) == 3 && glen(2) == 3 && glen(3) == 4 && d[1] >= '2' {
+		return true
+	}
+	// National numbers with a trunk 0 (UK, DE, FR, …), written in groups.
+	if d[0] == '0' && d[1] != '0' && nd >= 10 && nd <= 12 && ng >= 2 && glen(0) >= 2 && glen(0) <= 5 {
+		return true
+	}
+	// Plain digits where the text says it is a phone number.
+	if ng == 1 && (nd == 10 && d[0] >= '2' || nd == 11 && d[0] == '0' || nd == 11 && d[0] == '1') {
+		return keywordBefore(t.s, t.start, phoneWords) >= 0
+	}
+	return false
+}
+
+// dateShape: the first three groups of [a, b] read as a date (2026-12-02,
+// 02.12.2026, 12-02-2026) or a date and time.
+func dateShape(t *numToken, a, b int) bool {
+	if b-a < 1 {
+		return false
+	}
+	g := func(k int) []byte { return []byte(t.s[t.gs[a+k]:t.ge[a+k]]) }
+	l0, l1 := len(g(0)), len(g(1))
+	if t.sep[a+1] == 'p' {
+		return false
+	}
+	if l0 == 4 && l1 <= 2 {
+		y, m := num(g(0)), num(g(1))
+		if y >= 1900 && y <= 2100 && m >= 1 && m <= 12 {
+			return b-a < 2 || len(g(2)) <= 2
+		}
+	}
+	if b-a >= 2 && l0 <= 2 && l1 <= 2 && len(g(2)) == 4 {
+		y := num(g(2))
+		return y >= 1900 && y <= 2100 && num(g(0)) <= 31 && num(g(1)) <= 31
+	}
+	return false
+}
+
+var (
+	phoneWords = []string{"phone", "tel", "call", "mobile", "cell", "fax", "whatsapp", "sms", "text me", "contact", "reach me", "电话", "手机", "联系", "致电", "号码", "拨打", "传真", "微信"}
+	ssnWords   = []string{"ssn", "social security", "社会安全", "社保号"}
+	// notPIIWords name numbers that are not about a person.
+	notPIIWords  = []string{"order", "invoice", "ticket", "tracking", "ref", "case", "build", "version", "#", "no.", "id:", "sku", "订单", "发票", "单号", "工单", "编号", "版本", "快递", "金额", "¥", "$", "€", "£", "amount", "total", "price", "qty"}
+	versionWords = []string{"version", "ver.", "build", "release", "firmware", "版本"}
+)
+
+// keywordBefore returns the end offset of the nearest keyword that ends in
+// the window before i (ASCII case-insensitive), or -1.
+func keywordBefore(s string, i int, words []string) int {
+	const window = 24
+	from := i - window
+	if from < 0 {
+		from = 0
+	}
+	best := -1
+	for _, w := range words {
+		for j := i - len(w); j >= from; j-- {
+			if equalFold(s[j:j+len(w)], w) && (j == 0 || !isAlpha(w[0]) || !isAlpha(s[j-1])) {
+				if e := j + len(w); e > best {
+					best = e
+				}
+				break
+			}
+		}
+	}
+	return best
+}
+
+func equalFold(a, b string) bool {
+	for i := 0; i < len(a); i++ {
+		x := a[i]
+		if x >= 'A' && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if x != b[i] {
+			return false
+		}
+	}
+	return true
+}

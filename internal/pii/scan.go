@@ -1,0 +1,372 @@
+package pii
+
+import (
+	"net/netip"
+)
+
+// The built-in scanner: one pass over the bytes of the text. Most bytes
+// cost a comparison or two; the checks run only at a trigger — '@' for
+// e-mail, the start of a word for key prefixes and IBANs, a digit, '+' or
+// '(' for numbers, hex digits and ':' for IPv6, "-----BEGIN" for PEM keys.
+
+type cand struct {
+	m    Match
+	rank int8
+}
+
+const (
+	rankPlain    int8 = 0
+	rankChecksum int8 = 1 // card, IBAN, Chinese ID: validated by a check digit
+)
+
+func isDigit(b byte) bool    { return b >= '0' && b <= '9' }
+func isUpper(b byte) bool    { return b >= 'A' && b <= 'Z' }
+func isAlpha(b byte) bool    { return b|0x20 >= 'a' && b|0x20 <= 'z' }
+func isAlnum(b byte) bool    { return isDigit(b) || isAlpha(b) }
+func isWordByte(b byte) bool { return isAlnum(b) || b == '_' }
+func isHex(b byte) bool      { return isDigit(b) || (b|0x20 >= 'a' && b|0x20 <= 'f') }
+
+func scan(s string, out []cand) []cand {
+	n := len(s)
+	for i := 0; i < n; {
+		c := s[i]
+		if c == '@' {
+			if st, en, ok := emailAt(s, i); ok {
+				out = append(out, cand{Match{Email, st, en}, rankPlain})
+				i = en
+				continue
+			}
+			i++
+			continue
+		}
+		if !(isAlnum(c) || c == '+' || c == '(' || c == ':' || c == '-') {
+			i++
+			continue
+		}
+		if i > 0 && (isWordByte(s[i-1]) || s[i-1] == ':' && c == ':') {
+			i++
+			continue
+		}
+		// At the start of a word.
+		if isAlpha(c) || c == '-' {
+			if en, ok := secretAt(s, i); ok {
+				out = append(out, cand{Match{Secret, i, en}, rankPlain})
+				i = en
+				continue
+			}
+			if st, en, ok := bearerAt(s, i); ok {
+				out = append(out, cand{Match{Secret, st, en}, rankPlain})
+				i = en
+				continue
+			}
+			if isUpper(c) {
+				if en, ok := ibanAt(s, i); ok {
+					out = append(out, cand{Match{IBAN, i, en}, rankChecksum})
+					i = en
+					continue
+				}
+			}
+		}
+		if isHex(c) || c == ':' {
+			if en, ok := ipv6At(s, i); ok {
+				out = append(out, cand{Match{IPv6, i, en}, rankPlain})
+				i = en
+				continue
+			}
+		}
+		if isDigit(c) || c == '+' || c == '(' {
+			var en int
+			out, en = numberAt(s, i, out)
+			if en > i {
+				i = en
+				continue
+			}
+		}
+		if isAlnum(c) {
+			for i < n && isWordByte(s[i]) {
+				i++
+			}
+			continue
+		}
+		i++
+	}
+	return out
+}
+
+// emailAt finds an address around the '@' at i.
+func emailAt(s string, at int) (start, end int, ok bool) {
+	st := at
+	for st > 0 && isLocalByte(s[st-1]) {
+		st--
+	}
+	for st < at && s[st] == '.' {
+		st++
+	}
+	if st == at || s[at-1] == '.' {
+		return 0, 0, false
+	}
+	// domain: labels of [A-Za-z0-9-] separated by single dots, last label
+	// letters only, at least two of them.
+	e := at + 1
+	lastDot, labelStart := -1, e
+	for e < len(s) {
+		c := s[e]
+		if isAlnum(c) || c == '-' {
+			e++
+			continue
+		}
+		if c == '.' && e > labelStart && e+1 < len(s) && isAlnum(s[e+1]) {
+			lastDot = e
+			e++
+			labelStart = e
+			continue
+		}
+		break
+	}
+	if lastDot < 0 {
+		return 0, 0, false
+	}
+	tld := s[lastDot+1 : e]
+	if len(tld) < 2 {
+		return 0, 0, false
+	}
+	for i := 0; i < len(tld); i++ {
+		if !isAlpha(tld[i]) {
+			return 0, 0, false
+		}
+	}
+	return st, e, true
+}
+
+func isLocalByte(b byte) bool {
+	return isAlnum(b) || b == '.' || b == '_' || b == '%' || b == '+' || b == '-'
+}
+
+// keyPrefixes are the providers' key formats: a prefix, the bytes the rest
+// may hold, and the length of the rest.
+var keyPrefixes = []struct {
+	prefix   string
+	set      byte // 'A' [A-Z0-9], 'a' [A-Za-z0-9], 'u' [A-Za-z0-9_-], 'x' [A-Za-z0-9-]
+	min, max int
+}{
+	{"sk-ant-", 'u', 32, 200},     // Anthropic
+	{"sk-proj-", 'u', 32, 200},    // OpenAI project keys
+	{"sk-", 'u', 20, 200},         // OpenAI and compatible
+	{"AKIA", 'A', 16, 16},         // AWS access key id
+	{"ASIA", 'A', 16, 16},         // AWS temporary access key id
+	{"AIza", 'u', 35, 35},         // Google API key
+	{"ghp_", 'a', 36, 36},         // GitHub personal token
+	{"gho_", 'a', 36, 36},         // GitHub OAuth token
+	{"ghu_", 'a', 36, 36},         // GitHub user-to-server token
+	{"ghs_", 'a', 36, 36},         // GitHub server-to-server token
+	{"ghr_", 'a', 36, 36},         // GitHub refresh token
+	{"github_pat_", 'u', 40, 120}, // GitHub fine-grained token
+	{"glpat-", 'u', 20, 40},       // GitLab token
+	{"xoxb-", 'x', 10, 200},       // Slack bot token
+	{"xoxp-", 'x', 10, 200},       // Slack user token
+	{"xoxa-", 'x', 10, 200},       // Slack app token
+	{"xoxr-", 'x', 10, 200},       // Slack refresh token
+	{"xoxs-", 'x', 10, 200},       // Slack session token
+	{"sk_live_", 'a', 16, 120},    // Stripe secret key
+	{"sk_test_", 'a', 16, 120},    // Stripe test key
+	{"rk_live_", 'a', 16, 120},    // Stripe restricted key
+	{"hf_", 'a', 30, 40},          // Hugging Face token
+	{"gsk_", 'a', 40, 60},         // Groq key
+	{"eyJ", 'j', 20, 4000},        // JSON web token (three base64url parts)
+}
+
+func inSet(set, b byte) bool {
+	switch set {
+	case 'A':
+		return isUpper(b) || isDigit(b)
+	case 'a':
+		return isAlnum(b)
+	case 'u':
+		return isAlnum(b) || b == '_' || b == '-'
+	case 'x':
+		return isAlnum(b) || b == '-'
+	case 'j':
+		return isAlnum(b) || b == '_' || b == '-' || b == '.'
+	}
+	return false
+}
+
+// secretAt finds a provider key or a PEM private key starting at i.
+func secretAt(s string, i int) (end int, ok bool) {
+	if s[i] == '-' {
+		return pemAt(s, i)
+	}
+	rest := s[i:]
+	for _, k := range keyPrefixes {
+		if len(rest) < len(k.prefix)+k.min || rest[:len(k.prefix)] != k.prefix {
+			continue
+		}
+		j := len(k.prefix)
+		digits := 0
+		for j < len(rest) && j-len(k.prefix) < k.max+1 && inSet(k.set, rest[j]) {
+			if isDigit(rest[j]) {
+				digits++
+			}
+			j++
+		}
+		for k.set != 'A' && j > len(k.prefix) && (rest[j-1] == '-' || rest[j-1] == '.') {
+			j--
+		}
+		l := j - len(k.prefix)
+		if l < k.min || l > k.max || (j < len(rest) && isWordByte(rest[j])) {
+			return 0, false
+		}
+		if k.set == 'j' && !jwtShape(rest[:j]) {
+			return 0, false
+		}
+		if k.set != 'A' && k.set != 'j' && digits == 0 {
+			return 0, false // a word such as sk-learn-and-friends-forever
+		}
+		return i + j, true
+	}
+	return 0, false
+}
+
+// jwtShape: three non-empty dot-separated parts, the first decoding to '{"'.
+func jwtShape(t string) bool {
+	dots := 0
+	last := -1
+	for i := 0; i < len(t); i++ {
+		if t[i] == '.' {
+			if i == last+1 {
+				return false
+			}
+			dots++
+			last = i
+		}
+	}
+	return dots == 2 && last < len(t)-1
+}
+
+// pemAt finds "-----BEGIN ... PRIVATE KEY-----" through its END line.
+func pemAt(s string, i int) (int, bool) {
+	const begin = "-----BEGIN "
+	rest := s[i:]
+	if len(rest) < 64 || rest[:len(begin)] != begin {
+		return 0, false
+	}
+	hdrEnd := indexFrom(rest, "-----", len(begin))
+	if hdrEnd < 0 || hdrEnd > 64 || !hasSuffix(rest[:hdrEnd], "PRIVATE KEY") {
+		return 0, false
+	}
+	end := indexFrom(rest, "-----END ", hdrEnd+5)
+	if end < 0 {
+		return 0, false
+	}
+	close := indexFrom(rest, "-----", end+9)
+	if close < 0 {
+		return 0, false
+	}
+	return i + close + 5, true
+}
+
+func indexFrom(s, sub string, from int) int {
+	for j := from; j+len(sub) <= len(s); j++ {
+		if s[j:j+len(sub)] == sub {
+			return j
+		}
+	}
+	return -1
+}
+
+func hasSuffix(s, suf string) bool { return len(s) >= len(suf) && s[len(s)-len(suf):] == suf }
+
+// bearerAt finds the token after "Bearer " (any case) at i.
+func bearerAt(s string, i int) (start, end int, ok bool) {
+	const b = "bearer"
+	if len(s)-i < len(b)+17 || s[i]|0x20 != 'b' {
+		return 0, 0, false
+	}
+	for k := 0; k < len(b); k++ {
+		if s[i+k]|0x20 != b[k] {
+			return 0, 0, false
+		}
+	}
+	j := i + len(b)
+	if s[j] != ' ' && s[j] != ':' {
+		return 0, 0, false
+	}
+	for j < len(s) && (s[j] == ' ' || s[j] == ':') {
+		j++
+	}
+	st := j
+	digits, letters := 0, 0
+	for j < len(s) && (isAlnum(s[j]) || s[j] == '-' || s[j] == '.' || s[j] == '_' || s[j] == '~' || s[j] == '+' || s[j] == '/' || s[j] == '=') {
+		if isDigit(s[j]) {
+			digits++
+		} else if isAlpha(s[j]) {
+			letters++
+		}
+		j++
+	}
+	for j > st && (s[j-1] == '.' || s[j-1] == '-') {
+		j--
+	}
+	if j-st < 16 || digits == 0 || letters == 0 {
+		return 0, 0, false
+	}
+	return st, j, true
+}
+
+// ibanAt finds an IBAN at i: country code, check digits, then the BBAN,
+// printed whole or in groups separated by single spaces.
+func ibanAt(s string, i int) (int, bool) {
+	if len(s)-i < 15 || !isUpper(s[i+1]) || !isDigit(s[i+2]) || !isDigit(s[i+3]) {
+		return 0, false
+	}
+	want, ok := ibanLength[s[i:i+2]]
+	if !ok {
+		return 0, false
+	}
+	var buf [34]byte
+	nb := 0
+	j := i
+	for j < len(s) && nb < want {
+		c := s[j]
+		switch {
+		case isUpper(c) || isDigit(c):
+			buf[nb] = c
+			nb++
+			j++
+		case c == ' ' && j+1 < len(s) && isAlnum(s[j+1]) && nb >= 4:
+			j++
+		default:
+			return 0, false
+		}
+	}
+	if nb != want || (j < len(s) && isWordByte(s[j])) {
+		return 0, false
+	}
+	return j, ibanValid(buf[:nb])
+}
+
+// ipv6At finds an IPv6 address at i.
+func ipv6At(s string, i int) (int, bool) {
+	j := i
+	colons := 0
+	for j < len(s) && (isHex(s[j]) || s[j] == ':' || s[j] == '.') && j-i < 64 {
+		if s[j] == ':' {
+			colons++
+		}
+		j++
+	}
+	if colons < 2 {
+		return 0, false
+	}
+	for j > i && (s[j-1] == '.' || (s[j-1] == ':' && (j-2 < i || s[j-2] != ':'))) {
+		j--
+	}
+	if j < len(s) && (isWordByte(s[j]) || s[j] == '%' || s[j] == '-') {
+		return 0, false
+	}
+	a, err := netip.ParseAddr(s[i:j])
+	if err != nil || !a.Is6() || a.IsUnspecified() {
+		return 0, false
+	}
+	return j, true
+}
