@@ -89,7 +89,7 @@ func TestFindCustomKinds(t *testing.T) {
 func TestFindOverlapKeepsChecksumThenLonger(t *testing.T) {
 	d, err := New(Config{Patterns: []Pattern{
 		{Name: "DIGITS4", Regex: `\d{4} \d{4} \d{4} \d{4} \d{2}`}, // longer than the card, no checksum
-		{Name: "LOCAL", Regex: `[a-z]+\.[a-z]+`},                   // inside the e-mail
+		{Name: "LOCAL", Regex: `[a-z]+\.[a-z]+`},                  // inside the e-mail
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -243,71 +243,82 @@ func (t *numToken) classify(a, b int) (Kind, int8, bool) {
 			return Card, rankChecksum, true
 		}
 	}
-	neg := keywordBefore(t.s, start, notPIIWords)
-	if nd == 9 && !plus && !paren {
+	if nd < 8 {
+		return "", 0, false
+	}
+	if nd == 9 && !plus && !paren && ((ng == 3 && glen(0) == 3 && glen(1) == 2 && same('-', ' ')) || ng == 1) && ssnValid(d[:9]) {
+		// SSN: dashed, or spaced or plain where the text says so, and
+		// nothing nearer says it is an order or a ticket.
 		labelled := keywordBefore(t.s, start, ssnWords)
-		if ((ng == 3 && glen(0) == 3 && glen(1) == 2 && same('-', ' ') && (sep(1) == '-' || labelled >= 0)) ||
-			(ng == 1 && labelled >= 0)) && labelled >= neg && ssnValid(d[:9]) {
+		if (labelled >= 0 || (ng == 3 && sep(1) == '-')) && labelled >= keywordBefore(t.s, start, notPIIWords) {
 			return SSN, rankPlain, true
 		}
 	}
-	if !plus && neg >= 0 && neg >= keywordBefore(t.s, start, phoneWords) {
+	shape, needLabel := phoneShape(t, a, ng, d[:nd], plus, paren, dotted, glen, same)
+	if !shape {
 		return "", 0, false
 	}
-	if phoneShape(t, a, ng, d[:nd], plus, paren, dotted, glen, same) {
+	if plus && !needLabel {
 		return Phone, rankPlain, true
 	}
-	return "", 0, false
+	label := keywordBefore(t.s, start, phoneWords)
+	if needLabel && label < 0 {
+		return "", 0, false
+	}
+	if neg := keywordBefore(t.s, start, notPIIWords); neg >= 0 && neg >= label {
+		return "", 0, false
+	}
+	return Phone, rankPlain, true
 }
 
-func phoneShape(t *numToken, a, ng int, d []byte, plus, paren, dotted bool, glen func(int) int, same func(...byte) bool) bool {
+func phoneShape(t *numToken, a, ng int, d []byte, plus, paren, dotted bool, glen func(int) int, same func(...byte) bool) (ok, needLabel bool) {
 	nd := len(d)
 	if plus {
-		return nd >= 8 && nd <= 15 && d[0] != '0'
+		return nd >= 8 && nd <= 15 && d[0] != '0', false
 	}
 	if dotted {
 		// 555.123.4567 (US) or 01.23.45.67.89 (France).
 		if ng == 3 && glen(0) == 3 && glen(1) == 3 && glen(2) == 4 && d[0] >= '2' {
-			return true
+			return true, false
 		}
 		if ng == 5 && nd == 10 && d[0] == '0' {
 			for k := 0; k < 5; k++ {
 				if glen(k) != 2 {
-					return false
+					return false, false
 				}
 			}
-			return true
+			return true, false
 		}
-		return false
+		return false, false
 	}
 	// International with 00 instead of +.
 	if nd >= 10 && nd <= 17 && d[0] == '0' && d[1] == '0' && d[2] != '0' && ng >= 2 && glen(0) == 4 {
-		return true
+		return true, false
 	}
 	cnMobile := func(m []byte) bool { return len(m) == 11 && m[0] == '1' && m[1] >= '3' && m[1] <= '9' }
 	// Chinese mobile: 13800138000, 138 0013 8000, 138-0013-8000, 86 138...
 	if cnMobile(d) && !paren && (ng == 1 || (same(' ', '-') && ((ng == 3 && glen(0) == 3 && glen(1) == 4) || (ng == 2 && glen(0) == 3)))) {
-		return true
+		return true, false
 	}
 	if nd == 13 && d[0] == '8' && d[1] == '6' && cnMobile(d[2:]) && (ng == 1 || (ng == 2 && glen(0) == 2) || (ng == 4 && glen(0) == 2 && glen(1) == 3 && glen(2) == 4)) {
-		return true
+		return true, false
 	}
 	// North America: (555) 123-4567, 555-123-4567, 555 123 4567, 1-555-123-4567.
 	if ng == 3 && glen(0) == 3 && glen(1) == 3 && glen(2) == 4 && d[0] >= '2' {
-		return paren || t.sep[a+1] == 'p' || same('-', ' ')
+		return paren || t.sep[a+1] == 'p' || same('-', ' '), false
 	}
 	if ng == 4 && d[0] == '1' && glen(0) == 1 && glen(1) == 3 && glen(2) == 3 && glen(3) == 4 && d[1] >= '2' {
-		return true
+		return true, false
 	}
 	// National numbers with a trunk 0 (UK, DE, FR, …), written in groups.
 	if d[0] == '0' && d[1] != '0' && nd >= 10 && nd <= 12 && ng >= 2 && glen(0) >= 2 && glen(0) <= 5 {
-		return true
+		return true, false
 	}
 	// Plain digits where the text says it is a phone number.
 	if ng == 1 && (nd == 10 && d[0] >= '2' || nd == 11 && d[0] == '0' || nd == 11 && d[0] == '1') {
-		return keywordBefore(t.s, t.start, phoneWords) >= 0
+		return true, true
 	}
-	return false
+	return false, false
 }
 
 // dateShape: the first three groups of [a, b] read as a date (2026-12-02,

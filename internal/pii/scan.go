@@ -196,6 +196,11 @@ func secretAt(s string, i int) (end int, ok bool) {
 	if s[i] == '-' {
 		return pemAt(s, i)
 	}
+	switch s[i] {
+	case 's', 'A', 'g', 'x', 'r', 'h', 'e':
+	default:
+		return 0, false
+	}
 	rest := s[i:]
 	for _, k := range keyPrefixes {
 		if len(rest) < len(k.prefix)+k.min || rest[:len(k.prefix)] != k.prefix {
@@ -357,6 +362,9 @@ func ipv6At(s string, i int) (int, bool) {
 	}
 	if colons < 2 {
 		return 0, false
+	}
+	if colons < 7 && indexFrom(s[i:j], "::", 0) < 0 {
+		return 0, false // a time (10:30:15) or a MAC address
 	}
 	for j > i && (s[j-1] == '.' || (s[j-1] == ':' && (j-2 < i || s[j-2] != ':'))) {
 		j--
