@@ -106,6 +106,9 @@ type Options struct {
 	Cache Cache
 	// CachePolicy says which requests are safe to cache.
 	CachePolicy cache.Policy
+	// PII turns personal-data detection on (pii.go); a nil Detector
+	// leaves it off.
+	PII PIIOptions
 }
 
 // Resilience tunes retries, hedging, breakers and health.
@@ -153,15 +156,17 @@ type Engine struct {
 	paramPol     normalize.Policy
 	normOff      bool
 	// smetrics counts validated, repaired, re-asked and failed answers.
-	smetrics    *structured.Metrics
-	log         *slog.Logger
-	obs         Observer
-	events      events // obs under its optional interfaces (events.go)
-	now         func() time.Time
-	rnd         func(int) int
-	prices      func(string) (pricing.Price, bool)
-	cache       Cache
-	cachePol    cache.Policy
+	smetrics *structured.Metrics
+	log      *slog.Logger
+	obs      Observer
+	events   events // obs under its optional interfaces (events.go)
+	now      func() time.Time
+	rnd      func(int) int
+	prices   func(string) (pricing.Price, bool)
+	cache    Cache
+	cachePol cache.Policy
+	// pii is Options.PII built; nil when detection is off.
+	pii         *piiState
 	maxAttempts int
 	timeout     time.Duration
 	backoff     *resilience.Backoff
@@ -240,6 +245,9 @@ func New(o Options) (*Engine, error) {
 	}
 	if e.smetrics == nil {
 		e.smetrics = &structured.Metrics{}
+	}
+	if e.pii, err = newPII(o.PII); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e.stop = make(chan struct{})
 	e.valve, e.events = newValve(r.Valve), newEvents(o.Observer)
@@ -436,6 +444,13 @@ type Outcome struct {
 func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome, error) {
 	rec := &Record{RequestID: call.RequestID, Start: e.now(), Format: req.Format, Model: req.Model, Stream: req.Stream, Behavior: call.Behavior, TraceParent: call.TraceParent, Request: req,
 		KeyID: call.KeyID, Team: call.Team, done: call.Done}
+	// Preprocess: personal data is found and redacted before anything
+	// else reads the request (routing, cache, classification, upstream).
+	req, red, ae := e.piiStage(ctx, req, call, rec)
+	if ae != nil {
+		e.finish(rec, nil, ae)
+		return nil, ae
+	}
 	var x *exec
 	var served *endpoint
 	cancel := context.CancelFunc(func() {})
@@ -444,6 +459,9 @@ func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome,
 		// A stream finishes the call when it is closed.
 		if ae != nil {
 			return nil, ae
+		}
+		if red != nil && red.Len() > 0 {
+			out.Stream.pii = newStreamPII(red, piiJSONText(req, rec))
 		}
 		return out, nil
 	}
@@ -457,7 +475,10 @@ func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome,
 		return nil, ae
 	}
 	if out != nil {
-		rec.Response = out.Response
+		rec.Response = out.Response // the placeholders, never the values
+		if red != nil && red.Len() > 0 && out.Response != nil {
+			out.Response = restoreResponse(out.Response, red, piiJSONText(req, rec))
+		}
 	}
 	e.finish(rec, served, nil)
 	return out, nil

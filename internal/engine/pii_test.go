@@ -1,0 +1,356 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/pii"
+)
+
+// regexDetector is a small test detector: each kind by one pattern.
+func regexDetector() PIIDetector {
+	pats := []struct {
+		k  pii.Kind
+		re *regexp.Regexp
+	}{
+		{pii.Email, regexp.MustCompile(`[a-z.]+@[a-z]+\.[a-z]+`)},
+		{pii.Phone, regexp.MustCompile(`\+1 \d{3} \d{3} \d{4}`)},
+		{pii.SSN, regexp.MustCompile(`\b\d{3}-\d{2}-\d{4}\b`)},
+	}
+	return PIIDetectorFunc(func(_ context.Context, text string) ([]pii.Match, error) {
+		var ms []pii.Match
+		for _, p := range pats {
+			for _, ix := range p.re.FindAllStringIndex(text, -1) {
+				ms = append(ms, pii.Match{Kind: p.k, Start: ix[0], End: ix[1]})
+			}
+		}
+		// sorted, non-overlapping: the patterns never overlap here
+		for i := 1; i < len(ms); i++ {
+			for j := i; j > 0 && ms[j].Start < ms[j-1].Start; j-- {
+				ms[j], ms[j-1] = ms[j-1], ms[j]
+			}
+		}
+		return ms, nil
+	})
+}
+
+const (
+	piiEmail = "alice.smith@example.com"
+	piiPhone = "+1 415 555 0100"
+	piiSSN   = "078-05-1120"
+)
+
+var placeholderRE = regexp.MustCompile(`\[[A-Z_]+_\d+\]`)
+
+// piiAsk is a request holding three kinds of values in a system prompt, a
+// user text, an earlier tool call's arguments and its result.
+func piiAsk(format llm.Format, stream bool) *llm.Request {
+	req := ask(format, "m", stream)
+	req.System = []llm.Block{{Type: llm.BlockText, Text: "The customer is " + piiEmail + "."}}
+	req.Messages = []llm.Message{
+		{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "Call me on " + piiPhone + " or mail " + piiEmail}}},
+		{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockToolUse, ID: "toolu_1", Name: "lookup", Input: json.RawMessage(`{"ssn": "` + piiSSN + `", "n": 1}`)}}},
+		{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockToolResult, ToolUseID: "toolu_1", Content: []llm.Block{{Type: llm.BlockText, Text: "found " + piiSSN}}}}},
+	}
+	return req
+}
+
+// echoPlaceholders answers with every placeholder of the body in a text
+// and a tool call's arguments, each split into 3-byte deltas when streamed.
+func echoPlaceholders(stream bool) func(int, map[string]any) reply {
+	return func(_ int, body map[string]any) reply {
+		b, _ := json.Marshal(body)
+		ps := placeholderRE.FindAllString(string(b), -1)
+		text := "Noted " + strings.Join(ps, " and ") + "."
+		input := `{"to": "` + strings.Join(ps, ",") + `"}`
+		if !stream {
+			t, _ := json.Marshal(text)
+			return reply{body: `{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":` + string(t) +
+				`},{"type":"tool_use","id":"toolu_2","name":"send","input":` + input + `}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":7,"output_tokens":3}}`}
+		}
+		ev := func(typ, data string) sseEvent { return sseEvent{data: "event: " + typ + "\ndata: " + data + "\n\n"} }
+		evs := []sseEvent{
+			ev("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"usage":{"input_tokens":7,"output_tokens":0}}}`),
+			ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`),
+		}
+		for _, p := range pieces(text, 3) {
+			j, _ := json.Marshal(p)
+			evs = append(evs, ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+string(j)+`}}`))
+		}
+		evs = append(evs, ev("content_block_stop", `{"type":"content_block_stop","index":0}`),
+			ev("content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_2","name":"send","input":{}}}`))
+		for _, p := range pieces(input, 3) {
+			j, _ := json.Marshal(p)
+			evs = append(evs, ev("content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":`+string(j)+`}}`))
+		}
+		evs = append(evs, ev("content_block_stop", `{"type":"content_block_stop","index":1}`),
+			ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":9}}`),
+			ev("message_stop", `{"type":"message_stop"}`))
+		return reply{events: evs}
+	}
+}
+
+func pieces(s string, n int) []string {
+	var out []string
+	for len(s) > n {
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return append(out, s)
+}
+
+// piiAnswer is what the client got: text and the tool call's arguments.
+type piiAnswer struct {
+	text, input string
+	rec         *Record
+	err         *llm.APIError
+	split       bool // a delta was changed or held back
+}
+
+func piiCall(t *testing.T, e *Engine, req *llm.Request, b *Behavior) piiAnswer {
+	t.Helper()
+	out, err := e.Do(context.Background(), req, Call{RequestID: "t", Behavior: b})
+	if err != nil {
+		return piiAnswer{err: err.(*llm.APIError)}
+	}
+	a := piiAnswer{rec: out.Record}
+	if out.Stream == nil {
+		a.text = out.Response.Text()
+		for _, bl := range out.Response.Content {
+			if bl.Type == llm.BlockToolUse {
+				a.input = string(bl.Input)
+			}
+		}
+		return a
+	}
+	defer out.Stream.Close()
+	var text, input strings.Builder
+	for {
+		ev, err := out.Stream.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		if ev.Type == llm.EventBlockDelta {
+			if ev.Raw == nil {
+				a.split = true
+			}
+			switch ev.DeltaType {
+			case llm.DeltaText:
+				text.WriteString(ev.Delta)
+			case llm.DeltaInputJSON:
+				input.WriteString(ev.Delta)
+			}
+		}
+		if ev.Type == llm.EventError {
+			t.Fatalf("error event: %v", ev.Err)
+		}
+	}
+	a.text, a.input = text.String(), input.String()
+	return a
+}
+
+func piiEngine(t *testing.T, o PIIOptions, script func(int, map[string]any) reply) (*Engine, *scripted) {
+	up := &scripted{id: "a", format: llm.FormatAnthropic, script: script}
+	h := newHarness(t, up)
+	return h.engine(Options{PII: o}, h.endpoints("m", "a")...), up
+}
+
+// TestPIIRedactedUpstreamRestoredForClient: the upstream sees placeholders
+// only, consistent within the call; the client gets the values back in
+// text and in tool-call arguments, streaming (placeholders split over
+// 3-byte deltas) and not.
+func TestPIIRedactedUpstreamRestoredForClient(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e, up := piiEngine(t, PIIOptions{Detector: regexDetector()}, echoPlaceholders(stream))
+				a := piiCall(t, e, piiAsk(llm.FormatAnthropic, stream), nil)
+				if a.err != nil {
+					t.Fatalf("call: %v", a.err)
+				}
+				sent, _ := json.Marshal(up.lastBody())
+				for _, v := range []string{piiEmail, piiPhone, piiSSN} {
+					if strings.Contains(string(sent), v) {
+						t.Errorf("the upstream received %q: %s", v, sent)
+					}
+				}
+				ps := placeholderRE.FindAllString(string(sent), -1)
+				// the body as a map: messages (user text, tool call, tool
+				// result), then system
+				want := []string{"[PHONE_1]", "[EMAIL_1]", "[SSN_1]", "[SSN_1]", "[EMAIL_1]"}
+				if strings.Join(ps, " ") != strings.Join(want, " ") {
+					t.Errorf("upstream placeholders %v, want %v", ps, want)
+				}
+				values := []string{piiPhone, piiEmail, piiSSN, piiSSN, piiEmail}
+				wantText := "Noted " + strings.Join(values, " and ") + "."
+				if a.text != wantText {
+					t.Errorf("client text %q, want %q", a.text, wantText)
+				}
+				var in map[string]string
+				if err := json.Unmarshal([]byte(a.input), &in); err != nil || in["to"] != strings.Join(values, ",") {
+					t.Errorf("client tool input %s (%v)", a.input, err)
+				}
+				if stream && !a.split {
+					t.Error("no delta was re-encoded: restored deltas went out as the upstream's bytes")
+				}
+				rep := a.rec.PII
+				if rep == nil || rep.Action != PIIRedact || len(rep.Findings) != 5 {
+					t.Fatalf("record PII %+v, want 5 findings under redact", rep)
+				}
+				if c := rep.Counts(); c["EMAIL"] != 2 || c["PHONE"] != 1 || c["SSN"] != 2 {
+					t.Errorf("counts %v", c)
+				}
+				assertNoValues(t, a.rec)
+			})
+		})
+	}
+}
+
+// assertNoValues fails when a value appears in what observers see.
+func assertNoValues(t *testing.T, rec *Record) {
+	t.Helper()
+	b, err := json.Marshal(struct {
+		R   *Record
+		Req *llm.Request
+		Res *llm.Response
+	}{rec, rec.Request, rec.Response})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{piiEmail, piiPhone, piiSSN, "alice", "0100", "1120"} {
+		if strings.Contains(string(b), v) {
+			t.Errorf("the record holds %q", v)
+		}
+	}
+}
+
+// TestPIIDetectorErrorFailsClosed: no upstream call, 503 MESH_PII_UNAVAILABLE;
+// with fail_open the call goes through unscanned and the record keeps no body.
+func TestPIIDetectorErrorFailsClosed(t *testing.T) {
+	broken := PIIDetectorFunc(func(context.Context, string) ([]pii.Match, error) { return nil, errors.New("detector broke") })
+	synctest.Test(t, func(t *testing.T) {
+		e, up := piiEngine(t, PIIOptions{Detector: broken}, always(anthropicJSON("hi")))
+		a := piiCall(t, e, piiAsk(llm.FormatAnthropic, false), nil)
+		if a.err == nil || a.err.Status != http.StatusServiceUnavailable || a.err.MeshCode != llm.MeshPIIUnavailable {
+			t.Fatalf("got %v, want 503 %s", a.err, llm.MeshPIIUnavailable)
+		}
+		if up.count() != 0 {
+			t.Fatalf("the upstream got %d calls, want 0", up.count())
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		open := true
+		e, up := piiEngine(t, PIIOptions{Detector: broken, Routes: map[string]PIIRoute{"m": {FailOpen: &open}}}, always(anthropicJSON("hi")))
+		a := piiCall(t, e, piiAsk(llm.FormatAnthropic, false), nil)
+		if a.err != nil || up.count() != 1 {
+			t.Fatalf("fail_open: err %v, upstream calls %d; want served", a.err, up.count())
+		}
+		if p := a.rec.PII; p == nil || !p.Failed || !p.RawUpstream || a.rec.Request != nil {
+			t.Fatalf("fail_open record: PII %+v, request kept %v", p, a.rec.Request != nil)
+		}
+	})
+}
+
+// TestPIIDetectionOverBudgetFailsClosed: a detector slower than the time
+// budget is given up at exactly the budget (virtual time).
+func TestPIIDetectionOverBudgetFailsClosed(t *testing.T) {
+	slow := PIIDetectorFunc(func(ctx context.Context, _ string) ([]pii.Match, error) {
+		select {
+		case <-time.After(time.Second):
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		e, up := piiEngine(t, PIIOptions{Detector: slow, TimeBudget: 40 * time.Millisecond}, always(anthropicJSON("hi")))
+		start := time.Now()
+		a := piiCall(t, e, piiAsk(llm.FormatAnthropic, false), nil)
+		if a.err == nil || a.err.MeshCode != llm.MeshPIIUnavailable || !strings.Contains(a.err.Message, "time budget") {
+			t.Fatalf("got %v, want %s naming the time budget", a.err, llm.MeshPIIUnavailable)
+		}
+		if took := time.Since(start); took != 40*time.Millisecond {
+			t.Errorf("gave up after %v, want 40ms", took)
+		}
+		if up.count() != 0 {
+			t.Fatalf("the upstream got %d calls, want 0", up.count())
+		}
+	})
+}
+
+// TestPIIActions: block names the kinds, never the values; mask sends the
+// kind only and restores nothing; log sends the values and records them as
+// findings; a client may not ask for a weaker action than the route's.
+func TestPIIActions(t *testing.T) {
+	echo := func(_ int, body map[string]any) reply {
+		b, _ := json.Marshal(body)
+		return anthropicJSON(strings.Join(regexp.MustCompile(`\[[A-Z_]+(_\d+)?\]`).FindAllString(string(b), -1), " "))
+	}
+	cases := []struct {
+		name     string
+		opts     PIIOptions
+		behavior *Behavior
+		wantCode string
+		wantText string
+		wantUp   int
+	}{
+		{"block", PIIOptions{Action: PIIBlock}, nil, llm.MeshPIIBlocked, "", 0},
+		{"mesh_behavior block", PIIOptions{}, &Behavior{PII: PIIBlock}, llm.MeshPIIBlocked, "", 0},
+		{"mask", PIIOptions{Action: PIIMask}, nil, "", "[PHONE] [EMAIL] [SSN] [SSN] [EMAIL]", 1},
+		{"log", PIIOptions{Action: PIILog}, nil, "", "", 1},
+		{"weaker than the route", PIIOptions{Action: PIIBlock}, &Behavior{PII: PIILog}, llm.MeshBadRequest, "", 0},
+		{"route off", PIIOptions{Routes: map[string]PIIRoute{"m": {Action: PIIOff}}}, nil, "", "", 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c.opts.Detector = regexDetector()
+				e, up := piiEngine(t, c.opts, echo)
+				a := piiCall(t, e, piiAsk(llm.FormatAnthropic, false), c.behavior)
+				if up.count() != c.wantUp {
+					t.Errorf("upstream calls %d, want %d", up.count(), c.wantUp)
+				}
+				if c.wantCode != "" {
+					if a.err == nil || a.err.MeshCode != c.wantCode {
+						t.Fatalf("got %v, want %s", a.err, c.wantCode)
+					}
+					if c.wantCode == llm.MeshPIIBlocked {
+						if a.err.Status != 400 || !strings.Contains(a.err.Message, "EMAIL, PHONE, SSN") || strings.Contains(a.err.Message, "alice") {
+							t.Errorf("block message %q: want 400 naming EMAIL, PHONE, SSN and no value", a.err.Message)
+						}
+					}
+					return
+				}
+				if a.err != nil {
+					t.Fatalf("call: %v", a.err)
+				}
+				if a.text != c.wantText {
+					t.Errorf("client text %q, want %q", a.text, c.wantText)
+				}
+				sent, _ := json.Marshal(up.lastBody())
+				if raw := strings.Contains(string(sent), piiEmail); raw != (c.name == "log" || c.name == "route off") {
+					t.Errorf("upstream got the values: %v", raw)
+				}
+				if c.name == "log" {
+					if p := a.rec.PII; p == nil || len(p.Findings) != 5 || !p.RawUpstream {
+						t.Errorf("log record %+v", p)
+					}
+					assertNoValues(t, a.rec)
+				}
+			})
+		})
+	}
+}
