@@ -105,6 +105,8 @@ type Config struct {
 	Keys Keys `yaml:"keys"`
 	// Cache configures the exact response cache.
 	Cache Cache `yaml:"cache"`
+	// PII configures personal-data detection, redaction and its audit log.
+	PII PII `yaml:"pii"`
 
 	// src locates keys in the file this Config was parsed from; nil when built in code.
 	src *source
@@ -513,6 +515,8 @@ type Model struct {
 	// output_config.format), "tool" (a forced tool call folded back into
 	// text) or "none" (not sent; validated, repaired and re-asked).
 	StructuredOutputs string `yaml:"structured_outputs"`
+	// PII overrides pii.action and pii.fail_open for calls to this model.
+	PII *RoutePII `yaml:"pii"`
 }
 
 // Price is a model's price in US dollars per million tokens: input,
@@ -546,6 +550,8 @@ type Alias struct {
 	// Tiering, when set, routes each call by its prompt's complexity to one
 	// of three models; Models may then be omitted.
 	Tiering *Tiering `yaml:"tiering"`
+	// PII overrides pii.action and pii.fail_open for calls to this alias.
+	PII *RoutePII `yaml:"pii"`
 }
 
 // Tiering is an alias's complexity tiering: Keel's local classifier reads

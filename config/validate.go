@@ -34,6 +34,7 @@ func (c *Config) problems() []error {
 	v.models()
 	v.aliases()
 	v.extra()
+	v.pii()
 	return v.errs
 }
 
