@@ -88,14 +88,21 @@ func numberAt(s string, i int, out []cand) ([]cand, int) {
 	// The token continues as an identifier or an address: not a number.
 	if j < n {
 		c := s[j]
-		if isWordByte(c) || c == '@' || ((c == '-' || c == '.' || c == '_' || c == '/') && j+1 < n && isAlnum(s[j+1])) {
+		if isWordByte(c) || c == '@' || ((c == '-' || c == '.' || c == '_') && j+1 < n && isAlnum(s[j+1])) || (c == '/' && j+1 < n && isAlpha(s[j+1])) {
 			return out, skipIdent(s, j)
 		}
 	}
 	if t.hasX && t.ng > 3 {
 		return out, j
 	}
-	// Whole token, else the longest runs cut at spaces.
+	// Whole token, else the longest runs cut at spaces; a token shaped like
+	// a card (groups of four) that fails the checks is not cut.
+	if t.cardShaped() {
+		if k, rank, ok := t.classify(0, t.ng-1); ok {
+			out = append(out, cand{Match{k, t.start, j}, rank})
+		}
+		return out, j
+	}
 	for a := 0; a < t.ng; {
 		found := false
 		for b := t.ng - 1; b >= a; b-- {
@@ -121,6 +128,18 @@ func numberAt(s string, i int, out []cand) ([]cand, int) {
 		}
 	}
 	return out, j
+}
+
+func (t *numToken) cardShaped() bool {
+	if t.ng < 4 || t.hasX {
+		return false
+	}
+	for k := 0; k < t.ng; k++ {
+		if t.ge[k]-t.gs[k] != 4 && !(k == t.ng-1 && t.ge[k]-t.gs[k] >= 1) || k > 0 && t.sep[k] != t.sep[1] {
+			return false
+		}
+	}
+	return true
 }
 
 func xlen(t *numToken, b int) int {
@@ -250,11 +269,19 @@ func (t *numToken) classify(a, b int) (Kind, int8, bool) {
 		// SSN: dashed, or spaced or plain where the text says so, and
 		// nothing nearer says it is an order or a ticket.
 		labelled := keywordBefore(t.s, start, ssnWords)
-		if (labelled >= 0 || (ng == 3 && sep(1) == '-')) && labelled >= keywordBefore(t.s, start, notPIIWords) {
+		dashed := ng == 3 && sep(1) == '-'
+		neg := keywordBefore(t.s, start, notPIIWords)
+		if dashed && neg < start-10 {
+			neg = -1 // a dashed SSN is vetoed only by a word right before it
+		}
+		if (labelled >= 0 || dashed) && labelled >= neg {
 			return SSN, rankPlain, true
 		}
 	}
-	shape, needLabel := phoneShape(t, a, ng, d[:nd], plus, paren, dotted, glen, same)
+	shape, needLabel, weak := phoneShape(t, a, ng, d[:nd], plus, paren, dotted, glen, same)
+	if weak && (a > 0 || b < t.ng-1) {
+		return "", 0, false // a weak shape cut out of a longer number
+	}
 	if !shape {
 		return "", 0, false
 	}
@@ -271,54 +298,54 @@ func (t *numToken) classify(a, b int) (Kind, int8, bool) {
 	return Phone, rankPlain, true
 }
 
-func phoneShape(t *numToken, a, ng int, d []byte, plus, paren, dotted bool, glen func(int) int, same func(...byte) bool) (ok, needLabel bool) {
+func phoneShape(t *numToken, a, ng int, d []byte, plus, paren, dotted bool, glen func(int) int, same func(...byte) bool) (ok, needLabel, weak bool) {
 	nd := len(d)
 	if plus {
-		return nd >= 8 && nd <= 15 && d[0] != '0', false
+		return nd >= 8 && nd <= 15 && d[0] != '0', false, false
 	}
 	if dotted {
 		// 555.123.4567 (US) or 01.23.45.67.89 (France).
 		if ng == 3 && glen(0) == 3 && glen(1) == 3 && glen(2) == 4 && d[0] >= '2' {
-			return true, false
+			return true, false, false
 		}
 		if ng == 5 && nd == 10 && d[0] == '0' {
 			for k := 0; k < 5; k++ {
 				if glen(k) != 2 {
-					return false, false
+					return false, false, false
 				}
 			}
-			return true, false
+			return true, false, false
 		}
-		return false, false
+		return false, false, false
 	}
 	// International with 00 instead of +.
 	if nd >= 10 && nd <= 17 && d[0] == '0' && d[1] == '0' && d[2] != '0' && ng >= 2 && glen(0) == 4 {
-		return true, false
+		return true, false, false
 	}
 	cnMobile := func(m []byte) bool { return len(m) == 11 && m[0] == '1' && m[1] >= '3' && m[1] <= '9' }
 	// Chinese mobile: 13800138000, 138 0013 8000, 138-0013-8000, 86 138...
 	if cnMobile(d) && !paren && (ng == 1 || (same(' ', '-') && ((ng == 3 && glen(0) == 3 && glen(1) == 4) || (ng == 2 && glen(0) == 3)))) {
-		return true, false
+		return true, false, false
 	}
 	if nd == 13 && d[0] == '8' && d[1] == '6' && cnMobile(d[2:]) && (ng == 1 || (ng == 2 && glen(0) == 2) || (ng == 4 && glen(0) == 2 && glen(1) == 3 && glen(2) == 4)) {
-		return true, false
+		return true, false, false
 	}
 	// North America: (555) 123-4567, 555-123-4567, 555 123 4567, 1-555-123-4567.
 	if ng == 3 && glen(0) == 3 && glen(1) == 3 && glen(2) == 4 && d[0] >= '2' {
-		return paren || t.sep[a+1] == 'p' || same('-', ' '), false
+		return paren || t.sep[a+1] == 'p' || same('-', ' '), false, !paren && t.sep[a+1] == ' '
 	}
 	if ng == 4 && d[0] == '1' && glen(0) == 1 && glen(1) == 3 && glen(2) == 3 && glen(3) == 4 && d[1] >= '2' {
-		return true, false
+		return true, false, false
 	}
 	// National numbers with a trunk 0 (UK, DE, FR, …), written in groups.
 	if d[0] == '0' && d[1] != '0' && nd >= 10 && nd <= 12 && ng >= 2 && glen(0) >= 2 && glen(0) <= 5 {
-		return true, false
+		return true, false, true
 	}
 	// Plain digits where the text says it is a phone number.
 	if ng == 1 && (nd == 10 && d[0] >= '2' || nd == 11 && d[0] == '0' || nd == 11 && d[0] == '1') {
-		return true, true
+		return true, true, true
 	}
-	return false, false
+	return false, false, false
 }
 
 // dateShape: the first three groups of [a, b] read as a date (2026-12-02,
@@ -349,7 +376,7 @@ var (
 	phoneWords = []string{"phone", "tel", "call", "mobile", "cell", "fax", "whatsapp", "sms", "text me", "contact", "reach me", "电话", "手机", "联系", "致电", "号码", "拨打", "传真", "微信"}
 	ssnWords   = []string{"ssn", "social security", "社会安全", "社保号"}
 	// notPIIWords name numbers that are not about a person.
-	notPIIWords  = []string{"order", "invoice", "ticket", "tracking", "ref", "case", "build", "version", "#", "no.", "id:", "sku", "订单", "发票", "单号", "工单", "编号", "版本", "快递", "金额", "¥", "$", "€", "£", "amount", "total", "price", "qty"}
+	notPIIWords  = []string{"order", "invoice", "ticket", "tracking", "ref", "case", "build", "version", "#", "id:", "sku", "订单", "发票", "单号", "工单", "编号", "版本", "快递", "金额", "¥", "$", "€", "£", "amount", "total", "price", "qty"}
 	versionWords = []string{"version", "ver.", "build", "release", "firmware", "版本"}
 )
 

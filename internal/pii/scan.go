@@ -207,11 +207,9 @@ func secretAt(s string, i int) (end int, ok bool) {
 			continue
 		}
 		j := len(k.prefix)
-		digits := 0
+		var cl classes
 		for j < len(rest) && j-len(k.prefix) < k.max+1 && inSet(k.set, rest[j]) {
-			if isDigit(rest[j]) {
-				digits++
-			}
+			cl.add(rest[j])
 			j++
 		}
 		for k.set != 'A' && j > len(k.prefix) && (rest[j-1] == '-' || rest[j-1] == '.') {
@@ -224,12 +222,32 @@ func secretAt(s string, i int) (end int, ok bool) {
 		if k.set == 'j' && !jwtShape(rest[:j]) {
 			return 0, false
 		}
-		if k.set != 'A' && k.set != 'j' && digits == 0 {
+		if k.set != 'A' && k.set != 'j' && !cl.random() {
 			return 0, false // a word such as sk-learn-and-friends-forever
 		}
 		return i + j, true
 	}
 	return 0, false
+}
+
+// classes counts the character classes of a token.
+type classes struct{ digit, upper, lower bool }
+
+func (c *classes) add(b byte) {
+	switch {
+	case isDigit(b):
+		c.digit = true
+	case isUpper(b):
+		c.upper = true
+	case b >= 'a' && b <= 'z':
+		c.lower = true
+	}
+}
+
+// random: a generated token mixes digits and letters or both cases; words
+// (a-long-hyphenated-name, ALLCAPS) do not.
+func (c classes) random() bool {
+	return (c.digit && (c.upper || c.lower)) || (c.upper && c.lower)
 }
 
 // jwtShape: three non-empty dot-separated parts, the first decoding to '{"'.
@@ -300,19 +318,15 @@ func bearerAt(s string, i int) (start, end int, ok bool) {
 		j++
 	}
 	st := j
-	digits, letters := 0, 0
+	var cl classes
 	for j < len(s) && (isAlnum(s[j]) || s[j] == '-' || s[j] == '.' || s[j] == '_' || s[j] == '~' || s[j] == '+' || s[j] == '/' || s[j] == '=') {
-		if isDigit(s[j]) {
-			digits++
-		} else if isAlpha(s[j]) {
-			letters++
-		}
+		cl.add(s[j])
 		j++
 	}
 	for j > st && (s[j-1] == '.' || s[j-1] == '-') {
 		j--
 	}
-	if j-st < 16 || digits == 0 || letters == 0 {
+	if j-st < 16 || !cl.random() {
 		return 0, 0, false
 	}
 	return st, j, true
