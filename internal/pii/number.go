@@ -100,6 +100,10 @@ func numberAt(s string, i int, out []cand) ([]cand, int) {
 	if t.cardShaped() {
 		if k, rank, ok := t.classify(0, t.ng-1); ok {
 			out = append(out, cand{Match{k, t.start, j}, rank})
+		} else if l := t.ng - 1; t.cut[l] && t.ge[l]-t.gs[l] != 4 {
+			if k, rank, ok := t.classify(0, l-1); ok && rank == rankChecksum {
+				out = append(out, cand{Match{k, t.start, t.ge[l-1]}, rank}) // 4111 1111 1111 1111 12/28
+			}
 		}
 		return out, j
 	}
