@@ -243,8 +243,8 @@ func (t *numToken) classify(a, b int) (Kind, int8, bool) {
 				return "", 0, false
 			}
 		}
-		if keywordBefore(t.s, start, versionWords) >= 0 {
-			return "", 0, false
+		if keywordBefore(t.s, start, versionWords) >= 0 || t.s[t.gs[a]:t.ge[a]] == "255" || t.s[t.gs[a]:t.ge[a]] == "0" {
+			return "", 0, false // a version, a section, a netmask or 0.x.x.x
 		}
 		return IPv4, rankPlain, true
 	}
@@ -381,7 +381,9 @@ var (
 	ssnWords   = []string{"ssn", "social security", "社会安全", "社保号"}
 	// notPIIWords name numbers that are not about a person.
 	notPIIWords  = []string{"order", "invoice", "ticket", "tracking", "ref", "case", "build", "version", "#", "id:", "sku", "订单", "发票", "单号", "工单", "编号", "版本", "快递", "金额", "¥", "$", "€", "£", "amount", "total", "price", "qty"}
-	versionWords = []string{"version", "ver.", "build", "release", "firmware", "版本"}
+	// versionWords name dotted numbers that are versions or sections.
+	versionWords = []string{"version", "ver.", "build", "release", "firmware", "python", "node", "java", "golang", "go ", "ios", "android", "windows", "macos", "ubuntu", "debian", "kernel", "chrome", "firefox", "rust", "php", "ruby",
+		"section", "paragraph", "chapter", "clause", "article", "step", "item", "rule", "§", "版本", "章节", "条款", "第"}
 )
 
 // keywordBefore returns the end offset of the nearest keyword that ends in
