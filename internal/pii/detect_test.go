@@ -44,6 +44,17 @@ var findCases = []struct {
 	{"mac and time", "mac 00:1A:2B:3C:4D:5E at 12:30:45", nil},
 	{"order number digits", "订单号 20251202000123 已发货", nil},
 	{"invoice with phone-like", "invoice 555-123-4567", nil},
+	{"phone after cell #", "cell #: 555-123-4567", []string{"PHONE 555-123-4567"}},
+	{"hash stuck to number", "see #555-123-4567", nil},
+	{"plus count", "the table grew by +25000000 rows", nil},
+	{"ean-13 product code", "product code 4114029961468", nil},
+	{"jwt ending in dash", "token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcDEF123-", []string{"SECRET eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcDEF123-"}},
+	{"order word in an earlier clause", "我想查一下订单。（备用：17419230473）", []string{"PHONE 17419230473"}},
+	{"order word in the same clause", "订单号 17419230473 已发货", nil},
+	{"netmask", "subnet mask 255.255.255.0", nil},
+	{"product version", "Python 3.12.0.1 is out", nil},
+	{"section number", "see paragraph 4.2.1.3 of the contract", nil},
+	{"ipv4 cidr", "allow 10.0.0.0/8 and 203.0.113.7/32", []string{"IPV4 10.0.0.0", "IPV4 203.0.113.7"}},
 	{"words", "sk-learn is a library; Bearer tokens are explained in RFC 6750", nil},
 }
 

@@ -76,7 +76,7 @@ func (g gen) email() string {
 
 func (g gen) phone() string {
 	n3 := func() string { return fmt.Sprint(g.between(2, 9)) + g.digits(2) }
-	switch g.r.IntN(22) {
+	switch g.r.IntN(30) {
 	case 0:
 		return "(" + n3() + ") " + n3() + "-" + g.digits(4)
 	case 1:
@@ -107,6 +107,21 @@ func (g gen) phone() string {
 		return "0" + g.pick("1", "6", "7") + " " + g.digits(2) + " " + g.digits(2) + " " + g.digits(2) + " " + g.digits(2)
 	case 14:
 		return "+33 " + g.pick("1", "6", "7") + " " + g.digits(2) + " " + g.digits(2) + " " + g.digits(2) + " " + g.digits(2)
+	case 15:
+		return "+49 (0)30 " + g.digits(g.between(6, 8))
+	case 16:
+		return "+1" + n3() + n3() + g.digits(4)
+	case 17:
+		return "+1." + n3() + "." + n3() + "." + g.digits(4)
+	case 18:
+		area := g.pick("10", "21", "755", "571", "20")
+		return "0" + area + "-" + g.digits(10-len(area))
+	case 19:
+		return "+86 " + g.pick("10", "21") + " " + g.digits(4) + " " + g.digits(4)
+	case 20:
+		return "0" + g.pick("6", "7") + "." + g.digits(2) + "." + g.digits(2) + "." + g.digits(2) + "." + g.digits(2)
+	case 21:
+		return "+44 (0)20 7946 " + g.digits(4)
 	}
 	// Chinese mobile numbers, the most common in Chinese text.
 	m := "1" + g.pick("3", "5", "7", "8", "9") + g.digits(9)
@@ -137,7 +152,11 @@ func luhnComplete(body string) string {
 func (g gen) cardDigits() string {
 	var p string
 	n := 16
-	switch g.r.IntN(7) {
+	switch g.r.IntN(9) {
+	case 7:
+		p, n = g.pick("36", "38", "300", "305"), 14 // Diners Club
+	case 8:
+		p = g.pick("50", "56", "67") // Maestro
 	case 0, 1:
 		p = "4"
 	case 2:
@@ -158,7 +177,7 @@ func (g gen) cardDigits() string {
 }
 
 func groupCard(d, sep string) string {
-	if len(d) == 15 {
+	if len(d) == 15 || len(d) == 14 {
 		return d[:4] + sep + d[4:10] + sep + d[10:]
 	}
 	var parts []string
@@ -234,6 +253,9 @@ func (g gen) cnID() string {
 	if v[17] == 'X' && g.r.IntN(4) == 0 {
 		v = v[:17] + "x"
 	}
+	if g.r.IntN(8) == 0 {
+		v = v[:6] + " " + v[6:14] + " " + v[14:]
+	}
 	return v
 }
 
@@ -254,7 +276,9 @@ func (g gen) pick4() int {
 
 func (g gen) ipv6() string {
 	h := func() string { return fmt.Sprintf("%x", g.r.IntN(0x10000)) }
-	switch g.r.IntN(4) {
+	switch g.r.IntN(5) {
+	case 4:
+		return "2001:db8:" + h() + "::" + h() + ":" + h()
 	case 0:
 		return "2001:db8::" + h()
 	case 1:
@@ -324,6 +348,8 @@ var templates = map[Kind]map[string][]string{
 			"my number changed, it's {} now",
 			"Delivery failed — driver tried {} twice on 2026-12-01.",
 			"Tel. {} | Fax: n/a",
+			"cell #: {}",
+			"Tel: {} ext. 204",
 			"Please text {} when the package (order ORD-2025-004512) arrives.",
 			"Whatsapp {} if the 10:30 meeting moves.",
 			"The caller left {} as a callback number and ticket T-88120.",
@@ -415,6 +441,7 @@ var templates = map[Kind]map[string][]string{
 	IPv6: {
 		"en": {
 			"Client address {} was rate-limited at 10:30.",
+			"curl -g 'http://[{}]:8080/health' times out",
 			"ping6 {} fails from the bastion",
 			"Add {} to the allow list.",
 		},
@@ -430,6 +457,8 @@ var templates = map[Kind]map[string][]string{
 			"curl -H \"Authorization: Bearer {}\" https://api.example.com/v1/models",
 			"config.yaml: api_key: {}",
 			"I accidentally committed {} to the repo, how do I rotate it?",
+			"{\"api_key\": \"{}\", \"model\": \"gpt-4o\", \"max_tokens\": 1024}",
+			"ANTHROPIC_API_KEY='{}' python app.py --retries 3",
 		},
 		"zh": {
 			"我的密钥是{}，为什么一直报 401？",
@@ -552,7 +581,23 @@ func (g gen) negative(lang string) string {
 	time := func() string { return fmt.Sprintf("%02d:%02d", g.between(0, 23), g.between(0, 59)) }
 
 	if lang == "en" {
-		switch g.r.IntN(24) {
+		switch g.r.IntN(32) {
+		case 24:
+			return fmt.Sprintf("The table grew by +%d rows overnight.", g.between(10000000, 99999999))
+		case 25:
+			return fmt.Sprintf("Meet at %d.%04d, %d.%04d near the north gate.", g.between(20, 50), g.between(0, 9999), g.between(100, 130), g.between(0, 9999))
+		case 26:
+			return fmt.Sprintf("Total: %d %03d %03d,%02d € incl. VAT.", g.between(1, 99), g.between(0, 999), g.between(0, 999), g.between(0, 99))
+		case 27:
+			return "Routing number " + g.digits(9) + " belongs to a bank in New York."
+		case 28:
+			return "Timestamp " + fmt.Sprintf("%d-%02d-%02dT%02d:%02d:%02d+08:00", g.between(2020, 2026), g.between(1, 12), g.between(1, 28), g.between(0, 23), g.between(0, 59), g.between(0, 59)) + " is in Beijing time."
+		case 29:
+			return "Reach the desk on ext. " + g.digits(4) + ", hours 9-17, Mon-Fri."
+		case 30:
+			return "The pointer 0x" + g.alnum(12, "0123456789abcdef") + " is freed twice in std::vector<int>::iterator code."
+		case 31:
+			return fmt.Sprintf("Score %d.%d / 100, rank %d of %d.", g.between(50, 99), g.between(0, 9), g.between(1, 2000), g.between(2000, 50000))
 		case 0:
 			return "Order " + order() + " was shipped on " + date() + ", total " + amount() + "."
 		case 1:
@@ -602,7 +647,17 @@ func (g gen) negative(lang string) string {
 		}
 		return "Summarise the " + fmt.Sprint(g.between(2, 40)) + " page report from " + date() + " in " + fmt.Sprint(g.between(3, 10)) + " bullet points."
 	}
-	switch g.r.IntN(20) {
+	switch g.r.IntN(25) {
+	case 20:
+		return fmt.Sprintf("坐标 %d.%04d, %d.%04d，集合时间 %s。", g.between(20, 50), g.between(0, 9999), g.between(100, 130), g.between(0, 9999), time())
+	case 21:
+		return "请翻译第 " + fmt.Sprintf("%d.%d.%d.%d", g.between(1, 9), g.between(1, 9), g.between(1, 9), g.between(1, 9)) + " 条的内容。"
+	case 22:
+		return "编号 " + g.digits(4) + " " + g.digits(4) + " " + g.digits(4) + " 的设备已经报废。"
+	case 23:
+		return "会员积分 +" + fmt.Sprint(g.between(100, 99999)) + "，有效期至 " + date() + "。"
+	case 24:
+		return "这个版本号 " + version() + " 和 " + version() + " 哪个更新？"
 	case 0:
 		return "订单号 " + plainLong() + " 已于 " + date() + " 发货，金额 " + amount() + "。"
 	case 1:

@@ -296,7 +296,7 @@ func (t *numToken) classify(a, b int) (Kind, int8, bool) {
 	if needLabel && label < 0 {
 		return "", 0, false
 	}
-	if neg := keywordBefore(t.s, start, notPIIWords); neg >= 0 && neg >= label {
+	if neg := negBefore(t.s, start); neg >= 0 && neg >= label {
 		return "", 0, false
 	}
 	return Phone, rankPlain, true
@@ -305,7 +305,9 @@ func (t *numToken) classify(a, b int) (Kind, int8, bool) {
 func phoneShape(t *numToken, a, ng int, d []byte, plus, paren, dotted bool, glen func(int) int, same func(...byte) bool) (ok, needLabel, weak bool) {
 	nd := len(d)
 	if plus {
-		return nd >= 8 && nd <= 15 && d[0] != '0', false, false
+		// E.164: 8 to 15 digits; without separators at least 10, since
+		// "+25000000 rows" is a count.
+		return nd >= 8 && nd <= 15 && d[0] != '0' && (ng > 1 || nd >= 10), false, false
 	}
 	if dotted {
 		// 555.123.4567 (US) or 01.23.45.67.89 (France).
@@ -380,20 +382,51 @@ var (
 	phoneWords = []string{"phone", "tel", "call", "mobile", "cell", "fax", "whatsapp", "sms", "text me", "contact", "reach me", "电话", "手机", "联系", "致电", "号码", "拨打", "传真", "微信"}
 	ssnWords   = []string{"ssn", "social security", "社会安全", "社保号"}
 	// notPIIWords name numbers that are not about a person.
-	notPIIWords  = []string{"order", "invoice", "ticket", "tracking", "ref", "case", "build", "version", "#", "id:", "sku", "订单", "发票", "单号", "工单", "编号", "版本", "快递", "金额", "¥", "$", "€", "£", "amount", "total", "price", "qty"}
+	notPIIWords = []string{"order", "invoice", "ticket", "tracking", "ref", "case", "build", "version", "id:", "sku", "订单", "发票", "单号", "工单", "编号", "版本", "快递", "金额", "¥", "$", "€", "£", "amount", "total", "price", "qty"}
 	// versionWords name dotted numbers that are versions or sections.
 	versionWords = []string{"version", "ver.", "build", "release", "firmware", "python", "node", "java", "golang", "go ", "ios", "android", "windows", "macos", "ubuntu", "debian", "kernel", "chrome", "firefox", "rust", "php", "ruby",
 		"section", "paragraph", "chapter", "clause", "article", "step", "item", "rule", "§", "版本", "章节", "条款", "第"}
 )
 
-// keywordBefore returns the end offset of the nearest keyword that ends in
-// the window before i (ASCII case-insensitive), or -1.
-func keywordBefore(s string, i int, words []string) int {
-	const window = 24
-	from := i - window
-	if from < 0 {
-		from = 0
+// negBefore is the end of the nearest notPIIWords keyword in the same
+// clause before i (a '#' stuck to the number, as in #100234, counts), or -1.
+func negBefore(s string, i int) int {
+	if i > 0 && s[i-1] == '#' {
+		return i
 	}
+	from := i
+	for from > 0 && i-from < window && !clauseEnd(s, from-1) {
+		from--
+	}
+	return keywordIn(s, from, i, notPIIWords)
+}
+
+// clauseEnd: s[j] ends a clause (, ; ! ? newline, or the last byte of
+// the Chinese 。，；！？、（ ）).
+func clauseEnd(s string, j int) bool {
+	switch s[j] {
+	case ',', ';', '!', '?', '\n', '(', ')':
+		return true
+	}
+	if j >= 2 && s[j-2] == 0xE3 && s[j-1] == 0x80 && (s[j] == 0x82 || s[j] == 0x81) { // 。、
+		return true
+	}
+	if j >= 2 && s[j-2] == 0xEF && s[j-1] == 0xBC && (s[j] == 0x8C || s[j] == 0x9B || s[j] == 0x81 || s[j] == 0x9F || s[j] == 0x88 || s[j] == 0x89) { // ，；！？（）
+		return true
+	}
+	return false
+}
+
+const window = 24 // bytes before a number searched for a keyword
+
+// keywordBefore returns the end offset of the nearest keyword that ends in
+// the window before i (ASCII case-insensitive, ASCII words not inside a
+// longer word), or -1.
+func keywordBefore(s string, i int, words []string) int {
+	return keywordIn(s, max(0, i-window), i, words)
+}
+
+func keywordIn(s string, from, i int, words []string) int {
 	best := -1
 	for _, w := range words {
 		for j := i - len(w); j >= from; j-- {

@@ -212,8 +212,8 @@ func secretAt(s string, i int) (end int, ok bool) {
 			cl.add(rest[j])
 			j++
 		}
-		for k.set != 'A' && j > len(k.prefix) && (rest[j-1] == '-' || rest[j-1] == '.') {
-			j--
+		for k.set == 'j' && j > len(k.prefix) && rest[j-1] == '.' {
+			j-- // the end of a sentence, not of the token
 		}
 		l := j - len(k.prefix)
 		if l < k.min || l > k.max || (j < len(rest) && isWordByte(rest[j])) {

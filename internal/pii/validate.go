@@ -27,8 +27,8 @@ func cardIIN(d []byte) bool {
 	p3 := num(d[:3])
 	p4 := num(d[:4])
 	switch {
-	case d[0] == '4': // Visa
-		return n == 13 || n == 16 || n == 19
+	case d[0] == '4': // Visa (13-digit numbers are no longer issued; EAN-13 product codes are)
+		return n == 16 || n == 19
 	case p2 >= 51 && p2 <= 55, p4 >= 2221 && p4 <= 2720: // Mastercard
 		return n == 16
 	case p2 == 34 || p2 == 37: // American Express
@@ -42,7 +42,7 @@ func cardIIN(d []byte) bool {
 	case p2 == 36 || p2 == 38 || p2 == 39 || (p3 >= 300 && p3 <= 305): // Diners Club
 		return n >= 14 && n <= 19
 	case p2 == 50 || (p2 >= 56 && p2 <= 58) || p2 == 63 || p2 == 67: // Maestro
-		return n >= 13 && n <= 19
+		return n >= 16 && n <= 19
 	}
 	return false
 }
