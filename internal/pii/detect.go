@@ -87,7 +87,7 @@ func New(cfg Config) (*Detector, error) {
 // allocates only for its result (and for custom kinds when configured); it
 // returns nil when it finds nothing.
 func (d *Detector) Find(text string) []Match {
-	var buf [16]cand
+	var buf [32]cand
 	cs := scan(text, buf[:0])
 	for _, p := range d.patterns {
 		for _, loc := range p.re.FindAllStringIndex(text, -1) {

@@ -274,7 +274,7 @@ func (t *numToken) classify(a, b int) (Kind, int8, bool) {
 		// nothing nearer says it is an order or a ticket.
 		labelled := keywordBefore(t.s, start, ssnWords)
 		dashed := ng == 3 && sep(1) == '-'
-		neg := keywordBefore(t.s, start, notPIIWords)
+		neg := negBefore(t.s, start)
 		if dashed && neg < start-10 {
 			neg = -1 // a dashed SSN is vetoed only by a word right before it
 		}
@@ -379,13 +379,13 @@ func dateShape(t *numToken, a, b int) bool {
 }
 
 var (
-	phoneWords = []string{"phone", "tel", "call", "mobile", "cell", "fax", "whatsapp", "sms", "text me", "contact", "reach me", "电话", "手机", "联系", "致电", "号码", "拨打", "传真", "微信"}
-	ssnWords   = []string{"ssn", "social security", "社会安全", "社保号"}
+	phoneWords = newKeywords("phone", "tel", "call", "mobile", "cell", "fax", "whatsapp", "sms", "text me", "contact", "reach me", "电话", "手机", "联系", "致电", "号码", "拨打", "传真", "微信")
+	ssnWords   = newKeywords("ssn", "social security", "社会安全", "社保号")
 	// notPIIWords name numbers that are not about a person.
-	notPIIWords = []string{"order", "invoice", "ticket", "tracking", "ref", "case", "build", "version", "id:", "sku", "订单", "发票", "单号", "工单", "编号", "版本", "快递", "金额", "¥", "$", "€", "£", "amount", "total", "price", "qty"}
+	notPIIWords = newKeywords("order", "invoice", "ticket", "tracking", "ref", "case", "build", "version", "id:", "sku", "订单", "发票", "单号", "工单", "编号", "版本", "快递", "金额", "¥", "$", "€", "£", "amount", "total", "price", "qty")
 	// versionWords name dotted numbers that are versions or sections.
-	versionWords = []string{"version", "ver.", "build", "release", "firmware", "python", "node", "java", "golang", "go ", "ios", "android", "windows", "macos", "ubuntu", "debian", "kernel", "chrome", "firefox", "rust", "php", "ruby",
-		"section", "paragraph", "chapter", "clause", "article", "step", "item", "rule", "§", "版本", "章节", "条款", "第"}
+	versionWords = newKeywords("version", "ver.", "build", "release", "firmware", "python", "node", "java", "golang", "go ", "ios", "android", "windows", "macos", "ubuntu", "debian", "kernel", "chrome", "firefox", "rust", "php", "ruby",
+		"section", "paragraph", "chapter", "clause", "article", "step", "item", "rule", "§", "版本", "章节", "条款", "第")
 )
 
 // negBefore is the end of the nearest notPIIWords keyword in the same
@@ -422,23 +422,42 @@ const window = 24 // bytes before a number searched for a keyword
 // keywordBefore returns the end offset of the nearest keyword that ends in
 // the window before i (ASCII case-insensitive, ASCII words not inside a
 // longer word), or -1.
-func keywordBefore(s string, i int, words []string) int {
-	return keywordIn(s, max(0, i-window), i, words)
+func keywordBefore(s string, i int, kw *keywords) int {
+	return keywordIn(s, max(0, i-window), i, kw)
 }
 
-func keywordIn(s string, from, i int, words []string) int {
-	best := -1
+// keywords is a list of lowercase words and the set of their first bytes.
+type keywords struct {
+	words []string
+	first [256]bool
+}
+
+func newKeywords(words ...string) *keywords {
+	kw := &keywords{words: words}
 	for _, w := range words {
-		for j := i - len(w); j >= from; j-- {
-			if equalFold(s[j:j+len(w)], w) && (j == 0 || !isAlpha(w[0]) || !isAlpha(s[j-1])) {
-				if e := j + len(w); e > best {
-					best = e
-				}
-				break
+		kw.first[w[0]] = true
+	}
+	return kw
+}
+
+// keywordIn returns the end of the keyword of kw that starts last in
+// s[from:i] and ends by i, or -1.
+func keywordIn(s string, from, i int, kw *keywords) int {
+	for j := i - 1; j >= from; j-- {
+		c := s[j]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if !kw.first[c] || (isAlpha(c) && j > 0 && isAlpha(s[j-1])) {
+			continue
+		}
+		for _, w := range kw.words {
+			if w[0] == c && j+len(w) <= i && equalFold(s[j:j+len(w)], w) {
+				return j + len(w)
 			}
 		}
 	}
-	return best
+	return -1
 }
 
 func equalFold(a, b string) bool {

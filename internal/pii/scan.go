@@ -144,11 +144,13 @@ func isLocalByte(b byte) bool {
 
 // keyPrefixes are the providers' key formats: a prefix, the bytes the rest
 // may hold, and the length of the rest.
-var keyPrefixes = []struct {
+type keyPrefix struct {
 	prefix   string
 	set      byte // 'A' [A-Z0-9], 'a' [A-Za-z0-9], 'u' [A-Za-z0-9_-], 'x' [A-Za-z0-9-]
 	min, max int
-}{
+}
+
+var keyPrefixes = []keyPrefix{
 	{"sk-ant-", 'u', 32, 200},     // Anthropic
 	{"sk-proj-", 'u', 32, 200},    // OpenAI project keys
 	{"sk-", 'u', 20, 200},         // OpenAI and compatible
@@ -175,6 +177,14 @@ var keyPrefixes = []struct {
 	{"eyJ", 'j', 20, 4000},        // JSON web token (three base64url parts)
 }
 
+// keysByFirst indexes keyPrefixes by their first byte.
+var keysByFirst = func() (t [256][]keyPrefix) {
+	for _, k := range keyPrefixes {
+		t[k.prefix[0]] = append(t[k.prefix[0]], k)
+	}
+	return t
+}()
+
 func inSet(set, b byte) bool {
 	switch set {
 	case 'A':
@@ -196,13 +206,8 @@ func secretAt(s string, i int) (end int, ok bool) {
 	if s[i] == '-' {
 		return pemAt(s, i)
 	}
-	switch s[i] {
-	case 's', 'A', 'g', 'x', 'r', 'h', 'e':
-	default:
-		return 0, false
-	}
 	rest := s[i:]
-	for _, k := range keyPrefixes {
+	for _, k := range keysByFirst[s[i]] {
 		if len(rest) < len(k.prefix)+k.min || rest[:len(k.prefix)] != k.prefix {
 			continue
 		}
