@@ -55,6 +55,10 @@ var findCases = []struct {
 	{"product version", "Python 3.12.0.1 is out", nil},
 	{"section number", "see paragraph 4.2.1.3 of the contract", nil},
 	{"ipv4 cidr", "allow 10.0.0.0/8 and 203.0.113.7/32", []string{"IPV4 10.0.0.0", "IPV4 203.0.113.7"}},
+	{"ssn label before hash", "SSN#078-05-1120", []string{"SSN 078-05-1120"}},
+	{"password setting", "DB_PASSWORD=Xy7pQ2rs9Lm docker compose up", []string{"SECRET Xy7pQ2rs9Lm"}},
+	{"secret settings without a secret", "password: please reset it; api_key: YOUR_API_KEY; secret: /etc/ssl/k2.pem; DB_PASSWORD=${DB_PASSWORD}", nil},
+	{"slugs and schemes", "the sk-2024-roadmap-planning-doc and Bearer authentication-scheme-2024", nil},
 	{"words", "sk-learn is a library; Bearer tokens are explained in RFC 6750", nil},
 }
 

@@ -459,11 +459,15 @@ var templates = map[Kind]map[string][]string{
 			"I accidentally committed {} to the repo, how do I rotate it?",
 			"{\"api_key\": \"{}\", \"model\": \"gpt-4o\", \"max_tokens\": 1024}",
 			"ANTHROPIC_API_KEY='{}' python app.py --retries 3",
+			"DB_PASSWORD={} docker compose up fails with auth error",
+			"my wifi password: {} — can you tell me if it's strong?",
+			"client_secret: \"{}\"",
 		},
 		"zh": {
 			"我的密钥是{}，为什么一直报 401？",
 			"请帮我看看这个配置：api_key: {}",
 			"不小心把 {} 提交到了 GitHub，怎么办？",
+			"数据库配置 password={}，连不上。",
 		},
 	},
 }
@@ -581,7 +585,7 @@ func (g gen) negative(lang string) string {
 	time := func() string { return fmt.Sprintf("%02d:%02d", g.between(0, 23), g.between(0, 59)) }
 
 	if lang == "en" {
-		switch g.r.IntN(32) {
+		switch g.r.IntN(33) {
 		case 24:
 			return fmt.Sprintf("The table grew by +%d rows overnight.", g.between(10000000, 99999999))
 		case 25:
@@ -596,6 +600,8 @@ func (g gen) negative(lang string) string {
 			return "Reach the desk on ext. " + g.digits(4) + ", hours 9-17, Mon-Fri."
 		case 30:
 			return "The pointer 0x" + g.alnum(12, "0123456789abcdef") + " is freed twice in std::vector<int>::iterator code."
+		case 32:
+			return g.pick("password: please use the reset link we sent", "api_key: YOUR_API_KEY", "token: <paste your token here>", "DB_PASSWORD=${DB_PASSWORD}", "secret: /etc/ssl/private/server2.key", "password=********", "Set OPENAI_API_KEY=sk-... in your shell first.", "the sk-2024-roadmap-planning-doc is in the shared drive", "Use Bearer authentication-scheme-2024 as described.") + " (step " + fmt.Sprint(g.between(1, 9)) + ")"
 		case 31:
 			return fmt.Sprintf("Score %d.%d / 100, rank %d of %d.", g.between(50, 99), g.between(0, 9), g.between(1, 2000), g.between(2000, 50000))
 		case 0:

@@ -163,7 +163,7 @@ func identBefore(s string, i int) bool {
 	if isWordByte(p) || p == '.' && i > 1 && isDigit(s[i-2]) {
 		return true
 	}
-	return (p == '-' || p == '_' || p == '#') && i > 1 && isAlnum(s[i-2])
+	return (p == '-' || p == '_') && i > 1 && isAlnum(s[i-2])
 }
 
 // skipIdent returns the end of the identifier-like run at i.
@@ -296,7 +296,7 @@ func (t *numToken) classify(a, b int) (Kind, int8, bool) {
 	if needLabel && label < 0 {
 		return "", 0, false
 	}
-	if neg := negBefore(t.s, start); neg >= 0 && neg >= label {
+	if neg := negBefore(t.s, start); neg >= 0 && neg > label {
 		return "", 0, false
 	}
 	return Phone, rankPlain, true
@@ -382,7 +382,7 @@ var (
 	phoneWords = newKeywords("phone", "tel", "call", "mobile", "cell", "fax", "whatsapp", "sms", "text me", "contact", "reach me", "电话", "手机", "联系", "致电", "号码", "拨打", "传真", "微信")
 	ssnWords   = newKeywords("ssn", "social security", "社会安全", "社保号")
 	// notPIIWords name numbers that are not about a person.
-	notPIIWords = newKeywords("order", "invoice", "ticket", "tracking", "ref", "case", "build", "version", "id:", "sku", "订单", "发票", "单号", "工单", "编号", "版本", "快递", "金额", "¥", "$", "€", "£", "amount", "total", "price", "qty")
+	notPIIWords = newKeywords("order", "invoice", "ticket", "tracking", "ref", "case", "build", "version", "id:", "sku", "订单", "发票", "单号", "工单", "编号", "版本", "快递", "金额", "¥", "$", "€", "£", "amount", "total", "price", "qty", "batch", "serial", "lot", "barcode", "批次", "序列号", "流水号", "条码")
 	// versionWords name dotted numbers that are versions or sections.
 	versionWords = newKeywords("version", "ver.", "build", "release", "firmware", "python", "node", "java", "golang", "go ", "ios", "android", "windows", "macos", "ubuntu", "debian", "kernel", "chrome", "firefox", "rust", "php", "ruby",
 		"section", "paragraph", "chapter", "clause", "article", "step", "item", "rule", "§", "版本", "章节", "条款", "第")
@@ -392,7 +392,7 @@ var (
 // clause before i (a '#' stuck to the number, as in #100234, counts), or -1.
 func negBefore(s string, i int) int {
 	if i > 0 && s[i-1] == '#' {
-		return i
+		return i - 1
 	}
 	from := i
 	for from > 0 && i-from < window && !clauseEnd(s, from-1) {

@@ -83,14 +83,78 @@ func scan(s string, out []cand) []cand {
 			}
 		}
 		if isAlnum(c) {
-			for i < n && isWordByte(s[i]) {
+			ws := i
+			for i < n && (isWordByte(s[i]) || s[i] == '-' && i+1 < n && isAlnum(s[i+1])) {
 				i++
+			}
+			if i < n && (s[i] == '=' || s[i] == ':' || s[i] == '"' || s[i] == '\'' || s[i] == ' ') {
+				if st, en, ok := assignedSecretAt(s, ws, i); ok {
+					out = append(out, cand{Match{Secret, st, en}, rankPlain})
+					i = en
+				}
 			}
 			continue
 		}
 		i++
 	}
 	return out
+}
+
+// secretNames end the names of settings whose value is a secret
+// (DB_PASSWORD, client_secret, x-api-key).
+var secretNames = []string{"password", "passwd", "secret", "api_key", "apikey", "api-key", "access_key", "secret_key", "token", "access_token", "auth_token", "private_key"}
+
+// assignedSecretAt finds the value of a secret setting whose name is
+// s[ws:we]: name, optional quote, ':' or '=', optional quote, a value of
+// 8 or more bytes that mixes classes (not a word, not a placeholder).
+func assignedSecretAt(s string, ws, we int) (start, end int, ok bool) {
+	name := s[ws:we]
+	if len(name) < 3 {
+		return 0, 0, false
+	}
+	found := false
+	for _, w := range secretNames {
+		if len(name) >= len(w) && equalFold(name[len(name)-len(w):], w) && (len(name) == len(w) || !isAlpha(name[len(name)-len(w)-1])) {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return 0, 0, false
+	}
+	j := we
+	if j < len(s) && (s[j] == '"' || s[j] == '\'') {
+		j++
+	}
+	for j < len(s) && s[j] == ' ' {
+		j++
+	}
+	if j >= len(s) || (s[j] != ':' && s[j] != '=') {
+		return 0, 0, false
+	}
+	j++
+	for j < len(s) && s[j] == ' ' {
+		j++
+	}
+	if j < len(s) && (s[j] == '"' || s[j] == '\'') {
+		j++
+	}
+	st := j
+	if j < len(s) && (s[j] == '/' || s[j] == '.' || s[j] == '~' || s[j] == '$' || s[j] == '{' || s[j] == '<' || s[j] == '[') {
+		return 0, 0, false // a path, a variable, a template or a placeholder
+	}
+	var cl classes
+	for j < len(s) && s[j] > ' ' && s[j] < 0x7f && s[j] != '"' && s[j] != '\'' && s[j] != ',' && s[j] != ';' {
+		cl.add(s[j])
+		j++
+	}
+	for j > st && (s[j-1] == '.' || s[j-1] == ')' || s[j-1] == '}') {
+		j--
+	}
+	if j-st < 8 || !cl.random() {
+		return 0, 0, false
+	}
+	return st, j, true
 }
 
 // emailAt finds an address around the '@' at i.
@@ -227,8 +291,8 @@ func secretAt(s string, i int) (end int, ok bool) {
 		if k.set == 'j' && !jwtShape(rest[:j]) {
 			return 0, false
 		}
-		if k.set != 'A' && k.set != 'j' && !cl.random() {
-			return 0, false // a word such as sk-learn-and-friends-forever
+		if k.set != 'A' && k.set != 'j' && (!cl.random() || k.prefix == "sk-" && cl.longest < 16) {
+			return 0, false // a word or a slug: sk-learn, sk-2024-roadmap-draft
 		}
 		return i + j, true
 	}
@@ -236,9 +300,18 @@ func secretAt(s string, i int) (end int, ok bool) {
 }
 
 // classes counts the character classes of a token.
-type classes struct{ digit, upper, lower bool }
+type classes struct {
+	digit, upper, lower bool
+	run, longest        int // letters and digits in a row
+}
 
 func (c *classes) add(b byte) {
+	if isAlnum(b) {
+		c.run++
+		c.longest = max(c.longest, c.run)
+	} else {
+		c.run = 0
+	}
 	switch {
 	case isDigit(b):
 		c.digit = true
@@ -331,7 +404,7 @@ func bearerAt(s string, i int) (start, end int, ok bool) {
 	for j > st && (s[j-1] == '.' || s[j-1] == '-') {
 		j--
 	}
-	if j-st < 16 || !cl.random() {
+	if j-st < 16 || !cl.random() || cl.longest < 16 {
 		return 0, 0, false
 	}
 	return st, j, true
