@@ -82,8 +82,9 @@ func New(cfg Config) (*Detector, error) {
 }
 
 // Find returns the values found in text, sorted by Start and not
-// overlapping. Where two findings overlap, the checksum-validated one
-// (card, IBAN, Chinese ID) wins, then the longer, then the earlier. Find
+// overlapping. Where two findings overlap, the validated one (card, IBAN
+// and Chinese ID by their check digits, a provider key by its format) wins,
+// then the longer, then the earlier. Find
 // allocates only for its result (and for custom kinds when configured); it
 // returns nil when it finds nothing.
 func (d *Detector) Find(text string) []Match {

@@ -59,6 +59,7 @@ var findCases = []struct {
 	{"password setting", "DB_PASSWORD=Xy7pQ2rs9Lm docker compose up", []string{"SECRET Xy7pQ2rs9Lm"}},
 	{"secret settings without a secret", "password: please reset it; api_key: YOUR_API_KEY; secret: /etc/ssl/k2.pem; DB_PASSWORD=${DB_PASSWORD}", nil},
 	{"slugs and schemes", "the sk-2024-roadmap-planning-doc and Bearer authentication-scheme-2024", nil},
+	{"token in a url's user info", "https://ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789@github.com/acme/app.git", []string{"SECRET ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789"}},
 	{"words", "sk-learn is a library; Bearer tokens are explained in RFC 6750", nil},
 }
 

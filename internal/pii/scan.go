@@ -16,7 +16,7 @@ type cand struct {
 
 const (
 	rankPlain    int8 = 0
-	rankChecksum int8 = 1 // card, IBAN, Chinese ID: validated by a check digit
+	rankChecksum int8 = 1 // card, IBAN, Chinese ID: validated by a check digit; keys: by their format
 )
 
 func isDigit(b byte) bool    { return b >= '0' && b <= '9' }
@@ -50,7 +50,7 @@ func scan(s string, out []cand) []cand {
 		// At the start of a word.
 		if isAlpha(c) || c == '-' {
 			if en, ok := secretAt(s, i); ok {
-				out = append(out, cand{Match{Secret, i, en}, rankPlain})
+				out = append(out, cand{Match{Secret, i, en}, rankChecksum})
 				i = en
 				continue
 			}
@@ -221,11 +221,11 @@ var keyPrefixes = []keyPrefix{
 	{"AKIA", 'A', 16, 16},         // AWS access key id
 	{"ASIA", 'A', 16, 16},         // AWS temporary access key id
 	{"AIza", 'u', 35, 35},         // Google API key
-	{"ghp_", 'a', 36, 36},         // GitHub personal token
-	{"gho_", 'a', 36, 36},         // GitHub OAuth token
-	{"ghu_", 'a', 36, 36},         // GitHub user-to-server token
-	{"ghs_", 'a', 36, 36},         // GitHub server-to-server token
-	{"ghr_", 'a', 36, 36},         // GitHub refresh token
+	{"ghp_", 'a', 36, 251},         // GitHub personal token
+	{"gho_", 'a', 36, 251},         // GitHub OAuth token
+	{"ghu_", 'a', 36, 251},         // GitHub user-to-server token
+	{"ghs_", 'a', 36, 251},         // GitHub server-to-server token
+	{"ghr_", 'a', 36, 251},         // GitHub refresh token
 	{"github_pat_", 'u', 40, 120}, // GitHub fine-grained token
 	{"glpat-", 'u', 20, 40},       // GitLab token
 	{"xoxb-", 'x', 10, 200},       // Slack bot token
