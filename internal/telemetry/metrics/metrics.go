@@ -151,6 +151,10 @@ type Metrics struct {
 	// cacheHit, cacheMiss and cacheBypass are mesh_cache_requests_total's
 	// children.
 	cacheHit, cacheMiss, cacheBypass prometheus.Counter
+	// piiV is mesh_pii_detections_total{kind,action} (kinds are the
+	// built-in ones and the config's custom ones: bounded); piiFailV is
+	// mesh_pii_detection_failures_total{outcome}.
+	piiV, piiFailV *prometheus.CounterVec
 	spend                            sync.Map
 	spendN                           atomic.Int64
 	maxSpend                         int64
@@ -257,6 +261,10 @@ func New(o Options) (*Metrics, error) {
 	cacheV := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_cache_requests_total",
 		Help: "Client calls by the response cache's part (X-Mesh-Cache): hit (answered from the cache), miss, bypass; none counted without a cache. Hit rate = hit / (hit + miss)."}, []string{"result"})
 	m.cacheHit, m.cacheMiss, m.cacheBypass = cacheV.WithLabelValues(engine.CacheHit), cacheV.WithLabelValues(engine.CacheMiss), cacheV.WithLabelValues(engine.CacheBypass)
+	m.piiV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_pii_detections_total",
+		Help: "Personal-data values found in requests, by kind (EMAIL, PHONE, CARD, IBAN, CN_ID, SSN, IPV4, IPV6, SECRET or a custom kind) and the action applied (redact, mask, block, log); never a value."}, []string{"kind", "action"})
+	m.piiFailV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_pii_detection_failures_total",
+		Help: "Requests whose personal-data detection failed or ran past pii.time_budget, by outcome: refused (503 MESH_PII_UNAVAILABLE) or sent_unscanned (fail_open)."}, []string{"outcome"})
 	valveV := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_safety_valve_transitions_total",
 		Help: "Safety valve state changes, by the state entered: open (calls take the legacy path) or closed."}, []string{"to"})
 	for i, st := range valveStates {
@@ -275,7 +283,7 @@ func New(o Options) (*Metrics, error) {
 		append(gl[:4:4], semconv.PrometheusLabel(semconv.AttrTokenType)))
 
 	cs := []prometheus.Collector{m.requestsV, m.fallbacksV, m.modelFallbacksV, m.legacyV, m.offsetV, m.queueWaitV, m.fragSentV, m.fragOKV, m.fusionsV, m.conflictsV,
-		m.retriesV, m.hedgesV, m.hedgesWonV, m.recoveredV, m.attemptsV, m.durationV, m.ttfcV, m.tokensV, m.breakerV, valveV, m.spendV, cacheV}
+		m.retriesV, m.hedgesV, m.hedgesWonV, m.recoveredV, m.attemptsV, m.durationV, m.ttfcV, m.tokensV, m.breakerV, valveV, m.spendV, cacheV, m.piiV, m.piiFailV}
 	if o.Endpoints != nil {
 		cs = append(cs, newEndpointCollector(o.Endpoints))
 	}
@@ -341,6 +349,18 @@ func (m *Metrics) RequestDone(r *engine.Record) {
 		m.cacheMiss.Inc()
 	case engine.CacheBypass:
 		m.cacheBypass.Inc()
+	}
+	if p := r.PII; p != nil {
+		for _, f := range p.Findings {
+			m.piiV.WithLabelValues(f.Kind, p.Action).Inc()
+		}
+		if p.Failed {
+			outcome := "refused"
+			if p.RawUpstream {
+				outcome = "sent_unscanned"
+			}
+			m.piiFailV.WithLabelValues(outcome).Inc()
+		}
 	}
 	if r.Err == nil {
 		off := r.NormalizationOffset
