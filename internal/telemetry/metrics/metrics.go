@@ -155,9 +155,9 @@ type Metrics struct {
 	// built-in ones and the config's custom ones: bounded); piiFailV is
 	// mesh_pii_detection_failures_total{outcome}.
 	piiV, piiFailV *prometheus.CounterVec
-	spend                            sync.Map
-	spendN                           atomic.Int64
-	maxSpend                         int64
+	spend          sync.Map
+	spendN         atomic.Int64
+	maxSpend       int64
 }
 
 // spendKey labels a spend counter: a model index and the key and team.
