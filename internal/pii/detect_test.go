@@ -60,6 +60,8 @@ var findCases = []struct {
 	{"secret settings without a secret", "password: please reset it; api_key: YOUR_API_KEY; secret: /etc/ssl/k2.pem; DB_PASSWORD=${DB_PASSWORD}", nil},
 	{"slugs and schemes", "the sk-2024-roadmap-planning-doc and Bearer authentication-scheme-2024", nil},
 	{"token in a url's user info", "https://ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789@github.com/acme/app.git", []string{"SECRET ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789"}},
+	{"chinese password label", "我的邮箱密码是Qwe123!@#Asd，别告诉别人", []string{"SECRET Qwe123!@#Asd"}},
+	{"chinese password words", "忘记密码：请点击重置链接；密钥为空", nil},
 	{"words", "sk-learn is a library; Bearer tokens are explained in RFC 6750", nil},
 }
 

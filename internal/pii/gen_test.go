@@ -468,6 +468,7 @@ var templates = map[Kind]map[string][]string{
 			"请帮我看看这个配置：api_key: {}",
 			"不小心把 {} 提交到了 GitHub，怎么办？",
 			"数据库配置 password={}，连不上。",
+			"服务器 root 密码：{}，用完记得改。",
 		},
 	},
 }
@@ -653,7 +654,7 @@ func (g gen) negative(lang string) string {
 		}
 		return "Summarise the " + fmt.Sprint(g.between(2, 40)) + " page report from " + date() + " in " + fmt.Sprint(g.between(3, 10)) + " bullet points."
 	}
-	switch g.r.IntN(25) {
+	switch g.r.IntN(26) {
 	case 20:
 		return fmt.Sprintf("坐标 %d.%04d, %d.%04d，集合时间 %s。", g.between(20, 50), g.between(0, 9999), g.between(100, 130), g.between(0, 9999), time())
 	case 21:
@@ -662,6 +663,8 @@ func (g gen) negative(lang string) string {
 		return "编号 " + g.digits(4) + " " + g.digits(4) + " " + g.digits(4) + " 的设备已经报废。"
 	case 23:
 		return "会员积分 +" + fmt.Sprint(g.between(100, 99999)) + "，有效期至 " + date() + "。"
+	case 25:
+		return g.pick("忘记密码：请点击登录页的重置链接。", "密钥为空时接口返回 401。", "令牌过期时间是 3600 秒。", "密码长度至少 8 位，必须包含数字。")
 	case 24:
 		return "这个版本号 " + version() + " 和 " + version() + " 哪个更新？"
 	case 0:

@@ -30,6 +30,13 @@ func scan(s string, out []cand) []cand {
 	n := len(s)
 	for i := 0; i < n; {
 		c := s[i]
+		if c == 0xE5 || c == 0xE4 || c == 0xE7 {
+			if st, en, ok := zhSecretAt(s, i); ok {
+				out = append(out, cand{Match{Secret, st, en}, rankPlain})
+				i = en
+				continue
+			}
+		}
 		if c == '@' {
 			if st, en, ok := emailAt(s, i); ok {
 				out = append(out, cand{Match{Email, st, en}, rankPlain})
@@ -132,7 +139,13 @@ func assignedSecretAt(s string, ws, we int) (start, end int, ok bool) {
 	if j >= len(s) || (s[j] != ':' && s[j] != '=') {
 		return 0, 0, false
 	}
-	j++
+	return secretValueAt(s, j+1)
+}
+
+// secretValueAt finds a secret value after a label at j: optional spaces
+// and quote, then 8 or more printable ASCII bytes that mix classes and do
+// not start like a path, a variable, a template or a placeholder.
+func secretValueAt(s string, j int) (start, end int, ok bool) {
 	for j < len(s) && s[j] == ' ' {
 		j++
 	}
@@ -221,11 +234,11 @@ var keyPrefixes = []keyPrefix{
 	{"AKIA", 'A', 16, 16},         // AWS access key id
 	{"ASIA", 'A', 16, 16},         // AWS temporary access key id
 	{"AIza", 'u', 35, 35},         // Google API key
-	{"ghp_", 'a', 36, 251},         // GitHub personal token
-	{"gho_", 'a', 36, 251},         // GitHub OAuth token
-	{"ghu_", 'a', 36, 251},         // GitHub user-to-server token
-	{"ghs_", 'a', 36, 251},         // GitHub server-to-server token
-	{"ghr_", 'a', 36, 251},         // GitHub refresh token
+	{"ghp_", 'a', 36, 251},        // GitHub personal token
+	{"gho_", 'a', 36, 251},        // GitHub OAuth token
+	{"ghu_", 'a', 36, 251},        // GitHub user-to-server token
+	{"ghs_", 'a', 36, 251},        // GitHub server-to-server token
+	{"ghr_", 'a', 36, 251},        // GitHub refresh token
 	{"github_pat_", 'u', 40, 120}, // GitHub fine-grained token
 	{"glpat-", 'u', 20, 40},       // GitLab token
 	{"xoxb-", 'x', 10, 200},       // Slack bot token
@@ -470,3 +483,33 @@ func ipv6At(s string, i int) (int, bool) {
 	}
 	return j, true
 }
+
+// zhSecretLabels name a secret in Chinese: password, key, passphrase,
+// token, and 秘钥, the common misspelling of 密钥.
+var zhSecretLabels = []string{"密码", "密钥", "秘钥", "口令", "令牌"}
+
+// zhSecretAt finds the value after a Chinese secret label at i, joined by
+// 是, 为, a colon or '='.
+func zhSecretAt(s string, i int) (start, end int, ok bool) {
+	for _, l := range zhSecretLabels {
+		if len(s)-i < len(l) || s[i:i+len(l)] != l {
+			continue
+		}
+		j := i + len(l)
+		for j < len(s) && s[j] == ' ' {
+			j++
+		}
+		switch {
+		case j < len(s) && (s[j] == ':' || s[j] == '='):
+			j++
+		case hasPrefixAt(s, j, "是"), hasPrefixAt(s, j, "为"), hasPrefixAt(s, j, "："), hasPrefixAt(s, j, "＝"):
+			j += 3
+		default:
+			return 0, 0, false
+		}
+		return secretValueAt(s, j)
+	}
+	return 0, 0, false
+}
+
+func hasPrefixAt(s string, j int, p string) bool { return len(s)-j >= len(p) && s[j:j+len(p)] == p }
