@@ -10,6 +10,44 @@ import (
 // Detector finds the built-in kinds and the custom kinds of its Config.
 // It is immutable after New and safe for concurrent use by any number of
 // goroutines; Find never blocks and does no I/O.
+//
+// The built-in kinds are found in one pass over the bytes, without regular
+// expressions, and validated where the format allows:
+//
+//   - Email: local@domain with a dotted domain and an alphabetic TLD.
+//   - Phone: '+' and 8–15 digits (E.164, separators allowed; 10 without
+//     them); North American (555) 123-4567, 555-123-4567, 555.123.4567,
+//     1-555-123-4567; national numbers with a trunk 0 written in groups
+//     (UK, DE, FR, JP, Chinese landlines 021-61234567); 00-prefixed
+//     international; Chinese mobiles 1[3-9] and 9 digits, plain, 3-4-4 or
+//     with +86. Plain 10- or 11-digit numbers count only after a word such
+//     as phone, tel, call, 电话, 手机.
+//   - Card: 13–19 digits, whole or in groups of at least three joined by
+//     spaces or dashes, with a scheme's prefix and length and the Luhn check.
+//   - IBAN: country code, check digits and the country's length (SWIFT
+//     registry), whole or in groups, mod-97.
+//   - CN_ID: 17 digits and a digit or X, ISO 7064 MOD 11-2 and a real
+//     birth date.
+//   - SSN: 3-2-4 digits with dashes, or spaced or plain after "SSN" or
+//     "social security"; not area 000, 666 or 9xx, group 00, serial 0000.
+//   - IPv4: four dotted decimals ≤ 255 without leading zeros, not part of a
+//     longer dotted run, not a netmask (255.x), not after version, build,
+//     section or a product name; IPv6: with "::" or eight groups, parsed.
+//   - Secret: provider keys by prefix and shape (OpenAI and Anthropic sk-,
+//     AWS AKIA/ASIA, Google AIza, GitHub ghp_ and github_pat_, GitLab,
+//     Slack xox?-, Stripe, Hugging Face, Groq), JSON web tokens, PEM private
+//     keys, the token after "Bearer", and the value of a setting named like
+//     a secret (DB_PASSWORD=…, "api_key": "…", 密码：…) when it mixes
+//     letters and digits or cases.
+//
+// Numbers are not reported where they continue an identifier
+// (ORD-2025-000123), look like a date or a time, or follow a word such as
+// order, invoice, tracking, 订单, 发票 in the same clause (checksum kinds
+// excepted).
+//
+// Not detected: names and postal addresses; digits written in full width
+// (１３８…); lower-case IBANs; phone numbers of fewer than 8 digits; card
+// numbers with dots between groups.
 type Detector struct {
 	patterns []customPattern
 	dicts    []customDict
