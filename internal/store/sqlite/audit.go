@@ -361,6 +361,17 @@ func OpenAuditReader(path string) (*AuditReader, error) {
 // Close closes the reader.
 func (r *AuditReader) Close() error { return r.db.Close() }
 
+// HashKey is the key stored in the log (nil when pii.audit.hash_key was
+// set instead), so a value can be looked up by its hash.
+func (r *AuditReader) HashKey(ctx context.Context) ([]byte, error) {
+	var k []byte
+	err := r.db.QueryRowContext(ctx, `SELECT value FROM audit_meta WHERE name = 'hash_key'`).Scan(&k)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return k, err
+}
+
 // Rows returns the rows f selects, oldest first.
 func (r *AuditReader) Rows(ctx context.Context, f AuditFilter) ([]AuditRow, error) {
 	var where []string
