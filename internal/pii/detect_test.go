@@ -120,6 +120,49 @@ func TestFindOverlapKeepsChecksumThenLonger(t *testing.T) {
 	}
 }
 
+// TestFindConcurrent: one Detector used by many goroutines (run with -race).
+func TestFindConcurrent(t *testing.T) {
+	d, err := New(Config{Dictionaries: []Dictionary{{Name: "PROJECT", Words: []string{"falcon"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan []string)
+	for range 8 {
+		go func() {
+			var got []string
+			for _, tc := range findCases {
+				text := tc.text + " falcon"
+				got = append(got, show(text, d.Find(text))...)
+			}
+			done <- got
+		}()
+	}
+	first := <-done
+	for range 7 {
+		if got := <-done; strings.Join(got, "|") != strings.Join(first, "|") {
+			t.Fatalf("goroutines disagree:\n%q\n%q", got, first)
+		}
+	}
+}
+
+func TestFindPEMPrivateKey(t *testing.T) {
+	d, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n-----END RSA PRIVATE KEY-----"
+	text := "deploy key:\n" + key + "\nthanks"
+	got := show(text, d.Find(text))
+	if want := []string{"SECRET " + key}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("(-got +want):\n-%q\n+%q", got, want)
+	}
+	// A header without its end is not a key, and the search for the end is bounded.
+	long := strings.Repeat("-----BEGIN RSA PRIVATE KEY----- "+strings.Repeat("x", 40), 2000)
+	if got := d.Find(long); len(got) != 0 {
+		t.Errorf("headers without an end: %v", got[:1])
+	}
+}
+
 func TestNewRejectsBadConfig(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -368,6 +368,9 @@ func pemAt(s string, i int) (int, bool) {
 	if hdrEnd < 0 || hdrEnd > 64 || !hasSuffix(rest[:hdrEnd], "PRIVATE KEY") {
 		return 0, false
 	}
+	if len(rest) > 16<<10 {
+		rest = rest[:16<<10] // a PEM key is a few KiB; bounds the search for its end
+	}
 	end := indexFrom(rest, "-----END ", hdrEnd+5)
 	if end < 0 {
 		return 0, false
