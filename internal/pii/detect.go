@@ -31,14 +31,16 @@ import (
 //   - SSN: 3-2-4 digits with dashes, or spaced or plain after "SSN" or
 //     "social security"; not area 000, 666 or 9xx, group 00, serial 0000.
 //   - IPv4: four dotted decimals ≤ 255 without leading zeros, not part of a
-//     longer dotted run, not a netmask (255.x), not after version, build,
-//     section or a product name; IPv6: with "::" or eight groups, parsed.
+//     longer dotted run, not a netmask (255.x), not loopback (127.x), not
+//     after version, build, section or a product name; IPv6: with "::" or
+//     eight groups, parsed, not loopback (::1).
 //   - Secret: provider keys by prefix and shape (OpenAI and Anthropic sk-,
 //     AWS AKIA/ASIA, Google AIza, GitHub ghp_ and github_pat_, GitLab,
 //     Slack xox?-, Stripe, Hugging Face, Groq), JSON web tokens, PEM private
 //     keys, the token after "Bearer", and the value of a setting named like
-//     a secret (DB_PASSWORD=…, "api_key": "…", 密码：…) when it mixes
-//     letters and digits or cases.
+//     a secret (DB_PASSWORD=…, "api_key": "…", 密码：…) when it has 8 or
+//     more bytes, letters and digits, and no brackets (code such as
+//     cfg.Password.Value() is not a secret).
 //
 // Numbers are not reported where they continue an identifier
 // (ORD-2025-000123), look like a date or a time, or follow a word such as

@@ -62,6 +62,8 @@ var findCases = []struct {
 	{"token in a url's user info", "https://ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789@github.com/acme/app.git", []string{"SECRET ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789"}},
 	{"chinese password label", "我的邮箱密码是Qwe123!@#Asd，别告诉别人", []string{"SECRET Qwe123!@#Asd"}},
 	{"chinese password words", "忘记密码：请点击重置链接；密钥为空", nil},
+	{"loopback", "listen on 127.0.0.1:7878 and [::1]:7878", nil},
+	{"secret settings in code", `opt.Password = cfg.Password.Value(); "X-Api-Key": goodSecret`, nil},
 	{"words", "sk-learn is a library; Bearer tokens are explained in RFC 6750", nil},
 }
 

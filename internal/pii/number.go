@@ -243,8 +243,8 @@ func (t *numToken) classify(a, b int) (Kind, int8, bool) {
 				return "", 0, false
 			}
 		}
-		if keywordBefore(t.s, start, versionWords) >= 0 || t.s[t.gs[a]:t.ge[a]] == "255" || t.s[t.gs[a]:t.ge[a]] == "0" {
-			return "", 0, false // a version, a section, a netmask or 0.x.x.x
+		if keywordBefore(t.s, start, versionWords) >= 0 || t.s[t.gs[a]:t.ge[a]] == "255" || t.s[t.gs[a]:t.ge[a]] == "0" || t.s[t.gs[a]:t.ge[a]] == "127" {
+			return "", 0, false // a version, a section, a netmask, 0.x.x.x or loopback
 		}
 		return IPv4, rankPlain, true
 	}

@@ -164,8 +164,8 @@ func secretValueAt(s string, j int) (start, end int, ok bool) {
 	for j > st && (s[j-1] == '.' || s[j-1] == ')' || s[j-1] == '}') {
 		j--
 	}
-	if j-st < 8 || !cl.random() {
-		return 0, 0, false
+	if j-st < 8 || !cl.digit || !(cl.upper || cl.lower) || cl.code {
+		return 0, 0, false // a word, an identifier or an expression of code
 	}
 	return st, j, true
 }
@@ -315,10 +315,14 @@ func secretAt(s string, i int) (end int, ok bool) {
 // classes counts the character classes of a token.
 type classes struct {
 	digit, upper, lower bool
-	run, longest        int // letters and digits in a row
+	code                bool // has ( ) { } [ ], as in cfg.Password.Value()
+	run, longest        int  // letters and digits in a row
 }
 
 func (c *classes) add(b byte) {
+	if b == '(' || b == ')' || b == '{' || b == '}' || b == '[' || b == ']' {
+		c.code = true
+	}
 	if isAlnum(b) {
 		c.run++
 		c.longest = max(c.longest, c.run)
@@ -481,7 +485,7 @@ func ipv6At(s string, i int) (int, bool) {
 		return 0, false
 	}
 	a, err := netip.ParseAddr(s[i:j])
-	if err != nil || !a.Is6() || a.IsUnspecified() {
+	if err != nil || !a.Is6() || a.IsUnspecified() || a.IsLoopback() {
 		return 0, false
 	}
 	return j, true
