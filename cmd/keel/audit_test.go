@@ -68,3 +68,32 @@ func TestAuditCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestReportAuditSection: keel report reads the audit log named by
+// --audit-db into its audit section; without one (and no default file) the
+// section is left out.
+func TestReportAuditSection(t *testing.T) {
+	db := reportLog(t)
+	audit := filepath.Join(t.TempDir(), "audit.db")
+	a, err := sqlite.OpenAudit(sqlite.AuditConfig{Path: audit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.RequestDone(&engine.Record{RequestID: "p1", Start: time.Now(), PII: &engine.PIIReport{Action: "block",
+		Findings: []engine.PIIFinding{{Kind: "CARD", Hash: "h1"}, {Kind: "EMAIL", Hash: "h2"}}}})
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runKeel("report", "--db", db, "--audit-db", audit, "--format", "md")
+	if err != nil {
+		t.Fatalf("keel report: %v\n%s", err, out)
+	}
+	for _, w := range []string{"## Personal data (audit log)", "2 personal-data values found in 1 requests", "| CARD | block | sent | 1 | 1 |"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("report lacks %q:\n%s", w, out)
+		}
+	}
+	if out, err := runKeel("report", "--db", db, "--format", "md"); err != nil || strings.Contains(out, "Personal data") {
+		t.Errorf("without an audit log: %v, section present %v", err, strings.Contains(out, "Personal data"))
+	}
+}

@@ -413,6 +413,16 @@ func (r *AuditReader) Rows(ctx context.Context, f AuditFilter) ([]AuditRow, erro
 	return out, rows.Err()
 }
 
+// Requests counts the distinct calls with audit rows since a time.
+func (r *AuditReader) Requests(ctx context.Context, since time.Time) (int, error) {
+	var n int
+	err := r.db.QueryRowContext(ctx, `SELECT count(DISTINCT request_id) FROM pii_audit WHERE ts >= ?`, since.UTC().UnixNano()).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("counting audited requests: %w", err)
+	}
+	return n, nil
+}
+
 // AuditCount is the number of values found of one kind under one action
 // and outcome, and in how many calls.
 type AuditCount struct {
