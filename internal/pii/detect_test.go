@@ -64,6 +64,7 @@ var findCases = []struct {
 	{"chinese password words", "忘记密码：请点击重置链接；密钥为空", nil},
 	{"loopback", "listen on 127.0.0.1:7878 and [::1]:7878", nil},
 	{"secret settings in code", `opt.Password = cfg.Password.Value(); "X-Api-Key": goodSecret`, nil},
+	{"vim filename modifiers", "*::8* *::p* *::e* and ::ffff:192.0.2.1", []string{"IPV6 ::ffff:192.0.2.1"}},
 	{"words", "sk-learn is a library; Bearer tokens are explained in RFC 6750", nil},
 }
 

@@ -462,6 +462,20 @@ func ibanAt(s string, i int) (int, bool) {
 	return j, ibanValid(buf[:nb])
 }
 
+// ipv6Groups counts the non-empty colon-separated groups of a.
+func ipv6Groups(a string) int {
+	n, in := 0, false
+	for i := 0; i < len(a); i++ {
+		if a[i] == ':' {
+			in = false
+		} else if !in {
+			in = true
+			n++
+		}
+	}
+	return n
+}
+
 // ipv6At finds an IPv6 address at i.
 func ipv6At(s string, i int) (int, bool) {
 	j := i
@@ -477,6 +491,9 @@ func ipv6At(s string, i int) (int, bool) {
 	}
 	if colons < 7 && indexFrom(s[i:j], "::", 0) < 0 {
 		return 0, false // a time (10:30:15) or a MAC address
+	}
+	if groups := ipv6Groups(s[i:j]); groups < 2 {
+		return 0, false // ::8 and ::e are Vim's filename modifiers, not hosts
 	}
 	for j > i && (s[j-1] == '.' || (s[j-1] == ':' && (j-2 < i || s[j-2] != ':'))) {
 		j--
