@@ -354,3 +354,54 @@ func TestPIIActions(t *testing.T) {
 		})
 	}
 }
+
+// TestPIIPlaceholdersSurviveRepairAndRestoreEscaped: a structured answer
+// that needs repair (fenced, single quotes, trailing comma) keeps its
+// placeholders through the repair, and the client gets the values back
+// escaped for JSON (a value with quotes), streaming and not.
+func TestPIIPlaceholdersSurviveRepairAndRestoreEscaped(t *testing.T) {
+	const name = `Bob "the Builder" O'Neil`
+	det := PIIDetectorFunc(func(ctx context.Context, text string) ([]pii.Match, error) {
+		ms, _ := regexDetector().Find(ctx, text)
+		if i := strings.Index(text, name); i >= 0 {
+			ms = append(ms, pii.Match{Kind: "NAME", Start: i, End: i + len(name)})
+			for j := len(ms) - 1; j > 0 && ms[j].Start < ms[j-1].Start; j-- {
+				ms[j], ms[j-1] = ms[j-1], ms[j]
+			}
+		}
+		return ms, nil
+	})
+	schema := json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"},"email":{"type":"string"}},"required":["name","email"]}`)
+	answer := func(stream bool) func(int, map[string]any) reply {
+		return func(int, map[string]any) reply {
+			text := "```json\n{'name': '[NAME_1]', 'email': '[EMAIL_1]',}\n```"
+			if stream {
+				return anthropicStream(pieces(text, 4), 0, true)
+			}
+			return anthropicJSON(text)
+		}
+	}
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e, up := piiEngine(t, PIIOptions{Detector: det}, answer(stream))
+				req := ask(llm.FormatAnthropic, "m", stream)
+				req.Messages[0].Content[0].Text = "Customer " + name + ", " + piiEmail + ". Give me name and email."
+				a := piiCall(t, e, req, &Behavior{OutputSchema: schema})
+				if a.err != nil {
+					t.Fatalf("call: %v", a.err)
+				}
+				if sent, _ := json.Marshal(up.lastBody()); strings.Contains(string(sent), "Builder") {
+					t.Errorf("the upstream got the name: %s", sent)
+				}
+				var got map[string]string
+				if err := json.Unmarshal([]byte(a.text), &got); err != nil || got["name"] != name || got["email"] != piiEmail {
+					t.Fatalf("client answer %q (%v), want name %q and email %q", a.text, err, name, piiEmail)
+				}
+				if len(a.rec.Repairs) == 0 {
+					t.Error("no repair step was recorded")
+				}
+			})
+		})
+	}
+}
