@@ -15,6 +15,8 @@ import (
 
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pii"
+	"github.com/keelmesh/keel/internal/sse"
+	openaiwire "github.com/keelmesh/keel/internal/wire/openai"
 )
 
 // regexDetector is a small test detector: each kind by one pattern.
@@ -404,4 +406,69 @@ func TestPIIPlaceholdersSurviveRepairAndRestoreEscaped(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestPIIOpenAIPassThroughStreamRestored: an OpenAI-format stream passed
+// through to an OpenAI client (same format: unchanged chunks go out as the
+// upstream's bytes) reaches the client with the placeholders restored when
+// written by the real wire writer, a placeholder split over 2-byte chunks
+// included; the chunks that needed no change keep their upstream bytes.
+func TestPIIOpenAIPassThroughStreamRestored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := &scripted{id: "a", format: llm.FormatOpenAI, script: func(_ int, body map[string]any) reply {
+			b, _ := json.Marshal(body)
+			ps := placeholderRE.FindAllString(string(b), -1)
+			return openaiStream(pieces("Mail "+strings.Join(ps, " or ")+" today.", 2), 0, true, 5)
+		}}
+		h := newHarness(t, up)
+		e := h.engine(Options{PII: PIIOptions{Detector: regexDetector()}}, h.endpoints("m", "a")...)
+		req := ask(llm.FormatOpenAI, "m", true)
+		req.Messages[0].Content[0].Text = "Write to " + piiEmail + " or " + piiPhone
+		out, err := e.Do(context.Background(), req, Call{RequestID: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf strings.Builder
+		w := openaiwire.NewStreamWriter(sse.NewWriter(&buf, nil), openaiwire.StreamOptions{})
+		raw := 0
+		for {
+			ev, err := out.Stream.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Raw != nil {
+				raw++
+			}
+			if err := w.Write(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out.Stream.Close()
+		rd := openaiwire.NewStreamReader(strings.NewReader(buf.String()))
+		var text strings.Builder
+		for {
+			ev, err := rd.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("client stream: %v\n%s", err, buf.String())
+			}
+			if ev.Type == llm.EventBlockDelta {
+				text.WriteString(ev.Delta)
+			}
+		}
+		if want := "Mail " + piiEmail + " or " + piiPhone + " today."; text.String() != want {
+			t.Errorf("client text %q, want %q", text.String(), want)
+		}
+		if raw == 0 {
+			t.Error("no chunk kept its upstream bytes")
+		}
+		if strings.Contains(buf.String(), "[EMAIL") || strings.Contains(buf.String(), "[PHONE") {
+			t.Errorf("the client stream holds a placeholder:\n%s", buf.String())
+		}
+	})
 }
