@@ -32,20 +32,32 @@ func prompt2K(withPII bool) string {
 }
 
 func BenchmarkFind(b *testing.B) {
-	d, err := New(Config{})
+	builtin, err := New(Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	custom, err := New(Config{
+		Patterns:     []Pattern{{Name: "EMPLOYEE_ID", Regex: `\bEMP-\d{6}\b`}},
+		Dictionaries: []Dictionary{{Name: "PROJECT", Words: []string{"Project Falcon", "猎鹰计划", "Bluebird"}}},
+	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, bc := range []struct {
 		name string
+		d    *Detector
 		pii  bool
-	}{{"2KiB_no_pii", false}, {"2KiB_with_pii", true}} {
+	}{
+		{"2KiB_no_pii", builtin, false},
+		{"2KiB_with_pii", builtin, true},
+		{"2KiB_no_pii_custom_kinds", custom, false},
+	} {
 		text := prompt2K(bc.pii)
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetBytes(int64(len(text)))
 			b.ReportAllocs()
 			for b.Loop() {
-				d.Find(text)
+				bc.d.Find(text)
 			}
 		})
 	}

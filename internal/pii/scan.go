@@ -30,12 +30,18 @@ func scan(s string, out []cand) []cand {
 	n := len(s)
 	for i := 0; i < n; {
 		c := s[i]
-		if c == 0xE5 || c == 0xE4 || c == 0xE7 {
+		if !trigger[c] {
+			i++
+			continue
+		}
+		if c >= 0x80 { // the first byte of 密, 秘, 口 or 令
 			if st, en, ok := zhSecretAt(s, i); ok {
 				out = append(out, cand{Match{Secret, st, en}, rankPlain})
 				i = en
 				continue
 			}
+			i++
+			continue
 		}
 		if c == '@' {
 			if st, en, ok := emailAt(s, i); ok {
@@ -46,42 +52,41 @@ func scan(s string, out []cand) []cand {
 			i++
 			continue
 		}
-		if !(isAlnum(c) || c == '+' || c == '(' || c == ':' || c == '-') {
-			i++
-			continue
-		}
 		if i > 0 && (isWordByte(s[i-1]) || s[i-1] == ':' && c == ':') {
 			i++
 			continue
 		}
 		// At the start of a word.
-		if isAlpha(c) || c == '-' {
-			if en, ok := secretAt(s, i); ok {
+		if isAlpha(c) {
+			we := i + 1
+			for we < n && (isWordByte(s[we]) || s[we] == '-') {
+				we++
+			}
+			if en, k, r, st, ok := wordAt(s, i, we); ok {
+				out = append(out, cand{Match{k, st, en}, r})
+				i = en
+				continue
+			}
+			i = we
+			continue
+		}
+		if c == '-' {
+			if en, ok := pemAt(s, i); ok {
 				out = append(out, cand{Match{Secret, i, en}, rankChecksum})
 				i = en
 				continue
 			}
-			if st, en, ok := bearerAt(s, i); ok {
-				out = append(out, cand{Match{Secret, st, en}, rankPlain})
-				i = en
-				continue
-			}
-			if isUpper(c) {
-				if en, ok := ibanAt(s, i); ok {
-					out = append(out, cand{Match{IBAN, i, en}, rankChecksum})
-					i = en
-					continue
-				}
-			}
+			i++
+			continue
 		}
-		if isHex(c) || c == ':' {
+		if isDigit(c) || c == ':' {
 			if en, ok := ipv6At(s, i); ok {
 				out = append(out, cand{Match{IPv6, i, en}, rankPlain})
 				i = en
 				continue
 			}
 		}
-		if isDigit(c) || c == '+' || c == '(' {
+		if c != ':' {
 			var en int
 			out, en = numberAt(s, i, out)
 			if en > i {
@@ -89,22 +94,63 @@ func scan(s string, out []cand) []cand {
 				continue
 			}
 		}
-		if isAlnum(c) {
-			ws := i
-			for i < n && (isWordByte(s[i]) || s[i] == '-' && i+1 < n && isAlnum(s[i+1])) {
-				i++
-			}
-			if i < n && (s[i] == '=' || s[i] == ':' || s[i] == '"' || s[i] == '\'' || s[i] == ' ') {
-				if st, en, ok := assignedSecretAt(s, ws, i); ok {
-					out = append(out, cand{Match{Secret, st, en}, rankPlain})
-					i = en
-				}
-			}
-			continue
-		}
 		i++
 	}
 	return out
+}
+
+// trigger marks the bytes at which a check may start: letters, digits,
+// '+', '(', ':', '-', '@' and the first bytes of the Chinese secret labels.
+var trigger = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		b := byte(c)
+		t[c] = isAlnum(b) || b == '+' || b == '(' || b == ':' || b == '-' || b == '@' || b == 0xE4 || b == 0xE5 || b == 0xE7
+	}
+	return t
+}()
+
+// wordAt checks the word s[i:we] (letters, digits, '_' and '-') starting
+// with a letter: a provider key, "Bearer" and its token, an IBAN, an IPv6
+// address written from a hex letter, a setting holding a secret.
+func wordAt(s string, i, we int) (end int, k Kind, r int8, start int, ok bool) {
+	wl := we - i
+	if wl >= 15 || (wl >= 3 && s[i:i+3] == "eyJ") {
+		if en, ok := secretAt(s, i); ok {
+			return en, Secret, rankChecksum, i, true
+		}
+	}
+	if wl == 6 {
+		if st, en, ok := bearerAt(s, i); ok {
+			return en, Secret, rankPlain, st, true
+		}
+	}
+	if wl >= 4 && isUpper(s[i]) {
+		if en, ok := ibanAt(s, i); ok {
+			return en, IBAN, rankChecksum, i, true
+		}
+	}
+	if wl <= 4 && we < len(s) && s[we] == ':' {
+		if en, ok := ipv6At(s, i); ok {
+			return en, IPv6, rankPlain, i, true
+		}
+	}
+	if assignAfter(s, we) {
+		if st, en, ok := assignedSecretAt(s, i, we); ok {
+			return en, Secret, rankPlain, st, true
+		}
+	}
+	return 0, "", 0, 0, false
+}
+
+// assignAfter: s[i:] starts with an optional quote, spaces and ':' or '='.
+func assignAfter(s string, i int) bool {
+	if i < len(s) && (s[i] == '"' || s[i] == '\'') {
+		i++
+	}
+	for i < len(s) && s[i] == ' ' {
+		i++
+	}
+	return i < len(s) && (s[i] == ':' || s[i] == '=')
 }
 
 // secretNames end the names of settings whose value is a secret
@@ -280,9 +326,6 @@ func inSet(set, b byte) bool {
 
 // secretAt finds a provider key or a PEM private key starting at i.
 func secretAt(s string, i int) (end int, ok bool) {
-	if s[i] == '-' {
-		return pemAt(s, i)
-	}
 	rest := s[i:]
 	for _, k := range keysByFirst[s[i]] {
 		if len(rest) < len(k.prefix)+k.min || rest[:len(k.prefix)] != k.prefix {
@@ -478,6 +521,13 @@ func ipv6Groups(a string) int {
 
 // ipv6At finds an IPv6 address at i.
 func ipv6At(s string, i int) (int, bool) {
+	h := i
+	for h < len(s) && h-i <= 4 && isHex(s[h]) {
+		h++
+	}
+	if h-i > 4 || h >= len(s) || s[h] != ':' {
+		return 0, false // the first group is four hex digits at most
+	}
 	j := i
 	colons := 0
 	for j < len(s) && (isHex(s[j]) || s[j] == ':' || s[j] == '.') && j-i < 64 {
@@ -515,6 +565,14 @@ var zhSecretLabels = []string{"密码", "密钥", "秘钥", "口令", "令牌"}
 // zhSecretAt finds the value after a Chinese secret label at i, joined by
 // 是, 为, a colon or '='.
 func zhSecretAt(s string, i int) (start, end int, ok bool) {
+	if len(s)-i < 6 {
+		return 0, 0, false
+	}
+	switch s[i+1] {
+	case 0xAF, 0xA7, 0x8F, 0xBB: // second bytes of 密, 秘, 口, 令
+	default:
+		return 0, 0, false
+	}
 	for _, l := range zhSecretLabels {
 		if len(s)-i < len(l) || s[i:i+len(l)] != l {
 			continue
