@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -104,9 +105,10 @@ func TestPIIRoundTrip(t *testing.T) {
 	}
 	up := &bodyRecorder{next: fleet.Transport()}
 	cfg := simfleet.Config(fleet, "http://sim.test")
-	off := false
-	cfg.RequestLog.Enabled = &off
-	auditPath := filepath.Join(t.TempDir(), "audit.db")
+	dir := t.TempDir()
+	on := true
+	cfg.RequestLog = config.RequestLog{Enabled: &on, Path: filepath.Join(dir, "requests.db"), LogBodies: true}
+	auditPath := filepath.Join(dir, "audit.db")
 	cfg.PII = config.PII{Enabled: true, Audit: config.PIIAudit{Path: auditPath}}
 	m, err := keel.New(cfg, keel.WithUpstream(up))
 	if err != nil {
@@ -202,6 +204,24 @@ func TestPIIRoundTrip(t *testing.T) {
 	}
 
 	m.Close()
+	logged := false
+	// Every byte Keel stored (request log with bodies, audit log, their
+	// WALs) is free of the values.
+	files, _ := os.ReadDir(dir)
+	for _, f := range files {
+		b, _ := os.ReadFile(filepath.Join(dir, f.Name()))
+		for k, v := range piiFields {
+			if bytes.Contains(b, []byte(v)) {
+				t.Errorf("%s holds the %s", f.Name(), k)
+			}
+		}
+		if strings.HasPrefix(f.Name(), "requests.db") && bytes.Contains(b, []byte("[EMAIL_1]")) {
+			logged = true
+		}
+	}
+	if !logged {
+		t.Error("the request log holds no body with a placeholder: log_bodies did not store the prompt")
+	}
 	rd, err := sqlite.OpenAuditReader(auditPath)
 	if err != nil {
 		t.Fatal(err)
