@@ -65,6 +65,10 @@ var findCases = []struct {
 	{"loopback", "listen on 127.0.0.1:7878 and [::1]:7878", nil},
 	{"secret settings in code", `opt.Password = cfg.Password.Value(); "X-Api-Key": goodSecret`, nil},
 	{"vim filename modifiers", "*::8* *::p* *::e* and ::ffff:192.0.2.1", []string{"IPV6 ::ffff:192.0.2.1"}},
+	{"part number", "Part no. 555-010-2000 is back-ordered", nil},
+	{"programmer's numbers", "MAX_SAFE_INTEGER is 9007199254740991, uint64 max 18446744073709551615, exit code -1073741819, int max 2147483647", nil},
+	{"uuid and sha", "request 123e4567-e89b-12d3-a456-426614174000 at commit deadbeef", nil},
+	{"times with fractions", "took 12:30:45.123456 on 00:1a:2b:3c:4d:5e", nil},
 	{"words", "sk-learn is a library; Bearer tokens are explained in RFC 6750", nil},
 }
 
