@@ -69,6 +69,8 @@ var findCases = []struct {
 	{"programmer's numbers", "MAX_SAFE_INTEGER is 9007199254740991, uint64 max 18446744073709551615, exit code -1073741819, int max 2147483647", nil},
 	{"uuid and sha", "request 123e4567-e89b-12d3-a456-426614174000 at commit deadbeef", nil},
 	{"times with fractions", "took 12:30:45.123456 on 00:1a:2b:3c:4d:5e", nil},
+	{"keywords are whole words", "Refund request from 555-123-4567; our partner's line is 555-987-6543", []string{"PHONE 555-123-4567", "PHONE 555-987-6543"}},
+	{"order number written as 号码", "订单号码 13800138000 已发货", nil},
 	{"words", "sk-learn is a library; Bearer tokens are explained in RFC 6750", nil},
 }
 

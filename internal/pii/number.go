@@ -379,10 +379,10 @@ func dateShape(t *numToken, a, b int) bool {
 }
 
 var (
-	phoneWords = newKeywords("phone", "tel", "call", "mobile", "cell", "fax", "whatsapp", "sms", "text me", "contact", "reach me", "电话", "手机", "联系", "致电", "号码", "拨打", "传真", "微信")
+	phoneWords = newKeywords("phone", "telephone", "tel", "call", "calling", "mobile", "cell", "cellphone", "fax", "whatsapp", "sms", "text me", "contact", "reach me", "电话", "手机", "联系", "致电", "拨打", "传真", "微信")
 	ssnWords   = newKeywords("ssn", "social security", "社会安全", "社保号")
 	// notPIIWords name numbers that are not about a person.
-	notPIIWords = newKeywords("order", "invoice", "ticket", "tracking", "ref", "case", "build", "version", "id:", "sku", "订单", "发票", "单号", "工单", "编号", "版本", "快递", "金额", "¥", "$", "€", "£", "amount", "total", "price", "qty", "batch", "serial", "lot", "barcode", "part", "model", "item", "型号", "批次", "序列号", "流水号", "条码")
+	notPIIWords = newKeywords("order", "invoice", "ticket", "tracking", "ref", "reference", "case", "build", "version", "id:", "sku", "订单", "发票", "单号", "工单", "编号", "版本", "快递", "金额", "¥", "$", "€", "£", "amount", "total", "price", "qty", "batch", "serial", "lot", "barcode", "part", "model", "item", "型号", "批次", "序列号", "流水号", "条码")
 	// versionWords name dotted numbers that are versions or sections.
 	versionWords = newKeywords("version", "ver.", "build", "release", "firmware", "python", "node", "java", "golang", "go ", "ios", "android", "windows", "macos", "ubuntu", "debian", "kernel", "chrome", "firefox", "rust", "php", "ruby",
 		"section", "paragraph", "chapter", "clause", "article", "step", "item", "rule", "§", "版本", "章节", "条款", "第")
@@ -441,7 +441,8 @@ func newKeywords(words ...string) *keywords {
 }
 
 // keywordIn returns the end of the keyword of kw that starts last in
-// s[from:i] and ends by i, or -1.
+// s[from:i] and ends by i, or -1. An ASCII keyword is a whole word: "ref"
+// is not found in "refund", nor "part" in "partner".
 func keywordIn(s string, from, i int, kw *keywords) int {
 	for j := i - 1; j >= from; j-- {
 		c := s[j]
@@ -452,8 +453,9 @@ func keywordIn(s string, from, i int, kw *keywords) int {
 			continue
 		}
 		for _, w := range kw.words {
-			if w[0] == c && j+len(w) <= i && equalFold(s[j:j+len(w)], w) {
-				return j + len(w)
+			e := j + len(w)
+			if w[0] == c && e <= i && equalFold(s[j:e], w) && !(isAlpha(w[len(w)-1]) && e < len(s) && isAlpha(s[e])) {
+				return e
 			}
 		}
 	}
