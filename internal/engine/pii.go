@@ -249,6 +249,9 @@ func (e *Engine) piiStage(ctx context.Context, req *llm.Request, call Call, rec 
 	repl := func(k pii.Kind, _ string) string { return pii.Mask(k) }
 	if action == PIIRedact {
 		red = pii.NewRedaction()
+		for _, t := range texts {
+			red.Reserve(t.text)
+		}
 		repl = red.Placeholder
 	}
 	for i, ms := range found {

@@ -472,3 +472,24 @@ func TestPIIOpenAIPassThroughStreamRestored(t *testing.T) {
 		}
 	})
 }
+
+// TestPIIUserPlaceholderTextLeftAlone: a prompt that already holds
+// "[EMAIL_1]" (a template) keeps it; the email found becomes [EMAIL_2], and
+// only that is restored in the answer.
+func TestPIIUserPlaceholderTextLeftAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, up := piiEngine(t, PIIOptions{Detector: regexDetector()}, echoPlaceholders(false))
+		req := ask(llm.FormatAnthropic, "m", false)
+		req.Messages[0].Content[0].Text = "Fill [EMAIL_1] in the template with " + piiEmail
+		a := piiCall(t, e, req, nil)
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		if sent, _ := json.Marshal(up.lastBody()); !strings.Contains(string(sent), "Fill [EMAIL_1] in the template with [EMAIL_2]") {
+			t.Errorf("upstream got %s", sent)
+		}
+		if want := "Noted [EMAIL_1] and " + piiEmail + "."; a.text != want {
+			t.Errorf("client text %q, want %q", a.text, want)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package pii
 
 import (
 	"encoding/json"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -17,11 +18,30 @@ type Redaction struct {
 	values  map[string]string // placeholder → value
 	counts  map[Kind]int
 	maxLen  int
+	// reserved are placeholder-shaped texts already in the request
+	// (Reserve): never issued, so never restored.
+	reserved map[string]bool
 }
 
 // NewRedaction returns an empty Redaction.
 func NewRedaction() *Redaction {
-	return &Redaction{byValue: map[string]string{}, values: map[string]string{}, counts: map[Kind]int{}}
+	return &Redaction{byValue: map[string]string{}, values: map[string]string{}, counts: map[Kind]int{}, reserved: map[string]bool{}}
+}
+
+// placeholderShape is the shape of a placeholder: [KIND_n].
+var placeholderShape = regexp.MustCompile(`\[[A-Z][A-Z0-9_]*_[0-9]+\]`)
+
+// Reserve marks every placeholder-shaped text of text (one the user wrote,
+// such as a template's "[EMAIL_1]") as taken: Placeholder skips it, so the
+// answer never has the user's own text restored to a value. Call it on
+// every text before the first Placeholder.
+func (r *Redaction) Reserve(text string) {
+	if !strings.Contains(text, "[") {
+		return
+	}
+	for _, p := range placeholderShape.FindAllString(text, -1) {
+		r.reserved[p] = true
+	}
 }
 
 // Placeholder returns value's placeholder, issuing the next one of its kind
@@ -31,8 +51,14 @@ func (r *Redaction) Placeholder(k Kind, value string) string {
 	if p, ok := r.byValue[key]; ok {
 		return p
 	}
-	r.counts[k]++
-	p := "[" + string(k) + "_" + strconv.Itoa(r.counts[k]) + "]"
+	var p string
+	for {
+		r.counts[k]++
+		p = "[" + string(k) + "_" + strconv.Itoa(r.counts[k]) + "]"
+		if !r.reserved[p] {
+			break
+		}
+	}
 	r.byValue[key], r.values[p] = p, value
 	r.maxLen = max(r.maxLen, len(p))
 	return p

@@ -93,3 +93,17 @@ func TestRestorerPassesTextWithoutPlaceholdersUnchanged(t *testing.T) {
 		}
 	}
 }
+
+// A prompt that already holds text shaped like a placeholder ("[EMAIL_1]"
+// written by the user) keeps it: the call's placeholders skip it, so the
+// answer never has the user's literal restored to a value.
+func TestPlaceholdersSkipTextAlreadyInThePrompt(t *testing.T) {
+	r := NewRedaction()
+	r.Reserve("the template says [EMAIL_1] and [PHONE_2]")
+	if p := r.Placeholder(Email, "a@x.com"); p != "[EMAIL_2]" {
+		t.Fatalf("first email placeholder %q, want [EMAIL_2] ([EMAIL_1] is the user's)", p)
+	}
+	if got := r.Restore("[EMAIL_1] [EMAIL_2]"); got != "[EMAIL_1] a@x.com" {
+		t.Fatalf("Restore = %q", got)
+	}
+}
