@@ -4,10 +4,13 @@ import (
 	"net/netip"
 )
 
-// The built-in scanner: one pass over the bytes of the text. Most bytes
-// cost a comparison or two; the checks run only at a trigger — '@' for
-// e-mail, the start of a word for key prefixes and IBANs, a digit, '+' or
-// '(' for numbers, hex digits and ':' for IPv6, "-----BEGIN" for PEM keys.
+// The built-in scanner: one pass over the bytes of the text. A table marks
+// the bytes where a check may start; every other byte costs one lookup.
+// '@' starts an e-mail check; a word starting with a letter is read once
+// and tried, by its length and first bytes, as a provider key, "Bearer",
+// an IBAN, an IPv6 group or the name of a secret setting; a digit, '+' or
+// '(' starts a number (numberAt); "-----BEGIN" a PEM key; the first byte
+// of 密, 秘, 口 or 令 a Chinese secret label.
 
 type cand struct {
 	m    Match
@@ -464,8 +467,8 @@ func bearerAt(s string, i int) (start, end int, ok bool) {
 		cl.add(s[j])
 		j++
 	}
-	for j > st && (s[j-1] == '.' || s[j-1] == '-') {
-		j--
+	for j > st && s[j-1] == '.' {
+		j-- // the end of a sentence; a trailing '-' is base64url
 	}
 	if j-st < 16 || !cl.random() || cl.longest < 16 {
 		return 0, 0, false
