@@ -135,13 +135,14 @@ func (a *Audit) init() error {
 	}
 	a.key = a.cfg.HashKey
 	if len(a.key) == 0 {
-		err := a.db.QueryRowContext(ctx, `SELECT value FROM audit_meta WHERE name = 'hash_key'`).Scan(&a.key)
-		if errors.Is(err, sql.ErrNoRows) {
-			a.key = make([]byte, 32)
-			rand.Read(a.key) // never fails (crypto/rand)
-			_, err = a.db.ExecContext(ctx, `INSERT INTO audit_meta (name, value) VALUES ('hash_key', ?)`, a.key)
+		// Another process (a reloaded keel serve) may create it at the same
+		// moment: whichever insert lands first is the key both read.
+		k := make([]byte, 32)
+		rand.Read(k) // never fails (crypto/rand)
+		if _, err := a.db.ExecContext(ctx, `INSERT OR IGNORE INTO audit_meta (name, value) VALUES ('hash_key', ?)`, k); err != nil {
+			return fmt.Errorf("storing hash key: %w", err)
 		}
-		if err != nil {
+		if err := a.db.QueryRowContext(ctx, `SELECT value FROM audit_meta WHERE name = 'hash_key'`).Scan(&a.key); err != nil {
 			return fmt.Errorf("reading hash key: %w", err)
 		}
 	}
