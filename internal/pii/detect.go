@@ -37,7 +37,8 @@ import (
 //   - Secret: provider keys by prefix and shape (OpenAI and Anthropic sk-,
 //     AWS AKIA/ASIA, Google AIza, GitHub ghp_ and github_pat_, GitLab,
 //     Slack xox?-, Stripe, Hugging Face, Groq), JSON web tokens, PEM private
-//     keys, the token after "Bearer", and the value of a setting named like
+//     keys, the token after "Bearer", the password in a URL's user info
+//     (postgres://app:…@db), and the value of a setting named like
 //     a secret (DB_PASSWORD=…, "api_key": "…", 密码：…) when it has 8 or
 //     more bytes, letters and digits, and no brackets (code such as
 //     cfg.Password.Value() is not a secret).
@@ -48,8 +49,11 @@ import (
 // excepted).
 //
 // Not detected: names and postal addresses; digits written in full width
-// (１３８…); lower-case IBANs; phone numbers of fewer than 8 digits; card
-// numbers with dots between groups.
+// (１３８…); lower-case IBANs; 15-digit Chinese IDs of the first generation
+// (no check digit); phone numbers of fewer than 8 digits; card numbers with
+// dots between groups; addresses written to dodge detection (john [at]
+// example [dot] com); keys without a known prefix or label (an Azure key is
+// 32 hex digits like any hash).
 type Detector struct {
 	patterns []customPattern
 	words    [256][]dictWord // dictionary words by their first byte, lowercased

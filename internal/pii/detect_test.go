@@ -71,6 +71,8 @@ var findCases = []struct {
 	{"times with fractions", "took 12:30:45.123456 on 00:1a:2b:3c:4d:5e", nil},
 	{"keywords are whole words", "Refund request from 555-123-4567; our partner's line is 555-987-6543", []string{"PHONE 555-123-4567", "PHONE 555-987-6543"}},
 	{"order number written as 号码", "订单号码 13800138000 已发货", nil},
+	{"password in a url", "DATABASE_URL=postgres://app:Pa55word@db.example.com:5432/app and https://user:hunter2@example.com/v1", []string{"SECRET Pa55word", "SECRET hunter2"}},
+	{"ipv6 with a zone", "ping fe80::1c2a:3bff:fe4d:5e6f%eth0 now", []string{"IPV6 fe80::1c2a:3bff:fe4d:5e6f"}},
 	{"words", "sk-learn is a library; Bearer tokens are explained in RFC 6750", nil},
 }
 

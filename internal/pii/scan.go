@@ -47,6 +47,11 @@ func scan(s string, out []cand) []cand {
 			continue
 		}
 		if c == '@' {
+			if st, en, ok := urlPasswordAt(s, i); ok {
+				out = append(out, cand{Match{Secret, st, en}, rankChecksum})
+				i++
+				continue
+			}
 			if st, en, ok := emailAt(s, i); ok {
 				out = append(out, cand{Match{Email, st, en}, rankPlain})
 				i = en
@@ -217,6 +222,26 @@ func secretValueAt(s string, j int) (start, end int, ok bool) {
 		return 0, 0, false // a word, an identifier or an expression of code
 	}
 	return st, j, true
+}
+
+// urlPasswordAt finds the password of a URL's user info before the '@' at
+// at: scheme://user:password@host.
+func urlPasswordAt(s string, at int) (start, end int, ok bool) {
+	st := at
+	for st > 0 && at-st < 256 && s[st-1] != ':' && s[st-1] > ' ' && s[st-1] < 0x7f && s[st-1] != '/' && s[st-1] != '@' {
+		st--
+	}
+	if st == at || st == 0 || s[st-1] != ':' {
+		return 0, 0, false
+	}
+	u := st - 1 // the colon after the user
+	for u > 0 && (isWordByte(s[u-1]) || s[u-1] == '.' || s[u-1] == '-' || s[u-1] == '%') {
+		u--
+	}
+	if u < 3 || s[u-3:u] != "://" {
+		return 0, 0, false
+	}
+	return st, at, true
 }
 
 // emailAt finds an address around the '@' at i.
@@ -551,8 +576,8 @@ func ipv6At(s string, i int) (int, bool) {
 	for j > i && (s[j-1] == '.' || (s[j-1] == ':' && (j-2 < i || s[j-2] != ':'))) {
 		j--
 	}
-	if j < len(s) && (isWordByte(s[j]) || s[j] == '%' || s[j] == '-') {
-		return 0, false
+	if j < len(s) && (isWordByte(s[j]) || s[j] == '-') {
+		return 0, false // fe80::1%eth0 is found without its zone
 	}
 	a, err := netip.ParseAddr(s[i:j])
 	if err != nil || !a.Is6() || a.IsUnspecified() || a.IsLoopback() {
