@@ -71,15 +71,18 @@ type dictWord struct {
 }
 
 // New checks cfg and builds a Detector. Every error wraps ErrConfig: a
-// custom kind without a name, a name used twice or equal to a built-in
-// kind, a regular expression that does not compile or matches the empty
+// custom kind without a name, a name that is not [A-Z][A-Z0-9_]* (the shape
+// of placeholders), a name used twice or equal to a built-in kind, a regular expression that does not compile or matches the empty
 // string, a dictionary without words or with an empty word.
 func New(cfg Config) (*Detector, error) {
 	d := &Detector{}
 	seen := map[Kind]bool{Email: true, Phone: true, Card: true, IBAN: true, CNID: true, SSN: true, IPv4: true, IPv6: true, Secret: true}
 	name := func(what string, i int, n string) (Kind, error) {
-		if strings.TrimSpace(n) == "" {
+		if n == "" {
 			return "", fmt.Errorf("%w: %s[%d]: empty name", ErrConfig, what, i)
+		}
+		if !kindName(n) {
+			return "", fmt.Errorf("%w: %s[%d]: name %q is not upper-case letters, digits and '_' starting with a letter (it names placeholders such as [%s_1])", ErrConfig, what, i, n, n)
 		}
 		k := Kind(n)
 		if seen[k] {
@@ -152,6 +155,16 @@ func (d *Detector) Find(text string) []Match {
 		return nil
 	}
 	return resolve(cs)
+}
+
+// kindName: [A-Z][A-Z0-9_]*.
+func kindName(n string) bool {
+	for i := 0; i < len(n); i++ {
+		if c := n[i]; !isUpper(c) && (i == 0 || !isDigit(c) && c != '_') {
+			return false
+		}
+	}
+	return n != ""
 }
 
 // resolve keeps, of overlapping candidates, the checksum-validated one, then

@@ -180,6 +180,9 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		cfg  Config
 	}{
 		{"empty name", Config{Patterns: []Pattern{{Regex: "x"}}}},
+		{"lower-case name", Config{Patterns: []Pattern{{Name: "employee_id", Regex: "x"}}}},
+		{"name with a space", Config{Dictionaries: []Dictionary{{Name: "MY KIND", Words: []string{"y"}}}}},
+		{"name starting with a digit", Config{Patterns: []Pattern{{Name: "1X", Regex: "x"}}}},
 		{"bad regex", Config{Patterns: []Pattern{{Name: "X", Regex: "("}}}},
 		{"empty regex", Config{Patterns: []Pattern{{Name: "X"}}}},
 		{"matches empty", Config{Patterns: []Pattern{{Name: "X", Regex: "a*"}}}},
