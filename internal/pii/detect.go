@@ -167,10 +167,38 @@ func kindName(n string) bool {
 	return n != ""
 }
 
-// resolve keeps, of overlapping candidates, the checksum-validated one, then
-// the longer, then the earlier, and returns the kept ones sorted by Start.
+// resolve keeps, of overlapping candidates, the validated one, then the
+// longer, then the earlier, and returns the kept ones sorted by Start. It
+// sorts by Start and decides each cluster of overlapping candidates on its
+// own, so a text with thousands of values costs n log n, not n².
 func resolve(cs []cand) []Match {
 	slices.SortFunc(cs, func(a, b cand) int {
+		if a.m.Start != b.m.Start {
+			return a.m.Start - b.m.Start
+		}
+		return b.m.End - a.m.End
+	})
+	out := make([]Match, 0, len(cs))
+	for i := 0; i < len(cs); {
+		j, end := i+1, cs[i].m.End
+		for j < len(cs) && cs[j].m.Start < end {
+			end = max(end, cs[j].m.End)
+			j++
+		}
+		if j == i+1 {
+			out = append(out, cs[i].m)
+		} else {
+			out = keepBest(out, cs[i:j])
+		}
+		i = j
+	}
+	return out
+}
+
+// keepBest appends to out the candidates of one cluster that win: by rank,
+// then length, then start, each kept if it overlaps none kept before.
+func keepBest(out []Match, cl []cand) []Match {
+	slices.SortFunc(cl, func(a, b cand) int {
 		if a.rank != b.rank {
 			return int(b.rank) - int(a.rank)
 		}
@@ -179,10 +207,10 @@ func resolve(cs []cand) []Match {
 		}
 		return a.m.Start - b.m.Start
 	})
-	out := make([]Match, 0, len(cs))
-	for _, c := range cs {
+	base := len(out)
+	for _, c := range cl {
 		ok := true
-		for _, m := range out {
+		for _, m := range out[base:] {
 			if c.m.Start < m.End && m.Start < c.m.End {
 				ok = false
 				break
@@ -192,7 +220,7 @@ func resolve(cs []cand) []Match {
 			out = append(out, c.m)
 		}
 	}
-	slices.SortFunc(out, func(a, b Match) int { return a.Start - b.Start })
+	slices.SortFunc(out[base:], func(a, b Match) int { return a.Start - b.Start })
 	return out
 }
 
