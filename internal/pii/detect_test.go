@@ -212,6 +212,7 @@ func TestValidators(t *testing.T) {
 		{"iban wrong length", false, ibanValid, "DE8937040044053201300"},
 		{"cn id ok", true, cnIDValid, "11010519491231002X"},
 		{"cn id bad date", false, cnIDValid, "110105194902300020"},
+		{"cn id no such province", false, cnIDValid, "191010194912310020"},
 		{"ssn ok", true, ssnValid, "123456789"},
 		{"ssn 9xx", false, ssnValid, "923456789"},
 	} {

@@ -56,10 +56,10 @@ func num(d []byte) int {
 }
 
 // cnIDValid reports whether d (17 digits and a digit or X) is a Chinese
-// resident identity number: a plausible region, a real birth date and the
+// resident identity number: a province code, a real birth date and the
 // ISO 7064 MOD 11-2 check character.
 func cnIDValid(d []byte) bool {
-	if len(d) != 18 || d[0] < '1' || d[0] > '9' {
+	if len(d) != 18 || !cnProvince(num(d[:2])) {
 		return false
 	}
 	weights := [17]int{7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2}
@@ -79,6 +79,17 @@ func cnIDValid(d []byte) bool {
 		return false
 	}
 	return validDate(num(d[6:10]), num(d[10:12]), num(d[12:14]), 1900, 2099)
+}
+
+// cnProvince: the first two digits name a province-level division (GB/T
+// 2260), or Taiwan, Hong Kong, Macau (71, 81, 82, 83) and 91 (abroad).
+func cnProvince(p int) bool {
+	switch {
+	case p >= 11 && p <= 15, p >= 21 && p <= 23, p >= 31 && p <= 37, p >= 41 && p <= 46,
+		p >= 50 && p <= 54, p >= 61 && p <= 65, p == 71, p >= 81 && p <= 83, p == 91:
+		return true
+	}
+	return false
 }
 
 func validDate(y, m, day, minY, maxY int) bool {
