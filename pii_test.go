@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -109,7 +110,9 @@ func TestPIIRoundTrip(t *testing.T) {
 	on := true
 	cfg.RequestLog = config.RequestLog{Enabled: &on, Path: filepath.Join(dir, "requests.db"), LogBodies: true}
 	auditPath := filepath.Join(dir, "audit.db")
-	cfg.PII = config.PII{Enabled: true, Audit: config.PIIAudit{Path: auditPath}}
+	// A generous budget: this test is about the values, not the time (the
+	// budget has its own test on virtual time, in the engine).
+	cfg.PII = config.PII{Enabled: true, TimeBudget: config.Duration(time.Minute), Audit: config.PIIAudit{Path: auditPath}}
 	m, err := keel.New(cfg, keel.WithUpstream(up))
 	if err != nil {
 		t.Fatal(err)
@@ -299,7 +302,7 @@ func TestPIIBlockedErrorInBothFormats(t *testing.T) {
 	cfg := simfleet.Config(fleet, "http://sim.test")
 	off := false
 	cfg.RequestLog.Enabled = &off
-	cfg.PII = config.PII{Enabled: true, Action: "block"}
+	cfg.PII = config.PII{Enabled: true, Action: "block", TimeBudget: config.Duration(time.Minute)}
 	m, err := keel.New(cfg, keel.WithUpstream(up))
 	if err != nil {
 		t.Fatal(err)
