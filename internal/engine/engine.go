@@ -1,4 +1,6 @@
-// Package engine runs one client call through the mesh: it resolves the
+// Package engine runs one client call through the mesh: it finds personal
+// data in the request and redacts it before anything else reads it (pii.go;
+// the values are restored in the answer), resolves the
 // requested model or alias to candidate endpoints, picks one from live
 // health, sends attempts through the provider client with budgeted retries,
 // per-endpoint breakers and hedging, continues a stream that breaks

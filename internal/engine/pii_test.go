@@ -493,3 +493,20 @@ func TestPIIUserPlaceholderTextLeftAlone(t *testing.T) {
 		}
 	})
 }
+
+// TestBehaviorPII: mesh_behavior.pii takes an action name (header or body,
+// the body winning); anything else, off included, is a 400 naming the
+// actions.
+func TestBehaviorPII(t *testing.T) {
+	b, err := ParseBehavior(json.RawMessage(`{"pii":"mask"}`), `{"pii":"block"}`)
+	if err != nil || b.PII != PIIMask {
+		t.Fatalf("body mask over header block: %+v, %v", b, err)
+	}
+	for _, bad := range []string{`{"pii":"hide"}`, `{"pii":"off"}`, `{"pii":true}`} {
+		_, err := ParseBehavior(json.RawMessage(bad), "")
+		var ae *llm.APIError
+		if !errors.As(err, &ae) || ae.Status != 400 || ae.MeshCode != llm.MeshBadRequest || !strings.Contains(ae.Message, "pii") {
+			t.Errorf("%s: got %v, want a 400 about pii", bad, err)
+		}
+	}
+}
