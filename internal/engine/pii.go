@@ -222,6 +222,12 @@ func (e *Engine) piiStage(ctx context.Context, req *llm.Request, call Call, rec 
 	out := cloneForPII(req)
 	texts := collectTexts(out)
 	found, err := e.detect(ctx, texts)
+	if err != nil && ctx.Err() != nil {
+		// The client went away (or the call's own deadline passed): not a
+		// failure of detection.
+		rec.Request = nil
+		return nil, nil, &llm.APIError{Status: 499, Type: llm.ErrAPI, MeshCode: llm.MeshTimeout, Message: "request cancelled: " + context.Cause(ctx).Error()}
+	}
 	if err != nil {
 		rep.Failed = true
 		if failOpen {

@@ -510,3 +510,29 @@ func TestBehaviorPII(t *testing.T) {
 		}
 	}
 }
+
+// TestPIIClientGoneIsNoDetectionFailure: a client that cancels during
+// detection gets 499 MESH_TIMEOUT, and the call is not counted as a failed
+// detection (no MESH_PII_UNAVAILABLE, no Failed in the record).
+func TestPIIClientGoneIsNoDetectionFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		det := PIIDetectorFunc(func(c context.Context, _ string) ([]pii.Match, error) {
+			cancel()
+			<-c.Done()
+			return nil, c.Err()
+		})
+		var rec *Record
+		up := &scripted{id: "a", format: llm.FormatAnthropic, script: always(anthropicJSON("hi"))}
+		h := newHarness(t, up)
+		e := h.engine(Options{PII: PIIOptions{Detector: det}, Observer: ObserverFunc(func(r *Record) { rec = r })}, h.endpoints("m", "a")...)
+		_, err := e.Do(ctx, piiAsk(llm.FormatAnthropic, false), Call{RequestID: "t"})
+		ae, _ := err.(*llm.APIError)
+		if ae == nil || ae.Status != 499 || ae.MeshCode != llm.MeshTimeout {
+			t.Fatalf("got %v, want 499 %s", err, llm.MeshTimeout)
+		}
+		if rec == nil || rec.PII == nil || rec.PII.Failed || up.count() != 0 {
+			t.Fatalf("record PII %+v, upstream calls %d", rec.PII, up.count())
+		}
+	})
+}
