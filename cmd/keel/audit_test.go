@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmesh/keel/config"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/store/sqlite"
 )
@@ -95,5 +96,19 @@ func TestReportAuditSection(t *testing.T) {
 	}
 	if out, err := runKeel("report", "--db", db, "--format", "md"); err != nil || strings.Contains(out, "Personal data") {
 		t.Errorf("without an audit log: %v, section present %v", err, strings.Contains(out, "Personal data"))
+	}
+}
+
+// keel serve writes the audit log to keel-audit.db when pii is on and the
+// file names none; with pii off it writes none.
+func TestServeDefaultsAuditPath(t *testing.T) {
+	on := &config.Config{PII: config.PII{Enabled: true}}
+	serveDefaults(on)
+	off := &config.Config{}
+	serveDefaults(off)
+	named := &config.Config{PII: config.PII{Enabled: true, Audit: config.PIIAudit{Path: "/var/lib/keel/audit.db"}}}
+	serveDefaults(named)
+	if on.PII.Audit.Path != sqlite.DefaultAuditPath || off.PII.Audit.Path != "" || named.PII.Audit.Path != "/var/lib/keel/audit.db" {
+		t.Errorf("audit paths %q %q %q", on.PII.Audit.Path, off.PII.Audit.Path, named.PII.Audit.Path)
 	}
 }
