@@ -20,7 +20,8 @@ var findCases = []struct {
 	{"uk de fr phones", "020 7946 0958, +44 20 7946 0958, 01 23 45 67 89, 030 12345678", []string{"PHONE 020 7946 0958", "PHONE +44 20 7946 0958", "PHONE 01 23 45 67 89", "PHONE 030 12345678"}},
 	{"cn mobiles", "手机 138 0013 8000，或13900139000", []string{"PHONE 138 0013 8000", "PHONE 13900139000"}},
 	{"cn mobile +86", "请拨打+86 139-1234-5678联系", []string{"PHONE +86 139-1234-5678"}},
-	{"two phones in a row", "13800138000 13900139000", []string{"PHONE 13800138000", "PHONE 13900139000"}},
+	{"two phones in a row", "电话 13800138000 13900139000", []string{"PHONE 13800138000", "PHONE 13900139000"}},
+	{"plain chinese mobile in english text", "my number is 13800138000, and 17179869184 is 2^34", []string{"PHONE 13800138000"}},
 	{"card spaced", "卡号 4111 1111 1111 1111。", []string{"CARD 4111 1111 1111 1111"}},
 	{"card amex dashed", "amex 3782-822463-10005 exp 12/28", []string{"CARD 3782-822463-10005"}},
 	{"card invalid luhn", "card 4111 1111 1111 1112", nil},
@@ -73,6 +74,13 @@ var findCases = []struct {
 	{"order number written as 号码", "订单号码 13800138000 已发货", nil},
 	{"password in a url", "DATABASE_URL=postgres://app:Pa55word@db.example.com:5432/app and https://user:hunter2@example.com/v1", []string{"SECRET Pa55word", "SECRET hunter2"}},
 	{"ipv6 with a zone", "ping fe80::1c2a:3bff:fe4d:5e6f%eth0 now", []string{"IPV6 fe80::1c2a:3bff:fe4d:5e6f"}},
+	{"changelog dates and snapshots", "Date:   Tue Oct 9 00:01:09 2018 -0400 llvm-toolchain-snapshot (1:12~++20200929085817+962a247ae)", nil},
+	{"number lists", "failed tests: 571 612 1056; <Buffer a0 8b 28 3f 01 00 00 00 50 32>; 36974 37078 37183", nil},
+	{"id in a url path", "https://oss-fuzz.com/testcase-detail/5072358514753536", nil},
+	{"versions with four parts", "Git 1.8.1.2, V8 5.0.71.47, relative to 3.6.23.1, OID 1.3.101.111", nil},
+	{"small ip after an ip word", "Use DNS resolver at 8.8.8.8 or host 3.5.140.2", []string{"IPV4 8.8.8.8", "IPV4 3.5.140.2"}},
+	{"fingerprints and examples", "SHA1 6A:E5:D0:41:43:63:EF:65, 0:1:2:3:4:5:6:7, b::c", nil},
+	{"open parenthesis", "call 800-29-29-AMD (800-292-9263) now", []string{"PHONE 800-292-9263"}},
 	{"words", "sk-learn is a library; Bearer tokens are explained in RFC 6750", nil},
 }
 

@@ -85,6 +85,15 @@ func numberAt(s string, i int, out []cand) ([]cand, int) {
 		}
 		j = k
 	}
+	if s[t.start] == '(' {
+		closed := false
+		for k := 1; k < t.ng; k++ {
+			closed = closed || t.sep[k] == 'p'
+		}
+		if !closed {
+			t.start++ // "(800-292-9263" : the parenthesis is the text's, not the number's
+		}
+	}
 	// The token continues as an identifier or an address: not a number.
 	if j < n {
 		c := s[j]
@@ -153,17 +162,17 @@ func xlen(t *numToken, b int) int {
 	return 0
 }
 
-// identBefore: the number at i continues a word or an identifier such as
-// ORD-2025-000123 or build_17.
+// identBefore: the number at i continues a word, an identifier, a time or
+// a path: ORD-2025-000123, build_17, 13:48:07, /testcase-detail/5072358514753536.
 func identBefore(s string, i int) bool {
 	if i == 0 {
 		return false
 	}
 	p := s[i-1]
-	if isWordByte(p) || p == '.' && i > 1 && isDigit(s[i-2]) {
-		return true
+	if isWordByte(p) || p == '+' || p == '~' || (p == '.' || p == ':') && i > 1 && isDigit(s[i-2]) {
+		return true // abc123, ~+20200929 (a snapshot version), 1.5, 13:48:07
 	}
-	return (p == '-' || p == '_') && i > 1 && isAlnum(s[i-2])
+	return (p == '-' || p == '_' || p == '/') && i > 1 && (isAlnum(s[i-2]) || s[i-2] == '-')
 }
 
 // skipIdent returns the end of the identifier-like run at i.
@@ -246,6 +255,9 @@ func (t *numToken) classify(a, b int) (Kind, int8, bool) {
 		if keywordBefore(t.s, start, versionWords) >= 0 || t.s[t.gs[a]:t.ge[a]] == "255" || t.s[t.gs[a]:t.ge[a]] == "0" || t.s[t.gs[a]:t.ge[a]] == "127" {
 			return "", 0, false // a version, a section, a netmask, 0.x.x.x or loopback
 		}
+		if glen(0) == 1 && glen(1) == 1 && keywordBefore(t.s, start, ipWords) < 0 {
+			return "", 0, false // 1.8.1.2, 5.0.71.47, 2.2.1.3: versions and sections unless the text says IP
+		}
 		return IPv4, rankPlain, true
 	}
 	if dateShape(t, a, b) {
@@ -255,16 +267,8 @@ func (t *numToken) classify(a, b int) (Kind, int8, bool) {
 	if nd == 18 && !plus && !paren && (ng == 1 || (ng == 3 && glen(0) == 6 && glen(1) == 8 && same(' '))) && cnIDValid(d[:18]) {
 		return CNID, rankChecksum, true
 	}
-	if nd >= 13 && nd <= 19 && !plus && !paren && same(' ', '-') && luhn(d[:nd]) && cardIIN(d[:nd]) {
-		short := false
-		for k := 0; k < ng; k++ {
-			if glen(k) < 3 {
-				short = true
-			}
-		}
-		if !short {
-			return Card, rankChecksum, true
-		}
+	if nd >= 13 && nd <= 19 && !plus && !paren && same(' ', '-') && cardGroups(ng, glen) && luhn(d[:nd]) && cardIIN(d[:nd]) {
+		return Card, rankChecksum, true
 	}
 	if nd < 8 {
 		return "", 0, false
@@ -302,6 +306,23 @@ func (t *numToken) classify(a, b int) (Kind, int8, bool) {
 	return Phone, rankPlain, true
 }
 
+// cardGroups: a card number is written whole, in groups of four (the last
+// may be shorter), or 4-6-5 (American Express) or 4-6-4 (Diners Club).
+func cardGroups(ng int, glen func(int) int) bool {
+	if ng == 1 {
+		return true
+	}
+	if ng == 3 && glen(0) == 4 && glen(1) == 6 && (glen(2) == 5 || glen(2) == 4) {
+		return true
+	}
+	for k := 0; k < ng; k++ {
+		if glen(k) != 4 && (k < ng-1 || glen(k) > 4) {
+			return false
+		}
+	}
+	return true
+}
+
 func phoneShape(t *numToken, a, ng int, d []byte, plus, paren, dotted bool, glen func(int) int, same func(...byte) bool) (ok, needLabel, weak bool) {
 	nd := len(d)
 	if plus {
@@ -330,7 +351,12 @@ func phoneShape(t *numToken, a, ng int, d []byte, plus, paren, dotted bool, glen
 	}
 	cnMobile := func(m []byte) bool { return len(m) == 11 && m[0] == '1' && m[1] >= '3' && m[1] <= '9' }
 	// Chinese mobile: 13800138000, 138 0013 8000, 138-0013-8000, 86 138...
-	if cnMobile(d) && !paren && (ng == 1 || (same(' ', '-') && ((ng == 3 && glen(0) == 3 && glen(1) == 4) || (ng == 2 && glen(0) == 3)))) {
+	if cnMobile(d) && !paren && ng == 1 {
+		// Plain, in Chinese text or after a label; in English text and code
+		// an 11-digit number such as 17179869184 is a number.
+		return true, !nonASCIINear(t.s, t.start, t.ge[a]), false
+	}
+	if cnMobile(d) && !paren && same(' ', '-') && ((ng == 3 && glen(0) == 3 && glen(1) == 4) || (ng == 2 && glen(0) == 3)) {
 		return true, false, false
 	}
 	if nd == 13 && d[0] == '8' && d[1] == '6' && cnMobile(d[2:]) && (ng == 1 || (ng == 2 && glen(0) == 2) || (ng == 4 && glen(0) == 2 && glen(1) == 3 && glen(2) == 4)) {
@@ -338,13 +364,14 @@ func phoneShape(t *numToken, a, ng int, d []byte, plus, paren, dotted bool, glen
 	}
 	// North America: (555) 123-4567, 555-123-4567, 555 123 4567, 1-555-123-4567.
 	if ng == 3 && glen(0) == 3 && glen(1) == 3 && glen(2) == 4 && d[0] >= '2' {
-		return paren || t.sep[a+1] == 'p' || same('-', ' '), false, !paren && t.sep[a+1] == ' '
+		spaced := !paren && t.sep[a+1] == ' '
+		return paren || t.sep[a+1] == 'p' || same('-', ' '), spaced, spaced // 555 123 4567 needs a label: "failed tests: 571 612 1056"
 	}
 	if ng == 4 && d[0] == '1' && glen(0) == 1 && glen(1) == 3 && glen(2) == 3 && glen(3) == 4 && d[1] >= '2' {
 		return true, false, false
 	}
 	// National numbers with a trunk 0 (UK, DE, FR, …), written in groups.
-	if d[0] == '0' && d[1] != '0' && nd >= 10 && nd <= 12 && ng >= 2 && glen(0) >= 2 && glen(0) <= 5 {
+	if d[0] == '0' && d[1] != '0' && nd >= 10 && nd <= 12 && ng >= 2 && ng <= 5 && glen(0) >= 2 && glen(0) <= 5 && !hexByteBefore(t.s, t.start) {
 		return true, false, true
 	}
 	// Plain digits where the text says it is a phone number.
@@ -352,6 +379,28 @@ func phoneShape(t *numToken, a, ng int, d []byte, plus, paren, dotted bool, glen
 		return true, true, true
 	}
 	return false, false, false
+}
+
+// nonASCIINear: a byte of a non-ASCII character within 9 bytes before
+// start or after end (three Chinese characters).
+func nonASCIINear(s string, start, end int) bool {
+	for j := max(0, start-9); j < start; j++ {
+		if s[j] >= 0x80 {
+			return true
+		}
+	}
+	for j := end; j < min(len(s), end+9); j++ {
+		if s[j] >= 0x80 {
+			return true
+		}
+	}
+	return false
+}
+
+// hexByteBefore: the word before i is two hex digits, as in a dump
+// (<Buffer a0 8b 28 3f 01 00 00 00 50 32>).
+func hexByteBefore(s string, i int) bool {
+	return i >= 4 && s[i-1] == ' ' && isHex(s[i-2]) && isHex(s[i-3]) && (s[i-4] == ' ' || s[i-4] == '<') && !(isDigit(s[i-2]) && isDigit(s[i-3]))
 }
 
 // dateShape: the first three groups of [a, b] read as a date (2026-12-02,
@@ -379,10 +428,12 @@ func dateShape(t *numToken, a, b int) bool {
 }
 
 var (
-	phoneWords = newKeywords("phone", "telephone", "tel", "call", "calling", "mobile", "cell", "cellphone", "fax", "whatsapp", "sms", "text me", "contact", "reach me", "电话", "手机", "联系", "致电", "拨打", "传真", "微信")
+	phoneWords = newKeywords("phone", "telephone", "tel", "call", "calling", "caller", "callback", "reach", "dial", "ring", "text", "my number", "number is", "mobile", "cell", "cellphone", "fax", "whatsapp", "sms", "text me", "contact", "reach me", "电话", "手机", "联系", "致电", "拨打", "传真", "微信")
 	ssnWords   = newKeywords("ssn", "social security", "社会安全", "社保号")
 	// notPIIWords name numbers that are not about a person.
 	notPIIWords = newKeywords("order", "invoice", "ticket", "tracking", "ref", "reference", "case", "build", "version", "id:", "sku", "订单", "发票", "单号", "工单", "编号", "版本", "快递", "金额", "¥", "$", "€", "£", "amount", "total", "price", "qty", "batch", "serial", "lot", "barcode", "part", "model", "item", "型号", "批次", "序列号", "流水号", "条码")
+	// ipWords say a dotted number with small first parts is an address.
+	ipWords = newKeywords("ip", "ips", "ipv4", "address", "addr", "host", "server", "dns", "resolver", "nameserver", "ping", "connect", "listen", "gateway", "proxy", "peer", "client", "remote", "upstream", "block", "allow", "whitelist", "allowlist", "地址", "服务器", "来自", "主机", "网关")
 	// versionWords name dotted numbers that are versions or sections.
 	versionWords = newKeywords("version", "ver.", "build", "release", "firmware", "python", "node", "java", "golang", "go ", "ios", "android", "windows", "macos", "ubuntu", "debian", "kernel", "chrome", "firefox", "rust", "php", "ruby",
 		"section", "paragraph", "chapter", "clause", "article", "step", "item", "rule", "§", "版本", "章节", "条款", "第")

@@ -547,6 +547,25 @@ func ipv6Groups(a string) int {
 	return n
 }
 
+// ipv6HasLongGroup: a group of three or more hex digits, or an IPv4 tail.
+func ipv6HasLongGroup(a string) bool {
+	run := 0
+	for i := 0; i < len(a); i++ {
+		switch {
+		case a[i] == '.':
+			return true
+		case a[i] == ':':
+			run = 0
+		default:
+			run++
+			if run >= 3 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // ipv6At finds an IPv6 address at i.
 func ipv6At(s string, i int) (int, bool) {
 	h := i
@@ -578,6 +597,9 @@ func ipv6At(s string, i int) (int, bool) {
 	}
 	if j < len(s) && (isWordByte(s[j]) || s[j] == '-') {
 		return 0, false // fe80::1%eth0 is found without its zone
+	}
+	if !ipv6HasLongGroup(s[i:j]) {
+		return 0, false // 6A:E5:D0:41:43:63:EF:65 is a fingerprint, 0:1:2:3:4:5:6:7 and b::c are examples
 	}
 	a, err := netip.ParseAddr(s[i:j])
 	if err != nil || !a.Is6() || a.IsUnspecified() || a.IsLoopback() {
