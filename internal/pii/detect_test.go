@@ -81,6 +81,9 @@ var findCases = []struct {
 	{"small ip after an ip word", "Use DNS resolver at 8.8.8.8 or host 3.5.140.2", []string{"IPV4 8.8.8.8", "IPV4 3.5.140.2"}},
 	{"fingerprints and examples", "SHA1 6A:E5:D0:41:43:63:EF:65, 0:1:2:3:4:5:6:7, b::c", nil},
 	{"open parenthesis", "call 800-29-29-AMD (800-292-9263) now", []string{"PHONE 800-292-9263"}},
+	{"card-like run inside a list", "LONG (4) 896<8 648 1288 1928 2568 3208 3848 4488 5128 5768 6408 7048", nil},
+	{"buffer bytes", "// Prints: <Buffer 01 02 03 04 05>", nil},
+	{"package versions", "dpkg (1.16.0.1) unstable; .NET 4.8.0.0", nil},
 	{"words", "sk-learn is a library; Bearer tokens are explained in RFC 6750", nil},
 }
 

@@ -255,8 +255,8 @@ func (t *numToken) classify(a, b int) (Kind, int8, bool) {
 		if keywordBefore(t.s, start, versionWords) >= 0 || t.s[t.gs[a]:t.ge[a]] == "255" || t.s[t.gs[a]:t.ge[a]] == "0" || t.s[t.gs[a]:t.ge[a]] == "127" {
 			return "", 0, false // a version, a section, a netmask, 0.x.x.x or loopback
 		}
-		if glen(0) == 1 && glen(1) == 1 && keywordBefore(t.s, start, ipWords) < 0 {
-			return "", 0, false // 1.8.1.2, 5.0.71.47, 2.2.1.3: versions and sections unless the text says IP
+		if glen(0) == 1 && (glen(1) == 1 || glen(2) == 1 && glen(3) == 1) && keywordBefore(t.s, start, ipWords) < 0 {
+			return "", 0, false // 1.8.1.2, 5.0.71.47, 1.16.0.1, 2.2.1.3: versions and sections unless the text says IP
 		}
 		return IPv4, rankPlain, true
 	}
@@ -267,7 +267,7 @@ func (t *numToken) classify(a, b int) (Kind, int8, bool) {
 	if nd == 18 && !plus && !paren && (ng == 1 || (ng == 3 && glen(0) == 6 && glen(1) == 8 && same(' '))) && cnIDValid(d[:18]) {
 		return CNID, rankChecksum, true
 	}
-	if nd >= 13 && nd <= 19 && !plus && !paren && same(' ', '-') && cardGroups(ng, glen) && luhn(d[:nd]) && cardIIN(d[:nd]) {
+	if nd >= 13 && nd <= 19 && !plus && !paren && same(' ', '-') && (a == 0 || ng == 1) && cardGroups(ng, glen) && luhn(d[:nd]) && cardIIN(d[:nd]) {
 		return Card, rankChecksum, true
 	}
 	if nd < 8 {
@@ -431,7 +431,7 @@ var (
 	phoneWords = newKeywords("phone", "telephone", "tel", "call", "calling", "caller", "callback", "reach", "dial", "ring", "text", "my number", "number is", "mobile", "cell", "cellphone", "fax", "whatsapp", "sms", "text me", "contact", "reach me", "电话", "手机", "联系", "致电", "拨打", "传真", "微信")
 	ssnWords   = newKeywords("ssn", "social security", "社会安全", "社保号")
 	// notPIIWords name numbers that are not about a person.
-	notPIIWords = newKeywords("order", "invoice", "ticket", "tracking", "ref", "reference", "case", "build", "version", "id:", "sku", "订单", "发票", "单号", "工单", "编号", "版本", "快递", "金额", "¥", "$", "€", "£", "amount", "total", "price", "qty", "batch", "serial", "lot", "barcode", "part", "model", "item", "型号", "批次", "序列号", "流水号", "条码")
+	notPIIWords = newKeywords("order", "invoice", "ticket", "tracking", "ref", "reference", "case", "build", "version", "id:", "sku", "订单", "发票", "单号", "工单", "编号", "版本", "快递", "金额", "¥", "$", "€", "£", "amount", "total", "price", "qty", "batch", "serial", "lot", "barcode", "part", "model", "item", "buffer", "bytes", "hex", "dump", "型号", "批次", "序列号", "流水号", "条码")
 	// ipWords say a dotted number with small first parts is an address.
 	ipWords = newKeywords("ip", "ips", "ipv4", "address", "addr", "host", "server", "dns", "resolver", "nameserver", "ping", "connect", "listen", "gateway", "proxy", "peer", "client", "remote", "upstream", "block", "allow", "whitelist", "allowlist", "地址", "服务器", "来自", "主机", "网关")
 	// versionWords name dotted numbers that are versions or sections.
