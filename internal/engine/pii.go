@@ -340,7 +340,8 @@ func cloneForPII(req *llm.Request) *llm.Request {
 	return &out
 }
 
-// collectTexts lists every text of req the model sees, each with a setter
+// collectTexts lists every text of req the model sees (and the end-user
+// id the provider gets), each with a setter
 // writing into req (which must be a clone: see cloneForPII). Thinking
 // blocks are left alone: their signature covers their text.
 func collectTexts(req *llm.Request) []piiText {
@@ -360,6 +361,11 @@ func collectTexts(req *llm.Request) []piiText {
 				blocks(w+".content", b.Content)
 			}
 		}
+	}
+	if req.UserID != "" {
+		// Not shown to the model, but sent to the provider, and often an
+		// e-mail address.
+		ts = append(ts, piiText{where: "user_id", text: req.UserID, set: func(s string) { req.UserID = s }})
 	}
 	blocks("system", req.System)
 	for i := range req.Messages {

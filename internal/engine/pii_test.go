@@ -536,3 +536,21 @@ func TestPIIClientGoneIsNoDetectionFailure(t *testing.T) {
 		}
 	})
 }
+
+// TestPIIUserIDRedacted: the end-user id a client passes (Anthropic
+// metadata.user_id, OpenAI user), often an e-mail address, is scanned too:
+// the upstream gets the placeholder.
+func TestPIIUserIDRedacted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, up := piiEngine(t, PIIOptions{Detector: regexDetector()}, always(anthropicJSON("hi")))
+		req := ask(llm.FormatAnthropic, "m", false)
+		req.UserID = piiEmail
+		if a := piiCall(t, e, req, nil); a.err != nil {
+			t.Fatal(a.err)
+		}
+		sent, _ := json.Marshal(up.lastBody())
+		if strings.Contains(string(sent), piiEmail) || !strings.Contains(string(sent), `"user_id":"[EMAIL_1]"`) {
+			t.Errorf("upstream got %s", sent)
+		}
+	})
+}
