@@ -19,21 +19,25 @@ import (
 //     them); North American (555) 123-4567, 555-123-4567, 555.123.4567,
 //     1-555-123-4567; national numbers with a trunk 0 written in groups
 //     (UK, DE, FR, JP, Chinese landlines 021-61234567); 00-prefixed
-//     international; Chinese mobiles 1[3-9] and 9 digits, plain, 3-4-4 or
-//     with +86. Plain 10- or 11-digit numbers count only after a word such
-//     as phone, tel, call, 电话, 手机.
-//   - Card: 13–19 digits, whole or in groups of at least three joined by
-//     spaces or dashes, with a scheme's prefix and length and the Luhn check.
+//     international; Chinese mobiles 1[3-9] and 9 digits, 3-4-4 or with
+//     +86. A plain Chinese mobile counts in Chinese text or after a label;
+//     555 123 4567 and plain 10- or 11-digit numbers only after a label
+//     (phone, tel, call, reach, 电话, 手机, 联系 …).
+//   - Card: 13–19 digits, whole, in groups of four (the last may be
+//     shorter), 4-6-5 or 4-6-4, joined by spaces or dashes, with a scheme's
+//     prefix and length and the Luhn check.
 //   - IBAN: country code, check digits and the country's length (SWIFT
 //     registry), whole or in groups, mod-97.
-//   - CN_ID: 17 digits and a digit or X, ISO 7064 MOD 11-2 and a real
-//     birth date.
+//   - CN_ID: 17 digits and a digit or X, a province code, a real birth date
+//     and the ISO 7064 MOD 11-2 check character.
 //   - SSN: 3-2-4 digits with dashes, or spaced or plain after "SSN" or
 //     "social security"; not area 000, 666 or 9xx, group 00, serial 0000.
 //   - IPv4: four dotted decimals ≤ 255 without leading zeros, not part of a
 //     longer dotted run, not a netmask (255.x), not loopback (127.x), not
-//     after version, build, section or a product name; IPv6: with "::" or
-//     eight groups, parsed, not loopback (::1).
+//     after version, build, section or a product name; one shaped like a
+//     version (1.8.1.2, 1.16.0.1) only after an IP word (ip, host, server,
+//     dns …). IPv6: with "::" or eight groups, a group of three or more hex
+//     digits, parsed, not loopback (::1); a zone (%eth0) is left out.
 //   - Secret: provider keys by prefix and shape (OpenAI and Anthropic sk-,
 //     AWS AKIA/ASIA, Google AIza, GitHub ghp_ and github_pat_, GitLab,
 //     Slack xox?-, Stripe, Hugging Face, Groq), JSON web tokens, PEM private
@@ -43,10 +47,10 @@ import (
 //     more bytes, letters and digits, and no brackets (code such as
 //     cfg.Password.Value() is not a secret).
 //
-// Numbers are not reported where they continue an identifier
-// (ORD-2025-000123), look like a date or a time, or follow a word such as
-// order, invoice, tracking, 订单, 发票 in the same clause (checksum kinds
-// excepted).
+// Numbers are not reported where they continue an identifier, a time or a
+// URL path (ORD-2025-000123, 13:48:07 2009, /testcase/5072358514753536),
+// look like a date, or follow a word such as order, invoice, tracking,
+// buffer, 订单, 发票 in the same clause (checksum kinds excepted).
 //
 // Not detected: names and postal addresses; digits written in full width
 // (１３８…); lower-case IBANs; 15-digit Chinese IDs of the first generation
