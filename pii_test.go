@@ -334,3 +334,45 @@ func TestPIIBlockedErrorInBothFormats(t *testing.T) {
 		t.Errorf("the simulator got %d calls, want 0", len(reqs))
 	}
 }
+
+// TestPIIRouteOverride: models[].pii overrides the section's action for
+// calls to that model only (config to engine).
+func TestPIIRouteOverride(t *testing.T) {
+	fleet, err := sim.New(sim.ZeroLatency())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := simfleet.Config(fleet, "http://sim.test")
+	off := false
+	cfg.RequestLog.Enabled = &off
+	cfg.PII = config.PII{Enabled: true, TimeBudget: config.Duration(time.Minute)}
+	found := false
+	for i := range cfg.Models {
+		if cfg.Models[i].Name == "sim-haiku" {
+			cfg.Models[i].PII, found = &config.RoutePII{Action: "block"}, true
+		}
+	}
+	if !found {
+		t.Fatal("no sim-haiku in the simulator's config")
+	}
+	m, err := keel.New(cfg, keel.WithUpstream(fleet.Transport()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	prompt, _ := json.Marshal("Mail me at " + piiFields["email"])
+	for model, want := range map[string]int{"sim-haiku": 400, "sim-sonnet": 200} {
+		req, _ := http.NewRequest(http.MethodPost, "http://keel.test/v1/messages",
+			strings.NewReader(`{"model":"`+model+`","max_tokens":32,"messages":[{"role":"user","content":`+string(prompt)+`}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := m.HTTPClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s: %d %s, want %d", model, resp.StatusCode, b, want)
+		}
+	}
+}
