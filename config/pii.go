@@ -88,6 +88,9 @@ func (v *validator) pii() {
 		if r == nil {
 			return
 		}
+		if !p.Enabled {
+			v.add(path, "has no effect while pii.enabled is false")
+		}
 		switch r.Action {
 		case "", "redact", "mask", "block", "log", "off":
 		default:

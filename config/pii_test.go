@@ -54,6 +54,9 @@ pii:
 }
 
 func TestPIISectionErrors(t *testing.T) {
+	if got := parseErrors(t, piiBase, nil); len(got) != 2 || got[0] != "keel.yaml:7:5: models[0].pii: has no effect while pii.enabled is false" {
+		t.Errorf("route override without pii.enabled: %q", got)
+	}
 	if got := parseErrors(t, piiBase+"pii:\n  audit: {retention: 3}\n", nil); len(got) != 1 ||
 		got[0] != `keel.yaml:13:11: pii.audit.retention: unknown key (did you mean "retention_days"?)` {
 		t.Errorf("unknown key: %q", got)
