@@ -299,6 +299,9 @@ func (e *Engine) detect(ctx context.Context, texts []piiText) ([][]pii.Match, er
 				return
 			}
 			ms, err := e.pii.Detector.Find(ctx, t.text)
+			if err == nil {
+				err = checkMatches(ms, len(t.text))
+			}
 			if err != nil {
 				done <- result{err: err}
 				return
@@ -322,6 +325,20 @@ func (e *Engine) detect(ctx context.Context, texts []piiText) ([][]pii.Match, er
 		}
 		return nil, fmt.Errorf("was cut short: %w", context.Cause(ctx))
 	}
+}
+
+// checkMatches holds a detector to its contract: matches inside the text,
+// sorted, not overlapping. A detector that breaks it has failed (the call
+// fails closed), rather than panicking or redacting half a value.
+func checkMatches(ms []pii.Match, n int) error {
+	at := 0
+	for _, m := range ms {
+		if m.Start < at || m.End <= m.Start || m.End > n {
+			return fmt.Errorf("returned a match [%d, %d) that is out of order, empty or outside the text of %d bytes", m.Start, m.End, n)
+		}
+		at = m.End
+	}
+	return nil
 }
 
 // cloneForPII copies the parts of req that redaction may change: the

@@ -554,3 +554,26 @@ func TestPIIUserIDRedacted(t *testing.T) {
 		}
 	})
 }
+
+// TestPIIDetectorBadMatchesFailClosed: matches out of range, overlapping or
+// unsorted are a failed detection (503), never a panic or a half-redacted
+// request upstream.
+func TestPIIDetectorBadMatchesFailClosed(t *testing.T) {
+	for name, ms := range map[string][]pii.Match{
+		"out of range": {{Kind: pii.Email, Start: 0, End: 1 << 20}},
+		"overlapping":  {{Kind: pii.Email, Start: 0, End: 5}, {Kind: pii.Phone, Start: 3, End: 8}},
+		"unsorted":     {{Kind: pii.Email, Start: 6, End: 8}, {Kind: pii.Phone, Start: 0, End: 2}},
+		"negative":     {{Kind: pii.Email, Start: -1, End: 2}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				det := PIIDetectorFunc(func(context.Context, string) ([]pii.Match, error) { return ms, nil })
+				e, up := piiEngine(t, PIIOptions{Detector: det}, always(anthropicJSON("hi")))
+				a := piiCall(t, e, piiAsk(llm.FormatAnthropic, false), nil)
+				if a.err == nil || a.err.MeshCode != llm.MeshPIIUnavailable || up.count() != 0 {
+					t.Fatalf("got %v and %d upstream calls, want %s and none", a.err, up.count(), llm.MeshPIIUnavailable)
+				}
+			})
+		})
+	}
+}
