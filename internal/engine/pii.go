@@ -292,6 +292,14 @@ func (e *Engine) detect(ctx context.Context, texts []piiText) ([][]pii.Match, er
 	}
 	done := make(chan result, 1)
 	go func() {
+		defer func() {
+			// This goroutine is out of reach of net/http's recovery: a
+			// detector's panic fails the call closed, not the process. Its
+			// value is not quoted: it may hold the text.
+			if v := recover(); v != nil {
+				done <- result{err: errors.New("panicked")}
+			}
+		}()
 		found := make([][]pii.Match, len(texts))
 		for i, t := range texts {
 			if err := ctx.Err(); err != nil {

@@ -577,3 +577,17 @@ func TestPIIDetectorBadMatchesFailClosed(t *testing.T) {
 		})
 	}
 }
+
+// TestPIIDetectorPanicFailsClosed: a detector that panics (it runs on a
+// goroutine of the engine's, out of reach of net/http's recovery) fails the
+// call closed instead of taking the process down.
+func TestPIIDetectorPanicFailsClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		det := PIIDetectorFunc(func(context.Context, string) ([]pii.Match, error) { panic("detector bug") })
+		e, up := piiEngine(t, PIIOptions{Detector: det}, always(anthropicJSON("hi")))
+		a := piiCall(t, e, piiAsk(llm.FormatAnthropic, false), nil)
+		if a.err == nil || a.err.MeshCode != llm.MeshPIIUnavailable || up.count() != 0 {
+			t.Fatalf("got %v and %d upstream calls, want %s and none", a.err, up.count(), llm.MeshPIIUnavailable)
+		}
+	})
+}
