@@ -107,3 +107,31 @@ func TestPlaceholdersSkipTextAlreadyInThePrompt(t *testing.T) {
 		t.Fatalf("Restore = %q", got)
 	}
 }
+
+// FuzzRestorer: however a text is cut into deltas, the streamed
+// restoration equals the one-piece restoration, and what is held back is
+// always shorter than a placeholder.
+func FuzzRestorer(f *testing.F) {
+	for _, s := range []string{"Write to [EMAIL_1] or [PHONE_1]; [SSN_10] [SSN_1] [x] [EMAIL_9] [[EMAIL_1]]", `{"who":"[CN_ID_1]"}`, "ends with [EMAI", "[", "]]]["} {
+		f.Add(s, uint8(3), uint8(7))
+	}
+	r := testRedaction()
+	f.Fuzz(func(t *testing.T, text string, a, b uint8) {
+		i, j := int(a)%(len(text)+1), int(b)%(len(text)+1)
+		if i > j {
+			i, j = j, i
+		}
+		s := r.NewRestorer(RestoreText)
+		var sb strings.Builder
+		for _, piece := range []string{text[:i], text[i:j], text[j:]} {
+			sb.WriteString(s.Write(piece))
+			if len(s.Held()) >= r.maxLen {
+				t.Fatalf("held %q", s.Held())
+			}
+		}
+		sb.WriteString(s.Flush())
+		if got, want := sb.String(), r.Restore(text); got != want {
+			t.Fatalf("split %d,%d of %q: got %q, want %q", i, j, text, got, want)
+		}
+	})
+}
