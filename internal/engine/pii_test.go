@@ -591,3 +591,33 @@ func TestPIIDetectorPanicFailsClosed(t *testing.T) {
 		}
 	})
 }
+
+// TestPIIChinesePromptRoundTrip: the real detector on a prompt as a Chinese
+// customer writes it (byte offsets inside multi-byte text): the upstream
+// gets placeholders, the client the values, streaming.
+func TestPIIChinesePromptRoundTrip(t *testing.T) {
+	d, err := pii.New(pii.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := PIIDetectorFunc(func(_ context.Context, s string) ([]pii.Match, error) { return d.Find(s), nil })
+	const id, phone, mail = "11010519491231002X", "13812345678", "wang.fang@example.cn"
+	synctest.Test(t, func(t *testing.T) {
+		e, up := piiEngine(t, PIIOptions{Detector: real}, echoPlaceholders(true))
+		req := ask(llm.FormatAnthropic, "m", true)
+		req.Messages[0].Content[0].Text = "你好，我叫王芳，身份证号" + id + "，手机" + phone + "，邮箱" + mail + "，请帮我改一下收货地址。"
+		a := piiCall(t, e, req, nil)
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		sent, _ := json.Marshal(up.lastBody())
+		for _, v := range []string{id, phone, mail} {
+			if strings.Contains(string(sent), v) {
+				t.Errorf("the upstream got %q: %s", v, sent)
+			}
+		}
+		if want := "Noted " + id + " and " + phone + " and " + mail + "."; a.text != want {
+			t.Errorf("client text %q, want %q (upstream got %s)", a.text, want, sent)
+		}
+	})
+}
