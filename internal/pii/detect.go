@@ -52,8 +52,11 @@ import (
 // look like a date, or follow a word such as order, invoice, tracking,
 // buffer, 订单, 发票 in the same clause (checksum kinds excepted).
 //
-// Not detected: names and postal addresses; digits written in full width
-// (１３８…); lower-case IBANs; 15-digit Chinese IDs of the first generation
+// Phones, cards and Chinese IDs typed in full width (１３８ ００１３ ８０００,
+// with ＋, －, （ ）, Ｘ and the ideographic space) are found too.
+//
+// Not detected: names and postal addresses; full-width IP addresses, IBANs
+// and e-mail addresses; lower-case IBANs; 15-digit Chinese IDs of the first generation
 // (no check digit); phone numbers of fewer than 8 digits; card numbers with
 // dots between groups; addresses written to dodge detection (john [at]
 // example [dot] com); keys without a known prefix or label (an Azure key is

@@ -84,6 +84,11 @@ var findCases = []struct {
 	{"card-like run inside a list", "LONG (4) 896<8 648 1288 1928 2568 3208 3848 4488 5128 5768 6408 7048", nil},
 	{"buffer bytes", "// Prints: <Buffer 01 02 03 04 05>", nil},
 	{"package versions", "dpkg (1.16.0.1) unstable; .NET 4.8.0.0", nil},
+	{"full-width mobile", "手机：１３８００１３８０００，谢谢", []string{"PHONE １３８００１３８０００"}},
+	{"full-width id", "身份证１１０１０５１９４９１２３１００２Ｘ。", []string{"CN_ID １１０１０５１９４９１２３１００２Ｘ"}},
+	{"full-width card with ideographic spaces", "卡号：４１１１　１１１１　１１１１　１１１１", []string{"CARD ４１１１　１１１１　１１１１　１１１１"}},
+	{"full-width +86", "电话＋８６　１３８　００１３　８０００", []string{"PHONE ＋８６　１３８　００１３　８０００"}},
+	{"full-width look-alikes", "共１２３件，订单号：２０２５１２０２０００１２３，日期２０２６－１２－０２", nil},
 	{"words", "sk-learn is a library; Bearer tokens are explained in RFC 6750", nil},
 }
 

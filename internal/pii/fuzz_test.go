@@ -29,12 +29,18 @@ func FuzzFind(f *testing.F) {
 	})
 }
 
-// validates checks a found value on its own, separators removed.
+// validates checks a found value on its own, separators removed and
+// full-width digits read as ASCII.
 func validates(k Kind, v string) bool {
 	var b []byte
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; isAlnum(c) {
-			b = append(b, c)
+	for _, r := range v {
+		switch {
+		case r < 0x80 && isAlnum(byte(r)):
+			b = append(b, byte(r))
+		case r >= '０' && r <= '９':
+			b = append(b, byte('0'+r-'０'))
+		case r == 'Ｘ' || r == 'ｘ':
+			b = append(b, 'X')
 		}
 	}
 	switch k {

@@ -523,6 +523,28 @@ func fill(tmpl string, vals ...corpusValue) (string, []corpusSpan) {
 	return b.String(), spans
 }
 
+// fullwidth writes v's digits, '+', '-', X and spaces in full width.
+func fullwidth(v string) string {
+	var b strings.Builder
+	for _, r := range v {
+		switch {
+		case r >= '0' && r <= '9':
+			b.WriteRune('０' + r - '0')
+		case r == '+':
+			b.WriteRune('＋')
+		case r == '-':
+			b.WriteRune('－')
+		case r == 'X' || r == 'x':
+			b.WriteRune('Ｘ')
+		case r == ' ':
+			b.WriteRune('　')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
 type corpusValue struct {
 	kind Kind
 	v    string
@@ -725,6 +747,9 @@ func generateCorpus(n, m int) []corpusItem {
 		k := allKinds[i%len(allKinds)]
 		lang := []string{"en", "zh"}[(i/len(allKinds))%2]
 		over, v := g.value(k, lang)
+		if lang == "zh" && (k == Phone || k == CNID || k == Card) && g.r.IntN(12) == 0 {
+			v = fullwidth(v) // typed with the input method in full-width mode
+		}
 		tmpl := over
 		if tmpl == "" {
 			ts := templates[k][lang]

@@ -37,6 +37,16 @@ func scan(s string, out []cand) []cand {
 			i++
 			continue
 		}
+		if c == 0xEF { // a full-width digit or '＋'
+			if fullwidthStart(s, i) {
+				var en int
+				out, en = fullwidthNumberAt(s, i, out)
+				i = en
+				continue
+			}
+			i++
+			continue
+		}
 		if c >= 0x80 { // the first byte of 密, 秘, 口 or 令
 			if st, en, ok := zhSecretAt(s, i); ok {
 				out = append(out, cand{Match{Secret, st, en}, rankPlain})
@@ -107,12 +117,107 @@ func scan(s string, out []cand) []cand {
 	return out
 }
 
+// Full-width digits (１３８ ００１３ ８０００), typed with a Chinese input
+// method in full-width mode, are read by mapping the run to ASCII, with the
+// text before it for the labels, and the matches mapped back.
+
+// fullwidthStart: s[i:] starts with a full-width digit, or '＋' and one.
+func fullwidthStart(s string, i int) bool {
+	if fwDigit(s, i) {
+		return true
+	}
+	return len(s)-i >= 6 && s[i+1] == 0xBC && s[i+2] == 0x8B && fwDigit(s, i+3)
+}
+
+func fwDigit(s string, i int) bool {
+	return len(s)-i >= 3 && s[i] == 0xEF && s[i+1] == 0xBC && s[i+2] >= 0x90 && s[i+2] <= 0x99
+}
+
+// fwByte maps the character at i of a full-width number to ASCII: digits,
+// ＋, －, （, ）, Ｘ, the ideographic space, and ASCII digits, spaces, '-'
+// and parentheses.
+func fwByte(s string, i int) (b byte, size int) {
+	c := s[i]
+	if isDigit(c) || c == ' ' || c == '-' || c == '(' || c == ')' {
+		return c, 1
+	}
+	if len(s)-i < 3 {
+		return 0, 0
+	}
+	switch {
+	case c == 0xEF && s[i+1] == 0xBC && s[i+2] >= 0x90 && s[i+2] <= 0x99:
+		return '0' + s[i+2] - 0x90, 3
+	case c == 0xEF && s[i+1] == 0xBC:
+		switch s[i+2] {
+		case 0x8B:
+			return '+', 3
+		case 0x8D:
+			return '-', 3
+		case 0x88:
+			return '(', 3
+		case 0x89:
+			return ')', 3
+		case 0xB8:
+			return 'X', 3
+		}
+	case c == 0xEF && s[i+1] == 0xBD && s[i+2] == 0x98:
+		return 'x', 3
+	case c == 0xE3 && s[i+1] == 0x80 && s[i+2] == 0x80:
+		return ' ', 3
+	}
+	return 0, 0
+}
+
+// fullwidthNumberAt finds the values of the full-width number at i and
+// returns the end of its run.
+func fullwidthNumberAt(s string, i int, out []cand) ([]cand, int) {
+	const ctx = window
+	var buf [ctx + 96 + 12]byte
+	var src [len(buf) + 1]int
+	n := 0
+	from := max(0, i-ctx)
+	for from < i && s[from]&0xC0 == 0x80 {
+		from++ // start on a character
+	}
+	for j := from; j < i; j++ {
+		buf[n], src[n] = s[j], j
+		n++
+	}
+	tok := n
+	j := i
+	for j < len(s) && n < ctx+96 {
+		b, size := fwByte(s, j)
+		if size == 0 {
+			break
+		}
+		buf[n], src[n] = b, j
+		n++
+		j += size
+	}
+	end := j
+	for k := end; k < len(s) && n < len(buf); k++ { // what follows, for the boundary and the script
+		buf[n], src[n] = s[k], k
+		n++
+	}
+	src[n] = len(s) // a match ending there is cut to the run's end below
+	var local [8]cand
+	found, _ := numberAt(string(buf[:n]), tok, local[:0])
+	for _, c := range found {
+		c.m.Start, c.m.End = src[c.m.Start], src[c.m.End]
+		if c.m.End > end {
+			c.m.End = end
+		}
+		out = append(out, c)
+	}
+	return out, end
+}
+
 // trigger marks the bytes at which a check may start: letters, digits,
 // '+', '(', ':', '-', '@' and the first bytes of the Chinese secret labels.
 var trigger = func() (t [256]bool) {
 	for c := 0; c < 256; c++ {
 		b := byte(c)
-		t[c] = isAlnum(b) || b == '+' || b == '(' || b == ':' || b == '-' || b == '@' || b == 0xE4 || b == 0xE5 || b == 0xE7
+		t[c] = isAlnum(b) || b == '+' || b == '(' || b == ':' || b == '-' || b == '@' || b == 0xE4 || b == 0xE5 || b == 0xE7 || b == 0xEF
 	}
 	return t
 }()
