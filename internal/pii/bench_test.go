@@ -32,6 +32,24 @@ func prompt2K(withPII bool) string {
 	return b.String()[:2048]
 }
 
+// promptZH2K is Chinese text (a support chat with look-alikes) to 2 KiB,
+// cut on a character boundary.
+func promptZH2K() string {
+	parts := "您好，我在 12 月 2 日下的订单 20251202000123 还没有发货，版本 10.0.19045.2965 的客户端一直报错 502。" +
+		"麻烦帮我查一下物流，快递单号 SF1234567890123，金额 ¥1,234.56，谢谢！请在今天 10:30 之前回复我。" +
+		"另外，会员积分 +500 什么时候到账？发票抬头是上海某某科技有限公司，税号 91310000MA1FL0XX12。"
+	var b strings.Builder
+	for b.Len() < 2048 {
+		b.WriteString(parts)
+	}
+	t := b.String()
+	n := 2048
+	for t[n]&0xC0 == 0x80 {
+		n--
+	}
+	return t[:n]
+}
+
 func BenchmarkFind(b *testing.B) {
 	builtin, err := New(Config{})
 	if err != nil {
@@ -47,13 +65,14 @@ func BenchmarkFind(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		d    *Detector
-		pii  bool
+		text string
 	}{
-		{"2KiB_no_pii", builtin, false},
-		{"2KiB_with_pii", builtin, true},
-		{"2KiB_no_pii_custom_kinds", custom, false},
+		{"2KiB_no_pii", builtin, prompt2K(false)},
+		{"2KiB_with_pii", builtin, prompt2K(true)},
+		{"2KiB_zh_no_pii", builtin, promptZH2K()},
+		{"2KiB_no_pii_custom_kinds", custom, prompt2K(false)},
 	} {
-		text := prompt2K(bc.pii)
+		text := bc.text
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetBytes(int64(len(text)))
 			b.ReportAllocs()
