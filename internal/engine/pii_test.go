@@ -621,3 +621,69 @@ func TestPIIChinesePromptRoundTrip(t *testing.T) {
 		}
 	})
 }
+
+// TestPIIOpenAIToolArgumentsStreamRestored: an OpenAI tool call whose
+// arguments stream in 3-byte pieces holding placeholders reaches an OpenAI
+// client, through the real wire writer, with the values in valid JSON.
+func TestPIIOpenAIToolArgumentsStreamRestored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := &scripted{id: "a", format: llm.FormatOpenAI, script: func(_ int, body map[string]any) reply {
+			b, _ := json.Marshal(body)
+			ps := placeholderRE.FindAllString(string(b), -1)
+			args, _ := json.Marshal(map[string]string{"to": strings.Join(ps, ",")})
+			chunk := func(delta, finish string) sseEvent {
+				return sseEvent{data: `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":` + delta + `,"finish_reason":` + finish + `}]}` + "\n\n"}
+			}
+			evs := []sseEvent{chunk(`{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"send","arguments":""}}]}`, "null")}
+			for _, p := range pieces(string(args), 3) {
+				j, _ := json.Marshal(p)
+				evs = append(evs, chunk(`{"tool_calls":[{"index":0,"function":{"arguments":`+string(j)+`}}]}`, "null"))
+			}
+			evs = append(evs, chunk(`{}`, `"tool_calls"`),
+				sseEvent{data: `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":9,"total_tokens":14}}` + "\n\n"},
+				sseEvent{data: "data: [DONE]\n\n"})
+			return reply{events: evs}
+		}}
+		h := newHarness(t, up)
+		e := h.engine(Options{PII: PIIOptions{Detector: regexDetector()}}, h.endpoints("m", "a")...)
+		req := ask(llm.FormatOpenAI, "m", true)
+		req.Messages[0].Content[0].Text = "Send it to " + piiEmail + " and " + piiPhone
+		out, err := e.Do(context.Background(), req, Call{RequestID: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf strings.Builder
+		w := openaiwire.NewStreamWriter(sse.NewWriter(&buf, nil), openaiwire.StreamOptions{})
+		for {
+			ev, err := out.Stream.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Write(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out.Stream.Close()
+		rd := openaiwire.NewStreamReader(strings.NewReader(buf.String()))
+		var args strings.Builder
+		for {
+			ev, err := rd.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("client stream: %v\n%s", err, buf.String())
+			}
+			if ev.Type == llm.EventBlockDelta && ev.DeltaType == llm.DeltaInputJSON {
+				args.WriteString(ev.Delta)
+			}
+		}
+		var got map[string]string
+		if err := json.Unmarshal([]byte(args.String()), &got); err != nil || got["to"] != piiEmail+","+piiPhone {
+			t.Fatalf("client arguments %q (%v)\n%s", args.String(), err, buf.String())
+		}
+	})
+}
