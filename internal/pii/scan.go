@@ -9,8 +9,9 @@ import (
 // '@' starts an e-mail check; a word starting with a letter is read once
 // and tried, by its length and first bytes, as a provider key, "Bearer",
 // an IBAN, an IPv6 group or the name of a secret setting; a digit, '+' or
-// '(' starts a number (numberAt); "-----BEGIN" a PEM key; the first byte
-// of 密, 秘, 口 or 令 a Chinese secret label.
+// '(' starts a number (numberAt), a full-width digit or '＋' a full-width
+// number; "-----BEGIN" a PEM key; the first byte of 密, 秘, 口 or 令 a
+// Chinese secret label.
 
 type cand struct {
 	m    Match
@@ -19,7 +20,7 @@ type cand struct {
 
 const (
 	rankPlain    int8 = 0
-	rankChecksum int8 = 1 // card, IBAN, Chinese ID: validated by a check digit; keys: by their format
+	rankChecksum int8 = 1 // card, IBAN, Chinese ID: by a check digit; keys, PEM, URL passwords: by their format
 )
 
 func isDigit(b byte) bool    { return b >= '0' && b <= '9' }
