@@ -34,6 +34,7 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/normalize/calstore"
+	"github.com/keelmesh/keel/internal/pii"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/semcache"
@@ -68,6 +69,7 @@ type Mesh struct {
 	dash     *dashboard.Dashboard
 	reqlog   *sqlite.Log
 	shadows  *sqlite.ShadowStore
+	audit    *sqlite.Audit
 	keys     *keys.Manager
 	keyStore *sqlite.KeyStore
 	shared   *redisstore.Store
@@ -208,6 +210,11 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 			}
 		}
 	}
+	piiOpts, err := m.piiOptions(cfg)
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
 	var rcache engine.Cache
 	if cfg.Cache.Enabled {
 		lru, err := cache.New[*engine.CacheEntry](cfg.Cache.Config, o.now)
@@ -235,7 +242,7 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 		DisableNormalization: cfg.Normalization.Enabled != nil && !*cfg.Normalization.Enabled,
 		Shadow:               engine.ShadowOptions{Workers: cfg.Shadow.Workers, Queue: cfg.Shadow.Queue, ShedInflight: cfg.Shadow.ShedInflight, Timeout: cfg.Shadow.Timeout.Std()},
 		Observer:             observer, Now: o.now,
-		Classify: clf.Domain, Complexity: clf.Complexity})
+		Classify: clf.Domain, Complexity: clf.Complexity, PII: piiOpts})
 	if err != nil {
 		m.Close()
 		return nil, err
@@ -275,6 +282,44 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 	}
 	m.client = &http.Client{Transport: m.transport}
 	return m, nil
+}
+
+// piiOptions builds the engine's personal-data options from the pii
+// section and the models' and aliases' overrides; off unless pii.enabled.
+// The audit log, when open, supplies the hash key unless the config does.
+func (m *Mesh) piiOptions(cfg *config.Config) (engine.PIIOptions, error) {
+	p := cfg.PII
+	if !p.Enabled {
+		return engine.PIIOptions{}, nil
+	}
+	d, err := pii.New(p.Config)
+	if err != nil {
+		return engine.PIIOptions{}, fmt.Errorf("pii: %w", err)
+	}
+	o := engine.PIIOptions{
+		Detector: engine.PIIDetectorFunc(func(ctx context.Context, text string) ([]pii.Match, error) {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			return d.Find(text), nil
+		}),
+		Action: p.Action, FailOpen: p.FailOpen, TimeBudget: time.Duration(p.TimeBudget),
+		HashKey: []byte(p.Audit.HashKey.Value()), Routes: map[string]engine.PIIRoute{},
+	}
+	if len(o.HashKey) == 0 && m.audit != nil {
+		o.HashKey = m.audit.HashKey()
+	}
+	for _, md := range cfg.Models {
+		if r := md.PII; r != nil {
+			o.Routes[md.Name] = engine.PIIRoute{Action: r.Action, FailOpen: r.FailOpen}
+		}
+	}
+	for _, a := range cfg.Aliases {
+		if r := a.PII; r != nil {
+			o.Routes[a.Name] = engine.PIIRoute{Action: r.Action, FailOpen: r.FailOpen}
+		}
+	}
+	return o, nil
 }
 
 // openKeys opens the virtual-key store and its accounting, and plugs them
@@ -446,6 +491,9 @@ func (m *Mesh) Close() error {
 			// After the engine: its shadow workers have stopped.
 			err = errors.Join(err, m.shadows.Close())
 		}
+		if m.audit != nil {
+			err = errors.Join(err, m.audit.Close())
+		}
 		if m.tracer != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			m.tracer.Shutdown(ctx)
@@ -553,6 +601,15 @@ func (m *Mesh) observability(cfg *config.Config, o options) (engine.Observer, []
 		}
 		m.shadows = st
 		obs = append(obs, st)
+	}
+	if p := cfg.PII; p.Enabled && p.Audit.Path != "" {
+		a, err := sqlite.OpenAudit(sqlite.AuditConfig{Path: p.Audit.Path, RetentionDays: p.Audit.RetentionDays,
+			HashKey: []byte(p.Audit.HashKey.Value()), Logger: o.logger})
+		if err != nil {
+			return nil, nil, fmt.Errorf("pii.audit: %w", err)
+		}
+		m.audit = a
+		obs = append(obs, a)
 	}
 	if v := cfg.Resilience.SafetyValve; v.Webhook != "" && !v.Disabled {
 		a, err := alert.New(alert.Options{URL: v.Webhook, Logger: o.logger})

@@ -122,6 +122,8 @@ type Config struct {
 	// Shadow sizes the pool that runs the aliases' shadow calls
 	// (aliases[].shadow) and says where their comparisons are stored.
 	Shadow Shadow `yaml:"shadow"`
+	// PII configures personal-data detection, redaction and its audit log.
+	PII PII `yaml:"pii"`
 
 	// src locates keys in the file this Config was parsed from; nil when built in code.
 	src *source
@@ -619,6 +621,8 @@ type Model struct {
 	// output_config.format), "tool" (a forced tool call folded back into
 	// text) or "none" (not sent; validated, repaired and re-asked).
 	StructuredOutputs string `yaml:"structured_outputs"`
+	// PII overrides pii.action and pii.fail_open for calls to this model.
+	PII *RoutePII `yaml:"pii"`
 }
 
 // Price is a model's price in US dollars per million tokens: input,
@@ -660,6 +664,8 @@ type Alias struct {
 	// SemanticCache, when enabled, answers calls to the alias from the
 	// semantic cache (see SemanticCache).
 	SemanticCache *SemanticCache `yaml:"semantic_cache"`
+	// PII overrides pii.action and pii.fail_open for calls to this alias.
+	PII *RoutePII `yaml:"pii"`
 }
 
 // Shadow is the shadow pool and store (the policy is per alias).

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmesh/keel/internal/pii"
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/shadow"
 )
@@ -105,6 +106,8 @@ func TestLoadFull(t *testing.T) {
 		RequestLog: RequestLog{Path: "keel-requests.db"},
 		Shadow:     Shadow{Store: "keel-shadow.db"},
 		Redis:      Redis{URL: "redis://127.0.0.1:6379/0", KeyPrefix: "keel-prod:", Timeout: DefaultRedisTimeout},
+		PII: PII{Enabled: true, TimeBudget: Duration(50 * time.Millisecond), Audit: PIIAudit{Path: "keel-audit.db", RetentionDays: 30},
+			Config: pii.Config{Patterns: []pii.Pattern{{Name: "EMPLOYEE_ID", Regex: `E-\d{6}`}}}},
 	}
 	if d := diff(got, want); d != "" {
 		t.Errorf("Load(full.yaml) mismatch (-got +want):\n%s", d)

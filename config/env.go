@@ -8,8 +8,8 @@ import (
 // expandEnv expands ${VAR} and ${VAR:-default} in the fields that allow it:
 // server admin_token and read_token, the safety valve's webhook, the OTLP
 // endpoint and headers, provider base_url, api_key and header values,
-// endpoint base_url, cache.embeddings base_url and api_key, and redis url and
-// password. It
+// endpoint base_url, cache.embeddings base_url and api_key, redis url and
+// password, and pii.audit.hash_key. It
 // works on decoded strings, never on the file text, so a value cannot change
 // the YAML structure. A field that fails to expand is left empty.
 func (c *Config) expandEnv(lookup func(string) (string, bool)) []error {
@@ -51,6 +51,7 @@ func (c *Config) expandEnv(lookup func(string) (string, bool)) []error {
 	}
 	secret("redis.url", &c.Redis.URL)
 	secret("redis.password", &c.Redis.Password)
+	secret("pii.audit.hash_key", &c.PII.Audit.HashKey)
 	for i := range c.Models {
 		for j := range c.Models[i].Endpoints {
 			do(fmt.Sprintf("models[%d].endpoints[%d].base_url", i, j), &c.Models[i].Endpoints[j].BaseURL)

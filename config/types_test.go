@@ -171,9 +171,10 @@ func TestImports(t *testing.T) {
 			switch {
 			case !strings.Contains(first, "."):
 			case path == "github.com/goccy/go-yaml", strings.HasPrefix(path, "github.com/goccy/go-yaml/"):
-			case path == "github.com/keelmesh/keel/internal/resilience", path == "github.com/keelmesh/keel/internal/health", path == "github.com/keelmesh/keel/internal/pricing", path == "github.com/keelmesh/keel/internal/cache", path == "github.com/keelmesh/keel/internal/shadow":
+			case path == "github.com/keelmesh/keel/internal/resilience", path == "github.com/keelmesh/keel/internal/health", path == "github.com/keelmesh/keel/internal/pricing", path == "github.com/keelmesh/keel/internal/cache",
+				path == "github.com/keelmesh/keel/internal/shadow", path == "github.com/keelmesh/keel/internal/pii":
 			default:
-				t.Errorf("%s imports %s: config may import only the standard library, go-yaml, internal/resilience, internal/health, internal/pricing, internal/cache and internal/shadow", name, path)
+				t.Errorf("%s imports %s: config may import only the standard library, go-yaml, internal/resilience, internal/health, internal/pricing, internal/cache, internal/shadow and internal/pii", name, path)
 			}
 		}
 	}

@@ -35,6 +35,7 @@ func (c *Config) problems() []error {
 	v.models()
 	v.aliases()
 	v.extra()
+	v.pii()
 	return v.errs
 }
 

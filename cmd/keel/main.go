@@ -26,7 +26,7 @@ func rootCmd() *cobra.Command {
 	}
 	root.AddCommand(serveCmd(), simCmd())
 	root.AddCommand(benchCmd(), demoCmd())
-	root.AddCommand(reportCmd(), keysCmd())
+	root.AddCommand(reportCmd(), keysCmd(), auditCmd())
 	root.AddCommand(calibrateCmd(), shadowCmd())
 	return root
 }

@@ -18,10 +18,11 @@ import (
 )
 
 type reportFlags struct {
-	db     string
-	since  string
-	out    string
-	format string
+	db      string
+	auditDB string
+	since   string
+	out     string
+	format  string
 }
 
 func reportCmd() *cobra.Command {
@@ -35,7 +36,9 @@ the primary model (rollout monitor stage apart from an open safety valve),
 fallbacks by reason and by model/region, the normaliser's temperature
 offsets, latency percentiles per hour, hedging and retry amplification, cost
 by model with the overhead of hedge losers and redundant attempts (each
-priced from its own tokens), and errors by mesh_error_code and HTTP status.
+priced from its own tokens), errors by mesh_error_code and HTTP status, and,
+when the personal-data audit log exists (--audit-db, default keel-audit.db),
+the values found by kind, action and outcome (never a value).
 
 --format is html (self-contained, inline SVG charts), md or json; without
 it the format follows --out's extension (.html, .md, .json), else html.
@@ -52,6 +55,7 @@ The log is opened read-only; it may be in use by a running keel serve.`,
 		},
 	}
 	cmd.Flags().StringVar(&f.db, "db", sqlite.DefaultPath, "request log file")
+	cmd.Flags().StringVar(&f.auditDB, "audit-db", sqlite.DefaultAuditPath, "personal-data audit log file (its section is left out when the default file is absent)")
 	cmd.Flags().StringVar(&f.since, "since", "720h", "report on the requests of this last duration (e.g. 24h, 720h, 30d)")
 	cmd.Flags().StringVar(&f.out, "out", "", "output file (default: standard output)")
 	cmd.Flags().StringVar(&f.format, "format", "", "html, md or json (default: from --out's extension, else html)")
@@ -77,6 +81,9 @@ func runReport(cmd *cobra.Command, f *reportFlags, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("building report from %s: %w", f.db, err)
 	}
+	if rep.Audit, err = auditSummary(cmd, f.auditDB, since); err != nil {
+		return err
+	}
 	var buf bytes.Buffer
 	if err := report.Render(&buf, rep, format); err != nil {
 		return fmt.Errorf("rendering report: %w", err)
@@ -90,6 +97,28 @@ func runReport(cmd *cobra.Command, f *reportFlags, now time.Time) error {
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s\n", f.out, rep)
 	return nil
+}
+
+// auditSummary reads the audit log's section; nil when the log is absent
+// and --audit-db was not given.
+func auditSummary(cmd *cobra.Command, path string, since time.Time) (*report.Audit, error) {
+	if _, err := os.Stat(path); err != nil && !cmd.Flags().Changed("audit-db") {
+		return nil, nil
+	}
+	rd, err := sqlite.OpenAuditReader(path)
+	if err != nil {
+		return nil, badInput(fmt.Errorf("--audit-db: %w", err))
+	}
+	defer rd.Close()
+	counts, err := rd.Summary(cmd.Context(), since)
+	if err != nil {
+		return nil, err
+	}
+	n, err := rd.Requests(cmd.Context(), since)
+	if err != nil {
+		return nil, err
+	}
+	return report.NewAudit(n, counts), nil
 }
 
 // parseSince reads --since: a positive Go duration, or a whole number of

@@ -20,6 +20,7 @@ import (
 	"github.com/keelmesh/keel"
 	"github.com/keelmesh/keel/config"
 	"github.com/keelmesh/keel/internal/simfleet"
+	"github.com/keelmesh/keel/internal/store/sqlite"
 	"github.com/keelmesh/keel/sim"
 )
 
@@ -294,11 +295,16 @@ func within(d time.Duration, f func()) bool {
 
 // serveDefaults applies the defaults of `keel serve` that differ from the
 // library's: the request log is on (so `keel report` works) unless the file
-// says request_log.enabled: false. keel.New alone writes it only when asked.
+// says request_log.enabled: false, and with pii.enabled the audit log is
+// written to keel-audit.db unless pii.audit.path names another file. keel.New
+// alone writes them only when asked.
 func serveDefaults(cfg *config.Config) {
 	if cfg.RequestLog.Enabled == nil {
 		on := true
 		cfg.RequestLog.Enabled = &on
+	}
+	if cfg.PII.Enabled && cfg.PII.Audit.Path == "" {
+		cfg.PII.Audit.Path = sqlite.DefaultAuditPath
 	}
 }
 

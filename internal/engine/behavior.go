@@ -26,6 +26,9 @@ type Behavior struct {
 	// Cache: false neither reads nor writes the response cache for this
 	// call (X-Mesh-Cache: bypass); unset or true leaves it to the policy.
 	Cache *bool `json:"cache,omitempty"`
+	// PII is the call's personal-data action: redact, mask, block or log;
+	// it may not let more through than the route's (PIIOptions).
+	PII string `json:"pii,omitempty"`
 }
 
 // ParseBehavior merges the body's mesh_behavior and the X-Mesh-Behavior
@@ -45,6 +48,9 @@ func ParseBehavior(body json.RawMessage, header string) (*Behavior, error) {
 	if b.MinRedundancy < 0 {
 		return nil, badBehavior("mesh_behavior.min_redundancy: must be ≥ 0")
 	}
+	if _, ok := piiRank[b.PII]; b.PII != "" && (!ok || b.PII == PIIOff) {
+		return nil, badBehavior(fmt.Sprintf("mesh_behavior.pii: unknown action %q (want redact, mask, block or log)", b.PII))
+	}
 	if b.MinModelCapability < 0 || b.MinModelCapability > 5 {
 		return nil, badBehavior("mesh_behavior.min_model_capability: must be a tier between 1 and 5 or one of haiku, sonnet, opus")
 	}
@@ -55,7 +61,7 @@ func decodeBehavior(data []byte, b *Behavior, where string) error {
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.DisallowUnknownFields()
 	if err := d.Decode(b); err != nil {
-		return badBehavior(fmt.Sprintf("%s: %v (known keys: disable_normalization, min_redundancy, preferred_region, min_model_capability, calibration_id, fragment, hedge, output_schema, debug, cache)", where, err))
+		return badBehavior(fmt.Sprintf("%s: %v (known keys: disable_normalization, min_redundancy, preferred_region, min_model_capability, calibration_id, fragment, hedge, output_schema, debug, cache, pii)", where, err))
 	}
 	if d.More() {
 		return badBehavior(where + ": trailing data after the object")

@@ -1,4 +1,6 @@
-// Package engine runs one client call through the mesh: it resolves the
+// Package engine runs one client call through the mesh: it finds personal
+// data in the request and redacts it before anything else reads it (pii.go;
+// the values are restored in the answer), resolves the
 // requested model or alias to candidate endpoints, picks one from live
 // health, sends attempts through the provider client with budgeted retries,
 // per-endpoint breakers and hedging, continues a stream that breaks
@@ -121,6 +123,9 @@ type Options struct {
 	// Semantic, when set, is the semantic cache of the aliases that set
 	// SemanticThreshold (semantic.go); nil means none.
 	Semantic *Semantic
+	// PII turns personal-data detection on (pii.go); a nil Detector
+	// leaves it off.
+	PII PIIOptions
 }
 
 // Resilience tunes retries, hedging, breakers and health.
@@ -168,16 +173,18 @@ type Engine struct {
 	paramPol     normalize.Policy
 	normOff      bool
 	// smetrics counts validated, repaired, re-asked and failed answers.
-	smetrics    *structured.Metrics
-	log         *slog.Logger
-	obs         Observer
-	events      events // obs under its optional interfaces (events.go)
-	now         func() time.Time
-	rnd         func(int) int
-	prices      func(string) (pricing.Price, bool)
-	cache       Cache
-	cachePol    cache.Policy
-	semantic    *Semantic
+	smetrics *structured.Metrics
+	log      *slog.Logger
+	obs      Observer
+	events   events // obs under its optional interfaces (events.go)
+	now      func() time.Time
+	rnd      func(int) int
+	prices   func(string) (pricing.Price, bool)
+	cache    Cache
+	cachePol cache.Policy
+	semantic *Semantic
+	// pii is Options.PII built; nil when detection is off.
+	pii         *piiState
 	maxAttempts int
 	timeout     time.Duration
 	backoff     *resilience.Backoff
@@ -260,6 +267,9 @@ func New(o Options) (*Engine, error) {
 	}
 	if e.smetrics == nil {
 		e.smetrics = &structured.Metrics{}
+	}
+	if e.pii, err = newPII(o.PII); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e.stop = make(chan struct{})
 	e.valve, e.events = newValve(r.Valve), newEvents(o.Observer)
@@ -466,6 +476,14 @@ type Outcome struct {
 func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome, error) {
 	rec := &Record{RequestID: call.RequestID, Start: e.now(), Format: req.Format, Model: req.Model, Stream: req.Stream, Behavior: call.Behavior, TraceParent: call.TraceParent, Request: req,
 		KeyID: call.KeyID, Team: call.Team, done: call.Done}
+	// Preprocess: personal data is found and redacted before anything
+	// else reads the request (routing, cache, classification, upstream,
+	// the shadow path).
+	req, red, ae := e.piiStage(ctx, req, call, rec)
+	if ae != nil {
+		e.finish(rec, nil, ae)
+		return nil, ae
+	}
 	if e.shadows != nil {
 		e.shadowStart(req, call, rec)
 	}
@@ -477,6 +495,9 @@ func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome,
 		// A stream finishes the call when it is closed.
 		if ae != nil {
 			return nil, ae
+		}
+		if red != nil && red.Len() > 0 {
+			out.Stream.pii = newStreamPII(red, piiJSONText(req, rec))
 		}
 		return out, nil
 	}
@@ -490,7 +511,10 @@ func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome,
 		return nil, ae
 	}
 	if out != nil {
-		rec.Response = out.Response
+		rec.Response = out.Response // the placeholders, never the values
+		if red != nil && red.Len() > 0 && out.Response != nil {
+			out.Response = restoreResponse(out.Response, red, piiJSONText(req, rec))
+		}
 	}
 	e.finish(rec, served, nil)
 	return out, nil

@@ -721,6 +721,9 @@ func (a *attempt) settle(f *failure) {
 
 // noteSent keeps the request body as sent, for the debug trace.
 func (a *attempt) noteSent(body []byte) {
+	if p := a.x.rec.PII; p != nil && p.RawUpstream {
+		return // it holds personal data (pii action log, or fail_open)
+	}
 	cut := []byte(cutUTF8(string(body[:min(len(body), maxUpstreamRequest+512)]), maxUpstreamRequest+512))
 	text := cutUTF8(redactSecrets(cut, a.ep.APIKey), maxUpstreamRequest)
 	x := a.x

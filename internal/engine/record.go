@@ -154,8 +154,14 @@ type Record struct {
 	// TraceParent is the client's W3C traceparent header, if any.
 	TraceParent string
 
+	// PII is what personal-data detection found and did (nil when it did
+	// not run): kinds, positions and keyed hashes, never a value.
+	PII *PIIReport
+
 	// Request is the client's request as parsed and Response the answer
 	// it received (for a stream, the text blocks sent; nil on error).
+	// Where personal data was found, both hold the placeholders or masks,
+	// never the values (Request is nil when detection failed).
 	// Observers must not modify them; the request log stores them when
 	// request_log.log_bodies is set.
 	Request  *llm.Request

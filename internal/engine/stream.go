@@ -76,6 +76,10 @@ type Stream struct {
 	text    strings.Builder
 	// schemaErr is set when a strict structured answer was refused.
 	schemaErr *llm.APIError
+	// pii, when set, restores the call's placeholders in what Next returns
+	// (everything before it, the record and the cache included, sees the
+	// placeholders).
+	pii *streamPII
 
 	// lent is the event Next returned last and lentFrom the upstream stream
 	// it came from: at the next call the caller is done with it, and the
@@ -164,6 +168,14 @@ func (s *Stream) Recovered() int { return s.x.rec.Recovered }
 // After an error event Next returns io.EOF. The event is the caller's
 // until the next call to Next: it must copy what it keeps of it.
 func (s *Stream) Next() (*llm.Event, error) {
+	if s.pii != nil {
+		return s.pii.next(s)
+	}
+	return s.next()
+}
+
+// next is Next before the call's placeholders are restored.
+func (s *Stream) next() (*llm.Event, error) {
 	if s.lent != nil {
 		if r, ok := s.lentFrom.(wire.Recycler); ok {
 			r.Recycle(s.lent)
@@ -229,6 +241,11 @@ func (s *Stream) Next() (*llm.Event, error) {
 // upstream chunk that gave several events. A writer need not flush before
 // a ready event: the client gets them in one write.
 func (s *Stream) Ready() bool {
+	if s.pii != nil {
+		// Any next event may be held back whole (a placeholder's start),
+		// so only a queued one is sure to need no wait.
+		return len(s.pii.queue) > 0
+	}
 	if s.synthMode {
 		return len(s.synth) > 0
 	}

@@ -478,6 +478,14 @@ const (
 	// MeshKeyBudgetExceeded: the key's daily or monthly budget in USD is
 	// spent until the window's end (UTC), given in retry-after (429).
 	MeshKeyBudgetExceeded = "MESH_KEY_BUDGET_EXCEEDED"
+	// MeshPIIBlocked: the request holds personal data of the kinds the
+	// message names (never the values) and its route's pii action is
+	// block (400).
+	MeshPIIBlocked = "MESH_PII_BLOCKED"
+	// MeshPIIUnavailable: personal-data detection failed or ran out of its
+	// time budget, so the request was not sent upstream (503; pii.fail_open
+	// sends it unscanned instead).
+	MeshPIIUnavailable = "MESH_PII_UNAVAILABLE"
 )
 
 // APIError is an error answer, from an upstream or produced by Keel.

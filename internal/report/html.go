@@ -250,6 +250,17 @@ func writeHTML(w io.Writer, r *Report) error {
 		raw("</table>\n\n")
 	}
 
+	if a := r.Audit; a != nil {
+		raw("<h2>Personal data (audit log)</h2>\n", `<p id="audit-line">`, escText(auditLine(a)), "</p>\n")
+		if len(a.Counts) > 0 {
+			raw(`<table id="audit">`, "\n<tr><th>kind</th><th>action</th><th>outcome</th><th>values</th><th>requests</th></tr>\n")
+			for _, c := range a.Counts {
+				row(kindLabel(c.Kind), c.Action, c.Outcome, n(c.Values), n(c.Requests))
+			}
+			raw("</table>\n")
+		}
+		raw("\n")
+	}
 	raw("<h2>Errors by mesh_error_code</h2>\n<p>")
 	text("%d requests failed.", r.ErrorsTotal)
 	raw("</p>\n\n", string(c["errors"]), "\n\n")

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/keelmesh/keel/internal/store/sqlite"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden HTML reports in testdata")
@@ -22,6 +24,12 @@ func TestRenderHTMLGolden(t *testing.T) {
 	}{
 		{name: "fixture", report: func(t *testing.T) *Report { return build(t, writeLog(t, fixture())) }},
 		{name: "empty", report: func(t *testing.T) *Report { return build(t, writeLog(t, nil)) }},
+		{name: "audit", report: func(t *testing.T) *Report {
+			r := build(t, writeLog(t, fixture()))
+			r.Audit = NewAudit(4, []sqlite.AuditCount{{Kind: "EMAIL", Action: "redact", Outcome: "sent", Values: 5, Requests: 3},
+				{Kind: "CARD", Action: "block", Outcome: "blocked", Values: 1, Requests: 1}, {Kind: "", Action: "redact", Outcome: "unavailable", Values: 1, Requests: 1}})
+			return r
+		}},
 		{name: "escaping", report: func(t *testing.T) *Report {
 			r := build(t, writeLog(t, fixture()))
 			r.Stages = append(r.Stages, Count{Key: bad, N: 1})

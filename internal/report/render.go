@@ -103,6 +103,20 @@ func spendLine(s Spend) string {
 		usd(keyed), n, usd(s.TotalUSD-keyed))
 }
 
+// auditLine sums the audit section up.
+func auditLine(a *Audit) string {
+	return fmt.Sprintf("%d personal-data values found in %d requests; %d requests whose detection failed. The audit log keeps each value's keyed hash, never the value (keel audit lists the rows).",
+		a.Values, a.Requests, a.Failures)
+}
+
+// kindLabel names an audit row's kind; "" is a failed detection's row.
+func kindLabel(k string) string {
+	if k == "" {
+		return "(detection failed)"
+	}
+	return k
+}
+
 func keyLabel(k string) string {
 	if k == "" {
 		return "(no key)"
@@ -200,6 +214,16 @@ func writeMarkdown(w io.Writer, r *Report) error {
 			p("| %s | %d | %d | %s |\n", md(teamLabel(t.Team)), t.Keys, t.Requests, usd(t.USD))
 		}
 		p("\n")
+	}
+	if a := r.Audit; a != nil {
+		p("## Personal data (audit log)\n\n%s\n\n", auditLine(a))
+		if len(a.Counts) > 0 {
+			p("| kind | action | outcome | values | requests |\n|---|---|---|---:|---:|\n")
+			for _, c := range a.Counts {
+				p("| %s | %s | %s | %d | %d |\n", md(kindLabel(c.Kind)), md(c.Action), md(c.Outcome), c.Values, c.Requests)
+			}
+			p("\n")
+		}
 	}
 	p("## Errors\n\n%d requests failed.\n\n", r.ErrorsTotal)
 	if len(r.Errors) > 0 {

@@ -55,6 +55,38 @@ type Report struct {
 	// failed requests alike) by outcome and upstream HTTP status (0: none,
 	// as for a timeout or a reset).
 	AttemptErrors []AttemptError `json:"attempt_errors"`
+	// Audit is the personal-data audit log's summary over the same window
+	// (nil when no audit log was read).
+	Audit *Audit `json:"audit,omitempty"`
+}
+
+// Audit summarises the personal-data audit log: how many values of each
+// kind were found, under which action and with which outcome, and in how
+// many calls. It never holds a value.
+type Audit struct {
+	// Requests is the calls with audit rows; Values the values found.
+	Requests int `json:"requests"`
+	Values   int `json:"values"`
+	// Failures is the calls whose detection failed (refused or sent
+	// unscanned under fail_open).
+	Failures int                 `json:"detection_failures"`
+	Counts   []sqlite.AuditCount `json:"counts"`
+}
+
+// NewAudit summarises counts (AuditReader.Summary) over requests calls.
+func NewAudit(requests int, counts []sqlite.AuditCount) *Audit {
+	a := &Audit{Requests: requests, Counts: counts}
+	for _, c := range counts {
+		if c.Kind == "" {
+			a.Failures += c.Requests
+			continue
+		}
+		a.Values += c.Values
+	}
+	if a.Counts == nil {
+		a.Counts = []sqlite.AuditCount{}
+	}
+	return a
 }
 
 // PlainPath is the calls that took the plain path to the route's primary

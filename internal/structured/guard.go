@@ -54,6 +54,10 @@ var spanRules = []struct {
 	kind SpanKind
 	re   *regexp.Regexp
 }{
+	// A personal-data placeholder the engine put in the prompt
+	// ([EMAIL_1], [CN_ID_2]; internal/pii), brackets included: the engine
+	// restores it in the answer only if it arrives whole.
+	{SpanIdentifier, regexp.MustCompile(`\[[A-Z][A-Z0-9_]*_\d+\]`)},
 	{SpanIdentifier, regexp.MustCompile(`\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b`)},
 	{SpanDate, regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b|\b\d{1,2}\.\d{1,2}\.\d{4}\b|\b` + months + `\.? \d{1,2}(?:st|nd|rd|th)?,? \d{4}\b|\b\d{1,2} ` + months + `\.?,? \d{4}\b|\d{4}年\d{1,2}月(?:\d{1,2}日)?`)},
 	{SpanIdentifier, regexp.MustCompile(`\b[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)+\b|\b[A-Z]{2,}\d{3,}\b`)},
@@ -64,7 +68,8 @@ var spanRules = []struct {
 
 // GuardedSpans returns the guarded spans of text in order of position:
 // currency amounts with their symbol or code, percentages, dates, identifiers
-// (codes such as INV-2024-0001 that mix letters and digits, and UUIDs), and
+// (codes such as INV-2024-0001 that mix letters and digits, UUIDs, and
+// personal-data placeholders such as [EMAIL_1], brackets included), and
 // any other numbers. Spans do not overlap. It is safe for concurrent use.
 func GuardedSpans(text string) []Span {
 	var spans []Span

@@ -1,6 +1,7 @@
 // Package sqlite is Keel's request log: one row per client call and one per
 // upstream attempt, in an embedded SQLite database (modernc.org/sqlite, pure
-// Go), written off the hot path.
+// Go), written off the hot path; and, in a file of its own, the
+// personal-data audit log (audit.go).
 //
 // A *Log is an engine.Observer. RequestDone never blocks and does no I/O: it
 // puts the Record on a bounded queue, and when the queue is full the Record is

@@ -161,9 +161,13 @@ type Metrics struct {
 	// semHit, semMiss and semError are
 	// mesh_semantic_cache_requests_total's series.
 	semHit, semMiss, semError prometheus.Counter
-	spend                     sync.Map
-	spendN                    atomic.Int64
-	maxSpend                  int64
+	// piiV is mesh_pii_detections_total{kind,action} (kinds are the
+	// built-in ones and the config's custom ones: bounded); piiFailV is
+	// mesh_pii_detection_failures_total{outcome}.
+	piiV, piiFailV *prometheus.CounterVec
+	spend          sync.Map
+	spendN         atomic.Int64
+	maxSpend       int64
 }
 
 // spendKey labels a spend counter: a model index and the key and team.
@@ -270,6 +274,10 @@ func New(o Options) (*Metrics, error) {
 	semV := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_semantic_cache_requests_total",
 		Help: "Calls to aliases with the semantic cache on that the exact cache missed, by the semantic cache's part: hit (answered from a similar prompt's answer; also counted as a hit in mesh_cache_requests_total), miss, error (the embeddings call failed or timed out: served as a miss)."}, []string{"result"})
 	m.semHit, m.semMiss, m.semError = semV.WithLabelValues(engine.SemanticHit), semV.WithLabelValues(engine.SemanticMiss), semV.WithLabelValues(engine.SemanticError)
+	m.piiV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_pii_detections_total",
+		Help: "Personal-data values found in requests, by kind (EMAIL, PHONE, CARD, IBAN, CN_ID, SSN, IPV4, IPV6, SECRET or a custom kind) and the action applied (redact, mask, block, log); never a value."}, []string{"kind", "action"})
+	m.piiFailV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_pii_detection_failures_total",
+		Help: "Requests whose personal-data detection failed or ran past pii.time_budget, by outcome: refused (503 MESH_PII_UNAVAILABLE) or sent_unscanned (fail_open)."}, []string{"outcome"})
 	valveV := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_safety_valve_transitions_total",
 		Help: "Safety valve state changes, by the state entered: open (calls take the legacy path) or closed."}, []string{"to"})
 	for i, st := range valveStates {
@@ -293,7 +301,7 @@ func New(o Options) (*Metrics, error) {
 	m.shadowSpendV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_shadow_spend_usd_total",
 		Help: "Upstream cost of shadow calls in US dollars, by alias; never part of mesh_spend_usd_total or a key's spend."}, []string{"alias"})
 	cs := []prometheus.Collector{m.shadowV, m.shadowSpendV, m.requestsV, m.fallbacksV, m.modelFallbacksV, m.legacyV, m.offsetV, m.queueWaitV, m.fragSentV, m.fragOKV, m.fusionsV, m.conflictsV,
-		m.retriesV, m.hedgesV, m.hedgesWonV, m.recoveredV, m.attemptsV, m.durationV, m.ttfcV, m.tokensV, m.breakerV, valveV, m.spendV, cacheV, semV}
+		m.retriesV, m.hedgesV, m.hedgesWonV, m.recoveredV, m.attemptsV, m.durationV, m.ttfcV, m.tokensV, m.breakerV, valveV, m.spendV, cacheV, semV, m.piiV, m.piiFailV}
 	if o.Endpoints != nil {
 		cs = append(cs, newEndpointCollector(o.Endpoints))
 	}
@@ -367,6 +375,18 @@ func (m *Metrics) RequestDone(r *engine.Record) {
 		m.semMiss.Inc()
 	case engine.SemanticError:
 		m.semError.Inc()
+	}
+	if p := r.PII; p != nil {
+		for _, f := range p.Findings {
+			m.piiV.WithLabelValues(f.Kind, p.Action).Inc()
+		}
+		if p.Failed {
+			outcome := "refused"
+			if p.RawUpstream {
+				outcome = "sent_unscanned"
+			}
+			m.piiFailV.WithLabelValues(outcome).Inc()
+		}
 	}
 	if r.Err == nil {
 		off := r.NormalizationOffset

@@ -493,3 +493,34 @@ func TestCacheRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestPIIDetections: mesh_pii_detections_total counts values by kind and
+// action, mesh_pii_detection_failures_total failed detections by outcome;
+// no label holds a value.
+func TestPIIDetections(t *testing.T) {
+	m, err := New(Options{NoRuntimeMetrics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := func(kind string) engine.PIIFinding { return engine.PIIFinding{Kind: kind, Hash: "ab"} }
+	m.RequestDone(&engine.Record{Model: "sim-sonnet", PII: &engine.PIIReport{Action: "redact", Findings: []engine.PIIFinding{f("EMAIL"), f("EMAIL"), f("CARD")}}})
+	m.RequestDone(&engine.Record{Model: "sim-sonnet", PII: &engine.PIIReport{Action: "block", Findings: []engine.PIIFinding{f("EMAIL")}}})
+	m.RequestDone(&engine.Record{Model: "sim-sonnet", PII: &engine.PIIReport{Action: "redact", Failed: true}})
+	m.RequestDone(&engine.Record{Model: "sim-sonnet", PII: &engine.PIIReport{Action: "redact", Failed: true, RawUpstream: true}})
+	fams := scrape(t, m.Handler())
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"mesh_pii_detections_total", map[string]string{"kind": "EMAIL", "action": "redact"}, 2},
+		{"mesh_pii_detections_total", map[string]string{"kind": "CARD", "action": "redact"}, 1},
+		{"mesh_pii_detections_total", map[string]string{"kind": "EMAIL", "action": "block"}, 1},
+		{"mesh_pii_detection_failures_total", map[string]string{"outcome": "refused"}, 1},
+		{"mesh_pii_detection_failures_total", map[string]string{"outcome": "sent_unscanned"}, 1},
+	} {
+		if got := sample(fams, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,602 @@
+package engine
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/pii"
+)
+
+// PIIDetector finds personal data in one text the model would see. Find
+// must return promptly once ctx is done; its matches are sorted and do not
+// overlap. The engine adapts *pii.Detector to it (PIIDetectorFunc); tests
+// inject one that errors or is slow.
+type PIIDetector interface {
+	Find(ctx context.Context, text string) ([]pii.Match, error)
+}
+
+// PIIDetectorFunc adapts a function to PIIDetector.
+type PIIDetectorFunc func(ctx context.Context, text string) ([]pii.Match, error)
+
+// Find calls f.
+func (f PIIDetectorFunc) Find(ctx context.Context, text string) ([]pii.Match, error) {
+	return f(ctx, text)
+}
+
+// The PII actions (pii.action, a route's pii.action, mesh_behavior.pii).
+const (
+	// PIIRedact replaces each value by a placeholder ([EMAIL_1]), the same
+	// one for the same value throughout the call, and restores the values
+	// in the answer.
+	PIIRedact = "redact"
+	// PIIMask replaces each value by its kind ([EMAIL]); nothing is restored.
+	PIIMask = "mask"
+	// PIIBlock refuses a request that holds any: 400 MESH_PII_BLOCKED.
+	PIIBlock = "block"
+	// PIILog only detects: the upstream gets the values; the audit log and
+	// metrics record the findings.
+	PIILog = "log"
+	// PIIOff turns detection off for a route.
+	PIIOff = "off"
+)
+
+// piiRank orders the actions by how much of a value leaves Keel: a client
+// may ask (mesh_behavior.pii) for an action of the route's rank or above.
+var piiRank = map[string]int{PIIOff: 0, PIILog: 1, PIIRedact: 2, PIIMask: 2, PIIBlock: 3}
+
+// PIIOptions turn on personal-data detection in the preprocess stage,
+// before routing, over every text the model sees: system, messages, tool
+// results and tool-call arguments (the string values of the JSON).
+type PIIOptions struct {
+	// Detector finds the values; nil turns detection off (a call that sets
+	// mesh_behavior.pii then gets 400).
+	Detector PIIDetector
+	// Action is the default action: redact (the default), mask, block or log.
+	Action string
+	// FailOpen sends a request whose detection failed or ran out of time
+	// upstream unscanned; false (the default) answers 503 MESH_PII_UNAVAILABLE.
+	FailOpen bool
+	// TimeBudget bounds detection over one request; default 100ms.
+	TimeBudget time.Duration
+	// HashKey keys the HMAC-SHA256 of each value the Record carries (for
+	// the audit log); nil draws a random key at New (hashes then match only
+	// within the process).
+	HashKey []byte
+	// Routes override Action and FailOpen per model or alias name.
+	Routes map[string]PIIRoute
+}
+
+// PIIRoute is one route's PII policy; zero fields take PIIOptions'.
+type PIIRoute struct {
+	Action   string
+	FailOpen *bool
+}
+
+// PIIReport is what detection found in a call and what was done.
+type PIIReport struct {
+	// Action is the action applied (redact, mask, block, log).
+	Action string
+	// Findings are the values found, in the order of the request's texts.
+	Findings []PIIFinding
+	// Failed is set when detection failed or ran out of its time budget:
+	// the call was refused (MESH_PII_UNAVAILABLE), or with fail_open sent
+	// upstream unscanned.
+	Failed bool
+	// RawUpstream is set when the upstream received the values (log, or a
+	// failed detection under fail_open): the Record then keeps no request
+	// body and no upstream request.
+	RawUpstream bool
+}
+
+// PIIFinding is one value found: never the value, only its kind, where it
+// was, and its keyed hash.
+type PIIFinding struct {
+	Kind string
+	// Where names the text: "system[0]", "messages[2].content[1]",
+	// "messages[3].content[0].content[0]" (a tool result's text),
+	// "messages[1].content[2].input.strings[4]" (the fifth string of a
+	// tool call's arguments).
+	Where string
+	// Start and End are the value's byte offsets in that text.
+	Start, End int
+	// Hash is the hex HMAC-SHA256 of the value under PIIOptions.HashKey.
+	Hash string
+}
+
+// Counts returns the number of findings per kind, by kind name.
+func (p *PIIReport) Counts() map[string]int {
+	m := map[string]int{}
+	for _, f := range p.Findings {
+		m[f.Kind]++
+	}
+	return m
+}
+
+// Kinds returns the kinds found, sorted.
+func (p *PIIReport) Kinds() []string {
+	var ks []string
+	for k := range p.Counts() {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// piiState is a built PIIOptions.
+type piiState struct {
+	PIIOptions
+}
+
+func newPII(o PIIOptions) (*piiState, error) {
+	if o.Detector == nil {
+		return nil, nil
+	}
+	if o.Action == "" {
+		o.Action = PIIRedact
+	}
+	if _, ok := piiRank[o.Action]; !ok || o.Action == PIIOff {
+		return nil, fmt.Errorf("pii: unknown action %q (want redact, mask, block or log)", o.Action)
+	}
+	for name, r := range o.Routes {
+		if _, ok := piiRank[r.Action]; !ok && r.Action != "" {
+			return nil, fmt.Errorf("pii: route %q: unknown action %q (want redact, mask, block, log or off)", name, r.Action)
+		}
+	}
+	if o.TimeBudget <= 0 {
+		o.TimeBudget = 100 * time.Millisecond
+	}
+	if len(o.HashKey) == 0 {
+		o.HashKey = randomKey()
+	}
+	return &piiState{o}, nil
+}
+
+// policy is the action and fail-open of a call to model.
+func (p *piiState) policy(model string, b *Behavior) (action string, failOpen bool, ae *llm.APIError) {
+	action, failOpen = p.Action, p.FailOpen
+	if r, ok := p.Routes[model]; ok {
+		if r.Action != "" {
+			action = r.Action
+		}
+		if r.FailOpen != nil {
+			failOpen = *r.FailOpen
+		}
+	}
+	if b != nil && b.PII != "" {
+		if piiRank[b.PII] < piiRank[action] {
+			return "", false, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: "mesh_behavior.pii",
+				Message: fmt.Sprintf("mesh_behavior.pii: %q would let more of the values through than the route's action %q; ask for %s", b.PII, action, strongerThan(action))}
+		}
+		action = b.PII
+	}
+	return action, failOpen, nil
+}
+
+func strongerThan(action string) string {
+	var out []string
+	for _, a := range []string{PIILog, PIIRedact, PIIMask, PIIBlock} {
+		if piiRank[a] >= piiRank[action] {
+			out = append(out, a)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// piiText is one text the model sees and where it is in the request.
+type piiText struct {
+	where string
+	text  string
+	set   func(string)
+}
+
+// piiStage runs detection over req and applies the call's action. It
+// returns the request to send on (req itself when nothing changed) and,
+// for redact, the call's placeholders; rec.PII and rec.Request are set.
+func (e *Engine) piiStage(ctx context.Context, req *llm.Request, call Call, rec *Record) (*llm.Request, *pii.Redaction, *llm.APIError) {
+	p := e.pii
+	if p == nil {
+		if b := call.Behavior; b != nil && b.PII != "" {
+			return nil, nil, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: "mesh_behavior.pii",
+				Message: "mesh_behavior.pii: personal-data detection is not enabled on this mesh (pii.enabled)"}
+		}
+		return req, nil, nil
+	}
+	action, failOpen, ae := p.policy(req.Model, call.Behavior)
+	if ae != nil || action == PIIOff {
+		return req, nil, ae
+	}
+	rep := &PIIReport{Action: action}
+	rec.PII = rep
+	out := cloneForPII(req)
+	texts := collectTexts(out)
+	found, err := e.detect(ctx, texts)
+	if err != nil && ctx.Err() != nil {
+		// The client went away (or the call's own deadline passed): not a
+		// failure of detection.
+		rec.Request = nil
+		return nil, nil, &llm.APIError{Status: 499, Type: llm.ErrAPI, MeshCode: llm.MeshTimeout, Message: "request cancelled: " + context.Cause(ctx).Error()}
+	}
+	if err != nil {
+		rep.Failed = true
+		if failOpen {
+			rep.RawUpstream = true
+			rec.Request = nil
+			e.log.Warn("pii detection failed; request sent unscanned (fail_open)", "request_id", rec.RequestID, "err", err)
+			return req, nil, nil
+		}
+		rec.Request = nil
+		return nil, nil, &llm.APIError{Status: http.StatusServiceUnavailable, Type: llm.ErrOverloaded, MeshCode: llm.MeshPIIUnavailable,
+			Message: "personal-data detection " + err.Error() + "; the request was not sent upstream"}
+	}
+	mac := hmac.New(sha256.New, p.HashKey)
+	for i, ms := range found {
+		for _, m := range ms {
+			mac.Reset()
+			mac.Write([]byte(texts[i].text[m.Start:m.End]))
+			rep.Findings = append(rep.Findings, PIIFinding{Kind: string(m.Kind), Where: texts[i].where, Start: m.Start, End: m.End, Hash: hex.EncodeToString(mac.Sum(nil))})
+		}
+	}
+	if len(rep.Findings) == 0 {
+		return req, nil, nil
+	}
+	var red *pii.Redaction
+	repl := func(k pii.Kind, _ string) string { return pii.Mask(k) }
+	if action == PIIRedact {
+		red = pii.NewRedaction()
+		for _, t := range texts {
+			red.Reserve(t.text)
+		}
+		repl = red.Placeholder
+	}
+	for i, ms := range found {
+		if len(ms) > 0 {
+			texts[i].set(pii.Replace(texts[i].text, ms, repl))
+		}
+	}
+	switch action {
+	case PIIBlock:
+		rec.Request = out // masked: the values never reach a log
+		return nil, nil, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshPIIBlocked,
+			Message: "the request holds personal data (" + strings.Join(rep.Kinds(), ", ") + ") and this route blocks it; remove it or ask without it"}
+	case PIILog:
+		rep.RawUpstream = true
+		rec.Request = out // masked copy for the logs; the upstream gets req
+		return req, nil, nil
+	}
+	rec.Request = out
+	return out, red, nil
+}
+
+// errPIIBudget is a detection that ran out of its time budget.
+var errPIIBudget = errors.New("ran out of its time budget")
+
+// detect runs the detector over texts within the time budget.
+func (e *Engine) detect(ctx context.Context, texts []piiText) ([][]pii.Match, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, e.pii.TimeBudget, errPIIBudget)
+	defer cancel()
+	type result struct {
+		found [][]pii.Match
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer func() {
+			// This goroutine is out of reach of net/http's recovery: a
+			// detector's panic fails the call closed, not the process. Its
+			// value is not quoted: it may hold the text.
+			if v := recover(); v != nil {
+				done <- result{err: errors.New("panicked")}
+			}
+		}()
+		found := make([][]pii.Match, len(texts))
+		for i, t := range texts {
+			if err := ctx.Err(); err != nil {
+				done <- result{err: err}
+				return
+			}
+			ms, err := e.pii.Detector.Find(ctx, t.text)
+			if err == nil {
+				err = checkMatches(ms, len(t.text))
+			}
+			if err != nil {
+				done <- result{err: err}
+				return
+			}
+			found[i] = ms
+		}
+		done <- result{found: found}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			if errors.Is(context.Cause(ctx), errPIIBudget) {
+				return nil, fmt.Errorf("detecting: %w (%v)", errPIIBudget, e.pii.TimeBudget)
+			}
+			return nil, fmt.Errorf("failed: %w", r.err)
+		}
+		return r.found, nil
+	case <-ctx.Done():
+		if errors.Is(context.Cause(ctx), errPIIBudget) {
+			return nil, fmt.Errorf("%w (%v)", errPIIBudget, e.pii.TimeBudget)
+		}
+		return nil, fmt.Errorf("was cut short: %w", context.Cause(ctx))
+	}
+}
+
+// checkMatches holds a detector to its contract: matches inside the text,
+// sorted, not overlapping. A detector that breaks it has failed (the call
+// fails closed), rather than panicking or redacting half a value.
+func checkMatches(ms []pii.Match, n int) error {
+	at := 0
+	for _, m := range ms {
+		if m.Start < at || m.End <= m.Start || m.End > n {
+			return fmt.Errorf("returned a match [%d, %d) that is out of order, empty or outside the text of %d bytes", m.Start, m.End, n)
+		}
+		at = m.End
+	}
+	return nil
+}
+
+// cloneForPII copies the parts of req that redaction may change: the
+// system blocks, the messages and their blocks (tool results' too).
+func cloneForPII(req *llm.Request) *llm.Request {
+	out := *req
+	out.System = slices.Clone(req.System)
+	out.Messages = slices.Clone(req.Messages)
+	for i := range out.Messages {
+		m := &out.Messages[i]
+		m.Content = slices.Clone(m.Content)
+		for j := range m.Content {
+			m.Content[j].Content = slices.Clone(m.Content[j].Content)
+		}
+	}
+	return &out
+}
+
+// collectTexts lists every text of req the model sees (and the end-user
+// id the provider gets), each with a setter
+// writing into req (which must be a clone: see cloneForPII). Thinking
+// blocks are left alone: their signature covers their text.
+func collectTexts(req *llm.Request) []piiText {
+	var ts []piiText
+	var blocks func(where string, bs []llm.Block)
+	blocks = func(where string, bs []llm.Block) {
+		for i := range bs {
+			b := &bs[i]
+			w := fmt.Sprintf("%s[%d]", where, i)
+			switch {
+			case b.Raw != nil:
+			case b.Type == llm.BlockText:
+				ts = append(ts, piiText{where: w, text: b.Text, set: func(s string) { b.Text = s }})
+			case b.Type == llm.BlockToolUse && len(b.Input) > 0:
+				ts = append(ts, jsonTexts(w+".input", &b.Input)...)
+			case b.Type == llm.BlockToolResult:
+				blocks(w+".content", b.Content)
+			}
+		}
+	}
+	if req.UserID != "" {
+		// Not shown to the model, but sent to the provider, and often an
+		// e-mail address.
+		ts = append(ts, piiText{where: "user_id", text: req.UserID, set: func(s string) { req.UserID = s }})
+	}
+	blocks("system", req.System)
+	for i := range req.Messages {
+		blocks(fmt.Sprintf("messages[%d].content", i), req.Messages[i].Content)
+	}
+	// The setters of one tool call's strings rebuild its input: jsonTexts.
+	return ts
+}
+
+// jsonTexts lists the string literals (keys and values) of the JSON at
+// *raw; setting one rewrites *raw with that literal re-encoded.
+func jsonTexts(where string, raw *json.RawMessage) []piiText {
+	type lit struct{ start, end int }
+	var lits []lit
+	src := *raw
+	for i := 0; i < len(src); i++ {
+		if src[i] != '"' {
+			continue
+		}
+		j := i + 1
+		for j < len(src) && src[j] != '"' {
+			if src[j] == '\\' {
+				j++
+			}
+			j++
+		}
+		if j >= len(src) {
+			break
+		}
+		lits = append(lits, lit{i, j + 1})
+		i = j
+	}
+	vals := make([]string, len(lits))
+	orig := make([]string, len(lits))
+	var ts []piiText
+	for k, l := range lits {
+		if json.Unmarshal(src[l.start:l.end], &vals[k]) != nil {
+			continue
+		}
+		orig[k] = vals[k]
+		ts = append(ts, piiText{where: fmt.Sprintf("%s.strings[%d]", where, k), text: vals[k], set: func(s string) {
+			vals[k] = s
+			var b []byte
+			at := 0
+			for n, l := range lits {
+				b = append(b, src[at:l.start]...)
+				if vals[n] == orig[n] {
+					b = append(b, src[l.start:l.end]...)
+				} else {
+					enc, _ := json.Marshal(vals[n]) // a string always marshals
+					b = append(b, enc...)
+				}
+				at = l.end
+			}
+			*raw = append(b, src[at:]...)
+		}})
+	}
+	return ts
+}
+
+// piiJSONText reports whether the answer's text is JSON (a structured
+// answer), so restored values are escaped for JSON strings.
+func piiJSONText(req *llm.Request, rec *Record) bool {
+	return rec.Structured != nil || req.ResponseFormat != nil && req.ResponseFormat.Type != "" && req.ResponseFormat.Type != "text"
+}
+
+// restoreResponse returns resp with the call's placeholders replaced by
+// their values in text, tool-call arguments and refusal (a copy; resp may
+// be a cached answer).
+func restoreResponse(resp *llm.Response, red *pii.Redaction, jsonText bool) *llm.Response {
+	r := *resp
+	r.Content = slices.Clone(resp.Content)
+	changed := false
+	for i := range r.Content {
+		b := &r.Content[i]
+		switch b.Type {
+		case llm.BlockText:
+			t := red.Restore(b.Text)
+			if jsonText || strings.HasPrefix(strings.TrimLeft(b.Text, " \t\r\n"), "{") {
+				t = red.RestoreJSON(b.Text)
+			}
+			if t != b.Text {
+				b.Text, changed = t, true
+			}
+		case llm.BlockToolUse:
+			if in := red.RestoreJSON(string(b.Input)); in != string(b.Input) {
+				b.Input, changed = json.RawMessage(in), true
+			}
+		}
+	}
+	if t := red.Restore(r.Refusal); t != r.Refusal {
+		r.Refusal, changed = t, true
+	}
+	if !changed {
+		return resp
+	}
+	r.Touch()
+	return &r
+}
+
+// streamPII restores the call's placeholders in a stream's text and
+// tool-argument deltas. A placeholder split over several deltas is held
+// back (at most a placeholder's length) and sent whole, restored; what is
+// held when a block ends is sent before its stop event.
+type streamPII struct {
+	red      *pii.Redaction
+	jsonText bool
+	blocks   map[int]*piiBlock
+	queue    []*llm.Event
+}
+
+// piiBlock is one open block's restorer and its delta type.
+type piiBlock struct {
+	r  *pii.Restorer
+	dt llm.DeltaType
+}
+
+func newStreamPII(red *pii.Redaction, jsonText bool) *streamPII {
+	return &streamPII{red: red, jsonText: jsonText, blocks: map[int]*piiBlock{}}
+}
+
+// next is Stream.Next with restoration.
+func (p *streamPII) next(s *Stream) (*llm.Event, error) {
+	for {
+		if len(p.queue) > 0 {
+			ev := p.queue[0]
+			p.queue = p.queue[1:]
+			return ev, nil
+		}
+		ev, err := s.next()
+		if err != nil {
+			return ev, err
+		}
+		switch ev.Type {
+		case llm.EventBlockStart:
+			if ev.Block != nil {
+				switch {
+				case ev.Block.Type == llm.BlockToolUse:
+					p.blocks[ev.Index] = &piiBlock{p.red.NewRestorer(pii.RestoreJSONText), llm.DeltaInputJSON}
+				case ev.Block.Type == llm.BlockText && p.jsonText:
+					p.blocks[ev.Index] = &piiBlock{p.red.NewRestorer(pii.RestoreJSONText), llm.DeltaText}
+				case ev.Block.Type == llm.BlockText:
+					p.blocks[ev.Index] = &piiBlock{p.red.NewRestorer(pii.RestoreAuto), llm.DeltaText}
+				}
+			}
+			return ev, nil
+		case llm.EventBlockDelta:
+			b := p.blocks[ev.Index]
+			if b == nil || ev.DeltaType != b.dt {
+				return ev, nil
+			}
+			out := b.r.Write(ev.Delta)
+			if out == ev.Delta {
+				return ev, nil
+			}
+			if out == "" {
+				continue // all held: the next delta completes it
+			}
+			cp := ev.Detach()
+			cp.Delta = out
+			return cp, nil
+		case llm.EventBlockStop:
+			if f := p.flush(ev.Index); f != nil {
+				p.queue = append(p.queue, ev)
+				return f, nil
+			}
+			delete(p.blocks, ev.Index)
+			return ev, nil
+		case llm.EventMessageDelta, llm.EventMessageStop, llm.EventError:
+			idx := make([]int, 0, len(p.blocks))
+			for i := range p.blocks {
+				idx = append(idx, i)
+			}
+			sort.Ints(idx)
+			for _, i := range idx {
+				if f := p.flush(i); f != nil {
+					p.queue = append(p.queue, f)
+				}
+			}
+			if len(p.queue) > 0 {
+				p.queue = append(p.queue, ev)
+				continue
+			}
+			return ev, nil
+		}
+		return ev, nil
+	}
+}
+
+// flush ends block i's restorer: a delta with the text it held, or nil.
+func (p *streamPII) flush(i int) *llm.Event {
+	b := p.blocks[i]
+	if b == nil {
+		return nil
+	}
+	delete(p.blocks, i)
+	h := b.r.Flush()
+	if h == "" {
+		return nil
+	}
+	return &llm.Event{Type: llm.EventBlockDelta, Index: i, DeltaType: b.dt, Delta: h}
+}
+
+// randomKey is a fresh 32-byte HMAC key.
+func randomKey() []byte {
+	k := make([]byte, 32)
+	rand.Read(k) // never fails (crypto/rand)
+	return k
+}
