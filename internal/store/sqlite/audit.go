@@ -10,7 +10,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,19 +52,12 @@ type AuditConfig struct {
 
 // Audit is the audit log writer.
 type Audit struct {
+	lifecycle
 	cfg   AuditConfig
-	db    *sql.DB
 	key   []byte
 	queue chan *engine.Record
-	flush chan chan error
-	stop  chan struct{}
-	done  chan struct{}
 
-	closed  atomic.Bool
 	dropped atomic.Uint64
-
-	closeOnce sync.Once
-	closeErr  error
 }
 
 var _ engine.Observer = (*Audit)(nil)
@@ -118,8 +110,7 @@ func OpenAudit(cfg AuditConfig) (*Audit, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening audit log %s: %w", cfg.Path, err)
 	}
-	a := &Audit{cfg: cfg, db: db, queue: make(chan *engine.Record, cfg.QueueSize), flush: make(chan chan error),
-		stop: make(chan struct{}), done: make(chan struct{})}
+	a := &Audit{lifecycle: newLifecycle("audit log", db), cfg: cfg, queue: make(chan *engine.Record, cfg.QueueSize)}
 	if err := a.init(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening audit log %s: %w", cfg.Path, err)
@@ -175,33 +166,10 @@ func (a *Audit) RequestDone(r *engine.Record) {
 
 // Flush blocks until every Record queued before it is written, and runs
 // retention. It returns the first write error, or ctx's.
-func (a *Audit) Flush(ctx context.Context) error {
-	reply := make(chan error, 1)
-	select {
-	case a.flush <- reply:
-	case <-a.done:
-		return errors.New("flushing audit log: closed")
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-reply:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (a *Audit) Flush(ctx context.Context) error { return a.waitFlush(ctx) }
 
 // Close writes what is queued, stops the writer and closes the database.
-func (a *Audit) Close() error {
-	a.closeOnce.Do(func() {
-		a.closed.Store(true)
-		close(a.stop)
-		<-a.done
-		a.closeErr = a.db.Close()
-	})
-	return a.closeErr
-}
+func (a *Audit) Close() error { return a.shutdown() }
 
 func (a *Audit) run() {
 	defer close(a.done)

@@ -30,7 +30,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -120,23 +119,16 @@ func (c Config) withDefaults() (Config, error) {
 
 // Log is the request log. Build it with Open and release it with Close.
 type Log struct {
+	lifecycle
 	cfg   Config
-	db    *sql.DB
 	queue chan *engine.Record
 	kick  chan struct{} // a batch is ready: wakes the writer before its tick
-	flush chan chan error
-	stop  chan struct{}
-	done  chan struct{}
 	hooks hooks
 	w     writer // the writer goroutine's (see writer)
 
-	closed  atomic.Bool
 	dropped atomic.Uint64
 	written atomic.Uint64
 	failed  atomic.Uint64
-
-	closeOnce sync.Once
-	closeErr  error
 }
 
 var _ engine.Observer = (*Log)(nil)
@@ -168,14 +160,11 @@ func open(cfg Config, h hooks) (*Log, error) {
 		return nil, fmt.Errorf("opening request log %s: %w", cfg.Path, err)
 	}
 	l := &Log{
-		cfg:   cfg,
-		db:    db,
-		queue: make(chan *engine.Record, cfg.QueueSize),
-		kick:  make(chan struct{}, 1),
-		flush: make(chan chan error),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
-		hooks: h,
+		cfg:       cfg,
+		lifecycle: newLifecycle("request log", db),
+		queue:     make(chan *engine.Record, cfg.QueueSize),
+		kick:      make(chan struct{}, 1),
+		hooks:     h,
 	}
 	if err := l.prune(context.Background()); err != nil {
 		db.Close()
@@ -292,36 +281,13 @@ func (l *Log) Failed() uint64 { return l.failed.Load() }
 // Flush blocks until every Record queued before the call has been written
 // (or failed to write), and runs retention if it is due. It returns the
 // first write error of that flush, or ctx's error.
-func (l *Log) Flush(ctx context.Context) error {
-	reply := make(chan error, 1)
-	select {
-	case l.flush <- reply:
-	case <-l.done:
-		return errors.New("flushing request log: closed")
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-reply:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (l *Log) Flush(ctx context.Context) error { return l.waitFlush(ctx) }
 
 // Close writes the queued Records, stops the writer and closes the
 // database. Records delivered after Close are dropped and counted (one
 // delivered at the same instant as Close may be lost uncounted). It is safe
 // to call more than once; later calls return the first result.
-func (l *Log) Close() error {
-	l.closeOnce.Do(func() {
-		l.closed.Store(true)
-		close(l.stop)
-		<-l.done
-		l.closeErr = l.db.Close()
-	})
-	return l.closeErr
-}
+func (l *Log) Close() error { return l.shutdown() }
 
 // run is the writer goroutine: the only code that writes to the database
 // after Open.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,17 +60,11 @@ type ShadowConfig struct {
 // are queued for one writer goroutine, which writes them in batches of up
 // to 256 per transaction at least every 200ms. Safe for concurrent use.
 type ShadowStore struct {
+	lifecycle
 	cfg   ShadowConfig
-	db    *sql.DB
 	queue chan shadow.Result
-	flush chan chan error
-	stop  chan struct{}
-	done  chan struct{}
 
-	closed  atomic.Bool
 	dropped atomic.Uint64
-	once    sync.Once
-	err     error
 }
 
 var _ engine.ShadowObserver = (*ShadowStore)(nil)
@@ -113,8 +106,7 @@ func OpenShadow(cfg ShadowConfig) (*ShadowStore, error) {
 		db.Close()
 		return nil, fmt.Errorf("opening shadow store %s: %w", cfg.Path, err)
 	}
-	s := &ShadowStore{cfg: cfg, db: db, queue: make(chan shadow.Result, cfg.QueueSize), flush: make(chan chan error),
-		stop: make(chan struct{}), done: make(chan struct{})}
+	s := &ShadowStore{lifecycle: newLifecycle("shadow store", db), cfg: cfg, queue: make(chan shadow.Result, cfg.QueueSize)}
 	if err := s.prune(context.Background()); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening shadow store %s: %w", cfg.Path, err)
@@ -185,33 +177,10 @@ func (s *ShadowStore) RequestDone(*engine.Record) {}
 func (s *ShadowStore) Dropped() uint64 { return s.dropped.Load() }
 
 // Flush waits until every result queued before it is written, or ctx ends.
-func (s *ShadowStore) Flush(ctx context.Context) error {
-	ch := make(chan error, 1)
-	select {
-	case s.flush <- ch:
-	case <-s.done:
-		return errors.New("shadow store closed")
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-ch:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (s *ShadowStore) Flush(ctx context.Context) error { return s.waitFlush(ctx) }
 
 // Close writes what is queued, stops the writer and closes the database.
-func (s *ShadowStore) Close() error {
-	s.once.Do(func() {
-		s.closed.Store(true)
-		close(s.stop)
-		<-s.done
-		s.err = s.db.Close()
-	})
-	return s.err
-}
+func (s *ShadowStore) Close() error { return s.shutdown() }
 
 func (s *ShadowStore) run() {
 	defer close(s.done)
