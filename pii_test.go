@@ -21,6 +21,7 @@ import (
 
 	"github.com/keelmesh/keel"
 	"github.com/keelmesh/keel/config"
+	"github.com/keelmesh/keel/internal/shadow"
 	"github.com/keelmesh/keel/internal/simfleet"
 	"github.com/keelmesh/keel/internal/store/sqlite"
 	"github.com/keelmesh/keel/sim"
@@ -374,5 +375,61 @@ func TestPIIRouteOverride(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("%s: %d %s, want %d", model, resp.StatusCode, b, want)
 		}
+	}
+}
+
+// Personal data is redacted before the shadow path sees the request: a
+// call to an alias shadowed at 100 % reaches both the primary model and
+// the shadow's with placeholders only, and the client still gets the
+// values back.
+func TestPIIShadowSeesPlaceholdersOnly(t *testing.T) {
+	fleet, err := sim.New(sim.ZeroLatency())
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &bodyRecorder{next: fleet.Transport()}
+	cfg := simfleet.Config(fleet, "http://sim.test")
+	cfg.PII = config.PII{Enabled: true, TimeBudget: config.Duration(time.Minute)}
+	cfg.Aliases = append(cfg.Aliases, config.Alias{Name: "contacts", Models: []string{"sim-sonnet"},
+		Shadow: &shadow.Config{Percent: 100, Target: shadow.Target{Model: "sim-opus"}}})
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := keel.New(cfg, keel.WithUpstream(up))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	body, _ := json.Marshal(map[string]any{"model": "contacts", "max_tokens": 512, "system": piiSystem,
+		"messages": []map[string]string{{"role": "user", "content": piiPrompt()}}})
+	req, _ := http.NewRequest(http.MethodPost, "http://keel.invalid/v1/messages", bytes.NewReader(body))
+	req.Header.Set("content-type", "application/json")
+	req.Header.Set("anthropic-version", "2023-06-01")
+	resp, err := m.HTTPClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(answer), piiFields["email"]) {
+		t.Fatalf("client answer %d %s, want the e-mail restored", resp.StatusCode, answer)
+	}
+	if err := m.Engine().DrainShadows(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	reqs, _ := up.all()
+	models := map[string]bool{}
+	for _, r := range reqs {
+		var b struct{ Model string }
+		json.Unmarshal([]byte(r), &b)
+		models[b.Model] = true
+		for kind, v := range piiFields {
+			if strings.Contains(r, v) {
+				t.Errorf("%s received the %s value: %s", b.Model, kind, r)
+			}
+		}
+	}
+	if !models["sim-sonnet"] || !models["sim-opus"] {
+		t.Errorf("upstream calls went to %v, want the primary (sim-sonnet) and the shadow (sim-opus)", models)
 	}
 }
