@@ -31,6 +31,7 @@ import (
 	reportpkg "github.com/keelmesh/keel/internal/report"
 	"github.com/keelmesh/keel/internal/server"
 	"github.com/keelmesh/keel/internal/simfleet"
+	"github.com/keelmesh/keel/internal/store/redis/redistest"
 	"github.com/keelmesh/keel/internal/store/sqlite"
 	"github.com/keelmesh/keel/sim"
 )
@@ -622,5 +623,45 @@ func TestRefusedCallsAndCacheInRequestLog(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("request log rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// With a redis section two meshes (replicas) share their virtual keys and
+// each key's limits: a key made through one replica's admin API works on
+// the other at once, and its rpm counts the calls of both.
+func TestKeysSharedAcrossReplicas(t *testing.T) {
+	rs := redistest.Start(t)
+	shared := func(c *config.Config) {
+		c.Redis = config.Redis{URL: config.Secret(rs.URL()), KeyPrefix: "keys-test:"}
+	}
+	a := newKeyMesh(t, sim.ZeroLatency(), shared)
+	b := newKeyMesh(t, sim.ZeroLatency(), shared)
+	body := `{"model":"sim-haiku","max_tokens":16,"messages":[{"role":"user","content":"Tell me about keels."}]}`
+	var key keys.Created
+	var got []int
+	for {
+		// The calls must fall in one minute (rpm's window, on the wall
+		// clock: the replicas talk to a real Redis): a run that crossed
+		// a minute's end is made again with a fresh key.
+		start := time.Now().Unix() / 60
+		key = a.createKey(t, keys.Spec{Team: "search", Limits: keys.Limits{RPM: 3}})
+		got = got[:0]
+		for i := range 5 {
+			k := a
+			if i%2 == 1 {
+				k = b
+			}
+			resp, _ := k.call(t, "/v1/messages", key.Secret, body)
+			got = append(got, resp.StatusCode)
+		}
+		if time.Now().Unix()/60 == start {
+			break
+		}
+	}
+	if want := []int{200, 200, 200, 429, 429}; !slices.Equal(got, want) {
+		t.Errorf("five calls alternating between the replicas with rpm 3: %v, want %v", got, want)
+	}
+	if v, ok := b.keyViews(t)[key.Key.ID]; !ok || v.Team != "search" {
+		t.Errorf("replica B's key list: %+v, want the key made on A", v)
 	}
 }
