@@ -183,6 +183,9 @@ type Engine struct {
 	cache    Cache
 	cachePol cache.Policy
 	semantic *Semantic
+	// semDown is set while the semantic cache's embeddings fail (said
+	// once per outage).
+	semDown atomic.Bool
 	// pii is Options.PII built; nil when detection is off.
 	pii         *piiState
 	maxAttempts int

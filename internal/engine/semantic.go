@@ -80,11 +80,19 @@ func (e *Engine) semanticLookup(ctx context.Context, threshold float32, req *llm
 	space := string(sum[:])
 	vec, err := e.semantic.Embed(ctx, text)
 	if err != nil {
-		// Debug, not Warn: an embeddings outage would log every call;
-		// mesh_semantic_cache_requests_total{result="error"} counts them.
+		// Said once per outage (every failed call at debug level), so a
+		// misconfigured endpoint or model is seen without a log line per
+		// call; mesh_semantic_cache_requests_total{result="error"} counts
+		// them.
 		rec.SemanticCache = SemanticError
+		if e.semDown.CompareAndSwap(false, true) {
+			e.log.Warn("semantic cache: the embeddings endpoint failed; calls are served upstream as misses until it answers", "error", err)
+		}
 		e.log.Debug("semantic cache: embedding failed; served as a miss", "request_id", rec.RequestID, "error", err)
 		return nil, false
+	}
+	if e.semDown.CompareAndSwap(true, false) {
+		e.log.Info("semantic cache: the embeddings endpoint answers again")
 	}
 	if ent, sim, ok := e.semantic.Index.Nearest(space, vec); ok && sim >= threshold {
 		rec.SemanticCache, rec.CacheSimilarity = SemanticHit, float64(sim)

@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -109,4 +111,54 @@ func TestSemanticCacheNeedsItsOptions(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "semantic cache needs") {
 		t.Fatalf("New = %v, want the semantic cache's missing options named", err)
 	}
+}
+
+// An embeddings endpoint that fails (down, or misconfigured: an unknown
+// model) is said once at warning level, not only counted, and its return
+// once at info; the calls meanwhile are misses served upstream.
+func TestSemanticCacheEmbeddingsOutageLoggedOnce(t *testing.T) {
+	a := &scripted{id: "a", format: llm.FormatAnthropic, script: func(n int, _ map[string]any) reply { return anthropicJSON("answer") }}
+	h := newHarness(t, a)
+	lru, _ := cache.New[*CacheEntry](cache.Config{}, nil)
+	idx, _ := semcache.New[*CacheEntry](semcache.Config{}, nil)
+	embed := func(_ context.Context, text string) ([]float32, error) {
+		if strings.HasPrefix(text, "boom") {
+			return nil, errors.New("404 model_not_found")
+		}
+		return []float32{1, 0}, nil
+	}
+	var logs strings.Builder
+	var mu sync.Mutex
+	e := h.engine(Options{Aliases: map[string]Alias{"al": {Models: []string{"m"}, SemanticThreshold: 0.9}},
+		Cache: lru, Semantic: &Semantic{Embed: embed, Index: idx},
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))}, h.endpoints("m", "a")...)
+	zero := 0.0
+	for _, text := range []string{"boom 1", "boom 2", "fine", "boom 3"} {
+		r := ask(llm.FormatAnthropic, "al", false)
+		r.Temperature = &zero
+		r.Messages[0].Content[0].Text = text
+		if res := call(t, e, r); res.err != nil {
+			t.Fatalf("%q: %v, want served upstream", text, res.err)
+		}
+	}
+	mu.Lock()
+	out := logs.String()
+	mu.Unlock()
+	if n := strings.Count(out, "level=WARN"); n != 2 || !strings.Contains(out, "model_not_found") {
+		t.Errorf("warnings logged: %d, want 2 (one per outage: boom 1, boom 3) naming the error:\n%s", n, out)
+	}
+	if n := strings.Count(out, "answers again"); n != 1 {
+		t.Errorf("recoveries logged: %d, want 1:\n%s", n, out)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
