@@ -32,6 +32,19 @@ func TestValidateErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "key and cache stores",
+			yaml: `keys:
+  store: redis
+cache:
+  enabled: true
+  store: disk
+`,
+			want: []string{
+				`keel.yaml:2:3: keys.store: redis needs the redis section (redis.url)`,
+				`keel.yaml:5:3: cache.store: expected memory or redis, got "disk"`,
+			},
+		},
+		{
 			name: "server access and body limits",
 			yaml: `server:
   max_body_bytes: 1000
@@ -492,5 +505,22 @@ func TestRequestLogOn(t *testing.T) {
 				t.Errorf("On() = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// keys.store and cache.store default to redis when a redis section is set
+// (embedded configs built in Go included), else to sqlite and memory.
+func TestStoreDefaults(t *testing.T) {
+	var c Config
+	if c.KeysStore() != KeysStoreSQLite || c.CacheStore() != CacheStoreMemory {
+		t.Errorf("without redis: %q %q, want sqlite memory", c.KeysStore(), c.CacheStore())
+	}
+	c.Redis.URL = "redis://127.0.0.1:6379"
+	if c.KeysStore() != KeysStoreRedis || c.CacheStore() != CacheStoreRedis {
+		t.Errorf("with redis: %q %q, want redis redis", c.KeysStore(), c.CacheStore())
+	}
+	c.Keys.Store, c.Cache.Store = KeysStoreSQLite, CacheStoreMemory
+	if c.KeysStore() != KeysStoreSQLite || c.CacheStore() != CacheStoreMemory {
+		t.Errorf("set explicitly: %q %q, want sqlite memory", c.KeysStore(), c.CacheStore())
 	}
 }
