@@ -26,6 +26,7 @@ import (
 	"github.com/keelmesh/keel/config"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/shadow"
 	"github.com/keelmesh/keel/internal/simfleet"
 	"github.com/keelmesh/keel/internal/structured"
 	"github.com/keelmesh/keel/internal/telemetry/metrics"
@@ -689,6 +690,13 @@ func exposedSeries(t *testing.T) map[string]bool {
 		Retries: 1, Hedges: 1, HedgeWon: true, Recovered: 1, Usage: llm.Usage{InputTokens: 10, OutputTokens: 5},
 		Attempts: []engine.Attempt{{Kind: "primary", Outcome: "overloaded", Start: now, End: now}, {Kind: "fallback", Outcome: "ok", Start: now, End: now}}})
 	mt.RequestDone(&engine.Record{Model: "sim-sonnet", Err: &llm.APIError{Status: 503}})
+	// Issue 17 and 18's series: spend by key and team, the caches, personal
+	// data found and a failed detection, a shadow comparison.
+	mt.RequestDone(&engine.Record{Model: "sim-haiku", ServedModel: "sim-haiku", ServedRegion: "us-east", ServedProvider: "sim-anthropic",
+		Cost: 0.001, KeyID: "key_0123456789abcdef", Team: "search", Cache: engine.CacheMiss, SemanticCache: engine.SemanticMiss,
+		PII: &engine.PIIReport{Action: "redact", Findings: []engine.PIIFinding{{Kind: "EMAIL"}}}})
+	mt.RequestDone(&engine.Record{Model: "sim-haiku", Err: &llm.APIError{Status: 503}, PII: &engine.PIIReport{Action: "redact", Failed: true}})
+	mt.OnShadow(shadow.Result{Alias: "sim-default", Outcome: shadow.OutcomeCompared, ShadowCost: 0.002})
 	mt.OnBreakerState(engine.BreakerEvent{Endpoint: "sim-sonnet/us-east/sim-anthropic"})
 	mt.OnValve(engine.ValveEvent{Event: engine.ValveEventOpen})
 
@@ -719,7 +727,9 @@ func TestDashboardQueriesReadExposedSeries(t *testing.T) {
 	// Families the exercise above must have reached, or it proves little.
 	for _, name := range []string{"mesh_requests_total", "mesh_fallbacks_total", "mesh_queue_wait_seconds_bucket", "mesh_fragments_sent_total",
 		"mesh_breaker_transitions_total", "mesh_safety_valve_transitions_total", "mesh_endpoint_breaker_state", "mesh_structured_total",
-		"gen_ai_client_operation_time_to_first_chunk_seconds_bucket", "process_resident_memory_bytes", "mesh_shared_state_up"} {
+		"gen_ai_client_operation_time_to_first_chunk_seconds_bucket", "process_resident_memory_bytes", "mesh_shared_state_up",
+		"mesh_spend_usd_total", "mesh_cache_requests_total", "mesh_semantic_cache_requests_total", "mesh_pii_detections_total",
+		"mesh_pii_detection_failures_total", "mesh_shadow_calls_total", "mesh_shadow_spend_usd_total"} {
 		if !exposed[name] {
 			t.Fatalf("the metrics exercise did not expose %s", name)
 		}
