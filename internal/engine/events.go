@@ -61,6 +61,9 @@ type AttemptEvent struct {
 	Duration time.Duration
 	// RetryAfter is the retry-after the upstream sent (0 when none).
 	RetryAfter time.Duration
+	// Shadow is set on a shadow call's attempt (aliases[].shadow): not
+	// part of any client call's work, to be counted apart.
+	Shadow bool
 }
 
 // HedgeEvent is one hedge: a second attempt sent to HedgeEndpoint because

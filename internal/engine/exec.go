@@ -683,7 +683,7 @@ func (a *attempt) settle(f *failure) {
 	a.ep.publish()
 	if x.e.events.attemptObs != nil {
 		ev := AttemptEvent{RequestID: x.call.RequestID, Endpoint: a.ep.ID, Model: a.ep.Model, Region: a.ep.Region, Kind: a.kind,
-			Outcome: "ok", Status: o.Status, Duration: a.end.Sub(a.start)}
+			Outcome: "ok", Status: o.Status, Duration: a.end.Sub(a.start), Shadow: x.shadow}
 		if f != nil {
 			ev.Outcome, ev.RetryAfter = f.reason, f.retryAfter
 		}

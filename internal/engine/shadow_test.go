@@ -18,9 +18,16 @@ import (
 
 // shadowSink collects shadow results.
 type shadowSink struct {
-	mu      sync.Mutex
-	results []shadow.Result
-	calls   int
+	mu       sync.Mutex
+	results  []shadow.Result
+	calls    int
+	attempts []AttemptEvent
+}
+
+func (s *shadowSink) OnAttempt(a AttemptEvent) {
+	s.mu.Lock()
+	s.attempts = append(s.attempts, a)
+	s.mu.Unlock()
 }
 
 func (s *shadowSink) RequestDone(*Record) {
@@ -143,6 +150,35 @@ func TestShadowNeverRetriedNorFailedOver(t *testing.T) {
 		got := sink.all()
 		if len(got) != 1 || got[0].Outcome != shadow.OutcomeError || got[0].Error == "" {
 			t.Errorf("results %+v, want one error", got)
+		}
+	})
+}
+
+// TestShadowAttemptEventsMarked: an AttemptObserver can tell a shadow
+// call's attempt from the client's (AttemptEvent.Shadow), so attempts
+// counted per client call are not inflated by shadowing.
+func TestShadowAttemptEventsMarked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ok := always(anthropicJSON(`{"score":1}`))
+		p := &scripted{id: "p", format: llm.FormatAnthropic, script: ok}
+		s1 := &scripted{id: "s1", format: llm.FormatAnthropic, script: ok}
+		s2 := &scripted{id: "s2", format: llm.FormatAnthropic, script: ok}
+		sink := &shadowSink{}
+		e := shadowEngine(t, p, s1, s2, ShadowOptions{}, sink)
+		if res := call(t, e, ask(llm.FormatAnthropic, "a", false)); res.err != nil {
+			t.Fatal(res.err)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		if len(sink.attempts) != 2 {
+			t.Fatalf("attempt events %+v, want the client's and the shadow's", sink.attempts)
+		}
+		for _, a := range sink.attempts {
+			if a.Shadow != (a.Model == "m2") {
+				t.Errorf("attempt on %s (model %s): Shadow %v, want %v", a.Endpoint, a.Model, a.Shadow, a.Model == "m2")
+			}
 		}
 	})
 }
