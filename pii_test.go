@@ -433,3 +433,43 @@ func TestPIIShadowSeesPlaceholdersOnly(t *testing.T) {
 		t.Errorf("upstream calls went to %v, want the primary (sim-sonnet) and the shadow (sim-opus)", models)
 	}
 }
+
+// X-Mesh-PII tells the client what was found — the action and each kind's
+// count, never a value — on a plain answer and in a stream's header; a
+// call without personal data has none.
+func TestPIIHeaderNamesKindsAndCounts(t *testing.T) {
+	fleet, err := sim.New(sim.ZeroLatency())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := simfleet.Config(fleet, "http://sim.test")
+	cfg.PII = config.PII{Enabled: true, TimeBudget: config.Duration(time.Minute)}
+	m, err := keel.New(cfg, keel.WithUpstream(fleet.Transport()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	prompt, _ := json.Marshal(piiPrompt() + " Or write to " + piiFields["email"] + ".")
+	for _, c := range []struct {
+		name, body, want string
+	}{
+		{"plain", `{"model":"sim-sonnet","max_tokens":64,"messages":[{"role":"user","content":` + string(prompt) + `}]}`,
+			"redact; EMAIL=2, PHONE=1, CARD=1, IBAN=1, SSN=1"},
+		{"stream", `{"model":"sim-sonnet","max_tokens":64,"stream":true,"messages":[{"role":"user","content":` + string(prompt) + `}]}`,
+			"redact; EMAIL=2, PHONE=1, CARD=1, IBAN=1, SSN=1"},
+		{"none", `{"model":"sim-sonnet","max_tokens":64,"messages":[{"role":"user","content":"Tell me about keels."}]}`, ""},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, "http://keel.test/v1/messages", strings.NewReader(c.body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Anthropic-Version", "2023-06-01")
+		resp, err := m.HTTPClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if got := resp.Header.Get("X-Mesh-PII"); resp.StatusCode != 200 || got != c.want {
+			t.Errorf("%s: %d, X-Mesh-PII %q, want 200 %q", c.name, resp.StatusCode, got, c.want)
+		}
+	}
+}

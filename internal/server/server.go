@@ -453,6 +453,9 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 	if sim := engine.SimilarityHeader(out.Record); sim != "" {
 		hs.Set("X-Mesh-Cache-Similarity", sim)
 	}
+	if p := PIIHeader(out.Record); p != "" {
+		hs.Set("X-Mesh-PII", p)
+	}
 	if len(out.Record.Dropped) > 0 {
 		hs.Set("X-Mesh-Dropped", strings.Join(out.Record.Dropped, ","))
 	}
@@ -712,6 +715,35 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 }
 
 func isTrue(v string) bool { return v == "true" || v == "1" || v == "True" || v == "TRUE" }
+
+// PIIHeader is the X-Mesh-PII value of a call in which personal data was
+// found: the action, then each kind with its count in the order first
+// found ("redact; EMAIL=1, PHONE=2"); empty when nothing was found. Kinds
+// and counts only, never a value.
+func PIIHeader(r *engine.Record) string {
+	if r.PII == nil || len(r.PII.Findings) == 0 {
+		return ""
+	}
+	var kinds []string
+	counts := map[string]int{}
+	for _, f := range r.PII.Findings {
+		if counts[f.Kind] == 0 {
+			kinds = append(kinds, f.Kind)
+		}
+		counts[f.Kind]++
+	}
+	var b strings.Builder
+	b.WriteString(r.PII.Action)
+	for i, k := range kinds {
+		if i == 0 {
+			b.WriteString("; ")
+		} else {
+			b.WriteString(", ")
+		}
+		b.WriteString(k + "=" + strconv.Itoa(counts[k]))
+	}
+	return b.String()
+}
 
 // TierHeader is the X-Mesh-Tier value of a call to a tiered alias:
 // "<class>/<tier>" (simple/cheap, medium/middle, complex/strong), with
