@@ -131,19 +131,27 @@ func TestShadowComparesAfterTheClientsAnswer(t *testing.T) {
 // TestShadowNeverRetriedNorFailedOver: a shadow path that fails gets one
 // attempt, not a retry on the same endpoint nor a failover to the other,
 // and the failure is reported, not the client's.
+// shadowOneCall makes one client call to shadowEngine's alias (the primary
+// answers) with both shadow endpoints answering by script, and waits, in
+// a synctest bubble, until the shadow is done.
+func shadowOneCall(t *testing.T, script func(int, map[string]any) reply) (s1, s2 *scripted, sink *shadowSink) {
+	t.Helper()
+	p := &scripted{id: "p", format: llm.FormatAnthropic, script: always(anthropicJSON(`{"score":1}`))}
+	s1 = &scripted{id: "s1", format: llm.FormatAnthropic, script: script}
+	s2 = &scripted{id: "s2", format: llm.FormatAnthropic, script: script}
+	sink = &shadowSink{}
+	e := shadowEngine(t, p, s1, s2, ShadowOptions{}, sink)
+	if res := call(t, e, ask(llm.FormatAnthropic, "a", false)); res.err != nil {
+		t.Fatal(res.err)
+	}
+	time.Sleep(time.Second)
+	synctest.Wait()
+	return s1, s2, sink
+}
+
 func TestShadowNeverRetriedNorFailedOver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := &scripted{id: "p", format: llm.FormatAnthropic, script: always(anthropicJSON(`{"score":1}`))}
-		fail := always(anthropicError(529, "overloaded_error", ""))
-		s1 := &scripted{id: "s1", format: llm.FormatAnthropic, script: fail}
-		s2 := &scripted{id: "s2", format: llm.FormatAnthropic, script: fail}
-		sink := &shadowSink{}
-		e := shadowEngine(t, p, s1, s2, ShadowOptions{}, sink)
-		if res := call(t, e, ask(llm.FormatAnthropic, "a", false)); res.err != nil {
-			t.Fatal(res.err)
-		}
-		time.Sleep(time.Second)
-		synctest.Wait()
+		s1, s2, sink := shadowOneCall(t, always(anthropicError(529, "overloaded_error", "")))
 		if n := s1.count() + s2.count(); n != 1 {
 			t.Errorf("shadow path got %d attempts, want 1", n)
 		}
@@ -159,17 +167,7 @@ func TestShadowNeverRetriedNorFailedOver(t *testing.T) {
 // counted per client call are not inflated by shadowing.
 func TestShadowAttemptEventsMarked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ok := always(anthropicJSON(`{"score":1}`))
-		p := &scripted{id: "p", format: llm.FormatAnthropic, script: ok}
-		s1 := &scripted{id: "s1", format: llm.FormatAnthropic, script: ok}
-		s2 := &scripted{id: "s2", format: llm.FormatAnthropic, script: ok}
-		sink := &shadowSink{}
-		e := shadowEngine(t, p, s1, s2, ShadowOptions{}, sink)
-		if res := call(t, e, ask(llm.FormatAnthropic, "a", false)); res.err != nil {
-			t.Fatal(res.err)
-		}
-		time.Sleep(time.Second)
-		synctest.Wait()
+		_, _, sink := shadowOneCall(t, always(anthropicJSON(`{"score":1}`)))
 		sink.mu.Lock()
 		defer sink.mu.Unlock()
 		if len(sink.attempts) != 2 {
