@@ -191,29 +191,34 @@ func dsn(path string, ro bool) string {
 
 // migrate creates the version table and applies the missing migrations,
 // each in its own transaction.
-func migrate(db *sql.DB) error {
+func migrate(db *sql.DB) error { return migrateVersioned(db, "schema_version", migrations) }
+
+// migrateVersioned applies the missing migrations of a schema versioned
+// in table, each in its own transaction.
+func migrateVersioned(db *sql.DB, table string, ms []string) error {
 	ctx := context.Background()
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("creating schema_version: %w", err)
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (version INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("creating %s: %w", table, err)
 	}
-	v, err := schemaVersion(ctx, db)
-	if err != nil {
-		return err
+	var v int
+	err := db.QueryRowContext(ctx, `SELECT version FROM `+table).Scan(&v)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("reading %s: %w", table, err)
 	}
-	if v > len(migrations) {
-		return fmt.Errorf("schema version %d is newer than this keel (%d)", v, len(migrations))
+	if v > len(ms) {
+		return fmt.Errorf("%s %d is newer than this keel (%d)", table, v, len(ms))
 	}
-	for ; v < len(migrations); v++ {
+	for ; v < len(ms); v++ {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("migrating to version %d: %w", v+1, err)
 		}
-		_, err = tx.ExecContext(ctx, migrations[v])
+		_, err = tx.ExecContext(ctx, ms[v])
 		if err == nil {
-			_, err = tx.ExecContext(ctx, `DELETE FROM schema_version`)
+			_, err = tx.ExecContext(ctx, `DELETE FROM `+table)
 		}
 		if err == nil {
-			_, err = tx.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (?)`, v+1)
+			_, err = tx.ExecContext(ctx, `INSERT INTO `+table+` (version) VALUES (?)`, v+1)
 		}
 		if err == nil {
 			err = tx.Commit()

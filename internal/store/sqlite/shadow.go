@@ -115,45 +115,6 @@ func OpenShadow(cfg ShadowConfig) (*ShadowStore, error) {
 	return s, nil
 }
 
-// migrateVersioned applies the missing migrations of a schema versioned
-// in table, each in its own transaction.
-func migrateVersioned(db *sql.DB, table string, ms []string) error {
-	ctx := context.Background()
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (version INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("creating %s: %w", table, err)
-	}
-	var v int
-	err := db.QueryRowContext(ctx, `SELECT version FROM `+table).Scan(&v)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("reading %s: %w", table, err)
-	}
-	if v > len(ms) {
-		return fmt.Errorf("%s %d is newer than this keel (%d)", table, v, len(ms))
-	}
-	for ; v < len(ms); v++ {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("migrating to version %d: %w", v+1, err)
-		}
-		_, err = tx.ExecContext(ctx, ms[v])
-		if err == nil {
-			_, err = tx.ExecContext(ctx, `DELETE FROM `+table)
-		}
-		if err == nil {
-			_, err = tx.ExecContext(ctx, `INSERT INTO `+table+` (version) VALUES (?)`, v+1)
-		}
-		if err == nil {
-			err = tx.Commit()
-		} else {
-			tx.Rollback()
-		}
-		if err != nil {
-			return fmt.Errorf("migrating to version %d: %w", v+1, err)
-		}
-	}
-	return nil
-}
-
 // OnShadow queues r for the writer; when the queue is full, or the store
 // is closed, r is dropped and counted (Dropped).
 func (s *ShadowStore) OnShadow(r shadow.Result) {
