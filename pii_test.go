@@ -78,6 +78,33 @@ func (r *bodyRecorder) all() (reqs, resps []string) {
 	return reqs, resps
 }
 
+// piiMesh is an embedded mesh over the zero-latency simulator with
+// detection on (a generous time budget: the budget has its own test on
+// virtual time, in the engine), tweak applied to its config, and the
+// recorder of what the simulator received.
+func piiMesh(t *testing.T, tweak func(*config.Config)) (*keel.Mesh, *bodyRecorder) {
+	t.Helper()
+	fleet, err := sim.New(sim.ZeroLatency())
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &bodyRecorder{next: fleet.Transport()}
+	cfg := simfleet.Config(fleet, "http://sim.test")
+	cfg.PII = config.PII{Enabled: true, TimeBudget: config.Duration(time.Minute)}
+	if tweak != nil {
+		tweak(cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := keel.New(cfg, keel.WithUpstream(up))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m, up
+}
+
 // Five kinds of personal data, as a customer would paste them.
 var piiFields = map[string]string{
 	"email": "alice.smith@example.com",
@@ -101,24 +128,13 @@ func piiPrompt() string {
 // streams the simulator's 8-byte JSON deltas split the placeholders. The
 // audit log holds hashes, never values.
 func TestPIIRoundTrip(t *testing.T) {
-	fleet, err := sim.New(sim.ZeroLatency())
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := &bodyRecorder{next: fleet.Transport()}
-	cfg := simfleet.Config(fleet, "http://sim.test")
 	dir := t.TempDir()
-	on := true
-	cfg.RequestLog = config.RequestLog{Enabled: &on, Path: filepath.Join(dir, "requests.db"), LogBodies: true}
 	auditPath := filepath.Join(dir, "audit.db")
-	// A generous budget: this test is about the values, not the time (the
-	// budget has its own test on virtual time, in the engine).
-	cfg.PII = config.PII{Enabled: true, TimeBudget: config.Duration(time.Minute), Audit: config.PIIAudit{Path: auditPath}}
-	m, err := keel.New(cfg, keel.WithUpstream(up))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m, up := piiMesh(t, func(cfg *config.Config) {
+		on := true
+		cfg.RequestLog = config.RequestLog{Enabled: &on, Path: filepath.Join(dir, "requests.db"), LogBodies: true}
+		cfg.PII.Audit = config.PIIAudit{Path: auditPath}
+	})
 	ctx := context.Background()
 	ac := anthropic.NewClient(aoption.WithHTTPClient(m.HTTPClient()), aoption.WithAPIKey("k"), aoption.WithoutEnvironmentDefaults(), aoption.WithoutOpenTelemetry(), aoption.WithMaxRetries(0))
 	oc := openai.NewClient(ooption.WithHTTPClient(m.HTTPClient()), ooption.WithAPIKey("k"), ooption.WithMaxRetries(0))
@@ -295,20 +311,11 @@ func splitsPlaceholder(sse string) bool {
 // mesh_error_code MESH_PII_BLOCKED in the caller's error shape, naming the
 // kinds and none of the values; nothing reaches the simulator.
 func TestPIIBlockedErrorInBothFormats(t *testing.T) {
-	fleet, err := sim.New(sim.ZeroLatency())
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := &bodyRecorder{next: fleet.Transport()}
-	cfg := simfleet.Config(fleet, "http://sim.test")
-	off := false
-	cfg.RequestLog.Enabled = &off
-	cfg.PII = config.PII{Enabled: true, Action: "block", TimeBudget: config.Duration(time.Minute)}
-	m, err := keel.New(cfg, keel.WithUpstream(up))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m, up := piiMesh(t, func(cfg *config.Config) {
+		off := false
+		cfg.RequestLog.Enabled = &off
+		cfg.PII.Action = "block"
+	})
 	prompt, _ := json.Marshal(piiPrompt())
 	for _, c := range []struct{ path, body string }{
 		{"/v1/messages", `{"model":"sim-sonnet","max_tokens":64,"messages":[{"role":"user","content":` + string(prompt) + `}]}`},
@@ -339,28 +346,19 @@ func TestPIIBlockedErrorInBothFormats(t *testing.T) {
 // TestPIIRouteOverride: models[].pii overrides the section's action for
 // calls to that model only (config to engine).
 func TestPIIRouteOverride(t *testing.T) {
-	fleet, err := sim.New(sim.ZeroLatency())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := simfleet.Config(fleet, "http://sim.test")
-	off := false
-	cfg.RequestLog.Enabled = &off
-	cfg.PII = config.PII{Enabled: true, TimeBudget: config.Duration(time.Minute)}
-	found := false
-	for i := range cfg.Models {
-		if cfg.Models[i].Name == "sim-haiku" {
-			cfg.Models[i].PII, found = &config.RoutePII{Action: "block"}, true
+	m, _ := piiMesh(t, func(cfg *config.Config) {
+		off := false
+		cfg.RequestLog.Enabled = &off
+		found := false
+		for i := range cfg.Models {
+			if cfg.Models[i].Name == "sim-haiku" {
+				cfg.Models[i].PII, found = &config.RoutePII{Action: "block"}, true
+			}
 		}
-	}
-	if !found {
-		t.Fatal("no sim-haiku in the simulator's config")
-	}
-	m, err := keel.New(cfg, keel.WithUpstream(fleet.Transport()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+		if !found {
+			t.Fatal("no sim-haiku in the simulator's config")
+		}
+	})
 	prompt, _ := json.Marshal("Mail me at " + piiFields["email"])
 	for model, want := range map[string]int{"sim-haiku": 400, "sim-sonnet": 200} {
 		req, _ := http.NewRequest(http.MethodPost, "http://keel.test/v1/messages",
@@ -383,23 +381,10 @@ func TestPIIRouteOverride(t *testing.T) {
 // the shadow's with placeholders only, and the client still gets the
 // values back.
 func TestPIIShadowSeesPlaceholdersOnly(t *testing.T) {
-	fleet, err := sim.New(sim.ZeroLatency())
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := &bodyRecorder{next: fleet.Transport()}
-	cfg := simfleet.Config(fleet, "http://sim.test")
-	cfg.PII = config.PII{Enabled: true, TimeBudget: config.Duration(time.Minute)}
-	cfg.Aliases = append(cfg.Aliases, config.Alias{Name: "contacts", Models: []string{"sim-sonnet"},
-		Shadow: &shadow.Config{Percent: 100, Target: shadow.Target{Model: "sim-opus"}}})
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	m, err := keel.New(cfg, keel.WithUpstream(up))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m, up := piiMesh(t, func(cfg *config.Config) {
+		cfg.Aliases = append(cfg.Aliases, config.Alias{Name: "contacts", Models: []string{"sim-sonnet"},
+			Shadow: &shadow.Config{Percent: 100, Target: shadow.Target{Model: "sim-opus"}}})
+	})
 	body, _ := json.Marshal(map[string]any{"model": "contacts", "max_tokens": 512, "system": piiSystem,
 		"messages": []map[string]string{{"role": "user", "content": piiPrompt()}}})
 	req, _ := http.NewRequest(http.MethodPost, "http://keel.invalid/v1/messages", bytes.NewReader(body))
@@ -438,17 +423,7 @@ func TestPIIShadowSeesPlaceholdersOnly(t *testing.T) {
 // count, never a value — on a plain answer and in a stream's header; a
 // call without personal data has none.
 func TestPIIHeaderNamesKindsAndCounts(t *testing.T) {
-	fleet, err := sim.New(sim.ZeroLatency())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := simfleet.Config(fleet, "http://sim.test")
-	cfg.PII = config.PII{Enabled: true, TimeBudget: config.Duration(time.Minute)}
-	m, err := keel.New(cfg, keel.WithUpstream(fleet.Transport()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m, _ := piiMesh(t, nil)
 	prompt, _ := json.Marshal(piiPrompt() + " Or write to " + piiFields["email"] + ".")
 	for _, c := range []struct {
 		name, body, want string
