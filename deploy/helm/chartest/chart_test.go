@@ -160,9 +160,12 @@ func checkPod(t *testing.T, r *rendered, cfg *config.Config) {
 		preStop = time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
 	}
 	drain := preStop + cfg.Server.DrainDelayOrDefault() + cfg.Server.ShutdownTimeout.Std() + time.Second
-	grace := pod.TerminationGracePeriodSeconds
-	if grace == nil || time.Duration(*grace)*time.Second <= drain {
-		t.Errorf("terminationGracePeriodSeconds %v: must exceed preStop %s + drain_delay %s + shutdown_timeout %s + 1s", grace, preStop, cfg.Server.DrainDelayOrDefault(), cfg.Server.ShutdownTimeout)
+	var grace time.Duration
+	if g := pod.TerminationGracePeriodSeconds; g != nil {
+		grace = time.Duration(*g) * time.Second
+	}
+	if grace <= drain {
+		t.Errorf("terminationGracePeriodSeconds %s: must exceed preStop %s + drain_delay %s + shutdown_timeout %s + 1s", grace, preStop, cfg.Server.DrainDelayOrDefault(), cfg.Server.ShutdownTimeout)
 	}
 
 	// A config change rolls the pods.
