@@ -51,6 +51,13 @@ func main() {
 	os.Exit(1)
 }
 
+// purlOf reports whether purl is the package URL of module path@version,
+// with or without qualifiers (cyclonedx-gomod adds ?goarch=…&goos=…&type=module).
+func purlOf(purl, path, version string) bool {
+	rest, ok := strings.CutPrefix(purl, "pkg:golang/"+path+"@"+version)
+	return ok && (rest == "" || strings.HasPrefix(rest, "?"))
+}
+
 // check returns the number of components, or every problem found.
 func check(data []byte, main string, required []string) (int, error) {
 	var b bom
@@ -79,7 +86,7 @@ func check(data []byte, main string, required []string) (int, error) {
 			errs = append(errs, fmt.Errorf("direct requirement %s is not a component", path))
 		case c.Version != version:
 			errs = append(errs, fmt.Errorf("%s: component version %s, go.mod requires %s", path, c.Version, version))
-		case c.PURL != "pkg:golang/"+path+"@"+version+"?type=module" && c.PURL != "pkg:golang/"+path+"@"+version:
+		case !purlOf(c.PURL, path, version):
 			errs = append(errs, fmt.Errorf("%s: purl %q", path, c.PURL))
 		}
 	}

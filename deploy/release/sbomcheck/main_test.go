@@ -10,7 +10,7 @@ const goodBOM = `{"bomFormat":"CycloneDX","specVersion":"1.5",
  "metadata":{"component":{"type":"application","name":"github.com/keelmesh/keel","version":"v0.0.0"}},
  "components":[
   {"type":"library","name":"github.com/goccy/go-yaml","version":"v1.19.2","purl":"pkg:golang/github.com/goccy/go-yaml@v1.19.2?type=module"},
-  {"type":"library","name":"github.com/spf13/cobra","version":"v1.10.2","purl":"pkg:golang/github.com/spf13/cobra@v1.10.2?type=module"}]}`
+  {"type":"library","name":"github.com/spf13/cobra","version":"v1.10.2","purl":"pkg:golang/github.com/spf13/cobra@v1.10.2?goarch=amd64&goos=linux&type=module"}]}`
 
 func TestCheck(t *testing.T) {
 	for _, tc := range []struct {
@@ -26,6 +26,7 @@ func TestCheck(t *testing.T) {
 		{"not JSON", `{"bomFormat":`, nil, 0, "not JSON"},
 		{"not CycloneDX", `{"bomFormat":"SPDX","metadata":{"component":{"name":"github.com/keelmesh/keel"}}}`, nil, 0, "not a CycloneDX document"},
 		{"other main module", strings.Replace(goodBOM, "keelmesh/keel", "someone/else", 1), nil, 0, "metadata.component.name"},
+		{"purl of another version", strings.Replace(goodBOM, "cobra@v1.10.2?", "cobra@v1.10.20?", 1), []string{"github.com/spf13/cobra@v1.10.2"}, 0, "purl"},
 		{"bad purl", strings.Replace(goodBOM, "pkg:golang/github.com/spf13", "pkg:npm/spf13", 1), []string{"github.com/spf13/cobra@v1.10.2"}, 0, "purl"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
