@@ -2,6 +2,8 @@ module github.com/keelmesh/keel
 
 go 1.26.8
 
+toolchain go1.26.10
+
 require (
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
 	github.com/chromedp/chromedp v0.23.1

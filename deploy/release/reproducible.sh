@@ -12,6 +12,12 @@
 # Prints the binary's SHA-256 and size. Exits 1 when the builds differ.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The release toolchain: go.mod's toolchain line (the Go release with every
+# fix the vulnerability database knows of), fetched through the module proxy
+# when it is not the one installed; the tests run with the installed one.
+GOTOOLCHAIN="$(go mod edit -json | sed -n 's/^[[:space:]]*"Toolchain": "\(.*\)",*$/\1/p')"
+export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+echo "release toolchain: $(go env GOVERSION)"
 root="$(pwd)"
 work="$(mktemp -d)"
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
