@@ -633,3 +633,69 @@ func TestLint(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoscaling: the HorizontalPodAutoscaler scales the Deployment, which
+// then leaves replicas to it; the PodDisruptionBudget comes along.
+func TestAutoscaling(t *testing.T) {
+	r := render(t, with(readValues(t, "two-replicas-redis.yaml"), "autoscaling.enabled=true", "autoscaling.minReplicas=3", "autoscaling.maxReplicas=12"))
+	checkPod(t, r, r.loadConfig(t, examples[0].secretEnv))
+	if r.hpa == nil || r.pdb == nil {
+		t.Fatalf("resources %v: want an HPA and a PDB", r.kinds)
+	}
+	if r.deployment.Spec.Replicas != nil {
+		t.Errorf("replicas %d set: it would fight the autoscaler on every upgrade", *r.deployment.Spec.Replicas)
+	}
+	ref := r.hpa.Spec.ScaleTargetRef
+	if ref.Kind != "Deployment" || ref.Name != r.deployment.Name || ref.APIVersion != "apps/v1" {
+		t.Errorf("HPA targets %+v", ref)
+	}
+	if *r.hpa.Spec.MinReplicas != 3 || r.hpa.Spec.MaxReplicas != 12 {
+		t.Errorf("HPA %d..%d, want 3..12", *r.hpa.Spec.MinReplicas, r.hpa.Spec.MaxReplicas)
+	}
+	if m := r.hpa.Spec.Metrics; len(m) != 1 || m[0].Resource == nil || m[0].Resource.Name != corev1.ResourceCPU {
+		t.Errorf("HPA metrics %+v: want CPU", m)
+	}
+	if notes := r.files["keel/templates/NOTES.txt"]; !strings.Contains(notes, "Replicas: 3 to 12 (HorizontalPodAutoscaler), sharing") {
+		t.Errorf("NOTES.txt:\n%s", notes)
+	}
+}
+
+// TestChartCreatedSecrets: tokens, the Redis URL and provider keys given as
+// values go into the chart's Secrets, which the pod reads; the ConfigMap
+// holds none of them.
+func TestChartCreatedSecrets(t *testing.T) {
+	r := render(t, with(nil, "replicaCount=2", "redis.mode=external", `redis.url.value="redis://:pw@redis:6379"`,
+		"adminToken.value=admin-secret", "readToken.value=read-secret",
+		"providerKeys.values.ANTHROPIC_API_KEY=sk-ant-x", "providerKeys.values.OPENAI_API_KEY=sk-x"))
+	s, env := r.secrets["keel"], r.secrets["keel-env"]
+	if s == nil || env == nil {
+		t.Fatalf("resources %v: want the Secrets keel and keel-env", r.kinds)
+	}
+	for k, want := range map[string]string{"admin-token": "admin-secret", "read-token": "read-secret", "redis-url": "redis://:pw@redis:6379"} {
+		if got := string(s.Data[k]); got != want {
+			t.Errorf("Secret keel %s = %q, want %q", k, got, want)
+		}
+	}
+	if got := string(env.Data["ANTHROPIC_API_KEY"]); got != "sk-ant-x" || len(env.Data) != 2 {
+		t.Errorf("Secret keel-env %v", env.Data)
+	}
+	c := r.container(t)
+	for name, key := range map[string]string{"KEEL_ADMIN_TOKEN": "admin-token", "KEEL_READ_TOKEN": "read-token", "KEEL_REDIS_URL": "redis-url"} {
+		if ref := secretRef(t, c, name); ref.Name != "keel" || ref.Key != key {
+			t.Errorf("%s from %s/%s, want keel/%s", name, ref.Name, ref.Key, key)
+		}
+	}
+	if len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef.Name != "keel-env" {
+		t.Errorf("envFrom %+v, want keel-env", c.EnvFrom)
+	}
+	for _, v := range []string{"admin-secret", "read-secret", ":pw@", "sk-ant-x"} {
+		if strings.Contains(string(r.keelYAML), v) {
+			t.Errorf("the ConfigMap holds the secret %q", v)
+		}
+	}
+	cfg := r.loadConfig(t, nil)
+	checkPod(t, r, cfg)
+	if cfg.Server.AdminToken.Value() == "" || cfg.Server.ReadToken.Value() == "" || !cfg.Redis.On() {
+		t.Errorf("admin token, read token or redis not configured")
+	}
+}
