@@ -18,7 +18,6 @@ cd "$(dirname "$0")/../.."
 GOTOOLCHAIN="$(go mod edit -json | sed -n 's/^[[:space:]]*"Toolchain": "\(.*\)",*$/\1/p')"
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 echo "release toolchain: $(go env GOVERSION)"
-root="$(pwd)"
 work="$(mktemp -d)"
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 
@@ -32,7 +31,7 @@ flags=(-trimpath -buildvcs=false -ldflags "-s -w -X main.commit=$commit -X main.
 copy() { # dest: the tracked files of the working tree
   mkdir -p "$1"
   git ls-files -z --cached --others --exclude-standard | grep -zv '^deploy/helm/chartest/' |
-    (cd "$root" && xargs -0 tar -cf -) | tar -xf - -C "$1"
+    tar --null -T - -cf - | tar -xf - -C "$1"
 }
 copy "$work/a/src"
 copy "$work/elsewhere/b/src"
