@@ -3,11 +3,13 @@ package keel_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/keelmesh/keel/config"
@@ -20,13 +22,16 @@ const responsesProvider = "sim-responses"
 
 // withResponsesEndpoint adds the provider responsesProvider and a model
 // rsp-sonnet served by it (the simulator's sim-sonnet through
-// POST /r/us-east/v1/responses), beside the fleet's sim-sonnet (an
+// POST /r/{us-east,eu-west}/v1/responses), beside the fleet's sim-sonnet (an
 // Anthropic endpoint) and sim-llama (a Chat Completions endpoint).
 func withResponsesEndpoint(cfg *config.Config) {
 	base := strings.TrimSuffix(providerBase(cfg, simfleet.OpenAIProvider), "/v1")
 	cfg.Providers = append(cfg.Providers, config.Provider{Name: responsesProvider, Type: "openai", API: config.APIResponses, BaseURL: base + "/v1"})
 	cfg.Models = append(cfg.Models, config.Model{Name: "rsp-sonnet", Capability: 3, ContextWindow: 200_000,
-		Endpoints: []config.Endpoint{{Provider: responsesProvider, Region: "us-east", UpstreamModel: "sim-sonnet", BaseURL: base + "/r/us-east/v1"}}})
+		Endpoints: []config.Endpoint{
+			{Provider: responsesProvider, Region: "us-east", UpstreamModel: "sim-sonnet", BaseURL: base + "/r/us-east/v1"},
+			{Provider: responsesProvider, Region: "eu-west", UpstreamModel: "sim-sonnet", BaseURL: base + "/r/eu-west/v1"},
+		}})
 	cfg.ApplyDefaults()
 }
 
@@ -282,4 +287,102 @@ func TestResponsesEndpointServesChatAndMessagesClients(t *testing.T) {
 	if tmsg.StopReason != "tool_use" || len(tmsg.Content) == 0 || tmsg.Content[len(tmsg.Content)-1].Name != "get_weather" {
 		t.Errorf("tool call = %+v stop %q", tmsg.Content, tmsg.StopReason)
 	}
+}
+
+// Must show: a Responses stream cut mid-way and recovered on another
+// endpoint gives the client exactly the uninterrupted text, numbered
+// without a gap and ended by response.completed — from a Responses
+// upstream (which starts a new answer: Keel skips what was delivered) and
+// from an Anthropic one (which continues the partial answer).
+func TestResponsesStreamRecoveredMidway(t *testing.T) {
+	for _, tc := range []struct{ name, model, format string }{
+		{"responses upstream", "rsp-sonnet", "responses"},
+		{"anthropic upstream", "sim-sonnet", "anthropic"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+			c := openaiClients(e)["proxy"]
+			params := responses.ResponseNewParams{
+				Model: tc.model, MaxOutputTokens: openai.Int(60), Temperature: openai.Float(0),
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Tell me a long story about a lighthouse keeper.")},
+			}
+			clean := readResponsesStream(t, c, params)
+			if clean.terminal != "response.completed" || len(strings.Fields(clean.text)) < 12 {
+				t.Fatalf("clean stream: %s %q", clean.terminal, clean.text)
+			}
+			if err := e.fleet.SetFaults([]sim.Fault{{Kind: sim.KindStreamCut, Model: "sim-sonnet", Format: tc.format, AfterTokens: 6, Count: 1}}); err != nil {
+				t.Fatal(err)
+			}
+			cut := readResponsesStream(t, c, params)
+			if n := e.fleet.Faults(); len(n) != 0 {
+				t.Fatalf("the cut never happened: %+v", n)
+			}
+			switch cut.terminal {
+			case "response.completed":
+				if cut.text != clean.text || cut.final != clean.text {
+					t.Fatalf("recovered text %q (completed %q), want exactly %q", cut.text, cut.final, clean.text)
+				}
+				if cut.recovered != "1" {
+					t.Errorf("X-Mesh-Recovered = %q, want 1", cut.recovered)
+				}
+			case "response.failed":
+				t.Fatalf("at temperature 0 the stream must recover; failed after %q", cut.text)
+			default:
+				t.Fatalf("stream ended with %q", cut.terminal)
+			}
+		})
+	}
+}
+
+// A stream no endpoint can finish ends with response.failed after a
+// prefix of the answer, never with response.completed.
+func TestResponsesStreamUnrecoverableEndsFailed(t *testing.T) {
+	e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+	c := openaiClients(e)["proxy"]
+	params := responses.ResponseNewParams{
+		Model: "rsp-sonnet", MaxOutputTokens: openai.Int(60), Temperature: openai.Float(0),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Tell me a long story about a lighthouse keeper.")},
+	}
+	clean := readResponsesStream(t, c, params)
+	if err := e.fleet.SetFaults([]sim.Fault{{Kind: sim.KindStreamCut, Model: "sim-sonnet", Format: "responses", AfterTokens: 6}}); err != nil {
+		t.Fatal(err)
+	}
+	cut := readResponsesStream(t, c, params)
+	if cut.terminal != "response.failed" || cut.text == "" || !strings.HasPrefix(clean.text, cut.text) {
+		t.Fatalf("ended with %q after %q; want response.failed after a prefix of %q", cut.terminal, cut.text, clean.text)
+	}
+}
+
+type streamRead struct{ text, final, terminal, recovered string }
+
+// readResponsesStream reads a Responses stream through the SDK, checking
+// that sequence numbers run from 0 without a gap.
+func readResponsesStream(t *testing.T, c openai.Client, p responses.ResponseNewParams) streamRead {
+	t.Helper()
+	var hr *http.Response
+	st := c.Responses.NewStreaming(context.Background(), p, option.WithResponseInto(&hr))
+	var r streamRead
+	var text strings.Builder
+	seq := int64(0)
+	for st.Next() {
+		ev := st.Current()
+		if ev.SequenceNumber != seq {
+			t.Fatalf("event %s has sequence_number %d, want %d", ev.Type, ev.SequenceNumber, seq)
+		}
+		seq++
+		switch ev.Type {
+		case "response.output_text.delta":
+			text.WriteString(ev.Delta)
+		case "response.completed", "response.failed", "response.incomplete":
+			r.terminal, r.final = ev.Type, ev.Response.OutputText()
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	r.text = text.String()
+	if hr != nil {
+		r.recovered = hr.Trailer.Get("X-Mesh-Recovered")
+	}
+	return r
 }
