@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
@@ -385,4 +387,82 @@ func readResponsesStream(t *testing.T, c openai.Client, p responses.ResponseNewP
 		r.recovered = hr.Trailer.Get("X-Mesh-Recovered")
 	}
 	return r
+}
+
+// The resilience policies serve a Responses client as they serve the
+// other two: a region down is failed over, a 429 retried, an identical
+// call answered from the cache, personal data redacted before the
+// upstream sees it, a key's absence refused in OpenAI's error shape, and
+// the call's cost reported.
+func TestResponsesPolicies(t *testing.T) {
+	ask := func(t *testing.T, e *env, body string, hdr ...string) (*http.Response, []byte) {
+		t.Helper()
+		return doRaw(t, e.proxy.URL+"/v1/responses", http.MethodPost, body, hdr...)
+	}
+	const body = `{"model":"rsp-sonnet","input":"Tell me about hulls.","max_output_tokens":100}`
+	t.Run("fallback", func(t *testing.T) {
+		e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+		if err := e.fleet.SetRegionDown("us-east", true); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 3; i++ {
+			resp, b := ask(t, e, body)
+			if resp.StatusCode != 200 || resp.Header.Get("X-Mesh-Region") != "eu-west" || !strings.Contains(string(b), `"status":"completed"`) {
+				t.Fatalf("call %d: %d region %q %s", i, resp.StatusCode, resp.Header.Get("X-Mesh-Region"), b)
+			}
+		}
+	})
+	t.Run("retry", func(t *testing.T) {
+		e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+		if err := e.fleet.SetFaults([]sim.Fault{{Kind: sim.KindRateLimit, Format: "responses", Count: 1, RetryAfter: sim.Duration(time.Millisecond)}}); err != nil {
+			t.Fatal(err)
+		}
+		resp, b := ask(t, e, body)
+		if resp.StatusCode != 200 || resp.Header.Get("X-Mesh-Attempts") != "2" {
+			t.Fatalf("%d attempts %q: %s", resp.StatusCode, resp.Header.Get("X-Mesh-Attempts"), b)
+		}
+	})
+	t.Run("cache", func(t *testing.T) {
+		e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint, func(c *config.Config) { c.Cache.Enabled = true })
+		cold := strings.Replace(body, `"input"`, `"temperature":0,"input"`, 1)
+		_, first := ask(t, e, cold)
+		resp, again := ask(t, e, cold)
+		if resp.Header.Get("X-Mesh-Cache") != "hit" || string(again) != string(first) {
+			t.Fatalf("cache %q; first %s, again %s", resp.Header.Get("X-Mesh-Cache"), first, again)
+		}
+	})
+	t.Run("pii", func(t *testing.T) {
+		m, rec := piiMesh(t, withResponsesEndpoint)
+		proxy := httptest.NewServer(m.Handler())
+		defer proxy.Close()
+		resp, b := doRaw(t, proxy.URL+"/v1/responses", http.MethodPost,
+			`{"model":"rsp-sonnet","input":[{"role":"user","content":"My email is alice.smith@example.com, please note it."}]}`)
+		if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("X-Mesh-PII"), "EMAIL=1") {
+			t.Fatalf("%d X-Mesh-PII %q: %s", resp.StatusCode, resp.Header.Get("X-Mesh-PII"), b)
+		}
+		reqs, _ := rec.all()
+		if len(reqs) == 0 {
+			t.Fatal("nothing reached the upstream")
+		}
+		for _, r := range reqs {
+			if strings.Contains(r, "alice.smith@example.com") {
+				t.Errorf("the upstream saw the address: %s", r)
+			}
+		}
+	})
+	t.Run("keys and cost", func(t *testing.T) {
+		e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint, func(c *config.Config) { c.Server.RequireKeys = true })
+		resp, b := ask(t, e, body)
+		var er struct {
+			Error struct{ Type, Code, Message string } `json:"error"`
+		}
+		if resp.StatusCode != 401 || json.Unmarshal(b, &er) != nil || er.Error.Message == "" || resp.Header.Get("X-Mesh-Error-Code") != "MESH_KEY_INVALID" {
+			t.Fatalf("without a key: %d %s", resp.StatusCode, b)
+		}
+		e2 := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+		resp, _ = ask(t, e2, body)
+		if c := resp.Header.Get("X-Mesh-Cost"); c == "" || c == "0" {
+			t.Errorf("X-Mesh-Cost = %q", c)
+		}
+	})
 }
