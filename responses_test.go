@@ -466,3 +466,20 @@ func TestResponsesPolicies(t *testing.T) {
 		}
 	})
 }
+
+// POST /responses is served as /v1/responses is (OpenAI-compatible base
+// URLs without /v1); a bad request gets OpenAI's error shape.
+func TestResponsesPaths(t *testing.T) {
+	e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+	resp, b := doRaw(t, e.proxy.URL+"/responses", http.MethodPost, `{"model":"rsp-sonnet","input":"Hi"}`)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"object":"response"`) {
+		t.Fatalf("/responses: %d %s", resp.StatusCode, b)
+	}
+	resp, b = doRaw(t, e.proxy.URL+"/v1/responses", http.MethodPost, `{"model":"rsp-sonnet","input":42}`)
+	var er struct {
+		Error struct{ Type, Param, Message string } `json:"error"`
+	}
+	if resp.StatusCode != 400 || json.Unmarshal(b, &er) != nil || er.Error.Type != "invalid_request_error" || er.Error.Param != "input" {
+		t.Fatalf("bad input: %d %s", resp.StatusCode, b)
+	}
+}
