@@ -89,6 +89,9 @@ func (f *Fleet) routes() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", api(openaiCodec, false))
 	mux.HandleFunc("POST /r/{region}/v1/chat/completions", api(openaiCodec, true))
 	mux.HandleFunc("POST /v1/embeddings", f.serveEmbeddings)
+	mux.HandleFunc("POST /r/{region}/v1/embeddings", f.serveEmbeddings)
+	mux.HandleFunc("POST /v1/messages/count_tokens", f.serveCountTokens)
+	mux.HandleFunc("POST /r/{region}/v1/messages/count_tokens", f.serveCountTokens)
 	mux.HandleFunc("GET /v1/models", f.serveModels)
 	mux.HandleFunc("GET /r/{region}/v1/models", f.serveModels)
 
