@@ -32,9 +32,13 @@ type Side struct {
 	Embedding bool
 	// Serves reports whether an endpoint can serve the call; nil: all.
 	Serves func(*provider.Endpoint) bool
-	// Send makes one attempt on ep. It may set the Result's Response
-	// with the answer's Usage: the attempt is priced from it.
-	Send func(ctx context.Context, ep *provider.Endpoint, pc provider.Call) (*provider.Result, error)
+	// Request is the attempt on ep: the URL and the body it posts
+	// (provider.Client.Post).
+	Request func(ep *provider.Endpoint) (url string, body []byte)
+	// Answer reads a 200 answer's body: what it used (the attempt is
+	// priced from it), or an error when it is not a valid answer (a
+	// protocol failure of the endpoint: retried elsewhere).
+	Answer func(body []byte) (llm.Usage, error)
 	// Latency reports that an answer's latency tells how fast the
 	// endpoint answers (embeddings on an embedding endpoint); when unset
 	// (a token count on a chat endpoint) only its outcome feeds health.
@@ -161,5 +165,15 @@ func (x *exec) sideSend(a *attempt) (*provider.Result, error) {
 	if b := x.call.Behavior; b != nil && b.Debug {
 		pc.Sent = a.noteSent
 	}
-	return x.side.Send(a.ctx, a.ep.Endpoint, pc)
+	url, body := x.side.Request(a.ep.Endpoint)
+	res, err := x.e.client.Post(a.ctx, a.ep.Endpoint, url, body, pc)
+	if err != nil {
+		return nil, err
+	}
+	u, err := x.side.Answer(res.Body)
+	if err != nil {
+		return nil, &provider.Error{Kind: provider.KindProtocol, Endpoint: a.ep.ID, Err: fmt.Errorf("reading the answer: %w", err)}
+	}
+	res.Response = &llm.Response{Usage: u}
+	return res, nil
 }

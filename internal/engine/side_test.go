@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"testing/synctest"
@@ -13,11 +14,17 @@ import (
 
 // countSide is a token count: Anthropic endpoints only, posted to their
 // count_tokens path.
-func countSide(e *Engine, model string) Side {
+func countSide(model string) Side {
 	return Side{Kind: "count_tokens", Model: model, Format: llm.FormatAnthropic,
 		Serves: func(ep *provider.Endpoint) bool { return ep.Format == llm.FormatAnthropic },
-		Send: func(ctx context.Context, ep *provider.Endpoint, pc provider.Call) (*provider.Result, error) {
-			return e.client.Post(ctx, ep, ep.PathURL("/v1/messages/count_tokens"), []byte(`{"model":"`+ep.UpstreamModel+`"}`), pc)
+		Request: func(ep *provider.Endpoint) (string, []byte) {
+			return ep.PathURL("/v1/messages/count_tokens"), []byte(`{"model":"` + ep.UpstreamModel + `"}`)
+		},
+		Answer: func(b []byte) (llm.Usage, error) {
+			if !json.Valid(b) {
+				return llm.Usage{}, errors.New("not JSON")
+			}
+			return llm.Usage{}, nil
 		}}
 }
 
@@ -33,7 +40,7 @@ func TestSideFailsOverAndKeepsLatency(t *testing.T) {
 		h := newHarness(t, a1, a2, o1)
 		e := h.engine(Options{Resilience: Resilience{DisableHedging: true}}, h.endpoints("m", "a1", "a2", "o1")...)
 		var done *Record
-		out, err := e.Side(context.Background(), countSide(e, "m"), Call{RequestID: "t", Done: func(r *Record) { done = r }})
+		out, err := e.Side(context.Background(), countSide("m"), Call{RequestID: "t", Done: func(r *Record) { done = r }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,11 +67,11 @@ func TestSideNoEndpoint(t *testing.T) {
 	o1 := &scripted{id: "o1", format: llm.FormatOpenAI, script: always(reply{body: `{}`})}
 	h := newHarness(t, o1)
 	e := h.engine(Options{}, h.endpoints("m", "o1")...)
-	if _, err := e.Side(context.Background(), countSide(e, "m"), Call{}); !errors.Is(err, ErrNoSideEndpoint) {
+	if _, err := e.Side(context.Background(), countSide("m"), Call{}); !errors.Is(err, ErrNoSideEndpoint) {
 		t.Errorf("OpenAI-only model: %v, want ErrNoSideEndpoint", err)
 	}
 	var ae *llm.APIError
-	if _, err := e.Side(context.Background(), countSide(e, "nope"), Call{}); !errors.As(err, &ae) || ae.Status != 404 {
+	if _, err := e.Side(context.Background(), countSide("nope"), Call{}); !errors.As(err, &ae) || ae.Status != 404 {
 		t.Errorf("unknown model: %v, want a 404", err)
 	}
 	if o1.count() != 0 {
@@ -88,13 +95,8 @@ func TestEmbeddingModelsServeSideOnly(t *testing.T) {
 		t.Errorf("model call to an embedding model: %+v, want a 404", r.err)
 	}
 	s := Side{Kind: "embeddings", Model: "emb", Format: llm.FormatOpenAI, Embedding: true, Latency: true,
-		Send: func(ctx context.Context, ep *provider.Endpoint, pc provider.Call) (*provider.Result, error) {
-			res, err := e.client.Post(ctx, ep, ep.PathURL("/embeddings"), []byte(`{}`), pc)
-			if err == nil {
-				res.Response = &llm.Response{Usage: llm.Usage{InputTokens: 5}}
-			}
-			return res, err
-		}}
+		Request: func(ep *provider.Endpoint) (string, []byte) { return ep.PathURL("/embeddings"), []byte(`{}`) },
+		Answer:  func([]byte) (llm.Usage, error) { return llm.Usage{InputTokens: 5}, nil }}
 	out, err := e.Side(context.Background(), s, Call{})
 	if err != nil {
 		t.Fatal(err)
