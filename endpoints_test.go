@@ -381,5 +381,3 @@ func TestUnknownRouteCountedAndLogged(t *testing.T) {
 		t.Error("the log holds the query's secret")
 	}
 }
-
-
