@@ -38,7 +38,8 @@ func TestSideFailsOverAndKeepsLatency(t *testing.T) {
 		a2 := &scripted{id: "a2", format: llm.FormatAnthropic, script: always(reply{delay: 5 * time.Millisecond, body: `{"input_tokens":42}`})}
 		o1 := &scripted{id: "o1", format: llm.FormatOpenAI, script: always(reply{body: `{}`})}
 		h := newHarness(t, a1, a2, o1)
-		e := h.engine(Options{Resilience: Resilience{DisableHedging: true}}, h.endpoints("m", "a1", "a2", "o1")...)
+		// Rand 0: ties go to the first endpoint, a1.
+		e := h.engine(Options{Resilience: Resilience{DisableHedging: true}, Rand: func(int) int { return 0 }}, h.endpoints("m", "a1", "a2", "o1")...)
 		var done *Record
 		out, err := e.Side(context.Background(), countSide("m"), Call{RequestID: "t", Done: func(r *Record) { done = r }})
 		if err != nil {
