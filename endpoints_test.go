@@ -20,8 +20,8 @@ import (
 	"github.com/keelmesh/keel"
 	"github.com/keelmesh/keel/config"
 	"github.com/keelmesh/keel/internal/keys"
-	"github.com/keelmesh/keel/internal/server"
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/server"
 	"github.com/keelmesh/keel/internal/simfleet"
 	"github.com/keelmesh/keel/sim"
 )
