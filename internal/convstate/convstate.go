@@ -201,21 +201,21 @@ const (
 	memberStore    = "store"
 )
 
-// Keep stores the answer of a turn Begin prepared; resp is the answer as
-// the client gets it and served the response object as served (the
-// encoded answer; for a stream, the answer encoded whole). endpoint names
-// the endpoint that served it. Failures are logged: the client has its
-// answer either way.
-type Keep func(ctx context.Context, resp *llm.Response, served []byte, endpoint string)
-
-// Begin prepares a Responses API request: when it names a
+// Begin prepares a request; only one of the Responses API has anything to
+// prepare (the other formats keep no state: nil, nil). When it names a
 // previous_response_id that owner may read, the stored history is put in
 // front of its messages and the member removed, so that any endpoint can
 // serve it; an id Keel does not hold is OpenAI's 404
 // (previous_response_not_found). keep is nil when the request says store
 // false; otherwise it must be called with the answer before the client
-// has all of it.
-func (s *Store) Begin(ctx context.Context, req *llm.Request, owner string) (keep Keep, ae *llm.APIError) {
+// has all of it: resp is the answer as the client gets it, served the
+// response object as served (the encoded answer; for a stream, the answer
+// encoded whole) and endpoint the id of the endpoint that served it.
+// keep logs its failures: the client has its answer either way.
+func (s *Store) Begin(ctx context.Context, req *llm.Request, owner string) (keep func(ctx context.Context, resp *llm.Response, served []byte, endpoint string), ae *llm.APIError) {
+	if req.Format != llm.FormatResponses {
+		return nil, nil // the other APIs keep no state
+	}
 	prev, err := stringMember(req.Extra, memberPrevious)
 	if err != nil {
 		return nil, badMember(memberPrevious, "a string", err)
@@ -269,6 +269,16 @@ func (s *Store) keep(ctx context.Context, history []llm.Message, resp *llm.Respo
 		return fmt.Errorf("storing conversation %s: %w", obj.ID, err)
 	}
 	return nil
+}
+
+// Response returns the response object stored under id, as it was
+// served, for owner (GET /v1/responses/{id}).
+func (s *Store) Response(ctx context.Context, id, owner string) ([]byte, *llm.APIError) {
+	c, ae := s.get(ctx, id, owner, responseNotFound)
+	if ae != nil {
+		return nil, ae
+	}
+	return c.Response, nil
 }
 
 // Get returns the conversation stored under id, for owner.

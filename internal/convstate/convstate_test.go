@@ -28,7 +28,7 @@ func text(role llm.Role, s string) llm.Message {
 }
 
 func request(prev string, msgs ...llm.Message) *llm.Request {
-	r := &llm.Request{Model: "m", Messages: msgs}
+	r := &llm.Request{Format: llm.FormatResponses, Model: "m", Messages: msgs}
 	if prev != "" {
 		r.Extra = llm.Extra{"previous_response_id": json.RawMessage(`"` + prev + `"`), "metadata": json.RawMessage(`{"k":"v"}`)}
 	}
@@ -46,7 +46,7 @@ func TestBeginExpandsHistoryWithToolCalls(t *testing.T) {
 	first.System = []llm.Block{{Type: llm.BlockText, Text: "be brief"}}
 	keep, ae := s.Begin(ctx, first, "")
 	if ae != nil || keep == nil {
-		t.Fatalf("Begin = %v, %v", keep, ae)
+		t.Fatalf("Begin = %v, %v", keep != nil, ae)
 	}
 	call := llm.Block{Type: llm.BlockToolUse, ID: "call_1", Name: "weather", Input: json.RawMessage(`{"city":"Paris"}`)}
 	keep(ctx, &llm.Response{ID: "msg_1", Content: []llm.Block{call}, StopReason: llm.StopToolUse}, []byte(`{"id":"resp_1","object":"response"}`), "ep-a")

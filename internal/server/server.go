@@ -109,6 +109,11 @@ type Options struct {
 	// AdminRoutes are served behind the admin token (AdminToken), like
 	// /admin/features: the keys' admin API.
 	AdminRoutes []Route
+	// Conversations keeps the Responses API's conversations: store and
+	// previous_response_id on POST /v1/responses, GET and DELETE
+	// /v1/responses/{id}. Nil: nothing is kept, previous_response_id goes
+	// upstream as sent and GET /v1/responses/{id} is 404.
+	Conversations Conversations
 }
 
 // Caller is a client Authenticate identified.
@@ -151,6 +156,7 @@ type Server struct {
 	routes     []Route
 	adminRts   []Route
 	authn      func(r *http.Request) (Caller, *llm.APIError)
+	conv       Conversations
 }
 
 // New returns a ready Server.
@@ -185,7 +191,7 @@ func New(o Options) *Server {
 		maxMessages: o.MaxMessages, maxHeader: o.MaxHeaderBytes, maxInflight: o.MaxInflightBodyBytes,
 		access: newAccess(o.ListenAddr, o.AllowedHosts, o.AllowedOrigins, log),
 		authn:  o.Authenticate, adminRts: o.AdminRoutes,
-		adminToken: o.AdminToken, readToken: o.ReadToken, routes: o.Routes}
+		adminToken: o.AdminToken, readToken: o.ReadToken, routes: o.Routes, conv: o.Conversations}
 	s.ready.Store(true)
 	return s
 }
@@ -210,6 +216,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
+	}
+	if id, ok := responsesItemPath(path, embedded); ok {
+		if s.admit(w, r, llm.FormatResponses) {
+			if caller, ok := s.authenticate(w, r, llm.FormatResponses); ok {
+				s.responseItem(w, r, id, caller)
+			}
+		}
+		return
 	}
 	switch {
 	case path == "/v1/models" || strings.HasSuffix(path, "/v1/models") && s.embedded(r):
@@ -385,6 +399,17 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		writeError(w, f, asAPIError(err))
 		return
 	}
+	var keep keepFunc
+	if s.conv != nil {
+		owner := ""
+		if caller != nil {
+			owner, _ = caller.Labels()
+		}
+		if keep, ae = s.conv.Begin(r.Context(), req, owner); ae != nil {
+			writeError(w, f, ae)
+			return
+		}
+	}
 	if n := len(req.Messages); n > s.maxMessages {
 		writeError(w, f, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: "messages",
 			Message: fmt.Sprintf("the request has %d messages; server.max_messages allows at most %d", n, s.maxMessages)})
@@ -490,6 +515,10 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 			writeError(w, f, &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshUpstreamProtocolFailed, Message: "encoding response: " + err.Error()})
 			return
 		}
+		if keep != nil {
+			// Stored before the client has it: its follow-up may come at once.
+			keep(r.Context(), out.Response, b, out.Endpoint.ID)
+		}
 		hs.Set("Content-Type", "application/json")
 		hs.Set("Content-Length", strconv.Itoa(len(b)))
 		hs.Set("X-Mesh-Cost", FormatCost(out.Record.Cost))
@@ -498,7 +527,12 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		s.logRequest(r, rid, req, out.Record, nil, start)
 		return
 	}
-	s.stream(w, r, f, req, out)
+	var sk *streamKeeper
+	if keep != nil {
+		st := out.Stream
+		sk = &streamKeeper{keep: keep, codec: codec, endpoint: func() string { return st.Served().ID }}
+	}
+	s.stream(w, r, f, req, out, sk)
 	s.logRequest(r, rid, req, out.Record, out.Record.Err, start)
 }
 
@@ -586,7 +620,7 @@ func parseTimeout(v string) (time.Duration, error) {
 
 // stream copies the engine's events to the client, one flush per event.
 // Final X-Mesh values follow as HTTP trailers.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, f llm.Format, req *llm.Request, out *engine.Outcome) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, f llm.Format, req *llm.Request, out *engine.Outcome, sk *streamKeeper) {
 	st := out.Stream
 	defer st.Close()
 	h := w.Header()
@@ -607,6 +641,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f llm.Format, re
 		if err != nil {
 			break
 		}
+		sk.see(r.Context(), ev)
 		if err := write(ev); err != nil {
 			// The client went away; the deferred Close cancels upstream.
 			return
