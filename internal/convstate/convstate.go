@@ -323,7 +323,7 @@ func (s *Store) get(ctx context.Context, id, owner string, notFound func(string)
 }
 
 // previousNotFound is OpenAI's answer to an unknown previous_response_id
-// (docs/RESPONSES.md): 404, invalid_request_error,
+// (docs/RESPONSES-STATE.md): 404, invalid_request_error,
 // code previous_response_not_found, param previous_response_id.
 func previousNotFound(id string) *llm.APIError {
 	return &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrInvalidRequest, Code: "previous_response_not_found", Param: memberPrevious,
@@ -331,7 +331,7 @@ func previousNotFound(id string) *llm.APIError {
 }
 
 // responseNotFound is OpenAI's answer to GET or DELETE of an unknown
-// response (docs/RESPONSES.md).
+// response (docs/RESPONSES-STATE.md).
 func responseNotFound(id string) *llm.APIError {
 	return &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrInvalidRequest,
 		Message: "Response with id '" + id + "' not found."}

@@ -55,7 +55,7 @@ func responsesItemPath(path string, embedded bool) (string, bool) {
 // responseItem serves GET and DELETE /v1/responses/{id} for what Keel
 // stored, in OpenAI's shapes: GET the response object as served, DELETE
 // {"id","object":"response.deleted","deleted":true}; an id Keel does not
-// hold (or another key's) is OpenAI's 404 (docs/RESPONSES.md).
+// hold (or another key's) is OpenAI's 404 (docs/RESPONSES-STATE.md).
 func (s *Server) responseItem(w http.ResponseWriter, r *http.Request, id string, caller Caller) {
 	f := llm.FormatResponses
 	if r.Method != http.MethodGet && r.Method != http.MethodDelete {
