@@ -81,6 +81,24 @@ func Run(t *testing.T, open func(t *testing.T, b convstate.Bounds) convstate.Bac
 			wantGet(t, be, fmt.Sprint("resp_", i), now, fmt.Sprint(i))
 		}
 	})
+	t.Run("delete_frees_room", func(t *testing.T) {
+		be := open(t, convstate.Bounds{MaxEntries: 2, MaxBytes: 10})
+		for i, id := range []string{"a", "b"} {
+			at := t0.Add(time.Duration(i) * time.Second)
+			if err := be.Put(ctx, id, []byte("12345"), at, at.Add(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ok, err := be.Delete(ctx, "a", t0); err != nil || !ok {
+			t.Fatalf("Delete = %v, %v", ok, err)
+		}
+		at := t0.Add(2 * time.Second)
+		if err := be.Put(ctx, "c", []byte("12345"), at, at.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		wantGet(t, be, "b", at, "12345")
+		wantGet(t, be, "c", at, "12345")
+	})
 	t.Run("max_bytes_evicts_oldest", func(t *testing.T) {
 		be := open(t, convstate.Bounds{MaxBytes: 100})
 		val := bytes.Repeat([]byte("b"), 40)

@@ -16,7 +16,9 @@ import (
 // Append only.
 var conversationMigrations = []string{
 	// 1: one row per stored response; seq orders them oldest first for
-	// eviction, size is len(data).
+	// eviction, size is len(data); responses_total holds their count and
+	// total size (one row), kept by every write, so a bound is checked
+	// without a scan.
 	`CREATE TABLE responses (
 		id         TEXT    PRIMARY KEY, -- the response id the client got
 		seq        INTEGER NOT NULL UNIQUE,
@@ -24,7 +26,9 @@ var conversationMigrations = []string{
 		size       INTEGER NOT NULL,
 		data       BLOB    NOT NULL     -- convstate.Conversation as JSON
 	);
-	CREATE INDEX responses_expires ON responses (expires_ns);`,
+	CREATE INDEX responses_expires ON responses (expires_ns);
+	CREATE TABLE responses_total (entries INTEGER NOT NULL, bytes INTEGER NOT NULL);
+	INSERT INTO responses_total VALUES (0, 0);`,
 }
 
 // Conversations is a convstate.Backend in an SQLite database (by default
@@ -69,32 +73,54 @@ func (c *Conversations) Put(ctx context.Context, id string, data []byte, now, ex
 			err = fmt.Errorf("storing response %s: %w", id, err)
 		}
 	}()
-	if _, err = tx.ExecContext(ctx, `DELETE FROM responses WHERE id = ? OR expires_ns <= ?`, id, now.UnixNano()); err != nil {
+	var entries, total int64
+	if err = tx.QueryRowContext(ctx, `SELECT entries, bytes FROM responses_total`).Scan(&entries, &total); err != nil {
 		return err
 	}
-	size := int64(len(data))
-	if !expires.After(now) || c.bounds.MaxBytes > 0 && size > c.bounds.MaxBytes {
-		return tx.Commit()
-	}
-	if _, err = tx.ExecContext(ctx, `INSERT INTO responses (id, seq, expires_ns, size, data)
-		VALUES (?, (SELECT coalesce(max(seq), 0) + 1 FROM responses), ?, ?, ?)`, id, expires.UnixNano(), size, data); err != nil {
+	n, freed, err := deleteSizes(ctx, tx, `DELETE FROM responses WHERE id = ? OR expires_ns <= ? RETURNING size`, id, now.UnixNano())
+	if err != nil {
 		return err
 	}
-	if n := c.bounds.MaxEntries; n > 0 {
-		if _, err = tx.ExecContext(ctx, `DELETE FROM responses WHERE seq <= (SELECT seq FROM responses ORDER BY seq DESC LIMIT 1 OFFSET ?)`, n); err != nil {
+	entries, total = entries-n, total-freed
+	if size := int64(len(data)); expires.After(now) && (c.bounds.MaxBytes <= 0 || size <= c.bounds.MaxBytes) {
+		if _, err = tx.ExecContext(ctx, `INSERT INTO responses (id, seq, expires_ns, size, data)
+			VALUES (?, (SELECT coalesce(max(seq), 0) + 1 FROM responses), ?, ?, ?)`, id, expires.UnixNano(), size, data); err != nil {
 			return err
 		}
+		entries, total = entries+1, total+size
 	}
-	if max := c.bounds.MaxBytes; max > 0 {
-		// The newest rows whose running total (newest first) stays within
-		// the bound are kept.
-		if _, err = tx.ExecContext(ctx, `DELETE FROM responses WHERE seq <= (
-			SELECT seq FROM (SELECT seq, sum(size) OVER (ORDER BY seq DESC) AS total FROM responses)
-			WHERE total > ? ORDER BY seq DESC LIMIT 1)`, max); err != nil {
+	for c.bounds.MaxEntries > 0 && entries > int64(c.bounds.MaxEntries) || c.bounds.MaxBytes > 0 && total > c.bounds.MaxBytes {
+		n, freed, err := deleteSizes(ctx, tx, `DELETE FROM responses WHERE seq = (SELECT min(seq) FROM responses) RETURNING size`)
+		if err != nil {
 			return err
 		}
+		if n == 0 {
+			break
+		}
+		entries, total = entries-n, total-freed
+	}
+	if _, err = tx.ExecContext(ctx, `UPDATE responses_total SET entries = ?, bytes = ?`, entries, total); err != nil {
+		return err
 	}
 	return tx.Commit()
+}
+
+// deleteSizes runs a DELETE … RETURNING size and returns the rows and
+// bytes it deleted.
+func deleteSizes(ctx context.Context, tx *sql.Tx, q string, args ...any) (n, bytes int64, err error) {
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var size int64
+		if err := rows.Scan(&size); err != nil {
+			return 0, 0, err
+		}
+		n, bytes = n+1, bytes+size
+	}
+	return n, bytes, rows.Err()
 }
 
 // Get implements convstate.Backend.
@@ -111,14 +137,27 @@ func (c *Conversations) Get(ctx context.Context, id string, now time.Time) ([]by
 }
 
 // Delete implements convstate.Backend.
-func (c *Conversations) Delete(ctx context.Context, id string, now time.Time) (bool, error) {
-	var exp int64
-	err := c.db.QueryRowContext(ctx, `DELETE FROM responses WHERE id = ? RETURNING expires_ns`, id).Scan(&exp)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
+func (c *Conversations) Delete(ctx context.Context, id string, now time.Time) (live bool, err error) {
+	tx, err := c.db.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("deleting response %s: %w", id, err)
 	}
-	return exp > now.UnixNano(), nil // an expired row was no longer there for the caller
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+			err = fmt.Errorf("deleting response %s: %w", id, err)
+		}
+	}()
+	var exp, size int64
+	err = tx.QueryRowContext(ctx, `DELETE FROM responses WHERE id = ? RETURNING expires_ns, size`, id).Scan(&exp, &size)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, tx.Commit()
+	}
+	if err != nil {
+		return false, err
+	}
+	if _, err = tx.ExecContext(ctx, `UPDATE responses_total SET entries = entries - 1, bytes = bytes - ?`, size); err != nil {
+		return false, err
+	}
+	return exp > now.UnixNano(), tx.Commit() // an expired row was no longer there for the caller
 }

@@ -1,8 +1,12 @@
 package sqlite
 
 import (
+	"bytes"
+	"context"
 	"path/filepath"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/keelmesh/keel/internal/convstate"
 	"github.com/keelmesh/keel/internal/convstate/convstatetest"
@@ -40,4 +44,28 @@ func TestConversationsShareTheRequestLogFile(t *testing.T) {
 		t.Fatalf("reopening beside the request log: %v", err)
 	}
 	c.Close()
+}
+
+// BenchmarkConversationsPutGet is one stored turn and its follow-up's read
+// (a 4 KiB conversation), under the default bounds: what a Responses
+// call with store adds on the request path.
+func BenchmarkConversationsPutGet(b *testing.B) {
+	c, err := OpenConversations(filepath.Join(b.TempDir(), "keel-requests.db"), convstate.Config{}.Bounds())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("x"), 4096)
+	now := time.Now()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		id := "resp_" + strconv.Itoa(i)
+		if err := c.Put(ctx, id, data, now, now.Add(time.Hour)); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.Get(ctx, id, now); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
