@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 
@@ -199,4 +200,86 @@ func functionOutput(callID, output string) responses.ResponseInputItemUnionParam
 	it := responses.ResponseInputItemParamOfFunctionCallOutput(output)
 	it.OfFunctionCallOutput.CallID = openai.String(callID)
 	return it
+}
+
+// Chat Completions and Messages clients served by a Responses-only
+// endpoint (providers[].api: responses): text, streams and a tool call.
+func TestResponsesEndpointServesChatAndMessagesClients(t *testing.T) {
+	e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+	ctx := context.Background()
+	oc := openaiClients(e)["proxy"]
+	ac := anthropicClients(e)["proxy"]
+	want := sim.Answer(e.simCfg, userText("sim-sonnet", "Tell me about hulls.", 300))
+
+	cc, err := oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model: "rsp-sonnet", MaxCompletionTokens: openai.Int(300),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me about hulls.")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cc.Choices) != 1 || cc.Choices[0].Message.Content != want.Text() || cc.Choices[0].FinishReason != "stop" {
+		t.Errorf("chat choices = %+v, want %q", cc.Choices, want.Text())
+	}
+	if cc.Usage.CompletionTokens != int64(want.Usage.OutputTokens) {
+		t.Errorf("chat usage %d, want %d", cc.Usage.CompletionTokens, want.Usage.OutputTokens)
+	}
+
+	st := oc.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+		Model: "rsp-sonnet", MaxCompletionTokens: openai.Int(300),
+		Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me about hulls.")},
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	})
+	var acc openai.ChatCompletionAccumulator
+	for st.Next() {
+		acc.AddChunk(st.Current())
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.Choices) != 1 || acc.Choices[0].Message.Content != want.Text() || acc.Usage.CompletionTokens != int64(want.Usage.OutputTokens) {
+		t.Errorf("chat stream = %+v usage %d, want %q", acc.Choices, acc.Usage.CompletionTokens, want.Text())
+	}
+
+	msg, err := ac.Messages.New(ctx, anthropic.MessageNewParams{
+		Model: "rsp-sonnet", MaxTokens: 300,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Tell me about hulls."))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Content) != 1 || msg.Content[0].Text != want.Text() || msg.StopReason != "end_turn" {
+		t.Errorf("messages content = %+v stop %q, want %q", msg.Content, msg.StopReason, want.Text())
+	}
+
+	as := ac.Messages.NewStreaming(ctx, anthropic.MessageNewParams{
+		Model: "rsp-sonnet", MaxTokens: 300,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Tell me about hulls."))},
+	})
+	var am anthropic.Message
+	for as.Next() {
+		if err := am.Accumulate(as.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := as.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(am.Content) != 1 || am.Content[0].Text != want.Text() || am.Usage.OutputTokens != int64(want.Usage.OutputTokens) {
+		t.Errorf("messages stream = %+v usage %d, want %q", am.Content, am.Usage.OutputTokens, want.Text())
+	}
+
+	// a tool call, asked by a Messages client, answered through Responses
+	tmsg, err := ac.Messages.New(ctx, anthropic.MessageNewParams{
+		Model: "rsp-sonnet", MaxTokens: 300,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Please use get_weather for Oslo."))},
+		Tools: []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{Name: "get_weather",
+			InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"city": map[string]any{"type": "string"}}}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tmsg.StopReason != "tool_use" || len(tmsg.Content) == 0 || tmsg.Content[len(tmsg.Content)-1].Name != "get_weather" {
+		t.Errorf("tool call = %+v stop %q", tmsg.Content, tmsg.StopReason)
+	}
 }
