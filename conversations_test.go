@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	ooption "github.com/openai/openai-go/v3/option"
@@ -89,7 +90,7 @@ func withConvFleet(cfg *config.Config) {
 
 // convMesh is a mesh over fleet (in memory) with the conv alias, its
 // upstream attempts recorded; tweak picks the conversation store.
-func convMesh(t *testing.T, fleet *sim.Fleet, tweak func(*config.Config)) (*keel.Mesh, *convRecorder) {
+func convMesh(t *testing.T, fleet *sim.Fleet, tweak func(*config.Config), opts ...keel.Option) (*keel.Mesh, *convRecorder) {
 	t.Helper()
 	rec := &convRecorder{next: fleet.Transport()}
 	cfg := simfleet.Config(fleet, "http://sim.invalid")
@@ -100,7 +101,7 @@ func convMesh(t *testing.T, fleet *sim.Fleet, tweak func(*config.Config)) (*keel
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	m, err := keel.New(cfg, keel.WithUpstream(rec))
+	m, err := keel.New(cfg, append(opts, keel.WithUpstream(rec))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,4 +346,73 @@ func TestStoreFalseKeepsNothing(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.Code != "previous_response_not_found" {
 		t.Fatalf("continuing a store:false response: %v, want previous_response_not_found", err)
 	}
+}
+
+// responses.store_ttl and responses.max_conversations bound what a mesh
+// keeps: a conversation past its TTL (the mesh's injected clock) or pushed
+// out by newer ones is OpenAI's 404 to a follow-up.
+func TestStoredConversationsBounded(t *testing.T) {
+	ctx := context.Background()
+	ask := func(c openai.Client, prev, text string) (*responses.Response, error) {
+		p := responses.ResponseNewParams{Model: convAlias, MaxOutputTokens: openai.Int(200),
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(text)}}
+		if prev != "" {
+			p.PreviousResponseID = openai.String(prev)
+		}
+		return c.Responses.New(ctx, p)
+	}
+	notFound := func(t *testing.T, err error) {
+		t.Helper()
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Code != "previous_response_not_found" {
+			t.Fatalf("follow-up: %v, want 404 previous_response_not_found", err)
+		}
+	}
+	t.Run("ttl", func(t *testing.T) {
+		fleet, err := sim.New(sim.ZeroLatency())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		now := time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC)
+		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		m, _ := convMesh(t, fleet, func(c *config.Config) { c.Responses.TTL = time.Hour }, keel.WithClock(clock))
+		c := openai.NewClient(ooption.WithHTTPClient(m.HTTPClient()), ooption.WithAPIKey("client-key"))
+		r, err := ask(c, "", "Say hi.")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		now = now.Add(time.Hour - time.Second)
+		mu.Unlock()
+		if _, err := ask(c, r.ID, "Again."); err != nil {
+			t.Fatalf("a second before the TTL: %v", err)
+		}
+		mu.Lock()
+		now = now.Add(time.Second)
+		mu.Unlock()
+		_, err = ask(c, r.ID, "Again.")
+		notFound(t, err)
+	})
+	t.Run("max_conversations", func(t *testing.T) {
+		fleet, err := sim.New(sim.ZeroLatency())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := convMesh(t, fleet, func(c *config.Config) { c.Responses.MaxConversations = 2 })
+		c := openai.NewClient(ooption.WithHTTPClient(m.HTTPClient()), ooption.WithAPIKey("client-key"))
+		var ids []string
+		for _, q := range []string{"Say hi.", "Say hello.", "Say hey."} {
+			r, err := ask(c, "", q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, r.ID)
+		}
+		_, err = ask(c, ids[0], "Again.")
+		notFound(t, err)
+		if _, err := c.Responses.Get(ctx, ids[2], responses.ResponseGetParams{}); err != nil {
+			t.Fatalf("the newest: %v", err)
+		}
+	})
 }
