@@ -265,7 +265,7 @@ func (s *Store) keep(ctx context.Context, history []llm.Message, resp *llm.Respo
 	if err != nil {
 		return fmt.Errorf("encoding conversation %s: %w", obj.ID, err)
 	}
-	if err := s.b.Put(ctx, obj.ID, b, now, now.Add(s.ttl)); err != nil {
+	if err := s.b.Put(ctx, storageKey(owner, obj.ID), b, now, now.Add(s.ttl)); err != nil {
 		return fmt.Errorf("storing conversation %s: %w", obj.ID, err)
 	}
 	return nil
@@ -291,7 +291,7 @@ func (s *Store) Delete(ctx context.Context, id, owner string) *llm.APIError {
 	if _, ae := s.get(ctx, id, owner, responseNotFound); ae != nil {
 		return ae
 	}
-	ok, err := s.b.Delete(ctx, id, s.now())
+	ok, err := s.b.Delete(ctx, storageKey(owner, id), s.now())
 	if err != nil {
 		return unavailable(err)
 	}
@@ -302,7 +302,7 @@ func (s *Store) Delete(ctx context.Context, id, owner string) *llm.APIError {
 }
 
 func (s *Store) get(ctx context.Context, id, owner string, notFound func(string) *llm.APIError) (*Conversation, *llm.APIError) {
-	b, err := s.b.Get(ctx, id, s.now())
+	b, err := s.b.Get(ctx, storageKey(owner, id), s.now())
 	if errors.Is(err, ErrNotFound) {
 		return nil, notFound(id)
 	}
@@ -320,6 +320,16 @@ func (s *Store) get(ctx context.Context, id, owner string, notFound func(string)
 		unnull(c.Messages[i].Content)
 	}
 	return &c, nil
+}
+
+// storageKey is where owner's response id is kept: each virtual key has
+// its own space, so the same id served to two keys (an answer the
+// response cache shares across keys replays its id) is two entries.
+func storageKey(owner, id string) string {
+	if owner == "" {
+		return id
+	}
+	return owner + "\n" + id
 }
 
 // previousNotFound is OpenAI's answer to an unknown previous_response_id

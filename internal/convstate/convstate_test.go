@@ -122,7 +122,8 @@ func TestBeginStoreFalseAndBadMembers(t *testing.T) {
 }
 
 // A conversation is its key's: another virtual key neither reads,
-// deletes nor continues it (404, as for an unknown id).
+// deletes nor continues it (404, as for an unknown id), and storing the
+// same id does not replace it.
 func TestConversationsArePerKey(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newStore(t, convstate.Config{})
@@ -136,6 +137,16 @@ func TestConversationsArePerKey(t *testing.T) {
 	}
 	if _, ae := s.Begin(ctx, request("resp_a", text(llm.RoleUser, "more")), "key-b"); ae == nil || ae.Code != "previous_response_not_found" {
 		t.Fatalf("follow-up by another key = %v; want previous_response_not_found", ae)
+	}
+	// The same id served to another key (a response cache shared across
+	// keys replays ids) is that key's own entry: neither replaces the other.
+	keep, _ = s.Begin(ctx, request("", text(llm.RoleUser, "hi")), "key-b")
+	keep(ctx, &llm.Response{Content: []llm.Block{{Type: llm.BlockText, Text: "hello b"}}}, []byte(`{"id":"resp_a","b":1}`), "ep")
+	if c, ae := s.Get(ctx, "resp_a", "key-a"); ae != nil || string(c.Response) != `{"id":"resp_a"}` {
+		t.Fatalf("key-a's resp_a after key-b stored one: %+v, %v", c, ae)
+	}
+	if c, ae := s.Get(ctx, "resp_a", "key-b"); ae != nil || string(c.Response) != `{"id":"resp_a","b":1}` {
+		t.Fatalf("key-b's resp_a: %+v, %v", c, ae)
 	}
 	if ae := s.Delete(ctx, "resp_a", "key-a"); ae != nil {
 		t.Fatal(ae)
