@@ -201,8 +201,8 @@ const (
 	memberStore    = "store"
 )
 
-// Begin prepares a request; only one of the Responses API has anything to
-// prepare (the other formats keep no state: nil, nil). When it names a
+// Begin prepares a request of the Responses API (the caller asks only for
+// the API whose codec is Stateful). When it names a
 // previous_response_id that owner may read, the stored history is put in
 // front of its messages and the member removed, so that any endpoint can
 // serve it; an id Keel does not hold is OpenAI's 404
@@ -213,9 +213,6 @@ const (
 // encoded whole) and endpoint the id of the endpoint that served it.
 // keep logs its failures: the client has its answer either way.
 func (s *Store) Begin(ctx context.Context, req *llm.Request, owner string) (keep func(ctx context.Context, resp *llm.Response, served []byte, endpoint string), ae *llm.APIError) {
-	if req.Format != llm.FormatResponses {
-		return nil, nil // the other APIs keep no state
-	}
 	prev, err := stringMember(req.Extra, memberPrevious)
 	if err != nil {
 		return nil, badMember(memberPrevious, "a string", err)

@@ -16,11 +16,12 @@ import (
 // convstate.Store implements it. owner is the caller's virtual key id, ""
 // without one: a conversation is read and continued only by its owner.
 type Conversations interface {
-	// Begin is called with every parsed API request. For a Responses API
-	// request it expands previous_response_id into its history, or
-	// refuses it (404 previous_response_not_found), and returns keep,
-	// which stores the answer and must be called before the client has
-	// all of it; keep is nil for other formats and for store false.
+	// Begin is called with every parsed request of a stateful API (the
+	// codec's Stateful: the Responses API). It expands
+	// previous_response_id into its history, or refuses it (404
+	// previous_response_not_found), and returns keep, which stores the
+	// answer and must be called before the client has all of it; keep is
+	// nil for store false.
 	Begin(ctx context.Context, req *llm.Request, owner string) (keep func(ctx context.Context, resp *llm.Response, served []byte, endpoint string), ae *llm.APIError)
 	// Response is the response object stored under id, as served.
 	Response(ctx context.Context, id, owner string) ([]byte, *llm.APIError)

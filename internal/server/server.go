@@ -400,7 +400,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		return
 	}
 	var keep keepFunc
-	if s.conv != nil {
+	if s.conv != nil && wire.For(f).Stateful() {
 		owner := ""
 		if caller != nil {
 			owner, _ = caller.Labels()
