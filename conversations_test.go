@@ -174,24 +174,43 @@ func TestPreviousResponseSurvivesFailover(t *testing.T) {
 					t.Cleanup(proxy.Close)
 					return openai.NewClient(ooption.WithBaseURL(proxy.URL+"/v1"), ooption.WithAPIKey("client-key"), ooption.WithMaxRetries(0))
 				}
-				convFailover(t, fleet, client(ms.first), client(ms.second), rec)
+				// Over the socket turn 1 streams (stored from the events,
+				// passed through byte for byte); embedded it does not.
+				convFailover(t, fleet, client(ms.first), client(ms.second), rec, mode == "proxy")
 			})
 		}
 	}
 }
 
-func convFailover(t *testing.T, fleet *sim.Fleet, first, second openai.Client, rec *convRecorder) {
+func convFailover(t *testing.T, fleet *sim.Fleet, first, second openai.Client, rec *convRecorder, streamFirst bool) {
 	ctx := context.Background()
 	tools := weatherTools(t)
 
 	// Turn 1 on the OpenAI-Responses endpoint: the model calls get_weather.
 	var hr *http.Response
-	r1, err := first.Responses.New(ctx, responses.ResponseNewParams{
+	p1 := responses.ResponseNewParams{
 		Model: convAlias, MaxOutputTokens: openai.Int(512), Tools: tools,
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(convPrompt)},
-	}, ooption.WithResponseInto(&hr))
-	if err != nil {
-		t.Fatal(err)
+	}
+	r1 := &responses.Response{}
+	if streamFirst {
+		st := first.Responses.NewStreaming(ctx, p1, ooption.WithResponseInto(&hr))
+		for st.Next() {
+			if ev := st.Current(); ev.Type == "response.completed" {
+				*r1 = ev.Response
+			}
+		}
+		if err := st.Err(); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		var err error
+		if r1, err = first.Responses.New(ctx, p1, ooption.WithResponseInto(&hr)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r1.ID == "" {
+		t.Fatal("turn 1 has no response id")
 	}
 	if p := hr.Header.Get("X-Mesh-Provider"); p != responsesProvider {
 		t.Fatalf("turn 1 served by %q, want the Responses endpoint %q", p, responsesProvider)
