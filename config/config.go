@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/cache"
+	"github.com/keelmesh/keel/internal/convstate"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/shadow"
@@ -134,6 +135,10 @@ type Config struct {
 	Shadow Shadow `yaml:"shadow"`
 	// PII configures personal-data detection, redaction and its audit log.
 	PII PII `yaml:"pii"`
+	// Responses configures what Keel keeps of the Responses API's
+	// conversations (store, previous_response_id, GET and DELETE
+	// /v1/responses/{id}): how long, how much, and where.
+	Responses convstate.Config `yaml:"responses"`
 
 	// src locates keys in the file this Config was parsed from; nil when built in code.
 	src *source
@@ -309,6 +314,21 @@ func (c *Config) CacheStore() string {
 		return CacheStoreMemory
 	}
 	return c.Cache.Store
+}
+
+// ResponsesStore is responses.store, or its default when unset: redis when
+// the redis section is set, else sqlite when the request log is written
+// (the conversations go into its file), else memory.
+func (c *Config) ResponsesStore() string {
+	switch {
+	case c.Responses.Store != "":
+		return c.Responses.Store
+	case c.Redis.On():
+		return convstate.StoreRedis
+	case c.RequestLog.On():
+		return convstate.StoreSQLite
+	}
+	return convstate.StoreMemory
 }
 
 // KeysOn reports whether the mesh opens the key store: when keys are required

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/cache"
+	"github.com/keelmesh/keel/internal/convstate"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/shadow"
@@ -82,6 +83,7 @@ func (v *validator) extra() {
 		v.add("cache.store", "expected memory or redis, got %q", v.c.Cache.Store)
 	}
 	v.semanticCache()
+	v.responses()
 	v.nonNegative("telemetry.debug_traces", int64(v.c.Telemetry.DebugTraces))
 	v.nonNegative("request_log.retention_days", int64(v.c.RequestLog.RetentionDays))
 	v.nonNegative("request_log.queue_size", int64(v.c.RequestLog.QueueSize))
@@ -706,5 +708,29 @@ func (v *validator) semanticCache() {
 		if c.Embeddings == nil {
 			v.add(base+".enabled", "needs cache.embeddings (the endpoint that embeds prompts)")
 		}
+	}
+}
+
+// responses checks the responses section: non-negative bounds and a store
+// the rest of the config can back.
+func (v *validator) responses() {
+	r := v.c.Responses
+	if r.TTL < 0 {
+		v.add("responses.store_ttl", "must not be negative, got %s", r.TTL)
+	}
+	v.nonNegative("responses.max_conversations", int64(r.MaxConversations))
+	v.nonNegative("responses.max_stored_bytes", r.MaxBytes)
+	switch r.Store {
+	case "", convstate.StoreMemory:
+	case convstate.StoreSQLite:
+		if !v.c.RequestLog.On() {
+			v.add("responses.store", "sqlite keeps the conversations in the request log's file: it needs the request log (request_log.path)")
+		}
+	case convstate.StoreRedis:
+		if !v.c.Redis.On() {
+			v.add("responses.store", "redis needs the redis section (redis.url)")
+		}
+	default:
+		v.add("responses.store", "expected memory, sqlite or redis, got %q", r.Store)
 	}
 }

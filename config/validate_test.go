@@ -45,6 +45,39 @@ cache:
 			},
 		},
 		{
+			name: "responses section",
+			yaml: `responses:
+  store_ttl: -1h
+  max_conversations: -1
+  max_stored_bytes: -5
+  store: redis
+`,
+			want: []string{
+				`keel.yaml:2:3: responses.store_ttl: must not be negative, got -1h0m0s`,
+				`keel.yaml:3:3: responses.max_conversations: must not be negative, got -1`,
+				`keel.yaml:4:3: responses.max_stored_bytes: must not be negative, got -5`,
+				`keel.yaml:5:3: responses.store: redis needs the redis section (redis.url)`,
+			},
+		},
+		{
+			name: "responses store",
+			yaml: `responses:
+  store: sqlite
+`,
+			want: []string{
+				`keel.yaml:2:3: responses.store: sqlite keeps the conversations in the request log's file: it needs the request log (request_log.path)`,
+			},
+		},
+		{
+			name: "responses store unknown",
+			yaml: `responses:
+  store: disk
+`,
+			want: []string{
+				`keel.yaml:2:3: responses.store: expected memory, sqlite or redis, got "disk"`,
+			},
+		},
+		{
 			name: "server access and body limits",
 			yaml: `server:
   max_body_bytes: 1000
@@ -556,5 +589,26 @@ func TestStoreDefaults(t *testing.T) {
 	c.Keys.Store, c.Cache.Store = KeysStoreSQLite, CacheStoreMemory
 	if c.KeysStore() != KeysStoreSQLite || c.CacheStore() != CacheStoreMemory {
 		t.Errorf("set explicitly: %q %q, want sqlite memory", c.KeysStore(), c.CacheStore())
+	}
+}
+
+// responses.store defaults to redis with a redis section, else to sqlite
+// (the request log's file) when the log is written, else memory.
+func TestResponsesStoreDefault(t *testing.T) {
+	var c Config
+	if got := c.ResponsesStore(); got != "memory" {
+		t.Errorf("embedded, no log: %q, want memory", got)
+	}
+	c.RequestLog.Path = "keel-requests.db"
+	if got := c.ResponsesStore(); got != "sqlite" {
+		t.Errorf("with the request log: %q, want sqlite", got)
+	}
+	c.Redis.URL = "redis://127.0.0.1:6379"
+	if got := c.ResponsesStore(); got != "redis" {
+		t.Errorf("with redis: %q, want redis", got)
+	}
+	c.Responses.Store = "memory"
+	if got := c.ResponsesStore(); got != "memory" {
+		t.Errorf("set explicitly: %q, want memory", got)
 	}
 }

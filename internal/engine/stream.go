@@ -653,7 +653,7 @@ func (s *Stream) Close() error {
 // streamStore rebuilds a streamed answer for the response cache.
 type streamStore struct {
 	use cacheUse
-	acc accumulator
+	acc llm.Accumulator
 }
 
 // keep adds an event sent to the client to the answer being rebuilt for
@@ -665,12 +665,12 @@ func (s *Stream) keep(ev *llm.Event) {
 	if st == nil {
 		return
 	}
-	st.acc.add(ev)
+	st.acc.Add(ev)
 	if ev.Type != llm.EventMessageStop {
 		return
 	}
 	s.store = nil
-	if resp := st.acc.response(); !s.failed && s.schemaErr == nil && cacheable(resp, s.x.rec) {
+	if resp := st.acc.Response(); !s.failed && s.schemaErr == nil && cacheable(resp, s.x.rec) {
 		s.x.e.cachePut(st.use, resp, s.Served())
 	}
 }

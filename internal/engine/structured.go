@@ -361,7 +361,7 @@ func nonEmpty(s string) string {
 
 // accumulate builds the complete answer from a stream's events.
 func accumulate(s *Stream) (*llm.Response, error) {
-	var a accumulator
+	var a llm.Accumulator
 	for {
 		ev, err := s.Next()
 		if err != nil {
@@ -370,88 +370,9 @@ func accumulate(s *Stream) (*llm.Response, error) {
 		if ev.Type == llm.EventError {
 			return nil, ev.Err
 		}
-		a.add(ev)
+		a.Add(ev)
 	}
-	return a.response(), nil
-}
-
-// accumulator rebuilds a complete answer from stream events, copying what
-// it keeps of each (the events may be recycled after).
-type accumulator struct {
-	resp   llm.Response
-	blocks []*accBlock
-}
-
-type accBlock struct {
-	b         llm.Block
-	body, sig strings.Builder
-}
-
-func (a *accumulator) add(ev *llm.Event) {
-	resp := &a.resp
-	switch ev.Type {
-	case llm.EventMessageStart:
-		if ev.Message != nil {
-			resp.ID, resp.Model, resp.Usage = ev.Message.ID, ev.Message.Model, ev.Message.Usage
-			resp.Created, resp.SystemFingerprint = ev.Message.Created, ev.Message.SystemFingerprint
-		}
-	case llm.EventBlockStart:
-		b := &accBlock{b: llm.Block{Type: llm.BlockText}}
-		if ev.Block != nil {
-			b.b = *ev.Block
-		}
-		for len(a.blocks) <= ev.Index {
-			a.blocks = append(a.blocks, nil)
-		}
-		a.blocks[ev.Index] = b
-	case llm.EventBlockDelta:
-		if ev.Index >= len(a.blocks) || a.blocks[ev.Index] == nil {
-			return
-		}
-		b := a.blocks[ev.Index]
-		switch ev.DeltaType {
-		case llm.DeltaText, llm.DeltaInputJSON, llm.DeltaThinking:
-			b.body.WriteString(ev.Delta)
-		case llm.DeltaSignature:
-			b.sig.WriteString(ev.Delta)
-		}
-	case llm.EventMessageDelta:
-		resp.StopReason, resp.StopSequence = ev.StopReason, ev.StopSequence
-		if ev.Usage != nil {
-			u := *ev.Usage
-			if u.InputTokens == 0 {
-				u.InputTokens, u.CacheReadTokens, u.CacheWriteTokens = resp.Usage.InputTokens, resp.Usage.CacheReadTokens, resp.Usage.CacheWriteTokens
-			}
-			resp.Usage = u
-		}
-	}
-}
-
-// response returns the answer the events added so far make.
-func (a *accumulator) response() *llm.Response {
-	resp := a.resp
-	resp.Content = nil
-	for _, ab := range a.blocks {
-		if ab == nil {
-			continue
-		}
-		b := ab.b
-		switch b.Type {
-		case llm.BlockText:
-			b.Text += ab.body.String()
-		case llm.BlockThinking:
-			b.Thinking += ab.body.String()
-		case llm.BlockToolUse:
-			if in := ab.body.String(); in != "" {
-				b.Input = json.RawMessage(in)
-			} else if len(b.Input) == 0 {
-				b.Input = json.RawMessage("{}")
-			}
-		}
-		b.Signature += ab.sig.String()
-		resp.Content = append(resp.Content, b)
-	}
-	return &resp
+	return a.Response(), nil
 }
 
 // synthesize turns a complete answer back into stream events, cutting text

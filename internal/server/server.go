@@ -115,6 +115,11 @@ type Options struct {
 	// request for a path Keel does not serve (a metric's counter); it
 	// must not block.
 	OnUnknownRoute func(method string)
+	// Conversations keeps the Responses API's conversations: store and
+	// previous_response_id on POST /v1/responses, GET and DELETE
+	// /v1/responses/{id}. Nil: nothing is kept, previous_response_id goes
+	// upstream as sent and GET /v1/responses/{id} is 404.
+	Conversations Conversations
 }
 
 // Caller is a client Authenticate identified.
@@ -159,6 +164,7 @@ type Server struct {
 	authn      func(r *http.Request) (Caller, *llm.APIError)
 	onUnknown  func(method string)
 	unknown    unknownLog
+	conv       Conversations
 }
 
 // New returns a ready Server.
@@ -192,7 +198,7 @@ func New(o Options) *Server {
 	s := &Server{eng: o.Engine, log: log, maxBody: o.MaxBodyBytes, bodyTimeout: o.BodyReadTimeout, minRate: o.MinBodyRate,
 		maxMessages: o.MaxMessages, maxHeader: o.MaxHeaderBytes, maxInflight: o.MaxInflightBodyBytes,
 		access: newAccess(o.ListenAddr, o.AllowedHosts, o.AllowedOrigins, log),
-		authn:  o.Authenticate, adminRts: o.AdminRoutes, onUnknown: o.OnUnknownRoute,
+		authn:  o.Authenticate, adminRts: o.AdminRoutes, onUnknown: o.OnUnknownRoute, conv: o.Conversations,
 		adminToken: o.AdminToken, readToken: o.ReadToken, routes: o.Routes}
 	s.ready.Store(true)
 	return s
@@ -221,6 +227,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
+	}
+	if id, ok := responsesItemPath(path, embedded); ok {
+		if s.admit(w, r, llm.FormatResponses) {
+			if caller, ok := s.authenticate(w, r, llm.FormatResponses); ok {
+				s.responseItem(w, r, id, caller)
+			}
+		}
+		return
 	}
 	if s.serveSide(w, r, path, embedded) {
 		return
@@ -394,6 +408,17 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		writeError(w, f, asAPIError(err))
 		return
 	}
+	var keep keepFunc
+	if s.conv != nil && wire.For(f).Stateful() {
+		owner := ""
+		if caller != nil {
+			owner, _ = caller.Labels()
+		}
+		if keep, ae = s.conv.Begin(r.Context(), req, owner); ae != nil {
+			writeError(w, f, ae)
+			return
+		}
+	}
 	if n := len(req.Messages); n > s.maxMessages {
 		writeError(w, f, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: "messages",
 			Message: fmt.Sprintf("the request has %d messages; server.max_messages allows at most %d", n, s.maxMessages)})
@@ -499,6 +524,10 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 			writeError(w, f, &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshUpstreamProtocolFailed, Message: "encoding response: " + err.Error()})
 			return
 		}
+		if keep != nil {
+			// Stored before the client has it: its follow-up may come at once.
+			keep(r.Context(), out.Response, b, out.Endpoint.ID)
+		}
 		hs.Set("Content-Type", "application/json")
 		hs.Set("Content-Length", strconv.Itoa(len(b)))
 		hs.Set("X-Mesh-Cost", FormatCost(out.Record.Cost))
@@ -507,7 +536,12 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		s.logRequest(r, rid, req, out.Record, nil, start)
 		return
 	}
-	s.stream(w, r, f, req, out)
+	var sk *streamKeeper
+	if keep != nil {
+		st := out.Stream
+		sk = &streamKeeper{keep: keep, codec: codec, endpoint: func() string { return st.Served().ID }}
+	}
+	s.stream(w, r, f, req, out, sk)
 	s.logRequest(r, rid, req, out.Record, out.Record.Err, start)
 }
 
@@ -595,7 +629,7 @@ func parseTimeout(v string) (time.Duration, error) {
 
 // stream copies the engine's events to the client, one flush per event.
 // Final X-Mesh values follow as HTTP trailers.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, f llm.Format, req *llm.Request, out *engine.Outcome) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, f llm.Format, req *llm.Request, out *engine.Outcome, sk *streamKeeper) {
 	st := out.Stream
 	defer st.Close()
 	h := w.Header()
@@ -616,6 +650,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f llm.Format, re
 		if err != nil {
 			break
 		}
+		sk.see(r.Context(), ev)
 		if err := write(ev); err != nil {
 			// The client went away; the deferred Close cancels upstream.
 			return

@@ -128,6 +128,10 @@ type Codec interface {
 	// KeyEnv names the environment variable holding this format's
 	// provider key when Keel runs without a config.
 	KeyEnv() string
+	// Stateful reports whether the API keeps conversations by response
+	// id (store, previous_response_id: the Responses API), which the
+	// front then keeps itself (internal/convstate).
+	Stateful() bool
 }
 
 var codecs = [...]Codec{llm.FormatAnthropic: anthropicCodec{}, llm.FormatOpenAI: openaiCodec{}, llm.FormatResponses: responsesCodec{}}
@@ -213,6 +217,7 @@ func (anthropicCodec) EncodeModels(models []Model) []byte {
 }
 
 func (anthropicCodec) KeyEnv() string { return "ANTHROPIC_API_KEY" }
+func (anthropicCodec) Stateful() bool { return false }
 
 func (anthropicCodec) ParseError(status int, h http.Header, b []byte) *llm.APIError {
 	return anthropic.ParseError(status, h, b)
@@ -294,6 +299,7 @@ func (openaiCodec) EncodeModels(models []Model) []byte {
 }
 
 func (openaiCodec) KeyEnv() string                        { return "OPENAI_API_KEY" }
+func (openaiCodec) Stateful() bool                        { return false }
 func (openaiCodec) APIVersion(string, http.Header) string { return "" }
 
 func (openaiCodec) ParseError(status int, h http.Header, b []byte) *llm.APIError {
@@ -354,3 +360,7 @@ func (responsesCodec) Serves(path string, embedded bool) bool {
 // PrepareUpstream: the Responses API always reports usage, on streams
 // too; nothing to add.
 func (responsesCodec) PrepareUpstream(*llm.Request, string) []string { return nil }
+
+// Stateful: the Responses API stores answers (store, on by default) and
+// continues them by previous_response_id.
+func (responsesCodec) Stateful() bool { return true }
