@@ -25,6 +25,17 @@ type Implied struct {
 	// Sources are the clauses of the prompt the schema was built from
 	// (demand, key lists, enumerations, ranges), in the order they were used.
 	Sources []string
+	// Count is the number of keys the prompt states ("two fields: a and
+	// b", "三个字段"), 0 when it states none.
+	Count int
+	// Sure reports an unambiguous reading, the only kind worth sending to
+	// the model as its output format: keys were found, every one an
+	// identifier (letters, digits, _ and -, not starting with a digit)
+	// that the prompt writes out as a word of its own and that is not a
+	// word of the sentence's grammar, and the stated count, if any, is the
+	// number of keys. An implied schema that is not sure still serves to
+	// validate and repair the answer; it is never sent.
+	Sure bool
 }
 
 // ExtractConstraints finds hard output-format requirements in a system
@@ -85,6 +96,9 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 		keys  []string
 		types = map[string]string{}
 		used  []int // clauses the schema came from
+		// loose: some keys were read from words of a sentence ("include
+		// the verdict and the reasons"), not written as keys.
+		loose bool
 	)
 	addKeys := func(i int, ks []string) {
 		if len(ks) == 0 {
@@ -102,6 +116,12 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 			continue
 		}
 		if !demand[i] && !schemaClauseRe.MatchString(c.text) {
+			if i > 0 && demand[i-1] {
+				if ks, l := includeKeys(c.text); len(ks) > 0 {
+					addKeys(i, ks)
+					loose = loose || l
+				}
+			}
 			continue
 		}
 		ks := keysIn(c.text)
@@ -118,7 +138,9 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 	}
 	for i, c := range cls {
 		if m := requiredRe.FindStringSubmatch(c.text); m != nil {
-			addKeys(i, listItems(m[1]+m[2], true))
+			addKeys(i, listItems(m[1]+m[2]+m[3], true))
+		} else if bareRequiredRe.MatchString(c.text) {
+			addKeys(i, bulletKeys(systemPrompt, cls[i+1:]))
 		}
 	}
 	var sources []string
@@ -156,7 +178,66 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 	if err != nil {
 		return nil, false
 	}
-	return &Implied{Schema: b, Sentence: sentence, Required: keys, Sources: dedupe(sources)}, true
+	count := statedCount(cls, used)
+	sure := (count == 0 || count == len(keys)) && !loose
+	for _, k := range keys {
+		sure = sure && identKeyRe.MatchString(k) && !slices.Contains(grammarWords, strings.ToLower(k)) && namedInPrompt(systemPrompt, k)
+	}
+	return &Implied{Schema: b, Sentence: sentence, Required: keys, Sources: dedupe(sources), Count: count, Sure: sure}, true
+}
+
+// statedCount returns the number of keys the used clauses state ("two
+// fields", "3 keys", "三个字段"), 0 when none does or they disagree.
+func statedCount(cls []clause, used []int) int {
+	n := 0
+	for _, i := range used {
+		for _, m := range countRe.FindAllStringSubmatch(cls[i].text, -1) {
+			c := countValue(m[1] + m[2])
+			if c == 0 || n != 0 && c != n {
+				return 0
+			}
+			n = c
+		}
+	}
+	return n
+}
+
+// countValue reads a count: digits, an English number word or Chinese
+// numerals up to 十九.
+func countValue(s string) int {
+	if n, err := strconv.Atoi(s); err == nil {
+		return n
+	}
+	if i := slices.Index(enNumbers, strings.ToLower(s)); i >= 0 {
+		return i + 1
+	}
+	zh := map[rune]int{'一': 1, '二': 2, '两': 2, '三': 3, '四': 4, '五': 5, '六': 6, '七': 7, '八': 8, '九': 9}
+	rs := []rune(s)
+	switch {
+	case len(rs) == 1 && rs[0] == '十':
+		return 10
+	case len(rs) == 1:
+		return zh[rs[0]]
+	case len(rs) == 2 && rs[0] == '十':
+		return 10 + zh[rs[1]]
+	}
+	return 0
+}
+
+// namedInPrompt reports whether the prompt writes key k as a word of its
+// own (not only inside a longer identifier).
+func namedInPrompt(prompt, k string) bool {
+	for from := 0; ; {
+		i := strings.Index(prompt[from:], k)
+		if i < 0 {
+			return false
+		}
+		i += from
+		from = i + len(k)
+		if (i == 0 || !isWordByte(prompt[i-1])) && (from == len(prompt) || !isWordByte(prompt[from])) {
+			return true
+		}
+	}
 }
 
 // isDemand reports whether clause c demands JSON as the answer's format.
@@ -271,7 +352,22 @@ var (
 		regexp.MustCompile(`(?:返回|输出|包含|包括|给出|提供|含有|带有|有)\s*([^，,：:；]+?)\s*等?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性)(?:$|[^\p{Han}]|的)`),
 		regexp.MustCompile(`(?i)(?:包含|包括|含有|带有)\s*([^，,：:；]+?)\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键|属性)?\s*的\s*json`),
 	}
-	requiredRe = regexp.MustCompile(`(?i)\brequired\s+(?:fields?|keys?|properties)\s*(?:are|is)?\s*[:：]?\s*(.+)$|(?:必填字段|必需字段|必填项|必须包含的字段)\s*(?:为|是|包括)?\s*[:：]?\s*(.+)$`)
+	requiredRe = regexp.MustCompile(`(?i)^\s*(?:\*\*)?(?:required|mandatory)(?:\s+(?:fields?|keys?|properties))?\s*(?:\*\*)?\s*[:：]\s*(?:\*\*)?\s*(.+)$|\brequired\s+(?:fields?|keys?|properties)\s*(?:are|is)?\s*[:：]?\s*(.+)$|(?:必填字段|必需字段|必填项|必须包含的字段)\s*(?:为|是|包括)?\s*[:：]?\s*(.+)$`)
+	// bareRequiredRe is a "Required:" heading over a bullet list of keys.
+	bareRequiredRe = regexp.MustCompile(`(?i)^\s*(?:\*\*)?(?:required|mandatory)(?:\s+(?:fields?|keys?|properties))?\s*(?:\*\*)?\s*[:：]\s*(?:\*\*)?$|^(?:必填字段|必需字段|必填项)\s*[:：]$`)
+	// includeRe is a sentence after a JSON demand that lists what the
+	// answer holds: "Include verdict and reasons", "It should contain the
+	// title and the tags", "Add score and label".
+	includeRe = regexp.MustCompile(`(?i)^(?:please\s+|also\s+|and\s+)*(?:(?:it|this|that|the\s+(?:object|json|answer|response|output))\s+(?:must|should|shall|needs\s+to|has\s+to)\s+)?(?:make\s+sure\s+(?:to\s+|it\s+)?)?(?:include|contain|add|give|provide|report)s?\s+(?:(?:only|exactly|both)\s+)?(.+)$`)
+	// articleRe is an article or possessive before a key read from prose.
+	articleRe = regexp.MustCompile(`(?i)^(?:the|a|an|its|your|their)\s+`)
+	// countRe is a stated number of keys: "two fields", "3 keys", "三个字段".
+	countRe = regexp.MustCompile(`(?i)\b(\d{1,2}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\s+(?:(?:top-level|json|required|separate|distinct|string)\s+)?(?:fields|keys|properties|members|attributes|entries)\b|(\d{1,2}|[一二两三四五六七八九十]{1,2})\s*个\s*(?:顶层)?\s*(?:字段|键名|键|属性|key|field)`)
+	// numeralRe is a count, never a key: "两", "三个" (a bare number may
+	// be an enumeration value: "priority is one of 1, 2, 3").
+	numeralRe = regexp.MustCompile(`^(?:[一二两三四五六七八九十几]+\s*个?|\d+\s*个)$`)
+	// identKeyRe is an identifier-like key, the only kind sent upstream.
+	identKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
 	bulletRe   = regexp.MustCompile(`^(?:[-*•·+]|\d{1,2}[.)、．]|[（(]\d{1,2}[)）])\s*(?:\*\*)?["'` + "`" + `“]?([A-Za-z_][A-Za-z0-9_.]*|\p{Han}{1,12})["'` + "`" + `”]?(?:\*\*)?(?:\s*$|\s*[:：(（\-–—,，=]|\s+[(（])`)
 	identRe    = regexp.MustCompile(`^(?:[A-Za-z_][A-Za-z0-9_.-]{0,63}|[\p{Han}A-Za-z0-9_]{1,12})$`)
 	hanStopRe  = regexp.MustCompile(`[的了吗呢请不并把被让若就都也还须必该每各]|以下|如下|下列|下面|这些|上述|包含|包括|输出|返回|格式|内容`)
@@ -282,6 +378,11 @@ var (
 	parenRe    = regexp.MustCompile(`\s*(?:\([^()]*\)|（[^（）]*）)`)
 	typeNoteRe = regexp.MustCompile(`(?i)^([A-Za-z_][A-Za-z0-9_]*)\s*[:：]\s*(?:string|number|integer|int|float|boolean|bool|array|list|object|str)$`)
 	// stopWords end a list: "must include the summary" names no key.
+	// enNumbers are the count words countRe reads, one to twelve.
+	enNumbers = []string{"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"}
+	// grammarWords are words of a sentence, never a key the prompt means:
+	// a schema with one is not sure.
+	grammarWords = append([]string{"a", "an", "and", "or", "with", "of", "to", "in", "as", "for", "is", "are", "be", "must", "should", "include", "contain", "one", "two", "three", "four", "five", "field", "key", "object", "format"}, stopWords...)
 	stopWords     = []string{"the", "it", "its", "this", "that", "these", "those", "them", "all", "both", "only", "exactly", "following", "everything", "nothing", "any", "some", "no", "more", "prose", "json", "keys", "key", "fields", "field", "properties", "attributes", "etc", "other", "each", "every", "your", "their", "which", "what", "how"}
 	inputRe       = regexp.MustCompile(`(?i)\b(?:input|inputs|receive|receives|received|you\s+(?:will\s+)?(?:get|be\s+given|be\s+sent)|is\s+given|are\s+given|provided\s+(?:by|as)|the\s+user\s+(?:sends|will\s+send|pastes|provides)|request\s+body|looks\s+like\s+this\s+when)\b|输入|收到|给定|用户(?:会|将)?(?:发送|提供|粘贴)|传入`)
 	numberRangeRe = `\s*(?:\(|（)?\s*(?:is|are|must be|should be|of|from|between|on a scale of|scale of|ranges? from|为|是|取值为|范围为|在|:|：)?\s*(?:from|between)?\s*(-?\d+)\s*(?:-|–|—|~|～|to|and|through|到|至)\s*(-?\d+)`
@@ -365,7 +466,7 @@ func keysIn(c string) []string {
 		if m := re.FindStringSubmatch(c); m != nil {
 			// An English list before "as JSON" needs two keys: "return the
 			// summary as JSON" names the content, not a key.
-			if ks := listItems(m[1], true); len(ks) > 1 || (i > 0 && len(ks) > 0) {
+			if ks := listItems(m[1], true); (len(ks) > 1 || (i > 0 && len(ks) > 0)) && !slices.ContainsFunc(ks, allDigits) {
 				return ks
 			}
 		}
@@ -390,6 +491,32 @@ func keysIn(c string) []string {
 		}
 	}
 	return nil
+}
+
+// includeKeys reads the keys of a sentence that follows a JSON demand and
+// says what the answer includes ("Include verdict and reasons."): at least
+// two items, all key-like once an article is dropped. loose reports that an
+// article was dropped (the keys are words of the sentence, not written as
+// keys).
+func includeKeys(c string) (keys []string, loose bool) {
+	m := includeRe.FindStringSubmatch(c)
+	if m == nil {
+		return nil, false
+	}
+	body := strings.TrimRight(strings.TrimSpace(parenRe.ReplaceAllString(m[1], "")), ".。!！")
+	items := listSepRe.Split(body, -1)
+	for i, it := range items {
+		it = strings.TrimSpace(it)
+		if a := articleRe.FindString(it); a != "" {
+			it, loose = it[len(a):], true
+		}
+		items[i] = it
+	}
+	keys = listItems(strings.Join(items, ", "), true)
+	if len(keys) < 2 {
+		return nil, false
+	}
+	return keys, loose
 }
 
 // listItems splits a list of key names or values. With strict, every item
@@ -426,7 +553,7 @@ func listItems(s string, strict bool) []string {
 // keyLike reports whether it can be a key name: an identifier, or a short
 // run of Han characters without function words.
 func keyLike(it string) bool {
-	if !identRe.MatchString(it) || slices.Contains(stopWords, strings.ToLower(it)) {
+	if !identRe.MatchString(it) || slices.Contains(stopWords, strings.ToLower(it)) || numeralRe.MatchString(it) {
 		return false
 	}
 	return it[0] < utf8.RuneSelf || !hanStopRe.MatchString(it)
