@@ -382,7 +382,7 @@ var (
 	enNumbers = []string{"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"}
 	// grammarWords are words of a sentence, never a key the prompt means:
 	// a schema with one is not sure.
-	grammarWords = append([]string{"a", "an", "and", "or", "with", "of", "to", "in", "as", "for", "is", "are", "be", "must", "should", "include", "contain", "one", "two", "three", "four", "five", "field", "key", "object", "format"}, stopWords...)
+	grammarWords  = append([]string{"a", "an", "and", "or", "with", "of", "to", "in", "as", "for", "is", "are", "be", "must", "should", "include", "contain", "one", "two", "three", "four", "five", "field", "key", "object", "format"}, stopWords...)
 	stopWords     = []string{"the", "it", "its", "this", "that", "these", "those", "them", "all", "both", "only", "exactly", "following", "everything", "nothing", "any", "some", "no", "more", "prose", "json", "keys", "key", "fields", "field", "properties", "attributes", "etc", "other", "each", "every", "your", "their", "which", "what", "how"}
 	inputRe       = regexp.MustCompile(`(?i)\b(?:input|inputs|receive|receives|received|you\s+(?:will\s+)?(?:get|be\s+given|be\s+sent)|is\s+given|are\s+given|provided\s+(?:by|as)|the\s+user\s+(?:sends|will\s+send|pastes|provides)|request\s+body|looks\s+like\s+this\s+when)\b|输入|收到|给定|用户(?:会|将)?(?:发送|提供|粘贴)|传入`)
 	numberRangeRe = `\s*(?:\(|（)?\s*(?:is|are|must be|should be|of|from|between|on a scale of|scale of|ranges? from|为|是|取值为|范围为|在|:|：)?\s*(?:from|between)?\s*(-?\d+)\s*(?:-|–|—|~|～|to|and|through|到|至)\s*(-?\d+)`
