@@ -242,7 +242,12 @@ func namedInPrompt(prompt, k string) bool {
 
 // isDemand reports whether clause c demands JSON as the answer's format.
 func isDemand(c string) bool {
-	return containsFoldASCII(c, "json") && demandRe.MatchString(c) && !negatedRe.MatchString(c) && !conditionalRe.MatchString(c) && !topicRe.MatchString(c) && !historyRe.MatchString(c)
+	if !containsFoldASCII(c, "json") || !demandRe.MatchString(c) || negatedRe.MatchString(c) || conditionalRe.MatchString(c) || historyRe.MatchString(c) || senderRe.MatchString(c) {
+		return false
+	}
+	// "Parse the receipt and reply in JSON": the task reads the input, the
+	// answer is JSON.
+	return !topicRe.MatchString(c) || andDemandRe.MatchString(c)
 }
 
 // negated reports whether clause c refuses JSON; every refusal names JSON.
@@ -295,12 +300,17 @@ var (
 		`|\b(?:you\s+(?:always\s+|only\s+)?(?:respond|reply|answer|return|output|write)|(?:assistant|model|bot|agent)\s+(?:always\s+|only\s+)?(?:responds|replies|answers|returns|outputs|writes))\s+(?:only\s+)?(?:in|with|using|as)\s+` + jsonAdj + `json\b` +
 		// "Use JSON for your answer", "use JSON format in every response".
 		`|\buse\s+` + jsonAdj + `json(?:\s+format)?\s+(?:for|in|when)\s+(?:your|the|all|every|each)\s+` + outputNoun + `\b` +
-		`|^\s*(?:json|json\s+only|json\s+output|json\s+format|json\s+response)\s*[:：.!]?\s*$|^\s*json\s*(?:only|object|output|format|response)?\s*[:：]` +
+		`|^\s*(?:json|json\s+only|json\s+output|json\s+format|json\s+response)\s*[:：.!]?\s*$|^\s*json\s*(?:only|object|output|format|response)?\s*[:：]|^\s*json\s+only\b` +
+		// "Describe the film as JSON with seven fields", "Your JSON response
+		// contains …".
+		`|\b(?:as|into)\s+` + jsonAdj + `json\s+(?:object\s+)?(?:with|containing|having)\b|\byour\s+json\s+(?:response|answer|output|reply)\b` +
+		// "请按如下格式返回 JSON", "严格按照以下 JSON 结构回答".
+		`|(?:按|按照|参照|依照)\s*(?:如下|以下|下面的?|这个|这种|该|下列)?\s*(?:的)?\s*(?:json\s*)?(?:格式|结构|形式|样式|示例|模板)\s*(?:来)?\s*(?:返回|输出|回复|回答|给出|生成)` +
 		// Chinese: 以/用/按 JSON (格式) 返回/输出…, 返回/输出 JSON, JSON格式返回.
 		`|(?:以|用|按|使用|采用|按照)\s*(?:标准|合法|严格|纯)?(?:的)?\s*json\s*(?:格式|对象|结构|数组)?\s*(?:的形式|形式)?\s*(?:来|进行)?\s*(?:返回|输出|回答|回复|响应|给出|作答|提供|表示|呈现)` +
-		`|(?:^|[，,：:]|请|务必|必须|只|仅|需要|需|应|应当|应该|直接|都|一律|要)\s*(?:以|用)?\s*(?:返回|输出|回答|回复|给出|生成|提供)\s*(?:一个|一段|一份)?\s*(?:[^。\n，,]{0,60}?的)?\s*(?:合法的|有效的|标准的|严格的|纯|格式正确的)?\s*json` +
+		`|(?:^|[，,：:]|请|务必|必须|只|仅|需要|需|应|应当|应该|直接|都|一律|要)\s*(?:以|用)?\s*(?:返回|输出|回答|回复|给出|生成|提供)\s*(?:一个|一段|一份)?\s*(?:[^。\n，,]{0,60}?的)?\s*(?:如下|以下|下面)?\s*(?:的)?\s*(?:合法的|有效的|标准的|严格的|纯|格式正确的)?\s*json` +
 		`|json\s*格式\s*(?:返回|输出|回答|回复)` +
-		`|(?:输出|返回|回答|回复|响应|答案|结果)(?:的)?(?:内容)?(?:格式)?\s*(?:必须|应该|应当|应|需要|须|只能|一律|均)?\s*(?:是|为|采用|使用|用)\s*(?:一个)?\s*(?:合法的|有效的|标准的|严格的|纯)?\s*json` +
+		`|(?:输出|返回|回答|回复|响应|答案|结果)(?:的)?(?:内容)?(?:格式)?\s*(?:必须|应该|应当|应|需要|需|须|只能|一律|均)?\s*(?:是|为|采用|使用|用)\s*(?:一个)?\s*(?:合法的|有效的|标准的|严格的|纯)?\s*json` +
 		`|(?:输出|返回|回答|回复)(?:的)?(?:格式|要求|格式要求)\s*[:：]\s*(?:合法的|标准的|严格的)?\s*json`)
 	// topicRe marks a clause where JSON is the subject matter, not the
 	// answer's format: "write a JSON parser", "convert this JSON to YAML".
@@ -308,6 +318,13 @@ var (
 		`|^(?:[^,，]{0,40}[,，]\s*)?(?:please\s+)?(?:parse|read|convert|validate|analy[sz]e|summari[sz]e|explain|translate|debug|fix|load|decode|compare|review|transform|turn|rewrite|migrate)\b[^.\n]{0,30}\bjson\b` +
 		`|\bjson\b[^.\n]{0,40}\b(?:into|to)\s+(?:yaml|xml|csv|toml|prose|plain|a\s+table|markdown|english)` +
 		`|(?:解析|读取|转换|校验|验证|分析|解释|翻译|调试|修复|比较|转成|转为|转化)[^。\n，,]{0,10}json|json[^。\n，,]{0,15}(?:转换|转成|转为|转化)`)
+	// andDemandRe is a demand joined to a task about the input: "Read the
+	// complaint and respond in JSON", "Parse the CV line into JSON with
+	// five fields".
+	andDemandRe = regexp.MustCompile(`(?i)\band\s+(?:then\s+)?(?:respond|reply|answer|return|output|give|write)\b[^.\n]{0,30}?\bjson\b|\binto\s+` + jsonAdj + `json\s+(?:object\s+)?(?:with|containing|having)\b`)
+	// senderRe marks JSON someone else sends: "The user will send JSON
+	// payloads".
+	senderRe = regexp.MustCompile(`(?i)\b(?:the\s+user|users|clients?|customers?|they|we|partners?|the\s+webhook)\s+(?:will\s+|may\s+|might\s+|can\s+|often\s+)?(?:send|sends|paste|pastes|post|posts|upload|uploads|submit|submits)\b`)
 	// negatedRe marks a clause that refuses JSON as the format.
 	negatedRe = regexp.MustCompile(`(?i)\b(?:don'?t|do\s+not|never|not|no\s+need\s+to|avoid|refrain\s+from|stop)\s+(?:\w+\s+){0,3}?(?:respond|reply|answer|return|output|use|using|format|produce|give|write|generate|send|wrap|emit|provide)\b[^.\n]{0,30}?\bjson\b` +
 		`|\b(?:not|never|instead\s+of|rather\s+than|other\s+than|no|without|avoid)\s+(?:in\s+|as\s+|any\s+|using\s+)?(?:a\s+)?json\b` +
@@ -343,13 +360,17 @@ var (
 			`(?:\s+(?:only|exactly|just|at\s+least|all|both|the|these|those|its|their|following|of|below))*\s*[:：]?`),
 		regexp.MustCompile(`(?:(?:必须|务必|需要|需|应当|应该|应|须|要|都要|只)?\s*(?:包含|包括|含有|具有|带有)|(?:必须|需要|要|应|应该|须|都要)\s*有)\s*(?:以下|如下|这些|下列|下面的|下面这些)?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:(?:字段|键名|键|属性)(?:名)?\s*(?:为|是)?|内容|信息|项)?\s*[:：]?`),
 		regexp.MustCompile(`(?:输出|返回|给出|提供)\s*(?:以下|如下|下列|这些)\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性)?\s*[:：]?`),
-		regexp.MustCompile(`(?:字段|键名|键|属性)(?:名)?\s*(?:为|是|包括|包含|有)?\s*[:：]?`),
+		regexp.MustCompile(`(?:字段|键名|键|属性)(?:名)?\s*(?:为|是|包括|包含|有|如下|如下所示)?\s*[:：]?`),
+		// "Return JSON with decision and reason": the list right after the
+		// JSON it describes.
+		regexp.MustCompile(`(?i)\bjson(?:\s+object)?\s+(?:with|containing|having)\s+(?:the\s+|only\s+|both\s+)?`),
 	}
 	// Lists written before what they are: "Return name, age and city as
 	// JSON", "返回 name、age 两个字段", "包含 a 和 b 的 JSON 对象".
 	preListRes = []*regexp.Regexp{
+		regexp.MustCompile(`(?i)\bwith\s+(?:the\s+)?([A-Za-z_"'` + "`" + `][^.\n:]*?)\s+(?:keys|fields|properties)\b`),
 		regexp.MustCompile(`(?i)^(?:please\s+)?(?:return|output|give|provide|extract|respond\s+with)\s+(?:the\s+|only\s+)?(.+?)\s+(?:as|in)\s+` + jsonAdj + `json\b`),
-		regexp.MustCompile(`(?:返回|输出|包含|包括|给出|提供|含有|带有|有)\s*([^，,：:；]+?)\s*等?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性)(?:$|[^\p{Han}]|的)`),
+		regexp.MustCompile(`(?:返回|输出|包含|包括|给出|提供|含有|带有|有)\s*([^，,：:；]+?)\s*等?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性|fields?\b|keys?\b)(?:$|[^\p{Han}]|的)`),
 		regexp.MustCompile(`(?i)(?:包含|包括|含有|带有)\s*([^，,：:；]+?)\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键|属性)?\s*的\s*json`),
 	}
 	requiredRe = regexp.MustCompile(`(?i)^\s*(?:\*\*)?(?:required|mandatory)(?:\s+(?:fields?|keys?|properties))?\s*(?:\*\*)?\s*[:：]\s*(?:\*\*)?\s*(.+)$|\brequired\s+(?:fields?|keys?|properties)\s*(?:are|is)?\s*[:：]?\s*(.+)$|(?:必填字段|必需字段|必填项|必须包含的字段)\s*(?:为|是|包括)?\s*[:：]?\s*(.+)$`)
@@ -359,6 +380,12 @@ var (
 	// answer holds: "Include verdict and reasons", "It should contain the
 	// title and the tags", "Add score and label".
 	includeRe = regexp.MustCompile(`(?i)^(?:please\s+|also\s+|and\s+)*(?:(?:it|this|that|the\s+(?:object|json|answer|response|output))\s+(?:must|should|shall|needs\s+to|has\s+to)\s+)?(?:make\s+sure\s+(?:to\s+|it\s+)?)?(?:include|contain|add|give|provide|report)s?\s+(?:(?:only|exactly|both)\s+)?(.+)$`)
+	// jsonColonRe is a key list right after "JSON:": "Output JSON: ok,
+	// errors."
+	jsonColonRe = regexp.MustCompile(`(?i)\bjson\s*[:：]\s*([A-Za-z_][^{}\[\]\n]*)$`)
+	// itemWordRe is a key followed by a phrase that says what it is for:
+	// "title for the blog post".
+	itemWordRe = regexp.MustCompile(`(?i)^([A-Za-z_][A-Za-z0-9_]*)\s+(?:for|about|of|from|in|on|per|when|with|that|which)\s`)
 	// articleRe is an article or possessive before a key read from prose.
 	articleRe = regexp.MustCompile(`(?i)^(?:the|a|an|its|your|their)\s+`)
 	// countRe is a stated number of keys: "two fields", "3 keys", "三个字段".
@@ -374,7 +401,7 @@ var (
 	listSepRe  = regexp.MustCompile(`\s*(?:,|，|、|;|；|/|\||\band\b|\bor\b|以及|和|及|与|或)\s*`)
 	// itemTailRe is what may follow the last key of a list: "… and c in
 	// it", "… 和 c 两个字段".
-	itemTailRe = regexp.MustCompile(`(?i)\s+(?:(?:in|inside|within|to|for)\s+(?:it|the\s+(?:json|object|output|response|answer)|your\s+(?:answer|response|output|reply|json))|only|as\s+well|too)$|\s*等?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性)$`)
+	itemTailRe = regexp.MustCompile(`(?i)\s+(?:(?:in|inside|within|to|for)\s+(?:it|the\s+(?:json|object|output|response|answer)|your\s+(?:answer|response|output|reply|json))|only|as\s+well|too)$|\s*等?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性|fields?|keys?)$`)
 	parenRe    = regexp.MustCompile(`\s*(?:\([^()]*\)|（[^（）]*）)`)
 	typeNoteRe = regexp.MustCompile(`(?i)^([A-Za-z_][A-Za-z0-9_]*)\s*[:：]\s*(?:string|number|integer|int|float|boolean|bool|array|list|object|str)$`)
 	// stopWords end a list: "must include the summary" names no key.
@@ -464,11 +491,16 @@ func endsWithColon(c string) bool {
 func keysIn(c string) []string {
 	for i, re := range preListRes {
 		if m := re.FindStringSubmatch(c); m != nil {
-			// An English list before "as JSON" needs two keys: "return the
-			// summary as JSON" names the content, not a key.
-			if ks := listItems(m[1], true); (len(ks) > 1 || (i > 0 && len(ks) > 0)) && !slices.ContainsFunc(ks, allDigits) {
+			// An English list needs two keys: "return the summary as JSON"
+			// names the content, not a key.
+			if ks := listItems(m[1], true); (len(ks) > 1 || (i > 1 && len(ks) > 0)) && !slices.ContainsFunc(ks, allDigits) {
 				return ks
 			}
+		}
+	}
+	if m := jsonColonRe.FindStringSubmatch(c); m != nil {
+		if ks := listItems(m[1], true); len(ks) > 1 {
+			return ks
 		}
 	}
 	for _, re := range introRes {
@@ -540,6 +572,9 @@ func listItems(s string, strict bool) []string {
 		if !keyLike(it) {
 			if strict {
 				return nil
+			}
+			if m := itemWordRe.FindStringSubmatch(it); m != nil && len(out) > 0 && keyLike(m[1]) && !slices.Contains(out, m[1]) {
+				out = append(out, m[1])
 			}
 			break
 		}
