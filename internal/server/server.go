@@ -474,8 +474,10 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 	if src := out.Record.SchemaSource; src != "" {
 		hs.Set("X-Mesh-Schema", src)
 	}
-	if out.Record.SchemaViolation && out.Stream == nil {
-		hs.Set("X-Mesh-Schema-Violation", "true")
+	if out.Record.SchemaViolation {
+		// Set before a stream is sent only by strict mode, which checks
+		// the whole answer first; relaxed mode reports in a trailer.
+		hs.Set("X-Mesh-Schema-Violation", SchemaViolationHeader(out.Record))
 	}
 	codec := wire.For(f)
 	if id := upstreamRequestID(out.Header); id != "" {
@@ -715,6 +717,17 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 }
 
 func isTrue(v string) bool { return v == "true" || v == "1" || v == "True" || v == "TRUE" }
+
+// SchemaViolationHeader is the X-Mesh-Schema-Violation value of a call
+// whose answer stayed invalid and was delivered as the model gave it: the
+// keys the schema requires, comma-separated, or "true" for a schema that
+// names none (JSON mode: any JSON object).
+func SchemaViolationHeader(rec *engine.Record) string {
+	if st := rec.Structured; st != nil && len(st.Required) > 0 {
+		return strings.Join(st.Required, ",")
+	}
+	return "true"
+}
 
 // PIIHeader is the X-Mesh-PII value of a call in which personal data was
 // found: the action, then each kind with its count in the order first
