@@ -130,6 +130,20 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 		}
 		addKeys(i, ks)
 	}
+	if j, raw, req, ok := schemaExample(cls); ok {
+		// The prompt shows a JSON Schema ("compatible with this schema:
+		// {…}", pydantic-ai's PromptedOutput): it is the schema, not an
+		// example whose keys are type and properties.
+		var at []int
+		var srcs []string
+		for i, d := range demand {
+			if d {
+				at, srcs = append(at, i), append(srcs, cls[i].text)
+			}
+		}
+		at, srcs = append(at, j), append(srcs, cls[j].text)
+		return &Implied{Schema: raw, Sentence: sentenceOf(systemPrompt, cls, at), Required: req, Sources: dedupe(srcs), Sure: true}, true
+	}
 	if i, ks, ts := templateKeys(systemPrompt, cls); len(ks) > 0 {
 		addKeys(i, ks)
 		for k, t := range ts {
@@ -621,6 +635,44 @@ func bulletKeys(text string, rest []clause) []string {
 		}
 	}
 	return ks
+}
+
+// schemaExample finds a JSON Schema written in the prompt (an object with
+// "properties" and "type": "object", "$schema" or "required"), not
+// described as input, and returns it with its required keys (its property
+// names when it lists none).
+func schemaExample(cls []clause) (int, json.RawMessage, []string, bool) {
+	for i, c := range cls {
+		open := strings.IndexByte(c.text, '{')
+		if open < 0 || !strings.Contains(c.text, `"properties"`) {
+			continue
+		}
+		if inputRe.MatchString(c.text[:open]) || (i > 0 && inputRe.MatchString(cls[i-1].text)) {
+			continue
+		}
+		var raw json.RawMessage
+		if json.NewDecoder(strings.NewReader(c.text[open:])).Decode(&raw) != nil {
+			continue
+		}
+		var sc struct {
+			Type       any                        `json:"type"`
+			Schema     string                     `json:"$schema"`
+			Properties map[string]json.RawMessage `json:"properties"`
+			Required   []string                   `json:"required"`
+		}
+		if json.Unmarshal(raw, &sc) != nil || len(sc.Properties) == 0 || (sc.Type != "object" && sc.Schema == "" && sc.Required == nil) {
+			continue
+		}
+		req := sc.Required
+		if req == nil {
+			for k := range sc.Properties {
+				req = append(req, k)
+			}
+			slices.Sort(req)
+		}
+		return i, raw, req, true
+	}
+	return 0, nil, nil, false
 }
 
 // templateKeys finds the first JSON example object in the prompt that is not

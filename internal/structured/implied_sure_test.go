@@ -66,3 +66,25 @@ func TestImpliedSureOnlyWhenUnambiguous(t *testing.T) {
 		}
 	}
 }
+
+// TestImpliedSchemaShownInThePrompt: pydantic-ai's PromptedOutput writes
+// the output's JSON Schema into the instructions ("Always respond with a
+// JSON object that's compatible with this schema: {…}"). Its top-level
+// keys (type, properties, required) were read as the answer's keys; the
+// schema shown is the implied schema.
+func TestImpliedSchemaShownInThePrompt(t *testing.T) {
+	prompt := "Always respond with a JSON object that's compatible with this schema:\n\n" +
+		`{"type":"object","properties":{"risk_level":{"type":"string","enum":["low","medium","high"]},"confidence_score":{"type":"number"}},"required":["risk_level","confidence_score"],"additionalProperties":false}` +
+		"\n\nDon't include any text or Markdown fencing before or after."
+	im, ok := ExtractConstraints(prompt)
+	if !ok {
+		t.Fatal("no schema")
+	}
+	if !slices.Equal(im.Required, []string{"risk_level", "confidence_score"}) || !im.Sure {
+		t.Fatalf("required %q sure %v, want the shown schema's keys", im.Required, im.Sure)
+	}
+	s := mustCompile(t, string(im.Schema))
+	if v := s.Validate([]byte(`{"risk_level":"extreme","confidence_score":1}`)); len(v) == 0 {
+		t.Error("the shown schema's enum is not enforced")
+	}
+}
