@@ -331,9 +331,12 @@ func TestNeverWorseThanDirect(t *testing.T) {
 			switch v.class {
 			case "identical":
 				tl.identical++
+				if v.criterion != "" {
+					tl.criteria["identical: "+v.criterion]++
+				}
 			case "improved":
 				tl.improved++
-				tl.criteria[v.criterion]++
+				tl.criteria["improved: "+v.criterion]++
 			case "worse":
 				if v.known != "" {
 					tl.known++
