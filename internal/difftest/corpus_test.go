@@ -474,6 +474,26 @@ func buildCorpus(t *testing.T) []dcase {
 			turns: []map[string]any{user(text("Summarise the notes below for the leadership team.\n\n" + longText(r, 20+i*8, i%3 == 2)))}}
 		add("long", b, dcase{})
 	}
+	// Long inputs that ask for JSON (in the system prompt, or JSON mode).
+	for i := range 12 {
+		oa, st := fmtStream(i)
+		b := &builder{openai: oa, stream: st, model: bothFormats[i%3],
+			turns: []map[string]any{user(text("Extract the decisions from the notes below.\n\n" + longText(r, 40+i*6, i%2 == 1)))}}
+		c := dcase{}
+		switch {
+		case oa && i%4 == 1:
+			b.system = "You extract decisions. Respond in JSON."
+			b.extra = map[string]any{"response_format": map[string]any{"type": "json_object"}}
+			c.wantJSON = true
+		case i%3 == 0:
+			b.system = "仅输出 JSON，包含两个字段：decisions 和 owners。"
+			c.wantKeys = []string{"decisions", "owners"}
+		default:
+			b.system = "Respond in JSON. Include decisions and owners."
+			c.wantKeys = []string{"decisions", "owners"}
+		}
+		add("long-json", b, c)
+	}
 	// Personal data in the conversation.
 	for i := range 18 {
 		oa, st := fmtStream(i)

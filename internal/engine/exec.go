@@ -376,7 +376,7 @@ func send(ctx context.Context, x *exec, t *try) (*attempt, error) {
 		if r2, tool := x.askSchema(req, a.ep, t.kind); r2 != req {
 			req, a.tool = r2, tool
 			x.mu.Lock()
-			if !x.sealed {
+			if !x.sealed && x.rec.Structured != nil { // a fragment's replica has no Structured
 				x.rec.Structured.Sent = true
 			}
 			x.mu.Unlock()

@@ -122,14 +122,15 @@ func (sp *outputSpec) upstream(req *llm.Request) bool {
 // askSchema returns req asking ep's model for the call's schema in the
 // form ep takes (provider.SchemaMode), and whether that is the forced
 // output tool (whose call is folded back into text). Continuations,
-// fragments and merge calls are sent as they are.
+// fragments and merge calls are sent as they are, except that JSON mode,
+// the client's own demand, reaches every fragment.
 func (x *exec) askSchema(req *llm.Request, ep *endpoint, kind string) (*llm.Request, bool) {
 	sp := x.spec
+	if sp != nil && sp.jsonMode && kind != "merge" {
+		return x.askJSONMode(req, ep)
+	}
 	if sp == nil || kind == "fragment" || kind == "merge" {
 		return req, false
-	}
-	if sp.jsonMode {
-		return x.askJSONMode(req, ep)
 	}
 	switch ep.StructuredOutputs {
 	case provider.SchemaNone:

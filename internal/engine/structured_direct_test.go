@@ -228,3 +228,77 @@ func TestJSONModeSchemaMemberIsValidated(t *testing.T) {
 		}
 	})
 }
+
+// TestFragmentedGuessNeverFails: found by the differential harness. With
+// fragmentation on, a long input under an implied schema (or JSON mode)
+// whose fragments all answered prose ended in 502 MESH_SCHEMA_VIOLATION
+// ("no replica of any of the 3 fragments answered a JSON object") where
+// direct answered. The answers are fused as text and delivered, marked as
+// a violation; a schema the client gave still fails.
+func TestFragmentedGuessNeverFails(t *testing.T) {
+	for _, given := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			prose := always(anthropicJSON("The report says nothing happened."))
+			a := &scripted{id: "a", format: llm.FormatAnthropic, script: prose}
+			b := &scripted{id: "b", format: llm.FormatAnthropic, script: prose}
+			h := newHarness(t, a, b)
+			e := h.engine(Options{Fragment: FragmentOptions{TargetTokens: 200, Redundancy: 2},
+				Aliases: map[string]Alias{"al": {Models: []string{"m"}}}}, h.endpoints("m", "a", "b")...)
+			req := ask(llm.FormatAnthropic, "al", false)
+			req.Messages[0].Content[0].Text = longDoc()
+			req.System = []llm.Block{{Type: llm.BlockText, Text: "Respond in JSON with the keys status and summary."}}
+			on := true
+			beh := &Behavior{Fragment: &on}
+			if given {
+				beh.OutputSchema = json.RawMessage(`{"type":"object","properties":{"status":{"type":"string"}}}`)
+			}
+			out, err := e.Do(t.Context(), req, Call{RequestID: "t", Behavior: beh})
+			if given {
+				if err == nil || err.(*llm.APIError).MeshCode != llm.MeshSchemaViolation {
+					t.Fatalf("given schema: error %v, want MESH_SCHEMA_VIOLATION", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("implied schema: error %v, want the fused answers", err)
+			}
+			if out.Record.Fragments < 3 || !strings.Contains(out.Response.Text(), "The report says nothing happened.") || !out.Record.SchemaViolation {
+				t.Errorf("%d fragments, violation %v, answer %.200q", out.Record.Fragments, out.Record.SchemaViolation, out.Response.Text())
+			}
+		})
+	}
+}
+
+// TestFragmentedJSONModeReachesEveryFragment: found by the differential
+// harness. JSON mode to an Anthropic endpoint with fragmentation on: the
+// fragments were sent without it (translation dropped response_format),
+// answered prose, and the fused answer was no JSON where direct was. Each
+// fragment is asked in the endpoint's form (the forced output tool) and the
+// fused answer is a JSON object.
+func TestFragmentedJSONModeReachesEveryFragment(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		answer := func(n int, body map[string]any) reply {
+			if dig(body, "tool_choice", "name") != "keel_output" {
+				return anthropicJSON("Prose: the model was not asked for JSON.")
+			}
+			return reply{body: `{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"tool_use","id":"toolu_1","name":"keel_output","input":{"status":"ok"}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":7,"output_tokens":3}}`}
+		}
+		a := &scripted{id: "a", format: llm.FormatAnthropic, script: answer}
+		b := &scripted{id: "b", format: llm.FormatAnthropic, script: answer}
+		h := newHarness(t, a, b)
+		e := h.engine(Options{Fragment: FragmentOptions{TargetTokens: 200, Redundancy: 2},
+			Aliases: map[string]Alias{"al": {Models: []string{"m"}}}}, h.endpoints("m", "a", "b")...)
+		req := ask(llm.FormatOpenAI, "al", false)
+		req.Messages[0].Content[0].Text = longDoc()
+		req.ResponseFormat = &llm.ResponseFormat{Type: "json_object"}
+		on := true
+		out, err := e.Do(t.Context(), req, Call{RequestID: "t", Behavior: &Behavior{Fragment: &on}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v map[string]any
+		if json.Unmarshal([]byte(out.Response.Text()), &v) != nil || v["status"] != "ok" || out.Record.FragmentsOK != out.Record.Fragments {
+			t.Fatalf("answer %q, %d/%d fragments: want one fused JSON object", out.Response.Text(), out.Record.FragmentsOK, out.Record.Fragments)
+		}
+	})
+}
