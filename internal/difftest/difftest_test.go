@@ -58,6 +58,7 @@ var profiles = []profile{
 		c.PII.Enabled = true
 		c.Fragmentation.ThresholdTokens = 3000
 		c.Fragmentation.MergeCall = true
+		c.StructuredOutput.StreamMode = "relaxed"
 	}},
 }
 

@@ -167,8 +167,8 @@ const jsonModeInstruction = "Respond with a single valid JSON object and nothing
 // output_config.format) on a native endpoint; otherwise a forced output
 // tool with the schema, or an open object, as input (folded back into the
 // text: LiteLLM's emulation), where the endpoint takes tools and the
-// request has no tools of its own, no thinking and no pass-through stream;
-// otherwise an instruction in the system prompt. The json_object format is
+// request has no tools of its own and no thinking (a stream answered so is
+// buffered and folded even under relaxed streams: engine.go); otherwise an instruction in the system prompt. The json_object format is
 // removed, so nothing is dropped.
 func (x *exec) askJSONMode(req *llm.Request, ep *endpoint) (*llm.Request, bool) {
 	sp := x.spec
@@ -184,7 +184,7 @@ func (x *exec) askJSONMode(req *llm.Request, ep *endpoint) (*llm.Request, bool) 
 	case withSchema && ep.StructuredOutputs == provider.SchemaNative && translate.ObjectRoot(sp.raw):
 		out.ResponseFormat = &llm.ResponseFormat{Type: "json_schema", Name: translate.OutputSchemaName, Schema: sp.raw}
 		return &out, false
-	case ep.StructuredOutputs != provider.SchemaNone && len(req.Tools) == 0 && !thinking && !effort && !(req.Stream && x.e.structOpts.RelaxedStreams):
+	case ep.StructuredOutputs != provider.SchemaNone && len(req.Tools) == 0 && !thinking && !effort:
 		return translate.WithOutputTool(&out, sp.raw), true
 	}
 	text := jsonModeInstruction

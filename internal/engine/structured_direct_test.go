@@ -302,3 +302,42 @@ func TestFragmentedJSONModeReachesEveryFragment(t *testing.T) {
 		}
 	})
 }
+
+// TestJSONModeRelaxedStreamIsFolded: found by the differential harness.
+// Under structured_output.stream_mode: relaxed, JSON mode to an Anthropic
+// endpoint fell back to an instruction (a forced tool call cannot be
+// streamed through as text) and the answer was prose where direct was
+// JSON. The forced output tool is used and that one stream is buffered and
+// folded, as strict mode does.
+func TestJSONModeRelaxedStreamIsFolded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := &scripted{id: "a", format: llm.FormatAnthropic, script: func(n int, body map[string]any) reply {
+			if dig(body, "tool_choice", "name") != "keel_output" {
+				return anthropicStream([]string{"Prose:", " not", " JSON."}, 0, true)
+			}
+			return anthropicToolStream("keel_output", `{"status":"ok"}`)
+		}}
+		h := newHarness(t, a)
+		e := h.engine(Options{Structured: StructuredOptions{RelaxedStreams: true}}, h.endpoints("m", "a")...)
+		req := ask(llm.FormatOpenAI, "m", true)
+		req.ResponseFormat = &llm.ResponseFormat{Type: "json_object"}
+		res := call(t, e, req)
+		if res.err != nil || res.text != `{"status":"ok"}` {
+			t.Fatalf("answer %q, error %v; want the folded JSON object", res.text, res.err)
+		}
+	})
+}
+
+// anthropicToolStream streams one tool_use block whose input is input.
+func anthropicToolStream(name, input string) reply {
+	ev := func(typ, data string) sseEvent { return sseEvent{data: "event: " + typ + "\ndata: " + data + "\n\n"} }
+	in, _ := json.Marshal(input)
+	return reply{events: []sseEvent{
+		ev("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"usage":{"input_tokens":7,"output_tokens":0}}}`),
+		ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"`+name+`","input":{}}}`),
+		ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`+string(in)+`}}`),
+		ev("content_block_stop", `{"type":"content_block_stop","index":0}`),
+		ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":3}}`),
+		ev("message_stop", `{"type":"message_stop"}`),
+	}}
+}
