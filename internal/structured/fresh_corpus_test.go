@@ -7,6 +7,11 @@ import (
 	"time"
 )
 
+const (
+	freshPositives = "testdata/implied_positive_fresh.txt"
+	freshNegatives = "testdata/implied_negative_fresh.txt"
+)
+
 // TestImpliedFreshCorpus runs ExtractConstraints over the phrasings written
 // fresh for issue 25 (testdata/implied_*_fresh.txt). Targets: at least 95 %
 // of the positives give exactly the expected keys; no false schema: no
@@ -14,8 +19,8 @@ import (
 // would send upstream) with keys other than the expected ones. It reports
 // the figures for BENCHMARKS.md, and µs per prompt over both files.
 func TestImpliedFreshCorpus(t *testing.T) {
-	pos := readPhrasings(t, "testdata/implied_positive_fresh.txt")
-	neg := readPhrasings(t, "testdata/implied_negative_fresh.txt")
+	pos := readPhrasings(t, freshPositives)
+	neg := readPhrasings(t, freshNegatives)
 	if len(pos) < 150 || len(neg) < 60 {
 		t.Fatalf("corpus too small: %d positives, %d negatives; want ≥ 150 and ≥ 60", len(pos), len(neg))
 	}
@@ -90,4 +95,21 @@ func typesMatch(t *testing.T, im *Implied, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// BenchmarkExtractConstraintsFreshCorpus: one op is one prompt of the fresh
+// corpus (positives and negatives in turn).
+func BenchmarkExtractConstraintsFreshCorpus(b *testing.B) {
+	var all []string
+	for _, path := range []string{freshPositives, freshNegatives} {
+		for _, p := range readPhrasings(b, path) {
+			all = append(all, p.prompt)
+		}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		ExtractConstraints(all[i%len(all)])
+		i++
+	}
 }
