@@ -62,6 +62,9 @@ func TestOpenAIJSONModeOnAnAnthropicEndpoint(t *testing.T) {
 				if err := json.Unmarshal([]byte(content), &obj); err != nil {
 					t.Fatalf("answer %q is not a JSON object: %v", content, err)
 				}
+				if len(obj) == 0 {
+					t.Fatalf("answer %q is an empty object: the model's answer is missing", content)
+				}
 				if withSchema {
 					if v := mustSchema(t, bookSchema).Validate([]byte(content)); len(v) != 0 {
 						t.Fatalf("answer %s does not match the instructor schema: %v", content, v)
