@@ -12,6 +12,7 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/structured"
+	"github.com/keelmesh/keel/internal/wire"
 	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
@@ -159,8 +160,8 @@ var objectSchema = json.RawMessage(`{"type":"object"}`)
 const jsonModeInstruction = "Respond with a single valid JSON object and nothing else: no prose, no code fences."
 
 // askJSONMode returns req in the form ep understands for OpenAI JSON mode.
-// An OpenAI-format endpoint has response_format json_object: req goes as
-// it is. An Anthropic-format endpoint has none (the Messages API rejects
+// An endpoint whose API has a JSON mode (OpenAI response_format
+// json_object) gets req as it is. An Anthropic-format endpoint has none (the Messages API rejects
 // response_format, and translation would drop it): with an instructor-style
 // schema member whose root is an object with properties, Anthropic
 // structured outputs with that schema (json_schema, translated to
@@ -172,7 +173,7 @@ const jsonModeInstruction = "Respond with a single valid JSON object and nothing
 // removed, so nothing is dropped.
 func (x *exec) askJSONMode(req *llm.Request, ep *endpoint) (*llm.Request, bool) {
 	sp := x.spec
-	if ep.Format != llm.FormatAnthropic || req.ResponseFormat == nil || req.ResponseFormat.Type != "json_object" {
+	if wire.For(ep.Format).JSONMode() || req.ResponseFormat == nil || req.ResponseFormat.Type != "json_object" {
 		return req, false
 	}
 	out := *req
