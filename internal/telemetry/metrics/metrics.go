@@ -135,7 +135,11 @@ type Metrics struct {
 	// attempts holds one child per outcome for each kind in attemptKinds.
 	attempts [len(attemptKinds)]cow[string, prometheus.Counter]
 
-	requestsV, fallbacksV, modelFallbacksV    *prometheus.CounterVec
+	requestsV, fallbacksV, modelFallbacksV *prometheus.CounterVec
+	// byFormat counts client calls by the wire format they spoke, one
+	// child per llm.Format.
+	byFormatV                                 *prometheus.CounterVec
+	byFormat                                  [llm.FormatResponses + 1]prometheus.Counter
 	legacyV                                   *prometheus.CounterVec
 	offsetV, queueWaitV                       *prometheus.HistogramVec
 	fragSentV, fragOKV, fusionsV, conflictsV  *prometheus.CounterVec
@@ -300,7 +304,12 @@ func New(o Options) (*Metrics, error) {
 		[]string{"alias", "result"})
 	m.shadowSpendV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_shadow_spend_usd_total",
 		Help: "Upstream cost of shadow calls in US dollars, by alias; never part of mesh_spend_usd_total or a key's spend."}, []string{"alias"})
-	cs := []prometheus.Collector{m.shadowV, m.shadowSpendV, m.requestsV, m.fallbacksV, m.modelFallbacksV, m.legacyV, m.offsetV, m.queueWaitV, m.fragSentV, m.fragOKV, m.fusionsV, m.conflictsV,
+	m.byFormatV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_client_requests_total",
+		Help: "Client calls finished, by the wire format the client spoke (anthropic, openai for Chat Completions, responses)."}, []string{"format"})
+	for f := range m.byFormat {
+		m.byFormat[f] = m.byFormatV.WithLabelValues(llm.Format(f).String())
+	}
+	cs := []prometheus.Collector{m.byFormatV, m.shadowV, m.shadowSpendV, m.requestsV, m.fallbacksV, m.modelFallbacksV, m.legacyV, m.offsetV, m.queueWaitV, m.fragSentV, m.fragOKV, m.fusionsV, m.conflictsV,
 		m.retriesV, m.hedgesV, m.hedgesWonV, m.recoveredV, m.attemptsV, m.durationV, m.ttfcV, m.tokensV, m.breakerV, valveV, m.spendV, cacheV, semV, m.piiV, m.piiFailV}
 	if o.Endpoints != nil {
 		cs = append(cs, newEndpointCollector(o.Endpoints))
@@ -346,6 +355,9 @@ func (m *Metrics) Handler() http.Handler {
 
 // RequestDone updates the metrics from one finished call. It never blocks.
 func (m *Metrics) RequestDone(r *engine.Record) {
+	if int(r.Format) < len(m.byFormat) {
+		m.byFormat[r.Format].Inc()
+	}
 	s := m.seriesFor(r)
 	s.requestCounter(m, requestOutcome(r)).Inc()
 	if r.Fallback != "" {
