@@ -9,14 +9,17 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/wire"
 )
 
 // dcase is one request of the corpus.
 type dcase struct {
 	name string
-	// openai: the body is an OpenAI Chat Completions request; otherwise an
-	// Anthropic Messages request.
-	openai bool
+	// format is the client's API: Anthropic Messages, OpenAI Chat
+	// Completions or the OpenAI Responses API.
+	format llm.Format
 	model  string
 	stream bool
 	body   map[string]any
@@ -29,12 +32,7 @@ type dcase struct {
 	schema string
 }
 
-func (c *dcase) path() string {
-	if c.openai {
-		return "/v1/chat/completions"
-	}
-	return "/v1/messages"
-}
+func (c *dcase) path() string { return wire.For(c.format).Path() }
 
 // Building blocks. Written as people write them: the user turns of a
 // support desk, a coding assistant, a travel agent, an extraction
@@ -143,9 +141,12 @@ func readPhrasings(t *testing.T, path string) []phrasing {
 	return out
 }
 
-// builder assembles a request in either format from the same parts.
+// builder assembles a request in any of the three formats from the same
+// parts.
 type builder struct {
 	openai   bool
+	// responses (with openai) builds a Responses API request.
+	responses bool
 	model    string
 	stream   bool
 	system   string
@@ -174,7 +175,17 @@ func (b *builder) build() map[string]any {
 	if b.stream {
 		body["stream"] = true
 	}
-	if !b.openai {
+	if b.responses {
+		body["max_output_tokens"] = maxTok
+		if b.system != "" {
+			body["instructions"] = b.system
+		}
+		var items []any
+		for _, m := range b.turns {
+			items = append(items, responsesItems(m)...)
+		}
+		body["input"] = items
+	} else if !b.openai {
 		body["max_tokens"] = maxTok
 		if b.system != "" {
 			if b.cacheSys {
@@ -252,6 +263,50 @@ func openaiMessages(m map[string]any) []any {
 	return out
 }
 
+// responsesItems converts one Anthropic-shaped message to Responses API
+// input items: a message (text and images as input parts), function calls
+// and function call outputs.
+func responsesItems(m map[string]any) []any {
+	role := m["role"].(string)
+	blocks, _ := m["content"].([]any)
+	var parts []any
+	var out []any
+	var texts []string
+	for _, bb := range blocks {
+		b := bb.(map[string]any)
+		switch b["type"] {
+		case "text":
+			texts = append(texts, b["text"].(string))
+			parts = append(parts, map[string]any{"type": "input_text", "text": b["text"]})
+		case "image":
+			src := b["source"].(map[string]any)
+			parts = append(parts, map[string]any{"type": "input_image", "image_url": "data:" + src["media_type"].(string) + ";base64," + src["data"].(string)})
+		case "tool_use":
+			in, _ := json.Marshal(b["input"])
+			out = append(out, map[string]any{"type": "function_call", "call_id": b["id"], "name": b["name"], "arguments": string(in)})
+		case "tool_result":
+			out = append(out, map[string]any{"type": "function_call_output", "call_id": b["tool_use_id"], "output": b["content"]})
+		}
+	}
+	switch {
+	case role == "assistant" && len(texts) > 0:
+		out = append([]any{map[string]any{"role": "assistant", "content": strings.Join(texts, "")}}, out...)
+	case role != "assistant" && len(parts) == len(texts) && len(texts) == 1:
+		out = append(out, map[string]any{"role": role, "content": texts[0]})
+	case role != "assistant" && len(parts) > 0:
+		out = append(out, map[string]any{"role": role, "content": parts})
+	}
+	return out
+}
+
+func responsesTools(tools ...map[string]any) []any {
+	out := make([]any, len(tools))
+	for i, t := range tools {
+		out[i] = map[string]any{"type": "function", "name": t["name"], "description": t["description"], "parameters": t["input_schema"]}
+	}
+	return out
+}
+
 func openaiTools(tools ...map[string]any) []any {
 	out := make([]any, len(tools))
 	for i, t := range tools {
@@ -310,17 +365,27 @@ func buildCorpus(t *testing.T) []dcase {
 	pick := func(list []string) string { return list[r.IntN(len(list))] }
 	add := func(kind string, b *builder, c dcase) {
 		n++
-		c.name = fmt.Sprintf("%03d/%s/%s/%s/stream=%v", n, kind, map[bool]string{true: "openai", false: "anthropic"}[b.openai], b.model, b.stream)
-		c.openai, c.model, c.stream = b.openai, b.model, b.stream
+		c.format = llm.FormatAnthropic
+		switch {
+		case b.responses:
+			c.format = llm.FormatResponses
+		case b.openai:
+			c.format = llm.FormatOpenAI
+		}
+		c.name = fmt.Sprintf("%03d/%s/%s/%s/stream=%v", n, kind, c.format, b.model, b.stream)
+		c.model, c.stream = b.model, b.stream
 		c.body = b.build()
 		cs = append(cs, c)
 	}
 	fmtStream := func(i int) (bool, bool) { return i%2 == 1, (i/2)%2 == 1 }
+	// fmt3 rotates the three APIs: openai is true for both OpenAI ones,
+	// rs for the Responses API.
+	fmt3 := func(i int) (oa, rs, st bool) { return i%3 != 0, i%3 == 2, (i/3)%2 == 1 }
 
 	// Plain chat, with and without a neutral system prompt; some sampled.
-	for i := range 64 {
-		oa, st := fmtStream(i)
-		b := &builder{openai: oa, stream: st, model: allModels[i%len(allModels)], turns: []map[string]any{user(text(userTexts[i%len(userTexts)]))}}
+	for i := range 72 {
+		oa, rs, st := fmt3(i)
+		b := &builder{openai: oa, responses: rs, stream: st, model: allModels[i%len(allModels)], turns: []map[string]any{user(text(userTexts[i%len(userTexts)]))}}
 		if i%3 != 0 {
 			b.system = pick(neutralSystems)
 		}
@@ -332,7 +397,7 @@ func buildCorpus(t *testing.T) []dcase {
 		case 3:
 			b.extra = map[string]any{"top_p": 0.9}
 		}
-		if i%7 == 0 {
+		if i%7 == 0 && !rs {
 			b.extra = map[string]any{"stop_sequences": []any{"\n\n"}}
 			if oa {
 				b.extra = map[string]any{"stop": []any{"\n\n"}}
@@ -343,8 +408,8 @@ func buildCorpus(t *testing.T) []dcase {
 	// System prompts that mention JSON, fields, formats or lists without
 	// asking for a JSON answer.
 	for i, p := range readPhrasings(t, "../structured/testdata/implied_negative_fresh.txt") {
-		oa, st := fmtStream(i)
-		b := &builder{openai: oa, stream: st, model: bothFormats[i%3], system: p.prompt, turns: []map[string]any{user(text(userTexts[i%len(userTexts)]))}}
+		oa, rs, st := fmt3(i)
+		b := &builder{openai: oa, responses: rs, stream: st, model: bothFormats[i%3], system: p.prompt, turns: []map[string]any{user(text(userTexts[i%len(userTexts)]))}}
 		add("mentions-json", b, dcase{})
 	}
 	for i, p := range readPhrasings(t, "../structured/testdata/implied_negative.txt") {
@@ -357,30 +422,34 @@ func buildCorpus(t *testing.T) []dcase {
 	}
 	// System prompts that ask for JSON with keys (the truth: the keys).
 	for i, p := range readPhrasings(t, "../structured/testdata/implied_positive_fresh.txt") {
-		oa, st := fmtStream(i)
+		oa, rs, st := fmt3(i)
 		msg := userTexts[i%len(userTexts)]
 		if i%4 == 0 {
 			msg = extractionTexts[i%len(extractionTexts)]
 		}
-		b := &builder{openai: oa, stream: st, model: bothFormats[i%3], system: p.prompt, turns: []map[string]any{user(text(msg))}}
+		b := &builder{openai: oa, responses: rs, stream: st, model: bothFormats[i%3], system: p.prompt, turns: []map[string]any{user(text(msg))}}
 		add("asks-json", b, dcase{wantKeys: p.keys})
 	}
 	// Tools: offered, forced, and a tool result round trip.
-	for i := range 48 {
-		oa, st := fmtStream(i)
+	for i := range 54 {
+		oa, rs, st := fmt3(i)
 		model := allModels[i%len(allModels)]
 		tools := []map[string]any{weatherTool, searchTool}
-		b := &builder{openai: oa, stream: st, model: model, system: pick(neutralSystems)}
+		b := &builder{openai: oa, responses: rs, stream: st, model: model, system: pick(neutralSystems)}
 		q := []string{"What's the weather in Lisbon right now? Use get_weather.", "search_docs for how to rotate an API key, then tell me.", "Is it raining in 杭州? 请用 get_weather 查询。", "Tell me a joke."}[i%4]
 		b.turns = []map[string]any{user(text(q))}
-		if oa {
+		if rs {
+			b.extra = map[string]any{"tools": responsesTools(tools...)}
+		} else if oa {
 			b.extra = map[string]any{"tools": openaiTools(tools...)}
 		} else {
 			b.extra = map[string]any{"tools": anthropicTools(tools...)}
 		}
 		switch i % 6 {
 		case 1:
-			if oa {
+			if rs {
+				b.extra["tool_choice"] = map[string]any{"type": "function", "name": "get_weather"}
+			} else if oa {
 				b.extra["tool_choice"] = map[string]any{"type": "function", "function": map[string]any{"name": "get_weather"}}
 			} else {
 				b.extra["tool_choice"] = map[string]any{"type": "tool", "name": "get_weather"}
@@ -439,12 +508,30 @@ func buildCorpus(t *testing.T) []dcase {
 			add("anthropic-forced-tool", b, dcase{})
 		}
 	}
+	// The Responses API's JSON modes: text.format json_object (LangChain's
+	// jsonMode over useResponsesApi) and json_schema strict.
+	for i := range 24 {
+		_, st := fmtStream(i)
+		model := allModels[i%len(allModels)]
+		b := &builder{openai: true, responses: true, stream: st, model: model, turns: []map[string]any{user(text(extractionTexts[i%len(extractionTexts)]))}}
+		if i%2 == 0 {
+			b.system = "Answer the user's question. Respond in JSON."
+			b.extra = map[string]any{"text": map[string]any{"format": map[string]any{"type": "json_object"}}}
+			add("responses-json-object", b, dcase{wantJSON: true})
+			continue
+		}
+		var sc any
+		json.Unmarshal([]byte(riskSchema), &sc)
+		b.turns = []map[string]any{user(text(extractionTexts[2]))}
+		b.extra = map[string]any{"text": map[string]any{"format": map[string]any{"type": "json_schema", "name": "risk", "strict": true, "schema": sc}}}
+		add("responses-json-schema", b, dcase{wantJSON: true, schema: riskSchema})
+	}
 	// Documents and images.
 	for i := range 30 {
 		oa, st := fmtStream(i)
 		model := allModels[i%len(allModels)]
 		img := map[string]any{"type": "image", "source": map[string]any{"type": "base64", "media_type": "image/png", "data": pngData}}
-		b := &builder{openai: oa, stream: st, model: model, system: pick(neutralSystems)}
+		b := &builder{openai: oa, responses: oa && i%4 == 1, stream: st, model: model, system: pick(neutralSystems)}
 		if oa || i%3 == 0 {
 			b.turns = []map[string]any{user(img, text([]string{"What is in this picture?", "这张图片里有什么？"}[i%2]))}
 			add("image", b, dcase{})
@@ -469,8 +556,8 @@ func buildCorpus(t *testing.T) []dcase {
 	}
 	// Long inputs.
 	for i := range 24 {
-		oa, st := fmtStream(i)
-		b := &builder{openai: oa, stream: st, model: bothFormats[i%3], system: pick(neutralSystems),
+		oa, rs, st := fmt3(i)
+		b := &builder{openai: oa, responses: rs, stream: st, model: bothFormats[i%3], system: pick(neutralSystems),
 			turns: []map[string]any{user(text("Summarise the notes below for the leadership team.\n\n" + longText(r, 20+i*8, i%3 == 2)))}}
 		add("long", b, dcase{})
 	}
@@ -496,8 +583,8 @@ func buildCorpus(t *testing.T) []dcase {
 	}
 	// Personal data in the conversation.
 	for i := range 18 {
-		oa, st := fmtStream(i)
-		b := &builder{openai: oa, stream: st, model: bothFormats[i%3], system: neutralSystems[1], turns: []map[string]any{user(text(piiTexts[i%len(piiTexts)]))}}
+		oa, rs, st := fmt3(i)
+		b := &builder{openai: oa, responses: rs, stream: st, model: bothFormats[i%3], system: neutralSystems[1], turns: []map[string]any{user(text(piiTexts[i%len(piiTexts)]))}}
 		add("pii", b, dcase{})
 	}
 	// Limits: a small max_tokens cuts the answer (also a JSON one).
@@ -530,8 +617,5 @@ func buildCorpus(t *testing.T) []dcase {
 		}
 		add("multi-turn", b, dcase{})
 	}
-	// The Responses API (branch resp) is not in this tree yet: when its
-	// codec lands, its requests join here with openai=false/true widened
-	// to a format enum and path() returning /v1/responses.
 	return cs
 }

@@ -81,7 +81,7 @@ func (a *answer) String() string {
 	return fmt.Sprintf("200 stop=%s text=%.300q tools=%v", a.stop, a.text, a.tools)
 }
 
-func read(t *testing.T, openai, stream bool, resp *http.Response) *answer {
+func read(t *testing.T, f llm.Format, stream bool, resp *http.Response) *answer {
 	t.Helper()
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -89,10 +89,6 @@ func read(t *testing.T, openai, stream bool, resp *http.Response) *answer {
 	if err != nil {
 		a.status, a.errType = 599, "body read: "+err.Error()
 		return a
-	}
-	f := llm.FormatAnthropic
-	if openai {
-		f = llm.FormatOpenAI
 	}
 	codec := wire.For(f)
 	if resp.StatusCode != http.StatusOK {
@@ -299,6 +295,15 @@ func TestNeverWorseThanDirect(t *testing.T) {
 	if len(corpus) < 500 {
 		t.Fatalf("corpus of %d requests, want ≥ 500", len(corpus))
 	}
+	byAPI, streams := map[llm.Format]int{}, 0
+	for _, c := range corpus {
+		byAPI[c.format]++
+		if c.stream {
+			streams++
+		}
+	}
+	t.Logf("corpus: %d requests: Anthropic Messages %d, OpenAI Chat Completions %d, OpenAI Responses %d; %d streamed",
+		len(corpus), byAPI[llm.FormatAnthropic], byAPI[llm.FormatOpenAI], byAPI[llm.FormatResponses], streams)
 	base, err := sim.New(sim.ZeroLatency())
 	if err != nil {
 		t.Fatal(err)
@@ -326,8 +331,8 @@ func TestNeverWorseThanDirect(t *testing.T) {
 			direct, _ := sim.New(sim.ZeroLatency())
 			through, _ := sim.New(sim.ZeroLatency())
 			up.set(through.Transport())
-			d := read(t, c.openai, c.stream, post(t, &http.Client{Transport: direct.Transport()}, "http://"+sim.TransportHost+c.path(), c.openai, body))
-			k := read(t, c.openai, c.stream, post(t, m.HTTPClient(), "http://keel.invalid"+c.path(), c.openai, body))
+			d := read(t, c.format, c.stream, post(t, &http.Client{Transport: direct.Transport()}, "http://"+sim.TransportHost+c.path(), c.format, body))
+			k := read(t, c.format, c.stream, post(t, m.HTTPClient(), "http://keel.invalid"+c.path(), c.format, body))
 			v := classify(c, d, k)
 			switch v.class {
 			case "identical":
@@ -396,14 +401,14 @@ func jsonPrefix(text string, keys []string) bool {
 	}
 }
 
-func post(t *testing.T, c *http.Client, url string, openai bool, body []byte) *http.Response {
+func post(t *testing.T, c *http.Client, url string, f llm.Format, body []byte) *http.Response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if openai {
+	if f != llm.FormatAnthropic {
 		req.Header.Set("Authorization", "Bearer sk-test-difftest")
 	} else {
 		req.Header.Set("x-api-key", "sk-ant-test-difftest")

@@ -1,6 +1,6 @@
 // Package difftest is Keel's differential check (issue 25, STYLE 23: never
 // worse than direct). Its test sends a corpus of requests written to look
-// like real traffic — both client formats, streaming and not, tools and
+// like real traffic — the three client APIs (Anthropic Messages, OpenAI Chat Completions, OpenAI Responses), streaming and not, tools and
 // tool results, the JSON modes of the common client libraries, documents
 // and images, thinking and cache_control, long inputs, system prompts in
 // English and Chinese that ask for JSON and ones that only mention it —
