@@ -144,16 +144,16 @@ func readPhrasings(t *testing.T, path string) []phrasing {
 // builder assembles a request in any of the three formats from the same
 // parts.
 type builder struct {
-	openai   bool
+	openai bool
 	// responses (with openai) builds a Responses API request.
 	responses bool
-	model    string
-	stream   bool
-	system   string
-	cacheSys bool
-	turns    []map[string]any // Anthropic-shaped messages; converted for OpenAI
-	extra    map[string]any
-	maxTok   int
+	model     string
+	stream    bool
+	system    string
+	cacheSys  bool
+	turns     []map[string]any // Anthropic-shaped messages; converted for OpenAI
+	extra     map[string]any
+	maxTok    int
 }
 
 func text(s string) map[string]any { return map[string]any{"type": "text", "text": s} }
