@@ -161,16 +161,18 @@ const jsonModeInstruction = "Respond with a single valid JSON object and nothing
 
 // askJSONMode returns req in the form ep understands for OpenAI JSON mode.
 // An endpoint whose API has a JSON mode (OpenAI response_format
-// json_object) gets req as it is. An Anthropic-format endpoint has none (the Messages API rejects
-// response_format, and translation would drop it): with an instructor-style
-// schema member whose root is an object with properties, Anthropic
-// structured outputs with that schema (json_schema, translated to
-// output_config.format) on a native endpoint; otherwise a forced output
-// tool with the schema, or an open object, as input (folded back into the
-// text: LiteLLM's emulation), where the endpoint takes tools and the
-// request has no tools of its own and no thinking (a stream answered so is
-// buffered and folded even under relaxed streams: engine.go); otherwise an instruction in the system prompt. The json_object format is
-// removed, so nothing is dropped.
+// json_object) gets req as it is. An Anthropic-format endpoint has none
+// (the Messages API rejects response_format, and translation would drop
+// it): with an instructor-style schema member whose root is an object with
+// properties, Anthropic structured outputs with that schema (json_schema,
+// translated to output_config.format) on a native endpoint; otherwise a
+// forced output tool with the schema, or an open object, as input (folded
+// back into the text: LiteLLM's emulation), where the endpoint takes tools
+// and the request has no tools of its own and no thinking or reasoning
+// (Anthropic refuses a forced tool with thinking on); a stream answered so
+// is buffered and folded even under relaxed streams (engine.go); otherwise
+// an instruction in the system prompt. The json_object format is removed,
+// so nothing is dropped.
 func (x *exec) askJSONMode(req *llm.Request, ep *endpoint) (*llm.Request, bool) {
 	sp := x.spec
 	if wire.For(ep.Format).JSONMode() || req.ResponseFormat == nil || req.ResponseFormat.Type != "json_object" {
@@ -180,6 +182,9 @@ func (x *exec) askJSONMode(req *llm.Request, ep *endpoint) (*llm.Request, bool) 
 	out.ResponseFormat = nil
 	_, thinking := req.Extra["thinking"]
 	_, effort := req.Extra["reasoning_effort"]
+	if _, r := req.Extra["reasoning"]; r {
+		effort = true
+	}
 	withSchema := sp.source == "response_format.json_object.schema"
 	switch {
 	case withSchema && ep.StructuredOutputs == provider.SchemaNative && translate.ObjectRoot(sp.raw):
