@@ -13,7 +13,9 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/keelmesh/keel"
+	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/simfleet"
+	"github.com/keelmesh/keel/internal/wire"
 	"github.com/keelmesh/keel/sim"
 )
 
@@ -162,4 +164,63 @@ func TestImpliedCountedFieldsUpstreamAndAnswer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Issue 25, defect 2: an implied schema Keel could not satisfy never fails
+// the call. A guess (keys read from prose: not sent upstream) over a model
+// that answers prose: the client gets the model's own answer, streamed or
+// not, identical to the direct answer, with X-Mesh-Schema-Violation naming
+// the keys.
+func TestImpliedGuessDeliversTheModelsAnswer(t *testing.T) {
+	e := newEnv(t, sim.ZeroLatency())
+	const sys = "You review pull requests. Answer in JSON. Include the verdict and the reasons."
+	for _, stream := range []bool{false, true} {
+		body := fmt.Sprintf(`{"model":"sim-sonnet","max_tokens":200,"stream":%v,"system":%q,"messages":[{"role":"user","content":"Review: renamed a variable."}]}`, stream, sys)
+		resp, b := e.post(t, "/v1/messages", body, "anthropic-version", "2023-06-01")
+		if resp.StatusCode != 200 {
+			t.Fatalf("stream=%v: status %d: %s", stream, resp.StatusCode, b)
+		}
+		if got := resp.Header.Get("X-Mesh-Schema-Violation"); got != "verdict,reasons" {
+			t.Errorf("stream=%v: X-Mesh-Schema-Violation = %q, want verdict,reasons", stream, got)
+		}
+		req, err := wire.For(llm.FormatAnthropic).ParseRequest([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := sim.Answer(e.simCfg, req).Text()
+		if got := anthropicText(t, b, stream); got != want {
+			t.Errorf("stream=%v: answer %q, want the model's own answer %q", stream, got, want)
+		}
+	}
+}
+
+// anthropicText is the text of an Anthropic answer body or event stream.
+func anthropicText(t *testing.T, b []byte, stream bool) string {
+	t.Helper()
+	if !stream {
+		var m struct{ Content []struct{ Text string } }
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("%v: %s", err, b)
+		}
+		var sb strings.Builder
+		for _, c := range m.Content {
+			sb.WriteString(c.Text)
+		}
+		return sb.String()
+	}
+	var sb strings.Builder
+	for line := range strings.Lines(string(b)) {
+		data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Type  string
+			Delta struct{ Type, Text string }
+		}
+		if json.Unmarshal([]byte(data), &ev) == nil && ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" {
+			sb.WriteString(ev.Delta.Text)
+		}
+	}
+	return sb.String()
 }
