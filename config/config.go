@@ -444,8 +444,15 @@ type StructuredOutput struct {
 	// Reask sends one targeted repair request when repair fails; default true.
 	Reask *bool `yaml:"reask"`
 	// ImpliedSchemas derives a schema from hard format demands in the
-	// system prompt; default true.
+	// system prompt; default true. false is implied: off.
 	ImpliedSchemas *bool `yaml:"implied_schemas"`
+	// Implied is what a schema implied by the system prompt may do: "off"
+	// (none is read), "guess" (default: it is sent upstream only when the
+	// reading is unambiguous, validates and repairs the answer, and an
+	// answer that stays invalid is delivered as the model gave it, with
+	// X-Mesh-Schema-Violation) or "strict" (such an answer is
+	// MESH_SCHEMA_VIOLATION, as for a schema the client gave).
+	Implied string `yaml:"implied"`
 	// Derive declares the only way a missing required field may be filled.
 	Derive []Derivation `yaml:"derive"`
 

@@ -133,6 +133,14 @@ func (v *validator) extra() {
 	default:
 		v.add("structured_output.stream_mode", "expected strict or relaxed, got %q", so.StreamMode)
 	}
+	switch so.Implied {
+	case "", "off", "guess", "strict":
+		if so.ImpliedSchemas != nil && !*so.ImpliedSchemas && so.Implied != "" && so.Implied != "off" {
+			v.add("structured_output.implied", "implied_schemas: false turns implied schemas off; implied: %s contradicts it (set one of them)", so.Implied)
+		}
+	default:
+		v.add("structured_output.implied", "expected off, guess or strict, got %q", so.Implied)
+	}
 	switch so.OnViolation {
 	case "", "error", "pass":
 	default:

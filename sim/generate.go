@@ -41,7 +41,9 @@ import (
 //     named in the last user text is called in order of first mention; with
 //     tool_choice any and none named, the first tool. The answer is a short
 //     "Calling NAME." text block and tool_use blocks (ids "toolu_sim_<hash>")
-//     whose inputs are generated from the input schema; stop_reason tool_use.
+//     whose inputs are generated from the input schema (a free-form one, an
+//     object naming no properties and not closed, gets {"answer": "<words>"}:
+//     the model's answer, as in JSON mode); stop_reason tool_use.
 //   - A JSON output format, read from the request's own wire only
 //     (Anthropic output_config.format or output_format, OpenAI
 //     response_format; see AnswerSample and ModelSpec.StructuredOutputs):
@@ -240,7 +242,14 @@ func generate(ctx context.Context, seed int64, req *llm.Request, s sampling, con
 	for i, t := range calls {
 		th := hashString(h^uint64(i+1)*0x9e3779b97f4a7c15, t.Name)
 		r := newRNG(th)
-		in, _ := json.Marshal(genValue(parseSchema(t.InputSchema), &r, 0))
+		sc := parseSchema(t.InputSchema)
+		in, _ := json.Marshal(genValue(sc, &r, 0))
+		if freeForm(sc) {
+			// A model fills a free-form input with its answer, as it
+			// answers JSON mode (LiteLLM and Keel emulate JSON mode on
+			// Anthropic with such a forced tool).
+			in, _ = json.Marshal(map[string]string{"answer": strings.Join(words(th, s, -1), "")})
+		}
 		a.blocks = append(a.blocks, genBlock{tool: true, id: hexID("toolu_sim_", th), name: t.Name, tokens: splitPieces(string(in))})
 	}
 	if len(calls) > 0 {
@@ -248,6 +257,16 @@ func generate(ctx context.Context, seed int64, req *llm.Request, s sampling, con
 	}
 	a.limit(req)
 	return a, nil
+}
+
+// freeForm reports whether a tool input schema is an object that names no
+// properties and does not forbid them ({"type": "object"}).
+func freeForm(s map[string]any) bool {
+	if s == nil || schemaType(s) != "object" || s["additionalProperties"] == false {
+		return false
+	}
+	props, _ := s["properties"].(map[string]any)
+	return len(props) == 0
 }
 
 // checkEvery is how many messages (or turns) a pass over a request handles

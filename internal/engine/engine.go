@@ -690,7 +690,10 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 	}
 	st := newStream(ctx, *cancel, x, won)
 	if spec != nil {
-		if e.structOpts.RelaxedStreams {
+		// A relaxed stream passes through, unless the answer came as the
+		// forced output tool (JSON mode emulated on an Anthropic endpoint):
+		// that must be folded into text, which strict mode does.
+		if e.structOpts.RelaxedStreams && !won.tool {
 			st.relaxed = spec
 		} else if err := st.strict(ctx, spec); err != nil {
 			ae = err.(*llm.APIError)

@@ -402,7 +402,7 @@ func (x *exec) modelCall(a *attempt, t *try) (*provider.Result, error) {
 		if r2, tool := x.askSchema(req, a.ep, t.kind); r2 != req {
 			req, a.tool = r2, tool
 			x.mu.Lock()
-			if !x.sealed {
+			if !x.sealed && x.rec.Structured != nil { // a fragment's replica has no Structured
 				x.rec.Structured.Sent = true
 			}
 			x.mu.Unlock()

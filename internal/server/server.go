@@ -508,8 +508,10 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 	if src := out.Record.SchemaSource; src != "" {
 		hs.Set("X-Mesh-Schema", src)
 	}
-	if out.Record.SchemaViolation && out.Stream == nil {
-		hs.Set("X-Mesh-Schema-Violation", "true")
+	if out.Record.SchemaViolation {
+		// Set before a stream is sent only by strict mode, which checks
+		// the whole answer first; relaxed mode reports in a trailer.
+		hs.Set("X-Mesh-Schema-Violation", SchemaViolationHeader(out.Record))
 	}
 	codec := wire.For(f)
 	if id := upstreamRequestID(out.Header); id != "" {
@@ -768,6 +770,39 @@ func wireModel(m engine.ModelInfo) wire.Model {
 }
 
 func isTrue(v string) bool { return v == "true" || v == "1" || v == "True" || v == "TRUE" }
+
+// SchemaViolationHeader is the X-Mesh-Schema-Violation value of a call
+// whose answer stayed invalid and was delivered as the model gave it: the
+// keys the schema requires, comma-separated (a key with bytes outside
+// printable ASCII, or a comma, percent-encoded as UTF-8: 姓名 is
+// %E5%A7%93%E5%90%8D), or "true" for a schema that names none (JSON mode:
+// any JSON object).
+func SchemaViolationHeader(rec *engine.Record) string {
+	st := rec.Structured
+	if st == nil || len(st.Required) == 0 {
+		return "true"
+	}
+	keys := make([]string, len(st.Required))
+	for i, k := range st.Required {
+		keys[i] = headerSafe(k)
+	}
+	return strings.Join(keys, ",")
+}
+
+// headerSafe percent-encodes the bytes of s that a header value should not
+// carry raw (outside printable ASCII, the comma, the percent sign).
+func headerSafe(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x21 || c > 0x7e || c == ',' || c == '%' {
+			fmt.Fprintf(&b, "%%%02X", c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
 
 // PIIHeader is the X-Mesh-PII value of a call in which personal data was
 // found: the action, then each kind with its count in the order first

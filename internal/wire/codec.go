@@ -122,6 +122,10 @@ type Codec interface {
 	// by this format's reference API (Anthropic: yes; OpenAI: no, it
 	// starts a new answer).
 	Continues() bool
+	// JSONMode reports whether the API has a JSON mode that asks for any
+	// JSON object (OpenAI response_format json_object: yes; the Anthropic
+	// Messages API: no, it rejects response_format as an extra input).
+	JSONMode() bool
 	// MaxTemperature is the top of the API's temperature range
 	// (Anthropic 1, OpenAI 2).
 	MaxTemperature() float64
@@ -195,6 +199,7 @@ func (anthropicCodec) NewStreamReader(r io.Reader) StreamReader { return anthrop
 func (anthropicCodec) RequestURL(base string) string            { return trimBase(base) + "/v1/messages" }
 func (anthropicCodec) ProbeURL(base string) string              { return trimBase(base) + "/v1/models" }
 func (anthropicCodec) Continues() bool                          { return true }
+func (anthropicCodec) JSONMode() bool                           { return false }
 func (anthropicCodec) PassHeaders() []string                    { return anthropicPass }
 func (anthropicCodec) MaxTemperature() float64                  { return 1 }
 func (anthropicCodec) Path() string                             { return "/v1/messages" }
@@ -281,6 +286,7 @@ func (openaiCodec) NewStreamReader(r io.Reader) StreamReader       { return open
 func (openaiCodec) RequestURL(base string) string                  { return trimBase(base) + "/chat/completions" }
 func (openaiCodec) ProbeURL(base string) string                    { return trimBase(base) + "/models" }
 func (openaiCodec) Continues() bool                                { return false }
+func (openaiCodec) JSONMode() bool                                 { return true }
 func (openaiCodec) PassHeaders() []string                          { return nil }
 func (openaiCodec) MaxTemperature() float64                        { return 2 }
 func (openaiCodec) Path() string                                   { return "/v1/chat/completions" }
