@@ -116,6 +116,14 @@ type ModelSpec struct {
 	// starts, as OpenAI does), prefill, continue_final_message or prefix
 	// (see Continuation). Anthropic-format endpoints always continue it.
 	Continuation Continuation `json:"continuation,omitempty"`
+	// EchoPrefill makes an endpoint that continues a trailing assistant
+	// message repeat it at the start of its answer, as llama.cpp's
+	// llama-server does (PROTOCOLS.md §0.13, §6.2): a non-streamed answer's
+	// text starts with the prefill, and a stream's first text delta is the
+	// prefill plus the first new token. max_tokens and output_tokens count
+	// the new tokens only. False, the default, continues without the echo
+	// (the Anthropic Messages API, vLLM, DeepSeek).
+	EchoPrefill bool `json:"echo_prefill,omitempty"`
 	// StructuredOutputs is how the model treats a json_schema output format
 	// (Anthropic output_config.format, OpenAI response_format), each wire
 	// reading only its own field as the real APIs do: "" or "native" (the

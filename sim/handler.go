@@ -451,6 +451,9 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 	if err != nil {
 		return // the client has gone: nobody reads an answer
 	}
+	if cont && spec.EchoPrefill {
+		ans.echoPrefill(req)
+	}
 	if spec.ContextWindow > 0 && ans.usage.InputTokens > spec.ContextWindow {
 		ep.recordStatus(http.StatusBadRequest)
 		call.fail(http.StatusBadRequest, llm.ErrInvalidRequest,

@@ -79,7 +79,10 @@ type try struct {
 	kind string
 	// cont, when set, is the text the client already has: each endpoint
 	// gets a continuation request of its own kind (see continuationFor).
-	cont       *string
+	cont *string
+	// contOut is the output tokens the client already has (see
+	// continuationFor).
+	contOut    int
 	wait       time.Duration
 	allowTried bool
 	// hg is the call's hedger while the hedge policy runs.
@@ -371,7 +374,7 @@ func send(ctx context.Context, x *exec, t *try) (*attempt, error) {
 	a := t.booked
 	req := t.req
 	if t.cont != nil {
-		req, a.splice = x.continuationFor(a.ep, *t.cont)
+		req, a.splice = x.continuationFor(a.ep, *t.cont, t.contOut)
 	} else if x.spec != nil {
 		if r2, tool := x.askSchema(req, a.ep, t.kind); r2 != req {
 			req, a.tool = r2, tool
