@@ -2,6 +2,8 @@ package openai
 
 import (
 	"bytes"
+	"cmp"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -73,12 +75,19 @@ func appendErrorBody(b []byte, e *llm.APIError, withParam bool) []byte {
 	return append(b, "}}"...)
 }
 
+// errStop ends a walk over a JSON array early.
+var errStop = errors.New("stop")
+
 // maxErrorText bounds how much of a non-JSON error body becomes the message.
 const maxErrorText = 1024
 
 // ParseError turns any upstream error answer into an APIError. A JSON body
 // {"error":{message,type,param,code,mesh_error_code}} is read member by member
-// ({"error":"text"} and {"message":"text"} are accepted too); any other body
+// ({"error":"text"} and {"message":"text"} are accepted too, and so are the
+// shapes of OpenAI-compatible servers: vLLM's top-level {"object":"error",
+// "message","type","code"}, Google's {"error":{"code","message","status"}},
+// alone or wrapped in an array, whose status is read as the type, and AWS's
+// {"message"} with the type in the X-Amzn-Errortype header); any other body
 // becomes the message (trimmed, at most 1 KiB) with the type taken from the
 // status. RetryAfter comes from retry-after-ms, else retry-after (seconds or
 // an HTTP date); RequestID from x-request-id.
@@ -88,8 +97,18 @@ func ParseError(status int, h http.Header, body []byte) *llm.APIError {
 		e.RequestID = h.Get("x-request-id")
 		e.RetryAfter = llm.ParseRetryAfter(h, time.Now())
 	}
-	var typ string
+	var typ, topType, topCode, gStatus string
 	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) > 0 && trimmed[0] == '[' && jsonx.Valid(trimmed) {
+		// Google's APIs (Gemini, Vertex AI) may wrap the error object in an
+		// array: [{"error":{...}}]. The first element is the error.
+		_ = jsonx.EachElement(trimmed, func(_ int, v []byte) error {
+			if len(v) > 0 && v[0] == '{' {
+				trimmed = v
+			}
+			return errStop
+		})
+	}
 	if len(trimmed) > 0 && trimmed[0] == '{' && jsonx.Valid(trimmed) {
 		_ = jsonx.EachMember(trimmed, func(k, v []byte) error {
 			switch string(bareKey(k)) {
@@ -106,6 +125,10 @@ func ParseError(status int, h http.Header, body []byte) *llm.APIError {
 							e.Param = scalarText(ev)
 						case "code":
 							e.Code = scalarText(ev)
+						case "status":
+							// Google's APIs name the error in status
+							// (INVALID_ARGUMENT) beside a numeric code.
+							gStatus = scalarText(ev)
 						case "mesh_error_code":
 							e.MeshCode = scalarText(ev)
 						}
@@ -118,6 +141,11 @@ func ParseError(status int, h http.Header, body []byte) *llm.APIError {
 				if e.Message == "" {
 					e.Message = scalarText(v)
 				}
+			case "type":
+				// vLLM's older shape: {"object":"error","message","type","code"}.
+				topType = scalarText(v)
+			case "code":
+				topCode = scalarText(v)
 			}
 			return nil
 		})
@@ -128,6 +156,18 @@ func ParseError(status int, h http.Header, body []byte) *llm.APIError {
 		if e.Message = http.StatusText(status); e.Message == "" {
 			e.Message = "upstream error (status " + strconv.Itoa(status) + ")"
 		}
+	}
+	if typ == "" {
+		typ, e.Code = topType, cmp.Or(e.Code, topCode)
+	}
+	if typ == "" {
+		typ = gStatus
+	}
+	if typ == "" && h != nil {
+		// AWS services (Amazon Bedrock) name the error in a header,
+		// "ValidationException:http://internal.amazon.com/…", beside a body
+		// of {"message": …}.
+		typ, _, _ = strings.Cut(h.Get("X-Amzn-Errortype"), ":")
 	}
 	e.Type, e.RawType = classify(typ, status)
 	return e
