@@ -36,20 +36,23 @@ import (
 // Defaults. A zero field in a Config means the default listed here; ApplyDefaults
 // writes them in.
 const (
-	DefaultListen              = "127.0.0.1:7878"
-	DefaultMaxBodyBytes        = 10 << 20 // 10 MiB
-	DefaultShutdownTimeout     = Duration(30 * time.Second)
-	DefaultDrainDelay          = Duration(5 * time.Second)
-	DefaultLogFormat           = "text"
-	DefaultLogLevel            = "info"
-	DefaultBodyReadTimeout     = Duration(30 * time.Second)
-	DefaultMinBodyRate         = 1024
-	DefaultMaxMessages         = 10000
-	DefaultMaxHeaderBytes      = 64 << 10 // 64 KiB
-	MaxMaxHeaderBytes          = 1 << 20  // net/http's DefaultMaxHeaderBytes
-	DefaultAnthropicBaseURL    = "https://api.anthropic.com"
-	DefaultOpenAIBaseURL       = "https://api.openai.com/v1"
-	DefaultAnthropicVersion    = "2023-06-01"
+	DefaultListen           = "127.0.0.1:7878"
+	DefaultMaxBodyBytes     = 10 << 20 // 10 MiB
+	DefaultShutdownTimeout  = Duration(30 * time.Second)
+	DefaultDrainDelay       = Duration(5 * time.Second)
+	DefaultLogFormat        = "text"
+	DefaultLogLevel         = "info"
+	DefaultBodyReadTimeout  = Duration(30 * time.Second)
+	DefaultMinBodyRate      = 1024
+	DefaultMaxMessages      = 10000
+	DefaultMaxHeaderBytes   = 64 << 10 // 64 KiB
+	MaxMaxHeaderBytes       = 1 << 20  // net/http's DefaultMaxHeaderBytes
+	DefaultAnthropicBaseURL = "https://api.anthropic.com"
+	DefaultOpenAIBaseURL    = "https://api.openai.com/v1"
+	DefaultAnthropicVersion = "2023-06-01"
+	// AnthropicVersionClient as providers[].anthropic_version passes the
+	// client's anthropic-version on (the provider speaks every version).
+	AnthropicVersionClient     = "client"
 	DefaultMaxIdleConnsPerHost = 1024
 	DefaultConnectTimeout      = Duration(5 * time.Second)
 	DefaultResponseHeader      = Duration(60 * time.Second)
@@ -554,9 +557,13 @@ type Provider struct {
 	APIKeyEnv string `yaml:"api_key_env"`
 	// APIKey is the key itself, literal or "${VAR}" (expanded at load time).
 	APIKey Secret `yaml:"api_key"`
-	// AnthropicVersion, when set, is forced as the anthropic-version header
-	// upstream; when empty the client's header is passed on, and
-	// DefaultAnthropicVersion is sent if the client sent none. Anthropic only.
+	// AnthropicVersion is the anthropic-version the provider speaks: a
+	// date, sent with every call, whose rules (2026-10-21: no sampling
+	// parameters) apply to its calls; or AnthropicVersionClient, the
+	// client's header passed on (DefaultAnthropicVersion when it sent
+	// none), as for Anthropic's own API. Empty: "client" for Anthropic's
+	// API (base_url on api.anthropic.com), DefaultAnthropicVersion for any
+	// other server. Anthropic only.
 	AnthropicVersion string `yaml:"anthropic_version"`
 	// Headers are extra headers sent upstream. Values may use ${VAR} and are
 	// secrets (an Authorization header is typical), so they print redacted.

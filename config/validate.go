@@ -336,8 +336,8 @@ func (v *validator) providers() {
 		if p.AnthropicVersion != "" {
 			if p.Type == TypeOpenAI {
 				v.add(base+".anthropic_version", "applies only to providers of type anthropic")
-			} else if _, err := time.Parse(time.DateOnly, p.AnthropicVersion); err != nil {
-				v.add(base+".anthropic_version", "expected a date such as %q, got %q", DefaultAnthropicVersion, p.AnthropicVersion)
+			} else if _, err := time.Parse(time.DateOnly, p.AnthropicVersion); err != nil && p.AnthropicVersion != AnthropicVersionClient {
+				v.add(base+".anthropic_version", "expected a date such as %q or %q, got %q", DefaultAnthropicVersion, AnthropicVersionClient, p.AnthropicVersion)
 			}
 		}
 		folded := map[string]string{}

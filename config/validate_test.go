@@ -162,10 +162,12 @@ cache:
 			yaml: `providers:
   - {name: a, type: openai, anthropic_version: "2023-06-01"}
   - {name: b, type: anthropic, anthropic_version: latest}
+  - {name: c, type: anthropic, anthropic_version: client}
+  - {name: d, type: anthropic, anthropic_version: "2026-10-21"}
 `,
 			want: []string{
 				`keel.yaml:2:29: providers[0].anthropic_version: applies only to providers of type anthropic`,
-				`keel.yaml:3:32: providers[1].anthropic_version: expected a date such as "2023-06-01", got "latest"`,
+				`keel.yaml:3:32: providers[1].anthropic_version: expected a date such as "2023-06-01" or "client", got "latest"`,
 			},
 		},
 		{
