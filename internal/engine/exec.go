@@ -331,7 +331,7 @@ func routePolicy(next step) step {
 		x.tried[i] = true
 		a := &attempt{x: x, ep: ep, idx: i, kind: t.kind, start: e.now(), recIdx: len(x.rec.Attempts)}
 		a.ctx, a.cancel = context.WithCancel(ctx)
-		x.rec.Attempts = append(x.rec.Attempts, Attempt{Endpoint: ep.ID, Model: ep.Model, Region: ep.Region, Start: a.start, Kind: t.kind, Wait: t.wait})
+		x.rec.Attempts = append(x.rec.Attempts, Attempt{Endpoint: ep.ID, Model: ep.Model, Region: ep.Region, Provider: ep.Provider, Start: a.start, Kind: t.kind, Wait: t.wait})
 		x.mu.Unlock()
 		t.wait = 0
 		if t.hg != nil {

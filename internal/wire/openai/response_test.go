@@ -173,10 +173,12 @@ func TestErrorGolden(t *testing.T) {
 	}{
 		{"bad request from keel", &llm.APIError{Status: 400, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: "messages[0].role", Message: `messages[0].role: unsupported role "function"`}},
 		{"rate limit with code", &llm.APIError{Status: 429, Type: llm.ErrRateLimit, Code: "rate_limit_exceeded", Message: "Rate limit reached", RequestID: "req_1", RetryAfter: 1500 * time.Millisecond}},
-		{"upstream raw type", &llm.APIError{Status: 429, Type: llm.ErrRateLimit, RawType: "insufficient_quota", Code: "insufficient_quota", Message: "You exceeded your current quota"}},
+		{"upstream raw type", &llm.APIError{Status: 429, Type: llm.ErrRateLimit, RawType: "tokens", Code: "rate_limit_exceeded", Message: "Rate limit reached for gpt-4o on tokens per min (TPM)"}},
+		{"quota", &llm.APIError{Status: 429, Type: llm.ErrRateLimit, Code: "insufficient_quota", Message: "You exceeded your current quota"}},
+		{"unknown model from keel", &llm.APIError{Status: 404, Type: llm.ErrNotFound, Code: "model_not_found", Message: `model: "gpt-9" is not served by this mesh`}},
 		{"server error", &llm.APIError{Status: 500, Type: llm.ErrAPI, Message: "The server had an error"}},
 		{"fallback exhausted", &llm.APIError{Status: 503, Type: llm.ErrOverloaded, MeshCode: llm.MeshFallbackExhausted, Message: "all candidates failed"}},
-		{"auth", &llm.APIError{Status: 401, Type: llm.ErrAuthentication, Message: "bad key \"x\"\n"}},
+		{"auth", &llm.APIError{Status: 401, Type: llm.ErrAuthentication, Code: "invalid_api_key", Message: "bad key \"x\"\n"}},
 	}
 	var golden bytes.Buffer
 	for _, tc := range errs {
@@ -213,7 +215,7 @@ var parseErrorCases = []struct {
 }{
 	{"openai 401 says invalid_request_error", 401, http.Header{"X-Request-Id": {"req_9"}},
 		`{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`,
-		llm.APIError{Status: 401, Type: llm.ErrAuthentication, RawType: "invalid_request_error", Code: "invalid_api_key", Message: "Incorrect API key provided", RequestID: "req_9"}},
+		llm.APIError{Status: 401, Type: llm.ErrAuthentication, Code: "invalid_api_key", Message: "Incorrect API key provided", RequestID: "req_9"}},
 	{"non-JSON body", 502, nil, "  <html>Bad Gateway</html>\n",
 		llm.APIError{Status: 502, Type: llm.ErrAPI, Message: "<html>Bad Gateway</html>"}},
 	{"empty body", 503, http.Header{"Retry-After": {"7"}}, "",
@@ -223,9 +225,9 @@ var parseErrorCases = []struct {
 	{"top-level message and numeric code", 429, http.Header{"Retry-After-Ms": {"250"}, "Retry-After": {"9"}}, `{"message":"slow down","error":{"code":1302,"type":"tokens"}}`,
 		llm.APIError{Status: 429, Type: llm.ErrRateLimit, RawType: "tokens", Code: "1302", Message: "slow down", RetryAfter: 250 * time.Millisecond}},
 	{"server_error on 503", 503, nil, `{"error":{"message":"Overloaded","type":"server_error"}}`,
-		llm.APIError{Status: 503, Type: llm.ErrOverloaded, RawType: "server_error", Message: "Overloaded"}},
+		llm.APIError{Status: 503, Type: llm.ErrOverloaded, Message: "Overloaded"}},
 	{"mesh code from another keel", 504, nil, `{"error":{"message":"deadline","type":"timeout_error","mesh_error_code":"MESH_TIMEOUT"}}`,
-		llm.APIError{Status: 504, Type: llm.ErrTimeout, MeshCode: llm.MeshTimeout, Message: "deadline"}},
+		llm.APIError{Status: 504, Type: llm.ErrTimeout, RawType: "timeout_error", MeshCode: llm.MeshTimeout, Message: "deadline"}},
 	{"long text truncated", 500, nil, strings.Repeat("é", 600),
 		llm.APIError{Status: 500, Type: llm.ErrAPI, Message: strings.Repeat("é", 512) + "…"}},
 	{"garbage retry-after", 429, http.Header{"Retry-After": {"soon"}}, `{}`,
