@@ -618,8 +618,10 @@ type Model struct {
 	// Endpoints are the places this model is served; at least one.
 	Endpoints []Endpoint `yaml:"endpoints"`
 	// Translation is what happens when a client's request has a feature an
-	// endpoint of the other wire format cannot express: "drop" (default:
-	// removed and named in X-Mesh-Dropped) or "reject" (a 400 naming it).
+	// endpoint of the other wire format cannot express: unset, content (a
+	// document, audio, thinking, a server tool …) is refused with a 400
+	// naming it and other features are removed and named in X-Mesh-Dropped;
+	// "drop" removes and names content too; "reject" refuses every feature.
 	Translation string `yaml:"translation"`
 	// StructuredOutputs is how the model is asked for an answer matching a
 	// JSON Schema Keel will validate (mesh_behavior.output_schema, or one

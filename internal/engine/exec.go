@@ -17,6 +17,7 @@ import (
 	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/route"
+	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
 // exec is one client call's attempts: which endpoints were tried, the
@@ -71,6 +72,9 @@ type exec struct {
 	firstPick bool
 	cands     []route.Candidate
 	decisions []route.Decision
+	// lossy caches, per wire format, whether translating the request into
+	// it would lose content (translate.Report.Lost).
+	lossy map[llm.Format]bool
 }
 
 // try is one pass through the policy chain: what to send and how.
@@ -499,6 +503,7 @@ func (x *exec) pick(allowTried bool) (int, error) {
 		}
 		x.cands = append(x.cands, c)
 	}
+	x.preferLossless()
 	ch, err := route.PickAppend(x.decisions, x.cands, x.policy, x.e.rnd)
 	if err != nil && errors.Is(err, route.ErrAllUnavailable) {
 		// Panic routing, as Envoy does past its panic threshold: when every
@@ -529,6 +534,48 @@ func (x *exec) pick(allowTried bool) (int, error) {
 		return -1, err
 	}
 	return ch.Index, nil
+}
+
+// preferLossless makes unavailable, while an available endpoint can carry
+// the whole request, each endpoint whose wire format cannot (a document
+// to an OpenAI-format endpoint, say): routing prefers the endpoints that
+// can express the request, and a lossy one is used only when none is left
+// (where translation then refuses or, under translation: drop, drops and
+// names the content). Called with x.mu held, after x.cands is built.
+func (x *exec) preferLossless() {
+	lossless := false
+	for i := range x.cands {
+		if x.cands[i].Available && !x.lossyFor(x.rs.cands[i].Format) {
+			lossless = true
+			break
+		}
+	}
+	if !lossless {
+		return
+	}
+	for i := range x.cands {
+		if x.cands[i].Available && x.lossyFor(x.rs.cands[i].Format) {
+			x.cands[i].Available, x.cands[i].Unavailable = false, "lossy_translation"
+		}
+	}
+}
+
+// lossyFor reports whether translating the request to format f loses
+// content. Called with x.mu held.
+func (x *exec) lossyFor(f llm.Format) bool {
+	if f == x.req.Format || f == llm.FormatUnknown {
+		return false
+	}
+	l, ok := x.lossy[f]
+	if !ok {
+		_, rep, err := translate.Prepare(x.req, f, translate.Policy{Unsupported: translate.Drop})
+		l = err == nil && len(rep.Lost) > 0
+		if x.lossy == nil {
+			x.lossy = map[llm.Format]bool{}
+		}
+		x.lossy[f] = l
+	}
+	return l
 }
 
 // otherModel reports whether an endpoint of a model other than m is

@@ -396,7 +396,8 @@ type Call struct {
 	// anthropic-beta are passed on to Anthropic endpoints.
 	ClientHeader http.Header
 	// Translation is the policy for features the endpoint's wire format
-	// cannot express: "drop" (default, reported) or "reject" (a 400).
+	// cannot express: "" (content refused with a 400, other features
+	// dropped and reported), "drop" or "reject" (see translate.Policy).
 	Translation string
 	// Sent, when set, is called with the request body as sent upstream
 	// (after translation and preparation); it must not keep body.
