@@ -33,26 +33,27 @@ import (
 	"github.com/keelmesh/keel/internal/shadow"
 )
 
+// AnthropicVersionClient as providers[].anthropic_version passes the
+// client's anthropic-version on (the provider speaks every version).
+const AnthropicVersionClient = "client"
+
 // Defaults. A zero field in a Config means the default listed here; ApplyDefaults
 // writes them in.
 const (
-	DefaultListen           = "127.0.0.1:7878"
-	DefaultMaxBodyBytes     = 10 << 20 // 10 MiB
-	DefaultShutdownTimeout  = Duration(30 * time.Second)
-	DefaultDrainDelay       = Duration(5 * time.Second)
-	DefaultLogFormat        = "text"
-	DefaultLogLevel         = "info"
-	DefaultBodyReadTimeout  = Duration(30 * time.Second)
-	DefaultMinBodyRate      = 1024
-	DefaultMaxMessages      = 10000
-	DefaultMaxHeaderBytes   = 64 << 10 // 64 KiB
-	MaxMaxHeaderBytes       = 1 << 20  // net/http's DefaultMaxHeaderBytes
-	DefaultAnthropicBaseURL = "https://api.anthropic.com"
-	DefaultOpenAIBaseURL    = "https://api.openai.com/v1"
-	DefaultAnthropicVersion = "2023-06-01"
-	// AnthropicVersionClient as providers[].anthropic_version passes the
-	// client's anthropic-version on (the provider speaks every version).
-	AnthropicVersionClient     = "client"
+	DefaultListen              = "127.0.0.1:7878"
+	DefaultMaxBodyBytes        = 10 << 20 // 10 MiB
+	DefaultShutdownTimeout     = Duration(30 * time.Second)
+	DefaultDrainDelay          = Duration(5 * time.Second)
+	DefaultLogFormat           = "text"
+	DefaultLogLevel            = "info"
+	DefaultBodyReadTimeout     = Duration(30 * time.Second)
+	DefaultMinBodyRate         = 1024
+	DefaultMaxMessages         = 10000
+	DefaultMaxHeaderBytes      = 64 << 10 // 64 KiB
+	MaxMaxHeaderBytes          = 1 << 20  // net/http's DefaultMaxHeaderBytes
+	DefaultAnthropicBaseURL    = "https://api.anthropic.com"
+	DefaultOpenAIBaseURL       = "https://api.openai.com/v1"
+	DefaultAnthropicVersion    = "2023-06-01"
 	DefaultMaxIdleConnsPerHost = 1024
 	DefaultConnectTimeout      = Duration(5 * time.Second)
 	DefaultResponseHeader      = Duration(60 * time.Second)
