@@ -246,3 +246,58 @@ func echoCase(t *testing.T, fault string, client llm.Format, maxTokens int) {
 		t.Errorf("max_tokens sent upstream %v, want %v (the continuation asks for what the client has left)", sent, want)
 	}
 }
+
+// TestDropEcho: a continuation's start that repeats the prefill sent is
+// dropped however the server splits it into deltas; one that departs from
+// it, or ends inside it, is forwarded whole, nothing lost.
+func TestDropEcho(t *testing.T) {
+	const echo = "Forty dozen result"
+	delta := func(s string) *llm.Event {
+		return &llm.Event{Type: llm.EventBlockDelta, DeltaType: llm.DeltaText, Delta: s}
+	}
+	cases := []struct {
+		name string
+		in   []*llm.Event
+		want []string // the deltas forwarded ("<stop>" for the block stop)
+	}{
+		{"llama-server: prefill and first token in one delta", []*llm.Event{delta(echo + " either"), delta(" forty")}, []string{" either", " forty"}},
+		{"echo alone, then the answer", []*llm.Event{delta(echo), delta(" either")}, []string{" either"}},
+		{"echo over several deltas", []*llm.Event{delta("Forty"), delta(" dozen"), delta(" result either")}, []string{" either"}},
+		{"no echo", []*llm.Event{delta(" either"), delta(" forty")}, []string{" either", " forty"}},
+		{"departs from the prefill", []*llm.Event{delta("Forty"), delta(" apples")}, []string{"Forty apples"}},
+		{"ends inside the prefill", []*llm.Event{delta("Forty"), {Type: llm.EventBlockStop}}, []string{"Forty", "<stop>"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Stream{echo: echo}
+			var got []string
+			in := tc.in
+			for len(in) > 0 || len(s.buf) > 0 {
+				var ev *llm.Event
+				if len(s.buf) > 0 {
+					ev, s.buf = s.buf[0], s.buf[1:]
+				} else {
+					ev, in = in[0], in[1:]
+				}
+				if s.echo == "" && s.held == "" {
+					got = append(got, render(ev))
+					continue
+				}
+				out, drop := s.dropEcho(ev)
+				if !drop {
+					got = append(got, render(out))
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("forwarded %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func render(ev *llm.Event) string {
+	if ev.Type == llm.EventBlockStop {
+		return "<stop>"
+	}
+	return ev.Delta
+}
