@@ -34,6 +34,10 @@ import (
 	"github.com/keelmesh/keel/internal/shadow"
 )
 
+// AnthropicVersionClient as providers[].anthropic_version passes the
+// client's anthropic-version on (the provider speaks every version).
+const AnthropicVersionClient = "client"
+
 // Defaults. A zero field in a Config means the default listed here; ApplyDefaults
 // writes them in.
 const (
@@ -591,9 +595,13 @@ type Provider struct {
 	APIKeyEnv string `yaml:"api_key_env"`
 	// APIKey is the key itself, literal or "${VAR}" (expanded at load time).
 	APIKey Secret `yaml:"api_key"`
-	// AnthropicVersion, when set, is forced as the anthropic-version header
-	// upstream; when empty the client's header is passed on, and
-	// DefaultAnthropicVersion is sent if the client sent none. Anthropic only.
+	// AnthropicVersion is the anthropic-version the provider speaks: a
+	// date, sent with every call, whose rules (2026-10-21: no sampling
+	// parameters) apply to its calls; or AnthropicVersionClient, the
+	// client's header passed on (DefaultAnthropicVersion when it sent
+	// none), as for Anthropic's own API. Empty: "client" for Anthropic's
+	// API (base_url on api.anthropic.com), DefaultAnthropicVersion for any
+	// other server. Anthropic only.
 	AnthropicVersion string `yaml:"anthropic_version"`
 	// Headers are extra headers sent upstream. Values may use ${VAR} and are
 	// secrets (an Authorization header is typical), so they print redacted.
@@ -657,8 +665,10 @@ type Model struct {
 	// Endpoints are the places this model is served; at least one.
 	Endpoints []Endpoint `yaml:"endpoints"`
 	// Translation is what happens when a client's request has a feature an
-	// endpoint of the other wire format cannot express: "drop" (default:
-	// removed and named in X-Mesh-Dropped) or "reject" (a 400 naming it).
+	// endpoint of the other wire format cannot express: unset, content (a
+	// document, audio, thinking, a server tool …) is refused with a 400
+	// naming it and other features are removed and named in X-Mesh-Dropped;
+	// "drop" removes and names content too; "reject" refuses every feature.
 	Translation string `yaml:"translation"`
 	// StructuredOutputs is how the model is asked for an answer matching a
 	// JSON Schema Keel will validate (mesh_behavior.output_schema, or one

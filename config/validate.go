@@ -29,6 +29,20 @@ func (c *Config) Validate() error {
 	return joinSorted(c.problems())
 }
 
+// CheckServes refuses a configuration that would serve nothing, as
+// keel serve checks at start and on reload: one without providers, where
+// no model can have an endpoint and no model name can pass through. (A
+// model without endpoints is a Validate problem; providers without models
+// pass every model name through, in each provider's format.) The error
+// names the key to fix, at its line when the file has it.
+func (c *Config) CheckServes() error {
+	if len(c.Providers) == 0 {
+		return c.errAt("providers", "none configured, so this config serves no model: add a provider "+
+			"(providers: [{name: anthropic, type: anthropic, api_key_env: ANTHROPIC_API_KEY}]) and the models it serves")
+	}
+	return nil
+}
+
 func (c *Config) problems() []error {
 	v := &validator{c: c}
 	v.server()
@@ -353,8 +367,8 @@ func (v *validator) providers() {
 		if p.AnthropicVersion != "" {
 			if p.Type == TypeOpenAI {
 				v.add(base+".anthropic_version", "applies only to providers of type anthropic")
-			} else if _, err := time.Parse(time.DateOnly, p.AnthropicVersion); err != nil {
-				v.add(base+".anthropic_version", "expected a date such as %q, got %q", DefaultAnthropicVersion, p.AnthropicVersion)
+			} else if _, err := time.Parse(time.DateOnly, p.AnthropicVersion); err != nil && p.AnthropicVersion != AnthropicVersionClient {
+				v.add(base+".anthropic_version", "expected a date such as %q or %q, got %q", DefaultAnthropicVersion, AnthropicVersionClient, p.AnthropicVersion)
 			}
 		}
 		folded := map[string]string{}

@@ -229,10 +229,12 @@ aliases:
 			yaml: `providers:
   - {name: a, type: openai, anthropic_version: "2023-06-01"}
   - {name: b, type: anthropic, anthropic_version: latest}
+  - {name: c, type: anthropic, anthropic_version: client}
+  - {name: d, type: anthropic, anthropic_version: "2026-10-21"}
 `,
 			want: []string{
 				`keel.yaml:2:29: providers[0].anthropic_version: applies only to providers of type anthropic`,
-				`keel.yaml:3:32: providers[1].anthropic_version: expected a date such as "2023-06-01", got "latest"`,
+				`keel.yaml:3:32: providers[1].anthropic_version: expected a date such as "2023-06-01" or "client", got "latest"`,
 			},
 		},
 		{
@@ -610,5 +612,42 @@ func TestResponsesStoreDefault(t *testing.T) {
 	c.Responses.Store = "memory"
 	if got := c.ResponsesStore(); got != "memory" {
 		t.Errorf("set explicitly: %q, want memory", got)
+	}
+}
+
+// A config that serves nothing is refused (issue 25): keel serve calls
+// CheckServes at start and on reload, and the error names the key to fix.
+func TestCheckServes(t *testing.T) {
+	cases := []struct {
+		name string
+		yaml string
+		want string // "" for a config that serves
+	}{
+		{name: "only a server section", yaml: "server:\n  listen: 127.0.0.1:8080\n",
+			want: "keel.yaml: providers: none configured, so this config serves no model"},
+		{name: "empty providers", yaml: "server:\n  listen: 127.0.0.1:8080\nproviders: []\n",
+			want: "keel.yaml:3:1: providers: none configured, so this config serves no model"},
+		{name: "providers pass model names through", yaml: "providers:\n  - {name: a, type: anthropic}\n"},
+		{name: "a model and its endpoint", yaml: "providers:\n  - {name: a, type: anthropic}\nmodels:\n  - name: m\n    endpoints: [{provider: a}]\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.yaml), "keel.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.CheckServes()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+				t.Errorf("got %v, want an error starting %q", err, tc.want)
+			}
+		})
+	}
+	// Every model without an endpoint: refused by Parse, at the model's line.
+	_, err := Parse([]byte("providers:\n  - {name: a, type: anthropic}\nmodels:\n  - name: m\n"), "keel.yaml")
+	if err == nil || !strings.Contains(err.Error(), "keel.yaml:4:5: models[0].endpoints: required: at least one endpoint") {
+		t.Errorf("a model without endpoints: %v", err)
 	}
 }

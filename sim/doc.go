@@ -14,7 +14,15 @@
 // continued only as the model's Continuation says (prefill like llama.cpp,
 // continue_final_message like vLLM, prefix like DeepSeek) and by default,
 // as OpenAI does, it is history: the answer is a new, complete one, so a
-// client that resends the part it already has gets the text twice.
+// client that resends the part it already has gets the text twice. A
+// model's EchoPrefill makes a continuing endpoint repeat the prefill at
+// the start of its answer, as llama.cpp's llama-server does (PROTOCOLS.md
+// §6.2).
+//
+// A prompt over a model's ContextWindow is a 400 in each wire provider's
+// own words (Anthropic's "prompt is too long", OpenAI's
+// context_length_exceeded code), or in llama.cpp's exceed_context_size_error
+// shape on both wires with ContextError "llamacpp".
 //
 // Temperature sensitivity: at temperature T > 0 each word of a text answer is
 // replaced with probability WordChangeProbability(T × the model's

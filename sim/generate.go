@@ -269,6 +269,29 @@ func freeForm(s map[string]any) bool {
 	return len(props) == 0
 }
 
+// echoPrefill puts the prefill req's answer continued (its trailing
+// assistant text message) back in front of the answer's text, as
+// llama.cpp's llama-server sends it (PROTOCOLS.md §6.2): one piece with
+// the first new token, so a stream's first delta holds both and the token
+// count is unchanged.
+func (a *answer) echoPrefill(req *llm.Request) {
+	n := len(req.Messages)
+	if n == 0 || req.Messages[n-1].Role != llm.RoleAssistant || !onlyText(req.Messages[n-1].Content) || len(a.blocks) == 0 || a.blocks[0].tool {
+		return
+	}
+	p := req.Messages[n-1].Text()
+	if p == "" {
+		return
+	}
+	b := &a.blocks[0]
+	if len(b.tokens) == 0 {
+		b.tokens = []string{p}
+		return
+	}
+	b.tokens = slices.Clone(b.tokens)
+	b.tokens[0] = p + b.tokens[0]
+}
+
 // checkEvery is how many messages (or turns) a pass over a request handles
 // between looks at its context.
 const checkEvery = 1024

@@ -384,7 +384,7 @@ func (x *exec) checkStructured(ctx context.Context, sp *outputSpec, resp *llm.Re
 			if i == 3 {
 				break
 			}
-			parts = append(parts, v.Pointer+": "+v.Message)
+			parts = append(parts, v.String()) // "(root)" for the whole answer, never an empty path
 		}
 		msg += ": " + strings.Join(parts, "; ")
 	}

@@ -466,6 +466,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 	if err != nil {
 		if final != nil {
 			w.Header().Set("X-Mesh-Cost", FormatCost(final.Cost))
+			setErrorMeshHeaders(w.Header(), final)
 		}
 		ae := cutError(r, asAPIError(err))
 		if ae.MeshCode != "" && ae.MeshCode != llm.MeshBadRequest {
@@ -604,6 +605,29 @@ func setMeshHeaders(h interface{ Set(k, v string) }, model, region, prov string,
 	}
 	if rec.Stage != "" && rec.Stage != "full" {
 		h.Set("X-Mesh-Stage", rec.Stage)
+	}
+}
+
+// setErrorMeshHeaders says, on an error Keel answers, what the call tried:
+// X-Mesh-Attempts always, and from its last attempt X-Mesh-Model,
+// X-Mesh-Region and X-Mesh-Provider; X-Mesh-Fallback, X-Mesh-Dropped and
+// X-Mesh-Normalized when they apply.
+func setErrorMeshHeaders(h http.Header, rec *engine.Record) {
+	h.Set("X-Mesh-Attempts", strconv.Itoa(len(rec.Attempts)))
+	if n := len(rec.Attempts); n > 0 {
+		last := rec.Attempts[n-1]
+		h.Set("X-Mesh-Model", last.Model)
+		h.Set("X-Mesh-Region", last.Region)
+		h.Set("X-Mesh-Provider", last.Provider)
+	}
+	if rec.Fallback != "" {
+		h.Set("X-Mesh-Fallback", rec.Fallback)
+	}
+	if len(rec.Dropped) > 0 {
+		h.Set("X-Mesh-Dropped", strings.Join(rec.Dropped, ","))
+	}
+	if rec.Normalized != "" {
+		h.Set("X-Mesh-Normalized", rec.Normalized)
 	}
 }
 

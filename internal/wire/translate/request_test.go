@@ -3,6 +3,7 @@ package translate
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -130,7 +131,7 @@ func translateRequest(t *testing.T, c requestCase, p Policy) (body []byte, rep R
 func TestRequestGolden(t *testing.T) {
 	for _, c := range requestCases {
 		t.Run(c.name, func(t *testing.T) {
-			body, rep, err := translateRequest(t, c, Policy{})
+			body, rep, err := translateRequest(t, c, Policy{Unsupported: Drop})
 			if err != nil {
 				t.Fatalf("Prepare: %v", err)
 			}
@@ -166,7 +167,7 @@ func TestRejectPolicy(t *testing.T) {
 	}
 	for _, c := range requestCases {
 		t.Run(c.name, func(t *testing.T) {
-			_, dropRep, _ := translateRequest(t, c, Policy{})
+			_, dropRep, _ := translateRequest(t, c, Policy{Unsupported: Drop})
 			_, _, err := translateRequest(t, c, Policy{Unsupported: Reject, Endpoint: "sim-llama/us-east/sim-openai"})
 			if len(dropRep.Dropped) == 0 || hintsOnly[c.name] {
 				if err != nil {
@@ -192,6 +193,46 @@ func TestRejectPolicy(t *testing.T) {
 				t.Errorf("message %q names none of %v", ae.Message, dropRep.Dropped)
 			}
 		})
+	}
+}
+
+// TestDefaultPolicyRefusesLostContent: under the default policy content
+// the target cannot carry (a document, an image in a tool result, audio,
+// thinking, a server tool) is a 400 naming each such block, never a silent
+// drop (issue 25); a request that loses no content is sent with the same
+// parameters dropped as under Drop.
+func TestDefaultPolicyRefusesLostContent(t *testing.T) {
+	lossy := 0
+	for _, c := range requestCases {
+		t.Run(c.name, func(t *testing.T) {
+			dropBody, dropRep, err := translateRequest(t, c, Policy{Unsupported: Drop})
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, rep, err := translateRequest(t, c, Policy{Endpoint: "gpt-x/us/openai"})
+			if len(dropRep.Lost) == 0 {
+				if err != nil || string(body) != string(dropBody) || !slices.Equal(rep.Dropped, dropRep.Dropped) {
+					t.Fatalf("no content lost, yet default policy gave %v, dropped %v (drop: %v)", err, rep.Dropped, dropRep.Dropped)
+				}
+				return
+			}
+			lossy++
+			var ae *llm.APIError
+			if !errors.As(err, &ae) || ae.Status != 400 || ae.Type != llm.ErrInvalidRequest || ae.MeshCode != llm.MeshBadRequest {
+				t.Fatalf("content %v lost: got %v, want a 400 MESH_BAD_REQUEST", dropRep.Lost, err)
+			}
+			for _, f := range dropRep.Lost {
+				if !strings.Contains(ae.Message, f) {
+					t.Errorf("message %q does not name %s", ae.Message, f)
+				}
+			}
+			if !strings.Contains(ae.Message, "gpt-x/us/openai") || !strings.Contains(ae.Message, "translation policy drop") {
+				t.Errorf("message %q does not name the endpoint and the way out", ae.Message)
+			}
+		})
+	}
+	if lossy < 4 {
+		t.Errorf("%d cases lose content, want the table to hold at least 4", lossy)
 	}
 }
 
