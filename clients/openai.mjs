@@ -1,5 +1,6 @@
-// The official openai Node SDK against keel serve: Chat Completions, the
-// Responses API (streamed and not, a function tool round trip, text.format
+// The official openai Node SDK against keel serve: Chat Completions (also
+// at a base URL without /v1, and a function tool round trip), the Responses
+// API (streamed and not, a function tool round trip, text.format
 // json_schema), embeddings.create and models.retrieve.
 import OpenAI from 'openai';
 import { keelURL, env, run, done, check } from './lib.mjs';
@@ -27,6 +28,15 @@ await run('chat', async () => {
   const text = r.choices[0].message.content;
   check(typeof text === 'string' && text.length > 0, 'a text answer');
   return { prompt, text, finish_reason: r.choices[0].finish_reason };
+});
+
+// OpenAI-compatible servers commonly accept the API paths without /v1, and
+// clients configured with such a base URL send them: POST /chat/completions.
+await run('chat_no_v1', async () => {
+  const bare = new OpenAI({ baseURL: keelURL(), apiKey: 'sk-keel-clients', maxRetries: 0, timeout: 30_000 });
+  const prompt = '(case openai.chat_no_v1) Say something about valleys.';
+  const r = await bare.chat.completions.create({ model: chatModel, messages: [{ role: 'user', content: prompt }] });
+  return { prompt, text: r.choices[0].message.content };
 });
 
 await run('chat_tool', async () => {

@@ -68,7 +68,8 @@ const (
 
 // Must show (issue 24): the real clients, pinned in clients/package-lock.json,
 // work against `keel serve` in front of the simulator, and each call's answer
-// is the simulator's: the official openai SDK (chat, a chat tool round trip,
+// is the simulator's: the official openai SDK (chat, chat at a base URL
+// without /v1, a chat tool round trip,
 // responses streamed and not, a Responses function tool round trip,
 // text.format json_schema, embeddings.create, models.retrieve), the
 // @anthropic-ai/sdk (messages.countTokens, models.retrieve, create, stream),
@@ -198,6 +199,7 @@ func clientCases() []clientCase {
 	simText := func(t *testing.T, r callResult, exs []exchange, _ sim.Config) {}
 	cases := []clientCase{
 		{"openai.chat", plainTurn(chatModel)},
+		{"openai.chat_no_v1", plainTurn(chatModel)},
 		{"openai.chat_tool", toolRoundTrip("get_weather", "Sunny, 21 C")},
 		{"openai.responses", plainTurn(responsesModel)},
 		{"openai.responses_stream", plainTurn(responsesModel)},
