@@ -159,7 +159,7 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 				return nil, fmt.Errorf("provider %s: %w", p.Name, err)
 			}
 			pass = append(pass, &provider.Endpoint{
-				Region: "default", Provider: p.Name, Format: llm.ParseFormat(p.Type), BaseURL: p.BaseURL, APIKey: key,
+				Region: "default", Provider: p.Name, Format: llm.ParseFormat(p.WireFormat()), BaseURL: p.BaseURL, APIKey: key,
 				Continuation:          cont,
 				AnthropicVersion:      p.AnthropicVersion,
 				ResponseHeaderTimeout: time.Duration(p.Timeouts.ResponseHeader),
@@ -404,7 +404,7 @@ func Endpoints(cfg *config.Config) ([]*provider.Endpoint, error) {
 				UpstreamModel:         e.UpstreamModel,
 				Region:                e.Region,
 				Provider:              p.Name,
-				Format:                llm.ParseFormat(p.Type),
+				Format:                llm.ParseFormat(p.WireFormat()),
 				BaseURL:               p.BaseURL,
 				APIKey:                key,
 				Continuation:          cont,

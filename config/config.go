@@ -81,6 +81,10 @@ const (
 const (
 	TypeAnthropic = "anthropic"
 	TypeOpenAI    = "openai" // OpenAI-compatible: OpenAI, vLLM, Ollama, llama.cpp, hosted services
+
+	// Values of Provider.API for an openai provider.
+	APIChatCompletions = "chat_completions"
+	APIResponses       = "responses"
 )
 
 // Alias strategies.
@@ -571,6 +575,10 @@ type Provider struct {
 	// Keel's HTTP/1.1 client on the caller's goroutine) or "standard"
 	// (net/http's Transport). https upstreams always use the standard one.
 	HTTPClient string `yaml:"http_client"`
+	// API is the OpenAI API an openai provider is called through:
+	// "chat_completions" (default, POST /chat/completions) or "responses"
+	// (POST /responses, for models or features only the Responses API has).
+	API string `yaml:"api"`
 	// Continuation is how the upstream continues a partial answer sent as
 	// a trailing assistant message (stream recovery): "prefill" (Anthropic,
 	// llama.cpp), "continue_final_message" (vLLM, SGLang), "prefix"
@@ -769,4 +777,13 @@ func (c *Config) Alias(name string) *Alias {
 		}
 	}
 	return nil
+}
+
+// WireFormat is the wire format calls to p use: its type, or "responses"
+// for an openai provider with api: responses.
+func (p *Provider) WireFormat() string {
+	if p.Type == TypeOpenAI && p.API == APIResponses {
+		return APIResponses
+	}
+	return p.Type
 }

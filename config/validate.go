@@ -319,6 +319,13 @@ func (v *validator) providers() {
 		default:
 			v.add(base+".type", "unknown provider type %q: expected anthropic or openai", p.Type)
 		}
+		switch {
+		case p.API == "" || p.API == APIChatCompletions || p.API == APIResponses && p.Type == TypeOpenAI:
+		case p.API == APIResponses:
+			v.add(base+".api", "applies only to providers of type openai")
+		default:
+			v.add(base+".api", "unknown api %q: expected %s or %s", p.API, APIChatCompletions, APIResponses)
+		}
 		if p.BaseURL != "" {
 			if err := checkURL(p.BaseURL); err != "" {
 				v.add(base+".base_url", "%s", err)

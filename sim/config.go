@@ -417,7 +417,9 @@ func (m *ModelSpec) serves(f llm.Format) bool {
 		return true
 	}
 	for _, s := range m.Formats {
-		if llm.ParseFormat(s) == f {
+		// a model served in "openai" is served by both OpenAI APIs, as
+		// OpenAI's own are; one listed as "responses" only by that API
+		if g := llm.ParseFormat(s); g == f || g == llm.FormatOpenAI && f == llm.FormatResponses {
 			return true
 		}
 	}

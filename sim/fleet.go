@@ -28,6 +28,7 @@ type Fleet struct {
 	inFlight atomic.Int64
 	reqSeq   atomic.Uint64
 	nFaults  atomic.Int32 // len(faults), read without the lock on the hot path
+	stored   storedResponses
 
 	mu       sync.Mutex // guards following
 	faults   []*activeFault

@@ -88,6 +88,8 @@ func (f *Fleet) routes() http.Handler {
 	mux.HandleFunc("POST /r/{region}/v1/messages", api(anthropicCodec, true))
 	mux.HandleFunc("POST /v1/chat/completions", api(openaiCodec, false))
 	mux.HandleFunc("POST /r/{region}/v1/chat/completions", api(openaiCodec, true))
+	mux.HandleFunc("POST /v1/responses", api(responsesCodec, false))
+	mux.HandleFunc("POST /r/{region}/v1/responses", api(responsesCodec, true))
 	mux.HandleFunc("POST /v1/embeddings", f.serveEmbeddings)
 	mux.HandleFunc("GET /v1/models", f.serveModels)
 	mux.HandleFunc("GET /r/{region}/v1/models", f.serveModels)
@@ -405,11 +407,19 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		fail(http.StatusNotFound, llm.ErrNotFound, fmt.Sprintf("model: %s is not served in region %s", req.Model, regionName))
 		return
 	}
+	if c.format == llm.FormatResponses {
+		if ae := f.stored.expand(req); ae != nil {
+			e := *ae
+			e.RequestID = reqID
+			writeAPIError(w, c, &e)
+			return
+		}
+	}
 	if !spec.serves(c.format) {
 		fail(http.StatusNotFound, llm.ErrNotFound, fmt.Sprintf("model: %s is not served in the %s format", req.Model, c.format))
 		return
 	}
-	if ae := checkMessageCount(spec, c.format, len(req.Messages)); ae != nil {
+	if ae := checkMessageCount(spec, c.format.Family(), len(req.Messages)); ae != nil {
 		e := *ae
 		e.RequestID = reqID
 		writeAPIError(w, c, &e)
@@ -419,14 +429,14 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		fail(http.StatusBadRequest, llm.ErrInvalidRequest, fmt.Sprintf("tool_choice: tool %q is not in tools", tc.Name))
 		return
 	}
-	cont, ae := continues(spec, c.format, req)
+	cont, ae := continues(spec, c.format.Family(), req)
 	if ae != nil {
 		e := *ae
 		e.RequestID = reqID
 		writeAPIError(w, c, &e)
 		return
 	}
-	rf, ae := outputFormat(spec, c.format, req)
+	rf, ae := outputFormat(spec, c.format.Family(), req)
 	if ae != nil {
 		e := *ae
 		e.RequestID = reqID
@@ -476,7 +486,7 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 			return
 		case KindOverloaded:
 			status := 529
-			if c.format == llm.FormatOpenAI {
+			if c.format.Family() == llm.FormatOpenAI {
 				status = http.StatusServiceUnavailable
 			}
 			if fault.RetryAfter > 0 {
@@ -541,6 +551,9 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		resp := ans.response()
 		resp.ID = ans.wireID(c.format)
 		resp.Created = time.Now().Unix()
+		if c.format == llm.FormatResponses {
+			f.stored.keep(req, resp.ID, resp)
+		}
 		b, err := c.encode(resp)
 		if err != nil {
 			ep.recordStatus(http.StatusInternalServerError)
@@ -563,6 +576,9 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 	w.WriteHeader(http.StatusOK)
 	ep.recordStatus(http.StatusOK)
 	rc := http.NewResponseController(w)
+	if c.format == llm.FormatResponses {
+		f.stored.keep(req, ans.wireID(c.format), ans.response())
+	}
 	sw := c.stream(sse.NewWriter(w, nil), req)
 	f.writeStream(ctx, sw, rc.Flush, ans.wireID(c.format), ans, scale(ep.lat.PerToken.D(), factor), fault, &call)
 }
@@ -717,10 +733,14 @@ func (f *Fleet) setRateHeaders(rh *respHeader, c *codec, ep *endpoint, tokens in
 }
 
 // wireID gives the answer's id the wire's usual shape: msg_sim_… for
-// Anthropic, chatcmpl-sim_… for OpenAI.
+// Anthropic, chatcmpl-sim_… for Chat Completions, resp_sim_… for the
+// Responses API.
 func (a *answer) wireID(f llm.Format) string {
-	if f == llm.FormatOpenAI {
+	switch f {
+	case llm.FormatOpenAI:
 		return hexID("chatcmpl-sim_", a.h)
+	case llm.FormatResponses:
+		return hexID("resp_sim_", a.h)
 	}
 	return a.id
 }

@@ -24,26 +24,43 @@ const (
 	FormatUnknown Format = iota
 	FormatAnthropic
 	FormatOpenAI
+	// FormatResponses is the OpenAI Responses API (POST /v1/responses).
+	FormatResponses
 )
 
-// String returns "anthropic", "openai" or "unknown".
+// String returns "anthropic", "openai", "responses" or "unknown".
 func (f Format) String() string {
 	switch f {
 	case FormatAnthropic:
 		return "anthropic"
 	case FormatOpenAI:
 		return "openai"
+	case FormatResponses:
+		return "responses"
 	}
 	return "unknown"
 }
 
-// ParseFormat maps "anthropic" / "openai" to a Format; anything else is FormatUnknown.
+// Family is the provider family whose opaque state (thinking signatures,
+// encrypted reasoning) a format's endpoints accept: FormatOpenAI for both
+// OpenAI APIs, the format itself otherwise.
+func (f Format) Family() Format {
+	if f == FormatResponses {
+		return FormatOpenAI
+	}
+	return f
+}
+
+// ParseFormat maps "anthropic" / "openai" / "responses" to a Format;
+// anything else is FormatUnknown.
 func ParseFormat(s string) Format {
 	switch strings.ToLower(s) {
 	case "anthropic":
 		return FormatAnthropic
 	case "openai":
 		return FormatOpenAI
+	case "responses":
+		return FormatResponses
 	}
 	return FormatUnknown
 }
@@ -73,6 +90,10 @@ const (
 	BlockToolResult       BlockType = "tool_result"
 	BlockThinking         BlockType = "thinking"
 	BlockRedactedThinking BlockType = "redacted_thinking"
+	// BlockReasoning is an OpenAI Responses reasoning item: Thinking holds
+	// its summary text, Data its encrypted_content (opaque, valid only at
+	// a Responses endpoint), Raw the item verbatim when it came from a wire.
+	BlockReasoning BlockType = "reasoning"
 )
 
 // Request is one call as the client asked for it.

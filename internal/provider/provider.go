@@ -513,7 +513,7 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		return res, nil
 	}
 	s := &stream{
-		tr:      tr,
+		restore: tr.NewStreamRestorer(),
 		ep:      ep,
 		body:    resp.Body,
 		ctx:     actx,
@@ -572,7 +572,7 @@ func readAnswer(resp *http.Response) ([]byte, error) {
 }
 
 type stream struct {
-	tr        translate.Report
+	restore   *translate.StreamRestorer
 	ep        *Endpoint
 	body      io.ReadCloser
 	ctx       context.Context
@@ -608,6 +608,19 @@ func (s *stream) nextIdle() time.Duration {
 }
 
 func (s *stream) Next() (*llm.Event, error) {
+	for {
+		ev, err := s.nextRaw()
+		if err != nil {
+			return nil, err
+		}
+		if ev = s.restore.Restore(ev); ev != nil {
+			return ev, nil
+		}
+	}
+}
+
+// nextRaw is the upstream's next event, before restoring.
+func (s *stream) nextRaw() (*llm.Event, error) {
 	if s.done {
 		return nil, io.EOF
 	}
@@ -632,7 +645,7 @@ func (s *stream) Next() (*llm.Event, error) {
 		s.events++
 		s.idleTimer.Reset(s.nextIdle())
 	}
-	return s.tr.RestoreEvent(ev), nil
+	return ev, nil
 }
 
 // Pending reports whether Next returns an event without reading

@@ -1,5 +1,6 @@
 // Package wire is the table of wire formats: one Codec per llm.Format, the
-// only place outside the format packages (wire/anthropic, wire/openai)
+// only place outside the format packages (wire/anthropic, wire/openai,
+// wire/responses)
 // that knows how a format is spelled — its parse and encode of requests,
 // answers, errors and streams, its request and probe paths, its auth
 // headers and API version, and the per-endpoint preparation of a request
@@ -18,6 +19,7 @@ import (
 	"github.com/keelmesh/keel/internal/sse"
 	"github.com/keelmesh/keel/internal/wire/anthropic"
 	"github.com/keelmesh/keel/internal/wire/openai"
+	"github.com/keelmesh/keel/internal/wire/responses"
 )
 
 // DefaultAnthropicVersion is the anthropic-version sent upstream when
@@ -128,7 +130,7 @@ type Codec interface {
 	KeyEnv() string
 }
 
-var codecs = [...]Codec{llm.FormatAnthropic: anthropicCodec{}, llm.FormatOpenAI: openaiCodec{}}
+var codecs = [...]Codec{llm.FormatAnthropic: anthropicCodec{}, llm.FormatOpenAI: openaiCodec{}, llm.FormatResponses: responsesCodec{}}
 
 // For returns f's codec; an unknown format gets OpenAI's (the format of
 // every OpenAI-compatible server).
@@ -140,7 +142,9 @@ func For(f llm.Format) Codec {
 }
 
 // Codecs lists every format's codec.
-func Codecs() []Codec { return []Codec{codecs[llm.FormatAnthropic], codecs[llm.FormatOpenAI]} }
+func Codecs() []Codec {
+	return []Codec{codecs[llm.FormatAnthropic], codecs[llm.FormatOpenAI], codecs[llm.FormatResponses]}
+}
 
 // Model is one entry of the models list.
 type Model struct {
@@ -327,3 +331,40 @@ func (openaiCodec) PrepareUpstream(r *llm.Request, _ string) []string {
 	}
 	return nil
 }
+
+// responsesCodec is the OpenAI Responses API: OpenAI's auth, errors, request
+// ids and models list, its own requests, answers and streams.
+type responsesCodec struct{ openaiCodec }
+
+func (responsesCodec) Format() llm.Format { return llm.FormatResponses }
+func (responsesCodec) ParseRequest(b []byte) (*llm.Request, error) {
+	return responses.ParseRequest(b)
+}
+func (responsesCodec) EncodeRequest(r *llm.Request) ([]byte, error) {
+	return responses.EncodeRequest(r)
+}
+func (responsesCodec) ParseResponse(b []byte) (*llm.Response, error) {
+	return responses.ParseResponse(b)
+}
+func (responsesCodec) EncodeResponse(r *llm.Response) ([]byte, error) {
+	return responses.EncodeResponse(r)
+}
+func (responsesCodec) NewStreamReader(r io.Reader) StreamReader {
+	return responses.NewStreamReader(r)
+}
+func (responsesCodec) NewStreamWriter(w *sse.Writer, _ StreamOptions) StreamWriter {
+	return responses.NewStreamWriter(w)
+}
+func (responsesCodec) RequestURL(base string) string { return trimBase(base) + "/responses" }
+func (responsesCodec) Path() string                  { return "/v1/responses" }
+
+// Serves: /v1/responses, and /responses as OpenAI-compatible servers
+// accept it (base URLs without /v1). GET and DELETE of
+// /v1/responses/{id} are other routes.
+func (responsesCodec) Serves(path string, embedded bool) bool {
+	return path == "/v1/responses" || path == "/responses" || embedded && strings.HasSuffix(path, "/responses")
+}
+
+// PrepareUpstream: the Responses API always reports usage, on streams
+// too; nothing to add.
+func (responsesCodec) PrepareUpstream(*llm.Request, string) []string { return nil }

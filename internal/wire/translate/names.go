@@ -76,7 +76,7 @@ func (t *prep) mapID(id string) string {
 	switch {
 	case t.target == llm.FormatAnthropic && !validChars(id):
 		m = sanitize(id, len(id))
-	case t.target == llm.FormatOpenAI && len(id) > maxOpenAIID:
+	case t.target.Family() == llm.FormatOpenAI && len(id) > maxOpenAIID:
 		m = sanitize(id, maxOpenAIID-9)
 	default:
 		return id

@@ -37,7 +37,7 @@ func (r Report) RestoreResponse(resp *llm.Response) *llm.Response {
 	out := *resp
 	out.Extra, out.ChoiceExtra, out.MessageExtra, out.Usage.Extra = nil, nil, nil, nil
 	out.StopReason = restoreStop(out.StopReason)
-	out.Content = r.restoreBlocks(resp.Content)
+	out.Content = r.restoreBlocks(r.keepBlocks(resp.Content))
 	if r.client == llm.FormatAnthropic && out.Refusal != "" {
 		if out.Text() == "" {
 			out.Content = append([]llm.Block{{Type: llm.BlockText, Text: out.Refusal}}, out.Content...)
@@ -45,6 +45,86 @@ func (r Report) RestoreResponse(resp *llm.Response) *llm.Response {
 		out.Refusal = ""
 	}
 	return &out
+}
+
+// keepBlocks returns the blocks of a translated answer the client's format
+// can hold: a block kept verbatim (Raw: a server tool's call or result, a
+// built-in tool's item) belongs to the upstream's format, and OpenAI's
+// reasoning to a Responses client only. Text blocks lose the upstream's
+// own members (citations, annotations). bs is not modified.
+func (r Report) keepBlocks(bs []llm.Block) []llm.Block {
+	drop := func(b *llm.Block) bool {
+		return b.Raw != nil && b.Type != llm.BlockToolUse ||
+			b.Type == llm.BlockReasoning && r.client != llm.FormatResponses
+	}
+	n := 0
+	for i := range bs {
+		if drop(&bs[i]) || bs[i].Type == llm.BlockText && bs[i].Extra != nil {
+			n++
+		}
+	}
+	if n == 0 {
+		return bs
+	}
+	out := make([]llm.Block, 0, len(bs))
+	for _, b := range bs {
+		if drop(&b) {
+			continue
+		}
+		if b.Type == llm.BlockText {
+			b.Extra = nil
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// StreamRestorer is RestoreEvent for one translated stream, which also
+// leaves out what the client's format cannot hold: OpenAI's reasoning
+// blocks for a client other than Responses, and the events a Responses
+// upstream sends that say nothing to another format (read as pings); the
+// blocks kept are numbered from 0 without gaps. One per stream; not safe
+// for concurrent use.
+type StreamRestorer struct {
+	r       Report
+	dropped []int // upstream block indexes left out, ascending
+}
+
+// NewStreamRestorer returns the restorer of one stream of this call.
+func (r Report) NewStreamRestorer() *StreamRestorer { return &StreamRestorer{r: r} }
+
+// Restore returns ev as the client should receive it, or nil when the
+// client is to receive nothing for it.
+func (s *StreamRestorer) Restore(ev *llm.Event) *llm.Event {
+	r := s.r
+	if !r.Translated() || ev == nil {
+		return ev
+	}
+	switch ev.Type {
+	case llm.EventPing:
+		if ev.RawFormat == llm.FormatResponses {
+			return nil
+		}
+	case llm.EventBlockStart, llm.EventBlockDelta, llm.EventBlockStop:
+		if ev.Type == llm.EventBlockStart && ev.Block != nil && ev.Block.Type == llm.BlockReasoning && r.client != llm.FormatResponses {
+			s.dropped = append(s.dropped, ev.Index)
+			return nil
+		}
+		shift := 0
+		for _, d := range s.dropped {
+			if d == ev.Index {
+				return nil
+			}
+			if d < ev.Index {
+				shift++
+			}
+		}
+		if shift > 0 {
+			ev = ev.Detach()
+			ev.Index -= shift
+		}
+	}
+	return r.RestoreEvent(ev)
 }
 
 // restoreBlocks returns bs with tool names and ids restored, copying only

@@ -115,7 +115,7 @@ const OutputSchemaName = "keel_output"
 // output_config the client sent, such as one with effort).
 func WithOutputSchema(req *llm.Request, format llm.Format, schema json.RawMessage) (*llm.Request, error) {
 	out := *req
-	if format == llm.FormatOpenAI {
+	if format.Family() == llm.FormatOpenAI {
 		out.ResponseFormat = &llm.ResponseFormat{Type: "json_schema", Name: OutputSchemaName, Schema: schema}
 		return &out, nil
 	}

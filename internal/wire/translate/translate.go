@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
 )
 
@@ -98,9 +99,12 @@ func Prepare(req *llm.Request, target llm.Format, p Policy) (*llm.Request, Repor
 		return nil, Report{}, err
 	}
 	if req.Format == target || target == llm.FormatUnknown {
+		if out, dropped := withoutForeignOpaque(req, target); dropped != nil {
+			return out, Report{client: req.Format, upstream: req.Format, Dropped: dropped}, nil
+		}
 		return req, Report{client: req.Format, upstream: req.Format}, nil
 	}
-	t := &prep{target: target, rep: Report{client: req.Format, upstream: target}}
+	t := &prep{target: target, client: req.Format, rep: Report{client: req.Format, upstream: target}}
 	out := *req
 	t.topLevel(&out)
 	t.tools(&out)
@@ -136,6 +140,8 @@ func formatName(f llm.Format) string {
 		return "Anthropic"
 	case llm.FormatOpenAI:
 		return "OpenAI"
+	case llm.FormatResponses:
+		return "OpenAI Responses"
 	}
 	return "unknown"
 }
@@ -143,6 +149,7 @@ func formatName(f llm.Format) string {
 // prep is one Prepare call's state.
 type prep struct {
 	target   llm.Format
+	client   llm.Format
 	rep      Report
 	features []string // policy-controlled drops, for the Reject message
 }
@@ -173,6 +180,17 @@ var hintKeys = map[string]bool{
 	"prompt_cache_retention": true,
 	"metadata":               true, // OpenAI metadata: tags for stored completions
 	"safety_identifier":      true, // when user is also set (else it becomes the user id)
+	"include":                true, // Responses: extra output members asked for (reasoning.encrypted_content …)
+}
+
+// familyKeys are top-level members both OpenAI APIs take with the same
+// meaning: kept between Chat Completions and Responses.
+var familyKeys = map[string]bool{
+	"service_tier":           true,
+	"metadata":               true,
+	"prompt_cache_key":       true,
+	"prompt_cache_retention": true,
+	"safety_identifier":      true,
 }
 
 func (t *prep) topLevel(r *llm.Request) {
@@ -195,8 +213,20 @@ func (t *prep) topLevel(r *llm.Request) {
 				} else {
 					t.hint(k)
 				}
-			case (k == "output_config" || k == "output_format") && t.target == llm.FormatOpenAI:
+			case (k == "output_config" || k == "output_format") && t.target.Family() == llm.FormatOpenAI:
 				t.outputConfig(r, k, v)
+			case familyKeys[k] && t.client.Family() == t.target.Family():
+				jsonx.SetMember(&extra, k, v)
+			case k == "store" && t.client == llm.FormatOpenAI && t.target == llm.FormatResponses:
+				jsonx.SetMember(&extra, k, v)
+			case t.client == llm.FormatOpenAI && t.target == llm.FormatResponses && (k == "reasoning_effort" || k == "verbosity"):
+				// Chat's reasoning_effort and verbosity are Responses'
+				// reasoning.effort and text.verbosity.
+				outer := map[string]string{"reasoning_effort": "reasoning", "verbosity": "text"}[k]
+				inner := map[string]string{"reasoning_effort": "effort", "verbosity": "verbosity"}[k]
+				jsonx.SetMember(&extra, outer, append(append(append([]byte(`{"`), inner...), `":`...), append(v, '}')...))
+			case t.client == llm.FormatResponses && t.target == llm.FormatOpenAI && (k == "reasoning" || k == "text"):
+				t.nested(&extra, k, v, map[string]string{"effort": "reasoning_effort", "verbosity": "verbosity"})
 			case hintKeys[k]:
 				t.hint(k)
 			default:
@@ -204,10 +234,27 @@ func (t *prep) topLevel(r *llm.Request) {
 			}
 		}
 	}
+	if t.client == llm.FormatOpenAI && t.target == llm.FormatResponses && extra["store"] == nil {
+		// Chat Completions stores nothing unless asked; the Responses API
+		// stores every answer unless told not to.
+		jsonx.SetMember(&extra, "store", []byte("false"))
+	}
 	r.Extra = extra
 
 	switch t.target {
-	case llm.FormatOpenAI:
+	case llm.FormatOpenAI, llm.FormatResponses:
+		if t.target == llm.FormatResponses {
+			if len(r.StopSequences) > 0 {
+				t.unsupported("stop_sequences")
+				r.StopSequences, r.StopIsString = nil, false
+			}
+			if r.HasMaxTokens && r.MaxTokens < responsesMinMaxTokens {
+				// the Responses API's floor: the answer may run longer
+				t.unsupported("max_tokens<16")
+				r.MaxTokens = responsesMinMaxTokens
+			}
+			r.MaxTokensLegacy, r.IncludeUsage, r.N = false, false, 0
+		}
 		if r.TopK != nil {
 			t.unsupported("top_k")
 			r.TopK = nil
@@ -217,6 +264,12 @@ func (t *prep) topLevel(r *llm.Request) {
 				t.unsupported("metadata." + k)
 			}
 			r.MetadataExtra = nil
+		}
+		if len(r.StreamOptionsExtra) > 0 && t.target == llm.FormatResponses {
+			for _, k := range sortedKeys(r.StreamOptionsExtra) {
+				t.hint("stream_options." + k)
+			}
+			r.StreamOptionsExtra = nil
 		}
 		if len(r.StopSequences) > maxOpenAIStops {
 			t.unsupported("stop_sequences[4:]")
@@ -396,7 +449,11 @@ func (t *prep) tools(r *llm.Request) {
 	tools := make([]llm.Tool, 0, len(r.Tools))
 	for _, tl := range r.Tools {
 		if tl.Raw != nil {
-			if t.target == llm.FormatOpenAI {
+			if st, ok := t.webSearch(tl); ok {
+				tools = append(tools, st)
+				continue
+			}
+			if t.target == llm.FormatOpenAI && t.client == llm.FormatAnthropic {
 				t.unsupported("server_tool:" + tl.Type)
 			} else {
 				t.unsupported("tool:" + tl.Type)
@@ -463,6 +520,14 @@ func (t *prep) messages(r *llm.Request) {
 			// rejects empty content.
 			continue
 		}
+		if n := len(msgs); t.client == llm.FormatResponses && n > 0 && m.Role == llm.RoleAssistant && msgs[n-1].Role == llm.RoleAssistant {
+			// Responses items are one message each: an answer's text,
+			// reasoning and calls are one assistant turn elsewhere.
+			prev := &msgs[n-1]
+			prev.Content = append(slices.Clip(prev.Content), m.Content...)
+			prev.ContentIsString = false
+			continue
+		}
 		if n := len(msgs); t.target == llm.FormatAnthropic && n > 0 && m.Role == llm.RoleUser &&
 			msgs[n-1].Role == llm.RoleUser && onlyToolResults(msgs[n-1].Content) {
 			// OpenAI tool messages then a user message: one Anthropic turn,
@@ -500,7 +565,14 @@ func onlyToolResults(bs []llm.Block) bool {
 func (t *prep) message(m *llm.Message) {
 	if len(m.Extra) > 0 {
 		for _, k := range sortedKeys(m.Extra) {
-			if string(m.Extra[k]) != "null" { // an explicit null says nothing
+			switch {
+			case string(m.Extra[k]) == "null": // an explicit null says nothing
+			case t.client == llm.FormatResponses && (k == "id" || k == "status"):
+				// a Responses item's own id and status: OpenAI's
+				// bookkeeping, meaningless to any other endpoint
+			case t.client == llm.FormatResponses && k == "phase":
+				t.hint("message.phase")
+			default:
 				t.unsupported("message." + k)
 			}
 		}
@@ -535,9 +607,19 @@ func (t *prep) message(m *llm.Message) {
 // block prepares one block in place and reports whether to keep it.
 // inResult is set for the content of a tool_result.
 func (t *prep) block(b *llm.Block, role llm.Role, inResult bool) bool {
+	if b.Type == llm.BlockReasoning {
+		// OpenAI's encrypted reasoning is valid at a Responses endpoint
+		// only (same-format calls never get here): left out, and said.
+		if b.Data != "" {
+			t.hint("reasoning.encrypted_content")
+		} else {
+			t.hint("reasoning")
+		}
+		return false
+	}
 	if b.Raw != nil {
 		switch {
-		case b.Type == llm.BlockToolUse && t.target == llm.FormatAnthropic:
+		case b.Type == llm.BlockToolUse:
 			// An OpenAI tool call whose arguments are not a JSON object, or
 			// not a function call: only its id, name and "{}" can be sent.
 			t.unsupported("tool_call_arguments")
@@ -582,7 +664,7 @@ func (t *prep) block(b *llm.Block, role llm.Role, inResult bool) bool {
 	case llm.BlockToolResult:
 		t.blockExtra(b)
 		b.ToolUseID = t.mapID(b.ToolUseID)
-		if b.IsError && t.target == llm.FormatOpenAI {
+		if b.IsError && t.target.Family() == llm.FormatOpenAI {
 			// OpenAI has no error flag; the result's text still says what
 			// failed, so this is listed but never rejected.
 			t.hint("tool_result.is_error")
@@ -601,7 +683,7 @@ func (t *prep) block(b *llm.Block, role llm.Role, inResult bool) bool {
 			b.Content = content
 		}
 	case llm.BlockThinking, llm.BlockRedactedThinking:
-		if t.target == llm.FormatOpenAI || (b.Type == llm.BlockThinking && b.Signature == "") {
+		if t.target.Family() == llm.FormatOpenAI || (b.Type == llm.BlockThinking && b.Signature == "") {
 			// OpenAI has no reasoning input; Anthropic rejects unsigned thinking.
 			t.unsupported("thinking")
 			return false

@@ -1,0 +1,279 @@
+package responses
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/keelmesh/keel/internal/jsonx"
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/sse"
+)
+
+// maxBlocks bounds the blocks a reader tracks (a guard against a corrupt
+// upstream making it allocate without limit).
+const maxBlocks = 1 << 16
+
+// StreamReader turns a Responses API event stream into canonical events.
+// Every upstream event becomes at least one canonical event carrying its
+// bytes (Raw, RawFormat FormatResponses): the ones the canonical model has
+// no event for (response.in_progress, the .done events that repeat what
+// the deltas said, events of built-in tools) become pings, so that a
+// Responses writer passes the stream on event for event. An event that
+// makes several (response.completed: message_delta and message_stop) marks
+// them as one group (RawSeq, RawLast).
+//
+// Next returns io.EOF after response.completed, response.incomplete,
+// response.failed or error (the last two as an EventError first), and
+// io.ErrUnexpectedEOF when the stream ends before one of them. A
+// StreamReader is used by one goroutine.
+type StreamReader struct {
+	r     *sse.Reader
+	queue []*llm.Event // events are handed out, never reused: callers may hold them
+	qi    int
+	// blocks maps an upstream place (output index, content index; -1 for
+	// an item that is itself a block) to its canonical block index.
+	blocks  map[[2]int]int
+	kinds   []llm.BlockType
+	sawTool bool
+	started bool
+	done    bool
+}
+
+// NewStreamReader returns a StreamReader over r.
+func NewStreamReader(r io.Reader) *StreamReader {
+	return &StreamReader{r: sse.NewReader(r), blocks: make(map[[2]int]int)}
+}
+
+// Pending reports whether Next returns an event without reading.
+func (s *StreamReader) Pending() bool { return s.qi < len(s.queue) }
+
+// Next returns the next canonical event.
+func (s *StreamReader) Next() (*llm.Event, error) {
+	for s.qi >= len(s.queue) {
+		if s.done {
+			return nil, io.EOF
+		}
+		s.queue, s.qi = s.queue[:0], 0
+		ev, err := s.r.Next()
+		if err != nil {
+			if err == io.EOF {
+				return nil, io.ErrUnexpectedEOF // no terminal event: a cut stream
+			}
+			return nil, err
+		}
+		data := jsonx.TrimSpace(ev.Data)
+		if len(data) == 0 || string(data) == "[DONE]" {
+			continue
+		}
+		if err := s.decode(bytes.Clone(data)); err != nil {
+			return nil, err
+		}
+	}
+	ev := s.queue[s.qi]
+	s.queue[s.qi] = nil
+	s.qi++
+	return ev, nil
+}
+
+func (s *StreamReader) emit(raw []byte, evs ...llm.Event) {
+	for i := range evs {
+		evs[i].Raw, evs[i].RawFormat = raw, llm.FormatResponses
+		if len(evs) > 1 {
+			evs[i].RawSeq, evs[i].RawLast = uint16(i+1), i == len(evs)-1
+		}
+	}
+	for i := range evs {
+		ev := evs[i]
+		s.queue = append(s.queue, &ev)
+	}
+}
+
+func (s *StreamReader) newBlock(at [2]int, t llm.BlockType) (int, error) {
+	if len(s.kinds) >= maxBlocks {
+		return 0, fmt.Errorf("responses stream: more than %d blocks", maxBlocks)
+	}
+	if _, dup := s.blocks[at]; dup {
+		return 0, fmt.Errorf("responses stream: output %d part %d started twice", at[0], at[1])
+	}
+	i := len(s.kinds)
+	s.blocks[at] = i
+	s.kinds = append(s.kinds, t)
+	return i, nil
+}
+
+func (s *StreamReader) block(at [2]int) (int, error) {
+	i, ok := s.blocks[at]
+	if !ok {
+		return 0, fmt.Errorf("responses stream: output %d part %d was never started", at[0], at[1])
+	}
+	return i, nil
+}
+
+func num(v []byte) int {
+	n, _ := strconv.Atoi(string(v))
+	return n
+}
+
+func (s *StreamReader) decode(data []byte) error {
+	if !jsonx.Valid(data) || data[0] != '{' {
+		return fmt.Errorf("responses stream: event is not a JSON object")
+	}
+	f := members(data)
+	typ, _ := jsonx.Unquote(f["type"])
+	if !s.started && typ != "response.created" && typ != "error" {
+		return fmt.Errorf("responses stream: %q before response.created", typ)
+	}
+	out := num(f["output_index"])
+	part := num(f["content_index"])
+	ping := llm.Event{Type: llm.EventPing}
+	switch typ {
+	case "response.created":
+		if s.started {
+			return fmt.Errorf("responses stream: response.created twice")
+		}
+		s.started = true
+		r, err := parseResponseObject(f["response"])
+		if err != nil {
+			return err
+		}
+		r.Content, r.StopReason = nil, ""
+		s.emit(data, llm.Event{Type: llm.EventMessageStart, Message: r})
+	case "response.output_item.added":
+		item := members(f["item"])
+		it, _ := jsonx.Unquote(item["type"])
+		switch it {
+		case "function_call":
+			m, err := parseItem(f["item"], "item")
+			if err != nil {
+				return err
+			}
+			b := m.Content[0]
+			b.Raw, b.Input = nil, json.RawMessage("{}")
+			i, err := s.newBlock([2]int{out, -1}, llm.BlockToolUse)
+			if err != nil {
+				return err
+			}
+			s.sawTool = true
+			s.emit(data, llm.Event{Type: llm.EventBlockStart, Index: i, Block: &b})
+		case "reasoning":
+			id, _ := jsonx.Unquote(item["id"])
+			i, err := s.newBlock([2]int{out, -1}, llm.BlockReasoning)
+			if err != nil {
+				return err
+			}
+			s.emit(data, llm.Event{Type: llm.EventBlockStart, Index: i, Block: &llm.Block{Type: llm.BlockReasoning, ID: id}})
+		default:
+			s.emit(data, ping)
+		}
+	case "response.content_part.added":
+		pt, _ := jsonx.Unquote(members(f["part"])["type"])
+		if pt != "output_text" {
+			s.emit(data, ping)
+			break
+		}
+		i, err := s.newBlock([2]int{out, part}, llm.BlockText)
+		if err != nil {
+			return err
+		}
+		s.emit(data, llm.Event{Type: llm.EventBlockStart, Index: i, Block: &llm.Block{Type: llm.BlockText}})
+	case "response.output_text.delta", "response.function_call_arguments.delta", "response.reasoning_summary_text.delta":
+		at, dt := [2]int{out, part}, llm.DeltaText
+		switch typ {
+		case "response.function_call_arguments.delta":
+			at, dt = [2]int{out, -1}, llm.DeltaInputJSON
+		case "response.reasoning_summary_text.delta":
+			at, dt = [2]int{out, -1}, llm.DeltaThinking
+		}
+		i, err := s.block(at)
+		if err != nil {
+			return err
+		}
+		d, err := str(f["delta"], "delta")
+		if err != nil {
+			return err
+		}
+		s.emit(data, llm.Event{Type: llm.EventBlockDelta, Index: i, DeltaType: dt, Delta: d})
+	case "response.reasoning_summary_part.added":
+		if num(f["summary_index"]) == 0 {
+			s.emit(data, ping)
+			break
+		}
+		i, err := s.block([2]int{out, -1})
+		if err != nil {
+			return err
+		}
+		s.emit(data, llm.Event{Type: llm.EventBlockDelta, Index: i, DeltaType: llm.DeltaThinking, Delta: "\n\n"})
+	case "response.content_part.done":
+		i, ok := s.blocks[[2]int{out, part}]
+		if !ok {
+			s.emit(data, ping)
+			break
+		}
+		s.emit(data, llm.Event{Type: llm.EventBlockStop, Index: i})
+	case "response.output_item.done":
+		i, ok := s.blocks[[2]int{out, -1}]
+		if !ok {
+			s.emit(data, ping)
+			break
+		}
+		if s.kinds[i] == llm.BlockReasoning {
+			enc, _ := jsonx.Unquote(members(f["item"])["encrypted_content"])
+			if enc != "" {
+				s.emit(data, llm.Event{Type: llm.EventBlockDelta, Index: i, DeltaType: llm.DeltaSignature, Delta: enc},
+					llm.Event{Type: llm.EventBlockStop, Index: i})
+				break
+			}
+		}
+		s.emit(data, llm.Event{Type: llm.EventBlockStop, Index: i})
+	case "response.completed", "response.incomplete":
+		r, err := parseResponseObject(f["response"])
+		if err != nil {
+			return err
+		}
+		stop := r.StopReason
+		if s.sawTool && stop == llm.StopEndTurn {
+			stop = llm.StopToolUse
+		}
+		u := r.Usage
+		s.done = true
+		s.emit(data, llm.Event{Type: llm.EventMessageDelta, StopReason: stop, Usage: &u}, llm.Event{Type: llm.EventMessageStop})
+	case "response.failed":
+		s.done = true
+		resp := members(f["response"])
+		s.emit(data, llm.Event{Type: llm.EventError, Err: withStreamStatus(failureError(resp["error"]))})
+	case "error":
+		s.done = true
+		e := &llm.APIError{Status: 200, Type: llm.ErrAPI}
+		e.Message, _ = jsonx.Unquote(f["message"])
+		e.Code, _ = jsonx.Unquote(f["code"])
+		e.Param, _ = jsonx.Unquote(f["param"])
+		if e.Type = codeType(e.Code); e.Message == "" {
+			e.Message = "stream error"
+		}
+		s.emit(data, llm.Event{Type: llm.EventError, Err: e})
+	default:
+		s.emit(data, ping)
+	}
+	return nil
+}
+
+func withStreamStatus(e *llm.APIError) *llm.APIError {
+	e.Status = 200
+	return e
+}
+
+// codeType maps an error event's code onto the canonical type.
+func codeType(code string) llm.ErrorType {
+	switch code {
+	case "rate_limit_exceeded":
+		return llm.ErrRateLimit
+	case "server_is_overloaded", "slow_down":
+		return llm.ErrOverloaded
+	case "invalid_prompt", "context_length_exceeded":
+		return llm.ErrInvalidRequest
+	}
+	return llm.ErrAPI
+}

@@ -1,0 +1,98 @@
+package translate
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+
+	"github.com/keelmesh/keel/internal/jsonx"
+	"github.com/keelmesh/keel/internal/llm"
+)
+
+// responsesMinMaxTokens is the smallest max_output_tokens the Responses
+// API accepts (docs/RESPONSES.md §1).
+const responsesMinMaxTokens = 16
+
+// withoutForeignOpaque returns a same-format request to a Responses
+// endpoint without the Anthropic thinking a Responses client carries from
+// an earlier turn served by Anthropic (wire/responses keeps it in
+// reasoning items): OpenAI would reject its signature. dropped is nil when
+// there was none and req is to be sent as it is.
+func withoutForeignOpaque(req *llm.Request, target llm.Format) (*llm.Request, []string) {
+	if target != llm.FormatResponses {
+		return req, nil
+	}
+	isForeign := func(b llm.Block) bool { return b.Type == llm.BlockThinking || b.Type == llm.BlockRedactedThinking }
+	found := false
+	for i := range req.Messages {
+		if slices.ContainsFunc(req.Messages[i].Content, isForeign) {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return req, nil
+	}
+	out := *req
+	out.Messages = make([]llm.Message, 0, len(req.Messages))
+	for _, m := range req.Messages {
+		if slices.ContainsFunc(m.Content, isForeign) {
+			m.Content = slices.DeleteFunc(slices.Clone(m.Content), isForeign)
+			if len(m.Content) == 0 {
+				continue
+			}
+		}
+		out.Messages = append(out.Messages, m)
+	}
+	return &out, []string{"thinking"}
+}
+
+// nested maps the members of a Responses object parameter (reasoning,
+// text) onto Chat Completions top-level parameters by names; the others
+// are dropped: hints for reasoning (summaries), unsupported otherwise.
+func (t *prep) nested(extra *llm.Extra, key string, v json.RawMessage, names map[string]string) {
+	if len(v) == 0 || v[0] != '{' {
+		t.unsupported(key)
+		return
+	}
+	_ = jsonx.EachMember(v, func(kb, mv []byte) error {
+		k, _ := jsonx.Unquote(kb)
+		switch to, ok := names[k]; {
+		case jsonx.IsNull(mv):
+		case ok && mv[0] == '"':
+			jsonx.SetMember(extra, to, mv)
+		case key == "reasoning":
+			t.hint(key + "." + k)
+		default:
+			t.unsupported(key + "." + k)
+		}
+		return nil
+	})
+}
+
+// webSearch maps a web search tool onto the target's own: OpenAI
+// Responses' web_search (and its dated and preview forms) is Anthropic's
+// web_search_20250305 server tool, and back (docs/RESPONSES.md §5). Its
+// options (locations, domains, limits) are not carried: listed as hints.
+func (t *prep) webSearch(tl llm.Tool) (llm.Tool, bool) {
+	client, target := t.client, t.target
+	if _, ok := webSearchTarget(tl, client, target); ok {
+		_ = jsonx.EachMember(tl.Raw, func(kb, _ []byte) error {
+			if k, _ := jsonx.Unquote(kb); k != "type" && k != "name" {
+				t.hint("web_search." + k)
+			}
+			return nil
+		})
+	}
+	return webSearchTarget(tl, client, target)
+}
+
+func webSearchTarget(tl llm.Tool, client, target llm.Format) (llm.Tool, bool) {
+	switch {
+	case client == llm.FormatResponses && target == llm.FormatAnthropic && strings.HasPrefix(tl.Type, "web_search"):
+		return llm.Tool{Type: "web_search_20250305", Name: "web_search", Raw: json.RawMessage(`{"type":"web_search_20250305","name":"web_search"}`)}, true
+	case client == llm.FormatAnthropic && target == llm.FormatResponses && strings.HasPrefix(tl.Type, "web_search_"):
+		return llm.Tool{Type: "web_search", Name: "web_search", Raw: json.RawMessage(`{"type":"web_search"}`)}, true
+	}
+	return tl, false
+}

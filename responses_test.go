@@ -1,0 +1,285 @@
+package keel_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/keelmesh/keel/config"
+	"github.com/keelmesh/keel/internal/simfleet"
+	"github.com/keelmesh/keel/sim"
+)
+
+// responsesProvider is an openai provider called through the Responses API.
+const responsesProvider = "sim-responses"
+
+// withResponsesEndpoint adds the provider responsesProvider and a model
+// rsp-sonnet served by it (the simulator's sim-sonnet through
+// POST /r/us-east/v1/responses), beside the fleet's sim-sonnet (an
+// Anthropic endpoint) and sim-llama (a Chat Completions endpoint).
+func withResponsesEndpoint(cfg *config.Config) {
+	base := strings.TrimSuffix(providerBase(cfg, simfleet.OpenAIProvider), "/v1")
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: responsesProvider, Type: "openai", API: config.APIResponses, BaseURL: base + "/v1"})
+	cfg.Models = append(cfg.Models, config.Model{Name: "rsp-sonnet", Capability: 3, ContextWindow: 200_000,
+		Endpoints: []config.Endpoint{{Provider: responsesProvider, Region: "us-east", UpstreamModel: "sim-sonnet", BaseURL: base + "/r/us-east/v1"}}})
+	cfg.ApplyDefaults()
+}
+
+func providerBase(cfg *config.Config, name string) string {
+	for _, p := range cfg.Providers {
+		if p.Name == name {
+			return p.BaseURL
+		}
+	}
+	return ""
+}
+
+// responsesTargets are the three kinds of endpoint a Responses client is
+// served by: keel model name, simulator model answering.
+var responsesTargets = []struct{ name, model, simModel string }{
+	{"responses-endpoint", "rsp-sonnet", "sim-sonnet"},
+	{"anthropic-endpoint", "sim-sonnet", "sim-sonnet"},
+	{"chat-endpoint", "sim-llama", "sim-llama"},
+}
+
+func TestResponsesSDK(t *testing.T) {
+	e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+	ctx := context.Background()
+	for mode, c := range openaiClients(e) {
+		for _, tg := range responsesTargets {
+			t.Run(mode+"/"+tg.name+"/text", func(t *testing.T) {
+				want := sim.Answer(e.simCfg, userText(tg.simModel, "Tell me about hulls.", 300))
+				r, err := c.Responses.New(ctx, responses.ResponseNewParams{
+					Model: tg.model, MaxOutputTokens: openai.Int(300),
+					Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Tell me about hulls.")},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := r.OutputText(); got != want.Text() {
+					t.Fatalf("output_text = %q, want %q", got, want.Text())
+				}
+				if r.Status != "completed" || r.Usage.OutputTokens != int64(want.Usage.OutputTokens) || r.Usage.InputTokens != int64(want.Usage.PromptTokens()) {
+					t.Errorf("status %q usage %d/%d, want completed %d/%d", r.Status, r.Usage.InputTokens, r.Usage.OutputTokens, want.Usage.PromptTokens(), want.Usage.OutputTokens)
+				}
+			})
+			t.Run(mode+"/"+tg.name+"/stream", func(t *testing.T) {
+				want := sim.Answer(e.simCfg, userText(tg.simModel, "Stream about sails.", 300))
+				st := c.Responses.NewStreaming(ctx, responses.ResponseNewParams{
+					Model: tg.model, MaxOutputTokens: openai.Int(300),
+					Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Stream about sails.")},
+				})
+				var text strings.Builder
+				var final responses.Response
+				seq := int64(0)
+				for st.Next() {
+					ev := st.Current()
+					if ev.SequenceNumber != seq {
+						t.Fatalf("event %s has sequence_number %d, want %d", ev.Type, ev.SequenceNumber, seq)
+					}
+					seq++
+					switch ev.Type {
+					case "response.output_text.delta":
+						text.WriteString(ev.Delta)
+					case "response.completed":
+						final = ev.Response
+					}
+				}
+				if err := st.Err(); err != nil {
+					t.Fatal(err)
+				}
+				if text.String() != want.Text() || final.OutputText() != want.Text() {
+					t.Fatalf("deltas %q, completed %q, want %q", text.String(), final.OutputText(), want.Text())
+				}
+				if final.Usage.OutputTokens != int64(want.Usage.OutputTokens) {
+					t.Errorf("usage output %d, want %d", final.Usage.OutputTokens, want.Usage.OutputTokens)
+				}
+			})
+			for _, stream := range []bool{false, true} {
+				name := mode + "/" + tg.name + "/tool"
+				if stream {
+					name += "-stream"
+				}
+				t.Run(name, func(t *testing.T) { responsesToolRoundTrip(t, c, tg.model, stream) })
+			}
+			t.Run(mode+"/"+tg.name+"/json_schema", func(t *testing.T) {
+				var schema map[string]any
+				json.Unmarshal([]byte(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}`), &schema)
+				r, err := c.Responses.New(ctx, responses.ResponseNewParams{
+					Model: tg.model, MaxOutputTokens: openai.Int(300),
+					Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Name a city.")},
+					Text: responses.ResponseTextConfigParam{Format: responses.ResponseFormatTextConfigUnionParam{
+						OfJSONSchema: &responses.ResponseFormatTextJSONSchemaConfigParam{Name: "city", Schema: schema, Strict: openai.Bool(true)}}},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got map[string]any
+				if err := json.Unmarshal([]byte(r.OutputText()), &got); err != nil {
+					t.Fatalf("output %q is not JSON: %v", r.OutputText(), err)
+				}
+				if _, ok := got["city"].(string); !ok || len(got) != 1 {
+					t.Errorf("output %v does not match the schema", got)
+				}
+			})
+		}
+	}
+}
+
+// responsesToolRoundTrip: the model calls get_weather, the client sends the
+// call and its output back, and the model answers in text.
+func responsesToolRoundTrip(t *testing.T, c openai.Client, model string, stream bool) {
+	ctx := context.Background()
+	var params map[string]any
+	json.Unmarshal([]byte(weatherSchema), &params)
+	tools := []responses.ToolUnionParam{{OfFunction: &responses.FunctionToolParam{
+		Name: "get_weather", Description: openai.String("Weather for a city"), Parameters: params, Strict: openai.Bool(false)}}}
+	first := responses.ResponseNewParams{
+		Model: model, MaxOutputTokens: openai.Int(512), Tools: tools,
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Please use get_weather for Oslo.")},
+	}
+	var out []responses.ResponseOutputItemUnion
+	if stream {
+		st := c.Responses.NewStreaming(ctx, first)
+		for st.Next() {
+			if ev := st.Current(); ev.Type == "response.completed" {
+				out = ev.Response.Output
+			}
+		}
+		if err := st.Err(); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		r, err := c.Responses.New(ctx, first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = r.Output
+	}
+	var call responses.ResponseOutputItemUnion
+	for _, it := range out {
+		if it.Type == "function_call" {
+			call = it
+		}
+	}
+	if call.Name != "get_weather" || call.CallID == "" {
+		t.Fatalf("output %+v has no get_weather call", out)
+	}
+	var args map[string]any
+	if err := json.Unmarshal([]byte(call.Arguments.OfString), &args); err != nil {
+		t.Fatalf("arguments %q: %v", call.Arguments.OfString, err)
+	}
+	second := responses.ResponseNewParams{
+		Model: model, MaxOutputTokens: openai.Int(512), Tools: tools,
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+			responses.ResponseInputItemParamOfMessage("Please use get_weather for Oslo.", responses.EasyInputMessageRoleUser),
+			responses.ResponseInputItemParamOfFunctionCall(call.Arguments.OfString, call.CallID, call.Name),
+			functionOutput(call.CallID, "12°C and sunny"),
+		}},
+	}
+	r, err := c.Responses.New(ctx, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OutputText() == "" || r.Status != "completed" {
+		t.Fatalf("after the tool output: status %q text %q", r.Status, r.OutputText())
+	}
+	for _, it := range r.Output {
+		if it.Type == "function_call" {
+			t.Errorf("the model called %s again after its output", it.Name)
+		}
+	}
+}
+
+func functionOutput(callID, output string) responses.ResponseInputItemUnionParam {
+	it := responses.ResponseInputItemParamOfFunctionCallOutput(output)
+	it.OfFunctionCallOutput.CallID = openai.String(callID)
+	return it
+}
+
+// Chat Completions and Messages clients served by a Responses-only
+// endpoint (providers[].api: responses): text, streams and a tool call.
+func TestResponsesEndpointServesChatAndMessagesClients(t *testing.T) {
+	e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+	ctx := context.Background()
+	oc := openaiClients(e)["proxy"]
+	ac := anthropicClients(e)["proxy"]
+	want := sim.Answer(e.simCfg, userText("sim-sonnet", "Tell me about hulls.", 300))
+
+	cc, err := oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model: "rsp-sonnet", MaxCompletionTokens: openai.Int(300),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me about hulls.")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cc.Choices) != 1 || cc.Choices[0].Message.Content != want.Text() || cc.Choices[0].FinishReason != "stop" {
+		t.Errorf("chat choices = %+v, want %q", cc.Choices, want.Text())
+	}
+	if cc.Usage.CompletionTokens != int64(want.Usage.OutputTokens) {
+		t.Errorf("chat usage %d, want %d", cc.Usage.CompletionTokens, want.Usage.OutputTokens)
+	}
+
+	st := oc.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+		Model: "rsp-sonnet", MaxCompletionTokens: openai.Int(300),
+		Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me about hulls.")},
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	})
+	var acc openai.ChatCompletionAccumulator
+	for st.Next() {
+		acc.AddChunk(st.Current())
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.Choices) != 1 || acc.Choices[0].Message.Content != want.Text() || acc.Usage.CompletionTokens != int64(want.Usage.OutputTokens) {
+		t.Errorf("chat stream = %+v usage %d, want %q", acc.Choices, acc.Usage.CompletionTokens, want.Text())
+	}
+
+	msg, err := ac.Messages.New(ctx, anthropic.MessageNewParams{
+		Model: "rsp-sonnet", MaxTokens: 300,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Tell me about hulls."))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Content) != 1 || msg.Content[0].Text != want.Text() || msg.StopReason != "end_turn" {
+		t.Errorf("messages content = %+v stop %q, want %q", msg.Content, msg.StopReason, want.Text())
+	}
+
+	as := ac.Messages.NewStreaming(ctx, anthropic.MessageNewParams{
+		Model: "rsp-sonnet", MaxTokens: 300,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Tell me about hulls."))},
+	})
+	var am anthropic.Message
+	for as.Next() {
+		if err := am.Accumulate(as.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := as.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(am.Content) != 1 || am.Content[0].Text != want.Text() || am.Usage.OutputTokens != int64(want.Usage.OutputTokens) {
+		t.Errorf("messages stream = %+v usage %d, want %q", am.Content, am.Usage.OutputTokens, want.Text())
+	}
+
+	// a tool call, asked by a Messages client, answered through Responses
+	tmsg, err := ac.Messages.New(ctx, anthropic.MessageNewParams{
+		Model: "rsp-sonnet", MaxTokens: 300,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Please use get_weather for Oslo."))},
+		Tools: []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{Name: "get_weather",
+			InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"city": map[string]any{"type": "string"}}}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tmsg.StopReason != "tool_use" || len(tmsg.Content) == 0 || tmsg.Content[len(tmsg.Content)-1].Name != "get_weather" {
+		t.Errorf("tool call = %+v stop %q", tmsg.Content, tmsg.StopReason)
+	}
+}
