@@ -263,6 +263,9 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 		BodyReadTimeout: time.Duration(sc.BodyReadTimeout), MinBodyRate: sc.MinBodyRateBytesPerSec, MaxInflightBodyBytes: sc.MaxInflightBodyBytes,
 		MaxMessages: sc.MaxMessages, MaxHeaderBytes: sc.MaxHeaderBytes, ListenAddr: sc.Listen, AllowedHosts: sc.AllowedHosts, AllowedOrigins: sc.AllowedOrigins,
 		AdminToken: sc.AdminToken.Value(), ReadToken: sc.ReadToken.Value(), Routes: routes}
+	if m.metrics != nil {
+		so.OnUnknownRoute = m.metrics.UnknownRoute
+	}
 	if cfg.KeysOn() {
 		if err := m.openKeys(cfg, o, &so); err != nil {
 			m.Close()

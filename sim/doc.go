@@ -74,8 +74,11 @@
 // /r/R/v1/chat/completions; the unprefixed /v1/... routes serve from the
 // model's first region; GET /v1/models and /r/R/v1/models list the models
 // (in the Anthropic shape when the request has an anthropic-version header).
-// POST /v1/embeddings is OpenAI's Embeddings API over deterministic vectors
-// (Embed; embed.go says what it models and what it does not).
+// POST /v1/embeddings and /r/R/v1/embeddings (every region) are OpenAI's
+// Embeddings API over deterministic vectors (Embed; embed.go says what it
+// models and what it does not). POST /v1/messages/count_tokens and
+// /r/R/v1/messages/count_tokens are Anthropic's token counting, equal to
+// the usage input_tokens of the same request's answer (count.go).
 // Control API: POST /sim/regions/{name}/down and /up, POST /sim/faults (a
 // JSON list that replaces the faults), GET /sim/faults, GET /sim/stats,
 // POST /sim/reset.

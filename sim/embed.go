@@ -37,8 +37,8 @@ import (
 // out close, and questions that differ in an entity, a number or a
 // negation come out far; it does not know that "laptop" and "notebook
 // computer" mean the same unless the table says so, nor read word order.
-// It has no latency model, no rate limits and no faults: a test of an
-// embeddings outage uses a server that fails.
+// It has no latency model, no rate limits and no faults but a region
+// that is down (see serveEmbeddings).
 
 // embeddingModels are the embedding models the fleet serves, with their
 // native dimensions (OpenAI's embeddings guide) and whether they accept
@@ -182,7 +182,25 @@ func embedTokens(s string) int {
 	return n
 }
 
+// serveEmbeddings serves POST /v1/embeddings and, in every region of the
+// fleet (OpenAI serves its embedding models wherever it serves its API),
+// POST /r/REGION/v1/embeddings: an unknown region is a 404, a region that
+// is down resets the connection as for any call, so a client's failover
+// to another region can be shown.
 func (f *Fleet) serveEmbeddings(w http.ResponseWriter, r *http.Request) {
+	if name := r.PathValue("region"); name != "" {
+		reg := f.regions[name]
+		if reg == nil {
+			writeAPIError(w, openaiCodec, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound,
+				Message: fmt.Sprintf("region %q not found", name)})
+			return
+		}
+		if reg.down.Load() {
+			resetConn(w)
+			return
+		}
+		w.Header().Set("X-Sim-Region", name)
+	}
 	body, err := readBody(r, nil)
 	if err != nil {
 		return

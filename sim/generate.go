@@ -147,12 +147,7 @@ func (a *answer) response() *llm.Response {
 // messages, so a call whose client has gone (or a fleet shutting down)
 // stops early with ctx's error.
 func generate(ctx context.Context, seed int64, req *llm.Request, s sampling, cont bool, rf *llm.ResponseFormat) (*answer, error) {
-	conv := req.Messages
-	prefill, hasPrefill := "", false
-	if n := len(conv); cont && n > 0 && conv[n-1].Role == llm.RoleAssistant && onlyText(conv[n-1].Content) {
-		prefill, hasPrefill = conv[n-1].Text(), true
-		conv = conv[:n-1]
-	}
+	conv, prefill, hasPrefill := splitPrefill(req, cont)
 	var turnBuf [4]turn
 	turns, err := mergeTurns(ctx, turnBuf[:0], conv)
 	if err != nil {
@@ -179,10 +174,7 @@ func generate(ctx context.Context, seed int64, req *llm.Request, s sampling, con
 	h := kh.sum()
 
 	a := &answer{id: hexID("msg_sim_", h), model: req.Model, h: h, stop: llm.StopEndTurn}
-	a.usage.InputTokens = inputTokens(sys, turns, req)
-	if hasPrefill {
-		a.usage.InputTokens += 1 + countWords(prefill)
-	}
+	a.usage.InputTokens = promptTokens(sys, turns, req, prefill, hasPrefill)
 	if s.errPerKTok > 0 {
 		s.errRate = min(1, s.errRate+s.errPerKTok*float64(a.usage.InputTokens)/1000)
 	}
@@ -480,6 +472,37 @@ func compactJSON(raw json.RawMessage) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// splitPrefill separates a trailing assistant text message that the
+// answer continues (cont) from the conversation before it.
+func splitPrefill(req *llm.Request, cont bool) (conv []llm.Message, prefill string, ok bool) {
+	conv = req.Messages
+	if n := len(conv); cont && n > 0 && conv[n-1].Role == llm.RoleAssistant && onlyText(conv[n-1].Content) {
+		return conv[:n-1], conv[n-1].Text(), true
+	}
+	return conv, "", false
+}
+
+// promptTokens is an answer's usage input_tokens: the prompt's turns and
+// tools, and the prefill it continues.
+func promptTokens(sys string, turns []turn, req *llm.Request, prefill string, hasPrefill bool) int {
+	n := inputTokens(sys, turns, req)
+	if hasPrefill {
+		n += 1 + countWords(prefill)
+	}
+	return n
+}
+
+// CountTokens is what the fleet's count_tokens answers for req (an
+// Anthropic-format request, whose trailing assistant message is
+// continued): exactly the input_tokens of the usage of req's answer, as
+// Anthropic's count_tokens matches the usage its Messages API reports for
+// the same request (docs.anthropic.com/en/docs/build-with-claude/token-counting).
+func CountTokens(req *llm.Request) int {
+	conv, prefill, has := splitPrefill(req, true)
+	turns, _ := mergeTurns(context.Background(), nil, conv)
+	return promptTokens(req.SystemText(), turns, req, prefill, has)
 }
 
 func inputTokens(sys string, turns []turn, req *llm.Request) int {

@@ -91,6 +91,9 @@ func (f *Fleet) routes() http.Handler {
 	mux.HandleFunc("POST /v1/responses", api(responsesCodec, false))
 	mux.HandleFunc("POST /r/{region}/v1/responses", api(responsesCodec, true))
 	mux.HandleFunc("POST /v1/embeddings", f.serveEmbeddings)
+	mux.HandleFunc("POST /r/{region}/v1/embeddings", f.serveEmbeddings)
+	mux.HandleFunc("POST /v1/messages/count_tokens", f.serveCountTokens)
+	mux.HandleFunc("POST /r/{region}/v1/messages/count_tokens", f.serveCountTokens)
 	mux.HandleFunc("GET /v1/models", f.serveModels)
 	mux.HandleFunc("GET /r/{region}/v1/models", f.serveModels)
 

@@ -220,6 +220,12 @@ type Engine struct {
 	shadows *shadowPool
 	// inflight counts client calls in flight (kept only with shadows).
 	inflight atomic.Int64
+	// embed holds the embedding models' routes (Side calls only).
+	embed map[string]*routeState
+	// sideMu guards sides: each route's candidates that can serve a kind
+	// of Side call, built on first use.
+	sideMu sync.Mutex
+	sides  map[sideKey]*routeState
 }
 
 // ModelInfo describes a name clients may call.
@@ -229,6 +235,9 @@ type ModelInfo struct {
 	Capability    int
 	ContextWindow int
 	Regions       []string
+	// Embedding marks an embedding model: called through the Embeddings
+	// API (Side), never as a model call.
+	Embedding bool
 }
 
 // New builds an Engine.
@@ -316,7 +325,17 @@ func New(o Options) (*Engine, error) {
 		if err != nil {
 			return nil, err
 		}
-		e.routes[m] = rs
+		if byModel[m][0].Embedding {
+			// Embedding models serve Side calls only (side.go): a model
+			// call naming one is not served.
+			if e.embed == nil {
+				e.embed = map[string]*routeState{}
+			}
+			e.embed[m] = rs
+			infos[m].Embedding = true
+		} else {
+			e.routes[m] = rs
+		}
 		e.models = append(e.models, *infos[m])
 	}
 	aliasNames := make([]string, 0, len(o.Aliases))
@@ -325,7 +344,7 @@ func New(o Options) (*Engine, error) {
 	}
 	sort.Strings(aliasNames)
 	for _, a := range aliasNames {
-		if _, clash := e.routes[a]; clash {
+		if _, clash := byModel[a]; clash {
 			return nil, fmt.Errorf("engine: alias %q has the name of a model", a)
 		}
 		spec := o.Aliases[a]
@@ -342,6 +361,9 @@ func New(o Options) (*Engine, error) {
 			eps := byModel[m]
 			if len(eps) == 0 {
 				return nil, fmt.Errorf("engine: alias %q names unknown model %q", a, m)
+			}
+			if eps[0].Embedding {
+				return nil, fmt.Errorf("engine: alias %q names embedding model %q (an alias is a chain of chat models)", a, m)
 			}
 			chain = append(chain, eps...)
 		}

@@ -45,6 +45,9 @@ type exec struct {
 	reasked *endpoint
 	// fragServed is the endpoint credited with a fused answer.
 	fragServed *endpoint
+	// side, when set, is the Side call whose attempt replaces the model
+	// call (side.go).
+	side *Side
 	// spec, when set, is the schema sent upstream with each attempt
 	// (askSchema): one the client named outside its wire format, or
 	// implied by its system prompt.
@@ -366,36 +369,14 @@ func breakerPolicy(next step) step {
 }
 
 // send makes the attempt: the request adapted to the endpoint, the call,
-// and for a stream the read up to its first content.
+// and for a stream the read up to its first content (or, for a Side
+// call, its own attempt).
 func send(ctx context.Context, x *exec, t *try) (*attempt, error) {
 	a := t.booked
-	req := t.req
-	if t.cont != nil {
-		req, a.splice = x.continuationFor(a.ep, *t.cont)
-	} else if x.spec != nil {
-		if r2, tool := x.askSchema(req, a.ep, t.kind); r2 != req {
-			req, a.tool = r2, tool
-			x.mu.Lock()
-			if !x.sealed {
-				x.rec.Structured.Sent = true
-			}
-			x.mu.Unlock()
-		}
-	}
-	nreq, nerr := x.normalize(req, a.ep)
-	a.req = nreq
-	if nerr != nil {
-		a.err = nerr
+	if x.side != nil {
+		a.res, a.err = x.sideSend(a)
 	} else {
-		pc := provider.Call{ClientHeader: x.call.ClientHeader, Translation: x.rs.translation, Received: &a.bytes}
-		if b := x.call.Behavior; b != nil && b.Debug {
-			pc.Sent = a.noteSent
-		}
-		res, err := x.e.client.Do(a.ctx, a.ep.Endpoint, nreq, pc)
-		if err == nil && res.Stream != nil {
-			err = a.peekContent(res)
-		}
-		a.res, a.err = res, err
+		a.res, a.err = x.modelCall(a, t)
 	}
 	a.end = x.e.now()
 	if a.err != nil {
@@ -410,6 +391,37 @@ func send(ctx context.Context, x *exec, t *try) (*attempt, error) {
 		return a, a.fail
 	}
 	return a, nil
+}
+
+// modelCall sends t's request, adapted to a's endpoint, as a model call.
+func (x *exec) modelCall(a *attempt, t *try) (*provider.Result, error) {
+	req := t.req
+	if t.cont != nil {
+		req, a.splice = x.continuationFor(a.ep, *t.cont)
+	} else if x.spec != nil {
+		if r2, tool := x.askSchema(req, a.ep, t.kind); r2 != req {
+			req, a.tool = r2, tool
+			x.mu.Lock()
+			if !x.sealed {
+				x.rec.Structured.Sent = true
+			}
+			x.mu.Unlock()
+		}
+	}
+	nreq, err := x.normalize(req, a.ep)
+	a.req = nreq
+	if err != nil {
+		return nil, err
+	}
+	pc := provider.Call{ClientHeader: x.call.ClientHeader, Translation: x.rs.translation, Received: &a.bytes}
+	if b := x.call.Behavior; b != nil && b.Debug {
+		pc.Sent = a.noteSent
+	}
+	res, err := x.e.client.Do(a.ctx, a.ep.Endpoint, nreq, pc)
+	if err == nil && res.Stream != nil {
+		err = a.peekContent(res)
+	}
+	return res, err
 }
 
 // noCandidate says no endpoint could be booked for an attempt.
@@ -639,7 +651,7 @@ func (a *attempt) settle(f *failure) {
 	}
 	a.settled = true
 	x.mu.Unlock()
-	o := health.Outcome{Latency: a.end.Sub(a.start), TTFT: a.ttft}
+	o := health.Outcome{Latency: a.end.Sub(a.start), TTFT: a.ttft, NoLatency: x.side != nil && !x.side.Latency}
 	if a.res != nil {
 		o.Status, o.Header = a.res.Status, a.res.Header
 	}

@@ -30,6 +30,9 @@ type Record struct {
 	// TTFT is the time to the first content event sent to the client (streams).
 	TTFT   time.Duration
 	Format llm.Format
+	// Side names a call beside the model call (Engine.Side):
+	// "count_tokens", "embeddings"; empty for a model call.
+	Side string
 	// Model is the name the client asked for.
 	Model  string
 	Stream bool

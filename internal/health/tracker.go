@@ -51,6 +51,11 @@ type Outcome struct {
 	// histogram (so the percentiles the hedge delay reads keep the slow
 	// tail the hedges cut short) but not the EWMA or the error rate.
 	Cancelled bool
+	// NoLatency reports an attempt that is not a model call (a token
+	// count): its outcome counts in the error rate, the cooldowns and
+	// outlier ejection, but its latency says nothing of how fast the
+	// endpoint answers model calls and is not recorded.
+	NoLatency bool
 }
 
 // Config configures a Tracker. The zero value is the documented default.
@@ -213,7 +218,7 @@ func (t *Tracker) finish(o Outcome) {
 	now := t.since(t.now())
 	e := now / t.width
 	t.rate.add(e, o.Failure)
-	if !o.Failure {
+	if !o.Failure && !o.NoLatency {
 		t.latency.record(e, o.Latency)
 		if o.TTFT > 0 {
 			t.ttft.record(e, o.TTFT)

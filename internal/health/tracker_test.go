@@ -492,3 +492,21 @@ func TestTrackerEjectAndHeadroom(t *testing.T) {
 		}
 	}
 }
+
+// TestNoLatencyCountsOnlyOutcome: a token count's success dilutes the
+// error rate but leaves the latency statistics as the model calls made
+// them.
+func TestNoLatencyCountsOnlyOutcome(t *testing.T) {
+	tr, _ := newTestTracker(t, Config{Alpha: 0.5})
+	tr.Begin()(ok(400 * time.Millisecond))
+	tr.Begin()(failed("status", 500))
+	tr.Begin()(Outcome{Latency: time.Millisecond, Status: 200, NoLatency: true})
+	tr.Begin()(Outcome{Latency: time.Millisecond, Status: 200, NoLatency: true})
+	s := tr.Snapshot()
+	if s.EWMA != 400*time.Millisecond || s.P50 != bucketMid(bucketOf(400*time.Millisecond)) {
+		t.Errorf("EWMA %v P50 %v, want the model call's 400ms alone", s.EWMA, s.P50)
+	}
+	if s.ErrorRate != 0.25 || s.Requests != 4 || s.InFlight != 0 {
+		t.Errorf("error rate %v requests %d in flight %d, want 0.25, 4, 0", s.ErrorRate, s.Requests, s.InFlight)
+	}
+}

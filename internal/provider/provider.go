@@ -82,6 +82,10 @@ type Endpoint struct {
 	// Price is the model's price (keel.New resolves it from the config's
 	// model price, pricing section and built-in table); zero: unpriced.
 	Price pricing.Price
+	// Embedding marks an endpoint of an embedding model (models[].kind
+	// embedding): it serves the Embeddings API (POST {base}/embeddings),
+	// not model calls.
+	Embedding bool
 }
 
 // Continuation is how an upstream continues a partial answer it is sent
@@ -286,12 +290,15 @@ func NewClient(rt http.RoundTripper) *Client {
 	return &Client{rt: rt}
 }
 
-// Result is a successful attempt: exactly one of Response and Stream is set.
+// Result is a successful attempt: exactly one of Response and Stream is
+// set for a model call (Do); Body for any other call (Post).
 type Result struct {
 	Status   int
 	Header   http.Header
 	Response *llm.Response
 	Stream   Stream
+	// Body is the answer of a Post, as received.
+	Body []byte
 	// Dropped lists request parameters removed because the endpoint's API
 	// version rejects them.
 	Dropped []string

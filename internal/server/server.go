@@ -109,6 +109,10 @@ type Options struct {
 	// AdminRoutes are served behind the admin token (AdminToken), like
 	// /admin/features: the keys' admin API.
 	AdminRoutes []Route
+	// OnUnknownRoute, when set, is called with the method of every
+	// request for a path Keel does not serve (a metric's counter); it
+	// must not block.
+	OnUnknownRoute func(method string)
 }
 
 // Caller is a client Authenticate identified.
@@ -151,6 +155,8 @@ type Server struct {
 	routes     []Route
 	adminRts   []Route
 	authn      func(r *http.Request) (Caller, *llm.APIError)
+	onUnknown  func(method string)
+	unknown    unknownLog
 }
 
 // New returns a ready Server.
@@ -184,7 +190,7 @@ func New(o Options) *Server {
 	s := &Server{eng: o.Engine, log: log, maxBody: o.MaxBodyBytes, bodyTimeout: o.BodyReadTimeout, minRate: o.MinBodyRate,
 		maxMessages: o.MaxMessages, maxHeader: o.MaxHeaderBytes, maxInflight: o.MaxInflightBodyBytes,
 		access: newAccess(o.ListenAddr, o.AllowedHosts, o.AllowedOrigins, log),
-		authn:  o.Authenticate, adminRts: o.AdminRoutes,
+		authn:  o.Authenticate, adminRts: o.AdminRoutes, onUnknown: o.OnUnknownRoute,
 		adminToken: o.AdminToken, readToken: o.ReadToken, routes: o.Routes}
 	s.ready.Store(true)
 	return s
@@ -201,6 +207,9 @@ func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
 	embedded := s.embedded(r)
+	if !embedded {
+		path = apiPath(path)
+	}
 	for _, c := range wire.Codecs() {
 		if c.Serves(path, embedded) {
 			if s.admit(w, r, c.Format()) {
@@ -211,14 +220,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if s.serveSide(w, r, path, embedded) {
+		return
+	}
 	switch {
-	case path == "/v1/models" || strings.HasSuffix(path, "/v1/models") && s.embedded(r):
-		if !s.admit(w, r, headerFormat(r)) || !allow(w, r, headerFormat(r), http.MethodGet) {
-			return
-		}
-		if _, ok := s.authenticate(w, r, headerFormat(r)); ok {
-			s.listModels(w, r)
-		}
+	case path == "/":
+		serveRoot(w, r)
 	case path == "/admin/features":
 		if s.admit(w, r, headerFormat(r)) {
 			s.admin(w, r)
@@ -251,7 +258,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		writeError(w, headerFormat(r), &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Message: "no route for " + r.Method + " " + path})
+		s.unknownRoute(w, r)
 	}
 }
 
@@ -704,14 +711,23 @@ func asAPIError(err error) *llm.APIError {
 
 // listModels serves GET /v1/models in the OpenAI list shape, or the
 // Anthropic shape when the client sent anthropic-version.
-func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request, f llm.Format, _ Caller, _ string) {
 	models := s.eng.Models()
 	list := make([]wire.Model, 0, len(models))
 	for _, m := range models {
-		list = append(list, wire.Model{ID: m.Name, Alias: m.Alias, Capability: m.Capability, ContextWindow: m.ContextWindow, Regions: m.Regions})
+		list = append(list, wireModel(m))
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(wire.FromHeader(r.Header).EncodeModels(list))
+	w.Write(wire.For(f).EncodeModels(list))
+}
+
+// wireModel is m as the models routes show it.
+func wireModel(m engine.ModelInfo) wire.Model {
+	wm := wire.Model{ID: m.Name, Alias: m.Alias, Capability: m.Capability, ContextWindow: m.ContextWindow, Regions: m.Regions}
+	if m.Embedding {
+		wm.Kind = "embedding"
+	}
+	return wm
 }
 
 func isTrue(v string) bool { return v == "true" || v == "1" || v == "True" || v == "TRUE" }

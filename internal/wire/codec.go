@@ -153,6 +153,8 @@ type Model struct {
 	Capability    int
 	ContextWindow int
 	Regions       []string
+	// Kind is "embedding" for an embedding model, "" for a chat model.
+	Kind string
 }
 
 // FromHeader is the format of a request to a route that has none of its
@@ -198,15 +200,9 @@ func (anthropicCodec) Serves(path string, embedded bool) bool {
 }
 
 func (anthropicCodec) EncodeModels(models []Model) []byte {
-	type am struct {
-		Type        string `json:"type"`
-		ID          string `json:"id"`
-		DisplayName string `json:"display_name"`
-		CreatedAt   string `json:"created_at"`
-	}
-	data := make([]am, 0, len(models))
+	data := make([]anthropicModel, 0, len(models))
 	for _, m := range models {
-		data = append(data, am{Type: "model", ID: m.ID, DisplayName: m.ID, CreatedAt: "2026-01-01T00:00:00Z"})
+		data = append(data, anthropicModelOf(m))
 	}
 	first, last := "", ""
 	if len(data) > 0 {
@@ -289,19 +285,9 @@ func (openaiCodec) Serves(path string, embedded bool) bool {
 }
 
 func (openaiCodec) EncodeModels(models []Model) []byte {
-	type om struct {
-		ID            string   `json:"id"`
-		Object        string   `json:"object"`
-		Created       int64    `json:"created"`
-		OwnedBy       string   `json:"owned_by"`
-		Alias         bool     `json:"alias,omitempty"`
-		Capability    int      `json:"capability,omitempty"`
-		ContextWindow int      `json:"context_window,omitempty"`
-		Regions       []string `json:"regions,omitempty"`
-	}
-	data := make([]om, 0, len(models))
+	data := make([]openaiModel, 0, len(models))
 	for _, m := range models {
-		data = append(data, om{ID: m.ID, Object: "model", Created: 1767225600, OwnedBy: "keel", Alias: m.Alias, Capability: m.Capability, ContextWindow: m.ContextWindow, Regions: m.Regions})
+		data = append(data, openaiModelOf(m))
 	}
 	b, _ := json.Marshal(map[string]any{"object": "list", "data": data})
 	return b

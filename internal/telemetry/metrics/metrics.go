@@ -161,6 +161,10 @@ type Metrics struct {
 	// semHit, semMiss and semError are
 	// mesh_semantic_cache_requests_total's series.
 	semHit, semMiss, semError prometheus.Counter
+	// unknownV is mesh_unknown_route_total{method}; unknown holds its
+	// children by method (unknownMethods, then "other").
+	unknownV *prometheus.CounterVec
+	unknown  [len(unknownMethods) + 1]prometheus.Counter
 	// piiV is mesh_pii_detections_total{kind,action} (kinds are the
 	// built-in ones and the config's custom ones: bounded); piiFailV is
 	// mesh_pii_detection_failures_total{outcome}.
@@ -300,7 +304,12 @@ func New(o Options) (*Metrics, error) {
 		[]string{"alias", "result"})
 	m.shadowSpendV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_shadow_spend_usd_total",
 		Help: "Upstream cost of shadow calls in US dollars, by alias; never part of mesh_spend_usd_total or a key's spend."}, []string{"alias"})
-	cs := []prometheus.Collector{m.shadowV, m.shadowSpendV, m.requestsV, m.fallbacksV, m.modelFallbacksV, m.legacyV, m.offsetV, m.queueWaitV, m.fragSentV, m.fragOKV, m.fusionsV, m.conflictsV,
+	m.unknownV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_unknown_route_total",
+		Help: "Requests for a path Keel does not serve (answered 404), by HTTP method (GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS or other): clients failing against the mesh; the log names each path."}, []string{"method"})
+	for i, meth := range append(unknownMethods[:len(unknownMethods):len(unknownMethods)], "other") {
+		m.unknown[i] = m.unknownV.WithLabelValues(meth)
+	}
+	cs := []prometheus.Collector{m.unknownV, m.shadowV, m.shadowSpendV, m.requestsV, m.fallbacksV, m.modelFallbacksV, m.legacyV, m.offsetV, m.queueWaitV, m.fragSentV, m.fragOKV, m.fusionsV, m.conflictsV,
 		m.retriesV, m.hedgesV, m.hedgesWonV, m.recoveredV, m.attemptsV, m.durationV, m.ttfcV, m.tokensV, m.breakerV, valveV, m.spendV, cacheV, semV, m.piiV, m.piiFailV}
 	if o.Endpoints != nil {
 		cs = append(cs, newEndpointCollector(o.Endpoints))
@@ -443,6 +452,23 @@ func (m *Metrics) spendCounter(r *engine.Record) prometheus.Counter {
 	}
 	c, _ := m.spend.LoadOrStore(k, m.spendV.WithLabelValues(m.models.names[k.model], key, team))
 	return c.(prometheus.Counter)
+}
+
+// unknownMethods are the methods mesh_unknown_route_total names; any
+// other is "other".
+var unknownMethods = [...]string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"}
+
+// UnknownRoute counts one request for a path Keel does not serve
+// (server.Options.OnUnknownRoute). It never blocks.
+func (m *Metrics) UnknownRoute(method string) {
+	i := len(unknownMethods)
+	for j, meth := range unknownMethods {
+		if meth == method {
+			i = j
+			break
+		}
+	}
+	m.unknown[i].Inc()
 }
 
 // OnBreakerState counts one breaker transition. It never blocks.

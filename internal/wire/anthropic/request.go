@@ -39,7 +39,17 @@ func invalidJSON(body []byte) string {
 // rejected as the Messages API rejects it (see brokenText), and max_tokens
 // must be an integer from 0 to MaxTokensLimit. The result does not alias
 // body.
-func ParseRequest(body []byte) (*llm.Request, error) {
+func ParseRequest(body []byte) (*llm.Request, error) { return parseRequest(body, false) }
+
+// ParseCountTokens parses a token-count request body (POST
+// /v1/messages/count_tokens): a Messages request without max_tokens, which
+// it does not require. It reads every member ParseRequest reads and is as
+// lenient: it does not refuse the Messages-only members (max_tokens,
+// stream, temperature …) that the Anthropic API refuses on this route, so
+// that an upstream, not Keel, decides what it accepts.
+func ParseCountTokens(body []byte) (*llm.Request, error) { return parseRequest(body, true) }
+
+func parseRequest(body []byte, count bool) (*llm.Request, error) {
 	body = jsonx.TrimSpace(body)
 	if !jsonx.Valid(body) {
 		return nil, badRequest(invalidJSON(body))
@@ -138,7 +148,7 @@ func ParseRequest(body []byte) (*llm.Request, error) {
 		return nil, badRequest("model: field required")
 	case r.Model == "":
 		return nil, badRequest("model: must not be empty")
-	case !r.HasMaxTokens:
+	case !r.HasMaxTokens && !count:
 		return nil, badRequest("max_tokens: field required")
 	case !sawMessages:
 		return nil, badRequest("messages: field required")

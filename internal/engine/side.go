@@ -1,0 +1,179 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/provider"
+)
+
+// Side is a call beside the model call — a token count, an embeddings
+// request — that the engine routes as it routes model calls: among the
+// endpoints of the named model (or alias) that can serve it, by live
+// health, through the same policy chain (retry and free failover after a
+// refusal, the retry budget, hedging, breakers, cooldowns), each attempt
+// feeding health and the breaker, the call finished into one Record for
+// the observers. Only the attempt differs: Send instead of a model call.
+// The request is forwarded as the client sent it: the model-call stages
+// (PII, cache, structured output, fragments, shadow) do not apply.
+type Side struct {
+	// Kind names the call ("count_tokens", "embeddings"): Record.Side.
+	Kind string
+	// Model is the model or alias the client named.
+	Model string
+	// Format is the client's wire format.
+	Format llm.Format
+	// Embedding: the call is for an embedding model (models[].kind
+	// embedding); otherwise for a chat model or alias, or on a
+	// passthrough route of Format.
+	Embedding bool
+	// Serves reports whether an endpoint can serve the call; nil: all.
+	Serves func(*provider.Endpoint) bool
+	// Request is the attempt on ep: the URL and the body it posts
+	// (provider.Client.Post).
+	Request func(ep *provider.Endpoint) (url string, body []byte)
+	// Answer reads a 200 answer's body: what it used (the attempt is
+	// priced from it), or an error when it is not a valid answer (a
+	// protocol failure of the endpoint: retried elsewhere).
+	Answer func(body []byte) (llm.Usage, error)
+	// Latency reports that an answer's latency tells how fast the
+	// endpoint answers (embeddings on an embedding endpoint); when unset
+	// (a token count on a chat endpoint) only its outcome feeds health.
+	Latency bool
+}
+
+// SideOutcome is a served Side call.
+type SideOutcome struct {
+	Endpoint *provider.Endpoint
+	Result   *provider.Result
+	Record   *Record
+}
+
+// ErrNoSideEndpoint is returned by Side, before any attempt, when no
+// endpoint of the model can serve the call (Serves refused them all).
+var ErrNoSideEndpoint = errors.New("no endpoint of the model serves this call")
+
+// sideKey names a route's candidates for one kind of Side call.
+type sideKey struct {
+	rs   *routeState
+	kind string
+}
+
+// Side serves s for the client. Errors are *llm.APIError values ready for
+// the client, or ErrNoSideEndpoint (wrapped) when no endpoint can serve;
+// an unknown model is a 404.
+func (e *Engine) Side(ctx context.Context, s Side, call Call) (*SideOutcome, error) {
+	rs, ae := e.sideRoute(s)
+	if ae != nil {
+		return nil, ae
+	}
+	if rs == nil {
+		return nil, fmt.Errorf("model %s: %w", s.Model, ErrNoSideEndpoint)
+	}
+	req := &llm.Request{Format: s.Format, Model: s.Model}
+	rec := &Record{RequestID: call.RequestID, Start: e.now(), Format: s.Format, Model: s.Model, Behavior: call.Behavior,
+		TraceParent: call.TraceParent, KeyID: call.KeyID, Team: call.Team, Side: s.Kind, done: call.Done}
+	timeout := e.timeout
+	if call.Timeout > 0 {
+		timeout = call.Timeout
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errDeadline)
+		defer cancel()
+	}
+	rs.retries.OnRequest()
+	rs.hedges.OnRequest()
+	rec.PrimaryModel, rec.primaryCap = rs.cands[0].Model, rs.cands[0].Capability
+	x := newExec(e, rs, req, call, rec)
+	x.policy = e.policy(rs, call.Behavior)
+	x.side = &s
+	won, err := x.run(ctx, req, "primary")
+	if err != nil {
+		ae := x.clientError(ctx, err)
+		x.finish(nil, ae)
+		return nil, ae
+	}
+	won.settle(nil)
+	won.release()
+	if r := won.res.Response; r != nil {
+		rec.Usage = r.Usage
+	}
+	x.finish(won.ep, nil)
+	return &SideOutcome{Endpoint: won.ep.Endpoint, Result: won.res, Record: rec}, nil
+}
+
+// sideRoute is the route of s's model restricted to the endpoints that
+// can serve it, built once per route and kind; nil when none can.
+func (e *Engine) sideRoute(s Side) (*routeState, *llm.APIError) {
+	rs := e.routes[s.Model]
+	if s.Embedding {
+		rs = e.embed[s.Model]
+	}
+	if rs == nil && len(e.passthrough) > 0 && s.Model != "" {
+		// No models declared: the provider of the call's format serves
+		// whatever name the client asks for.
+		var err error
+		if rs, err = e.passthroughRoute(s.Model, s.Format); err != nil && !errors.Is(err, ErrNoProvider) {
+			return nil, &llm.APIError{Status: http.StatusServiceUnavailable, Type: llm.ErrOverloaded, MeshCode: llm.MeshFallbackExhausted,
+				Message: "model " + s.Model + ": " + err.Error()}
+		}
+	}
+	if rs == nil {
+		what := "model"
+		if s.Embedding {
+			what = "embedding model"
+		}
+		return nil, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Code: "model_not_found",
+			Message: fmt.Sprintf("%s: %q is not served by this mesh (GET /v1/models lists the names)", what, s.Model)}
+	}
+	if s.Serves == nil {
+		return rs, nil
+	}
+	e.sideMu.Lock()
+	defer e.sideMu.Unlock()
+	k := sideKey{rs, s.Kind}
+	if sr, ok := e.sides[k]; ok {
+		return sr, nil
+	}
+	var cands []*endpoint
+	for _, ep := range rs.cands {
+		if s.Serves(ep.Endpoint) {
+			cands = append(cands, ep)
+		}
+	}
+	var sr *routeState
+	if len(cands) > 0 {
+		var err error
+		if sr, err = e.newRoute(rs.name, cands, rs.strategy); err != nil {
+			return nil, &llm.APIError{Status: http.StatusInternalServerError, Type: llm.ErrAPI, Message: err.Error()}
+		}
+	}
+	if e.sides == nil {
+		e.sides = map[sideKey]*routeState{}
+	}
+	e.sides[k] = sr
+	return sr, nil
+}
+
+// sideSend is the attempt of a Side call (send's, for x.side).
+func (x *exec) sideSend(a *attempt) (*provider.Result, error) {
+	pc := provider.Call{ClientHeader: x.call.ClientHeader, Received: &a.bytes}
+	if b := x.call.Behavior; b != nil && b.Debug {
+		pc.Sent = a.noteSent
+	}
+	url, body := x.side.Request(a.ep.Endpoint)
+	res, err := x.e.client.Post(a.ctx, a.ep.Endpoint, url, body, pc)
+	if err != nil {
+		return nil, err
+	}
+	u, err := x.side.Answer(res.Body)
+	if err != nil {
+		return nil, &provider.Error{Kind: provider.KindProtocol, Endpoint: a.ep.ID, Err: fmt.Errorf("reading the answer: %w", err)}
+	}
+	res.Response = &llm.Response{Usage: u}
+	return res, nil
+}

@@ -1,0 +1,111 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/provider"
+)
+
+// countSide is a token count: Anthropic endpoints only, posted to their
+// count_tokens path.
+func countSide(model string) Side {
+	return Side{Kind: "count_tokens", Model: model, Format: llm.FormatAnthropic,
+		Serves: func(ep *provider.Endpoint) bool { return ep.Format == llm.FormatAnthropic },
+		Request: func(ep *provider.Endpoint) (string, []byte) {
+			return ep.PathURL("/v1/messages/count_tokens"), []byte(`{"model":"` + ep.UpstreamModel + `"}`)
+		},
+		Answer: func(b []byte) (llm.Usage, error) {
+			if !json.Valid(b) {
+				return llm.Usage{}, errors.New("not JSON")
+			}
+			return llm.Usage{}, nil
+		}}
+}
+
+// TestSideFailsOverAndKeepsLatency: a token count whose first endpoint
+// refuses (529) fails over to the next Anthropic endpoint and never to the
+// OpenAI one; the refusal counts against the endpoint, the count's
+// latency does not enter its statistics.
+func TestSideFailsOverAndKeepsLatency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a1 := &scripted{id: "a1", format: llm.FormatAnthropic, script: always(anthropicError(529, "overloaded_error", ""))}
+		a2 := &scripted{id: "a2", format: llm.FormatAnthropic, script: always(reply{delay: 5 * time.Millisecond, body: `{"input_tokens":42}`})}
+		o1 := &scripted{id: "o1", format: llm.FormatOpenAI, script: always(reply{body: `{}`})}
+		h := newHarness(t, a1, a2, o1)
+		e := h.engine(Options{Resilience: Resilience{DisableHedging: true}}, h.endpoints("m", "a1", "a2", "o1")...)
+		var done *Record
+		out, err := e.Side(context.Background(), countSide("m"), Call{RequestID: "t", Done: func(r *Record) { done = r }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(out.Result.Body) != `{"input_tokens":42}` || out.Endpoint.ID != "m/a2/p" {
+			t.Fatalf("answer %s from %s, want the count from m/a2/p", out.Result.Body, out.Endpoint.ID)
+		}
+		if a1.count() != 1 || a2.count() != 1 || o1.count() != 0 {
+			t.Errorf("calls a1 %d a2 %d o1 %d, want 1 1 0", a1.count(), a2.count(), o1.count())
+		}
+		if done != out.Record || done.Side != "count_tokens" || len(done.Attempts) != 2 || done.ServedBy != "m/a2/p" || done.Status != 200 {
+			t.Errorf("record %+v", done)
+		}
+		for _, st := range e.Endpoints() {
+			if st.ID == "m/a2/p" && (st.Health.Requests != 1 || st.Health.EWMA != 0) {
+				t.Errorf("a2 health %+v: want one request and no latency sample", st.Health)
+			}
+		}
+	})
+}
+
+// TestSideNoEndpoint: a model no endpoint of which can serve the call
+// gives ErrNoSideEndpoint before any attempt; an unknown model a 404.
+func TestSideNoEndpoint(t *testing.T) {
+	o1 := &scripted{id: "o1", format: llm.FormatOpenAI, script: always(reply{body: `{}`})}
+	h := newHarness(t, o1)
+	e := h.engine(Options{}, h.endpoints("m", "o1")...)
+	if _, err := e.Side(context.Background(), countSide("m"), Call{}); !errors.Is(err, ErrNoSideEndpoint) {
+		t.Errorf("OpenAI-only model: %v, want ErrNoSideEndpoint", err)
+	}
+	var ae *llm.APIError
+	if _, err := e.Side(context.Background(), countSide("nope"), Call{}); !errors.As(err, &ae) || ae.Status != 404 {
+		t.Errorf("unknown model: %v, want a 404", err)
+	}
+	if o1.count() != 0 {
+		t.Errorf("%d upstream calls, want 0", o1.count())
+	}
+}
+
+// TestEmbeddingModelsServeSideOnly: an embedding model is listed, served
+// by Side calls that name it, and not served as a model call.
+func TestEmbeddingModelsServeSideOnly(t *testing.T) {
+	o1 := &scripted{id: "o1", format: llm.FormatOpenAI, script: always(reply{body: `{"object":"list"}`})}
+	h := newHarness(t, o1)
+	eps := h.endpoints("emb", "o1")
+	eps[0].Embedding = true
+	e := h.engine(Options{}, eps...)
+	if ms := e.Models(); len(ms) != 1 || !ms[0].Embedding {
+		t.Errorf("models %+v, want emb marked Embedding", ms)
+	}
+	r := call(t, e, ask(llm.FormatOpenAI, "emb", false))
+	if r.err == nil || r.err.Status != 404 {
+		t.Errorf("model call to an embedding model: %+v, want a 404", r.err)
+	}
+	s := Side{Kind: "embeddings", Model: "emb", Format: llm.FormatOpenAI, Embedding: true, Latency: true,
+		Request: func(ep *provider.Endpoint) (string, []byte) { return ep.PathURL("/embeddings"), []byte(`{}`) },
+		Answer:  func([]byte) (llm.Usage, error) { return llm.Usage{InputTokens: 5}, nil }}
+	out, err := e.Side(context.Background(), s, Call{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out.Result.Body) != `{"object":"list"}` || out.Record.Usage.InputTokens != 5 || out.Record.Attempts[0].InputTokens != 5 {
+		t.Errorf("body %s usage %+v attempts %+v", out.Result.Body, out.Record.Usage, out.Record.Attempts)
+	}
+	s.Embedding = false
+	if _, err := e.Side(context.Background(), s, Call{}); err == nil {
+		t.Error("a chat Side call named an embedding model and was served")
+	}
+}

@@ -1,0 +1,19 @@
+package wire
+
+import (
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/wire/anthropic"
+)
+
+// The calls beside the model call that Keel routes (engine.Side).
+const (
+	// CountTokensPath is Anthropic's token count under an Anthropic base
+	// URL (docs.anthropic.com/en/api/messages-count-tokens).
+	CountTokensPath = "/v1/messages/count_tokens"
+	// EmbeddingsPath is OpenAI's Embeddings API under an OpenAI base URL
+	// (platform.openai.com/docs/api-reference/embeddings).
+	EmbeddingsPath = "/embeddings"
+)
+
+// ParseCountTokens reads a token-count request body (anthropic.ParseCountTokens).
+func ParseCountTokens(body []byte) (*llm.Request, error) { return anthropic.ParseCountTokens(body) }
