@@ -29,8 +29,8 @@ import (
 const (
 	// chatModel is served by an OpenAI Chat Completions endpoint.
 	chatModel = "sim-llama"
-	// responsesModel is served by an OpenAI endpoint (the Responses API
-	// where keel speaks it upstream, providers[].api: responses).
+	// responsesModel is served by an OpenAI Responses API endpoint
+	// (providers[].api: responses).
 	responsesModel = "sim-opus"
 	// anthropicModel is served by an Anthropic Messages endpoint.
 	anthropicModel = "sim-claude"
@@ -50,13 +50,17 @@ providers:
   - name: sim-openai
     type: openai
     base_url: %[1]s/r/us-east/v1
+  - name: sim-responses
+    type: openai
+    api: responses
+    base_url: %[1]s/r/us-east/v1
 models:
   - name: ` + anthropicModel + `
     endpoints: [{provider: sim-anthropic}]
   - name: ` + chatModel + `
     endpoints: [{provider: sim-openai}]
   - name: ` + responsesModel + `
-    endpoints: [{provider: sim-openai}]
+    endpoints: [{provider: sim-responses}]
 `
 
 // scriptTimeout bounds one client script; suiteTimeout the whole suite
