@@ -205,8 +205,8 @@ func clientCases() []clientCase {
 		{"openai.chat", plainTurn(chatModel)},
 		{"openai.chat_no_v1", plainTurn(chatModel)},
 		{"openai.chat_tool", toolRoundTrip("get_weather", "Sunny, 21 C")},
-		{"openai.responses", plainTurn(responsesModel)},
-		{"openai.responses_stream", plainTurn(responsesModel)},
+		{"openai.responses", checks(plainTurn(responsesModel), servedOver("/r/us-east/v1/responses"))},
+		{"openai.responses_stream", checks(plainTurn(responsesModel), servedOver("/r/us-east/v1/responses"))},
 		{"openai.responses_tool", toolRoundTrip("get_weather", "Cloudy, 18 C")},
 		{"openai.responses_json_schema", simText},
 		{"openai.embeddings", checkEmbedding},
@@ -217,14 +217,19 @@ func clientCases() []clientCase {
 		{"anthropic.stream", plainTurn(anthropicModel)},
 		{"claude.print", simText},
 		{"claude.tool", toolRoundTrip("Glob", "")},
-		{"codex.exec.responses", simText},
+		{"codex.exec.responses", servedOver("/r/us-east/v1/responses")},
 		{"codex.exec.anthropic", servedOver("/r/us-east/v1/messages")},
 	}
-	for _, p := range []string{"openai", "openai_chat", "anthropic"} {
+	// The AI SDK's three providers and the simulator path each must reach.
+	for _, p := range []struct{ name, path string }{
+		{"openai", "/r/us-east/v1/responses"},
+		{"openai_chat", "/r/us-east/v1/chat/completions"},
+		{"anthropic", "/r/us-east/v1/messages"},
+	} {
 		cases = append(cases,
-			clientCase{"aisdk." + p + ".generateText", simText},
-			clientCase{"aisdk." + p + ".streamText", simText},
-			clientCase{"aisdk." + p + ".generateObject", sameObject},
+			clientCase{"aisdk." + p.name + ".generateText", servedOver(p.path)},
+			clientCase{"aisdk." + p.name + ".streamText", servedOver(p.path)},
+			clientCase{"aisdk." + p.name + ".generateObject", checks(sameObject, servedOver(p.path))},
 		)
 	}
 	// Every case that reports text is checked against the simulator's
@@ -244,6 +249,18 @@ func clientCases() []clientCase {
 		}
 	}
 	return cases
+}
+
+type checkFunc = func(*testing.T, callResult, []exchange, sim.Config)
+
+// checks runs each of fs.
+func checks(fs ...checkFunc) checkFunc {
+	return func(t *testing.T, r callResult, exs []exchange, cfg sim.Config) {
+		t.Helper()
+		for _, f := range fs {
+			f(t, r, exs, cfg)
+		}
+	}
 }
 
 // plainTurn: the conversation is the prompt as one user turn, so the
@@ -280,7 +297,9 @@ func toolRoundTrip(tool, output string) func(*testing.T, callResult, []exchange,
 	}
 }
 
-func servedOver(path string) func(*testing.T, callResult, []exchange, sim.Config) {
+// servedOver: the marked request reached the simulator at path (which
+// wire format and region served it).
+func servedOver(path string) checkFunc {
 	return func(t *testing.T, _ callResult, exs []exchange, _ sim.Config) {
 		t.Helper()
 		if ex := lastMarked(t, exs, caseOf(t)); ex.path != path {
