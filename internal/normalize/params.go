@@ -90,7 +90,9 @@ func (c Caps) merge(o Caps) Caps {
 type Rule struct {
 	// Name says where the rule comes from; it is the Reason of its Actions.
 	Name string
-	// Format matches the target's format; FormatUnknown matches any.
+	// Format matches the target's format; FormatUnknown matches any, and
+	// FormatOpenAI both of OpenAI's APIs (their models take the same
+	// sampling parameters).
 	Format llm.Format
 	// APIVersion matches exactly when set.
 	APIVersion string
@@ -100,7 +102,7 @@ type Rule struct {
 }
 
 func (r *Rule) matches(t Target) bool {
-	return (r.Format == llm.FormatUnknown || r.Format == t.Format) &&
+	return (r.Format == llm.FormatUnknown || r.Format == t.Format || r.Format == llm.FormatOpenAI && t.Format.Family() == llm.FormatOpenAI) &&
 		(r.APIVersion == "" || r.APIVersion == t.APIVersion) &&
 		(r.Match == nil || r.Match(t.Model))
 }

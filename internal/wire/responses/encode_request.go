@@ -227,12 +227,10 @@ func appendPart(b []byte, p *llm.Block, output bool) []byte {
 		} else {
 			b = jsonx.AppendString(b, img.URL)
 		}
-		detail := img.Detail
-		if detail == "" {
-			detail = "auto" // required by the API (docs/RESPONSES.md §1)
+		if img.Detail != "" {
+			b = append(b, `,"detail":`...)
+			b = jsonx.AppendString(b, img.Detail)
 		}
-		b = append(b, `,"detail":`...)
-		b = jsonx.AppendString(b, detail)
 		return append(b, '}')
 	}
 	// a block no Responses part expresses (translation drops these first)

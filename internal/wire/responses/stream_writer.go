@@ -14,6 +14,7 @@ var errBlockIndex = errors.New("responses: stream event block index out of range
 // wItem is one output item of the answer being written.
 type wItem struct {
 	kind   llm.BlockType // text (a message item), tool_use, reasoning, thinking, redacted_thinking; "" for an upstream item Keel only counts
+	out    int           // its output_index
 	id     string
 	callID string
 	name   string
@@ -134,7 +135,7 @@ func (s *StreamWriter) track(typ string, raw []byte) {
 			w.kind = llm.BlockText
 			s.openMsg = w
 		}
-		s.items = append(s.items, w)
+		s.add(w)
 	case "response.output_item.done":
 		if s.openMsg != nil {
 			s.openMsg.open = false
@@ -143,13 +144,12 @@ func (s *StreamWriter) track(typ string, raw []byte) {
 	}
 }
 
-func (s *StreamWriter) outIndex(w *wItem) int {
-	for i, x := range s.items {
-		if x == w {
-			return i
-		}
-	}
-	return -1
+func (s *StreamWriter) outIndex(w *wItem) int { return w.out }
+
+// add appends an output item.
+func (s *StreamWriter) add(w *wItem) {
+	w.out = len(s.items)
+	s.items = append(s.items, w)
 }
 
 // event writes one encoded event: b holds its members after "type" and
@@ -287,7 +287,7 @@ func (s *StreamWriter) start(bl *llm.Block) error {
 				w.upstream = false
 			} else {
 				w = &wItem{kind: llm.BlockText, open: true}
-				s.items = append(s.items, w)
+				s.add(w)
 				w.id = itemID("msg_", s.resp.ID, s.outIndex(w))
 				if err := s.event("response.output_item.added", func(b []byte) []byte {
 					b = s.itemHead(b, w)
@@ -311,7 +311,7 @@ func (s *StreamWriter) start(bl *llm.Block) error {
 		})
 	case llm.BlockToolUse, llm.BlockReasoning, llm.BlockThinking, llm.BlockRedactedThinking:
 		w := &wItem{kind: bl.Type, open: true, callID: bl.ID, name: bl.Name}
-		s.items = append(s.items, w)
+		s.add(w)
 		s.blocks = append(s.blocks, w)
 		s.partOf = append(s.partOf, 0)
 		switch bl.Type {
