@@ -420,6 +420,7 @@ func Endpoints(cfg *config.Config) ([]*provider.Endpoint, error) {
 				Domains:               mdl.Domains,
 				ContextWindow:         mdl.ContextWindow,
 				Price:                 mdl.Price,
+				Embedding:             mdl.Kind == config.KindEmbedding,
 			}
 			if ep.UpstreamModel == "" {
 				ep.UpstreamModel = mdl.Name
@@ -824,11 +825,14 @@ func autoTiering(cfg *config.Config) *config.Tiering {
 		return nil
 	}
 	price := func(m *config.Model) float64 { return m.Price.InputPerMTok + m.Price.OutputPerMTok }
-	// pick returns the model minimising dist, ties to the cheaper.
+	// pick returns the chat model minimising dist, ties to the cheaper.
 	pick := func(dist func(c int) int) *config.Model {
 		var best *config.Model
 		for i := range cfg.Models {
 			m := &cfg.Models[i]
+			if m.Kind == config.KindEmbedding {
+				continue
+			}
 			if best == nil || dist(m.Capability) < dist(best.Capability) ||
 				dist(m.Capability) == dist(best.Capability) && price(m) < price(best) {
 				best = m
@@ -838,7 +842,7 @@ func autoTiering(cfg *config.Config) *config.Tiering {
 	}
 	cheap := pick(func(c int) int { return c })
 	strong := pick(func(c int) int { return -c })
-	if cheap.Capability == strong.Capability {
+	if cheap == nil || cheap.Capability == strong.Capability {
 		return nil
 	}
 	mid := cheap.Capability + strong.Capability // twice the midpoint

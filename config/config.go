@@ -87,6 +87,12 @@ const (
 	APIResponses       = "responses"
 )
 
+// Model kinds (models[].kind).
+const (
+	KindChat      = "chat"      // called with model calls: Messages, Chat Completions
+	KindEmbedding = "embedding" // called with the Embeddings API (POST /v1/embeddings)
+)
+
 // Alias strategies.
 const (
 	StrategyOrdered = "ordered" // try the models in the listed order
@@ -603,9 +609,14 @@ type Timeouts struct {
 type Model struct {
 	// Name is what clients put in "model"; unique across models and aliases.
 	Name string `yaml:"name"`
+	// Kind is "chat" (the default: served by model calls) or "embedding"
+	// (served by POST /v1/embeddings, on endpoints of openai providers; an
+	// alias may not name it).
+	Kind string `yaml:"kind"`
 	// Capability is a tier from 1 (weakest) to 5 (strongest); default 3.
 	Capability int `yaml:"capability"`
-	// ContextWindow is the context size in tokens; default 200000.
+	// ContextWindow is the context size in tokens; default 200000 for a
+	// chat model, none (unknown) for an embedding model.
 	ContextWindow int `yaml:"context_window"`
 	// Domains scores the model's fitness per request domain (finance,
 	// medical, legal, code, general), 0–1; a missing domain scores 1. The

@@ -46,7 +46,7 @@ func (c *Config) ApplyDefaults() {
 		if m.Capability == 0 {
 			m.Capability = DefaultCapability
 		}
-		if m.ContextWindow == 0 {
+		if m.ContextWindow == 0 && m.Kind != KindEmbedding {
 			m.ContextWindow = DefaultContextWindow
 		}
 		for j := range m.Endpoints {

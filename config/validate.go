@@ -416,6 +416,11 @@ func (v *validator) models() {
 			v.add(base+".capability", "expected a tier from 1 to 5, got %d", m.Capability)
 		}
 		v.nonNegative(base+".context_window", int64(m.ContextWindow))
+		switch m.Kind {
+		case "", KindChat, KindEmbedding:
+		default:
+			v.add(base+".kind", "expected chat or embedding, got %q", m.Kind)
+		}
 		policy(v, base+".price", m.Price, pricing.Price.Validate)
 		if len(m.Endpoints) == 0 {
 			v.add(base+".endpoints", "required: at least one endpoint")
@@ -428,6 +433,8 @@ func (v *validator) models() {
 				v.add(ep+".provider", "required: expected the name of a provider")
 			case v.c.Provider(e.Provider) == nil:
 				v.add(ep+".provider", "unknown provider %q%s", e.Provider, v.didYouMean(e.Provider, v.providerNames()))
+			case m.Kind == KindEmbedding && v.c.Provider(e.Provider).Type != TypeOpenAI:
+				v.add(ep+".provider", "provider %q is of type %s: an embedding model is served by the Embeddings API of an openai provider", e.Provider, v.c.Provider(e.Provider).Type)
 			}
 			if e.Region != "" && !validLabel(e.Region) {
 				v.add(ep+".region", "invalid region %q: expected letters, digits, '.', '_' and '-'", e.Region)
@@ -480,6 +487,8 @@ func (v *validator) aliases() {
 				switch {
 				case tier.name == "":
 					v.add(path, "required: the model of the %s tier", tier.key)
+				case v.c.Model(tier.name) != nil && v.c.Model(tier.name).Kind == KindEmbedding:
+					v.add(path, "%q is an embedding model: a tier names a chat model", tier.name)
 				case v.c.Model(tier.name) != nil:
 				case v.c.Alias(tier.name) != nil:
 					v.add(path, "%q is an alias: a tier names a model", tier.name)
@@ -492,6 +501,8 @@ func (v *validator) aliases() {
 		for j, name := range a.Models {
 			path := fmt.Sprintf("%s.models[%d]", base, j)
 			switch {
+			case v.c.Model(name) != nil && v.c.Model(name).Kind == KindEmbedding:
+				v.add(path, "%q is an embedding model: an alias is a fallback chain of chat models", name)
 			case v.c.Model(name) != nil:
 			case v.c.Alias(name) != nil:
 				v.add(path, "%q is an alias: an alias lists models, not other aliases", name)

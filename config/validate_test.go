@@ -69,6 +69,27 @@ cache:
 			},
 		},
 		{
+			name: "model kinds",
+			yaml: `providers:
+  - {name: a, type: anthropic, api_key: k}
+  - {name: o, type: openai, api_key: k}
+models:
+  - {name: chat, endpoints: [{provider: a}]}
+  - {name: emb, kind: embedding, endpoints: [{provider: o}, {provider: a, region: eu}]}
+  - {name: odd, kind: vision, endpoints: [{provider: o}]}
+aliases:
+  - {name: both, models: [chat, emb]}
+  - name: tiered
+    tiering: {tiers: {cheap: emb, middle: chat, strong: chat}}
+`,
+			want: []string{
+				`keel.yaml:6:62: models[1].endpoints[1].provider: provider "a" is of type anthropic: an embedding model is served by the Embeddings API of an openai provider`,
+				`keel.yaml:7:17: models[2].kind: expected chat or embedding, got "vision"`,
+				`keel.yaml:9:33: aliases[0].models[1]: "emb" is an embedding model: an alias is a fallback chain of chat models`,
+				`keel.yaml:11:23: aliases[1].tiering.tiers.cheap: "emb" is an embedding model: a tier names a chat model`,
+			},
+		},
+		{
 			name: "redis",
 			yaml: "redis:\n  url: http://127.0.0.1:6379\n  key_prefix: 'a b*'\n  timeout: -1s\n",
 			want: []string{

@@ -64,7 +64,10 @@ func (rt *sideRoute) match(path string, embedded bool) (rest string, ok bool) {
 			rest, ok = path[i+len(rt.tail):], true
 		}
 	}
-	return rest, ok && rest != ""
+	if !ok || rest == "" {
+		return "", false
+	}
+	return rest, true
 }
 
 // serveSide serves r when its path is a sideRoute's, and reports whether

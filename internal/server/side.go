@@ -32,7 +32,7 @@ const (
 // sideCall is what a side route hands to runSide.
 type sideCall struct {
 	f    llm.Format
-	req  *llm.Request // for the key's admission: model, estimated prompt
+	req  *llm.Request // for the key's admission: model, estimated prompt; MeshBehavior
 	side engine.Side
 }
 
@@ -64,7 +64,7 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request, f llm.Forma
 	side := engine.Side{Kind: "count_tokens", Model: req.Model, Format: f,
 		Serves: func(ep *provider.Endpoint) bool { return ep.Format == llm.FormatAnthropic && !ep.Embedding },
 		Request: func(ep *provider.Endpoint) (string, []byte) {
-			return ep.PathURL(path), withModel(body, ep.UpstreamModel)
+			return ep.PathURL(path), upstreamBody(body, ep.UpstreamModel)
 		},
 		Answer: func(b []byte) (llm.Usage, error) {
 			var a struct {
@@ -120,19 +120,19 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, f llm.Format
 		return
 	}
 	defer s.release(held)
-	model, inputs, ae := parseEmbeddings(body)
+	model, inputs, mesh, ae := parseEmbeddings(body)
 	if ae != nil {
 		writeError(w, f, ae)
 		return
 	}
-	req := &llm.Request{Format: f, Model: model, MaxTokens: 1, HasMaxTokens: true}
+	req := &llm.Request{Format: f, Model: model, MaxTokens: 1, HasMaxTokens: true, MeshBehavior: mesh}
 	for _, in := range inputs {
 		req.Messages = append(req.Messages, llm.Message{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: in}}})
 	}
 	side := engine.Side{Kind: "embeddings", Model: model, Format: f, Embedding: true, Latency: true,
 		Serves: func(ep *provider.Endpoint) bool { return ep.Format == llm.FormatOpenAI },
 		Request: func(ep *provider.Endpoint) (string, []byte) {
-			return ep.PathURL(wire.EmbeddingsPath), withModel(body, ep.UpstreamModel)
+			return ep.PathURL(wire.EmbeddingsPath), upstreamBody(body, ep.UpstreamModel)
 		},
 		Answer: func(b []byte) (llm.Usage, error) {
 			var a struct {
@@ -185,6 +185,11 @@ func (s *Server) runSide(w http.ResponseWriter, r *http.Request, caller Caller, 
 		}
 		call.Timeout = d
 	}
+	beh, err := engine.ParseBehavior(c.req.MeshBehavior, r.Header.Get("X-Mesh-Behavior"))
+	if err != nil {
+		return asAPIError(err), false
+	}
+	call.Behavior = beh
 	if caller != nil {
 		call.KeyID, call.Team = caller.Labels()
 		settle, ae := caller.Admit(r.Context(), c.req)
@@ -223,24 +228,28 @@ func (s *Server) runSide(w http.ResponseWriter, r *http.Request, caller Caller, 
 	return nil, true
 }
 
-// withModel is the JSON object body with its top-level "model" member
-// set to model, every other member as it was; body itself when it
-// already names model.
-func withModel(body []byte, model string) []byte {
+// upstreamBody is the JSON object body as an upstream gets it: its
+// top-level "model" member set to model, mesh_behavior (Keel's own) left
+// out, every other member as it was; body itself when nothing changes.
+func upstreamBody(body []byte, model string) []byte {
 	out := make([]byte, 0, len(body)+len(model))
 	out = append(out, '{')
-	same := false
-	n := 0
+	same := true
 	jsonx.EachMember(body, func(k, v []byte) error {
-		if n > 0 {
+		key, _ := jsonx.Unquote(k)
+		if key == "mesh_behavior" {
+			same = false
+			return nil
+		}
+		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		n++
 		out = append(out, k...)
 		out = append(out, ':')
-		if key, _ := jsonx.Unquote(k); key == "model" {
-			m, _ := jsonx.Unquote(v)
-			same = m == model
+		if key == "model" {
+			if m, _ := jsonx.Unquote(v); m != model {
+				same = false
+			}
 			out = jsonx.AppendString(out, model)
 			return nil
 		}
@@ -254,13 +263,13 @@ func withModel(body []byte, model string) []byte {
 }
 
 // parseEmbeddings reads what Keel needs of an Embeddings API request (a
-// JSON object): the model, and the input texts (a string, a list of
-// strings, or token ids, which count as one word each) for the key's
-// admission. Everything else is the upstream's to judge. Errors are 400s
-// in OpenAI's words.
-func parseEmbeddings(body []byte) (model string, inputs []string, ae *llm.APIError) {
-	bad := func(param, msg string) (string, []string, *llm.APIError) {
-		return "", nil, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: param, Message: msg}
+// JSON object): the model, the input texts (a string, a list of strings,
+// or token ids, which count as one word each) for the key's admission,
+// and Keel's own mesh_behavior. Everything else is the upstream's to
+// judge. Errors are 400s in OpenAI's words.
+func parseEmbeddings(body []byte) (model string, inputs []string, mesh json.RawMessage, ae *llm.APIError) {
+	bad := func(param, msg string) (string, []string, json.RawMessage, *llm.APIError) {
+		return "", nil, nil, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: param, Message: msg}
 	}
 	body = jsonx.TrimSpace(body)
 	if !jsonx.Valid(body) || len(body) == 0 || body[0] != '{' {
@@ -278,6 +287,8 @@ func parseEmbeddings(body []byte) (model string, inputs []string, ae *llm.APIErr
 			}
 		case "input":
 			in = v
+		case "mesh_behavior":
+			mesh = json.RawMessage(bytes.Clone(v))
 		}
 		return nil
 	})
@@ -291,22 +302,22 @@ func parseEmbeddings(body []byte) (model string, inputs []string, ae *llm.APIErr
 	}
 	var one string
 	if json.Unmarshal(in, &one) == nil {
-		return model, []string{one}, nil
+		return model, []string{one}, mesh, nil
 	}
 	var many []string
 	if json.Unmarshal(in, &many) == nil {
-		return model, many, nil
+		return model, many, mesh, nil
 	}
 	var ids [][]json.Number
 	if bytes.HasPrefix(bytes.TrimSpace(in), []byte("[[")) && json.Unmarshal(in, &ids) == nil {
 		for _, t := range ids {
 			inputs = append(inputs, tokenWords(len(t)))
 		}
-		return model, inputs, nil
+		return model, inputs, mesh, nil
 	}
 	var flat []json.Number
 	if json.Unmarshal(in, &flat) == nil {
-		return model, []string{tokenWords(len(flat))}, nil
+		return model, []string{tokenWords(len(flat))}, mesh, nil
 	}
 	return bad("input", "input: expected a string, a list of strings, a list of token ids or a list of lists of token ids")
 }
