@@ -61,6 +61,9 @@ models:
     endpoints: [{provider: sim-openai}]
   - name: ` + responsesModel + `
     endpoints: [{provider: sim-responses}]
+  - name: ` + embedModel + `
+    kind: embedding
+    endpoints: [{provider: sim-openai}]
 `
 
 // scriptTimeout bounds one client script; suiteTimeout the whole suite
