@@ -219,7 +219,7 @@ func clientCases() []clientCase {
 		{"anthropic.create", plainTurn(anthropicModel)},
 		{"anthropic.stream", plainTurn(anthropicModel)},
 		{"claude.print", simText},
-		{"claude.tool", toolRoundTrip("Glob", "")},
+		{"claude.tool", toolRoundTrip("Glob", `"type":"tool_result"`)},
 		{"codex.exec.responses", servedOver("/r/us-east/v1/responses")},
 		{"codex.exec.anthropic", servedOver("/r/us-east/v1/messages")},
 	}
@@ -277,8 +277,9 @@ func plainTurn(model string) func(*testing.T, callResult, []exchange, sim.Config
 	}
 }
 
-// toolRoundTrip: an answer to the marked conversation called tool, and the
-// last request sent the tool's output back (output, when not empty).
+// toolRoundTrip: an answer to the marked conversation called tool, the
+// last request holds output (the tool's output, or the block that carries
+// it), and the last answer called nothing.
 func toolRoundTrip(tool, output string) func(*testing.T, callResult, []exchange, sim.Config) {
 	return func(t *testing.T, r callResult, exs []exchange, _ sim.Config) {
 		t.Helper()
@@ -291,7 +292,7 @@ func toolRoundTrip(tool, output string) func(*testing.T, callResult, []exchange,
 			t.Fatalf("%d marked requests, want the call and the round trip after it", len(marked))
 		}
 		last := marked[len(marked)-1]
-		if output != "" && !bytes.Contains(last.reqBody, []byte(output)) {
+		if !bytes.Contains(last.reqBody, []byte(output)) {
 			t.Errorf("the request after the tool call does not carry the tool output %q: %s", output, clip(last.reqBody))
 		}
 		if slices.Contains(last.answer().tools, tool) {
