@@ -3,11 +3,15 @@ package keel_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/keelmesh/keel/config"
@@ -20,13 +24,16 @@ const responsesProvider = "sim-responses"
 
 // withResponsesEndpoint adds the provider responsesProvider and a model
 // rsp-sonnet served by it (the simulator's sim-sonnet through
-// POST /r/us-east/v1/responses), beside the fleet's sim-sonnet (an
+// POST /r/{us-east,eu-west}/v1/responses), beside the fleet's sim-sonnet (an
 // Anthropic endpoint) and sim-llama (a Chat Completions endpoint).
 func withResponsesEndpoint(cfg *config.Config) {
 	base := strings.TrimSuffix(providerBase(cfg, simfleet.OpenAIProvider), "/v1")
 	cfg.Providers = append(cfg.Providers, config.Provider{Name: responsesProvider, Type: "openai", API: config.APIResponses, BaseURL: base + "/v1"})
 	cfg.Models = append(cfg.Models, config.Model{Name: "rsp-sonnet", Capability: 3, ContextWindow: 200_000,
-		Endpoints: []config.Endpoint{{Provider: responsesProvider, Region: "us-east", UpstreamModel: "sim-sonnet", BaseURL: base + "/r/us-east/v1"}}})
+		Endpoints: []config.Endpoint{
+			{Provider: responsesProvider, Region: "us-east", UpstreamModel: "sim-sonnet", BaseURL: base + "/r/us-east/v1"},
+			{Provider: responsesProvider, Region: "eu-west", UpstreamModel: "sim-sonnet", BaseURL: base + "/r/eu-west/v1"},
+		}})
 	cfg.ApplyDefaults()
 }
 
@@ -282,4 +289,180 @@ func TestResponsesEndpointServesChatAndMessagesClients(t *testing.T) {
 	if tmsg.StopReason != "tool_use" || len(tmsg.Content) == 0 || tmsg.Content[len(tmsg.Content)-1].Name != "get_weather" {
 		t.Errorf("tool call = %+v stop %q", tmsg.Content, tmsg.StopReason)
 	}
+}
+
+// Must show: a Responses stream cut mid-way and recovered on another
+// endpoint gives the client exactly the uninterrupted text, numbered
+// without a gap and ended by response.completed — from a Responses
+// upstream (which starts a new answer: Keel skips what was delivered) and
+// from an Anthropic one (which continues the partial answer).
+func TestResponsesStreamRecoveredMidway(t *testing.T) {
+	for _, tc := range []struct{ name, model, format string }{
+		{"responses upstream", "rsp-sonnet", "responses"},
+		{"anthropic upstream", "sim-sonnet", "anthropic"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+			c := openaiClients(e)["proxy"]
+			params := responses.ResponseNewParams{
+				Model: tc.model, MaxOutputTokens: openai.Int(60), Temperature: openai.Float(0),
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Tell me a long story about a lighthouse keeper.")},
+			}
+			clean := readResponsesStream(t, c, params)
+			if clean.terminal != "response.completed" || len(strings.Fields(clean.text)) < 12 {
+				t.Fatalf("clean stream: %s %q", clean.terminal, clean.text)
+			}
+			if err := e.fleet.SetFaults([]sim.Fault{{Kind: sim.KindStreamCut, Model: "sim-sonnet", Format: tc.format, AfterTokens: 6, Count: 1}}); err != nil {
+				t.Fatal(err)
+			}
+			cut := readResponsesStream(t, c, params)
+			if n := e.fleet.Faults(); len(n) != 0 {
+				t.Fatalf("the cut never happened: %+v", n)
+			}
+			switch cut.terminal {
+			case "response.completed":
+				if cut.text != clean.text || cut.final != clean.text {
+					t.Fatalf("recovered text %q (completed %q), want exactly %q", cut.text, cut.final, clean.text)
+				}
+				if cut.recovered != "1" {
+					t.Errorf("X-Mesh-Recovered = %q, want 1", cut.recovered)
+				}
+			case "response.failed":
+				t.Fatalf("at temperature 0 the stream must recover; failed after %q", cut.text)
+			default:
+				t.Fatalf("stream ended with %q", cut.terminal)
+			}
+		})
+	}
+}
+
+// A stream no endpoint can finish ends with response.failed after a
+// prefix of the answer, never with response.completed.
+func TestResponsesStreamUnrecoverableEndsFailed(t *testing.T) {
+	e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+	c := openaiClients(e)["proxy"]
+	params := responses.ResponseNewParams{
+		Model: "rsp-sonnet", MaxOutputTokens: openai.Int(60), Temperature: openai.Float(0),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Tell me a long story about a lighthouse keeper.")},
+	}
+	clean := readResponsesStream(t, c, params)
+	if err := e.fleet.SetFaults([]sim.Fault{{Kind: sim.KindStreamCut, Model: "sim-sonnet", Format: "responses", AfterTokens: 6}}); err != nil {
+		t.Fatal(err)
+	}
+	cut := readResponsesStream(t, c, params)
+	if cut.terminal != "response.failed" || cut.text == "" || !strings.HasPrefix(clean.text, cut.text) {
+		t.Fatalf("ended with %q after %q; want response.failed after a prefix of %q", cut.terminal, cut.text, clean.text)
+	}
+}
+
+type streamRead struct{ text, final, terminal, recovered string }
+
+// readResponsesStream reads a Responses stream through the SDK, checking
+// that sequence numbers run from 0 without a gap.
+func readResponsesStream(t *testing.T, c openai.Client, p responses.ResponseNewParams) streamRead {
+	t.Helper()
+	var hr *http.Response
+	st := c.Responses.NewStreaming(context.Background(), p, option.WithResponseInto(&hr))
+	var r streamRead
+	var text strings.Builder
+	seq := int64(0)
+	for st.Next() {
+		ev := st.Current()
+		if ev.SequenceNumber != seq {
+			t.Fatalf("event %s has sequence_number %d, want %d", ev.Type, ev.SequenceNumber, seq)
+		}
+		seq++
+		switch ev.Type {
+		case "response.output_text.delta":
+			text.WriteString(ev.Delta)
+		case "response.completed", "response.failed", "response.incomplete":
+			r.terminal, r.final = ev.Type, ev.Response.OutputText()
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	r.text = text.String()
+	if hr != nil {
+		r.recovered = hr.Trailer.Get("X-Mesh-Recovered")
+	}
+	return r
+}
+
+// The resilience policies serve a Responses client as they serve the
+// other two: a region down is failed over, a 429 retried, an identical
+// call answered from the cache, personal data redacted before the
+// upstream sees it, a key's absence refused in OpenAI's error shape, and
+// the call's cost reported.
+func TestResponsesPolicies(t *testing.T) {
+	ask := func(t *testing.T, e *env, body string, hdr ...string) (*http.Response, []byte) {
+		t.Helper()
+		return doRaw(t, e.proxy.URL+"/v1/responses", http.MethodPost, body, hdr...)
+	}
+	const body = `{"model":"rsp-sonnet","input":"Tell me about hulls.","max_output_tokens":100}`
+	t.Run("fallback", func(t *testing.T) {
+		e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+		if err := e.fleet.SetRegionDown("us-east", true); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 3; i++ {
+			resp, b := ask(t, e, body)
+			if resp.StatusCode != 200 || resp.Header.Get("X-Mesh-Region") != "eu-west" || !strings.Contains(string(b), `"status":"completed"`) {
+				t.Fatalf("call %d: %d region %q %s", i, resp.StatusCode, resp.Header.Get("X-Mesh-Region"), b)
+			}
+		}
+	})
+	t.Run("retry", func(t *testing.T) {
+		e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+		if err := e.fleet.SetFaults([]sim.Fault{{Kind: sim.KindRateLimit, Format: "responses", Count: 1, RetryAfter: sim.Duration(time.Millisecond)}}); err != nil {
+			t.Fatal(err)
+		}
+		resp, b := ask(t, e, body)
+		if resp.StatusCode != 200 || resp.Header.Get("X-Mesh-Attempts") != "2" {
+			t.Fatalf("%d attempts %q: %s", resp.StatusCode, resp.Header.Get("X-Mesh-Attempts"), b)
+		}
+	})
+	t.Run("cache", func(t *testing.T) {
+		e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint, func(c *config.Config) { c.Cache.Enabled = true })
+		cold := strings.Replace(body, `"input"`, `"temperature":0,"input"`, 1)
+		_, first := ask(t, e, cold)
+		resp, again := ask(t, e, cold)
+		if resp.Header.Get("X-Mesh-Cache") != "hit" || string(again) != string(first) {
+			t.Fatalf("cache %q; first %s, again %s", resp.Header.Get("X-Mesh-Cache"), first, again)
+		}
+	})
+	t.Run("pii", func(t *testing.T) {
+		m, rec := piiMesh(t, withResponsesEndpoint)
+		proxy := httptest.NewServer(m.Handler())
+		defer proxy.Close()
+		resp, b := doRaw(t, proxy.URL+"/v1/responses", http.MethodPost,
+			`{"model":"rsp-sonnet","input":[{"role":"user","content":"My email is alice.smith@example.com, please note it."}]}`)
+		if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("X-Mesh-PII"), "EMAIL=1") {
+			t.Fatalf("%d X-Mesh-PII %q: %s", resp.StatusCode, resp.Header.Get("X-Mesh-PII"), b)
+		}
+		reqs, _ := rec.all()
+		if len(reqs) == 0 {
+			t.Fatal("nothing reached the upstream")
+		}
+		for _, r := range reqs {
+			if strings.Contains(r, "alice.smith@example.com") {
+				t.Errorf("the upstream saw the address: %s", r)
+			}
+		}
+	})
+	t.Run("keys and cost", func(t *testing.T) {
+		e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint, func(c *config.Config) { c.Server.RequireKeys = true })
+		resp, b := ask(t, e, body)
+		var er struct {
+			Error struct{ Type, Code, Message string } `json:"error"`
+		}
+		if resp.StatusCode != 401 || json.Unmarshal(b, &er) != nil || er.Error.Message == "" || resp.Header.Get("X-Mesh-Error-Code") != "MESH_KEY_INVALID" {
+			t.Fatalf("without a key: %d %s", resp.StatusCode, b)
+		}
+		e2 := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+		resp, _ = ask(t, e2, body)
+		if c := resp.Header.Get("X-Mesh-Cost"); c == "" || c == "0" {
+			t.Errorf("X-Mesh-Cost = %q", c)
+		}
+	})
 }

@@ -72,7 +72,7 @@ type Fault struct {
 
 	Model  string `json:"model,omitempty"`
 	Region string `json:"region,omitempty"`
-	// Format is "anthropic" or "openai".
+	// Format is "anthropic", "openai" or "responses".
 	Format string `json:"format,omitempty"`
 	Stream *bool  `json:"stream,omitempty"`
 

@@ -135,7 +135,11 @@ type Metrics struct {
 	// attempts holds one child per outcome for each kind in attemptKinds.
 	attempts [len(attemptKinds)]cow[string, prometheus.Counter]
 
-	requestsV, fallbacksV, modelFallbacksV    *prometheus.CounterVec
+	requestsV, fallbacksV, modelFallbacksV *prometheus.CounterVec
+	// byFormat counts client calls by the wire format they spoke, one
+	// child per llm.Format.
+	byFormatV                                 *prometheus.CounterVec
+	byFormat                                  [llm.FormatResponses + 1]prometheus.Counter
 	legacyV                                   *prometheus.CounterVec
 	offsetV, queueWaitV                       *prometheus.HistogramVec
 	fragSentV, fragOKV, fusionsV, conflictsV  *prometheus.CounterVec
@@ -309,7 +313,12 @@ func New(o Options) (*Metrics, error) {
 	for i, meth := range append(unknownMethods[:len(unknownMethods):len(unknownMethods)], "other") {
 		m.unknown[i] = m.unknownV.WithLabelValues(meth)
 	}
-	cs := []prometheus.Collector{m.unknownV, m.shadowV, m.shadowSpendV, m.requestsV, m.fallbacksV, m.modelFallbacksV, m.legacyV, m.offsetV, m.queueWaitV, m.fragSentV, m.fragOKV, m.fusionsV, m.conflictsV,
+	m.byFormatV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_client_requests_total",
+		Help: "Client calls finished, by the wire format the client spoke (anthropic, openai for Chat Completions, responses)."}, []string{"format"})
+	for f := range m.byFormat {
+		m.byFormat[f] = m.byFormatV.WithLabelValues(llm.Format(f).String())
+	}
+	cs := []prometheus.Collector{m.byFormatV, m.unknownV, m.shadowV, m.shadowSpendV, m.requestsV, m.fallbacksV, m.modelFallbacksV, m.legacyV, m.offsetV, m.queueWaitV, m.fragSentV, m.fragOKV, m.fusionsV, m.conflictsV,
 		m.retriesV, m.hedgesV, m.hedgesWonV, m.recoveredV, m.attemptsV, m.durationV, m.ttfcV, m.tokensV, m.breakerV, valveV, m.spendV, cacheV, semV, m.piiV, m.piiFailV}
 	if o.Endpoints != nil {
 		cs = append(cs, newEndpointCollector(o.Endpoints))
@@ -355,6 +364,9 @@ func (m *Metrics) Handler() http.Handler {
 
 // RequestDone updates the metrics from one finished call. It never blocks.
 func (m *Metrics) RequestDone(r *engine.Record) {
+	if int(r.Format) < len(m.byFormat) {
+		m.byFormat[r.Format].Inc()
+	}
 	s := m.seriesFor(r)
 	s.requestCounter(m, requestOutcome(r)).Inc()
 	if r.Fallback != "" {

@@ -524,3 +524,20 @@ func TestPIIDetections(t *testing.T) {
 		}
 	}
 }
+
+// Client calls are counted by the wire format the client spoke.
+func TestClientRequestsByFormat(t *testing.T) {
+	m, err := New(testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []llm.Format{llm.FormatResponses, llm.FormatResponses, llm.FormatAnthropic, llm.FormatOpenAI} {
+		m.RequestDone(&engine.Record{Model: "claude-sonnet", Format: f})
+	}
+	fams := scrape(t, m.Handler())
+	for format, want := range map[string]float64{"responses": 2, "anthropic": 1, "openai": 1} {
+		if got := sample(fams, "mesh_client_requests_total", map[string]string{"format": format}); got != want {
+			t.Errorf("mesh_client_requests_total{format=%q} = %v, want %v", format, got, want)
+		}
+	}
+}

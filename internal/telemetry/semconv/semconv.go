@@ -85,6 +85,7 @@ const (
 // Keel's own span attributes, in the mesh.* namespace.
 const (
 	AttrMeshRequestID      = "mesh.request_id"
+	AttrMeshFormat         = "mesh.format" // the client's wire format: anthropic, openai, responses
 	AttrMeshDomain         = "mesh.domain"
 	AttrMeshEndpoint       = "mesh.endpoint"
 	AttrMeshRegion         = "mesh.region"

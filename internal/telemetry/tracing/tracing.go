@@ -122,6 +122,7 @@ func (t *Tracer) RequestDone(r *engine.Record) {
 		attribute.String(semconv.AttrRequestModel, r.Model),
 		attribute.Bool(semconv.AttrRequestStream, r.Stream),
 		attribute.String(semconv.AttrMeshRequestID, r.RequestID),
+		attribute.String(semconv.AttrMeshFormat, r.Format.String()),
 		attribute.Int(semconv.AttrMeshAttempts, len(r.Attempts)),
 		attribute.Int(semconv.AttrMeshRetries, r.Retries),
 		attribute.Int(semconv.AttrMeshHedges, r.Hedges),

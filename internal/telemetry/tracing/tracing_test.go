@@ -42,7 +42,7 @@ var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 // retry was hedged, and whose hedge won.
 func hedgedRetried(traceparent string) *engine.Record {
 	return &engine.Record{
-		RequestID: "req-1", Start: t0, Duration: 900 * time.Millisecond, Model: "claude-sonnet", Domain: "finance",
+		RequestID: "req-1", Format: llm.FormatResponses, Start: t0, Duration: 900 * time.Millisecond, Model: "claude-sonnet", Domain: "finance",
 		ServedBy: "claude-sonnet/eu-west/anthropic", ServedModel: "claude-sonnet", ServedRegion: "eu-west", ServedProvider: "anthropic",
 		Fallback: "overloaded", Retries: 1, Hedges: 1, HedgeWon: true, QueueWait: 50 * time.Millisecond, Status: 200,
 		Usage:       llm.Usage{InputTokens: 100, CacheReadTokens: 30, CacheWriteTokens: 5, OutputTokens: 40},
@@ -172,6 +172,7 @@ func TestHedgedRetriedSpans(t *testing.T) {
 				"mesh.hedges":                              int64(1),
 				"mesh.hedge.won":                           true,
 				"mesh.request_id":                          "req-1",
+				"mesh.format":                              "responses",
 			}
 			for k, want := range wantAttrs {
 				if got := ra[k].AsInterface(); got != want {
