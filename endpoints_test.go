@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -20,22 +21,22 @@ import (
 	"github.com/keelmesh/keel/config"
 	"github.com/keelmesh/keel/internal/keys"
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/server"
 	"github.com/keelmesh/keel/internal/simfleet"
 	"github.com/keelmesh/keel/sim"
 )
 
 // embeddingModel is the embedding model withEmbeddings declares, served
-// by the simulator in two regions.
+// by the simulator (sim/embed.go) in every region.
 const embeddingModel = "text-embedding-3-small"
 
 // withEmbeddings declares embeddingModel (kind embedding) on the
-// simulator's OpenAI endpoints in us-east and eu-west, priced so that a
+// simulator's OpenAI endpoints in its three regions, priced so that a
 // call's cost shows.
 func withEmbeddings(cfg *config.Config) {
 	base := strings.TrimSuffix(cfg.Provider(simfleet.OpenAIProvider).BaseURL, "/v1")
-	m := config.Model{Name: embeddingModel, Kind: config.KindEmbedding, Capability: 3,
-		Price: config.Price{InputPerMTok: 1000}}
-	for _, r := range []string{"us-east", "eu-west"} {
+	m := config.Model{Name: embeddingModel, Kind: config.KindEmbedding, Capability: 3, Price: config.Price{InputPerMTok: 1000}}
+	for _, r := range []string{"us-east", "eu-west", "ap-south"} {
 		m.Endpoints = append(m.Endpoints, config.Endpoint{Provider: simfleet.OpenAIProvider, Region: r, BaseURL: base + "/r/" + r + "/v1"})
 	}
 	cfg.Models = append(cfg.Models, m)
@@ -191,9 +192,9 @@ func TestEmbeddingsThroughSDK(t *testing.T) {
 	}
 }
 
-// TestEmbeddingsOneEndpointDown (must show): with one of the two
+// TestEmbeddingsOneEndpointDown (must show): with one of the three
 // embedding endpoints down, every call succeeds (0 client errors), served
-// by the other, with the simulator's vectors.
+// by the others, with the simulator's vectors.
 func TestEmbeddingsOneEndpointDown(t *testing.T) {
 	e := newEnv(t, sim.ZeroLatency(), withEmbeddings)
 	ctx := context.Background()
@@ -218,8 +219,8 @@ func TestEmbeddingsOneEndpointDown(t *testing.T) {
 			errs++
 			continue
 		}
-		if resp.Header.Get("X-Mesh-Region") != "us-east" {
-			t.Errorf("call %d served in %q, want us-east", i, resp.Header.Get("X-Mesh-Region"))
+		if r := resp.Header.Get("X-Mesh-Region"); r == "eu-west" || r == "" {
+			t.Errorf("call %d served in %q, want another region than eu-west", i, r)
 		}
 		if resp.Header.Get("X-Mesh-Attempts") != "1" {
 			failovers++
@@ -379,5 +380,48 @@ func TestUnknownRouteCountedAndLogged(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "sk-secret-in-query") {
 		t.Error("the log holds the query's secret")
+	}
+}
+
+// TestSideCallsWithVirtualKeys: embeddings and token counts made with a
+// virtual key are checked against its model list and rate limit and
+// metered: an embeddings call's cost (its tokens at the model's input
+// price) is the key's spend; a count costs nothing.
+func TestSideCallsWithVirtualKeys(t *testing.T) {
+	k := newKeyMesh(t, sim.ZeroLatency(), withEmbeddings)
+	key := k.createKey(t, keys.Spec{Team: "search", Limits: keys.Limits{Models: []string{embeddingModel, "sim-sonnet"}, RPM: 2}})
+	resp, b := k.call(t, "/v1/embeddings", key.Secret, `{"model":"`+embeddingModel+`","input":["one two three","four five"]}`)
+	var out struct {
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+		} `json:"usage"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &out) != nil || out.Usage.PromptTokens != 5 {
+		t.Fatalf("embeddings: %d %s", resp.StatusCode, b)
+	}
+	want := 5 * 1000 / 1e6
+	if got := resp.Header.Get("X-Mesh-Cost"); got != server.FormatCost(want) {
+		t.Errorf("X-Mesh-Cost %q, want %q", got, server.FormatCost(want))
+	}
+	resp, b = k.call(t, "/v1/messages/count_tokens", key.Secret, `{"model":"sim-sonnet","messages":[{"role":"user","content":"count me"}]}`)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Mesh-Cost") != "0" {
+		t.Errorf("count_tokens: %d cost %q %s", resp.StatusCode, resp.Header.Get("X-Mesh-Cost"), b)
+	}
+	if v := k.keyViews(t)[key.Key.ID]; math.Abs(v.DayUSD-want) > 1e-12 {
+		t.Errorf("key spent $%v today, want $%v", v.DayUSD, want)
+	}
+	// Not on the key's model list: refused before any upstream call.
+	before := k.up.count()
+	resp, b = k.call(t, "/v1/messages/count_tokens", key.Secret, `{"model":"sim-opus","messages":[{"role":"user","content":"x"}]}`)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), llm.MeshKeyModelForbidden) || resp.Header.Get("X-Mesh-Token-Count") != "" {
+		t.Errorf("a model off the key's list: %d %s, want 403 %s", resp.StatusCode, b, llm.MeshKeyModelForbidden)
+	}
+	// The third metered request within the minute is over the key's rpm (2).
+	resp, b = k.call(t, "/v1/embeddings", key.Secret, `{"model":"`+embeddingModel+`","input":"x"}`)
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), llm.MeshKeyRateLimited) {
+		t.Errorf("over rpm: %d %s, want 429 %s", resp.StatusCode, b, llm.MeshKeyRateLimited)
+	}
+	if k.up.count() != before {
+		t.Errorf("%d upstream calls for refused requests, want 0", k.up.count()-before)
 	}
 }

@@ -117,7 +117,13 @@ func (e *Engine) sideRoute(s Side) (*routeState, *llm.APIError) {
 		// No models declared: the provider of the call's format serves
 		// whatever name the client asks for.
 		var err error
-		if rs, err = e.passthroughRoute(s.Model, s.Format); err != nil && !errors.Is(err, ErrNoProvider) {
+		rs, err = e.passthroughRoute(s.Model, s.Format)
+		switch {
+		case errors.Is(err, ErrNoProvider):
+			// Every name is some provider's here, but none of the
+			// call's format can serve it.
+			return nil, nil
+		case err != nil:
 			return nil, &llm.APIError{Status: http.StatusServiceUnavailable, Type: llm.ErrOverloaded, MeshCode: llm.MeshFallbackExhausted,
 				Message: "model " + s.Model + ": " + err.Error()}
 		}

@@ -38,7 +38,8 @@ func TestSideFailsOverAndKeepsLatency(t *testing.T) {
 		a2 := &scripted{id: "a2", format: llm.FormatAnthropic, script: always(reply{delay: 5 * time.Millisecond, body: `{"input_tokens":42}`})}
 		o1 := &scripted{id: "o1", format: llm.FormatOpenAI, script: always(reply{body: `{}`})}
 		h := newHarness(t, a1, a2, o1)
-		e := h.engine(Options{Resilience: Resilience{DisableHedging: true}}, h.endpoints("m", "a1", "a2", "o1")...)
+		// Rand 0: ties go to the first endpoint, a1.
+		e := h.engine(Options{Resilience: Resilience{DisableHedging: true}, Rand: func(int) int { return 0 }}, h.endpoints("m", "a1", "a2", "o1")...)
 		var done *Record
 		out, err := e.Side(context.Background(), countSide("m"), Call{RequestID: "t", Done: func(r *Record) { done = r }})
 		if err != nil {
@@ -107,5 +108,31 @@ func TestEmbeddingModelsServeSideOnly(t *testing.T) {
 	s.Embedding = false
 	if _, err := e.Side(context.Background(), s, Call{}); err == nil {
 		t.Error("a chat Side call named an embedding model and was served")
+	}
+}
+
+// TestSidePassthrough: without declared models, a token count goes to the
+// Anthropic passthrough provider under the name asked for; with only an
+// OpenAI one, no endpoint can count (ErrNoSideEndpoint), not a 404.
+func TestSidePassthrough(t *testing.T) {
+	a1 := &scripted{id: "a1", format: llm.FormatAnthropic, script: always(reply{body: `{"input_tokens":3}`})}
+	o1 := &scripted{id: "o1", format: llm.FormatOpenAI, script: always(reply{body: `{}`})}
+	h := newHarness(t, a1, o1)
+	pass := func(ids ...string) []*provider.Endpoint {
+		var out []*provider.Endpoint
+		for _, ep := range h.endpoints("", ids...) {
+			ep.ID, ep.Model, ep.UpstreamModel = "", "", ""
+			out = append(out, ep)
+		}
+		return out
+	}
+	e := h.engine(Options{Passthrough: pass("a1", "o1")})
+	out, err := e.Side(context.Background(), countSide("claude-any"), Call{})
+	if err != nil || out.Endpoint.UpstreamModel != "claude-any" || a1.lastBody()["model"] != "claude-any" {
+		t.Fatalf("passthrough count: %v %+v", err, out)
+	}
+	e2 := h.engine(Options{Passthrough: pass("o1")})
+	if _, err := e2.Side(context.Background(), countSide("gpt-any"), Call{}); !errors.Is(err, ErrNoSideEndpoint) {
+		t.Errorf("OpenAI-only passthrough: %v, want ErrNoSideEndpoint", err)
 	}
 }

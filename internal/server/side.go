@@ -62,7 +62,7 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request, f llm.Forma
 		path += "?" + q // ?beta=true: the SDKs' beta namespace
 	}
 	side := engine.Side{Kind: "count_tokens", Model: req.Model, Format: f,
-		Serves: func(ep *provider.Endpoint) bool { return ep.Format == llm.FormatAnthropic && !ep.Embedding },
+		Serves: func(ep *provider.Endpoint) bool { return wire.CountsTokens(ep.Format) && !ep.Embedding },
 		Request: func(ep *provider.Endpoint) (string, []byte) {
 			return ep.PathURL(path), upstreamBody(body, ep.UpstreamModel)
 		},
@@ -130,7 +130,7 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, f llm.Format
 		req.Messages = append(req.Messages, llm.Message{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: in}}})
 	}
 	side := engine.Side{Kind: "embeddings", Model: model, Format: f, Embedding: true, Latency: true,
-		Serves: func(ep *provider.Endpoint) bool { return ep.Format == llm.FormatOpenAI },
+		Serves: func(ep *provider.Endpoint) bool { return wire.ServesEmbeddings(ep.Format) },
 		Request: func(ep *provider.Endpoint) (string, []byte) {
 			return ep.PathURL(wire.EmbeddingsPath), upstreamBody(body, ep.UpstreamModel)
 		},

@@ -17,3 +17,11 @@ const (
 
 // ParseCountTokens reads a token-count request body (anthropic.ParseCountTokens).
 func ParseCountTokens(body []byte) (*llm.Request, error) { return anthropic.ParseCountTokens(body) }
+
+// CountsTokens reports whether an endpoint of format f counts tokens:
+// Anthropic's API has count_tokens, OpenAI's Chat Completions API none.
+func CountsTokens(f llm.Format) bool { return f == llm.FormatAnthropic }
+
+// ServesEmbeddings reports whether an endpoint of format f can serve the
+// Embeddings API (OpenAI's; Anthropic has none).
+func ServesEmbeddings(f llm.Format) bool { return f == llm.FormatOpenAI }
