@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -465,4 +466,55 @@ func TestResponsesPolicies(t *testing.T) {
 			t.Errorf("X-Mesh-Cost = %q", c)
 		}
 	})
+}
+
+// POST /responses is served as /v1/responses is (OpenAI-compatible base
+// URLs without /v1); a bad request gets OpenAI's error shape.
+func TestResponsesPaths(t *testing.T) {
+	e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+	resp, b := doRaw(t, e.proxy.URL+"/responses", http.MethodPost, `{"model":"rsp-sonnet","input":"Hi"}`)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"object":"response"`) {
+		t.Fatalf("/responses: %d %s", resp.StatusCode, b)
+	}
+	resp, b = doRaw(t, e.proxy.URL+"/v1/responses", http.MethodPost, `{"model":"rsp-sonnet","input":42}`)
+	var er struct {
+		Error struct{ Type, Param, Message string } `json:"error"`
+	}
+	if resp.StatusCode != 400 || json.Unmarshal(b, &er) != nil || er.Error.Type != "invalid_request_error" || er.Error.Param != "input" {
+		t.Fatalf("bad input: %d %s", resp.StatusCode, b)
+	}
+}
+
+// A Codex CLI turn (developer message, encrypted reasoning, a call and its
+// output, function, built-in and custom tools, reasoning settings, store
+// false, streamed) is served by each kind of endpoint: the stream ends with
+// response.completed and X-Mesh-Dropped names what the endpoint could not
+// take.
+func TestResponsesCodexTurn(t *testing.T) {
+	e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+	codex, err := os.ReadFile("internal/wire/responses/testdata/request/codex.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range responsesTargets {
+		t.Run(tg.name, func(t *testing.T) {
+			body := strings.Replace(string(codex), `"model":"gpt-5-codex"`, `"model":"`+tg.model+`"`, 1)
+			resp, b := doRaw(t, e.proxy.URL+"/v1/responses", http.MethodPost, body)
+			if resp.StatusCode != 200 || !strings.Contains(string(b), "event: response.completed") {
+				t.Fatalf("%d %s", resp.StatusCode, b)
+			}
+			dropped := resp.Header.Get("X-Mesh-Dropped")
+			if tg.name == "responses-endpoint" {
+				if dropped != "" {
+					t.Errorf("same format dropped %q", dropped)
+				}
+				return
+			}
+			for _, d := range []string{"reasoning.encrypted_content", "tool:custom"} {
+				if !strings.Contains(dropped, d) {
+					t.Errorf("X-Mesh-Dropped = %q, want it to name %s", dropped, d)
+				}
+			}
+		})
+	}
 }

@@ -35,40 +35,42 @@ func parseResponseObject(body []byte) (*llm.Response, error) {
 	var status, reason string
 	var failure []byte
 	err := jsonx.EachMember(body, func(kb, v []byte) error {
-		k := key(kb)
-		switch k {
-		case "id":
+		switch string(kb) {
+		case `"id"`:
 			r.ID, _ = jsonx.Unquote(v)
-		case "model":
+		case `"model"`:
 			r.Model, _ = jsonx.Unquote(v)
-		case "created_at":
+		case `"created_at"`:
 			f, _ := strconv.ParseFloat(string(v), 64)
 			r.Created = int64(f)
-		case "status":
-			status, _ = jsonx.Unquote(v)
-		case "incomplete_details":
+		case `"status"`:
+			status = statusName(v)
+		case `"incomplete_details"`:
 			if len(v) > 0 && v[0] == '{' {
 				reason, _ = jsonx.Unquote(members(v)["reason"])
 			}
-		case "error":
+		case `"error"`:
 			if len(v) > 0 && v[0] == '{' {
 				failure = v
 			}
-		case "output":
+		case `"output"`:
 			if len(v) == 0 || v[0] != '[' {
 				return protocolError("output is not an array")
 			}
 			return jsonx.EachElement(v, func(_ int, el []byte) error { return outputItem(el, r) })
-		case "usage":
+		case `"usage"`:
 			if len(v) > 0 && v[0] == '{' {
 				parseUsage(v, &r.Usage)
 			}
-		case "object":
+		case `"object"`:
 			if string(v) != `"response"` {
-				setExtra(&r.Extra, k, v)
+				setExtra(&r.Extra, "object", v)
 			}
 		default:
-			setExtra(&r.Extra, k, v)
+			if r.Extra == nil {
+				r.Extra = make(llm.Extra, len(echoDefaults)+4)
+			}
+			r.Extra[echoKey(kb)] = v
 		}
 		return nil
 	})
@@ -80,6 +82,35 @@ func parseResponseObject(body []byte) (*llm.Response, error) {
 	}
 	r.StopReason = stopReason(status, reason, r.Content)
 	return r, nil
+}
+
+func statusName(v []byte) string {
+	switch string(v) {
+	case `"completed"`:
+		return "completed"
+	case `"incomplete"`:
+		return "incomplete"
+	case `"failed"`:
+		return "failed"
+	case `"in_progress"`:
+		return "in_progress"
+	}
+	s, _ := jsonx.Unquote(v)
+	return s
+}
+
+// echoKey decodes a member name, without allocating for the settings a
+// response echoes.
+func echoKey(kb []byte) string {
+	if len(kb) > 2 {
+		inner := kb[1 : len(kb)-1]
+		for _, d := range echoDefaults {
+			if d.k == string(inner) {
+				return d.k
+			}
+		}
+	}
+	return key(kb)
 }
 
 // failureError is the error of a failed response: its error object's code
@@ -129,33 +160,39 @@ func outputItem(el []byte, r *llm.Response) error {
 	if len(el) == 0 || el[0] != '{' {
 		return protocolError("output item is not an object")
 	}
-	f := members(el)
-	typ, _ := jsonx.Unquote(f["type"])
+	var typ string
+	var content []byte
+	_ = jsonx.EachMember(el, func(k, v []byte) error {
+		switch string(k) {
+		case `"type"`:
+			typ = itemType(v)
+		case `"content"`:
+			content = v
+		}
+		return nil
+	})
 	switch typ {
 	case "message":
-		c := f["content"]
-		if len(c) == 0 || c[0] != '[' {
+		if len(content) == 0 || content[0] != '[' {
 			return nil
 		}
-		return jsonx.EachElement(c, func(_ int, p []byte) error {
+		return jsonx.EachElement(content, func(_ int, p []byte) error {
 			if len(p) == 0 || p[0] != '{' {
 				return protocolError("content part is not an object")
 			}
+			b, ok := outputText(p)
+			if ok {
+				r.Content = append(r.Content, b)
+				return nil
+			}
 			pf := members(p)
 			pt, _ := jsonx.Unquote(pf["type"])
-			switch pt {
-			case "output_text":
-				b, err := parsePart(p, "output")
-				if err != nil {
-					return protocolError("%s", err.Error())
-				}
-				r.Content = append(r.Content, b)
-			case "refusal":
+			if pt == "refusal" {
 				s, _ := jsonx.Unquote(pf["refusal"])
 				r.Refusal += s
-			default:
-				r.Content = append(r.Content, llm.Block{Type: llm.BlockType(pt), Raw: json.RawMessage(p)})
+				return nil
 			}
+			r.Content = append(r.Content, llm.Block{Type: llm.BlockType(pt), Raw: json.RawMessage(p)})
 			return nil
 		})
 	case "function_call":
@@ -180,25 +217,71 @@ func outputItem(el []byte, r *llm.Response) error {
 	return nil
 }
 
+func itemType(v []byte) string {
+	switch string(v) {
+	case `"message"`:
+		return "message"
+	case `"function_call"`:
+		return "function_call"
+	case `"reasoning"`:
+		return "reasoning"
+	}
+	s, _ := jsonx.Unquote(v)
+	return s
+}
+
+// outputText reads an output_text part: its text, and its other members
+// (annotations, logprobs) in Extra unless empty; ok is false for another
+// kind of part.
+func outputText(p []byte) (llm.Block, bool) {
+	b := llm.Block{Type: llm.BlockText}
+	isText, hasText := false, false
+	_ = jsonx.EachMember(p, func(k, v []byte) error {
+		switch string(k) {
+		case `"type"`:
+			isText = string(v) == `"output_text"`
+		case `"text"`:
+			if len(v) > 0 && v[0] == '"' {
+				b.Text, _ = jsonx.Unquote(v)
+				hasText = true
+			}
+		case `"annotations"`, `"logprobs"`:
+			if string(v) != "[]" && !jsonx.IsNull(v) {
+				setExtra(&b.Extra, key(k), v)
+			}
+		default:
+			setExtra(&b.Extra, key(k), v)
+		}
+		return nil
+	})
+	return b, isText && hasText
+}
+
 func parseUsage(v []byte, u *llm.Usage) {
 	total := 0
+	detail := func(v []byte, name string) int {
+		n := 0
+		_ = jsonx.EachMember(v, func(k, dv []byte) error {
+			if len(k) == len(name)+2 && string(k[1:len(k)-1]) == name {
+				n, _ = strconv.Atoi(string(dv))
+			}
+			return nil
+		})
+		return n
+	}
 	_ = jsonx.EachMember(v, func(kb, mv []byte) error {
-		switch k := key(kb); k {
-		case "input_tokens":
+		switch string(kb) {
+		case `"input_tokens"`:
 			total, _ = strconv.Atoi(string(mv))
-		case "output_tokens":
+		case `"output_tokens"`:
 			u.OutputTokens, _ = strconv.Atoi(string(mv))
-		case "input_tokens_details":
-			if len(mv) > 0 && mv[0] == '{' {
-				u.CacheReadTokens, _ = strconv.Atoi(string(members(mv)["cached_tokens"]))
-			}
-		case "output_tokens_details":
-			if len(mv) > 0 && mv[0] == '{' {
-				u.ReasoningTokens, _ = strconv.Atoi(string(members(mv)["reasoning_tokens"]))
-			}
-		case "total_tokens":
+		case `"input_tokens_details"`:
+			u.CacheReadTokens = detail(mv, "cached_tokens")
+		case `"output_tokens_details"`:
+			u.ReasoningTokens = detail(mv, "reasoning_tokens")
+		case `"total_tokens"`:
 		default:
-			setExtra(&u.Extra, k, mv)
+			setExtra(&u.Extra, key(kb), mv)
 		}
 		return nil
 	})

@@ -121,13 +121,13 @@ func (s *StreamReader) decode(data []byte) error {
 	if !jsonx.Valid(data) || data[0] != '{' {
 		return fmt.Errorf("responses stream: event is not a JSON object")
 	}
-	f := members(data)
-	typ, _ := jsonx.Unquote(f["type"])
+	var f eventFields
+	f.read(data)
+	typ := f.typ
 	if !s.started && typ != "response.created" && typ != "error" {
 		return fmt.Errorf("responses stream: %q before response.created", typ)
 	}
-	out := num(f["output_index"])
-	part := num(f["content_index"])
+	out, part := f.out, f.part
 	ping := llm.Event{Type: llm.EventPing}
 	switch typ {
 	case "response.created":
@@ -135,18 +135,31 @@ func (s *StreamReader) decode(data []byte) error {
 			return fmt.Errorf("responses stream: response.created twice")
 		}
 		s.started = true
-		r, err := parseResponseObject(f["response"])
-		if err != nil {
-			return err
+		if len(f.response) == 0 || f.response[0] != '{' {
+			return fmt.Errorf("responses stream: response.created without a response")
 		}
-		r.Content, r.StopReason = nil, ""
+		// The id, model and creation time are all a stream's start says
+		// (its settings come again with response.completed).
+		r := &llm.Response{}
+		_ = jsonx.EachMember(f.response, func(k, v []byte) error {
+			switch string(k) {
+			case `"id"`:
+				r.ID, _ = jsonx.Unquote(v)
+			case `"model"`:
+				r.Model, _ = jsonx.Unquote(v)
+			case `"created_at"`:
+				c, _ := strconv.ParseFloat(string(v), 64)
+				r.Created = int64(c)
+			}
+			return nil
+		})
 		s.emit(data, llm.Event{Type: llm.EventMessageStart, Message: r})
 	case "response.output_item.added":
-		item := members(f["item"])
+		item := members(f.item)
 		it, _ := jsonx.Unquote(item["type"])
 		switch it {
 		case "function_call":
-			m, err := parseItem(f["item"], "item")
+			m, err := parseItem(f.item, "item")
 			if err != nil {
 				return err
 			}
@@ -169,7 +182,7 @@ func (s *StreamReader) decode(data []byte) error {
 			s.emit(data, ping)
 		}
 	case "response.content_part.added":
-		pt, _ := jsonx.Unquote(members(f["part"])["type"])
+		pt, _ := jsonx.Unquote(members(f.partv)["type"])
 		if pt != "output_text" {
 			s.emit(data, ping)
 			break
@@ -191,13 +204,13 @@ func (s *StreamReader) decode(data []byte) error {
 		if err != nil {
 			return err
 		}
-		d, err := str(f["delta"], "delta")
+		d, err := str(f.delta, "delta")
 		if err != nil {
 			return err
 		}
 		s.emit(data, llm.Event{Type: llm.EventBlockDelta, Index: i, DeltaType: dt, Delta: d})
 	case "response.reasoning_summary_part.added":
-		if num(f["summary_index"]) == 0 {
+		if f.summary == 0 {
 			s.emit(data, ping)
 			break
 		}
@@ -220,7 +233,7 @@ func (s *StreamReader) decode(data []byte) error {
 			break
 		}
 		if s.kinds[i] == llm.BlockReasoning {
-			enc, _ := jsonx.Unquote(members(f["item"])["encrypted_content"])
+			enc, _ := jsonx.Unquote(members(f.item)["encrypted_content"])
 			if enc != "" {
 				s.emit(data, llm.Event{Type: llm.EventBlockDelta, Index: i, DeltaType: llm.DeltaSignature, Delta: enc},
 					llm.Event{Type: llm.EventBlockStop, Index: i})
@@ -229,7 +242,7 @@ func (s *StreamReader) decode(data []byte) error {
 		}
 		s.emit(data, llm.Event{Type: llm.EventBlockStop, Index: i})
 	case "response.completed", "response.incomplete":
-		r, err := parseResponseObject(f["response"])
+		r, err := parseResponseObject(f.response)
 		if err != nil {
 			return err
 		}
@@ -242,14 +255,14 @@ func (s *StreamReader) decode(data []byte) error {
 		s.emit(data, llm.Event{Type: llm.EventMessageDelta, StopReason: stop, Usage: &u}, llm.Event{Type: llm.EventMessageStop})
 	case "response.failed":
 		s.done = true
-		resp := members(f["response"])
+		resp := members(f.response)
 		s.emit(data, llm.Event{Type: llm.EventError, Err: withStreamStatus(failureError(resp["error"]))})
 	case "error":
 		s.done = true
 		e := &llm.APIError{Status: 200, Type: llm.ErrAPI}
-		e.Message, _ = jsonx.Unquote(f["message"])
-		e.Code, _ = jsonx.Unquote(f["code"])
-		e.Param, _ = jsonx.Unquote(f["param"])
+		e.Message, _ = jsonx.Unquote(f.message)
+		e.Code, _ = jsonx.Unquote(f.code)
+		e.Param, _ = jsonx.Unquote(f.param)
 		if e.Type = codeType(e.Code); e.Message == "" {
 			e.Message = "stream error"
 		}
@@ -276,4 +289,57 @@ func codeType(code string) llm.ErrorType {
 		return llm.ErrInvalidRequest
 	}
 	return llm.ErrAPI
+}
+
+// eventFields are the top-level members of a stream event the reader
+// looks at, read without building a map (the raw keys of the names the
+// API sends need no decoding).
+type eventFields struct {
+	typ                                                string
+	out, part, summary                                 int
+	delta, item, response, partv, message, code, param []byte
+}
+
+func (f *eventFields) read(data []byte) {
+	_ = jsonx.EachMember(data, func(k, v []byte) error {
+		switch string(k) {
+		case `"type"`:
+			f.typ = eventType(v)
+		case `"output_index"`:
+			f.out = num(v)
+		case `"content_index"`:
+			f.part = num(v)
+		case `"summary_index"`:
+			f.summary = num(v)
+		case `"delta"`:
+			f.delta = v
+		case `"item"`:
+			f.item = v
+		case `"response"`:
+			f.response = v
+		case `"part"`:
+			f.partv = v
+		case `"message"`:
+			f.message = v
+		case `"code"`:
+			f.code = v
+		case `"param"`:
+			f.param = v
+		}
+		return nil
+	})
+}
+
+// eventType decodes an event's type without allocating for the common ones.
+func eventType(v []byte) string {
+	switch string(v) {
+	case `"response.output_text.delta"`:
+		return "response.output_text.delta"
+	case `"response.function_call_arguments.delta"`:
+		return "response.function_call_arguments.delta"
+	case `"response.reasoning_summary_text.delta"`:
+		return "response.reasoning_summary_text.delta"
+	}
+	s, _ := jsonx.Unquote(v)
+	return s
 }

@@ -70,7 +70,7 @@ func rawSeq(raw []byte) (typ string, seq int, ok bool) {
 	_ = jsonx.EachMember(raw, func(k, v []byte) error {
 		switch string(k) {
 		case `"type"`:
-			typ, _ = jsonx.Unquote(v)
+			typ = eventType(v)
 		case `"sequence_number"`:
 			seq = num(v)
 			ok = true
@@ -86,8 +86,8 @@ func (s *StreamWriter) Write(ev *llm.Event) error {
 		return nil
 	}
 	if ev.Raw != nil && ev.RawFormat == llm.FormatResponses && !s.synth {
+		typ, seq, ok := rawSeq(ev.Raw)
 		if ev.RawSeq <= 1 {
-			typ, seq, ok := rawSeq(ev.Raw)
 			if !ok || seq != s.seq {
 				s.synth = true
 			} else if ev.Type == llm.EventPing {
@@ -106,7 +106,6 @@ func (s *StreamWriter) Write(ev *llm.Event) error {
 				if ev.Type == llm.EventMessageStop || ev.Type == llm.EventError {
 					s.done = true
 				}
-				typ, _, _ := rawSeq(ev.Raw)
 				return s.w.WriteEvent(typ, ev.Raw)
 			}
 			return nil
