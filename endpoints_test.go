@@ -314,9 +314,15 @@ func TestUnversionedChat(t *testing.T) {
 }
 
 // TestRootAnswers: HEAD / (Claude Code's connectivity probe) and GET /
-// answer 200.
+// answer 200, through anthropic-sdk-go's client (which fails on any
+// other status) and raw.
 func TestRootAnswers(t *testing.T) {
 	e := newEnv(t, sim.ZeroLatency())
+	c := anthropicClients(e)["proxy"]
+	var resp *http.Response
+	if err := c.Execute(context.Background(), http.MethodHead, "", nil, nil, aoption.WithResponseInto(&resp)); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("HEAD / through the SDK: %v", err)
+	}
 	for _, method := range []string{http.MethodHead, http.MethodGet} {
 		resp, body := doRaw(t, e.proxy.URL+"/", method, "")
 		if resp.StatusCode != http.StatusOK {

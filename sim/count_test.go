@@ -13,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/keelmesh/keel/internal/llm"
+	wanthropic "github.com/keelmesh/keel/internal/wire/anthropic"
 )
 
 // TestCountTokensMatchesUsage: count_tokens, through anthropic-sdk-go,
@@ -63,27 +64,29 @@ func TestCountTokensMatchesUsage(t *testing.T) {
 
 // TestCountTokensRefusals: what Anthropic's count_tokens refuses, in its
 // error shape.
+// countRefusals are count_tokens bodies Anthropic refuses, and how.
+var countRefusals = []struct {
+	name, path, body string
+	status           int
+	msg              string
+}{
+	{name: "max_tokens is extra", path: "/v1/messages/count_tokens", body: `{"model":"sim-sonnet","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`,
+		status: 400, msg: "max_tokens: Extra inputs are not permitted"},
+	{name: "stream is extra", path: "/v1/messages/count_tokens", body: `{"model":"sim-sonnet","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+		status: 400, msg: "stream: Extra inputs are not permitted"},
+	{name: "no messages", path: "/v1/messages/count_tokens", body: `{"model":"sim-sonnet"}`, status: 400, msg: "messages: field required"},
+	{name: "openai-only model", path: "/v1/messages/count_tokens", body: `{"model":"sim-llama","messages":[{"role":"user","content":"hi"}]}`,
+		status: 404, msg: "model: sim-llama not found"},
+	{name: "region without the model", path: "/r/ap-south/v1/messages/count_tokens", body: `{"model":"sim-llama","messages":[{"role":"user","content":"hi"}]}`,
+		status: 404, msg: "not found"},
+}
+
 func TestCountTokensRefusals(t *testing.T) {
 	f, err := New(ZeroLatency())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cases := []struct {
-		name, path, body string
-		status           int
-		msg              string
-	}{
-		{name: "max_tokens is extra", path: "/v1/messages/count_tokens", body: `{"model":"sim-sonnet","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`,
-			status: 400, msg: "max_tokens: Extra inputs are not permitted"},
-		{name: "stream is extra", path: "/v1/messages/count_tokens", body: `{"model":"sim-sonnet","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
-			status: 400, msg: "stream: Extra inputs are not permitted"},
-		{name: "no messages", path: "/v1/messages/count_tokens", body: `{"model":"sim-sonnet"}`, status: 400, msg: "messages: field required"},
-		{name: "openai-only model", path: "/v1/messages/count_tokens", body: `{"model":"sim-llama","messages":[{"role":"user","content":"hi"}]}`,
-			status: 404, msg: "model: sim-llama not found"},
-		{name: "region without the model", path: "/r/ap-south/v1/messages/count_tokens", body: `{"model":"sim-llama","messages":[{"role":"user","content":"hi"}]}`,
-			status: 404, msg: "not found"},
-	}
-	for _, tc := range cases {
+	for _, tc := range countRefusals {
 		t.Run(tc.name, func(t *testing.T) {
 			w := httptest.NewRecorder()
 			f.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodPost, tc.path, strings.NewReader(tc.body)))
@@ -138,4 +141,40 @@ func TestEmbeddingsEveryRegion(t *testing.T) {
 	if !errors.As(err, &ae) || ae.StatusCode != http.StatusNotFound {
 		t.Fatalf("unknown region: %v, want a 404", err)
 	}
+}
+
+// FuzzCountTokens checks the count_tokens route never panics, answers a
+// count or an Anthropic-shaped 4xx, and that a count is CountTokens of the
+// request.
+func FuzzCountTokens(f *testing.F) {
+	f.Add(`{"model":"sim-sonnet","messages":[{"role":"user","content":"hi there"}],"system":"s"}`)
+	for _, tc := range countRefusals {
+		f.Add(tc.body)
+	}
+	fleet, err := New(ZeroLatency())
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := fleet.Handler()
+	f.Fuzz(func(t *testing.T, body string) {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/messages/count_tokens", strings.NewReader(body)))
+		if w.Code != http.StatusOK {
+			var e struct {
+				Type  string                `json:"type"`
+				Error struct{ Type string } `json:"error"`
+			}
+			if w.Code < 400 || w.Code > 499 || json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Type != "error" || e.Error.Type == "" {
+				t.Fatalf("%q: %d %s", body, w.Code, w.Body)
+			}
+			return
+		}
+		var got struct {
+			InputTokens int `json:"input_tokens"`
+		}
+		req, err := wanthropic.ParseCountTokens([]byte(body))
+		if err != nil || json.Unmarshal(w.Body.Bytes(), &got) != nil || got.InputTokens != CountTokens(req) {
+			t.Fatalf("%q: counted %s, want %d (%v)", body, w.Body, CountTokens(req), err)
+		}
+	})
 }

@@ -15,10 +15,11 @@ import (
 // The API routes besides the model calls (which wire.Codecs route), the
 // unversioned paths, the root and the unknown routes.
 
-// unversioned are the API paths OpenAI-compatible servers (vLLM, Ollama,
-// LiteLLM, llama.cpp) also serve without /v1, for clients whose base URL
-// is the bare host: served as their /v1 path. A path under one of the
-// "/" entries is too ("/models/{id}").
+// unversioned are the API paths OpenAI-compatible servers (LiteLLM's
+// proxy, llama.cpp's server) also serve without /v1, for clients whose
+// base URL is the bare host: served as their /v1 path. A path under one
+// of the "/" entries is too ("/models/{id}"). (The Responses API's
+// "/responses" joins them with its route.)
 var unversioned = []string{"/chat/completions", "/embeddings", "/models", "/models/"}
 
 // apiPath is path as Keel routes it: an unversioned API path gets its /v1.

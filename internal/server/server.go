@@ -1,7 +1,9 @@
 // Package server is Keel's HTTP front: it speaks the Anthropic Messages and
 // OpenAI Chat Completions APIs to clients, hands each call to the engine and
 // writes the answer back in the client's wire format, streaming event by
-// event.
+// event. Beside the model calls it serves the models routes, token counts
+// and embeddings (routes.go, side.go), the unversioned OpenAI paths, the
+// root, and counts and logs requests for paths it does not serve.
 //
 // A Server is safe for concurrent use. Each request's context is the
 // upstream attempt's parent: a client that goes away cancels its upstream

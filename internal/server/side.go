@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/keelmesh/keel/internal/engine"
@@ -80,7 +81,7 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request, f llm.Forma
 		return
 	}
 	if !estimable(ae) || r.Context().Err() != nil {
-		writeError(w, f, ae)
+		writeSideError(w, f, ae)
 		return
 	}
 	n := keys.EstimatePrompt(req)
@@ -151,8 +152,19 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, f llm.Format
 			ae = &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrInvalidRequest, Param: "model", Code: "model_not_found",
 				Message: fmt.Sprintf("model %q has no endpoint that serves embeddings", model)}
 		}
-		writeError(w, f, ae)
+		writeSideError(w, f, ae)
 	}
+}
+
+// writeSideError answers a side call's error; when Keel's routing decided
+// it (every endpoint failed, a timeout; not a key's refusal, which says
+// itself whether to retry), the SDK is told not to retry: Keel already
+// tried elsewhere, and SDK retries would multiply the load.
+func writeSideError(w http.ResponseWriter, f llm.Format, ae *llm.APIError) {
+	if ae.MeshCode != "" && ae.MeshCode != llm.MeshBadRequest && ae != errNoCounter && !strings.HasPrefix(ae.MeshCode, "MESH_KEY_") {
+		w.Header().Set("X-Should-Retry", "false")
+	}
+	writeError(w, f, ae)
 }
 
 // sideBody checks a side call's content type and reads its body; on
@@ -207,9 +219,6 @@ func (s *Server) runSide(w http.ResponseWriter, r *http.Request, caller Caller, 
 	}
 	if err != nil {
 		ae := asAPIError(err)
-		if ae.MeshCode != "" && ae.MeshCode != llm.MeshBadRequest {
-			w.Header().Set("X-Should-Retry", "false") // Keel already tried elsewhere
-		}
 		s.logRequest(r, rid, c.req, nil, ae, start)
 		return ae, false
 	}
