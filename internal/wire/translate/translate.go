@@ -475,10 +475,14 @@ func (t *prep) tools(r *llm.Request) {
 				tools = append(tools, st)
 				continue
 			}
+			// A tool the target cannot run is a capability the model is
+			// not offered, not content it would not see: dropped and named
+			// (X-Mesh-Dropped) by default, refused under reject. Codex sends
+			// built-in tools (web_search, custom, namespace) on every turn.
 			if t.target == llm.FormatOpenAI && t.client == llm.FormatAnthropic {
-				t.lost("server_tool:" + tl.Type)
+				t.unsupported("server_tool:" + tl.Type)
 			} else {
-				t.lost("tool:" + tl.Type)
+				t.unsupported("tool:" + tl.Type)
 			}
 			continue
 		}
@@ -707,7 +711,10 @@ func (t *prep) block(b *llm.Block, role llm.Role, inResult bool) bool {
 	case llm.BlockThinking, llm.BlockRedactedThinking:
 		if t.target.Family() == llm.FormatOpenAI || (b.Type == llm.BlockThinking && b.Signature == "") {
 			// OpenAI has no reasoning input; Anthropic rejects unsigned thinking.
-			t.lost("thinking")
+			// A past turn's thinking is opaque state of the family that made it
+			// (issue 24): left out and named, never a refusal — Anthropic itself
+			// drops earlier turns' thinking from the context.
+			t.hint("thinking")
 			return false
 		}
 		t.blockExtra(b)
