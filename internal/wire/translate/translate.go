@@ -475,12 +475,14 @@ func (t *prep) tools(r *llm.Request) {
 				tools = append(tools, st)
 				continue
 			}
-			// A tool the target cannot run is a capability the model is
-			// not offered, not content it would not see: dropped and named
-			// (X-Mesh-Dropped) by default, refused under reject. Codex sends
-			// built-in tools (web_search, custom, namespace) on every turn.
+			// An Anthropic server tool in a Messages request is asked for
+			// deliberately: content the answer would lack, refused by default
+			// (issue 25). A Responses tool the target cannot run (web_search,
+			// custom, namespace …) is sent by Codex and the AI SDK on every
+			// turn whether the task needs it or not: dropped and named
+			// (X-Mesh-Dropped), refused only under reject (issue 24).
 			if t.target == llm.FormatOpenAI && t.client == llm.FormatAnthropic {
-				t.unsupported("server_tool:" + tl.Type)
+				t.lost("server_tool:" + tl.Type)
 			} else {
 				t.unsupported("tool:" + tl.Type)
 			}
