@@ -235,7 +235,7 @@ func jsonOK(text string, keys []string, schema *structured.Schema) bool {
 //   - anything else is worse ("answer changed").
 func classify(c *dcase, d, k *answer) verdict {
 	if dc := droppedContent(k.header); len(dc) > 0 {
-		return verdict{"worse", "content dropped in translation: " + strings.Join(dc, ","), "fix25 (issue 25 item 6: no silent loss of content)"}
+		return verdict{"worse", "content dropped in translation: " + strings.Join(dc, ","), ""}
 	}
 	switch {
 	case d.status != http.StatusOK && k.status == http.StatusOK:
