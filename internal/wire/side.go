@@ -24,4 +24,4 @@ func CountsTokens(f llm.Format) bool { return f == llm.FormatAnthropic }
 
 // ServesEmbeddings reports whether an endpoint of format f can serve the
 // Embeddings API (OpenAI's; Anthropic has none).
-func ServesEmbeddings(f llm.Format) bool { return f == llm.FormatOpenAI }
+func ServesEmbeddings(f llm.Format) bool { return f.Family() == llm.FormatOpenAI }
