@@ -3,6 +3,7 @@ package keel_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -516,5 +517,52 @@ func TestResponsesCodexTurn(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Personal data in a Responses call reaches no upstream and comes back to
+// the client restored, in answers and streams, from a Responses endpoint
+// (whose stream Keel passes on until a restored delta must be encoded)
+// and an Anthropic one.
+func TestResponsesPIIRoundTrip(t *testing.T) {
+	m, up := piiMesh(t, withResponsesEndpoint)
+	c := openai.NewClient(option.WithHTTPClient(m.HTTPClient()), option.WithAPIKey("k"), option.WithMaxRetries(0))
+	for _, model := range []string{"rsp-sonnet", "sim-sonnet"} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/stream=%v", model, stream), func(t *testing.T) {
+				p := responses.ResponseNewParams{Model: model, MaxOutputTokens: openai.Int(512), Instructions: openai.String(piiSystem),
+					Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(piiPrompt())}}
+				var got string
+				if stream {
+					r := readResponsesStream(t, c, p)
+					if r.terminal != "response.completed" || r.final != r.text {
+						t.Fatalf("stream ended %s, completed text %q, deltas %q", r.terminal, r.final, r.text)
+					}
+					got = r.text
+				} else {
+					r, err := c.Responses.New(context.Background(), p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got = r.OutputText()
+				}
+				reqs, _ := up.all()
+				sent := reqs[len(reqs)-1]
+				for k, v := range piiFields {
+					if strings.Contains(sent, v) {
+						t.Errorf("the upstream received the %s", k)
+					}
+				}
+				var fields map[string]string
+				if err := json.Unmarshal([]byte(got), &fields); err != nil {
+					t.Fatalf("answer %q: %v", got, err)
+				}
+				for k, v := range piiFields {
+					if fields[k] != v {
+						t.Errorf("client got %s = %q, want %q", k, fields[k], v)
+					}
+				}
+			})
+		}
 	}
 }
