@@ -625,3 +625,74 @@ func TestResponsesCustomToolOnOtherFormats(t *testing.T) {
 		}
 	}
 }
+
+// Structured output from text.format: a broken JSON answer from a
+// Responses endpoint is repaired or re-asked, never passed off; the
+// client reads valid JSON in output_text, streamed or not.
+func TestResponsesStructuredRepair(t *testing.T) {
+	e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+	for _, stream := range []bool{false, true} {
+		fixed := 0
+		for i := 0; i < 20; i++ {
+			e.fleet.SetFaults([]sim.Fault{{Kind: sim.KindMalformedJSON, Count: 1}})
+			body := fmt.Sprintf(`{"model":"rsp-sonnet","stream":%v,"input":"assess %d","text":{"format":{"type":"json_schema","name":"r","schema":%s}}}`, stream, i, riskSchema)
+			resp, b := doRaw(t, e.proxy.URL+"/v1/responses", http.MethodPost, body)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, b)
+			}
+			text := ""
+			if stream {
+				if !strings.Contains(string(b), "event: response.completed") {
+					t.Fatalf("stream did not complete: %s", b)
+				}
+				var done struct {
+					Response struct {
+						Output []struct {
+							Content []struct{ Text string } `json:"content"`
+						} `json:"output"`
+					} `json:"response"`
+				}
+				i := strings.LastIndex(string(b), "data: ")
+				json.Unmarshal([]byte(strings.TrimSpace(string(b)[i+6:])), &done)
+				if len(done.Response.Output) > 0 && len(done.Response.Output[0].Content) > 0 {
+					text = done.Response.Output[0].Content[0].Text
+				}
+			} else {
+				r, err := rresponses(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				text = r
+			}
+			if v := mustSchema(t, riskSchema).Validate([]byte(text)); len(v) != 0 {
+				t.Fatalf("stream %v: invalid answer reached the client: %q", stream, text)
+			}
+			if resp.Header.Get("X-Mesh-Repaired") != "" || resp.Header.Get("X-Mesh-Reasked") == "true" || resp.Trailer.Get("X-Mesh-Schema-Valid") != "" {
+				fixed++
+			}
+		}
+		if fixed == 0 && !stream {
+			t.Errorf("no broken answer was repaired or re-asked in 20")
+		}
+	}
+}
+
+// rresponses returns a response object's output text.
+func rresponses(b []byte) (string, error) {
+	var r struct {
+		Output []struct {
+			Type    string `json:"type"`
+			Content []struct{ Text string } `json:"content"`
+		} `json:"output"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return "", err
+	}
+	var sb strings.Builder
+	for _, it := range r.Output {
+		for _, c := range it.Content {
+			sb.WriteString(c.Text)
+		}
+	}
+	return sb.String(), nil
+}
