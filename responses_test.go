@@ -681,7 +681,7 @@ func TestResponsesStructuredRepair(t *testing.T) {
 func rresponses(b []byte) (string, error) {
 	var r struct {
 		Output []struct {
-			Type    string `json:"type"`
+			Type    string                  `json:"type"`
 			Content []struct{ Text string } `json:"content"`
 		} `json:"output"`
 	}
