@@ -658,7 +658,7 @@ func TestResponsesStructuredRepair(t *testing.T) {
 					text = done.Response.Output[0].Content[0].Text
 				}
 			} else {
-				r, err := rresponses(b)
+				r, err := responseOutputText(b)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -677,8 +677,8 @@ func TestResponsesStructuredRepair(t *testing.T) {
 	}
 }
 
-// rresponses returns a response object's output text.
-func rresponses(b []byte) (string, error) {
+// responseOutputText returns a response object's output text.
+func responseOutputText(b []byte) (string, error) {
 	var r struct {
 		Output []struct {
 			Type    string                  `json:"type"`
