@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -695,4 +696,70 @@ func responseOutputText(b []byte) (string, error) {
 		}
 	}
 	return sb.String(), nil
+}
+
+// Hedging and the breaker serve a Responses client as the others: a slow
+// primary is hedged (X-Mesh-Hedged: won after the ceiling), and an
+// endpoint failing three times in a row is cut off (503
+// MESH_CIRCUIT_OPEN in OpenAI's error shape) until open_for passes.
+func TestResponsesHedgeAndBreaker(t *testing.T) {
+	body := `{"model":"MODEL","input":"x","max_output_tokens":16}`
+	t.Run("hedge", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			simCfg := sim.DefaultConfig()
+			for i := range simCfg.Regions {
+				simCfg.Regions[i].Latency = sim.LatencySpec{TTFT: sim.Duration(10 * time.Millisecond)}
+			}
+			simCfg.Regions[0].Latency.TTFT = sim.Duration(time.Second) // us-east: slow primary
+			s := newSimMesh(t, simCfg, func(c *config.Config) {
+				withResponsesEndpoint(c)
+				c.Resilience.Hedge.Ceiling = 50 * time.Millisecond
+				c.Aliases = []config.Alias{{Name: "primary-east", Models: []string{"rsp-sonnet"}, Strategy: "ordered"}}
+			})
+			defer s.mesh.Close()
+			r := s.call(t, "/v1/responses", strings.Replace(body, "MODEL", "primary-east", 1))
+			if r.status != 200 || r.header.Get("X-Mesh-Hedged") != "won" || r.took != 60*time.Millisecond {
+				t.Fatalf("%d hedged %q took %v, want won after 50ms + 10ms: %s", r.status, r.header.Get("X-Mesh-Hedged"), r.took, r.body)
+			}
+		})
+	})
+	t.Run("breaker", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			simCfg := sim.ZeroLatency()
+			simCfg.Faults = []sim.Fault{{Kind: sim.KindServerError, Status: 500, Format: "responses"}}
+			s := newSimMesh(t, simCfg, func(c *config.Config) {
+				withResponsesEndpoint(c)
+				for i := range c.Models {
+					if c.Models[i].Name == "rsp-sonnet" {
+						c.Models[i].Endpoints = c.Models[i].Endpoints[:1]
+					}
+				}
+				c.Resilience.Breaker.ConsecutiveFailures = 3
+				c.Resilience.Breaker.OpenFor = 5 * time.Second
+			})
+			defer s.mesh.Close()
+			call := strings.Replace(body, "MODEL", "rsp-sonnet", 1)
+			if first := s.call(t, "/v1/responses", call); first.status != 500 {
+				t.Fatalf("first call: %d %s", first.status, first.body)
+			}
+			sent := len(s.up.posts())
+			open := s.call(t, "/v1/responses", call)
+			var er struct {
+				Error struct{ Type, Message string } `json:"error"`
+			}
+			if open.status != 503 || open.header.Get("X-Mesh-Error-Code") != "MESH_CIRCUIT_OPEN" || json.Unmarshal(open.body, &er) != nil || er.Error.Message == "" {
+				t.Fatalf("with the breaker open: %d %s", open.status, open.body)
+			}
+			if len(s.up.posts()) != sent {
+				t.Errorf("a call went upstream while the breaker was open")
+			}
+			s.fleet.SetFaults(nil)
+			time.Sleep(5 * time.Second) // open_for passes: half-open
+			for i := range 3 {
+				if r := s.call(t, "/v1/responses", call); r.status != 200 {
+					t.Fatalf("call %d after open_for: %d %s", i, r.status, r.body)
+				}
+			}
+		})
+	})
 }
