@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -18,6 +20,8 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/keelmesh/keel/config"
+	"github.com/keelmesh/keel/internal/shadow"
+	"github.com/keelmesh/keel/internal/store/sqlite"
 	"github.com/keelmesh/keel/internal/simfleet"
 	"github.com/keelmesh/keel/sim"
 )
@@ -762,4 +766,47 @@ func TestResponsesHedgeAndBreaker(t *testing.T) {
 			}
 		})
 	})
+}
+
+// A shadowed alias shadows a Responses client's calls too: the client gets
+// its own model's answer, the shadow model is asked the same, and the
+// comparison is stored.
+func TestResponsesShadowed(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "shadow.db")
+	m := shadowMesh(t, sim.ZeroLatency(), 100, store)
+	for i := range 5 {
+		_, score := shadowBody(i)
+		in, _ := json.Marshal(fmt.Sprintf("case: %d\nrisk_level: low\nconfidence_score: %g\nmitigation_steps: isolate host %d", i, score, i))
+		body := `{"model":"risk","instructions":"Extract the fields as JSON.","input":` + string(in) +
+			`,"text":{"format":{"type":"json_schema","name":"risk","schema":` + shadowSchema + `}}}`
+		req, _ := http.NewRequest(http.MethodPost, "http://keel.invalid/v1/responses", strings.NewReader(body))
+		req.Header.Set("content-type", "application/json")
+		req.Header.Set("authorization", fmt.Sprintf("Bearer client-%d", i))
+		resp, err := m.HTTPClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		text, _ := responseOutputText(b)
+		var got map[string]any
+		if resp.StatusCode != 200 || json.Unmarshal([]byte(text), &got) != nil || got["confidence_score"] != score {
+			t.Fatalf("call %d: %d %s", i, resp.StatusCode, b)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := m.Engine().DrainShadows(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := sqlite.ReadShadow(context.Background(), store, sqlite.ShadowQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := shadow.Build(res); rep.Calls != 5 || rep.Compared != 5 {
+		t.Errorf("shadowed %d, compared %d (outcomes %v), want 5 and 5", rep.Calls, rep.Compared, rep.Outcomes)
+	}
 }
