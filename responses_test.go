@@ -21,8 +21,8 @@ import (
 
 	"github.com/keelmesh/keel/config"
 	"github.com/keelmesh/keel/internal/shadow"
-	"github.com/keelmesh/keel/internal/store/sqlite"
 	"github.com/keelmesh/keel/internal/simfleet"
+	"github.com/keelmesh/keel/internal/store/sqlite"
 	"github.com/keelmesh/keel/sim"
 )
 
