@@ -195,7 +195,7 @@ func outputItem(el []byte, r *llm.Response) error {
 			r.Content = append(r.Content, llm.Block{Type: llm.BlockType(pt), Raw: json.RawMessage(p)})
 			return nil
 		})
-	case "function_call":
+	case "function_call", "custom_tool_call":
 		m, err := parseItem(el, "output")
 		if err != nil {
 			return protocolError("%s", err.Error())
@@ -295,6 +295,12 @@ func ResponseID(id string) string {
 	}
 	if id == "" {
 		return "resp_keel"
+	}
+	// another API's answer id, its prefix replaced (msg_01… → resp_01…)
+	for _, p := range [...]string{"msg_", "chatcmpl-"} {
+		if rest, ok := strings.CutPrefix(id, p); ok && rest != "" {
+			return "resp_" + rest
+		}
 	}
 	return "resp_" + id
 }
@@ -451,6 +457,10 @@ func appendOutputItem(b []byte, bl *llm.Block, respID string, i int, status stri
 		b = appendPart(b, bl, true)
 		return append(b, "]}"...)
 	case llm.BlockToolUse:
+		if string(bl.Raw) == CustomCallMarker {
+			// marked by translation: the item is built from the call
+			return append(b, customCall(itemID("ctc_", respID, i), bl.ID, bl.Name, bl.Input)...)
+		}
 		if bl.Raw != nil {
 			return append(b, bl.Raw...)
 		}

@@ -70,6 +70,10 @@ type Report struct {
 	// for tool-use ids. Nil when nothing was renamed.
 	names map[string]string
 	ids   map[string]string
+	// customs holds the upstream names of a Responses client's custom
+	// (freeform) tools offered as JSON tools: their calls go back to the
+	// client as custom tool calls.
+	customs map[string]bool
 }
 
 // Translated reports whether Prepare translated across formats, that is
@@ -475,6 +479,10 @@ func (t *prep) tools(r *llm.Request) {
 				tools = append(tools, st)
 				continue
 			}
+			if ct, ok := t.customTool(tl); ok {
+				tools = append(tools, ct)
+				continue
+			}
 			// An Anthropic server tool in a Messages request is asked for
 			// deliberately: content the answer would lack, refused by default
 			// (issue 25). A Responses tool the target cannot run (web_search,
@@ -644,6 +652,20 @@ func (t *prep) block(b *llm.Block, role llm.Role, inResult bool) bool {
 			t.hint("reasoning")
 		}
 		return false
+	}
+	if b.Raw != nil && t.client == llm.FormatResponses {
+		switch jsonType(b.Raw) {
+		case "custom_tool_call":
+			// its text input is already the {"input": text} a JSON tool takes
+			b.Raw = nil
+			b.Name = t.mapName(b.Name)
+			b.ID = t.mapID(b.ID)
+			return true
+		case "custom_tool_call_output":
+			b.Raw = nil
+			b.ToolUseID = t.mapID(b.ToolUseID)
+			return true
+		}
 	}
 	if b.Raw != nil {
 		switch {
