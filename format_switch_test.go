@@ -12,8 +12,8 @@ import (
 
 // TestNoFormatSwitchOutsideWire: what differs between wire formats lives
 // in the codec table (internal/wire); every other package of Keel asks
-// wire.For(format) instead of comparing a format with llm.FormatAnthropic
-// or llm.FormatOpenAI (issue 15). Naming a format (a route, a default) is
+// wire.For(format) instead of comparing a format with llm.FormatAnthropic,
+// llm.FormatOpenAI or llm.FormatResponses (issue 15). Naming a format (a route, a default) is
 // fine; deciding by one is not. Two places are exempt by design:
 // internal/llm, which defines the formats, and sim, the simulated
 // providers, whose behaviour differs per API on purpose (STYLE rule 19:
@@ -41,7 +41,7 @@ func TestNoFormatSwitchOutsideWire(t *testing.T) {
 			return false
 		}
 		x, ok := sel.X.(*ast.Ident)
-		return ok && x.Name == "llm" && (sel.Sel.Name == "FormatAnthropic" || sel.Sel.Name == "FormatOpenAI")
+		return ok && x.Name == "llm" && (sel.Sel.Name == "FormatAnthropic" || sel.Sel.Name == "FormatOpenAI" || sel.Sel.Name == "FormatResponses")
 	}
 	files := 0
 	for _, dir := range dirs {

@@ -3,8 +3,10 @@ package keel_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -465,4 +467,102 @@ func TestResponsesPolicies(t *testing.T) {
 			t.Errorf("X-Mesh-Cost = %q", c)
 		}
 	})
+}
+
+// POST /responses is served as /v1/responses is (OpenAI-compatible base
+// URLs without /v1); a bad request gets OpenAI's error shape.
+func TestResponsesPaths(t *testing.T) {
+	e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+	resp, b := doRaw(t, e.proxy.URL+"/responses", http.MethodPost, `{"model":"rsp-sonnet","input":"Hi"}`)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"object":"response"`) {
+		t.Fatalf("/responses: %d %s", resp.StatusCode, b)
+	}
+	resp, b = doRaw(t, e.proxy.URL+"/v1/responses", http.MethodPost, `{"model":"rsp-sonnet","input":42}`)
+	var er struct {
+		Error struct{ Type, Param, Message string } `json:"error"`
+	}
+	if resp.StatusCode != 400 || json.Unmarshal(b, &er) != nil || er.Error.Type != "invalid_request_error" || er.Error.Param != "input" {
+		t.Fatalf("bad input: %d %s", resp.StatusCode, b)
+	}
+}
+
+// A Codex CLI turn (developer message, encrypted reasoning, a call and its
+// output, function, built-in and custom tools, reasoning settings, store
+// false, streamed) is served by each kind of endpoint: the stream ends with
+// response.completed and X-Mesh-Dropped names what the endpoint could not
+// take.
+func TestResponsesCodexTurn(t *testing.T) {
+	e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+	codex, err := os.ReadFile("internal/wire/responses/testdata/request/codex.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range responsesTargets {
+		t.Run(tg.name, func(t *testing.T) {
+			body := strings.Replace(string(codex), `"model":"gpt-5-codex"`, `"model":"`+tg.model+`"`, 1)
+			resp, b := doRaw(t, e.proxy.URL+"/v1/responses", http.MethodPost, body)
+			if resp.StatusCode != 200 || !strings.Contains(string(b), "event: response.completed") {
+				t.Fatalf("%d %s", resp.StatusCode, b)
+			}
+			dropped := resp.Header.Get("X-Mesh-Dropped")
+			if tg.name == "responses-endpoint" {
+				if dropped != "" {
+					t.Errorf("same format dropped %q", dropped)
+				}
+				return
+			}
+			for _, d := range []string{"reasoning.encrypted_content", "tool:custom"} {
+				if !strings.Contains(dropped, d) {
+					t.Errorf("X-Mesh-Dropped = %q, want it to name %s", dropped, d)
+				}
+			}
+		})
+	}
+}
+
+// Personal data in a Responses call reaches no upstream and comes back to
+// the client restored, in answers and streams, from a Responses endpoint
+// (whose stream Keel passes on until a restored delta must be encoded)
+// and an Anthropic one.
+func TestResponsesPIIRoundTrip(t *testing.T) {
+	m, up := piiMesh(t, withResponsesEndpoint)
+	c := openai.NewClient(option.WithHTTPClient(m.HTTPClient()), option.WithAPIKey("k"), option.WithMaxRetries(0))
+	for _, model := range []string{"rsp-sonnet", "sim-sonnet"} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/stream=%v", model, stream), func(t *testing.T) {
+				p := responses.ResponseNewParams{Model: model, MaxOutputTokens: openai.Int(512), Instructions: openai.String(piiSystem),
+					Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(piiPrompt())}}
+				var got string
+				if stream {
+					r := readResponsesStream(t, c, p)
+					if r.terminal != "response.completed" || r.final != r.text {
+						t.Fatalf("stream ended %s, completed text %q, deltas %q", r.terminal, r.final, r.text)
+					}
+					got = r.text
+				} else {
+					r, err := c.Responses.New(context.Background(), p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got = r.OutputText()
+				}
+				reqs, _ := up.all()
+				sent := reqs[len(reqs)-1]
+				for k, v := range piiFields {
+					if strings.Contains(sent, v) {
+						t.Errorf("the upstream received the %s", k)
+					}
+				}
+				var fields map[string]string
+				if err := json.Unmarshal([]byte(got), &fields); err != nil {
+					t.Fatalf("answer %q: %v", got, err)
+				}
+				for k, v := range piiFields {
+					if fields[k] != v {
+						t.Errorf("client got %s = %q, want %q", k, fields[k], v)
+					}
+				}
+			})
+		}
+	}
 }

@@ -191,6 +191,19 @@ cache:
 			},
 		},
 		{
+			name: "api",
+			yaml: `providers:
+  - {name: a, type: anthropic, api: responses}
+  - {name: b, type: openai, api: assistants}
+  - {name: c, type: openai, api: responses}
+  - {name: d, type: openai, api: chat_completions}
+`,
+			want: []string{
+				`keel.yaml:2:32: providers[0].api: applies only to providers of type openai`,
+				`keel.yaml:3:29: providers[1].api: unknown api "assistants": expected chat_completions or responses`,
+			},
+		},
+		{
 			name: "anthropic_version",
 			yaml: `providers:
   - {name: a, type: openai, anthropic_version: "2023-06-01"}

@@ -90,9 +90,9 @@ func (c Caps) merge(o Caps) Caps {
 type Rule struct {
 	// Name says where the rule comes from; it is the Reason of its Actions.
 	Name string
-	// Format matches the target's format; FormatUnknown matches any, and
-	// FormatOpenAI both of OpenAI's APIs (their models take the same
-	// sampling parameters).
+	// Format matches the target's format or its family (FormatOpenAI
+	// matches both of OpenAI's APIs: their models take the same sampling
+	// parameters); FormatUnknown matches any.
 	Format llm.Format
 	// APIVersion matches exactly when set.
 	APIVersion string
@@ -102,7 +102,7 @@ type Rule struct {
 }
 
 func (r *Rule) matches(t Target) bool {
-	return (r.Format == llm.FormatUnknown || r.Format == t.Format || r.Format == llm.FormatOpenAI && t.Format.Family() == llm.FormatOpenAI) &&
+	return (r.Format == llm.FormatUnknown || r.Format == t.Format || r.Format == t.Format.Family()) &&
 		(r.APIVersion == "" || r.APIVersion == t.APIVersion) &&
 		(r.Match == nil || r.Match(t.Model))
 }

@@ -18,6 +18,7 @@ func TestTemperatureParamsTable(t *testing.T) {
 	anthV2 := Target{Format: llm.FormatAnthropic, Model: "claude-sonnet-4-20250514", APIVersion: AnthropicVersionNoSampling}
 	oai := Target{Format: llm.FormatOpenAI, Model: "gpt-4.1"}
 	reason := Target{Format: llm.FormatOpenAI, Model: "o3-mini"}
+	reasonResponses := Target{Format: llm.FormatResponses, Model: "o3-mini"}
 	type params struct {
 		temp, topP *float64
 		topK       *int
@@ -56,6 +57,9 @@ func TestTemperatureParamsTable(t *testing.T) {
 		{"reasoning model maps temperature to 1", reason, PolicyMap, params{temp: f64(0.2), topP: f64(0.9)}, params{temp: f64(1)}, []Action{
 			{Param: "temperature", Kind: Mapped, From: 0.2, To: 1, Reason: "openai-reasoning"},
 			{Param: "top_p", Kind: Dropped, From: 0.9, Reason: "openai-reasoning"}}, ""},
+		{"reasoning model through the Responses API too", reasonResponses, PolicyMap, params{temp: f64(0.2), topK: intp(3)}, params{temp: f64(1)}, []Action{
+			{Param: "temperature", Kind: Mapped, From: 0.2, To: 1, Reason: "openai-reasoning"},
+			{Param: "top_k", Kind: Dropped, From: 3, Reason: "openai-no-top-k"}}, ""},
 		{"reasoning model drops temperature", reason, PolicyDrop, params{temp: f64(0.2)}, params{}, []Action{
 			{Param: "temperature", Kind: Dropped, From: 0.2, Reason: "openai-reasoning"}}, ""},
 		{"reasoning model takes temperature 1", reason, PolicyReject, params{temp: f64(1)}, params{temp: f64(1)}, nil, ""},
