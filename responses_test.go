@@ -511,7 +511,7 @@ func TestResponsesCodexTurn(t *testing.T) {
 				}
 				return
 			}
-			for _, d := range []string{"reasoning.encrypted_content", "tool:custom"} {
+			for _, d := range []string{"reasoning.encrypted_content", "custom.format:grammar"} {
 				if !strings.Contains(dropped, d) {
 					t.Errorf("X-Mesh-Dropped = %q, want it to name %s", dropped, d)
 				}
@@ -561,6 +561,65 @@ func TestResponsesPIIRoundTrip(t *testing.T) {
 					if fields[k] != v {
 						t.Errorf("client got %s = %q, want %q", k, fields[k], v)
 					}
+				}
+			})
+		}
+	}
+}
+
+// A Responses client's custom (freeform) tool, Codex's apply_patch, works
+// on an Anthropic or Chat endpoint: offered as a tool of one string, its
+// call comes back as a custom_tool_call with the text input (answers and
+// streams), and the call and its output sent back reach the endpoint as a
+// tool call and its result.
+func TestResponsesCustomToolOnOtherFormats(t *testing.T) {
+	e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+	c := openaiClients(e)["proxy"]
+	ctx := context.Background()
+	tools := []responses.ToolUnionParam{{OfCustom: &responses.CustomToolParam{Name: "apply_patch", Description: openai.String("Apply a patch to files")}}}
+	for _, model := range []string{"sim-sonnet", "sim-llama"} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/stream=%v", model, stream), func(t *testing.T) {
+				p := responses.ResponseNewParams{Model: model, MaxOutputTokens: openai.Int(300), Tools: tools,
+					Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Please use apply_patch to fix the bug.")}}
+				var out []responses.ResponseOutputItemUnion
+				if stream {
+					st := c.Responses.NewStreaming(ctx, p)
+					for st.Next() {
+						if ev := st.Current(); ev.Type == "response.completed" {
+							out = ev.Response.Output
+						}
+					}
+					if err := st.Err(); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					r, err := c.Responses.New(ctx, p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					out = r.Output
+				}
+				var call responses.ResponseOutputItemUnion
+				for _, it := range out {
+					if it.Type == "custom_tool_call" {
+						call = it
+					}
+				}
+				if call.Name != "apply_patch" || call.CallID == "" || call.Input == "" || strings.HasPrefix(call.Input, "{") {
+					t.Fatalf("output %+v has no apply_patch custom call with text input", out)
+				}
+				r, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: model, MaxOutputTokens: openai.Int(300), Tools: tools,
+					Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+						responses.ResponseInputItemParamOfMessage("Please use apply_patch to fix the bug.", responses.EasyInputMessageRoleUser),
+						responses.ResponseInputItemParamOfCustomToolCall(call.CallID, call.Input, call.Name),
+						responses.ResponseInputItemParamOfCustomToolCallOutput(call.CallID, "Done. Applied 1 hunk."),
+					}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Status != "completed" || r.OutputText() == "" {
+					t.Fatalf("after the patch: %s %q", r.Status, r.OutputText())
 				}
 			})
 		}
