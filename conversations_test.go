@@ -150,7 +150,9 @@ func TestPreviousResponseSurvivesFailover(t *testing.T) {
 		{"redis", "redis", func(t *testing.T, fleet *sim.Fleet) (replicas, *convRecorder) {
 			rs := redistest.Start(t)
 			shared := func(c *config.Config) {
-				c.Redis = config.Redis{URL: config.Secret(rs.URL()), KeyPrefix: "conv-test:"}
+				// A generous timeout: the 250ms default is a production
+				// bound, and a loaded CI machine can exceed it.
+				c.Redis = config.Redis{URL: config.Secret(rs.URL()), KeyPrefix: "conv-test:", Timeout: config.Duration(5 * time.Second)}
 				c.ApplyDefaults()
 			}
 			a, _ := convMesh(t, fleet, shared)

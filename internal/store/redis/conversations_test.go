@@ -20,7 +20,8 @@ func TestConversationsBackend(t *testing.T) {
 	srv := redistest.Start(t)
 	convstatetest.Run(t, func(t *testing.T, b convstate.Bounds) convstate.Backend {
 		// A prefix per case: the cases share the server.
-		st, err := New(config.Redis{URL: config.Secret(srv.URL()), KeyPrefix: strings.ReplaceAll(t.Name(), "/", ":") + ":"}, nil)
+		// A generous timeout: a loaded CI machine can exceed the 250ms default.
+		st, err := New(config.Redis{URL: config.Secret(srv.URL()), KeyPrefix: strings.ReplaceAll(t.Name(), "/", ":") + ":", Timeout: config.Duration(5 * time.Second)}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
