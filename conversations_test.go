@@ -150,7 +150,9 @@ func TestPreviousResponseSurvivesFailover(t *testing.T) {
 		{"redis", "redis", func(t *testing.T, fleet *sim.Fleet) (replicas, *convRecorder) {
 			rs := redistest.Start(t)
 			shared := func(c *config.Config) {
-				c.Redis = config.Redis{URL: config.Secret(rs.URL()), KeyPrefix: "conv-test:"}
+				// A generous timeout: the 250ms default is a production
+				// bound, and a loaded CI machine can exceed it.
+				c.Redis = config.Redis{URL: config.Secret(rs.URL()), KeyPrefix: "conv-test:", Timeout: config.Duration(5 * time.Second)}
 				c.ApplyDefaults()
 			}
 			a, _ := convMesh(t, fleet, shared)
@@ -434,4 +436,87 @@ func TestStoredConversationsBounded(t *testing.T) {
 			t.Fatalf("the newest: %v", err)
 		}
 	})
+}
+
+// The same failover onto a Chat Completions endpoint (an OpenAI-compatible
+// server: vLLM, Ollama …): the expanded history reaches it as a user
+// message, an assistant message with tool_calls and a tool message.
+func TestPreviousResponseFailoverToChatCompletions(t *testing.T) {
+	fleet, err := sim.New(sim.ZeroLatency())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, rec := convMesh(t, fleet, func(c *config.Config) {
+		base := strings.TrimSuffix(providerBase(c, simfleet.OpenAIProvider), "/v1")
+		c.Models = append(c.Models, config.Model{Name: "llama-eu", Capability: 2, ContextWindow: 128_000,
+			Endpoints: []config.Endpoint{{Provider: simfleet.OpenAIProvider, Region: "eu-west", UpstreamModel: "sim-llama", BaseURL: base + "/r/eu-west/v1"}}})
+		for i := range c.Aliases {
+			if c.Aliases[i].Name == convAlias {
+				c.Aliases[i].Models = []string{"rsp-sonnet", "llama-eu"}
+			}
+		}
+		c.ApplyDefaults()
+	})
+	c := openai.NewClient(ooption.WithHTTPClient(m.HTTPClient()), ooption.WithAPIKey("client-key"))
+	ctx := context.Background()
+	tools := weatherTools(t)
+	r1, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: convAlias, MaxOutputTokens: openai.Int(512), Tools: tools,
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(convPrompt)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var call responses.ResponseOutputItemUnion
+	for _, it := range r1.Output {
+		if it.Type == "function_call" {
+			call = it
+		}
+	}
+	if call.CallID == "" {
+		t.Fatalf("turn 1 output %+v has no function call", r1.Output)
+	}
+	if err := fleet.SetRegionDown("us-east", true); err != nil {
+		t.Fatal(err)
+	}
+	var hr *http.Response
+	r2, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: convAlias, MaxOutputTokens: openai.Int(512), Tools: tools,
+		PreviousResponseID: openai.String(r1.ID),
+		Input:              responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{functionOutput(call.CallID, "12°C and sunny")}},
+	}, ooption.WithResponseInto(&hr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := hr.Header.Get("X-Mesh-Provider"); p != simfleet.OpenAIProvider {
+		t.Fatalf("turn 2 served by %q, want the Chat Completions endpoint", p)
+	}
+	up := rec.last(t, "/r/eu-west/v1/chat/completions")
+	var sent struct {
+		Messages []struct {
+			Role      string          `json:"role"`
+			Content   json.RawMessage `json:"content"`
+			ToolCalls []struct {
+				ID       string `json:"id"`
+				Function struct{ Name, Arguments string }
+			} `json:"tool_calls"`
+			ToolCallID string `json:"tool_call_id"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(up.body, &sent); err != nil {
+		t.Fatal(err)
+	}
+	msgs := sent.Messages
+	if len(msgs) != 3 || msgs[0].Role != "user" || !strings.Contains(string(msgs[0].Content), convPrompt) ||
+		msgs[1].Role != "assistant" || len(msgs[1].ToolCalls) != 1 || msgs[1].ToolCalls[0].ID != call.CallID || msgs[1].ToolCalls[0].Function.Name != "get_weather" ||
+		msgs[2].Role != "tool" || msgs[2].ToolCallID != call.CallID || !strings.Contains(string(msgs[2].Content), "12°C and sunny") {
+		t.Fatalf("Chat upstream body %s: want user, assistant tool_calls %s, tool result", up.body, call.CallID)
+	}
+	if bytes.Contains(up.body, []byte("previous_response_id")) {
+		t.Fatalf("upstream body names the previous response: %s", up.body)
+	}
+	upReq, err := wire.For(llm.FormatOpenAI).ParseRequest(up.body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fleet.Answer(upReq).Text(); r2.OutputText() != want || want == "" {
+		t.Fatalf("turn 2 text %q, want the simulator's answer to the expanded history %q", r2.OutputText(), want)
+	}
 }

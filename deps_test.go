@@ -39,7 +39,7 @@ func TestImportRules(t *testing.T) {
 		mod + "/internal/health":     nil,
 		mod + "/internal/route":      nil,
 		mod + "/internal/pii":        nil,
-		mod + "/internal/convstate":  {mod + "/internal/llm"},
+		mod + "/internal/convstate":  {mod + "/internal/llm", mod + "/internal/jsonx"},
 	}
 	forbidden := map[string][]string{
 		mod + "/internal/engine": {mod + "/internal/server", mod + "/internal/telemetry", mod + "/internal/store", "github.com/prometheus", "github.com/redis", "modernc.org/sqlite", mod + "/sim"},

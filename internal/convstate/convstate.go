@@ -11,10 +11,11 @@
 // and their outputs included) and the response object as served, for GET
 // /v1/responses/{id}. A Store does the Responses API's part of a call
 // (Begin, then the keep function it returns, Get, Delete) over a Backend
-// that holds encoded conversations: Memory here, the request log's SQLite
-// database (store/sqlite) or Redis (store/redis). A Backend enforces the
-// Bounds: entries past their expiry are never returned, and beyond the
-// entry or byte bound the oldest go first.
+// that holds conversations: Memory here (the values as they are), the
+// request log's SQLite database (store/sqlite) or Redis (store/redis), both
+// of which keep them as Encode writes them. A Backend enforces the Bounds:
+// entries past their expiry are never returned, and beyond the entry or
+// byte bound (Conversation.Size) the oldest go first.
 //
 // A Store and the Backends here are safe for concurrent use. Begin, Get,
 // Delete and keep block for one round trip to the backend (none for
@@ -32,6 +33,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
 )
 
@@ -113,8 +115,9 @@ func (c Config) Validate() error {
 
 // Bounds are what a Backend enforces on Put.
 type Bounds struct {
-	// MaxEntries and MaxBytes bound the entries and their total size; the
-	// oldest entries are dropped first. 0 means no bound.
+	// MaxEntries and MaxBytes bound the entries and their total size
+	// (Conversation.Size); the oldest entries are dropped first. 0 means
+	// no bound.
 	MaxEntries int
 	MaxBytes   int64
 }
@@ -125,19 +128,21 @@ func (c Config) Bounds() Bounds {
 	return Bounds{MaxEntries: c.MaxConversations, MaxBytes: c.MaxBytes}
 }
 
-// Backend holds encoded conversations by response id. Implementations
-// must be safe for concurrent use.
+// Backend holds conversations by key. A Conversation handed to Put or
+// returned by Get is not modified afterwards by anyone: a Backend may keep
+// and return the value itself. Implementations must be safe for
+// concurrent use.
 type Backend interface {
-	// Put stores data under id until expires (replacing what id held),
+	// Put stores c under key until expires (replacing what key held),
 	// then drops the oldest entries while the bounds are exceeded. An
 	// entry larger than the byte bound is not stored.
-	Put(ctx context.Context, id string, data []byte, now, expires time.Time) error
-	// Get returns what id holds, or ErrNotFound when it holds nothing or
+	Put(ctx context.Context, key string, c *Conversation, now, expires time.Time) error
+	// Get returns what key holds, or ErrNotFound when it holds nothing or
 	// its entry expired before now.
-	Get(ctx context.Context, id string, now time.Time) ([]byte, error)
-	// Delete removes id's entry; false when there was none (or it had
+	Get(ctx context.Context, key string, now time.Time) (*Conversation, error)
+	// Delete removes key's entry; false when there was none (or it had
 	// expired before now).
-	Delete(ctx context.Context, id string, now time.Time) (bool, error)
+	Delete(ctx context.Context, key string, now time.Time) (bool, error)
 }
 
 // Conversation is what Keel keeps of one answer it served.
@@ -154,12 +159,46 @@ type Conversation struct {
 	// with previous_response_id, the instructions from a previous response
 	// will not be carried over", API reference, create a response).
 	Messages []llm.Message `json:"messages"`
-	// Response is the response object as served (GET /v1/responses/{id}).
-	Response json.RawMessage `json:"response"`
 	// Endpoint is the id of the endpoint that served the answer.
 	Endpoint string `json:"endpoint,omitempty"`
 	// Created is when the answer was kept.
 	Created time.Time `json:"created"`
+	// Response is the response object as served (GET /v1/responses/{id}).
+	// Last: encode splices it in as it is.
+	Response json.RawMessage `json:"response"`
+}
+
+// Size is what c counts against Bounds.MaxBytes: its response object and
+// the content of its messages (texts, tool inputs, opaque state) in bytes,
+// plus 32 per block for the rest. Every backend counts the same.
+func (c *Conversation) Size() int64 {
+	n := int64(len(c.Response) + len(c.ID) + len(c.Owner) + len(c.Endpoint))
+	for i := range c.Messages {
+		m := &c.Messages[i]
+		n += 32 + int64(len(m.Name)) + extraSize(m.Extra) + blocksSize(m.Content)
+	}
+	return n
+}
+
+func blocksSize(bs []llm.Block) int64 {
+	var n int64
+	for i := range bs {
+		b := &bs[i]
+		n += 32 + int64(len(b.Text)+len(b.ID)+len(b.Name)+len(b.Input)+len(b.ToolUseID)+len(b.Thinking)+len(b.Signature)+len(b.Data)+len(b.Raw)) +
+			extraSize(b.Extra) + blocksSize(b.Content)
+		if im := b.Image; im != nil {
+			n += int64(len(im.Data) + len(im.URL) + len(im.MediaType))
+		}
+	}
+	return n
+}
+
+func extraSize(x llm.Extra) int64 {
+	var n int64
+	for k, v := range x {
+		n += int64(len(k) + len(v))
+	}
+	return n
 }
 
 // Options configure a Store.
@@ -245,11 +284,9 @@ func (s *Store) Begin(ctx context.Context, req *llm.Request, owner string) (keep
 }
 
 func (s *Store) keep(ctx context.Context, history []llm.Message, resp *llm.Response, served []byte, endpoint, owner string) error {
-	var obj struct {
-		ID string `json:"id"`
-	}
-	if err := json.Unmarshal(served, &obj); err != nil || obj.ID == "" {
-		return fmt.Errorf("the response served has no id (%v)", err)
+	id := responseID(served)
+	if id == "" {
+		return errors.New("the response served has no id")
 	}
 	now := s.now()
 	msgs := make([]llm.Message, len(history), len(history)+1)
@@ -257,15 +294,78 @@ func (s *Store) keep(ctx context.Context, history []llm.Message, resp *llm.Respo
 	if len(resp.Content) > 0 {
 		msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Content: resp.Content})
 	}
-	c := Conversation{ID: obj.ID, Owner: owner, Messages: msgs, Response: served, Endpoint: endpoint, Created: now}
-	b, err := json.Marshal(&c)
-	if err != nil {
-		return fmt.Errorf("encoding conversation %s: %w", obj.ID, err)
-	}
-	if err := s.b.Put(ctx, storageKey(owner, obj.ID), b, now, now.Add(s.ttl)); err != nil {
-		return fmt.Errorf("storing conversation %s: %w", obj.ID, err)
+	c := &Conversation{ID: id, Owner: owner, Messages: msgs, Response: served, Endpoint: endpoint, Created: now}
+	if err := s.b.Put(ctx, storageKey(owner, id), c, now, now.Add(s.ttl)); err != nil {
+		return fmt.Errorf("storing conversation %s: %w", id, err)
 	}
 	return nil
+}
+
+// responseID is the top-level id of a response object (valid JSON, as
+// served), read without decoding the rest; "" when it has none.
+func responseID(obj []byte) string {
+	var id string
+	jsonx.EachMember(obj, func(k, v []byte) error {
+		if string(k) == `"id"` {
+			id, _ = jsonx.Unquote(v)
+			return errFound
+		}
+		return nil
+	})
+	return id
+}
+
+var errFound = errors.New("found")
+
+// Encode writes c as a backend that keeps bytes holds it: Conversation's
+// JSON, with the response object spliced in as served (it is valid JSON
+// already; a json.Marshal of it would scan and compact it again).
+func Encode(c *Conversation) ([]byte, error) {
+	resp := c.Response
+	c.Response = nil
+	b, err := json.Marshal(c)
+	c.Response = resp
+	if err != nil {
+		return nil, err
+	}
+	// b ends with "response":null}: replace the null.
+	const tail = `null}`
+	out := make([]byte, 0, len(b)-len(tail)+len(resp)+1)
+	out = append(append(append(out, b[:len(b)-len(tail)]...), resp...), '}')
+	return out, nil
+}
+
+// Decode reads what Encode wrote.
+func Decode(b []byte) (*Conversation, error) {
+	var c Conversation
+	err := jsonx.EachMember(b, func(k, v []byte) error {
+		switch string(k) {
+		case `"response"`:
+			c.Response = v
+			return nil
+		case `"id"`:
+			return json.Unmarshal(v, &c.ID)
+		case `"owner"`:
+			return json.Unmarshal(v, &c.Owner)
+		case `"messages"`:
+			return json.Unmarshal(v, &c.Messages)
+		case `"endpoint"`:
+			return json.Unmarshal(v, &c.Endpoint)
+		case `"created"`:
+			return json.Unmarshal(v, &c.Created)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if c.Response == nil {
+		return nil, errors.New("no response object")
+	}
+	for i := range c.Messages {
+		unnull(c.Messages[i].Content)
+	}
+	return &c, nil
 }
 
 // Response returns the response object stored under id, as it was
@@ -299,24 +399,17 @@ func (s *Store) Delete(ctx context.Context, id, owner string) *llm.APIError {
 }
 
 func (s *Store) get(ctx context.Context, id, owner string, notFound func(string) *llm.APIError) (*Conversation, *llm.APIError) {
-	b, err := s.b.Get(ctx, storageKey(owner, id), s.now())
+	c, err := s.b.Get(ctx, storageKey(owner, id), s.now())
 	if errors.Is(err, ErrNotFound) {
 		return nil, notFound(id)
 	}
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	var c Conversation
-	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, &llm.APIError{Status: http.StatusInternalServerError, Type: llm.ErrAPI, Message: fmt.Sprintf("reading stored response %s: %v", id, err)}
-	}
 	if c.Owner != owner {
 		return nil, notFound(id) // another key's: as if it did not exist
 	}
-	for i := range c.Messages {
-		unnull(c.Messages[i].Content)
-	}
-	return &c, nil
+	return c, nil
 }
 
 // storageKey is where owner's response id is kept: each virtual key has

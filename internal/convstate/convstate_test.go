@@ -3,6 +3,7 @@ package convstate_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"reflect"
 	"testing"
@@ -215,4 +216,40 @@ func TestConfigValidate(t *testing.T) {
 func js(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// failingBackend is a backend that cannot be reached.
+type failingBackend struct{}
+
+func (failingBackend) Put(context.Context, string, *convstate.Conversation, time.Time, time.Time) error {
+	return errors.New("connection refused")
+}
+func (failingBackend) Get(context.Context, string, time.Time) (*convstate.Conversation, error) {
+	return nil, errors.New("connection refused")
+}
+func (failingBackend) Delete(context.Context, string, time.Time) (bool, error) {
+	return false, errors.New("connection refused")
+}
+
+// A backend that cannot be reached: a follow-up is a 503 (never served
+// without its history), GET and DELETE too; keeping only logs (the
+// client has its answer).
+func TestBackendDownIs503(t *testing.T) {
+	ctx := context.Background()
+	s := convstate.New(failingBackend{}, convstate.Options{})
+	keep, ae := s.Begin(ctx, request("", text(llm.RoleUser, "hi")), "")
+	if ae != nil {
+		t.Fatal(ae)
+	}
+	keep(ctx, &llm.Response{}, []byte(`{"id":"resp_1"}`), "ep")
+	_, ae = s.Begin(ctx, request("resp_1", text(llm.RoleUser, "more")), "")
+	if ae == nil || ae.Status != http.StatusServiceUnavailable || ae.MeshCode != llm.MeshOverloaded {
+		t.Fatalf("follow-up with the backend down: %v; want 503 MESH_OVERLOADED", ae)
+	}
+	if _, ae := s.Response(ctx, "resp_1", ""); ae == nil || ae.Status != http.StatusServiceUnavailable {
+		t.Fatalf("GET with the backend down: %v; want 503", ae)
+	}
+	if ae := s.Delete(ctx, "resp_1", ""); ae == nil || ae.Status != http.StatusServiceUnavailable {
+		t.Fatalf("DELETE with the backend down: %v; want 503", ae)
+	}
 }

@@ -43,3 +43,36 @@ func FuzzBegin(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecode: Decode never panics on what a store hands back, and what it
+// accepts encodes back to a record it reads the same.
+func FuzzDecode(f *testing.F) {
+	for _, c := range []*convstate.Conversation{
+		{ID: "resp_1", Response: json.RawMessage(`{"id":"resp_1"}`)},
+		{ID: "resp_2", Owner: "key", Endpoint: "ep", Messages: []llm.Message{text(llm.RoleUser, "hi"),
+			{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockToolUse, ID: "c", Name: "f", Input: json.RawMessage(`{}`)}}}},
+			Response: json.RawMessage(`{"id":"resp_2","output":[]}`)},
+	} {
+		b, err := convstate.Encode(c)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"response":null}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := convstate.Decode(b)
+		if err != nil || !json.Valid(c.Response) {
+			return
+		}
+		again, err := convstate.Encode(c)
+		if err != nil {
+			t.Fatalf("Encode of a decoded record: %v", err)
+		}
+		c2, err := convstate.Decode(again)
+		if err != nil || c2.ID != c.ID || c2.Owner != c.Owner || len(c2.Messages) != len(c.Messages) || string(c2.Response) != string(c.Response) {
+			t.Fatalf("round trip of %s: %+v, %v", b, c2, err)
+		}
+	})
+}

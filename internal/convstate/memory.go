@@ -8,9 +8,10 @@ import (
 )
 
 // Memory is a Backend in this process's memory, for a mesh without a
-// request log or Redis (an embedded keel.New): its conversations end with
-// the process. Entries are dropped oldest stored first. Safe for
-// concurrent use; no method blocks but on its mutex.
+// request log or Redis (an embedded keel.New): it keeps the values as they
+// are (nothing is encoded), and its conversations end with the process.
+// Entries are dropped oldest stored first. Safe for concurrent use; no
+// method blocks but on its mutex.
 type Memory struct {
 	bounds Bounds
 
@@ -22,7 +23,8 @@ type Memory struct {
 
 type memEntry struct {
 	id      string
-	data    []byte
+	c       *Conversation
+	size    int64
 	expires time.Time
 }
 
@@ -34,15 +36,15 @@ func NewMemory(b Bounds) *Memory {
 var _ Backend = (*Memory)(nil)
 
 // Put implements Backend.
-func (m *Memory) Put(_ context.Context, id string, data []byte, now, expires time.Time) error {
-	size := int64(len(data))
+func (m *Memory) Put(_ context.Context, id string, c *Conversation, now, expires time.Time) error {
+	size := c.Size()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.remove(id)
 	if m.bounds.MaxBytes > 0 && size > m.bounds.MaxBytes || !expires.After(now) {
 		return nil
 	}
-	m.byID[id] = m.order.PushBack(&memEntry{id: id, data: data, expires: expires})
+	m.byID[id] = m.order.PushBack(&memEntry{id: id, c: c, size: size, expires: expires})
 	m.bytes += size
 	for m.order.Len() > 0 {
 		front := m.order.Front().Value.(*memEntry)
@@ -57,7 +59,7 @@ func (m *Memory) Put(_ context.Context, id string, data []byte, now, expires tim
 }
 
 // Get implements Backend.
-func (m *Memory) Get(_ context.Context, id string, now time.Time) ([]byte, error) {
+func (m *Memory) Get(_ context.Context, id string, now time.Time) (*Conversation, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	el, ok := m.byID[id]
@@ -69,7 +71,7 @@ func (m *Memory) Get(_ context.Context, id string, now time.Time) ([]byte, error
 		m.remove(id)
 		return nil, ErrNotFound
 	}
-	return e.data, nil
+	return e.c, nil
 }
 
 // Delete implements Backend.
@@ -101,5 +103,5 @@ func (m *Memory) remove(id string) {
 	}
 	m.order.Remove(el)
 	delete(m.byID, id)
-	m.bytes -= int64(len(el.Value.(*memEntry).data))
+	m.bytes -= el.Value.(*memEntry).size
 }

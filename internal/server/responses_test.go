@@ -10,6 +10,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/convstate"
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/wire"
 )
 
 func TestResponsesItemPath(t *testing.T) {
@@ -116,4 +117,48 @@ func TestResponseItemGetDelete(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A stream's answer is kept once, at the first event that ends it
+// (message_delta), before that event is written; a stream that ends in
+// an error event keeps nothing.
+func TestStreamKeeperKeepsAtTheEnd(t *testing.T) {
+	usage := &llm.Usage{InputTokens: 3, OutputTokens: 2}
+	events := []*llm.Event{
+		{Type: llm.EventMessageStart, Message: &llm.Response{ID: "resp_s1", Model: "m"}},
+		{Type: llm.EventBlockStart, Index: 0, Block: &llm.Block{Type: llm.BlockText}},
+		{Type: llm.EventBlockDelta, Index: 0, DeltaType: llm.DeltaText, Delta: "Hel"},
+		{Type: llm.EventBlockDelta, Index: 0, DeltaType: llm.DeltaText, Delta: "lo"},
+		{Type: llm.EventBlockStop, Index: 0},
+		{Type: llm.EventMessageDelta, StopReason: llm.StopEndTurn, Usage: usage},
+		{Type: llm.EventMessageStop},
+	}
+	var kept []string
+	var at []int
+	k := &streamKeeper{codec: wire.For(llm.FormatResponses), endpoint: func() string { return "ep-1" },
+		keep: func(_ context.Context, resp *llm.Response, served []byte, endpoint string) {
+			kept = append(kept, resp.Text()+" "+endpoint+" "+string(served[:len(`{"id":"resp_s1"`)]))
+		}}
+	for i, ev := range events {
+		n := len(kept)
+		k.see(context.Background(), ev)
+		if len(kept) > n {
+			at = append(at, i)
+		}
+	}
+	if len(kept) != 1 || at[0] != 5 || kept[0] != `Hello ep-1 {"id":"resp_s1"` {
+		t.Fatalf("kept %q at events %v; want once, at message_delta (5), the whole answer", kept, at)
+	}
+
+	kept = nil
+	k = &streamKeeper{codec: wire.For(llm.FormatResponses), endpoint: func() string { return "ep-1" },
+		keep: func(context.Context, *llm.Response, []byte, string) { kept = append(kept, "x") }}
+	for _, ev := range append(events[:4:4], &llm.Event{Type: llm.EventError, Err: &llm.APIError{Type: llm.ErrOverloaded}}) {
+		k.see(context.Background(), ev)
+	}
+	if len(kept) != 0 {
+		t.Fatal("a stream that failed was kept")
+	}
+	var none *streamKeeper
+	none.see(context.Background(), events[0]) // store false: no keeper, no effect
 }

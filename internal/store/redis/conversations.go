@@ -19,10 +19,10 @@ import (
 // timeout.
 //
 // Layout: PREFIX+"resp:"+ID is a hash {exp: expiry in Unix ms, data: the
-// conversation}, expiring with it; PREFIX+"resp:order" orders the ids by
+// conversation as convstate.Encode writes it}, expiring with it; PREFIX+"resp:order" orders the ids by
 // the sequence PREFIX+"resp:seq" (oldest first, for eviction),
 // PREFIX+"resp:exp" by expiry, PREFIX+"resp:size" holds each one's size
-// and PREFIX+"resp:bytes" their total. A Lua script stores, expires and
+// (Conversation.Size) and PREFIX+"resp:bytes" their total. A Lua script stores, expires and
 // evicts in one step. It names entry keys it builds from their ids, so it
 // needs a single Redis, not a cluster.
 func (s *Store) Conversations(b convstate.Bounds) *Conversations {
@@ -52,14 +52,15 @@ local function drop(id)
 end
 `
 
-// convPutScript stores ARGV[3] under id ARGV[2] (now ARGV[4] and expiry
-// ARGV[5] in Unix ms, TTL ARGV[6] ms) after dropping the expired entries,
-// then drops the oldest while there are more than ARGV[7] entries or
-// ARGV[8] bytes (0: no bound). An entry over the byte bound is not kept.
+// convPutScript stores ARGV[3] (of size ARGV[9]) under id ARGV[2] (now
+// ARGV[4] and expiry ARGV[5] in Unix ms, TTL ARGV[6] ms) after dropping
+// the expired entries, then drops the oldest while there are more than
+// ARGV[7] entries or ARGV[8] bytes (0: no bound). An entry over the byte
+// bound is not kept.
 var convPutLua = goredis.NewScript(convDrop + `
 drop(ARGV[2])
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[4])) do drop(id) end
-local size = string.len(ARGV[3])
+local size = tonumber(ARGV[9])
 local maxn, maxb = tonumber(ARGV[7]), tonumber(ARGV[8])
 if tonumber(ARGV[6]) <= 0 or (maxb > 0 and size > maxb) then return 0 end
 local seq = redis.call('INCR', KEYS[5])
@@ -93,11 +94,15 @@ func (c *Conversations) keys() []string {
 }
 
 // Put implements convstate.Backend.
-func (c *Conversations) Put(ctx context.Context, id string, data []byte, now, expires time.Time) error {
+func (c *Conversations) Put(ctx context.Context, id string, conv *convstate.Conversation, now, expires time.Time) error {
+	data, err := convstate.Encode(conv)
+	if err != nil {
+		return fmt.Errorf("storing response %s in redis: %w", id, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	err := convPutLua.Run(ctx, c.c, c.keys(), c.p, id, data, now.UnixMilli(), expires.UnixMilli(),
-		expires.Sub(now).Milliseconds(), c.bounds.MaxEntries, c.bounds.MaxBytes).Err()
+	err = convPutLua.Run(ctx, c.c, c.keys(), c.p, id, data, now.UnixMilli(), expires.UnixMilli(),
+		expires.Sub(now).Milliseconds(), c.bounds.MaxEntries, c.bounds.MaxBytes, conv.Size()).Err()
 	if err != nil {
 		return fmt.Errorf("storing response %s in redis: %w", id, err)
 	}
@@ -105,7 +110,7 @@ func (c *Conversations) Put(ctx context.Context, id string, data []byte, now, ex
 }
 
 // Get implements convstate.Backend.
-func (c *Conversations) Get(ctx context.Context, id string, now time.Time) ([]byte, error) {
+func (c *Conversations) Get(ctx context.Context, id string, now time.Time) (*convstate.Conversation, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	vals, err := c.c.HMGet(ctx, c.p+id, "exp", "data").Result()
@@ -118,7 +123,11 @@ func (c *Conversations) Get(ctx context.Context, id string, now time.Time) ([]by
 	if vals[0] == nil || vals[1] == nil || perr != nil || ms <= now.UnixMilli() {
 		return nil, convstate.ErrNotFound
 	}
-	return []byte(data), nil
+	conv, err := convstate.Decode([]byte(data))
+	if err != nil {
+		return nil, fmt.Errorf("reading response %s from redis: %w", id, err)
+	}
+	return conv, nil
 }
 
 // Delete implements convstate.Backend.

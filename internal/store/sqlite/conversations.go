@@ -16,7 +16,7 @@ import (
 // Append only.
 var conversationMigrations = []string{
 	// 1: one row per stored response; seq orders them oldest first for
-	// eviction, size is len(data); responses_total holds their count and
+	// eviction, size is the conversation's Size; responses_total holds their count and
 	// total size (one row), kept by every write, so a bound is checked
 	// without a scan.
 	`CREATE TABLE responses (
@@ -24,7 +24,7 @@ var conversationMigrations = []string{
 		seq        INTEGER NOT NULL UNIQUE,
 		expires_ns INTEGER NOT NULL,    -- Unix nanoseconds
 		size       INTEGER NOT NULL,
-		data       BLOB    NOT NULL     -- convstate.Conversation as JSON
+		data       BLOB    NOT NULL     -- convstate.Encode of the conversation
 	);
 	CREATE INDEX responses_expires ON responses (expires_ns);
 	CREATE TABLE responses_total (entries INTEGER NOT NULL, bytes INTEGER NOT NULL);
@@ -62,7 +62,11 @@ func OpenConversations(path string, b convstate.Bounds) (*Conversations, error) 
 func (c *Conversations) Close() error { return c.db.Close() }
 
 // Put implements convstate.Backend.
-func (c *Conversations) Put(ctx context.Context, id string, data []byte, now, expires time.Time) (err error) {
+func (c *Conversations) Put(ctx context.Context, id string, conv *convstate.Conversation, now, expires time.Time) (err error) {
+	data, err := convstate.Encode(conv)
+	if err != nil {
+		return fmt.Errorf("storing response %s: %w", id, err)
+	}
 	tx, err := c.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("storing response %s: %w", id, err)
@@ -82,7 +86,7 @@ func (c *Conversations) Put(ctx context.Context, id string, data []byte, now, ex
 		return err
 	}
 	entries, total = entries-n, total-freed
-	if size := int64(len(data)); expires.After(now) && (c.bounds.MaxBytes <= 0 || size <= c.bounds.MaxBytes) {
+	if size := conv.Size(); expires.After(now) && (c.bounds.MaxBytes <= 0 || size <= c.bounds.MaxBytes) {
 		if _, err = tx.ExecContext(ctx, `INSERT INTO responses (id, seq, expires_ns, size, data)
 			VALUES (?, (SELECT coalesce(max(seq), 0) + 1 FROM responses), ?, ?, ?)`, id, expires.UnixNano(), size, data); err != nil {
 			return err
@@ -124,7 +128,7 @@ func deleteSizes(ctx context.Context, tx *sql.Tx, q string, args ...any) (n, byt
 }
 
 // Get implements convstate.Backend.
-func (c *Conversations) Get(ctx context.Context, id string, now time.Time) ([]byte, error) {
+func (c *Conversations) Get(ctx context.Context, id string, now time.Time) (*convstate.Conversation, error) {
 	var data []byte
 	err := c.db.QueryRowContext(ctx, `SELECT data FROM responses WHERE id = ? AND expires_ns > ?`, id, now.UnixNano()).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -133,7 +137,11 @@ func (c *Conversations) Get(ctx context.Context, id string, now time.Time) ([]by
 	if err != nil {
 		return nil, fmt.Errorf("reading response %s: %w", id, err)
 	}
-	return data, nil
+	conv, err := convstate.Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("reading response %s: %w", id, err)
+	}
+	return conv, nil
 }
 
 // Delete implements convstate.Backend.

@@ -1,15 +1,16 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/keelmesh/keel/internal/convstate"
 	"github.com/keelmesh/keel/internal/convstate/convstatetest"
+	"github.com/keelmesh/keel/internal/llm"
 )
 
 func TestConversationsBackend(t *testing.T) {
@@ -47,8 +48,8 @@ func TestConversationsShareTheRequestLogFile(t *testing.T) {
 }
 
 // BenchmarkConversationsPutGet is one stored turn and its follow-up's read
-// (a 4 KiB conversation), under the default bounds: what a Responses
-// call with store adds on the request path.
+// (a conversation with a 4 KiB response object), under the default
+// bounds: what a Responses call with store adds on the request path.
 func BenchmarkConversationsPutGet(b *testing.B) {
 	c, err := OpenConversations(filepath.Join(b.TempDir(), "keel-requests.db"), convstate.Config{}.Bounds())
 	if err != nil {
@@ -56,12 +57,13 @@ func BenchmarkConversationsPutGet(b *testing.B) {
 	}
 	defer c.Close()
 	ctx := context.Background()
-	data := bytes.Repeat([]byte("x"), 4096)
+	conv := &convstate.Conversation{ID: "resp_x", Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "Hello there"}}}},
+		Response: []byte(`{"id":"resp_x","pad":"` + strings.Repeat("x", 4096) + `"}`)}
 	now := time.Now()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		id := "resp_" + strconv.Itoa(i)
-		if err := c.Put(ctx, id, data, now, now.Add(time.Hour)); err != nil {
+		if err := c.Put(ctx, id, conv, now, now.Add(time.Hour)); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := c.Get(ctx, id, now); err != nil {
