@@ -3,6 +3,7 @@ package keel_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -510,11 +511,117 @@ func TestResponsesCodexTurn(t *testing.T) {
 				}
 				return
 			}
-			for _, d := range []string{"reasoning.encrypted_content", "tool:custom"} {
+			for _, d := range []string{"reasoning.encrypted_content", "custom.format:grammar"} {
 				if !strings.Contains(dropped, d) {
 					t.Errorf("X-Mesh-Dropped = %q, want it to name %s", dropped, d)
 				}
 			}
 		})
+	}
+}
+
+// Personal data in a Responses call reaches no upstream and comes back to
+// the client restored, in answers and streams, from a Responses endpoint
+// (whose stream Keel passes on until a restored delta must be encoded)
+// and an Anthropic one.
+func TestResponsesPIIRoundTrip(t *testing.T) {
+	m, up := piiMesh(t, withResponsesEndpoint)
+	c := openai.NewClient(option.WithHTTPClient(m.HTTPClient()), option.WithAPIKey("k"), option.WithMaxRetries(0))
+	for _, model := range []string{"rsp-sonnet", "sim-sonnet"} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/stream=%v", model, stream), func(t *testing.T) {
+				p := responses.ResponseNewParams{Model: model, MaxOutputTokens: openai.Int(512), Instructions: openai.String(piiSystem),
+					Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(piiPrompt())}}
+				var got string
+				if stream {
+					r := readResponsesStream(t, c, p)
+					if r.terminal != "response.completed" || r.final != r.text {
+						t.Fatalf("stream ended %s, completed text %q, deltas %q", r.terminal, r.final, r.text)
+					}
+					got = r.text
+				} else {
+					r, err := c.Responses.New(context.Background(), p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got = r.OutputText()
+				}
+				reqs, _ := up.all()
+				sent := reqs[len(reqs)-1]
+				for k, v := range piiFields {
+					if strings.Contains(sent, v) {
+						t.Errorf("the upstream received the %s", k)
+					}
+				}
+				var fields map[string]string
+				if err := json.Unmarshal([]byte(got), &fields); err != nil {
+					t.Fatalf("answer %q: %v", got, err)
+				}
+				for k, v := range piiFields {
+					if fields[k] != v {
+						t.Errorf("client got %s = %q, want %q", k, fields[k], v)
+					}
+				}
+			})
+		}
+	}
+}
+
+// A Responses client's custom (freeform) tool, Codex's apply_patch, works
+// on an Anthropic or Chat endpoint: offered as a tool of one string, its
+// call comes back as a custom_tool_call with the text input (answers and
+// streams), and the call and its output sent back reach the endpoint as a
+// tool call and its result.
+func TestResponsesCustomToolOnOtherFormats(t *testing.T) {
+	e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+	c := openaiClients(e)["proxy"]
+	ctx := context.Background()
+	tools := []responses.ToolUnionParam{{OfCustom: &responses.CustomToolParam{Name: "apply_patch", Description: openai.String("Apply a patch to files")}}}
+	for _, model := range []string{"sim-sonnet", "sim-llama"} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/stream=%v", model, stream), func(t *testing.T) {
+				p := responses.ResponseNewParams{Model: model, MaxOutputTokens: openai.Int(300), Tools: tools,
+					Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Please use apply_patch to fix the bug.")}}
+				var out []responses.ResponseOutputItemUnion
+				if stream {
+					st := c.Responses.NewStreaming(ctx, p)
+					for st.Next() {
+						if ev := st.Current(); ev.Type == "response.completed" {
+							out = ev.Response.Output
+						}
+					}
+					if err := st.Err(); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					r, err := c.Responses.New(ctx, p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					out = r.Output
+				}
+				var call responses.ResponseOutputItemUnion
+				for _, it := range out {
+					if it.Type == "custom_tool_call" {
+						call = it
+					}
+				}
+				if call.Name != "apply_patch" || call.CallID == "" || call.Input == "" || strings.HasPrefix(call.Input, "{") {
+					t.Fatalf("output %+v has no apply_patch custom call with text input", out)
+				}
+				r, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: model, MaxOutputTokens: openai.Int(300), Tools: tools,
+					Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+						responses.ResponseInputItemParamOfMessage("Please use apply_patch to fix the bug.", responses.EasyInputMessageRoleUser),
+						responses.ResponseInputItemParamOfCustomToolCall(call.CallID, call.Input, call.Name),
+						responses.ResponseInputItemParamOfCustomToolCallOutput(call.CallID, "Done. Applied 1 hunk."),
+					}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Status != "completed" || r.OutputText() == "" {
+					t.Fatalf("after the patch: %s %q", r.Status, r.OutputText())
+				}
+			})
+		}
 	}
 }

@@ -40,7 +40,8 @@ type Load struct {
 
 // Request is what every call of a run asks for.
 type Request struct {
-	// Format is "anthropic" (default) or "openai".
+	// Format is "anthropic" (default), "openai" (Chat Completions) or
+	// "responses" (the Responses API).
 	Format string `yaml:"format"`
 	// Model defaults to sim-sonnet.
 	Model string `yaml:"model"`
@@ -98,7 +99,7 @@ func (r *Request) forTarget(t Target) *Request {
 
 func (r *Request) validate() error {
 	if llm.ParseFormat(r.Format) == llm.FormatUnknown {
-		return fmt.Errorf("format: unknown format %q (want anthropic or openai)", r.Format)
+		return fmt.Errorf("format: unknown format %q (want anthropic, openai or responses)", r.Format)
 	}
 	if r.MaxTokens < 0 {
 		return fmt.Errorf("max_tokens: %d is negative", r.MaxTokens)

@@ -96,7 +96,7 @@ shares with the targets.`,
 	}
 	fl := cmd.Flags()
 	fl.StringArrayVar(&f.targets, "target", nil, "URL or NAME=URL of an API base to load (repeatable; targets run interleaved)")
-	fl.StringVar(&f.format, "format", "anthropic", "wire format: anthropic or openai")
+	fl.StringVar(&f.format, "format", "anthropic", "wire format: anthropic, openai (Chat Completions) or responses (the Responses API)")
 	fl.Float64Var(&f.rate, "rate", 100, "calls per second per target (open loop)")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "how long calls are sent")
 	fl.IntVar(&f.concurrency, "concurrency", 0, "clients per target in the closed loop (used when --rate is not given)")
@@ -171,7 +171,7 @@ func runBench(ctx context.Context, cmd *cobra.Command, f *benchFlags, out io.Wri
 		}
 	}
 	if llm.ParseFormat(opt.Request.Format) == llm.FormatUnknown {
-		return badInput(fmt.Errorf("--format %q: want anthropic or openai", opt.Request.Format))
+		return badInput(fmt.Errorf("--format %q: want anthropic, openai or responses", opt.Request.Format))
 	}
 	if f.concurrency > 0 && !changed("rate") {
 		opt.Rate, opt.Concurrency = 0, f.concurrency

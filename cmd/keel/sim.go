@@ -19,8 +19,10 @@ func simCmd() *cobra.Command {
 		Short: "Run the simulated provider fleet (both wire formats, regions, latency, faults) on loopback",
 		Long: `Run the simulated provider fleet.
 
-Region R is served at /r/R/v1/messages (Anthropic) and /r/R/v1/chat/completions
-(OpenAI); /v1/... serves from a model's first region. POST /v1/embeddings is
+Region R is served at /r/R/v1/messages (Anthropic), /r/R/v1/chat/completions
+(OpenAI Chat Completions) and /r/R/v1/responses (the OpenAI Responses API, with
+OpenAI's strict parameter checks and its store and previous_response_id);
+/v1/... serves from a model's first region. POST /v1/embeddings is
 OpenAI's Embeddings API (text-embedding-3-small, -3-large, ada-002) over
 deterministic vectors, for cache.embeddings. Control it at runtime:
   POST /sim/regions/{name}/down | /sim/regions/{name}/up

@@ -239,12 +239,24 @@ func (e *Engine) passthroughRoute(model string, format llm.Format) (*routeState,
 			break
 		}
 	}
+	sibling := false // the provider speaks another API of the client's family
+	for _, p := range e.passthrough {
+		if tmpl == nil && p.Format.Family() == format.Family() {
+			tmpl, sibling = p, true
+		}
+	}
 	if tmpl == nil {
 		return nil, fmt.Errorf("%w: no %s provider is configured (set %s, or declare models in a config)", ErrNoProvider, format, keyEnv(format))
 	}
 	pe := *tmpl
 	pe.Model, pe.UpstreamModel = model, model
 	pe.ID = model + "/" + pe.Region + "/" + pe.Provider
+	if sibling {
+		// OpenAI serves both of its APIs: a Responses client of an openai
+		// provider is sent to its Responses API, nothing translated.
+		pe.Format = format
+		pe.ID += ":" + format.String()
+	}
 	// Clients of both formats on the same provider share the endpoint.
 	var ep *endpoint
 	for _, rs := range f.pass {

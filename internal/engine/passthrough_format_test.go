@@ -33,3 +33,33 @@ func TestPassthroughNeedsAProviderOfTheClientsFormat(t *testing.T) {
 		}
 	})
 }
+
+// No-config mode with an OpenAI key: a Responses API call goes to the
+// same provider's Responses API (OpenAI serves both), not translated to
+// Chat Completions; a Chat call still goes to Chat Completions.
+func TestPassthroughResponsesToTheOpenAIProvider(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := &scripted{id: "up", format: llm.FormatOpenAI, script: func(n int, body map[string]any) reply {
+			if body["input"] != nil {
+				return reply{body: `{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"gpt-5","output":[` +
+					`{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"hi","annotations":[]}]}],` +
+					`"usage":{"input_tokens":3,"output_tokens":1,"total_tokens":4}}`}
+			}
+			return openaiJSON("hi")
+		}}
+		h := newHarness(t, up)
+		pass := h.endpoints("", "up")[0]
+		pass.ID, pass.Model, pass.UpstreamModel = "", "", ""
+		e := h.engine(Options{Passthrough: []*provider.Endpoint{pass}})
+		r := call(t, e, ask(llm.FormatResponses, "gpt-5", false))
+		if r.err != nil || r.text != "hi" {
+			t.Fatalf("responses call: %q %+v", r.text, r.err)
+		}
+		if b := up.lastBody(); b["input"] == nil || b["messages"] != nil {
+			t.Errorf("the provider got %v, want a Responses API body", b)
+		}
+		if r := call(t, e, ask(llm.FormatOpenAI, "gpt-5", false)); r.err != nil || up.lastBody()["messages"] == nil {
+			t.Fatalf("chat call: %+v, body %v", r.err, up.lastBody())
+		}
+	})
+}

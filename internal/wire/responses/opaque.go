@@ -1,8 +1,10 @@
 package responses
 
 import (
+	"encoding/json"
 	"strings"
 
+	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
 )
 
@@ -44,4 +46,62 @@ func unwrapOpaque(b llm.Block) llm.Block {
 		return llm.Block{Type: llm.BlockRedactedThinking, Data: data}
 	}
 	return b
+}
+
+// CustomInput is a custom (freeform) tool call's text input as the JSON
+// object the canonical model's tool calls take: {"input": text}.
+func CustomInput(text string) json.RawMessage {
+	b := append([]byte(`{"input":`), jsonx.AppendString(nil, text)...)
+	return append(b, '}')
+}
+
+// CustomCallMarker is the Raw of a tool call block that translation marks
+// as a custom tool's call for a client that offered the tool as one: the
+// item is built from the block's id, name and {"input": text}.
+const CustomCallMarker = `{"type":"custom_tool_call"}`
+
+// isCustomCall reports whether a tool call block is a custom tool's: kept
+// from a custom_tool_call item, or marked so by translation (Raw
+// {"type":"custom_tool_call"}) for a client that offered the tool as one.
+func isCustomCall(bl *llm.Block) bool {
+	return bl.Type == llm.BlockToolUse && bl.Raw != nil && ItemType(bl.Raw) == "custom_tool_call"
+}
+
+// customCall returns the custom_tool_call output item of a tool call whose
+// input is {"input": text} (or any JSON: then its text).
+func customCall(id, callID, name string, input json.RawMessage) json.RawMessage {
+	text := customText(string(input))
+	b := []byte(`{"id":`)
+	b = jsonx.AppendString(b, id)
+	b = append(b, `,"type":"custom_tool_call","status":"completed","call_id":`...)
+	b = jsonx.AppendString(b, callID)
+	b = append(b, `,"name":`...)
+	b = jsonx.AppendString(b, name)
+	b = append(b, `,"input":`...)
+	b = jsonx.AppendString(b, text)
+	return append(b, '}')
+}
+
+// ItemType is the type member of a raw item, "" when it has none.
+func ItemType(raw []byte) string {
+	typ := ""
+	_ = jsonx.EachMember(raw, func(k, v []byte) error {
+		if string(k) == `"type"` {
+			typ, _ = jsonx.Unquote(v)
+		}
+		return nil
+	})
+	return typ
+}
+
+// customText is the text of a custom tool call's {"input": text}; other
+// JSON is its own text.
+func customText(input string) string {
+	var in struct {
+		Input *string `json:"input"`
+	}
+	if json.Unmarshal([]byte(input), &in) == nil && in.Input != nil {
+		return *in.Input
+	}
+	return input
 }

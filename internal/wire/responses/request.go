@@ -354,6 +354,35 @@ func parseItem(el []byte, param string) (llm.Message, error) {
 		m.Role, m.Content = llm.RoleUser, []llm.Block{b}
 		m.Extra = extraExcept(f, "type", "call_id", "output")
 		return m, nil
+	case "custom_tool_call":
+		// A freeform tool's call: its input is text. Kept verbatim; the
+		// block carries it as {"input": text} for formats whose tools take
+		// JSON (translation maps custom tools onto such tools).
+		b := llm.Block{Type: llm.BlockToolUse, Raw: json.RawMessage(el)}
+		if b.ID, err = optString(f, "call_id", param); err != nil {
+			return m, err
+		}
+		if b.Name, err = optString(f, "name", param); err != nil {
+			return m, err
+		}
+		in, err := optString(f, "input", param)
+		if err != nil {
+			return m, err
+		}
+		b.Input = CustomInput(in)
+		m.Role, m.Content = llm.RoleAssistant, []llm.Block{b}
+		return m, nil
+	case "custom_tool_call_output":
+		b := llm.Block{Type: llm.BlockToolResult, Raw: json.RawMessage(el)}
+		if b.ToolUseID, err = optString(f, "call_id", param); err != nil {
+			return m, err
+		}
+		if out, ok := f["output"]; ok && len(out) > 0 && out[0] == '"' {
+			s, _ := jsonx.Unquote(out)
+			b.Content, b.ContentIsString = []llm.Block{{Type: llm.BlockText, Text: s}}, true
+		}
+		m.Role, m.Content = llm.RoleUser, []llm.Block{b}
+		return m, nil
 	case "reasoning":
 		b := llm.Block{Type: llm.BlockReasoning, Raw: json.RawMessage(el)}
 		b.ID, _ = optString(f, "id", param)

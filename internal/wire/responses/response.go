@@ -195,7 +195,7 @@ func outputItem(el []byte, r *llm.Response) error {
 			r.Content = append(r.Content, llm.Block{Type: llm.BlockType(pt), Raw: json.RawMessage(p)})
 			return nil
 		})
-	case "function_call":
+	case "function_call", "custom_tool_call":
 		m, err := parseItem(el, "output")
 		if err != nil {
 			return protocolError("%s", err.Error())
@@ -451,6 +451,10 @@ func appendOutputItem(b []byte, bl *llm.Block, respID string, i int, status stri
 		b = appendPart(b, bl, true)
 		return append(b, "]}"...)
 	case llm.BlockToolUse:
+		if string(bl.Raw) == CustomCallMarker {
+			// marked by translation: the item is built from the call
+			return append(b, customCall(itemID("ctc_", respID, i), bl.ID, bl.Name, bl.Input)...)
+		}
 		if bl.Raw != nil {
 			return append(b, bl.Raw...)
 		}

@@ -26,6 +26,7 @@ type wItem struct {
 	// output_item.done comes from the upstream too.
 	upstream bool
 	summary  bool // a summary part is open
+	custom   bool // a custom tool's call: its input is text
 }
 
 // StreamWriter turns canonical events into the Responses API's event
@@ -200,6 +201,12 @@ func (w *wItem) block() llm.Block {
 		if args == "" {
 			args = "{}"
 		}
+		if w.custom {
+			if w.text.Len() == 0 {
+				args = `{"input":""}`
+			}
+			return llm.Block{Type: llm.BlockToolUse, ID: w.callID, Name: w.name, Input: []byte(args), Raw: []byte(CustomCallMarker)}
+		}
 		return llm.Block{Type: llm.BlockToolUse, ID: w.callID, Name: w.name, Input: []byte(args)}
 	case llm.BlockReasoning:
 		return llm.Block{Type: llm.BlockReasoning, ID: w.id, Thinking: w.text.String(), Data: w.opaque}
@@ -316,6 +323,9 @@ func (s *StreamWriter) start(bl *llm.Block) error {
 		switch bl.Type {
 		case llm.BlockToolUse:
 			w.id = itemID("fc_", s.resp.ID, s.outIndex(w))
+			if w.custom = isCustomCall(bl); w.custom {
+				w.id = itemID("ctc_", s.resp.ID, s.outIndex(w))
+			}
 		case llm.BlockReasoning:
 			w.id = bl.ID
 		case llm.BlockRedactedThinking:
@@ -348,6 +358,8 @@ func (s *StreamWriter) delta(i int, w *wItem, dt llm.DeltaType, d string) error 
 			b = jsonx.AppendString(b, d)
 			return append(b, `,"logprobs":[]`...)
 		})
+	case w.kind == llm.BlockToolUse && dt == llm.DeltaInputJSON && w.custom:
+		w.text.WriteString(d) // JSON around the text: written whole when the call ends
 	case w.kind == llm.BlockToolUse && dt == llm.DeltaInputJSON:
 		w.text.WriteString(d)
 		return s.event("response.function_call_arguments.delta", func(b []byte) []byte {
@@ -408,6 +420,24 @@ func (s *StreamWriter) stopBlock(i int, w *wItem) error {
 			return nil // the upstream closes its own message item
 		}
 	case llm.BlockToolUse:
+		if w.custom {
+			input := customText(w.text.String())
+			if err := s.event("response.custom_tool_call_input.delta", func(b []byte) []byte {
+				b = s.itemRef(b, w)
+				b = append(b, `,"delta":`...)
+				return jsonx.AppendString(b, input)
+			}); err != nil {
+				return err
+			}
+			if err := s.event("response.custom_tool_call_input.done", func(b []byte) []byte {
+				b = s.itemRef(b, w)
+				b = append(b, `,"input":`...)
+				return jsonx.AppendString(b, input)
+			}); err != nil {
+				return err
+			}
+			break
+		}
 		args := w.text.String()
 		if args == "" {
 			args = "{}"

@@ -96,3 +96,57 @@ func webSearchTarget(tl llm.Tool, client, target llm.Format) (llm.Tool, bool) {
 	}
 	return tl, false
 }
+
+// customInputSchema is the input schema a Responses client's custom
+// (freeform, text-input) tool is offered with to an endpoint whose tools
+// take JSON: one string, the text.
+const customInputSchema = `{"type":"object","properties":{"input":{"type":"string","description":"The tool's input, as free text."}},"required":["input"],"additionalProperties":false}`
+
+// customCallMarker is the Raw that marks a tool call as a custom tool's
+// for the Responses codec (wire/responses.CustomCallMarker).
+const customCallMarker = `{"type":"custom_tool_call"}`
+
+// customTool offers a Responses client's custom tool (Codex's apply_patch)
+// to an endpoint of another format as a JSON tool of one string, and
+// remembers it so its calls go back as custom tool calls. A grammar the
+// tool's input must follow cannot be enforced there: listed as a hint,
+// and given to the model in the description.
+func (t *prep) customTool(tl llm.Tool) (llm.Tool, bool) {
+	if t.client != llm.FormatResponses || t.target == llm.FormatResponses || tl.Type != "custom" || tl.Name == "" {
+		return tl, false
+	}
+	var raw struct {
+		Description string `json:"description"`
+		Format      *struct {
+			Type       string `json:"type"`
+			Syntax     string `json:"syntax"`
+			Definition string `json:"definition"`
+		} `json:"format"`
+	}
+	if json.Unmarshal(tl.Raw, &raw) != nil {
+		return tl, false
+	}
+	desc := raw.Description
+	if f := raw.Format; f != nil && f.Type == "grammar" {
+		t.hint("custom.format:grammar")
+		desc += "\n\nThe input must follow this " + f.Syntax + " grammar:\n" + f.Definition
+	}
+	name := t.mapName(tl.Name)
+	if t.rep.customs == nil {
+		t.rep.customs = make(map[string]bool)
+	}
+	t.rep.customs[name] = true
+	return llm.Tool{Name: name, Description: desc, InputSchema: json.RawMessage(customInputSchema)}, true
+}
+
+// jsonType is the type member of a raw JSON object, "" when it has none.
+func jsonType(raw []byte) string {
+	typ := ""
+	_ = jsonx.EachMember(raw, func(k, v []byte) error {
+		if string(k) == `"type"` {
+			typ, _ = jsonx.Unquote(v)
+		}
+		return nil
+	})
+	return typ
+}

@@ -124,17 +124,18 @@ func TestResponsesTranslationFacts(t *testing.T) {
 		return out, rep, string(encodeAs(t, to, out))
 	}
 	_, rep, body := prep(llm.FormatResponses, llm.FormatAnthropic, codexRequest)
-	for _, want := range []string{`"signature":"EqSig=="`, `"thinking":"Thought."`, `"type":"web_search_20250305"`, `"disable_parallel_tool_use":true`} {
+	for _, want := range []string{`"signature":"EqSig=="`, `"thinking":"Thought."`, `"type":"web_search_20250305"`, `"disable_parallel_tool_use":true`,
+		`"name":"apply_patch","input_schema":{"type":"object","properties":{"input":{"type":"string"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("to Anthropic: body lacks %s", want)
 		}
 	}
-	for _, never := range []string{"gAAAA-openai", "keel.anthropic", "apply_patch"} {
+	for _, never := range []string{"gAAAA-openai", "keel.anthropic"} {
 		if strings.Contains(body, never) {
 			t.Errorf("to Anthropic: body holds %s", never)
 		}
 	}
-	for _, d := range []string{"reasoning.encrypted_content", "tool:custom", "web_search.search_context_size", "reasoning", "text"} {
+	for _, d := range []string{"reasoning.encrypted_content", "web_search.search_context_size", "reasoning", "text"} {
 		if !slices.Contains(rep.Dropped, d) {
 			t.Errorf("to Anthropic: dropped %v lacks %s", rep.Dropped, d)
 		}
@@ -174,6 +175,25 @@ func TestResponsesTranslationFacts(t *testing.T) {
 	for _, d := range []string{"stop_sequences", "max_tokens<16", "seed"} {
 		if !slices.Contains(rep.Dropped, d) {
 			t.Errorf("Chat to Responses: dropped %v lacks %s", rep.Dropped, d)
+		}
+	}
+
+	custom := `{"model":"m","tools":[{"type":"custom","name":"apply_patch"}],"input":[{"role":"user","content":"Patch it."},` +
+		`{"type":"custom_tool_call","id":"ctc_1","call_id":"call_p","name":"apply_patch","input":"*** Begin Patch\n*** End Patch"},` +
+		`{"type":"custom_tool_call_output","call_id":"call_p","output":"Done."}]}`
+	for _, to := range []llm.Format{llm.FormatAnthropic, llm.FormatOpenAI} {
+		_, rep, body = prep(llm.FormatResponses, to, custom)
+		want := []string{`"id":"toolu_`, `"input":{"input":"*** Begin Patch\n*** End Patch"}`, `"tool_use_id":"call_p","content":"Done."`}
+		if to == llm.FormatOpenAI {
+			want = []string{`"id":"call_p"`, `"arguments":"{\"input\":\"*** Begin Patch\\n*** End Patch\"}"`, `"tool_call_id":"call_p","content":"Done."`}
+		}
+		for _, w := range want[1:] {
+			if !strings.Contains(body, w) {
+				t.Errorf("custom tool call to %v: body lacks %s:\n%s", to, w, body)
+			}
+		}
+		if len(rep.Dropped) != 0 {
+			t.Errorf("custom tool call to %v dropped %v", to, rep.Dropped)
 		}
 	}
 

@@ -1,6 +1,10 @@
 package translate
 
-import "github.com/keelmesh/keel/internal/llm"
+import (
+	"encoding/json"
+
+	"github.com/keelmesh/keel/internal/llm"
+)
 
 // knownStop reports the stop reasons both SDKs know (PROTOCOLS §5.2: only
 // emit values the client SDK knows).
@@ -130,7 +134,7 @@ func (s *StreamRestorer) Restore(ev *llm.Event) *llm.Event {
 // restoreBlocks returns bs with tool names and ids restored, copying only
 // when something changes.
 func (r Report) restoreBlocks(bs []llm.Block) []llm.Block {
-	if r.names == nil && r.ids == nil {
+	if r.names == nil && r.ids == nil && r.customs == nil {
 		return bs
 	}
 	var out []llm.Block
@@ -139,14 +143,17 @@ func (r Report) restoreBlocks(bs []llm.Block) []llm.Block {
 		if b.Type != llm.BlockToolUse {
 			continue
 		}
-		name, id := r.RestoreName(b.Name), r.RestoreID(b.ID)
-		if name == b.Name && id == b.ID {
+		name, id, custom := r.RestoreName(b.Name), r.RestoreID(b.ID), r.customs[b.Name]
+		if name == b.Name && id == b.ID && !custom {
 			continue
 		}
 		if out == nil {
 			out = append([]llm.Block(nil), bs...)
 		}
 		out[i].Name, out[i].ID, out[i].Raw = name, id, nil
+		if custom {
+			out[i].Raw = json.RawMessage(customCallMarker)
+		}
 	}
 	if out == nil {
 		return bs
@@ -178,12 +185,15 @@ func (r Report) RestoreEvent(ev *llm.Event) *llm.Event {
 		if b == nil || b.Type != llm.BlockToolUse {
 			return ev
 		}
-		name, id := r.RestoreName(b.Name), r.RestoreID(b.ID)
-		if name == b.Name && id == b.ID {
+		name, id, custom := r.RestoreName(b.Name), r.RestoreID(b.ID), r.customs[b.Name]
+		if name == b.Name && id == b.ID && !custom {
 			return ev
 		}
 		nb := *b
 		nb.Name, nb.ID, nb.Raw = name, id, nil
+		if custom {
+			nb.Raw = json.RawMessage(customCallMarker)
+		}
 		cp := ev.Detach()
 		cp.Block = &nb
 		return cp

@@ -60,6 +60,10 @@ type Report struct {
 	// for tool-use ids. Nil when nothing was renamed.
 	names map[string]string
 	ids   map[string]string
+	// customs holds the upstream names of a Responses client's custom
+	// (freeform) tools offered as JSON tools: their calls go back to the
+	// client as custom tool calls.
+	customs map[string]bool
 }
 
 // Translated reports whether Prepare translated across formats, that is
@@ -453,6 +457,10 @@ func (t *prep) tools(r *llm.Request) {
 				tools = append(tools, st)
 				continue
 			}
+			if ct, ok := t.customTool(tl); ok {
+				tools = append(tools, ct)
+				continue
+			}
 			if t.target == llm.FormatOpenAI && t.client == llm.FormatAnthropic {
 				t.unsupported("server_tool:" + tl.Type)
 			} else {
@@ -616,6 +624,20 @@ func (t *prep) block(b *llm.Block, role llm.Role, inResult bool) bool {
 			t.hint("reasoning")
 		}
 		return false
+	}
+	if b.Raw != nil && t.client == llm.FormatResponses {
+		switch jsonType(b.Raw) {
+		case "custom_tool_call":
+			// its text input is already the {"input": text} a JSON tool takes
+			b.Raw = nil
+			b.Name = t.mapName(b.Name)
+			b.ID = t.mapID(b.ID)
+			return true
+		case "custom_tool_call_output":
+			b.Raw = nil
+			b.ToolUseID = t.mapID(b.ToolUseID)
+			return true
+		}
 	}
 	if b.Raw != nil {
 		switch {
