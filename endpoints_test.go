@@ -142,6 +142,12 @@ func TestCountTokensEstimated(t *testing.T) {
 	if !errors.As(err, &ae) || ae.StatusCode != http.StatusNotFound {
 		t.Fatalf("unknown model: %v, want a 404", err)
 	}
+	// A request Anthropic would refuse is refused, in its shape, never
+	// estimated.
+	resp, body := e.post(t, "/v1/messages/count_tokens", `{"model":"sim-llama"}`, "anthropic-version", "2023-06-01")
+	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("X-Mesh-Token-Count") != "" || !strings.Contains(string(body), `"invalid_request_error"`) {
+		t.Errorf("no messages: %d %s, want Anthropic's 400", resp.StatusCode, body)
+	}
 }
 
 // TestEmbeddingsThroughSDK: openai-go's embeddings.create through Keel,

@@ -136,3 +136,22 @@ func TestSidePassthrough(t *testing.T) {
 		t.Errorf("OpenAI-only passthrough: %v, want ErrNoSideEndpoint", err)
 	}
 }
+
+// TestSideMalformedAnswerFailsOver: an answer that is not the call's
+// (here not JSON) is the endpoint's protocol failure: the call goes on to
+// another endpoint and the client gets the good answer.
+func TestSideMalformedAnswerFailsOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a1 := &scripted{id: "a1", format: llm.FormatAnthropic, script: always(reply{body: `<html>gateway</html>`})}
+		a2 := &scripted{id: "a2", format: llm.FormatAnthropic, script: always(reply{body: `{"input_tokens":9}`})}
+		h := newHarness(t, a1, a2)
+		e := h.engine(Options{Resilience: Resilience{DisableHedging: true}, Rand: func(int) int { return 0 }}, h.endpoints("m", "a1", "a2")...)
+		out, err := e.Side(context.Background(), countSide("m"), Call{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(out.Result.Body) != `{"input_tokens":9}` || len(out.Record.Attempts) != 2 || out.Record.Attempts[0].Outcome == "ok" {
+			t.Errorf("body %s attempts %+v, want a2's answer after a1's protocol failure", out.Result.Body, out.Record.Attempts)
+		}
+	})
+}
