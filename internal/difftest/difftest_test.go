@@ -309,63 +309,75 @@ func TestNeverWorseThanDirect(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
+	// The profiles run side by side, each with its own mesh and fleets.
+	t.Run("profiles", func(t *testing.T) {
+		for _, p := range profiles {
+			t.Run(p.name, func(t *testing.T) {
+				t.Parallel()
+				runProfile(t, p, base, corpus)
+			})
+		}
+	})
+	t.Logf("%d requests × %d profiles in %v", len(corpus), len(profiles), time.Since(start).Round(time.Millisecond))
+}
+
+// runProfile sends the corpus direct and through a mesh configured by p,
+// and classifies every pair.
+func runProfile(t *testing.T, p profile, base *sim.Fleet, corpus []dcase) {
 	type tally struct {
 		identical, improved, worse, known int
 		criteria                          map[string]int
 	}
-	for _, p := range profiles {
-		up := &switchable{rt: base.Transport()}
-		cfg := simfleet.Config(base, "http://"+sim.TransportHost)
-		p.tweak(cfg)
-		m, err := keel.New(cfg, keel.WithUpstream(up))
-		if err != nil {
-			t.Fatalf("%s: %v", p.name, err)
-		}
-		tl := tally{criteria: map[string]int{}}
-		for i := range corpus {
-			c := &corpus[i]
-			body, err := json.Marshal(c.body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			direct, _ := sim.New(sim.ZeroLatency())
-			through, _ := sim.New(sim.ZeroLatency())
-			up.set(through.Transport())
-			d := read(t, c.format, c.stream, post(t, &http.Client{Transport: direct.Transport()}, "http://"+sim.TransportHost+c.path(), c.format, body))
-			k := read(t, c.format, c.stream, post(t, m.HTTPClient(), "http://keel.invalid"+c.path(), c.format, body))
-			v := classify(c, d, k)
-			switch v.class {
-			case "identical":
-				tl.identical++
-				if v.criterion != "" {
-					tl.criteria["identical: "+v.criterion]++
-				}
-			case "improved":
-				tl.improved++
-				tl.criteria["improved: "+v.criterion]++
-			case "worse":
-				if v.known != "" {
-					tl.known++
-					tl.criteria["KNOWN: "+v.criterion]++
-					t.Logf("KNOWN WORSE (left to %s) %s %s: %s\n  body:   %.400s\n  direct: %s\n  keel:   %s\n  keel headers: X-Mesh-Dropped=%q",
-						v.known, p.name, c.name, v.criterion, body, d, k, k.header.Get("X-Mesh-Dropped"))
-					continue
-				}
-				tl.worse++
-				t.Errorf("WORSE %s %s: %s\n  body:   %.600s\n  direct: %s\n  keel:   %s\n  keel headers: %v",
-					p.name, c.name, v.criterion, body, d, k, meshHeaders(k.header))
-			}
-		}
-		m.Close()
-		var crit []string
-		for k, n := range tl.criteria {
-			crit = append(crit, fmt.Sprintf("%s: %d", k, n))
-		}
-		sort.Strings(crit)
-		t.Logf("profile %s: %d requests: identical %d, improved %d, worse %d, known worse (not fixed here) %d\n  %s",
-			p.name, len(corpus), tl.identical, tl.improved, tl.worse, tl.known, strings.Join(crit, "\n  "))
+	up := &switchable{rt: base.Transport()}
+	cfg := simfleet.Config(base, "http://"+sim.TransportHost)
+	p.tweak(cfg)
+	m, err := keel.New(cfg, keel.WithUpstream(up))
+	if err != nil {
+		t.Fatalf("%s: %v", p.name, err)
 	}
-	t.Logf("%d requests × %d profiles in %v", len(corpus), len(profiles), time.Since(start).Round(time.Millisecond))
+	tl := tally{criteria: map[string]int{}}
+	for i := range corpus {
+		c := &corpus[i]
+		body, err := json.Marshal(c.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		direct, _ := sim.New(sim.ZeroLatency())
+		through, _ := sim.New(sim.ZeroLatency())
+		up.set(through.Transport())
+		d := read(t, c.format, c.stream, post(t, &http.Client{Transport: direct.Transport()}, "http://"+sim.TransportHost+c.path(), c.format, body))
+		k := read(t, c.format, c.stream, post(t, m.HTTPClient(), "http://keel.invalid"+c.path(), c.format, body))
+		v := classify(c, d, k)
+		switch v.class {
+		case "identical":
+			tl.identical++
+			if v.criterion != "" {
+				tl.criteria["identical: "+v.criterion]++
+			}
+		case "improved":
+			tl.improved++
+			tl.criteria["improved: "+v.criterion]++
+		case "worse":
+			if v.known != "" {
+				tl.known++
+				tl.criteria["KNOWN: "+v.criterion]++
+				t.Logf("KNOWN WORSE (left to %s) %s %s: %s\n  body:   %.400s\n  direct: %s\n  keel:   %s\n  keel headers: X-Mesh-Dropped=%q",
+					v.known, p.name, c.name, v.criterion, body, d, k, k.header.Get("X-Mesh-Dropped"))
+				continue
+			}
+			tl.worse++
+			t.Errorf("WORSE %s %s: %s\n  body:   %.600s\n  direct: %s\n  keel:   %s\n  keel headers: %v",
+				p.name, c.name, v.criterion, body, d, k, meshHeaders(k.header))
+		}
+	}
+	m.Close()
+	var crit []string
+	for k, n := range tl.criteria {
+		crit = append(crit, fmt.Sprintf("%s: %d", k, n))
+	}
+	sort.Strings(crit)
+	t.Logf("profile %s: %d requests: identical %d, improved %d, worse %d, known worse (not fixed here) %d\n  %s",
+		p.name, len(corpus), tl.identical, tl.improved, tl.worse, tl.known, strings.Join(crit, "\n  "))
 }
 
 // jsonPrefix reports whether text is the start of a JSON object whose
