@@ -12,6 +12,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
 
+	"github.com/keelmesh/keel/config"
 	"github.com/keelmesh/keel/sim"
 )
 
@@ -90,4 +91,40 @@ func TestErrorsCarryTheAttemptsHeaders(t *testing.T) {
 			t.Errorf("body %s has no mesh_error_code", r.body)
 		}
 	})
+}
+
+// Must show (issue 25), end to end: under the 2026-10-21 header of the
+// current Anthropic SDKs, an Anthropic-format server that is not
+// Anthropic's API keeps the client's temperature (Keel sends it the
+// version it speaks, 2023-06-01; the simulator, like Anthropic's API,
+// would refuse temperature under 2026-10-21), while a provider declared
+// to speak the client's version, as Anthropic's API does, has it dropped
+// and named.
+func TestTemperatureKeptForAnAnthropicFormatServer(t *testing.T) {
+	for _, tc := range []struct {
+		name, declared, dropped string
+	}{
+		{name: "a server that is not Anthropic's API", declared: ""},
+		{name: "a provider speaking the client's version", declared: "client", dropped: "temperature"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newSimMesh(t, sim.ZeroLatency(), func(c *config.Config) {
+					for i := range c.Providers {
+						if c.Providers[i].Type == "anthropic" {
+							c.Providers[i].AnthropicVersion = tc.declared
+						}
+					}
+				})
+				defer s.mesh.Close()
+				r := s.call(t, "/v1/messages", msgBody("sim-haiku", "hello", `,"temperature":0`), "anthropic-version", "2026-10-21")
+				if r.status != 200 {
+					t.Fatalf("status %d: %s", r.status, r.body)
+				}
+				if got := r.header.Get("X-Mesh-Dropped"); got != tc.dropped {
+					t.Errorf("X-Mesh-Dropped %q, want %q", got, tc.dropped)
+				}
+			})
+		})
+	}
 }

@@ -71,3 +71,42 @@ func TestContextErrorShapes(t *testing.T) {
 		t.Errorf("an unknown shape: %v, want an error naming context_error", err)
 	}
 }
+
+// TestAnthropicVersionNoSampling: as Anthropic's API, the fleet's
+// Anthropic endpoints refuse temperature, top_p and top_k under
+// anthropic-version 2026-10-21 (PROTOCOLS.md §0.1), and take them under
+// 2023-06-01.
+func TestAnthropicVersionNoSampling(t *testing.T) {
+	f, err := New(ZeroLatency())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: f.Transport()}
+	for _, tc := range []struct {
+		version, extra string
+		status         int
+	}{
+		{"2026-10-21", `,"temperature":0`, 400},
+		{"2026-10-21", `,"top_p":0.9`, 400},
+		{"2026-10-21", `,"top_k":5`, 400},
+		{"2026-10-21", ``, 200},
+		{"2023-06-01", `,"temperature":0,"top_p":0.9,"top_k":5`, 200},
+	} {
+		body := `{"model":"sim-haiku","max_tokens":16,"messages":[{"role":"user","content":"hi"}]` + tc.extra + `}`
+		req, _ := http.NewRequest(http.MethodPost, "http://"+TransportHost+"/v1/messages", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Anthropic-Version", tc.version)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s %s: status %d, want %d: %s", tc.version, tc.extra, resp.StatusCode, tc.status, b)
+		}
+		if tc.status == 400 && !strings.Contains(string(b), `"invalid_request_error"`) {
+			t.Errorf("%s %s: %s, want invalid_request_error", tc.version, tc.extra, b)
+		}
+	}
+}

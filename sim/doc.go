@@ -19,6 +19,10 @@
 // the start of its answer, as llama.cpp's llama-server does (PROTOCOLS.md
 // §6.2).
 //
+// Under anthropic-version 2026-10-21 the Anthropic endpoints refuse
+// temperature, top_p and top_k with a 400, as Anthropic's API does
+// (PROTOCOLS.md §0.1).
+//
 // A prompt over a model's ContextWindow is a 400 in each wire provider's
 // own words (Anthropic's "prompt is too long", OpenAI's
 // context_length_exceeded code), or in llama.cpp's exceed_context_size_error

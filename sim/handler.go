@@ -394,6 +394,19 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		writeAPIError(w, c, &e)
 		return
 	}
+	if c.format == llm.FormatAnthropic && r.Header.Get("Anthropic-Version") == anthropicVersionNoSampling {
+		// Anthropic's API under 2026-10-21 refuses any sampling parameter,
+		// even at its default value (PROTOCOLS.md §0.1).
+		for _, p := range []struct {
+			name string
+			set  bool
+		}{{"temperature", req.Temperature != nil}, {"top_p", req.TopP != nil}, {"top_k", req.TopK != nil}} {
+			if p.set {
+				fail(http.StatusBadRequest, llm.ErrInvalidRequest, p.name+": Extra inputs are not permitted")
+				return
+			}
+		}
+	}
 	spec := f.models[req.Model]
 	if spec == nil {
 		fail(http.StatusNotFound, llm.ErrNotFound, fmt.Sprintf("model: %s not found", req.Model))
@@ -803,3 +816,7 @@ func writeContextError(w http.ResponseWriter, c *codec, spec *ModelSpec, n int, 
 	}
 	writeAPIError(w, c, e)
 }
+
+// anthropicVersionNoSampling is the Anthropic API version that refuses
+// temperature, top_p and top_k (PROTOCOLS.md §0.1).
+const anthropicVersionNoSampling = "2026-10-21"
