@@ -21,7 +21,8 @@ import (
 // The calls beside the model call: POST /v1/messages/count_tokens and
 // POST /v1/embeddings, routed by the engine (engine.Side) and forwarded
 // as the client sent them but for the model name, which becomes the
-// serving endpoint's upstream model.
+// serving endpoint's upstream model, Keel's own mesh_behavior, which is
+// left out, and personal data, which the route's action may change.
 
 // TokenCountHeader marks a token count Keel estimated itself
 // (TokenCountEstimated) because no endpoint that counts could answer.
