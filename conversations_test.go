@@ -246,6 +246,11 @@ func convFailover(t *testing.T, fleet *sim.Fleet, first, second openai.Client, r
 	if p := hr.Header.Get("X-Mesh-Provider"); p != simfleet.AnthropicProvider {
 		t.Fatalf("turn 2 served by %q, want the Anthropic endpoint", p)
 	}
+	// The response object Keel encoded echoes the request's settings, as
+	// OpenAI's does.
+	if r2.PreviousResponseID != r1.ID || !storeEchoed(t, r2.RawJSON()) {
+		t.Errorf("turn 2 echoes previous_response_id %q, store in %s; want %q, true", r2.PreviousResponseID, r2.RawJSON(), r1.ID)
+	}
 	// The Anthropic upstream got the whole conversation, and no
 	// previous_response_id (it would not know it).
 	up := rec.last(t, "/r/eu-west/v1/messages")
@@ -310,6 +315,9 @@ func convFailover(t *testing.T, fleet *sim.Fleet, first, second openai.Client, r
 	}
 	if got.ID != r3.ID || got.OutputText() != r3.OutputText() || r3.OutputText() == "" {
 		t.Fatalf("Get(%s) = %s %q, want the streamed answer %q", r3.ID, got.ID, got.OutputText(), r3.OutputText())
+	}
+	if r3.PreviousResponseID != r2.ID || got.PreviousResponseID != r2.ID || !storeEchoed(t, got.RawJSON()) {
+		t.Errorf("turn 3 echoes previous_response_id %q (stored %q, %s), want %q and store true", r3.PreviousResponseID, got.PreviousResponseID, got.RawJSON(), r2.ID)
 	}
 
 	// Delete turn 1: Get is then a 404, and turn 2 (which holds its
@@ -519,4 +527,16 @@ func TestPreviousResponseFailoverToChatCompletions(t *testing.T) {
 	if want := fleet.Answer(upReq).Text(); r2.OutputText() != want || want == "" {
 		t.Fatalf("turn 2 text %q, want the simulator's answer to the expanded history %q", r2.OutputText(), want)
 	}
+}
+
+// storeEchoed reports whether a response object says "store": true.
+func storeEchoed(t *testing.T, raw string) bool {
+	t.Helper()
+	var obj struct {
+		Store *bool `json:"store"`
+	}
+	if err := json.Unmarshal([]byte(raw), &obj); err != nil {
+		t.Fatalf("response object %s: %v", raw, err)
+	}
+	return obj.Store != nil && *obj.Store
 }
