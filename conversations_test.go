@@ -540,3 +540,24 @@ func storeEchoed(t *testing.T, raw string) bool {
 	}
 	return obj.Store != nil && *obj.Store
 }
+
+// A config built in Go (not validated) that names a store the rest of it
+// cannot back is refused by keel.New, never a panic or a stray file.
+func TestResponsesStoreNeedsItsBackend(t *testing.T) {
+	fleet, err := sim.New(sim.ZeroLatency())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, store := range []string{"redis", "sqlite"} {
+		cfg := simfleet.Config(fleet, "http://sim.invalid")
+		cfg.Responses.Store = store
+		m, err := keel.New(cfg, keel.WithUpstream(fleet.Transport()))
+		if err == nil {
+			m.Close()
+			t.Fatalf("responses.store %s without its backend: keel.New succeeded", store)
+		}
+		if !strings.Contains(err.Error(), "responses.store") {
+			t.Errorf("responses.store %s: %v, want an error naming responses.store", store, err)
+		}
+	}
+}
