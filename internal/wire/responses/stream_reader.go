@@ -265,7 +265,7 @@ func (s *StreamReader) decode(data []byte) error {
 			if !opened {
 				// no delta came: the whole input is in the item
 				in, _ := jsonx.Unquote(members(f.item)["input"])
-				end = string(CustomInput(in))
+				end = string(customInput(in))
 			}
 			s.emit(data, llm.Event{Type: llm.EventBlockDelta, Index: i, DeltaType: llm.DeltaInputJSON, Delta: end},
 				llm.Event{Type: llm.EventBlockStop, Index: i})
