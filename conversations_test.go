@@ -20,6 +20,7 @@ import (
 
 	"github.com/keelmesh/keel"
 	"github.com/keelmesh/keel/config"
+	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/simfleet"
 	"github.com/keelmesh/keel/internal/store/redis/redistest"
@@ -348,13 +349,23 @@ func convFailover(t *testing.T, fleet *sim.Fleet, first, second openai.Client, r
 	}
 }
 
-// store: false keeps nothing: the id cannot be continued or read.
+// store: false keeps nothing: the id cannot be continued or read; the
+// refused follow-up is recorded like any refused call (request log,
+// metrics).
 func TestStoreFalseKeepsNothing(t *testing.T) {
 	fleet, err := sim.New(sim.ZeroLatency())
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := convMesh(t, fleet, nil)
+	var mu sync.Mutex
+	var refused []*engine.Record
+	m, _ := convMesh(t, fleet, nil, keel.WithObserver(engine.ObserverFunc(func(r *engine.Record) {
+		if r.Status == http.StatusNotFound {
+			mu.Lock()
+			refused = append(refused, r)
+			mu.Unlock()
+		}
+	})))
 	c := openai.NewClient(ooption.WithHTTPClient(m.HTTPClient()), ooption.WithAPIKey("client-key"))
 	ctx := context.Background()
 	r, err := c.Responses.New(ctx, responses.ResponseNewParams{
@@ -374,6 +385,11 @@ func TestStoreFalseKeepsNothing(t *testing.T) {
 	})
 	if !errors.As(err, &apiErr) || apiErr.Code != "previous_response_not_found" {
 		t.Fatalf("continuing a store:false response: %v, want previous_response_not_found", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(refused) != 1 || refused[0].Format != llm.FormatResponses || refused[0].Model != convAlias || refused[0].Err.Code != "previous_response_not_found" {
+		t.Fatalf("records of 404s: %+v, want the refused follow-up", refused)
 	}
 }
 

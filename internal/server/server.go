@@ -409,6 +409,14 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		echo = s.conv.Echo(req)
 		if keep, ae = s.conv.Begin(r.Context(), req, owner); ae != nil {
 			writeError(w, f, ae)
+			// Counted and logged as a refused call: an operator sees
+			// follow-ups naming responses Keel does not hold.
+			refused := engine.Call{RequestID: rid, ClientHeader: r.Header, TraceParent: r.Header.Get("Traceparent")}
+			if caller != nil {
+				refused.KeyID, refused.Team = caller.Labels()
+			}
+			s.eng.Refused(req, refused, ae)
+			s.logRequest(r, rid, req, nil, ae, start)
 			return
 		}
 	}
