@@ -20,6 +20,7 @@ import (
 
 	"github.com/keelmesh/keel"
 	"github.com/keelmesh/keel/config"
+	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/simfleet"
 	"github.com/keelmesh/keel/internal/store/redis/redistest"
@@ -246,6 +247,11 @@ func convFailover(t *testing.T, fleet *sim.Fleet, first, second openai.Client, r
 	if p := hr.Header.Get("X-Mesh-Provider"); p != simfleet.AnthropicProvider {
 		t.Fatalf("turn 2 served by %q, want the Anthropic endpoint", p)
 	}
+	// The response object Keel encoded echoes the request's settings, as
+	// OpenAI's does.
+	if r2.PreviousResponseID != r1.ID || !storeEchoed(t, r2.RawJSON()) {
+		t.Errorf("turn 2 echoes previous_response_id %q, store in %s; want %q, true", r2.PreviousResponseID, r2.RawJSON(), r1.ID)
+	}
 	// The Anthropic upstream got the whole conversation, and no
 	// previous_response_id (it would not know it).
 	up := rec.last(t, "/r/eu-west/v1/messages")
@@ -311,6 +317,9 @@ func convFailover(t *testing.T, fleet *sim.Fleet, first, second openai.Client, r
 	if got.ID != r3.ID || got.OutputText() != r3.OutputText() || r3.OutputText() == "" {
 		t.Fatalf("Get(%s) = %s %q, want the streamed answer %q", r3.ID, got.ID, got.OutputText(), r3.OutputText())
 	}
+	if r3.PreviousResponseID != r2.ID || got.PreviousResponseID != r2.ID || !storeEchoed(t, got.RawJSON()) {
+		t.Errorf("turn 3 echoes previous_response_id %q (stored %q, %s), want %q and store true", r3.PreviousResponseID, got.PreviousResponseID, got.RawJSON(), r2.ID)
+	}
 
 	// Delete turn 1: Get is then a 404, and turn 2 (which holds its
 	// own copy of the history) still continues.
@@ -340,13 +349,23 @@ func convFailover(t *testing.T, fleet *sim.Fleet, first, second openai.Client, r
 	}
 }
 
-// store: false keeps nothing: the id cannot be continued or read.
+// store: false keeps nothing: the id cannot be continued or read; the
+// refused follow-up is recorded like any refused call (request log,
+// metrics).
 func TestStoreFalseKeepsNothing(t *testing.T) {
 	fleet, err := sim.New(sim.ZeroLatency())
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := convMesh(t, fleet, nil)
+	var mu sync.Mutex
+	var refused []*engine.Record
+	m, _ := convMesh(t, fleet, nil, keel.WithObserver(engine.ObserverFunc(func(r *engine.Record) {
+		if r.Status == http.StatusNotFound {
+			mu.Lock()
+			refused = append(refused, r)
+			mu.Unlock()
+		}
+	})))
 	c := openai.NewClient(ooption.WithHTTPClient(m.HTTPClient()), ooption.WithAPIKey("client-key"))
 	ctx := context.Background()
 	r, err := c.Responses.New(ctx, responses.ResponseNewParams{
@@ -366,6 +385,11 @@ func TestStoreFalseKeepsNothing(t *testing.T) {
 	})
 	if !errors.As(err, &apiErr) || apiErr.Code != "previous_response_not_found" {
 		t.Fatalf("continuing a store:false response: %v, want previous_response_not_found", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(refused) != 1 || refused[0].Format != llm.FormatResponses || refused[0].Model != convAlias || refused[0].Err.Code != "previous_response_not_found" {
+		t.Fatalf("records of 404s: %+v, want the refused follow-up", refused)
 	}
 }
 
@@ -518,5 +542,38 @@ func TestPreviousResponseFailoverToChatCompletions(t *testing.T) {
 	}
 	if want := fleet.Answer(upReq).Text(); r2.OutputText() != want || want == "" {
 		t.Fatalf("turn 2 text %q, want the simulator's answer to the expanded history %q", r2.OutputText(), want)
+	}
+}
+
+// storeEchoed reports whether a response object says "store": true.
+func storeEchoed(t *testing.T, raw string) bool {
+	t.Helper()
+	var obj struct {
+		Store *bool `json:"store"`
+	}
+	if err := json.Unmarshal([]byte(raw), &obj); err != nil {
+		t.Fatalf("response object %s: %v", raw, err)
+	}
+	return obj.Store != nil && *obj.Store
+}
+
+// A config built in Go (not validated) that names a store the rest of it
+// cannot back is refused by keel.New, never a panic or a stray file.
+func TestResponsesStoreNeedsItsBackend(t *testing.T) {
+	fleet, err := sim.New(sim.ZeroLatency())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, store := range []string{"redis", "sqlite"} {
+		cfg := simfleet.Config(fleet, "http://sim.invalid")
+		cfg.Responses.Store = store
+		m, err := keel.New(cfg, keel.WithUpstream(fleet.Transport()))
+		if err == nil {
+			m.Close()
+			t.Fatalf("responses.store %s without its backend: keel.New succeeded", store)
+		}
+		if !strings.Contains(err.Error(), "responses.store") {
+			t.Errorf("responses.store %s: %v, want an error naming responses.store", store, err)
+		}
 	}
 }

@@ -381,8 +381,14 @@ func (m *Mesh) conversations(cfg *config.Config, o options) (*convstate.Store, e
 	var b convstate.Backend
 	switch cfg.ResponsesStore() {
 	case convstate.StoreRedis:
+		if m.shared == nil {
+			return nil, errors.New("responses.store: redis needs the redis section (redis.url)")
+		}
 		b = m.shared.Conversations(rc.Bounds())
 	case convstate.StoreSQLite:
+		if !cfg.RequestLog.On() {
+			return nil, errors.New("responses.store: sqlite keeps the conversations in the request log's file: it needs the request log (request_log.path)")
+		}
 		path := cfg.RequestLog.Path
 		if path == "" {
 			path = sqlite.DefaultPath

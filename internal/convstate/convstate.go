@@ -283,6 +283,24 @@ func (s *Store) Begin(ctx context.Context, req *llm.Request, owner string) (keep
 	}, nil
 }
 
+// Echo returns the members a response object to req echoes from it, as
+// OpenAI's does: store (true when absent) and previous_response_id (null
+// when absent). Call it before Begin, which removes previous_response_id.
+// A response object Keel encodes itself (an answer translated from another
+// format) takes them; one passed through as the upstream wrote it keeps
+// its own.
+func (s *Store) Echo(req *llm.Request) llm.Extra {
+	st, ok := req.Extra[memberStore]
+	if !ok || string(st) == "null" {
+		st = json.RawMessage("true")
+	}
+	prev, ok := req.Extra[memberPrevious]
+	if !ok {
+		prev = json.RawMessage("null")
+	}
+	return llm.Extra{memberStore: st, memberPrevious: prev}
+}
+
 func (s *Store) keep(ctx context.Context, history []llm.Message, resp *llm.Response, served []byte, endpoint, owner string) error {
 	id := responseID(served)
 	if id == "" {

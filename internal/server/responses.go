@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -23,6 +24,9 @@ type Conversations interface {
 	// answer and must be called before the client has all of it; keep is
 	// nil for store false.
 	Begin(ctx context.Context, req *llm.Request, owner string) (keep func(ctx context.Context, resp *llm.Response, served []byte, endpoint string), ae *llm.APIError)
+	// Echo returns the members a response object to req echoes from it
+	// (store, previous_response_id); called before Begin.
+	Echo(req *llm.Request) llm.Extra
 	// Response is the response object stored under id, as served.
 	Response(ctx context.Context, id, owner string) ([]byte, *llm.APIError)
 	// Delete removes what is stored under id.
@@ -104,6 +108,20 @@ func (s *Server) responseItem(w http.ResponseWriter, r *http.Request, id string,
 	w.Write(body)
 }
 
+// withEcho returns a copy of resp whose Extra holds echo's members: the
+// request settings a response object Keel encodes itself echoes.
+func withEcho(resp *llm.Response, echo llm.Extra) *llm.Response {
+	if echo == nil {
+		return resp
+	}
+	cp := *resp
+	cp.Extra = make(llm.Extra, len(resp.Extra)+len(echo))
+	maps.Copy(cp.Extra, resp.Extra)
+	maps.Copy(cp.Extra, echo)
+	cp.Touch()
+	return &cp
+}
+
 // streamKeeper rebuilds a Responses stream's answer and stores it (keep)
 // when its end reaches the writer, before the end is written: the client
 // may send its follow-up the moment it reads response.completed.
@@ -112,6 +130,22 @@ type streamKeeper struct {
 	acc      llm.Accumulator
 	codec    wire.Codec
 	endpoint func() string
+	// echo, when set, is put into a message_start the writer encodes
+	// (withEcho) and into the answer kept.
+	echo llm.Extra
+}
+
+// echoed returns ev with k's echo in its message when ev is a
+// message_start the writer will encode (not its upstream bytes in the
+// client's format).
+func (k *streamKeeper) echoed(ev *llm.Event) *llm.Event {
+	if k == nil || k.echo == nil || ev.Type != llm.EventMessageStart || ev.Message == nil ||
+		ev.Raw != nil && ev.RawFormat == k.codec.Format() {
+		return ev
+	}
+	cp := ev.Detach()
+	cp.Message = withEcho(ev.Message, k.echo)
+	return cp
 }
 
 // see adds ev, and stores the answer at the first event that ends it
@@ -127,6 +161,9 @@ func (k *streamKeeper) see(ctx context.Context, ev *llm.Event) {
 	keep := k.keep
 	k.keep = nil
 	resp := k.acc.Response()
+	if k.echo != nil {
+		resp = withEcho(resp, k.echo)
+	}
 	b, err := k.codec.EncodeResponse(resp)
 	if err != nil {
 		return

@@ -409,13 +409,23 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		return
 	}
 	var keep keepFunc
+	var echo llm.Extra
 	if s.conv != nil && wire.For(f).Stateful() {
 		owner := ""
 		if caller != nil {
 			owner, _ = caller.Labels()
 		}
+		echo = s.conv.Echo(req)
 		if keep, ae = s.conv.Begin(r.Context(), req, owner); ae != nil {
 			writeError(w, f, ae)
+			// Counted and logged as a refused call: an operator sees
+			// follow-ups naming responses Keel does not hold.
+			refused := engine.Call{RequestID: rid, ClientHeader: r.Header, TraceParent: r.Header.Get("Traceparent")}
+			if caller != nil {
+				refused.KeyID, refused.Team = caller.Labels()
+			}
+			s.eng.Refused(req, refused, ae)
+			s.logRequest(r, rid, req, nil, ae, start)
 			return
 		}
 	}
@@ -519,9 +529,11 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		hs.Set(codec.RequestIDHeader(), id)
 	}
 	if out.Stream == nil {
-		b, err := out.Response.Raw, error(nil)
-		if out.Response.RawFormat != f || b == nil {
-			b, err = codec.EncodeResponse(out.Response)
+		resp := out.Response
+		b, err := resp.Raw, error(nil)
+		if resp.RawFormat != f || b == nil {
+			resp = withEcho(resp, echo)
+			b, err = codec.EncodeResponse(resp)
 		}
 		if err != nil {
 			writeError(w, f, &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshUpstreamProtocolFailed, Message: "encoding response: " + err.Error()})
@@ -529,7 +541,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		}
 		if keep != nil {
 			// Stored before the client has it: its follow-up may come at once.
-			keep(r.Context(), out.Response, b, out.Endpoint.ID)
+			keep(r.Context(), resp, b, out.Endpoint.ID)
 		}
 		hs.Set("Content-Type", "application/json")
 		hs.Set("Content-Length", strconv.Itoa(len(b)))
@@ -540,9 +552,9 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		return
 	}
 	var sk *streamKeeper
-	if keep != nil {
+	if keep != nil || echo != nil {
 		st := out.Stream
-		sk = &streamKeeper{keep: keep, codec: codec, endpoint: func() string { return st.Served().ID }}
+		sk = &streamKeeper{keep: keep, codec: codec, endpoint: func() string { return st.Served().ID }, echo: echo}
 	}
 	s.stream(w, r, f, req, out, sk)
 	s.logRequest(r, rid, req, out.Record, out.Record.Err, start)
@@ -676,6 +688,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f llm.Format, re
 		if err != nil {
 			break
 		}
+		ev = sk.echoed(ev)
 		sk.see(r.Context(), ev)
 		if err := write(ev); err != nil {
 			// The client went away; the deferred Close cancels upstream.
