@@ -308,9 +308,10 @@ func routePolicy(next step) step {
 	return func(ctx context.Context, x *exec, t *try) (*attempt, error) {
 		e := x.e
 		x.mu.Lock()
-		if x.sealed {
-			// A hedge launched as the call ended: the record is the
-			// observers' now, and the call needs no more attempts.
+		if x.sealed || t.kind == "hedge" && t.hg != nil && t.hg.closed {
+			// A hedge launched as the call ended, or as its pass was
+			// decided: the record is the observers' (or a stream's reader's)
+			// now, and the call needs no more attempts.
 			x.mu.Unlock()
 			return nil, errSealed
 		}
