@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"github.com/keelmesh/keel/internal/llm"
 	"io"
@@ -191,6 +192,24 @@ func TestMaxMessages(t *testing.T) {
 		if rw.Code != 400 || typ != "invalid_request_error" || mesh != "MESH_BAD_REQUEST" || !strings.Contains(msg, "server.max_messages allows at most 1") {
 			t.Errorf("%s: %d %s; want 400 invalid_request_error naming server.max_messages", path, rw.Code, rw.Body)
 		}
+	}
+}
+
+// A Responses client over max_messages is told about its input, the
+// member it sent, not about messages (its wire has none): param "input".
+func TestMaxMessagesResponsesNamesInput(t *testing.T) {
+	s := New(Options{MaxMessages: 1})
+	rw := call(s, http.MethodPost, "/v1/responses", "", nil, `{"model":"m","input":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}`)
+	var body struct {
+		Error struct {
+			Type, Message, Param, MeshCode string
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(rw.Body.Bytes(), &body); err != nil {
+		t.Fatalf("error body %q: %v", rw.Body, err)
+	}
+	if rw.Code != 400 || body.Error.Type != "invalid_request_error" || body.Error.Param != "input" || !strings.Contains(body.Error.Message, "server.max_messages allows at most 1") {
+		t.Errorf("%d %s; want 400 invalid_request_error, param input, naming server.max_messages", rw.Code, rw.Body)
 	}
 }
 

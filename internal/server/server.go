@@ -430,7 +430,11 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		}
 	}
 	if n := len(req.Messages); n > s.maxMessages {
-		writeError(w, f, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: "messages",
+		param := "messages"
+		if f == llm.FormatResponses {
+			param = "input" // a Responses client sends input items, not messages
+		}
+		writeError(w, f, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: param,
 			Message: fmt.Sprintf("the request has %d messages; server.max_messages allows at most %d", n, s.maxMessages)})
 		return
 	}
