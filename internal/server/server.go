@@ -416,6 +416,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 			owner, _ = caller.Labels()
 		}
 		echo = s.conv.Echo(req)
+		s.resolveReferences(r.Context(), req, owner)
 		if keep, ae = s.conv.Begin(r.Context(), req, owner); ae != nil {
 			writeError(w, f, ae)
 			// Counted and logged as a refused call: an operator sees
