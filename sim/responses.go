@@ -43,8 +43,9 @@ var responsesParams = map[string]bool{
 
 // parseResponsesRequest is the Responses API's request validation, at its
 // strictest (docs/RESPONSES.md §4): an unknown top-level parameter is a 400
-// "Unknown parameter: 'x'." with code unknown_parameter, and
-// max_output_tokens below 16 a 400 integer_below_min_value.
+// "Unknown parameter: 'x'." with code unknown_parameter, no input a 400
+// missing_required_parameter, and max_output_tokens below 16 a 400
+// integer_below_min_value.
 func parseResponsesRequest(body []byte) (*llm.Request, error) {
 	req, err := responses.ParseRequest(body)
 	if err != nil {
@@ -55,6 +56,14 @@ func parseResponsesRequest(body []byte) (*llm.Request, error) {
 			return nil, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, Param: k, Code: "unknown_parameter",
 				Message: fmt.Sprintf("Unknown parameter: '%s'.", k)}
 		}
+	}
+	if responses.NoInput(req) {
+		// OpenAI refuses a request with neither input nor
+		// previous_response_id, instructions or not
+		// (pydantic/pydantic-ai#3470); the answer is its shape for a
+		// missing parameter (openai/codex#6725 quotes it for input[79].id).
+		return nil, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, Param: "input", Code: "missing_required_parameter",
+			Message: "Missing required parameter: 'input'."}
 	}
 	if req.HasMaxTokens && req.MaxTokens < responses.MinMaxOutputTokens {
 		return nil, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, Param: "max_output_tokens", Code: "integer_below_min_value",

@@ -79,6 +79,10 @@ func TestResponsesRequestErrors(t *testing.T) {
 			"Unknown parameter: 'max_tokens'.", "invalid_request_error", "max_tokens", "unknown_parameter"},
 		{"max_output_tokens below 16", `{"model":"sim-sonnet","input":"hi","max_output_tokens":10}`, 400,
 			"Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, but got 10 instead.", "invalid_request_error", "max_output_tokens", "integer_below_min_value"},
+		{"no input", `{"model":"sim-sonnet","instructions":"Be brief"}`, 400,
+			"Missing required parameter: 'input'.", "invalid_request_error", "input", "missing_required_parameter"},
+		{"empty input", `{"model":"sim-sonnet","input":[]}`, 400,
+			"Missing required parameter: 'input'.", "invalid_request_error", "input", "missing_required_parameter"},
 		{"unknown previous response", `{"model":"sim-sonnet","input":"hi","previous_response_id":"resp_nope"}`, 404,
 			"Previous response with id 'resp_nope' not found.", "invalid_request_error", "previous_response_id", "previous_response_not_found"},
 	} {

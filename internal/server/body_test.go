@@ -251,3 +251,28 @@ func BenchmarkReadBody(b *testing.B) {
 		})
 	}
 }
+
+// A Responses request with nothing to answer — no input items, no
+// previous_response_id, no prompt; instructions alone are not input — is a
+// 400 naming input, before any upstream call (this Server has no engine),
+// as OpenAI refuses it (pydantic/pydantic-ai#3470); translated, it reached
+// an Anthropic endpoint as an empty messages list and came back naming
+// messages.
+func TestResponsesWithoutInputNamesInput(t *testing.T) {
+	s := New(Options{MaxMessages: 10})
+	for _, body := range []string{`{"model":"m"}`, `{"model":"m","input":[]}`, `{"model":"m","input":null,"instructions":"Be brief"}`} {
+		rw := call(s, http.MethodPost, "/v1/responses", "", nil, body)
+		var got struct {
+			Error struct {
+				Type, Param string
+				MeshCode    string `json:"mesh_error_code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(rw.Body.Bytes(), &got); err != nil {
+			t.Fatalf("%s: error body %q: %v", body, rw.Body, err)
+		}
+		if rw.Code != 400 || got.Error.Type != "invalid_request_error" || got.Error.Param != "input" || got.Error.MeshCode != "MESH_BAD_REQUEST" {
+			t.Errorf("%s: %d %s; want 400 invalid_request_error, param input, MESH_BAD_REQUEST", body, rw.Code, rw.Body)
+		}
+	}
+}

@@ -32,6 +32,7 @@ import (
 	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/sse"
 	"github.com/keelmesh/keel/internal/wire"
+	"github.com/keelmesh/keel/internal/wire/responses"
 )
 
 // Defaults of the Options fields below when they are zero.
@@ -406,6 +407,14 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 	s.release(held)
 	if err != nil {
 		writeError(w, f, asAPIError(err))
+		return
+	}
+	if f == llm.FormatResponses && responses.NoInput(req) {
+		// Refused here, in the client's terms: translated, it would reach
+		// an Anthropic or Chat endpoint as an empty messages list and come
+		// back naming messages, a member this client never sent.
+		writeError(w, f, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: "input",
+			Message: "input: required: the request has no input items, no previous_response_id and no prompt"})
 		return
 	}
 	var keep keepFunc

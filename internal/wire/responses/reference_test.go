@@ -82,3 +82,25 @@ func FuzzReferencedResponse(f *testing.F) {
 		}
 	})
 }
+
+// NoInput: input items, a previous_response_id or a prompt are something
+// to answer; instructions alone are not.
+func TestNoInput(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"model":"m"}`:                            true,
+		`{"model":"m","input":[]}`:                 true,
+		`{"model":"m","instructions":"x"}`:         true,
+		`{"model":"m","prompt":null}`:              true,
+		`{"model":"m","input":"hi"}`:               false,
+		`{"model":"m","previous_response_id":"r"}`: false,
+		`{"model":"m","prompt":{"id":"pmpt_1"}}`:   false,
+	} {
+		r, err := ParseRequest([]byte(body))
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		if got := NoInput(r); got != want {
+			t.Errorf("NoInput(%s) = %v, want %v", body, got, want)
+		}
+	}
+}
