@@ -32,7 +32,6 @@ import (
 	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/sse"
 	"github.com/keelmesh/keel/internal/wire"
-	"github.com/keelmesh/keel/internal/wire/responses"
 )
 
 // Defaults of the Options fields below when they are zero.
@@ -409,11 +408,11 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		writeError(w, f, asAPIError(err))
 		return
 	}
-	if f == llm.FormatResponses && responses.NoInput(req) {
+	if wire.For(f).NoInput(req) {
 		// Refused here, in the client's terms: translated, it would reach
 		// an Anthropic or Chat endpoint as an empty messages list and come
 		// back naming messages, a member this client never sent.
-		writeError(w, f, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: "input",
+		writeError(w, f, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: wire.For(f).InputParam(),
 			Message: "input: required: the request has no input items, no previous_response_id and no prompt"})
 		return
 	}
@@ -440,11 +439,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		}
 	}
 	if n := len(req.Messages); n > s.maxMessages {
-		param := "messages"
-		if f == llm.FormatResponses {
-			param = "input" // a Responses client sends input items, not messages
-		}
-		writeError(w, f, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: param,
+		writeError(w, f, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: wire.For(f).InputParam(),
 			Message: fmt.Sprintf("the request has %d messages; server.max_messages allows at most %d", n, s.maxMessages)})
 		return
 	}
