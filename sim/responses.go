@@ -20,9 +20,42 @@ var responsesCodec = &codec{
 	parse:       parseResponsesRequest,
 	encode:      responses.EncodeResponse,
 	encodeError: openai.EncodeError,
-	stream: func(w *sse.Writer, _ *llm.Request) eventWriter {
-		return responses.NewStreamWriter(w)
+	stream: func(w *sse.Writer, req *llm.Request) eventWriter {
+		return echoStream{responses.NewStreamWriter(w), responsesEcho(req)}
 	},
+}
+
+// responsesEcho is what a response object echoes of its request, as
+// OpenAI's does [G Response, docs/RESPONSES.md §2]: store (true when the
+// request has none: OpenAI's default, under which the fleet keeps the
+// answer) and previous_response_id (null when absent). The other settings
+// are written with their defaults.
+func responsesEcho(req *llm.Request) llm.Extra {
+	e := llm.Extra{"store": json.RawMessage("true"), "previous_response_id": json.RawMessage("null")}
+	for _, k := range [...]string{"store", "previous_response_id"} {
+		if v, ok := req.Extra[k]; ok && string(v) != "null" {
+			e[k] = v
+		}
+	}
+	return e
+}
+
+// echoStream puts the request's echo (responsesEcho) into the stream's
+// response objects: the writer takes them from message_start.
+type echoStream struct {
+	w    *responses.StreamWriter
+	echo llm.Extra
+}
+
+func (s echoStream) Write(ev *llm.Event) error {
+	if ev.Type == llm.EventMessageStart && ev.Message != nil {
+		m := *ev.Message
+		m.Extra = s.echo
+		cp := *ev
+		cp.Message = &m
+		return s.w.Write(&cp)
+	}
+	return s.w.Write(ev)
 }
 
 // responsesParams are the request members OpenAI's Responses API knows
