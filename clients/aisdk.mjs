@@ -1,8 +1,10 @@
 // The Vercel AI SDK against keel serve: openai(model) (the Responses API,
 // the provider's default), openai.chat(model) (Chat Completions) and
 // anthropic(model) (Messages), each with generateText, streamText and
-// generateObject.
-import { generateText, streamText, generateObject } from 'ai';
+// generateObject; and openai(model)'s tool loop on a Responses endpoint and
+// on an Anthropic one (with store left on, the SDK sends the earlier
+// answer's message back as an item_reference).
+import { generateText, streamText, generateObject, tool, stepCountIs } from 'ai';
 import { createOpenAI } from '@ai-sdk/openai';
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { z } from 'zod';
@@ -47,6 +49,25 @@ for (const [name, model] of providers) {
     const r = await generateObject({ model, schema: city, prompt: `(case aisdk.${name}.generateObject) Describe a city.`, maxRetries: 0, maxOutputTokens: 1024 });
     check(typeof r.object.name === 'string' && Number.isInteger(r.object.population), `an object matching the schema, got ${JSON.stringify(r.object)}`);
     return { object: r.object };
+  });
+}
+
+const weather = tool({
+  description: 'Weather for a city',
+  inputSchema: z.object({ city: z.string() }),
+  execute: async () => 'Rainy, 9 C',
+});
+
+for (const [name, model] of [
+  ['openai', openai(env('KEEL_RESPONSES_MODEL'))],
+  ['openai_on_anthropic', openai(env('KEEL_ANTHROPIC_MODEL'))],
+]) {
+  await run(`${name}.tools`, async () => {
+    const r = await generateText({ model, prompt: `(case aisdk.${name}.tools) Please use get_weather for Oslo.`, tools: { get_weather: weather },
+      stopWhen: stepCountIs(3), maxRetries: 0, maxOutputTokens: 1024 });
+    check(r.steps.length === 2, `two steps (the call, then the answer), got ${r.steps.length}`);
+    check(r.finishReason === 'stop', `finishReason stop, got ${r.finishReason}`);
+    return { text: r.text };
   });
 }
 

@@ -235,6 +235,13 @@ func clientCases() []clientCase {
 			clientCase{"aisdk." + p.name + ".generateObject", checks(sameObject, servedOver(p.path))},
 		)
 	}
+	// openai(model)'s tool loop, on a Responses endpoint and on an
+	// Anthropic one: the second turn carries an item_reference to the
+	// first answer's message, which Keel resolves from its store.
+	cases = append(cases,
+		clientCase{"aisdk.openai.tools", checks(toolRoundTrip("get_weather", "Rainy, 9 C"), servedOver("/r/us-east/v1/responses"))},
+		clientCase{"aisdk.openai_on_anthropic.tools", checks(toolRoundTrip("get_weather", "Rainy, 9 C"), servedOver("/r/us-east/v1/messages"))},
+	)
 	// Every case that reports text is checked against the simulator's
 	// answer to the request that carried its marker.
 	for i, c := range cases {

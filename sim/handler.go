@@ -578,6 +578,7 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		resp.Created = time.Now().Unix()
 		if c.format == llm.FormatResponses {
 			f.stored.keep(req, resp.ID, resp)
+			resp.Extra = responsesEcho(req)
 		}
 		b, err := c.encode(resp)
 		if err != nil {

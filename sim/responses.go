@@ -20,9 +20,42 @@ var responsesCodec = &codec{
 	parse:       parseResponsesRequest,
 	encode:      responses.EncodeResponse,
 	encodeError: openai.EncodeError,
-	stream: func(w *sse.Writer, _ *llm.Request) eventWriter {
-		return responses.NewStreamWriter(w)
+	stream: func(w *sse.Writer, req *llm.Request) eventWriter {
+		return echoStream{responses.NewStreamWriter(w), responsesEcho(req)}
 	},
+}
+
+// responsesEcho is what a response object echoes of its request, as
+// OpenAI's does [G Response, docs/RESPONSES.md §2]: store (true when the
+// request has none: OpenAI's default, under which the fleet keeps the
+// answer) and previous_response_id (null when absent). The other settings
+// are written with their defaults.
+func responsesEcho(req *llm.Request) llm.Extra {
+	e := llm.Extra{"store": json.RawMessage("true"), "previous_response_id": json.RawMessage("null")}
+	for _, k := range [...]string{"store", "previous_response_id"} {
+		if v, ok := req.Extra[k]; ok && string(v) != "null" {
+			e[k] = v
+		}
+	}
+	return e
+}
+
+// echoStream puts the request's echo (responsesEcho) into the stream's
+// response objects: the writer takes them from message_start.
+type echoStream struct {
+	w    *responses.StreamWriter
+	echo llm.Extra
+}
+
+func (s echoStream) Write(ev *llm.Event) error {
+	if ev.Type == llm.EventMessageStart && ev.Message != nil {
+		m := *ev.Message
+		m.Extra = s.echo
+		cp := *ev
+		cp.Message = &m
+		return s.w.Write(&cp)
+	}
+	return s.w.Write(ev)
 }
 
 // responsesParams are the request members OpenAI's Responses API knows
@@ -43,8 +76,9 @@ var responsesParams = map[string]bool{
 
 // parseResponsesRequest is the Responses API's request validation, at its
 // strictest (docs/RESPONSES.md §4): an unknown top-level parameter is a 400
-// "Unknown parameter: 'x'." with code unknown_parameter, and
-// max_output_tokens below 16 a 400 integer_below_min_value.
+// "Unknown parameter: 'x'." with code unknown_parameter, no input a 400
+// missing_required_parameter, and max_output_tokens below 16 a 400
+// integer_below_min_value.
 func parseResponsesRequest(body []byte) (*llm.Request, error) {
 	req, err := responses.ParseRequest(body)
 	if err != nil {
@@ -55,6 +89,14 @@ func parseResponsesRequest(body []byte) (*llm.Request, error) {
 			return nil, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, Param: k, Code: "unknown_parameter",
 				Message: fmt.Sprintf("Unknown parameter: '%s'.", k)}
 		}
+	}
+	if responses.NoInput(req) {
+		// OpenAI refuses a request with neither input nor
+		// previous_response_id, instructions or not
+		// (pydantic/pydantic-ai#3470); the answer is its shape for a
+		// missing parameter (openai/codex#6725 quotes it for input[79].id).
+		return nil, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, Param: "input", Code: "missing_required_parameter",
+			Message: "Missing required parameter: 'input'."}
 	}
 	if req.HasMaxTokens && req.MaxTokens < responses.MinMaxOutputTokens {
 		return nil, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, Param: "max_output_tokens", Code: "integer_below_min_value",

@@ -79,6 +79,10 @@ func TestResponsesRequestErrors(t *testing.T) {
 			"Unknown parameter: 'max_tokens'.", "invalid_request_error", "max_tokens", "unknown_parameter"},
 		{"max_output_tokens below 16", `{"model":"sim-sonnet","input":"hi","max_output_tokens":10}`, 400,
 			"Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, but got 10 instead.", "invalid_request_error", "max_output_tokens", "integer_below_min_value"},
+		{"no input", `{"model":"sim-sonnet","instructions":"Be brief"}`, 400,
+			"Missing required parameter: 'input'.", "invalid_request_error", "input", "missing_required_parameter"},
+		{"empty input", `{"model":"sim-sonnet","input":[]}`, 400,
+			"Missing required parameter: 'input'.", "invalid_request_error", "input", "missing_required_parameter"},
 		{"unknown previous response", `{"model":"sim-sonnet","input":"hi","previous_response_id":"resp_nope"}`, 404,
 			"Previous response with id 'resp_nope' not found.", "invalid_request_error", "previous_response_id", "previous_response_not_found"},
 	} {
@@ -190,5 +194,60 @@ func TestResponsesCustomToolCall(t *testing.T) {
 		if stream == "true" && !strings.Contains(string(b), "event: response.custom_tool_call_input.done") {
 			t.Errorf("stream without the custom input events: %s", b)
 		}
+	}
+}
+
+// A response object echoes its request's store (true when absent,
+// OpenAI's default, under which the fleet keeps it) and
+// previous_response_id, in answers and in every response object of a
+// stream, as OpenAI's does (docs/RESPONSES.md §2).
+func TestResponsesEchoStoreAndPrevious(t *testing.T) {
+	f, err := New(ZeroLatency())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type echo struct {
+		Store    *bool   `json:"store"`
+		Previous *string `json:"previous_response_id"`
+		ID       string  `json:"id"`
+	}
+	read := func(b []byte) echo {
+		t.Helper()
+		var e echo
+		if err := json.Unmarshal(b, &e); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		return e
+	}
+	_, b := postResponses(t, f, `{"model":"sim-sonnet","input":"one"}`)
+	first := read(b)
+	if first.Store == nil || !*first.Store || first.Previous != nil {
+		t.Errorf("no store member: %s; want store true, previous_response_id null", b)
+	}
+	_, b = postResponses(t, f, `{"model":"sim-sonnet","input":"two","previous_response_id":"`+first.ID+`"}`)
+	if e := read(b); e.Previous == nil || *e.Previous != first.ID || e.Store == nil || !*e.Store {
+		t.Errorf("follow-up: %s; want previous_response_id %s, store true", b, first.ID)
+	}
+	_, b = postResponses(t, f, `{"model":"sim-sonnet","input":"x","store":false}`)
+	if e := read(b); e.Store == nil || *e.Store {
+		t.Errorf("store false: %s; want it echoed", b)
+	}
+	_, b = postResponses(t, f, `{"model":"sim-sonnet","input":"x","stream":true}`)
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || !strings.Contains(data, `"response":{`) {
+			continue
+		}
+		var ev struct{ Response echo }
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if n++; ev.Response.Store == nil || !*ev.Response.Store || ev.Response.Previous != nil {
+			t.Errorf("stream event %s: want store true, previous_response_id null", data)
+		}
+	}
+	if n < 3 {
+		t.Errorf("%d response objects in the stream, want created, in_progress and completed", n)
 	}
 }

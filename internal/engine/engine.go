@@ -569,8 +569,7 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 		}
 	}
 	if rs == nil {
-		return nil, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Code: codeModelNotFound,
-			Message: fmt.Sprintf("model: %q is not served by this mesh (GET /v1/models lists the names)", req.Model)}, false
+		return nil, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Code: codeModelNotFound, Message: e.notServed("model", req.Model)}, false
 	}
 	semThreshold := rs.semThreshold
 	var tiers *tiers

@@ -157,8 +157,7 @@ func (e *Engine) sideRoute(s Side) (*routeState, *llm.APIError) {
 		if s.Embedding {
 			what = "embedding model"
 		}
-		return nil, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Code: "model_not_found",
-			Message: fmt.Sprintf("%s: %q is not served by this mesh (GET /v1/models lists the names)", what, s.Model)}
+		return nil, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Code: "model_not_found", Message: e.notServed(what, s.Model)}
 	}
 	if s.Serves == nil {
 		return rs, nil
@@ -206,4 +205,18 @@ func (x *exec) sideSend(a *attempt) (*provider.Result, error) {
 	}
 	res.Response = &llm.Response{Usage: u}
 	return res, nil
+}
+
+// notServed is the message of the 404 for a call naming model, which the
+// call's kind (what: "model" for model calls and token counts, "embedding
+// model" for embeddings) has no route for: a name the mesh serves for the
+// other kind says so, since GET /v1/models lists it.
+func (e *Engine) notServed(what, model string) string {
+	switch {
+	case what == "model" && e.embed[model] != nil:
+		return fmt.Sprintf("model: %q is an embedding model: it is served by POST /v1/embeddings only", model)
+	case what != "model" && e.routes[model] != nil:
+		return fmt.Sprintf("%s: %q is a chat model, not an embedding model (models[].kind: embedding)", what, model)
+	}
+	return fmt.Sprintf("%s: %q is not served by this mesh (GET /v1/models lists the names)", what, model)
 }

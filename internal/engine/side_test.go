@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -95,6 +96,11 @@ func TestEmbeddingModelsServeSideOnly(t *testing.T) {
 	if r.err == nil || r.err.Status != 404 {
 		t.Errorf("model call to an embedding model: %+v, want a 404", r.err)
 	}
+	// The 404 says what the name is and where it is served, not that the
+	// mesh does not serve it: GET /v1/models lists it.
+	if r.err == nil || !strings.Contains(r.err.Message, "embedding model") || !strings.Contains(r.err.Message, "/v1/embeddings") {
+		t.Errorf("model call to an embedding model: %+v, want a message naming it an embedding model and /v1/embeddings", r.err)
+	}
 	s := Side{Kind: "embeddings", Model: "emb", Format: llm.FormatOpenAI, Embedding: true, Latency: true,
 		Request: func(ep *provider.Endpoint) (string, []byte) { return ep.PathURL("/embeddings"), []byte(`{}`) },
 		Answer:  func([]byte) (llm.Usage, error) { return llm.Usage{InputTokens: 5}, nil }}
@@ -108,6 +114,26 @@ func TestEmbeddingModelsServeSideOnly(t *testing.T) {
 	s.Embedding = false
 	if _, err := e.Side(context.Background(), s, Call{}); err == nil {
 		t.Error("a chat Side call named an embedding model and was served")
+	}
+}
+
+// TestEmbeddingsCallToChatModelSaysSo: an embeddings call naming a chat
+// model the mesh serves is a 404 that says it is a chat model, not that
+// the mesh does not serve it (GET /v1/models lists it).
+func TestEmbeddingsCallToChatModelSaysSo(t *testing.T) {
+	o1 := &scripted{id: "o1", format: llm.FormatOpenAI, script: always(reply{body: `{}`})}
+	h := newHarness(t, o1)
+	e := h.engine(Options{}, h.endpoints("chat", "o1")...)
+	s := Side{Kind: "embeddings", Model: "chat", Format: llm.FormatOpenAI, Embedding: true,
+		Request: func(ep *provider.Endpoint) (string, []byte) { return ep.PathURL("/embeddings"), []byte(`{}`) },
+		Answer:  func([]byte) (llm.Usage, error) { return llm.Usage{}, nil }}
+	var ae *llm.APIError
+	_, err := e.Side(context.Background(), s, Call{})
+	if !errors.As(err, &ae) || ae.Status != 404 || !strings.Contains(ae.Message, "chat model") || strings.Contains(ae.Message, "not served by this mesh") {
+		t.Errorf("embeddings call to a chat model: %v, want a 404 naming it a chat model", err)
+	}
+	if o1.count() != 0 {
+		t.Errorf("%d upstream calls, want 0", o1.count())
 	}
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"github.com/keelmesh/keel/internal/llm"
 	"io"
@@ -194,6 +195,24 @@ func TestMaxMessages(t *testing.T) {
 	}
 }
 
+// A Responses client over max_messages is told about its input, the
+// member it sent, not about messages (its wire has none): param "input".
+func TestMaxMessagesResponsesNamesInput(t *testing.T) {
+	s := New(Options{MaxMessages: 1})
+	rw := call(s, http.MethodPost, "/v1/responses", "", nil, `{"model":"m","input":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}`)
+	var body struct {
+		Error struct {
+			Type, Message, Param, MeshCode string
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(rw.Body.Bytes(), &body); err != nil {
+		t.Fatalf("error body %q: %v", rw.Body, err)
+	}
+	if rw.Code != 400 || body.Error.Type != "invalid_request_error" || body.Error.Param != "input" || !strings.Contains(body.Error.Message, "server.max_messages allows at most 1") {
+		t.Errorf("%d %s; want 400 invalid_request_error, param input, naming server.max_messages", rw.Code, rw.Body)
+	}
+}
+
 // An X-Mesh-Timeout too small to fit an upstream attempt is a 400 naming
 // the header, before the engine is reached (this Server has none).
 func TestMeshTimeoutBelowMinimum(t *testing.T) {
@@ -230,5 +249,30 @@ func BenchmarkReadBody(b *testing.B) {
 				s.release(held)
 			}
 		})
+	}
+}
+
+// A Responses request with nothing to answer — no input items, no
+// previous_response_id, no prompt; instructions alone are not input — is a
+// 400 naming input, before any upstream call (this Server has no engine),
+// as OpenAI refuses it (pydantic/pydantic-ai#3470); translated, it reached
+// an Anthropic endpoint as an empty messages list and came back naming
+// messages.
+func TestResponsesWithoutInputNamesInput(t *testing.T) {
+	s := New(Options{MaxMessages: 10})
+	for _, body := range []string{`{"model":"m"}`, `{"model":"m","input":[]}`, `{"model":"m","input":null,"instructions":"Be brief"}`} {
+		rw := call(s, http.MethodPost, "/v1/responses", "", nil, body)
+		var got struct {
+			Error struct {
+				Type, Param string
+				MeshCode    string `json:"mesh_error_code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(rw.Body.Bytes(), &got); err != nil {
+			t.Fatalf("%s: error body %q: %v", body, rw.Body, err)
+		}
+		if rw.Code != 400 || got.Error.Type != "invalid_request_error" || got.Error.Param != "input" || got.Error.MeshCode != "MESH_BAD_REQUEST" {
+			t.Errorf("%s: %d %s; want 400 invalid_request_error, param input, MESH_BAD_REQUEST", body, rw.Code, rw.Body)
+		}
 	}
 }

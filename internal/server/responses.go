@@ -10,6 +10,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/wire"
+	"github.com/keelmesh/keel/internal/wire/responses"
 )
 
 // Conversations keeps the conversations of the Responses API Keel served
@@ -169,4 +170,34 @@ func (k *streamKeeper) see(ctx context.Context, ev *llm.Event) {
 		return
 	}
 	keep(ctx, resp, b, k.endpoint())
+}
+
+// resolveReferences replaces each item_reference input item of a
+// Responses request that names an output item of a response owner may
+// read and that Keel wrote itself (an answer translated from another
+// format: its item ids say which response they belong to) by that item,
+// as OpenAI resolves a reference from its store. The Vercel AI SDK sends
+// an earlier answer's message so when store is not false; an Anthropic
+// or Chat endpoint cannot carry a reference, and an OpenAI one does not
+// know Keel's ids. Any other reference (an upstream's own id, one Keel
+// does not hold) is left as it is, for a Responses endpoint to resolve.
+func (s *Server) resolveReferences(ctx context.Context, req *llm.Request, owner string) {
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		if len(m.Content) != 1 {
+			continue
+		}
+		id := responses.ReferenceID(&m.Content[0])
+		rid, ok := responses.ReferencedResponse(id)
+		if !ok {
+			continue
+		}
+		obj, ae := s.conv.Response(ctx, rid, owner)
+		if ae != nil {
+			continue
+		}
+		if it, ok := responses.OutputItem(obj, id); ok {
+			*m = it
+		}
+	}
 }

@@ -408,6 +408,14 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		writeError(w, f, asAPIError(err))
 		return
 	}
+	if wire.For(f).NoInput(req) {
+		// Refused here, in the client's terms: translated, it would reach
+		// an Anthropic or Chat endpoint as an empty messages list and come
+		// back naming messages, a member this client never sent.
+		writeError(w, f, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: wire.For(f).InputParam(),
+			Message: "input: required: the request has no input items, no previous_response_id and no prompt"})
+		return
+	}
 	var keep keepFunc
 	var echo llm.Extra
 	if s.conv != nil && wire.For(f).Stateful() {
@@ -416,6 +424,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 			owner, _ = caller.Labels()
 		}
 		echo = s.conv.Echo(req)
+		s.resolveReferences(r.Context(), req, owner)
 		if keep, ae = s.conv.Begin(r.Context(), req, owner); ae != nil {
 			writeError(w, f, ae)
 			// Counted and logged as a refused call: an operator sees
@@ -430,7 +439,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		}
 	}
 	if n := len(req.Messages); n > s.maxMessages {
-		writeError(w, f, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: "messages",
+		writeError(w, f, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: wire.For(f).InputParam(),
 			Message: fmt.Sprintf("the request has %d messages; server.max_messages allows at most %d", n, s.maxMessages)})
 		return
 	}

@@ -136,6 +136,14 @@ type Codec interface {
 	// id (store, previous_response_id: the Responses API), which the
 	// front then keeps itself (internal/convstate).
 	Stateful() bool
+	// InputParam names the request member that holds the conversation,
+	// for errors about it: "messages"; the Responses API's "input".
+	InputParam() string
+	// NoInput reports a parsed request with nothing to answer that this
+	// API refuses although its parser let it through (the Responses API:
+	// no input items, no previous_response_id, no prompt); the other
+	// parsers refuse an empty messages list themselves.
+	NoInput(r *llm.Request) bool
 }
 
 var codecs = [...]Codec{llm.FormatAnthropic: anthropicCodec{}, llm.FormatOpenAI: openaiCodec{}, llm.FormatResponses: responsesCodec{}}
@@ -221,8 +229,10 @@ func (anthropicCodec) EncodeModels(models []Model) []byte {
 	return b
 }
 
-func (anthropicCodec) KeyEnv() string { return "ANTHROPIC_API_KEY" }
-func (anthropicCodec) Stateful() bool { return false }
+func (anthropicCodec) KeyEnv() string            { return "ANTHROPIC_API_KEY" }
+func (anthropicCodec) Stateful() bool            { return false }
+func (anthropicCodec) InputParam() string        { return "messages" }
+func (anthropicCodec) NoInput(*llm.Request) bool { return false }
 
 func (anthropicCodec) ParseError(status int, h http.Header, b []byte) *llm.APIError {
 	return anthropic.ParseError(status, h, b)
@@ -306,6 +316,8 @@ func (openaiCodec) EncodeModels(models []Model) []byte {
 
 func (openaiCodec) KeyEnv() string                        { return "OPENAI_API_KEY" }
 func (openaiCodec) Stateful() bool                        { return false }
+func (openaiCodec) InputParam() string                    { return "messages" }
+func (openaiCodec) NoInput(*llm.Request) bool             { return false }
 func (openaiCodec) APIVersion(string, http.Header) string { return "" }
 
 func (openaiCodec) ParseError(status int, h http.Header, b []byte) *llm.APIError {
@@ -370,3 +382,9 @@ func (responsesCodec) PrepareUpstream(*llm.Request, string) []string { return ni
 // Stateful: the Responses API stores answers (store, on by default) and
 // continues them by previous_response_id.
 func (responsesCodec) Stateful() bool { return true }
+
+// InputParam: a Responses client sends input items, not messages.
+func (responsesCodec) InputParam() string { return "input" }
+
+// NoInput: responses.NoInput (docs/RESPONSES.md §4).
+func (responsesCodec) NoInput(r *llm.Request) bool { return responses.NoInput(r) }

@@ -80,6 +80,20 @@ func PreviousResponseID(r *llm.Request) string {
 	return s
 }
 
+// NoInput reports a request the Responses API refuses for want of input:
+// no input items, no previous_response_id to continue and no prompt (a
+// stored prompt template, whose variables may supply the input);
+// instructions alone are not input. OpenAI rejects such a request "even
+// if there are instructions" (pydantic/pydantic-ai#3470, whose
+// maintainers send a blank user message to avoid it).
+func NoInput(r *llm.Request) bool {
+	if len(r.Messages) > 0 || PreviousResponseID(r) != "" {
+		return false
+	}
+	p, ok := r.Extra["prompt"]
+	return !ok || jsonx.IsNull(p)
+}
+
 // MinMaxOutputTokens is the smallest max_output_tokens the Responses API
 // accepts (docs/RESPONSES.md §1).
 const MinMaxOutputTokens = 16
