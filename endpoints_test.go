@@ -241,8 +241,13 @@ func TestEmbeddingsOneEndpointDown(t *testing.T) {
 	if errs != 0 {
 		t.Errorf("%d client errors in %d calls, want 0", errs, calls)
 	}
-	if failovers != 1 {
-		t.Errorf("%d calls failed over, want 1: the first that preferred the endpoint that is down (marked down then, it gets no more)", failovers)
+	// The first call that prefers the endpoint that is down fails over and
+	// marks it down; it is probed back in after 5 ms, backing off to the
+	// probe interval, so on a slow machine (-race in CI) a later preferring
+	// call may find it probed in and fail over again: at least one, at most
+	// the calls that preferred it.
+	if failovers < 1 || failovers > calls/2 {
+		t.Errorf("%d calls failed over, want 1 to %d (the calls that preferred the endpoint that is down)", failovers, calls/2)
 	}
 	t.Logf("%d calls, %d client errors, %d failed over from the endpoint that is down", calls, errs, failovers)
 }
