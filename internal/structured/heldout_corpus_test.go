@@ -112,3 +112,20 @@ func TestSameKeys(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkExtractConstraintsHeldOutCorpus: one op is one prompt of the
+// held-out corpus (positives and negatives in turn).
+func BenchmarkExtractConstraintsHeldOutCorpus(b *testing.B) {
+	var all []string
+	for _, path := range []string{heldOutPositives, heldOutNegatives} {
+		for _, p := range readPhrasings(b, path) {
+			all = append(all, p.prompt)
+		}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		ExtractConstraints(all[i%len(all)])
+		i++
+	}
+}
