@@ -193,7 +193,7 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 		return nil, false
 	}
 	count := statedCount(cls, used)
-	sure := (count == 0 || count == len(keys)) && !loose
+	sure := (count == 0 || count == len(keys)) && !loose && accounted(cls, used, keys)
 	for _, k := range keys {
 		sure = sure && identKeyRe.MatchString(k) && !slices.Contains(grammarWords, strings.ToLower(k)) && namedInPrompt(systemPrompt, k)
 	}
@@ -214,6 +214,60 @@ func statedCount(cls []clause, used []int) int {
 		}
 	}
 	return n
+}
+
+// accounted reports whether keys account for every token the schema's
+// clauses write as a key: a quoted or backticked identifier, a snake_case
+// or camelCase one, a word after "called" or "named" ("a key called answer
+// and a key called sources" read as answer alone is not sure). The clause
+// after each used one is checked too when it talks about keys, so a demand
+// that goes on in the next sentence is not cut short. Example objects are
+// left out: their keys are read whole.
+func accounted(cls []clause, used []int, keys []string) bool {
+	check := func(c string) bool {
+		for _, m := range writtenKeyRe.FindAllStringSubmatch(stripObjects(c), -1) {
+			k := ""
+			for _, g := range m[1:] {
+				if g != "" {
+					k = g
+					break
+				}
+			}
+			if k != "" && !slices.Contains(keys, k) && !slices.Contains(grammarWords, strings.ToLower(k)) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, i := range used {
+		if !check(cls[i].text) {
+			return false
+		}
+		if j := i + 1; j < len(cls) && !slices.Contains(used, j) && schemaClauseRe.MatchString(cls[j].text) && !check(cls[j].text) {
+			return false
+		}
+	}
+	return true
+}
+
+// stripObjects returns c without the text inside braces.
+func stripObjects(c string) string {
+	if !strings.Contains(c, "{") {
+		return c
+	}
+	var b strings.Builder
+	depth := 0
+	for _, r := range c {
+		switch {
+		case r == '{':
+			depth++
+		case r == '}':
+			depth = max(depth-1, 0)
+		case depth == 0:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // countValue reads a count: digits, an English number word or Chinese
@@ -407,6 +461,9 @@ var (
 	// numeralRe is a count, never a key: "两", "三个" (a bare number may
 	// be an enumeration value: "priority is one of 1, 2, 3").
 	numeralRe = regexp.MustCompile(`^(?:[一二两三四五六七八九十几]+\s*个?|\d+\s*个)$`)
+	// writtenKeyRe is a token a prompt writes as a key: quoted or
+	// backticked, snake_case or camelCase, or named by "called"/"named".
+	writtenKeyRe = regexp.MustCompile("`([A-Za-z_][A-Za-z0-9_.-]*)`" + `|"([A-Za-z_][A-Za-z0-9_.-]*)"|“([A-Za-z_][A-Za-z0-9_.-]*)”|\b([A-Za-z][a-z0-9]*(?:_[A-Za-z0-9]+)+|[a-z]+[A-Z][A-Za-z0-9]*)\b|(?i:\b(?:called|named)\s+([A-Za-z_][A-Za-z0-9_]*))`)
 	// identKeyRe is an identifier-like key, the only kind sent upstream.
 	identKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
 	bulletRe   = regexp.MustCompile(`^(?:[-*•·+]|\d{1,2}[.)、．]|[（(]\d{1,2}[)）])\s*(?:\*\*)?["'` + "`" + `“]?([A-Za-z_][A-Za-z0-9_.]*|\p{Han}{1,12})["'` + "`" + `”]?(?:\*\*)?(?:\s*$|\s*[:：(（\-–—,，=]|\s+[(（])`)
