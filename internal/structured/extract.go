@@ -68,7 +68,7 @@ type Implied struct {
 // JSON example the prompt describes as input yield nothing. ok is false when
 // the prompt demands no JSON. ExtractConstraints is safe for concurrent use.
 func ExtractConstraints(systemPrompt string) (*Implied, bool) {
-	if !containsFoldASCII(systemPrompt, "json") {
+	if !containsFoldASCII(systemPrompt, "json") && !strings.Contains(systemPrompt, "{") {
 		return nil, false // the cheap common case
 	}
 	cls := clauses(systemPrompt)
@@ -76,7 +76,7 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 	demanded := false
 	kind := "" // "object" or "array" for a demand without keys
 	for i, c := range cls {
-		if !isDemand(c.text) {
+		if !isDemand(c.text) && !exampleDemand(cls, i) {
 			continue
 		}
 		demand[i], demanded = true, true
@@ -112,7 +112,7 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 		used = append(used, i)
 	}
 	for i, c := range cls {
-		if negated(c.text) || conditionalRe.MatchString(c.text) {
+		if negated(c.text) || conditional(c.text) {
 			continue
 		}
 		if !demand[i] && !schemaClauseRe.MatchString(c.text) {
@@ -310,12 +310,41 @@ func namedInPrompt(prompt, k string) bool {
 
 // isDemand reports whether clause c demands JSON as the answer's format.
 func isDemand(c string) bool {
-	if !containsFoldASCII(c, "json") || !demandRe.MatchString(c) || negatedRe.MatchString(c) || conditionalRe.MatchString(c) || historyRe.MatchString(c) || senderRe.MatchString(c) {
+	if !containsFoldASCII(c, "json") || !demandRe.MatchString(c) || negatedRe.MatchString(c) || conditional(c) || historyRe.MatchString(c) || senderRe.MatchString(c) {
 		return false
 	}
 	// "Parse the receipt and reply in JSON": the task reads the input, the
 	// answer is JSON.
 	return !topicRe.MatchString(c) || andDemandRe.MatchString(c)
+}
+
+// exampleDemand reports whether clause i shows the answer by an example
+// object, with or without the word JSON: "Respond like {…}", "Example
+// output:" and an object on the next line, "按如下格式输出：{…}",
+// "输出示例：{…}". The object must have keys; a negated or conditional
+// clause, or one describing input, is no demand.
+func exampleDemand(cls []clause, i int) bool {
+	c := cls[i].text
+	open := strings.IndexByte(c, '{')
+	if open < 0 {
+		return false
+	}
+	before := c[:open]
+	if strings.TrimSpace(before) == "" && i > 0 {
+		before = cls[i-1].text
+	}
+	if !exampleIntroRe.MatchString(before) || negatedRe.MatchString(before) || conditional(before) || inputRe.MatchString(before) {
+		return false
+	}
+	ks, _ := objectKeys(c[open:])
+	return len(ks) > 0
+}
+
+// conditional reports whether clause c makes its demand on a condition
+// ("if the user asks, return JSON"). "When you answer, …" and "When I send
+// you a topic, …" set the scene for every answer: no condition.
+func conditional(c string) bool {
+	return conditionalRe.MatchString(c) && (!everyTimeRe.MatchString(c) || askRe.MatchString(c))
 }
 
 // negated reports whether clause c refuses JSON; every refusal names JSON.
@@ -401,9 +430,23 @@ var (
 		`|(?:不要|不用|别|勿|无需|不需要|不必|禁止|不得|避免|不能|不可以|请勿|切勿|不应)\s*(?:再)?\s*(?:使用|用|以|采用|按|返回|输出|回复|回答|给出|生成|写成|写|输出成)?\s*(?:任何)?\s*json` +
 		`|(?:而不是|不是|非|并非)\s*json|json\s*(?:格式)?\s*(?:是)?(?:不需要|不必要|没有必要)`)
 	conditionalRe = regexp.MustCompile(`(?i)^\s*(?:if|when|whenever|unless|whether|in\s+case|only\s+if|should\s+the\s+user)\b|\bif\b[^.\n]{0,40}\b(?:asks?|wants?|requests?|needs?|explicitly|requires?)\b|\bwhen\s+(?:the\s+user|asked|requested|they)\b|\bunless\b|^\s*(?:如果|若|假如|当|如|除非|只有当|仅当|一旦)|(?:时|的话)\s*[，,]?\s*(?:才|再|就)|(?:要求|需要)\s*(?:时|的话)`)
+	// everyTimeRe is a "when" that holds for every answer: "When you
+	// answer", "When I send you a topic", "每次回答时".
+	everyTimeRe = regexp.MustCompile(`(?i)^\s*(?:when|whenever)\s+(?:you\s+(?:answer|respond|reply|output)|(?:i|we|the\s+user|users)\s+(?:send|sends|give|gives|paste|pastes|provide|provides|share|shares)\b)`)
+	// askRe is a condition on what the user asks for.
+	askRe = regexp.MustCompile(`(?i)\b(?:asks?|asked|wants?|requests?|requested|explicitly|requires?|prefers?)\b`)
 	// historyRe marks a clause about a former demand: "last week we asked
 	// you to respond in JSON", "之前要求用JSON返回".
-	historyRe    = regexp.MustCompile(`(?i)\b(?:previously|used\s+to|formerly|earlier|last\s+(?:week|time|month|year)|we\s+(?:once\s+)?asked|you\s+were\s+(?:asked|told)|no\s+longer)\b|(?:之前|以前|过去|此前|曾经|原来|原先)(?:要求|让你|会|都|用|是)|不再`)
+	historyRe = regexp.MustCompile(`(?i)\b(?:previously|used\s+to|formerly|earlier|last\s+(?:week|time|month|year)|we\s+(?:once\s+)?asked|you\s+were\s+(?:asked|told)|no\s+longer)\b|(?:之前|以前|过去|此前|曾经|原来|原先)(?:要求|让你|会|都|用|是)|不再`)
+	// exampleIntroRe is the text right before an example of the answer:
+	// a directive to answer "like", "with", "as" or "such as" it, an
+	// "Example output:" label, "输出格式：", "按如下格式输出：".
+	exampleIntroRe = regexp.MustCompile(`(?i)(?:^(?:[^,，.]{0,40}[,，:：—]\s*)?(?:please\s+)?(?:always\s+|only\s+|just\s+)*(?:respond|reply|answer|return|output|format\s+(?:your|the)\s+(?:answer|response|output|reply))\b[^.\n{]{0,30}?(?:\blike|\bwith|\bas|\bsuch\s+as|\bin\s+this\s+(?:shape|format|form)|[:：])` +
+		`|\b(?:example|sample|expected)\s+(?:json\s+)?(?:output|response|answer|reply|result)\s*[:：]?` +
+		`|\b(?:output|response|answer|reply|return)\s+(?:example|sample|format|shape|template)\s*(?:[(（]\s*json\s*[)）])?\s*[:：]` +
+		`|\b(?:use|follow|match)\s+(?:this|the\s+following|the\s+format\s+below)\s+(?:json\s+)?(?:format|shape|structure|template|schema)?\s*[:：]?` +
+		`|(?:输出|返回|回复|回答|响应)(?:的)?(?:示例|样例|例子|格式|模板|结构)\s*(?:如下|为|是)?\s*[:：]` +
+		`|(?:按|按照|参照|依照|参考)\s*(?:如下|以下|下面的?|这个|这种|该|下列)?\s*(?:的)?\s*(?:json\s*)?(?:格式|结构|形式|样式|示例|模板)\s*(?:来)?\s*(?:返回|输出|回复|回答|给出|生成)?\s*[:：]?)\s*$`)
 	jsonObjectRe = regexp.MustCompile(`(?i)\bjson\s+object\b|json\s*对象`)
 	jsonArrayRe  = regexp.MustCompile(`(?i)\bjson\s+(?:array|list)\b|json\s*数组`)
 
