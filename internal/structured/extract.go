@@ -125,8 +125,12 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 			continue
 		}
 		ks := keysIn(c.text)
-		if len(ks) == 0 && endsWithColon(c.text) && (demand[i] || listIntroRe.MatchString(c.text)) {
-			ks = bulletKeys(systemPrompt, cls[i+1:])
+		if endsWithColon(c.text) && (demand[i] || listIntroRe.MatchString(c.text)) && !slices.ContainsFunc(ks, notKeyWord) {
+			// "Output format (JSON):" names no key: "format" is a word
+			// of the heading; the bullets below are the keys.
+			if bk := bulletKeys(systemPrompt, cls[i+1:]); len(bk) > 0 {
+				ks = bk
+			}
 		}
 		addKeys(i, ks)
 	}
@@ -249,6 +253,10 @@ func accounted(cls []clause, used []int, keys []string) bool {
 	}
 	return true
 }
+
+// notKeyWord reports whether k is not a word of the sentence's grammar
+// (which is never a key the prompt means).
+func notKeyWord(k string) bool { return !slices.Contains(grammarWords, strings.ToLower(k)) }
 
 // stripObjects returns c without the text inside braces.
 func stripObjects(c string) string {
@@ -373,6 +381,8 @@ func sentenceOf(text string, cls []clause, used []int) string {
 }
 
 const (
+	// quotedKey is one key written in backticks or double quotes.
+	quotedKey = "(?:`([A-Za-z_][A-Za-z0-9_]*)`|\"([A-Za-z_][A-Za-z0-9_]*)\"|“([A-Za-z_][A-Za-z0-9_]*)”)"
 	// jsonAdj are the words that may stand between a preposition and JSON:
 	// "in valid JSON", "as a single JSON object".
 	jsonAdj = `(?:(?:a|an|the|one|single|valid|strict|strictly|pure|raw|plain|proper|well-formed|parseable|parsable|minified|compact|machine-readable|following|structured|only)\s+)*`
@@ -384,15 +394,19 @@ var (
 	demandRe = regexp.MustCompile(`(?i)` +
 		// English: a directive verb whose object is JSON: "Respond in JSON",
 		// "Please always return a JSON object", "format your answer as JSON".
-		`(?:^(?:[^,，]{0,60}[,，:：]\s*)?|\b(?:please|always|only|kindly|then|and|must|should|shall|will|to|strictly|simply|just)\s+)` +
+		`(?:^(?:[^,，]{0,60}[,，:：]\s*)?|\b(?:please|always|only|kindly|then|and|must|should|shall|will|to|strictly|simply|just|you)\s+)` +
 		`(?:(?:please|always|only|kindly|then|and|you\s+(?:must|should|shall|will|need\s+to|have\s+to|are\s+to)|make\s+sure\s+(?:to|you)|be\s+sure\s+to|remember\s+to)\s+)*` +
 		`(?:respond|reply|answer|return|output|format|produce|emit|give|provide|write|generate|structure|send|deliver|print|express|present|put)\b` +
-		`(?:\s+(?:only|always|strictly|exclusively|back))*` +
+		`(?:\s+(?:only|always|strictly|exclusively|back|me|us))*` +
 		`(?:\s+` + jsonAdj + `json\b|[^.\n]{0,50}?\b(?:in|as|using|into|with|in\s+the\s+form\s+of)\s+` + jsonAdj + `json\b)` +
 		// "The output must be valid JSON", "answers should be JSON objects".
 		`|\b` + outputNoun + `\b[^.\n]{0,30}?\b(?:must|should|shall|will|has\s+to|have\s+to|needs\s+to|is\s+to)\s+(?:always\s+|only\s+|strictly\s+)?be\b[^.\n]{0,25}?\bjson\b` +
 		// "Output format: JSON", "The response format is JSON".
 		`|\b(?:output|response|answer|reply|return)\s+format\s*(?:is|should\s+be|must\s+be|=|[:：-])\s*` + jsonAdj + `json\b` +
+		// "Output format (JSON):", "Returns: a JSON object with …".
+		`|\b(?:output|response|answer|reply|return)\s+format\s*[(（]\s*json\s*[)）]|^\s*(?:returns?|outputs?)\s*[:：]\s*` + jsonAdj + `json\b` +
+		// "JSON, fields as follows:" under an output-format heading.
+		`|^\s*json\s*(?:object|对象)?\s*[，,]\s*(?:字段|键名|键|属性|fields?\b|keys?\b)` +
 		// "The assistant replies in JSON", "You always answer with JSON".
 		`|\b(?:you\s+(?:always\s+|only\s+)?(?:respond|reply|answer|return|output|write)|(?:assistant|model|bot|agent)\s+(?:always\s+|only\s+)?(?:responds|replies|answers|returns|outputs|writes))\s+(?:only\s+)?(?:in|with|using|as)\s+` + jsonAdj + `json\b` +
 		// "Use JSON for your answer", "use JSON format in every response".
@@ -407,7 +421,9 @@ var (
 		`|(?:以|用|按|使用|采用|按照)\s*(?:标准|合法|严格|纯)?(?:的)?\s*json\s*(?:格式|对象|结构|数组)?\s*(?:的形式|形式)?\s*(?:来|进行)?\s*(?:返回|输出|回答|回复|响应|给出|作答|提供|表示|呈现)` +
 		`|(?:^|[，,：:]|请|务必|必须|只|仅|需要|需|应|应当|应该|直接|都|一律|要)\s*(?:以|用)?\s*(?:返回|输出|回答|回复|给出|生成|提供)\s*(?:一个|一段|一份)?\s*(?:[^。\n，,]{0,60}?的)?\s*(?:如下|以下|下面)?\s*(?:的)?\s*(?:合法的|有效的|标准的|严格的|纯|格式正确的)?\s*json` +
 		`|json\s*格式\s*(?:返回|输出|回答|回复)` +
-		`|(?:输出|返回|回答|回复|响应|答案|结果)(?:的)?(?:内容)?(?:格式)?\s*(?:必须|应该|应当|应|需要|需|须|只能|一律|均)?\s*(?:是|为|采用|使用|用)\s*(?:一个)?\s*(?:合法的|有效的|标准的|严格的|纯)?\s*json` +
+		// "总结请用 JSON，包含 …": a bare directive to use JSON.
+		`|(?:请|务必|必须|需要|需|都|一律)\s*(?:使用|用|以|采用)\s*json\s*(?:格式)?\s*(?:[，,：:]|$)` +
+		`|(?:输出|返回|回答|回复|响应|答案|结果)(?:的)?(?:内容)?(?:格式)?\s*(?:必须|应该|应当|应|需要|需|须|只能|一律|均|都)?\s*(?:是|为|采用|使用|用)\s*(?:一个)?\s*(?:合法的|有效的|标准的|严格的|纯)?\s*json` +
 		`|(?:输出|返回|回答|回复)(?:的)?(?:格式|要求|格式要求)\s*[:：]\s*(?:合法的|标准的|严格的)?\s*json`)
 	// topicRe marks a clause where JSON is the subject matter, not the
 	// answer's format: "write a JSON parser", "convert this JSON to YAML".
@@ -466,22 +482,22 @@ var (
 
 	// introRes find where a key list starts, most specific first.
 	introRes = []*regexp.Regexp{
-		regexp.MustCompile(`(?i)\b(?:keys?|fields?|properties|attributes)\b(?:\s+(?:named|called|of))?\s*(?:are|is)?\s*[:：]?`),
+		regexp.MustCompile(`(?i)\b(?:keys?|fields?|properties|attributes)\b(?:\s+(?:named|called|of))?\s*(?:are|is)?\s*(?:[:：—–]|\s-\s)?`),
 		regexp.MustCompile(`(?i)\b(?:(?:must|should|shall|will|to|needs?\s+to|has\s+to|have\s+to|always)\s+(?:also\s+|always\s+|only\s+)?(?:include|contain|have|return|provide|output|list|give|consist\s+of)s?\b|includes|including|contains|containing|consisting\s+of|consists\s+of|has|having|^\s*(?:please\s+|always\s+|also\s+)*(?:include|contain|return|output|provide))` +
 			`(?:\s+(?:only|exactly|just|at\s+least|all|both|the|these|those|its|their|following|of|below))*\s*[:：]?`),
 		regexp.MustCompile(`(?:(?:必须|务必|需要|需|应当|应该|应|须|要|都要|只)?\s*(?:包含|包括|含有|具有|带有)|(?:必须|需要|要|应|应该|须|都要)\s*有)\s*(?:以下|如下|这些|下列|下面的|下面这些)?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:(?:字段|键名|键|属性)(?:名)?\s*(?:为|是)?|内容|信息|项)?\s*[:：]?`),
 		regexp.MustCompile(`(?:输出|返回|给出|提供)\s*(?:以下|如下|下列|这些)\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性)?\s*[:：]?`),
-		regexp.MustCompile(`(?:字段|键名|键|属性)(?:名)?\s*(?:为|是|包括|包含|有|如下|如下所示)?\s*[:：]?`),
+		regexp.MustCompile(`(?:字段|键名|键|属性)(?:名)?\s*(?:分别|依次)?\s*(?:为|是|包括|包含|有|如下|如下所示)?\s*[:：]?`),
 		// "Return JSON with decision and reason": the list right after the
 		// JSON it describes.
-		regexp.MustCompile(`(?i)\bjson(?:\s+object)?\s+(?:with|containing|having)\s+(?:the\s+|only\s+|both\s+)?`),
+		regexp.MustCompile(`(?i)\bjson(?:\s+(?:object|document|payload|response|reply|answer))?\s+(?:with|containing|having)\s+(?:the\s+|only\s+|both\s+)?`),
 	}
 	// Lists written before what they are: "Return name, age and city as
 	// JSON", "返回 name、age 两个字段", "包含 a 和 b 的 JSON 对象".
 	preListRes = []*regexp.Regexp{
 		regexp.MustCompile(`(?i)\bwith\s+(?:the\s+)?([A-Za-z_"'` + "`" + `][^.\n:]*?)\s+(?:keys|fields|properties)\b`),
 		regexp.MustCompile(`(?i)^(?:please\s+)?(?:return|output|give|provide|extract|respond\s+with)\s+(?:the\s+|only\s+)?(.+?)\s+(?:as|in)\s+` + jsonAdj + `json\b`),
-		regexp.MustCompile(`(?:返回|输出|包含|包括|给出|提供|含有|带有|有)\s*([^，,：:；]+?)\s*等?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性|fields?\b|keys?\b)(?:$|[^\p{Han}]|的)`),
+		regexp.MustCompile(`(?:返回|输出|包含|包括|给出|提供|含有|带有|有)\s*([^，,：:；]+?)\s*等?\s*(?:这|这些)?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性|fields?\b|keys?\b)(?:$|[^\p{Han}]|的)`),
 		regexp.MustCompile(`(?i)(?:包含|包括|含有|带有)\s*([^，,：:；]+?)\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键|属性)?\s*的\s*json`),
 	}
 	requiredRe = regexp.MustCompile(`(?i)^\s*(?:\*\*)?(?:required|mandatory)(?:\s+(?:fields?|keys?|properties))?\s*(?:\*\*)?\s*[:：]\s*(?:\*\*)?\s*(.+)$|\brequired\s+(?:fields?|keys?|properties)\s*(?:are|is)?\s*[:：]?\s*(.+)$|(?:必填字段|必需字段|必填项|必须包含的字段)\s*(?:为|是|包括)?\s*[:：]?\s*(.+)$`)
@@ -507,6 +523,13 @@ var (
 	// writtenKeyRe is a token a prompt writes as a key: quoted or
 	// backticked, snake_case or camelCase, or named by "called"/"named".
 	writtenKeyRe = regexp.MustCompile("`([A-Za-z_][A-Za-z0-9_.-]*)`" + `|"([A-Za-z_][A-Za-z0-9_.-]*)"|“([A-Za-z_][A-Za-z0-9_.-]*)”|\b([A-Za-z][a-z0-9]*(?:_[A-Za-z0-9]+)+|[a-z]+[A-Z][A-Za-z0-9]*)\b|(?i:\b(?:called|named)\s+([A-Za-z_][A-Za-z0-9_]*))`)
+	// namedKeyRe is a key named by a noun of its own.
+	namedKeyRe = regexp.MustCompile("(?i)\\b(?:key|field|property|attribute)\\s+(?:(?:called|named)\\s+)?(?:`([A-Za-z_][A-Za-z0-9_]*)`|\"([A-Za-z_][A-Za-z0-9_]*)\")|\\b(?:key|field|property|attribute)\\s+(?:called|named)\\s+([A-Za-z_][A-Za-z0-9_]*)")
+	// quotedListRe is a list of quoted keys; quotedIntroRe what may stand
+	// before it.
+	quotedListRe  = regexp.MustCompile(quotedKey + `(?:\s*(?:\([^()]*\))?\s*(?:,|，|、|;|&|\band\b|和|及|与|以及)+\s*(?:(?:a|an|the)\s+)?` + quotedKey + `)+`)
+	quotedKeyRe   = regexp.MustCompile(quotedKey)
+	quotedIntroRe = regexp.MustCompile(`(?i)(?:\b(?:need|needs|with|for|include|includes|including|contain|contains|containing|has|have|having|return|returns|give\s+me|provide|output|keys?|fields?|properties)|[:：—–]|\s-)\s*(?:(?:a|an|the|both|exactly|just|only)\s+)*$`)
 	// identKeyRe is an identifier-like key, the only kind sent upstream.
 	identKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
 	bulletRe   = regexp.MustCompile(`^(?:[-*•·+]|\d{1,2}[.)、．]|[（(]\d{1,2}[)）])\s*(?:\*\*)?["'` + "`" + `“]?([A-Za-z_][A-Za-z0-9_.]*|\p{Han}{1,12})["'` + "`" + `”]?(?:\*\*)?(?:\s*$|\s*[:：(（\-–—,，=]|\s+[(（])`)
@@ -516,8 +539,11 @@ var (
 	// itemTailRe is what may follow the last key of a list: "… and c in
 	// it", "… 和 c 两个字段".
 	itemTailRe = regexp.MustCompile(`(?i)\s+(?:(?:in|inside|within|to|for)\s+(?:it|the\s+(?:json|object|output|response|answer)|your\s+(?:answer|response|output|reply|json))|only|as\s+well|too)$|\s*等?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性|fields?|keys?)$`)
-	parenRe    = regexp.MustCompile(`\s*(?:\([^()]*\)|（[^（）]*）)`)
-	typeNoteRe = regexp.MustCompile(`(?i)^([A-Za-z_][A-Za-z0-9_]*)\s*[:：]\s*(?:string|number|integer|int|float|boolean|bool|array|list|object|str)$`)
+	// hanParenIdentRe is a Chinese label with its key in parentheses:
+	// "标题（title）".
+	hanParenIdentRe = regexp.MustCompile(`\p{Han}{1,12}\s*[（(]\s*([A-Za-z_][A-Za-z0-9_]*)\s*[)）]`)
+	parenRe         = regexp.MustCompile(`\s*(?:\([^()]*\)|（[^（）]*）)`)
+	typeNoteRe      = regexp.MustCompile(`(?i)^([A-Za-z_][A-Za-z0-9_]*)\s*[:：]\s*(?:string|number|integer|int|float|boolean|bool|array|list|object|str)$`)
 	// stopWords end a list: "must include the summary" names no key.
 	// enNumbers are the count words countRe reads, one to twelve.
 	enNumbers = []string{"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"}
@@ -603,6 +629,9 @@ func endsWithColon(c string) bool {
 // keysIn returns the keys a clause names: a bracketed list or a list after
 // "keys"/"must include"/"字段"…, or one written before "as JSON"/"字段".
 func keysIn(c string) []string {
+	if ks := namedKeys(c); len(ks) > 1 {
+		return ks
+	}
 	for i, re := range preListRes {
 		if m := re.FindStringSubmatch(c); m != nil {
 			// An English list needs two keys: "return the summary as JSON"
@@ -619,6 +648,9 @@ func keysIn(c string) []string {
 	}
 	for _, re := range introRes {
 		for _, loc := range re.FindAllStringIndex(c, -1) {
+			if e := loc[1]; e > 0 && e < len(c) && isWordByte(c[e-1]) && isWordByte(c[e]) {
+				continue // cut inside a word: "Include the|se fields"
+			}
 			rest := strings.TrimSpace(c[loc[1]:])
 			if strings.HasPrefix(rest, "[") {
 				if end := strings.IndexByte(rest, ']'); end > 0 {
@@ -634,6 +666,44 @@ func keysIn(c string) []string {
 			if ks := listItems(rest, false); len(ks) > 0 {
 				return ks
 			}
+		}
+	}
+	return quotedKeys(c)
+}
+
+// namedKeys reads keys each introduced by a noun of their own: "a key
+// called answer and a key called sources", "the field `label` holds … and
+// the field `evidence` holds …".
+func namedKeys(c string) []string {
+	var ks []string
+	for _, m := range namedKeyRe.FindAllStringSubmatch(c, -1) {
+		for _, g := range m[1:] {
+			if g != "" && !slices.Contains(ks, g) && !slices.Contains(grammarWords, strings.ToLower(g)) {
+				ks = append(ks, g)
+			}
+		}
+	}
+	return ks
+}
+
+// quotedKeys reads a list of at least two quoted or backticked keys after
+// a word that introduces what the answer holds: "I need `category`,
+// `priority` and `reason`", `with "question" and "answer"`, "give me
+// `grade`, `feedback` and `hints`", "fields for `origin` and `destination`".
+func quotedKeys(c string) []string {
+	c = stripObjects(c)
+	for _, loc := range quotedListRe.FindAllStringIndex(c, -1) {
+		if !quotedIntroRe.MatchString(c[:loc[0]]) {
+			continue
+		}
+		var ks []string
+		for _, m := range quotedKeyRe.FindAllStringSubmatch(c[loc[0]:loc[1]], -1) {
+			if k := m[1] + m[2] + m[3]; !slices.Contains(ks, k) {
+				ks = append(ks, k)
+			}
+		}
+		if len(ks) > 1 {
+			return ks
 		}
 	}
 	return nil
@@ -671,6 +741,7 @@ func includeKeys(c string) (keys []string, loose bool) {
 // a, b, c. A parenthesised note after an item and a ": type" note are
 // dropped.
 func listItems(s string, strict bool) []string {
+	s = hanParenIdentRe.ReplaceAllString(s, ", ${1}")
 	s = parenRe.ReplaceAllString(s, "")
 	s = strings.TrimSpace(strings.TrimRight(strings.TrimSpace(s), ".。:：!！"))
 	var out []string
