@@ -120,6 +120,9 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 				if ks, l := includeKeys(c.text); len(ks) > 0 {
 					addKeys(i, ks)
 					loose = loose || l
+				} else {
+					// "Reply in JSON; we need `a` and `b`."
+					addKeys(i, quotedKeys(c.text))
 				}
 			}
 			continue
