@@ -33,7 +33,11 @@ type Implied struct {
 	// identifier (letters, digits, _ and -, not starting with a digit)
 	// that the prompt writes out as a word of its own and that is not a
 	// word of the sentence's grammar, and the stated count, if any, is the
-	// number of keys. An implied schema that is not sure still serves to
+	// number of keys; and the keys account for every token the schema's
+	// clauses (and a next sentence about keys) write as a key — quoted or
+	// backticked, snake_case or camelCase, or after "called"/"named" — so
+	// "a key called answer and a key called sources" read as answer alone
+	// is not sure. An implied schema that is not sure still serves to
 	// validate and repair the answer; it is never sent.
 	Sure bool
 }
@@ -43,8 +47,13 @@ type Implied struct {
 //
 // A schema needs a demand for JSON — a directive with JSON as the answer's
 // format ("Respond in JSON format", "Your output must be valid JSON",
-// "Output format: JSON", "以 JSON 格式输出", "请返回 JSON", "输出格式为JSON").
-// Given one, keys come from any clause of the prompt that names them:
+// "Output format: JSON", "Output format (JSON):", "Returns: a JSON object",
+// "以 JSON 格式输出", "请返回 JSON", "输出格式为JSON", "总结请用 JSON，…"), or an
+// example object shown as the answer, with or without the word JSON
+// ("Respond like {…}", "Example output:" + object, "按如下格式输出：{…}",
+// "输出示例：{…}"). "When you answer, …" and "When I send you …, …" are no
+// conditions. Given a demand, keys come from any clause of the prompt that
+// names them:
 //
 //   - "with keys [a, b]", "with the fields a, b and c", "Fields: a, b";
 //   - "The output must include / contain / have a, b, c", "should return",
@@ -55,7 +64,12 @@ type Implied struct {
 //     their example values;
 //   - "必须包含 / 需包含 / 应包含 a、b、c", "包括以下字段：", "输出以下键：",
 //     "返回 a、b 两个字段", "包含 a 和 b 的 JSON 对象", "键为 a, b";
-//   - "required fields: a, b" / "必填字段：a、b".
+//   - "required fields: a, b" / "必填字段：a、b";
+//   - "N keys — a, b", "a JSON document with a, b", "字段分别是 a、b",
+//     "键名依次为 a、b", "标题（title）和摘要（abstract）";
+//   - keys named one by one ("a key called a and a key called b", "the
+//     field `a` holds …"), and a list of quoted or backticked keys after
+//     "need", "give me", "with", "for", "include" … ("I need `a` and `b`").
 //
 // Lists are separated by 、 ， , ; and 和 及 与 以及; a parenthesised note
 // after a key is dropped, and a list ends at its first item that is not
