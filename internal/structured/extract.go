@@ -147,6 +147,7 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 			// of the heading; the bullets below are the keys.
 			if bk := bulletKeys(systemPrompt, cls[i+1:]); len(bk) > 0 {
 				ks = bk
+				bulletTypes(cls[i+1:], types)
 			}
 		}
 		addKeys(i, ks)
@@ -176,6 +177,7 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 			addKeys(i, listItems(m[1]+m[2]+m[3], true))
 		} else if bareRequiredRe.MatchString(c.text) {
 			addKeys(i, bulletKeys(systemPrompt, cls[i+1:]))
+			bulletTypes(cls[i+1:], types)
 		}
 	}
 	var sources []string
@@ -559,8 +561,12 @@ var (
 	// hanParenIdentRe is a Chinese label with its key in parentheses:
 	// "标题（title）".
 	hanParenIdentRe = regexp.MustCompile(`\p{Han}{1,12}\s*[（(]\s*([A-Za-z_][A-Za-z0-9_]*)\s*[)）]`)
-	parenRe         = regexp.MustCompile(`\s*(?:\([^()]*\)|（[^（）]*）)`)
-	typeNoteRe      = regexp.MustCompile(`(?i)^([A-Za-z_][A-Za-z0-9_]*)\s*[:：]\s*(?:string|number|integer|int|float|boolean|bool|array|list|object|str)$`)
+	// typedBulletRe is a bullet that states its key's type: "- city:
+	// string".
+	typedBulletRe = regexp.MustCompile(`(?i)^(?:[-*•·+]|\d{1,2}[.)、．])\s*["'` + "`" + `]?([A-Za-z_][A-Za-z0-9_]*)["'` + "`" + `]?\s*[:：]\s*(string|str|number|float|integer|int|boolean|bool|array|list|object)\s*(?:$|[,，;(（—–-])`)
+	typeNames     = map[string]string{"string": "string", "str": "string", "number": "number", "float": "number", "integer": "integer", "int": "integer", "boolean": "boolean", "bool": "boolean", "array": "array", "list": "array", "object": "object"}
+	parenRe       = regexp.MustCompile(`\s*(?:\([^()]*\)|（[^（）]*）)`)
+	typeNoteRe    = regexp.MustCompile(`(?i)^([A-Za-z_][A-Za-z0-9_]*)\s*[:：]\s*(?:string|number|integer|int|float|boolean|bool|array|list|object|str)$`)
 	// stopWords end a list: "must include the summary" names no key.
 	// enNumbers are the count words countRe reads, one to twelve.
 	enNumbers = []string{"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"}
@@ -823,6 +829,24 @@ func bulletKeys(text string, rest []clause) []string {
 		}
 	}
 	return ks
+}
+
+// bulletTypes adds to types the JSON type a bullet list states for a key
+// ("- city: string", "- temperature_c: number"), up to the first line that
+// is not a bullet. A key keeps the first type it is given.
+func bulletTypes(rest []clause, types map[string]string) {
+	for _, c := range rest {
+		if !bulletRe.MatchString(c.text) {
+			return
+		}
+		m := typedBulletRe.FindStringSubmatch(c.text)
+		if m == nil {
+			continue
+		}
+		if _, ok := types[m[1]]; !ok {
+			types[m[1]] = typeNames[strings.ToLower(m[2])]
+		}
+	}
 }
 
 // schemaExample finds a JSON Schema written in the prompt (an object with
