@@ -88,9 +88,12 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 	cls := clauses(systemPrompt)
 	demand := make([]bool, len(cls))
 	demanded := false
-	kind := "" // "object" or "array" for a demand without keys
+	worded := false // a demand says JSON, not only shows an example
+	kind := ""      // "object" or "array" for a demand without keys
 	for i, c := range cls {
-		if !isDemand(c.text) && !exampleDemand(cls, i) {
+		if isDemand(c.text) {
+			worded = true
+		} else if !exampleDemand(cls, i) {
 			continue
 		}
 		demand[i], demanded = true, true
@@ -103,7 +106,9 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 			}
 		}
 	}
-	if !demanded {
+	if !demanded || !worded && proseRe.MatchString(systemPrompt) {
+		// An example object alone does not outweigh "answer in plain
+		// English" / "请用自然语言回答".
 		return nil, false
 	}
 	var (
@@ -465,6 +470,8 @@ var (
 		`|(?:不要|不用|别|勿|无需|不需要|不必|禁止|不得|避免|不能|不可以|请勿|切勿|不应)\s*(?:再)?\s*(?:使用|用|以|采用|按|返回|输出|回复|回答|给出|生成|写成|写|输出成)?\s*(?:任何)?\s*json` +
 		`|(?:而不是|不是|非|并非)\s*json|json\s*(?:格式)?\s*(?:是)?(?:不需要|不必要|没有必要)`)
 	conditionalRe = regexp.MustCompile(`(?i)^\s*(?:if|when|whenever|unless|whether|in\s+case|only\s+if|should\s+the\s+user)\b|\bif\b[^.\n]{0,40}\b(?:asks?|wants?|requests?|needs?|explicitly|requires?)\b|\bwhen\s+(?:the\s+user|asked|requested|they)\b|\bunless\b|^\s*(?:如果|若|假如|当|如|除非|只有当|仅当|一旦)|(?:时|的话)\s*[，,]?\s*(?:才|再|就)|(?:要求|需要)\s*(?:时|的话)`)
+	// proseRe asks for an answer in prose.
+	proseRe = regexp.MustCompile(`(?i)\b(?:in|with|using)\s+(?:plain\s+|natural\s+|normal\s+)?(?:english|prose|natural\s+language|plain\s+text|markdown|sentences)\b|自然语言|纯文本|用中文回答|用文字回答|段落形式`)
 	// everyTimeRe is a "when" that holds for every answer: "When you
 	// answer", "When I send you a topic", "每次回答时".
 	everyTimeRe = regexp.MustCompile(`(?i)^\s*(?:when|whenever)\s+(?:you\s+(?:answer|respond|reply|output)|(?:i|we|the\s+user|users)\s+(?:send|sends|give|gives|paste|pastes|provide|provides|share|shares)\b)`)
@@ -476,7 +483,9 @@ var (
 	// exampleIntroRe is the text right before an example of the answer:
 	// a directive to answer "like", "with", "as" or "such as" it, an
 	// "Example output:" label, "输出格式：", "按如下格式输出：".
-	exampleIntroRe = regexp.MustCompile(`(?i)(?:^(?:[^,，.]{0,40}[,，:：—]\s*)?(?:please\s+)?(?:always\s+|only\s+|just\s+)*(?:respond|reply|answer|return|output|format\s+(?:your|the)\s+(?:answer|response|output|reply))\b[^.\n{]{0,30}?(?:\blike|\bwith|\bas|\bsuch\s+as|\bin\s+this\s+(?:shape|format|form)|[:：])` +
+	exampleIntroRe = regexp.MustCompile(`(?i)(?:^(?:[^,，.]{0,40}[,，:：—]\s*)?(?:please\s+)?(?:always\s+|only\s+|just\s+)*(?:respond|reply|answer|return|output|format\s+(?:your|the)\s+(?:answer|response|output|reply))\b` +
+		`(?:\s+(?:only|always|just|exactly|strictly|back|me|us|it|(?:your|the)\s+(?:answer|response|output|reply|result)s?|(?:(?:in|with|using|as)\s+)?(?:a\s+|an\s+)?(?:valid\s+)?json(?:\s+(?:object|format))?))*` +
+		`\s*(?:\blike|\bwith|\bas|\bsuch\s+as|\bin\s+this\s+(?:shape|format|form)|[:：])` +
 		`|\b(?:example|sample|expected)\s+(?:json\s+)?(?:output|response|answer|reply|result)\s*[:：]?` +
 		`|\b(?:output|response|answer|reply|return)\s+(?:example|sample|format|shape|template)\s*(?:[(（]\s*json\s*[)）])?\s*[:：]` +
 		`|\b(?:use|follow|match)\s+(?:this|the\s+following|the\s+format\s+below)\s+(?:json\s+)?(?:format|shape|structure|template|schema)?\s*[:：]?` +

@@ -71,6 +71,9 @@ func TestImpliedExampleNeedsAnAnswerIntro(t *testing.T) {
 		`Do not answer with {"error": "..."} objects; write prose.`,
 		`Input example: {"text": "hello"}. Translate the text into French.`,
 		`Use {"x": 1} style literals when you write JavaScript examples.`,
+		`You are a JS tutor. Return values like {a: 1, b: 2} are object literals; explain them.`,
+		`输出示例：{"name": "张三"} 仅供参考，请用自然语言回答。`,
+		"Sample output: {\"mood\": \"calm\"}. Answer in plain English, two sentences.",
 	} {
 		if im, ok := ExtractConstraints(prompt); ok {
 			t.Errorf("%q: schema %s (sure %v), want none", prompt, im.Schema, im.Sure)
