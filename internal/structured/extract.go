@@ -253,6 +253,9 @@ func statedCount(cls []clause, used []int) int {
 // left out: their keys are read whole.
 func accounted(cls []clause, used []int, keys []string) bool {
 	check := func(c string) bool {
+		if !mayWriteKey(c) {
+			return true // the cheap common case: nothing written as a key
+		}
 		for _, m := range writtenKeyRe.FindAllStringSubmatch(stripObjects(c), -1) {
 			k := ""
 			for _, g := range m[1:] {
@@ -281,6 +284,21 @@ func accounted(cls []clause, used []int, keys []string) bool {
 // notKeyWord reports whether k is not a word of the sentence's grammar
 // (which is never a key the prompt means).
 func notKeyWord(k string) bool { return !slices.Contains(grammarWords, strings.ToLower(k)) }
+
+// mayWriteKey is a cheap test that c may hold a token writtenKeyRe finds:
+// a quote, a backtick, an underscore, "called"/"named", or a lower-case
+// letter followed by an upper-case one.
+func mayWriteKey(c string) bool {
+	if strings.ContainsAny(c, "`\"“_") || containsFoldASCII(c, "called") || containsFoldASCII(c, "named") {
+		return true
+	}
+	for i := 1; i < len(c); i++ {
+		if c[i] >= 'A' && c[i] <= 'Z' && c[i-1] >= 'a' && c[i-1] <= 'z' {
+			return true
+		}
+	}
+	return false
+}
 
 // stripObjects returns c without the text inside braces.
 func stripObjects(c string) string {
@@ -707,6 +725,9 @@ func keysIn(c string) []string {
 // called answer and a key called sources", "the field `label` holds … and
 // the field `evidence` holds …".
 func namedKeys(c string) []string {
+	if !strings.ContainsAny(c, "`\"") && !containsFoldASCII(c, "called") && !containsFoldASCII(c, "named") {
+		return nil // the cheap common case
+	}
 	var ks []string
 	for _, m := range namedKeyRe.FindAllStringSubmatch(c, -1) {
 		for _, g := range m[1:] {
@@ -723,6 +744,9 @@ func namedKeys(c string) []string {
 // `priority` and `reason`", `with "question" and "answer"`, "give me
 // `grade`, `feedback` and `hints`", "fields for `origin` and `destination`".
 func quotedKeys(c string) []string {
+	if !strings.ContainsAny(c, "`\"“") {
+		return nil // the cheap common case
+	}
 	c = stripObjects(c)
 	for _, loc := range quotedListRe.FindAllStringIndex(c, -1) {
 		if !quotedIntroRe.MatchString(c[:loc[0]]) {
