@@ -74,6 +74,9 @@ func TestImpliedExampleNeedsAnAnswerIntro(t *testing.T) {
 		`You are a JS tutor. Return values like {a: 1, b: 2} are object literals; explain them.`,
 		`输出示例：{"name": "张三"} 仅供参考，请用自然语言回答。`,
 		"Sample output: {\"mood\": \"calm\"}. Answer in plain English, two sentences.",
+		`服务器日志的输出格式：{"level": "info", "msg": "…"}。找出其中的错误并解释。`,
+		`The monitoring tool's expected output: {"up": true, "ms": 12}. Tell the user whether it matches what they see.`,
+		`Our logs use this format: {"ts": 1, "level": "warn"}. Explain the warnings to the user.`,
 	} {
 		if im, ok := ExtractConstraints(prompt); ok {
 			t.Errorf("%q: schema %s (sure %v), want none", prompt, im.Schema, im.Sure)
