@@ -439,7 +439,7 @@ var (
 	demandRe = regexp.MustCompile(`(?i)` +
 		// English: a directive verb whose object is JSON: "Respond in JSON",
 		// "Please always return a JSON object", "format your answer as JSON".
-		`(?:^(?:[^,，]{0,60}[,，:：]\s*)?|\b(?:please|always|only|kindly|then|and|must|should|shall|will|to|strictly|simply|just|you)\s+)` +
+		`(?:^(?:[^,，]{0,60}[,，:：]\s*)?|\b(?:please|always|only|kindly|then|and|must|should|shall|will|to|strictly|simply|just|(?:could|can|would)\s+you)\s+)` +
 		`(?:(?:please|always|only|kindly|then|and|you\s+(?:must|should|shall|will|need\s+to|have\s+to|are\s+to)|make\s+sure\s+(?:to|you)|be\s+sure\s+to|remember\s+to)\s+)*` +
 		`(?:respond|reply|answer|return|output|format|produce|emit|give|provide|write|generate|structure|send|deliver|print|express|present|put)\b` +
 		`(?:\s+(?:only|always|strictly|exclusively|back|me|us))*` +
