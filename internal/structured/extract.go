@@ -274,7 +274,7 @@ func accounted(cls []clause, used []int, keys []string) bool {
 		if !check(cls[i].text) {
 			return false
 		}
-		if j := i + 1; j < len(cls) && !slices.Contains(used, j) && schemaClauseRe.MatchString(cls[j].text) && !check(cls[j].text) {
+		if j := i + 1; j < len(cls) && !slices.Contains(used, j) && goesOnRe.MatchString(cls[j].text) && !check(cls[j].text) {
 			return false
 		}
 	}
@@ -491,6 +491,9 @@ var (
 		`|(?:不要|不用|别|勿|无需|不需要|不必|禁止|不得|避免|不能|不可以|请勿|切勿|不应)\s*(?:再)?\s*(?:使用|用|以|采用|按|返回|输出|回复|回答|给出|生成|写成|写|输出成)?\s*(?:任何)?\s*json` +
 		`|(?:而不是|不是|非|并非)\s*json|json\s*(?:格式)?\s*(?:是)?(?:不需要|不必要|没有必要)`)
 	conditionalRe = regexp.MustCompile(`(?i)^\s*(?:if|when|whenever|unless|whether|in\s+case|only\s+if|should\s+the\s+user)\b|\bif\b[^.\n]{0,40}\b(?:asks?|wants?|requests?|needs?|explicitly|requires?)\b|\bwhen\s+(?:the\s+user|asked|requested|they)\b|\bunless\b|^\s*(?:如果|若|假如|当|如|除非|只有当|仅当|一旦)|(?:时|的话)\s*[，,]?\s*(?:才|再|就)|(?:要求|需要)\s*(?:时|的话)`)
+	// goesOnRe is a sentence that may go on with a demand's keys: it talks
+	// about keys, says what the answer includes, or starts with "also".
+	goesOnRe = regexp.MustCompile(`(?i)\b(?:keys?|fields?|properties|attributes|include|includes|contain|contains|add|plus)\b|^\s*(?:also|and|additionally|in\s+addition|besides|as\s+well)\b|字段|键|属性|包含|包括|另外|此外|还要|还需|同时`)
 	// proseRe asks for an answer in prose.
 	proseRe = regexp.MustCompile(`(?i)\b(?:in|with|using)\s+(?:plain\s+|natural\s+|normal\s+)?(?:english|prose|natural\s+language|plain\s+text|markdown|sentences)\b|自然语言|纯文本|用中文回答|用文字回答|段落形式`)
 	// everyTimeRe is a "when" that holds for every answer: "When you

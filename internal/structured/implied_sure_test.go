@@ -102,6 +102,8 @@ func TestImpliedSureAccountsForEveryKey(t *testing.T) {
 		"Return a JSON object with the keys intent and confidence. Also add a key named entities.",
 		"Return a JSON object with the keys intent and confidence. The `entities` field is a list.",
 		"Output JSON with keys title, summary and also include source_url in it somewhere.",
+		"Reply in JSON. Keys: intent, confidence. Also add `entities`.",
+		"Reply in JSON. Keys: intent, confidence. Plus `entities`, please.",
 	} {
 		im, ok := ExtractConstraints(prompt)
 		if !ok {
