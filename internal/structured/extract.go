@@ -33,7 +33,11 @@ type Implied struct {
 	// identifier (letters, digits, _ and -, not starting with a digit)
 	// that the prompt writes out as a word of its own and that is not a
 	// word of the sentence's grammar, and the stated count, if any, is the
-	// number of keys. An implied schema that is not sure still serves to
+	// number of keys; and the keys account for every token the schema's
+	// clauses (and a next sentence about keys) write as a key — quoted or
+	// backticked, snake_case or camelCase, or after "called"/"named" — so
+	// "a key called answer and a key called sources" read as answer alone
+	// is not sure. An implied schema that is not sure still serves to
 	// validate and repair the answer; it is never sent.
 	Sure bool
 }
@@ -43,8 +47,13 @@ type Implied struct {
 //
 // A schema needs a demand for JSON — a directive with JSON as the answer's
 // format ("Respond in JSON format", "Your output must be valid JSON",
-// "Output format: JSON", "以 JSON 格式输出", "请返回 JSON", "输出格式为JSON").
-// Given one, keys come from any clause of the prompt that names them:
+// "Output format: JSON", "Output format (JSON):", "Returns: a JSON object",
+// "以 JSON 格式输出", "请返回 JSON", "输出格式为JSON", "总结请用 JSON，…"), or an
+// example object shown as the answer, with or without the word JSON
+// ("Respond like {…}", "Example output:" + object, "按如下格式输出：{…}",
+// "输出示例：{…}"). "When you answer, …" and "When I send you …, …" are no
+// conditions. Given a demand, keys come from any clause of the prompt that
+// names them:
 //
 //   - "with keys [a, b]", "with the fields a, b and c", "Fields: a, b";
 //   - "The output must include / contain / have a, b, c", "should return",
@@ -55,7 +64,12 @@ type Implied struct {
 //     their example values;
 //   - "必须包含 / 需包含 / 应包含 a、b、c", "包括以下字段：", "输出以下键：",
 //     "返回 a、b 两个字段", "包含 a 和 b 的 JSON 对象", "键为 a, b";
-//   - "required fields: a, b" / "必填字段：a、b".
+//   - "required fields: a, b" / "必填字段：a、b";
+//   - "N keys — a, b", "a JSON document with a, b", "字段分别是 a、b",
+//     "键名依次为 a、b", "标题（title）和摘要（abstract）";
+//   - keys named one by one ("a key called a and a key called b", "the
+//     field `a` holds …"), and a list of quoted or backticked keys after
+//     "need", "give me", "with", "for", "include" … ("I need `a` and `b`").
 //
 // Lists are separated by 、 ， , ; and 和 及 与 以及; a parenthesised note
 // after a key is dropped, and a list ends at its first item that is not
@@ -68,15 +82,18 @@ type Implied struct {
 // JSON example the prompt describes as input yield nothing. ok is false when
 // the prompt demands no JSON. ExtractConstraints is safe for concurrent use.
 func ExtractConstraints(systemPrompt string) (*Implied, bool) {
-	if !containsFoldASCII(systemPrompt, "json") {
+	if !containsFoldASCII(systemPrompt, "json") && !strings.Contains(systemPrompt, "{") {
 		return nil, false // the cheap common case
 	}
 	cls := clauses(systemPrompt)
 	demand := make([]bool, len(cls))
 	demanded := false
-	kind := "" // "object" or "array" for a demand without keys
+	worded := false // a demand says JSON, not only shows an example
+	kind := ""      // "object" or "array" for a demand without keys
 	for i, c := range cls {
-		if !isDemand(c.text) {
+		if isDemand(c.text) {
+			worded = true
+		} else if !exampleDemand(cls, i) {
 			continue
 		}
 		demand[i], demanded = true, true
@@ -89,7 +106,9 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 			}
 		}
 	}
-	if !demanded {
+	if !demanded || !worded && proseRe.MatchString(systemPrompt) {
+		// An example object alone does not outweigh "answer in plain
+		// English" / "请用自然语言回答".
 		return nil, false
 	}
 	var (
@@ -112,7 +131,7 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 		used = append(used, i)
 	}
 	for i, c := range cls {
-		if negated(c.text) || conditionalRe.MatchString(c.text) {
+		if negated(c.text) || conditional(c.text) {
 			continue
 		}
 		if !demand[i] && !schemaClauseRe.MatchString(c.text) {
@@ -120,13 +139,21 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 				if ks, l := includeKeys(c.text); len(ks) > 0 {
 					addKeys(i, ks)
 					loose = loose || l
+				} else {
+					// "Reply in JSON; we need `a` and `b`."
+					addKeys(i, quotedKeys(c.text))
 				}
 			}
 			continue
 		}
 		ks := keysIn(c.text)
-		if len(ks) == 0 && endsWithColon(c.text) && (demand[i] || listIntroRe.MatchString(c.text)) {
-			ks = bulletKeys(systemPrompt, cls[i+1:])
+		if endsWithColon(c.text) && (demand[i] || listIntroRe.MatchString(c.text)) && !slices.ContainsFunc(ks, notKeyWord) {
+			// "Output format (JSON):" names no key: "format" is a word
+			// of the heading; the bullets below are the keys.
+			if bk := bulletKeys(systemPrompt, cls[i+1:]); len(bk) > 0 {
+				ks = bk
+				bulletTypes(cls[i+1:], types)
+			}
 		}
 		addKeys(i, ks)
 	}
@@ -155,6 +182,7 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 			addKeys(i, listItems(m[1]+m[2]+m[3], true))
 		} else if bareRequiredRe.MatchString(c.text) {
 			addKeys(i, bulletKeys(systemPrompt, cls[i+1:]))
+			bulletTypes(cls[i+1:], types)
 		}
 	}
 	var sources []string
@@ -193,7 +221,7 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 		return nil, false
 	}
 	count := statedCount(cls, used)
-	sure := (count == 0 || count == len(keys)) && !loose
+	sure := (count == 0 || count == len(keys)) && !loose && accounted(cls, used, keys)
 	for _, k := range keys {
 		sure = sure && identKeyRe.MatchString(k) && !slices.Contains(grammarWords, strings.ToLower(k)) && namedInPrompt(systemPrompt, k)
 	}
@@ -214,6 +242,82 @@ func statedCount(cls []clause, used []int) int {
 		}
 	}
 	return n
+}
+
+// accounted reports whether keys account for every token the schema's
+// clauses write as a key: a quoted or backticked identifier, a snake_case
+// or camelCase one, a word after "called" or "named" ("a key called answer
+// and a key called sources" read as answer alone is not sure). The clause
+// after each used one is checked too when it talks about keys, so a demand
+// that goes on in the next sentence is not cut short. Example objects are
+// left out: their keys are read whole.
+func accounted(cls []clause, used []int, keys []string) bool {
+	check := func(c string) bool {
+		if !mayWriteKey(c) {
+			return true // the cheap common case: nothing written as a key
+		}
+		for _, m := range writtenKeyRe.FindAllStringSubmatch(stripObjects(c), -1) {
+			k := ""
+			for _, g := range m[1:] {
+				if g != "" {
+					k = g
+					break
+				}
+			}
+			if k != "" && !slices.Contains(keys, k) && !slices.Contains(grammarWords, strings.ToLower(k)) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, i := range used {
+		if !check(cls[i].text) {
+			return false
+		}
+		if j := i + 1; j < len(cls) && !slices.Contains(used, j) && goesOnRe.MatchString(cls[j].text) && !check(cls[j].text) {
+			return false
+		}
+	}
+	return true
+}
+
+// notKeyWord reports whether k is not a word of the sentence's grammar
+// (which is never a key the prompt means).
+func notKeyWord(k string) bool { return !slices.Contains(grammarWords, strings.ToLower(k)) }
+
+// mayWriteKey is a cheap test that c may hold a token writtenKeyRe finds:
+// a quote, a backtick, an underscore, "called"/"named", or a lower-case
+// letter followed by an upper-case one.
+func mayWriteKey(c string) bool {
+	if strings.ContainsAny(c, "`\"“_") || containsFoldASCII(c, "called") || containsFoldASCII(c, "named") {
+		return true
+	}
+	for i := 1; i < len(c); i++ {
+		if c[i] >= 'A' && c[i] <= 'Z' && c[i-1] >= 'a' && c[i-1] <= 'z' {
+			return true
+		}
+	}
+	return false
+}
+
+// stripObjects returns c without the text inside braces.
+func stripObjects(c string) string {
+	if !strings.Contains(c, "{") {
+		return c
+	}
+	var b strings.Builder
+	depth := 0
+	for _, r := range c {
+		switch {
+		case r == '{':
+			depth++
+		case r == '}':
+			depth = max(depth-1, 0)
+		case depth == 0:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // countValue reads a count: digits, an English number word or Chinese
@@ -256,12 +360,41 @@ func namedInPrompt(prompt, k string) bool {
 
 // isDemand reports whether clause c demands JSON as the answer's format.
 func isDemand(c string) bool {
-	if !containsFoldASCII(c, "json") || !demandRe.MatchString(c) || negatedRe.MatchString(c) || conditionalRe.MatchString(c) || historyRe.MatchString(c) || senderRe.MatchString(c) {
+	if !containsFoldASCII(c, "json") || !demandRe.MatchString(c) || negatedRe.MatchString(c) || conditional(c) || historyRe.MatchString(c) || senderRe.MatchString(c) {
 		return false
 	}
 	// "Parse the receipt and reply in JSON": the task reads the input, the
 	// answer is JSON.
 	return !topicRe.MatchString(c) || andDemandRe.MatchString(c)
+}
+
+// exampleDemand reports whether clause i shows the answer by an example
+// object, with or without the word JSON: "Respond like {…}", "Example
+// output:" and an object on the next line, "按如下格式输出：{…}",
+// "输出示例：{…}". The object must have keys; a negated or conditional
+// clause, or one describing input, is no demand.
+func exampleDemand(cls []clause, i int) bool {
+	c := cls[i].text
+	open := strings.IndexByte(c, '{')
+	if open < 0 {
+		return false
+	}
+	before := c[:open]
+	if strings.TrimSpace(before) == "" && i > 0 {
+		before = cls[i-1].text
+	}
+	if !exampleIntroRe.MatchString(before) || negatedRe.MatchString(before) || conditional(before) || inputRe.MatchString(before) {
+		return false
+	}
+	ks, _ := objectKeys(c[open:])
+	return len(ks) > 0
+}
+
+// conditional reports whether clause c makes its demand on a condition
+// ("if the user asks, return JSON"). "When you answer, …" and "When I send
+// you a topic, …" set the scene for every answer: no condition.
+func conditional(c string) bool {
+	return conditionalRe.MatchString(c) && (!everyTimeRe.MatchString(c) || askRe.MatchString(c))
 }
 
 // negated reports whether clause c refuses JSON; every refusal names JSON.
@@ -290,6 +423,11 @@ func sentenceOf(text string, cls []clause, used []int) string {
 }
 
 const (
+	// labelStart is where a label introducing the answer's example may
+	// stand: the clause's start, after a comma or "here is".
+	labelStart = `(?:^|[,，;；:：—]\s*|\b(?:here\s+is|here's|see)\s+)(?:#+\s*)?(?:\*\*)?(?:please\s+|请|务必|必须)?(?:(?:an?|the|your|this)\s+)?`
+	// quotedKey is one key written in backticks or double quotes.
+	quotedKey = "(?:`([A-Za-z_][A-Za-z0-9_]*)`|\"([A-Za-z_][A-Za-z0-9_]*)\"|“([A-Za-z_][A-Za-z0-9_]*)”)"
 	// jsonAdj are the words that may stand between a preposition and JSON:
 	// "in valid JSON", "as a single JSON object".
 	jsonAdj = `(?:(?:a|an|the|one|single|valid|strict|strictly|pure|raw|plain|proper|well-formed|parseable|parsable|minified|compact|machine-readable|following|structured|only)\s+)*`
@@ -301,15 +439,19 @@ var (
 	demandRe = regexp.MustCompile(`(?i)` +
 		// English: a directive verb whose object is JSON: "Respond in JSON",
 		// "Please always return a JSON object", "format your answer as JSON".
-		`(?:^(?:[^,，]{0,60}[,，:：]\s*)?|\b(?:please|always|only|kindly|then|and|must|should|shall|will|to|strictly|simply|just)\s+)` +
+		`(?:^(?:[^,，]{0,60}[,，:：]\s*)?|\b(?:please|always|only|kindly|then|and|must|should|shall|will|to|strictly|simply|just|(?:could|can|would)\s+you)\s+)` +
 		`(?:(?:please|always|only|kindly|then|and|you\s+(?:must|should|shall|will|need\s+to|have\s+to|are\s+to)|make\s+sure\s+(?:to|you)|be\s+sure\s+to|remember\s+to)\s+)*` +
 		`(?:respond|reply|answer|return|output|format|produce|emit|give|provide|write|generate|structure|send|deliver|print|express|present|put)\b` +
-		`(?:\s+(?:only|always|strictly|exclusively|back))*` +
+		`(?:\s+(?:only|always|strictly|exclusively|back|me|us))*` +
 		`(?:\s+` + jsonAdj + `json\b|[^.\n]{0,50}?\b(?:in|as|using|into|with|in\s+the\s+form\s+of)\s+` + jsonAdj + `json\b)` +
 		// "The output must be valid JSON", "answers should be JSON objects".
 		`|\b` + outputNoun + `\b[^.\n]{0,30}?\b(?:must|should|shall|will|has\s+to|have\s+to|needs\s+to|is\s+to)\s+(?:always\s+|only\s+|strictly\s+)?be\b[^.\n]{0,25}?\bjson\b` +
 		// "Output format: JSON", "The response format is JSON".
 		`|\b(?:output|response|answer|reply|return)\s+format\s*(?:is|should\s+be|must\s+be|=|[:：-])\s*` + jsonAdj + `json\b` +
+		// "Output format (JSON):", "Returns: a JSON object with …".
+		`|\b(?:output|response|answer|reply|return)\s+format\s*[(（]\s*json\s*[)）]|^\s*(?:returns?|outputs?)\s*[:：]\s*` + jsonAdj + `json\b` +
+		// "JSON, fields as follows:" under an output-format heading.
+		`|^\s*json\s*(?:object|对象)?\s*[，,]\s*(?:字段|键名|键|属性|fields?\b|keys?\b)` +
 		// "The assistant replies in JSON", "You always answer with JSON".
 		`|\b(?:you\s+(?:always\s+|only\s+)?(?:respond|reply|answer|return|output|write)|(?:assistant|model|bot|agent)\s+(?:always\s+|only\s+)?(?:responds|replies|answers|returns|outputs|writes))\s+(?:only\s+)?(?:in|with|using|as)\s+` + jsonAdj + `json\b` +
 		// "Use JSON for your answer", "use JSON format in every response".
@@ -324,7 +466,9 @@ var (
 		`|(?:以|用|按|使用|采用|按照)\s*(?:标准|合法|严格|纯)?(?:的)?\s*json\s*(?:格式|对象|结构|数组)?\s*(?:的形式|形式)?\s*(?:来|进行)?\s*(?:返回|输出|回答|回复|响应|给出|作答|提供|表示|呈现)` +
 		`|(?:^|[，,：:]|请|务必|必须|只|仅|需要|需|应|应当|应该|直接|都|一律|要)\s*(?:以|用)?\s*(?:返回|输出|回答|回复|给出|生成|提供)\s*(?:一个|一段|一份)?\s*(?:[^。\n，,]{0,60}?的)?\s*(?:如下|以下|下面)?\s*(?:的)?\s*(?:合法的|有效的|标准的|严格的|纯|格式正确的)?\s*json` +
 		`|json\s*格式\s*(?:返回|输出|回答|回复)` +
-		`|(?:输出|返回|回答|回复|响应|答案|结果)(?:的)?(?:内容)?(?:格式)?\s*(?:必须|应该|应当|应|需要|需|须|只能|一律|均)?\s*(?:是|为|采用|使用|用)\s*(?:一个)?\s*(?:合法的|有效的|标准的|严格的|纯)?\s*json` +
+		// "总结请用 JSON，包含 …": a bare directive to use JSON.
+		`|(?:请|务必|必须|需要|需|都|一律)\s*(?:使用|用|以|采用)\s*json\s*(?:格式)?\s*(?:[，,：:]|$)` +
+		`|(?:输出|返回|回答|回复|响应|答案|结果)(?:的)?(?:内容)?(?:格式)?\s*(?:必须|应该|应当|应|需要|需|须|只能|一律|均|都)?\s*(?:是|为|采用|使用|用)\s*(?:一个)?\s*(?:合法的|有效的|标准的|严格的|纯)?\s*json` +
 		`|(?:输出|返回|回答|回复)(?:的)?(?:格式|要求|格式要求)\s*[:：]\s*(?:合法的|标准的|严格的)?\s*json`)
 	// topicRe marks a clause where JSON is the subject matter, not the
 	// answer's format: "write a JSON parser", "convert this JSON to YAML".
@@ -347,9 +491,32 @@ var (
 		`|(?:不要|不用|别|勿|无需|不需要|不必|禁止|不得|避免|不能|不可以|请勿|切勿|不应)\s*(?:再)?\s*(?:使用|用|以|采用|按|返回|输出|回复|回答|给出|生成|写成|写|输出成)?\s*(?:任何)?\s*json` +
 		`|(?:而不是|不是|非|并非)\s*json|json\s*(?:格式)?\s*(?:是)?(?:不需要|不必要|没有必要)`)
 	conditionalRe = regexp.MustCompile(`(?i)^\s*(?:if|when|whenever|unless|whether|in\s+case|only\s+if|should\s+the\s+user)\b|\bif\b[^.\n]{0,40}\b(?:asks?|wants?|requests?|needs?|explicitly|requires?)\b|\bwhen\s+(?:the\s+user|asked|requested|they)\b|\bunless\b|^\s*(?:如果|若|假如|当|如|除非|只有当|仅当|一旦)|(?:时|的话)\s*[，,]?\s*(?:才|再|就)|(?:要求|需要)\s*(?:时|的话)`)
+	// goesOnRe is a sentence that may go on with a demand's keys: it talks
+	// about keys, says what the answer includes, or starts with "also".
+	goesOnRe = regexp.MustCompile(`(?i)\b(?:keys?|fields?|properties|attributes|include|includes|contain|contains|add|plus)\b|^\s*(?:also|and|additionally|in\s+addition|besides|as\s+well)\b|字段|键|属性|包含|包括|另外|此外|还要|还需|同时`)
+	// proseRe asks for an answer in prose.
+	proseRe = regexp.MustCompile(`(?i)\b(?:in|with|using)\s+(?:plain\s+|natural\s+|normal\s+)?(?:english|prose|natural\s+language|plain\s+text|markdown|sentences)\b|自然语言|纯文本|用中文回答|用文字回答|段落形式`)
+	// everyTimeRe is a "when" that holds for every answer: "When you
+	// answer", "When I send you a topic", "每次回答时".
+	everyTimeRe = regexp.MustCompile(`(?i)^\s*(?:when|whenever)\s+(?:you\s+(?:answer|respond|reply|output)|(?:i|we|the\s+user|users)\s+(?:send|sends|give|gives|paste|pastes|provide|provides|share|shares)\b)`)
+	// askRe is a condition on what the user asks for.
+	askRe = regexp.MustCompile(`(?i)\b(?:asks?|asked|wants?|requests?|requested|explicitly|requires?|prefers?)\b`)
 	// historyRe marks a clause about a former demand: "last week we asked
 	// you to respond in JSON", "之前要求用JSON返回".
-	historyRe    = regexp.MustCompile(`(?i)\b(?:previously|used\s+to|formerly|earlier|last\s+(?:week|time|month|year)|we\s+(?:once\s+)?asked|you\s+were\s+(?:asked|told)|no\s+longer)\b|(?:之前|以前|过去|此前|曾经|原来|原先)(?:要求|让你|会|都|用|是)|不再`)
+	historyRe = regexp.MustCompile(`(?i)\b(?:previously|used\s+to|formerly|earlier|last\s+(?:week|time|month|year)|we\s+(?:once\s+)?asked|you\s+were\s+(?:asked|told)|no\s+longer)\b|(?:之前|以前|过去|此前|曾经|原来|原先)(?:要求|让你|会|都|用|是)|不再`)
+	// exampleIntroRe is the text right before an example of the answer:
+	// a directive to answer "like", "with", "as" or "such as" it, an
+	// "Example output:" label, "输出格式：", "按如下格式输出：".
+	exampleIntroRe = regexp.MustCompile(`(?i)(?:^(?:[^,，.]{0,40}[,，:：—]\s*)?(?:please\s+)?(?:always\s+|only\s+|just\s+)*(?:respond|reply|answer|return|output|format\s+(?:your|the)\s+(?:answer|response|output|reply))\b` +
+		`(?:\s+(?:only|always|just|exactly|strictly|back|me|us|it|(?:your|the)\s+(?:answer|response|output|reply|result)s?|(?:(?:in|with|using|as)\s+)?(?:a\s+|an\s+)?(?:valid\s+)?json(?:\s+(?:object|format))?))*` +
+		`\s*(?:\blike|\bwith|\bas|\bsuch\s+as|\bin\s+this\s+(?:shape|format|form)|[:：])` +
+		// The labels start the clause or follow a comma: "the log's
+		// output format: {…}" labels someone else's output.
+		`|` + labelStart + `(?:example|sample|expected)\s+(?:json\s+)?(?:output|response|answer|reply|result)\s*[:：]?` +
+		`|` + labelStart + `(?:output|response|answer|reply|return)\s+(?:example|sample|format|shape|template)\s*(?:[(（]\s*json\s*[)）])?\s*[:：]` +
+		`|` + labelStart + `(?:use|follow|match)\s+(?:this|the\s+following|the\s+format\s+below)\s+(?:json\s+)?(?:format|shape|structure|template|schema)?\s*[:：]?` +
+		`|` + labelStart + `(?:输出|返回|回复|回答|响应)(?:的)?(?:示例|样例|例子|格式|模板|结构)\s*(?:如下|为|是)?\s*[:：]` +
+		`|` + labelStart + `(?:按|按照|参照|依照|参考)\s*(?:如下|以下|下面的?|这个|这种|该|下列)?\s*(?:的)?\s*(?:json\s*)?(?:格式|结构|形式|样式|示例|模板)\s*(?:来)?\s*(?:返回|输出|回复|回答|给出|生成)?\s*[:：]?)\s*$`)
 	jsonObjectRe = regexp.MustCompile(`(?i)\bjson\s+object\b|json\s*对象`)
 	jsonArrayRe  = regexp.MustCompile(`(?i)\bjson\s+(?:array|list)\b|json\s*数组`)
 
@@ -369,22 +536,22 @@ var (
 
 	// introRes find where a key list starts, most specific first.
 	introRes = []*regexp.Regexp{
-		regexp.MustCompile(`(?i)\b(?:keys?|fields?|properties|attributes)\b(?:\s+(?:named|called|of))?\s*(?:are|is)?\s*[:：]?`),
+		regexp.MustCompile(`(?i)\b(?:keys?|fields?|properties|attributes)\b(?:\s+(?:named|called|of))?\s*(?:are|is)?\s*(?:[:：—–]|\s-\s)?`),
 		regexp.MustCompile(`(?i)\b(?:(?:must|should|shall|will|to|needs?\s+to|has\s+to|have\s+to|always)\s+(?:also\s+|always\s+|only\s+)?(?:include|contain|have|return|provide|output|list|give|consist\s+of)s?\b|includes|including|contains|containing|consisting\s+of|consists\s+of|has|having|^\s*(?:please\s+|always\s+|also\s+)*(?:include|contain|return|output|provide))` +
 			`(?:\s+(?:only|exactly|just|at\s+least|all|both|the|these|those|its|their|following|of|below))*\s*[:：]?`),
 		regexp.MustCompile(`(?:(?:必须|务必|需要|需|应当|应该|应|须|要|都要|只)?\s*(?:包含|包括|含有|具有|带有)|(?:必须|需要|要|应|应该|须|都要)\s*有)\s*(?:以下|如下|这些|下列|下面的|下面这些)?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:(?:字段|键名|键|属性)(?:名)?\s*(?:为|是)?|内容|信息|项)?\s*[:：]?`),
 		regexp.MustCompile(`(?:输出|返回|给出|提供)\s*(?:以下|如下|下列|这些)\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性)?\s*[:：]?`),
-		regexp.MustCompile(`(?:字段|键名|键|属性)(?:名)?\s*(?:为|是|包括|包含|有|如下|如下所示)?\s*[:：]?`),
+		regexp.MustCompile(`(?:字段|键名|键|属性)(?:名)?\s*(?:分别|依次)?\s*(?:为|是|包括|包含|有|如下|如下所示)?\s*[:：]?`),
 		// "Return JSON with decision and reason": the list right after the
 		// JSON it describes.
-		regexp.MustCompile(`(?i)\bjson(?:\s+object)?\s+(?:with|containing|having)\s+(?:the\s+|only\s+|both\s+)?`),
+		regexp.MustCompile(`(?i)\bjson(?:\s+(?:object|document|payload|response|reply|answer))?\s+(?:with|containing|having)\s+(?:the\s+|only\s+|both\s+)?`),
 	}
 	// Lists written before what they are: "Return name, age and city as
 	// JSON", "返回 name、age 两个字段", "包含 a 和 b 的 JSON 对象".
 	preListRes = []*regexp.Regexp{
 		regexp.MustCompile(`(?i)\bwith\s+(?:the\s+)?([A-Za-z_"'` + "`" + `][^.\n:]*?)\s+(?:keys|fields|properties)\b`),
 		regexp.MustCompile(`(?i)^(?:please\s+)?(?:return|output|give|provide|extract|respond\s+with)\s+(?:the\s+|only\s+)?(.+?)\s+(?:as|in)\s+` + jsonAdj + `json\b`),
-		regexp.MustCompile(`(?:返回|输出|包含|包括|给出|提供|含有|带有|有)\s*([^，,：:；]+?)\s*等?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性|fields?\b|keys?\b)(?:$|[^\p{Han}]|的)`),
+		regexp.MustCompile(`(?:返回|输出|包含|包括|给出|提供|含有|带有|有)\s*([^，,：:；]+?)\s*等?\s*(?:这|这些)?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性|fields?\b|keys?\b)(?:$|[^\p{Han}]|的)`),
 		regexp.MustCompile(`(?i)(?:包含|包括|含有|带有)\s*([^，,：:；]+?)\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键|属性)?\s*的\s*json`),
 	}
 	requiredRe = regexp.MustCompile(`(?i)^\s*(?:\*\*)?(?:required|mandatory)(?:\s+(?:fields?|keys?|properties))?\s*(?:\*\*)?\s*[:：]\s*(?:\*\*)?\s*(.+)$|\brequired\s+(?:fields?|keys?|properties)\s*(?:are|is)?\s*[:：]?\s*(.+)$|(?:必填字段|必需字段|必填项|必须包含的字段)\s*(?:为|是|包括)?\s*[:：]?\s*(.+)$`)
@@ -407,6 +574,16 @@ var (
 	// numeralRe is a count, never a key: "两", "三个" (a bare number may
 	// be an enumeration value: "priority is one of 1, 2, 3").
 	numeralRe = regexp.MustCompile(`^(?:[一二两三四五六七八九十几]+\s*个?|\d+\s*个)$`)
+	// writtenKeyRe is a token a prompt writes as a key: quoted or
+	// backticked, snake_case or camelCase, or named by "called"/"named".
+	writtenKeyRe = regexp.MustCompile("`([A-Za-z_][A-Za-z0-9_.-]*)`" + `|"([A-Za-z_][A-Za-z0-9_.-]*)"|“([A-Za-z_][A-Za-z0-9_.-]*)”|\b([A-Za-z][a-z0-9]*(?:_[A-Za-z0-9]+)+|[a-z]+[A-Z][A-Za-z0-9]*)\b|(?i:\b(?:called|named)\s+([A-Za-z_][A-Za-z0-9_]*))`)
+	// namedKeyRe is a key named by a noun of its own.
+	namedKeyRe = regexp.MustCompile("(?i)\\b(?:key|field|property|attribute)\\s+(?:(?:called|named)\\s+)?(?:`([A-Za-z_][A-Za-z0-9_]*)`|\"([A-Za-z_][A-Za-z0-9_]*)\")|\\b(?:key|field|property|attribute)\\s+(?:called|named)\\s+([A-Za-z_][A-Za-z0-9_]*)")
+	// quotedListRe is a list of quoted keys; quotedIntroRe what may stand
+	// before it.
+	quotedListRe  = regexp.MustCompile(quotedKey + `(?:\s*(?:\([^()]*\))?\s*(?:,|，|、|;|&|\band\b|和|及|与|以及)+\s*(?:(?:a|an|the)\s+)?` + quotedKey + `)+`)
+	quotedKeyRe   = regexp.MustCompile(quotedKey)
+	quotedIntroRe = regexp.MustCompile(`(?i)(?:\b(?:need|needs|with|for|include|includes|including|contain|contains|containing|has|have|having|return|returns|give\s+me|provide|output|keys?|fields?|properties)|[:：—–]|\s-)\s*(?:(?:a|an|the|both|exactly|just|only)\s+)*$`)
 	// identKeyRe is an identifier-like key, the only kind sent upstream.
 	identKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
 	bulletRe   = regexp.MustCompile(`^(?:[-*•·+]|\d{1,2}[.)、．]|[（(]\d{1,2}[)）])\s*(?:\*\*)?["'` + "`" + `“]?([A-Za-z_][A-Za-z0-9_.]*|\p{Han}{1,12})["'` + "`" + `”]?(?:\*\*)?(?:\s*$|\s*[:：(（\-–—,，=]|\s+[(（])`)
@@ -416,8 +593,15 @@ var (
 	// itemTailRe is what may follow the last key of a list: "… and c in
 	// it", "… 和 c 两个字段".
 	itemTailRe = regexp.MustCompile(`(?i)\s+(?:(?:in|inside|within|to|for)\s+(?:it|the\s+(?:json|object|output|response|answer)|your\s+(?:answer|response|output|reply|json))|only|as\s+well|too)$|\s*等?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性|fields?|keys?)$`)
-	parenRe    = regexp.MustCompile(`\s*(?:\([^()]*\)|（[^（）]*）)`)
-	typeNoteRe = regexp.MustCompile(`(?i)^([A-Za-z_][A-Za-z0-9_]*)\s*[:：]\s*(?:string|number|integer|int|float|boolean|bool|array|list|object|str)$`)
+	// hanParenIdentRe is a Chinese label with its key in parentheses:
+	// "标题（title）".
+	hanParenIdentRe = regexp.MustCompile(`\p{Han}{1,12}\s*[（(]\s*([A-Za-z_][A-Za-z0-9_]*)\s*[)）]`)
+	// typedBulletRe is a bullet that states its key's type: "- city:
+	// string".
+	typedBulletRe = regexp.MustCompile(`(?i)^(?:[-*•·+]|\d{1,2}[.)、．])\s*["'` + "`" + `]?([A-Za-z_][A-Za-z0-9_]*)["'` + "`" + `]?\s*[:：]\s*(string|str|number|float|integer|int|boolean|bool|array|list|object)\s*(?:$|[,，;(（—–-])`)
+	typeNames     = map[string]string{"string": "string", "str": "string", "number": "number", "float": "number", "integer": "integer", "int": "integer", "boolean": "boolean", "bool": "boolean", "array": "array", "list": "array", "object": "object"}
+	parenRe       = regexp.MustCompile(`\s*(?:\([^()]*\)|（[^（）]*）)`)
+	typeNoteRe    = regexp.MustCompile(`(?i)^([A-Za-z_][A-Za-z0-9_]*)\s*[:：]\s*(?:string|number|integer|int|float|boolean|bool|array|list|object|str)$`)
 	// stopWords end a list: "must include the summary" names no key.
 	// enNumbers are the count words countRe reads, one to twelve.
 	enNumbers = []string{"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"}
@@ -503,6 +687,9 @@ func endsWithColon(c string) bool {
 // keysIn returns the keys a clause names: a bracketed list or a list after
 // "keys"/"must include"/"字段"…, or one written before "as JSON"/"字段".
 func keysIn(c string) []string {
+	if ks := namedKeys(c); len(ks) > 1 {
+		return ks
+	}
 	for i, re := range preListRes {
 		if m := re.FindStringSubmatch(c); m != nil {
 			// An English list needs two keys: "return the summary as JSON"
@@ -519,6 +706,9 @@ func keysIn(c string) []string {
 	}
 	for _, re := range introRes {
 		for _, loc := range re.FindAllStringIndex(c, -1) {
+			if e := loc[1]; e > 0 && e < len(c) && isWordByte(c[e-1]) && isWordByte(c[e]) {
+				continue // cut inside a word: "Include the|se fields"
+			}
 			rest := strings.TrimSpace(c[loc[1]:])
 			if strings.HasPrefix(rest, "[") {
 				if end := strings.IndexByte(rest, ']'); end > 0 {
@@ -534,6 +724,50 @@ func keysIn(c string) []string {
 			if ks := listItems(rest, false); len(ks) > 0 {
 				return ks
 			}
+		}
+	}
+	return quotedKeys(c)
+}
+
+// namedKeys reads keys each introduced by a noun of their own: "a key
+// called answer and a key called sources", "the field `label` holds … and
+// the field `evidence` holds …".
+func namedKeys(c string) []string {
+	if !strings.ContainsAny(c, "`\"") && !containsFoldASCII(c, "called") && !containsFoldASCII(c, "named") {
+		return nil // the cheap common case
+	}
+	var ks []string
+	for _, m := range namedKeyRe.FindAllStringSubmatch(c, -1) {
+		for _, g := range m[1:] {
+			if g != "" && !slices.Contains(ks, g) && !slices.Contains(grammarWords, strings.ToLower(g)) {
+				ks = append(ks, g)
+			}
+		}
+	}
+	return ks
+}
+
+// quotedKeys reads a list of at least two quoted or backticked keys after
+// a word that introduces what the answer holds: "I need `category`,
+// `priority` and `reason`", `with "question" and "answer"`, "give me
+// `grade`, `feedback` and `hints`", "fields for `origin` and `destination`".
+func quotedKeys(c string) []string {
+	if !strings.ContainsAny(c, "`\"“") {
+		return nil // the cheap common case
+	}
+	c = stripObjects(c)
+	for _, loc := range quotedListRe.FindAllStringIndex(c, -1) {
+		if !quotedIntroRe.MatchString(c[:loc[0]]) {
+			continue
+		}
+		var ks []string
+		for _, m := range quotedKeyRe.FindAllStringSubmatch(c[loc[0]:loc[1]], -1) {
+			if k := m[1] + m[2] + m[3]; !slices.Contains(ks, k) {
+				ks = append(ks, k)
+			}
+		}
+		if len(ks) > 1 {
+			return ks
 		}
 	}
 	return nil
@@ -571,6 +805,7 @@ func includeKeys(c string) (keys []string, loose bool) {
 // a, b, c. A parenthesised note after an item and a ": type" note are
 // dropped.
 func listItems(s string, strict bool) []string {
+	s = hanParenIdentRe.ReplaceAllString(s, ", ${1}")
 	s = parenRe.ReplaceAllString(s, "")
 	s = strings.TrimSpace(strings.TrimRight(strings.TrimSpace(s), ".。:：!！"))
 	var out []string
@@ -635,6 +870,24 @@ func bulletKeys(text string, rest []clause) []string {
 		}
 	}
 	return ks
+}
+
+// bulletTypes adds to types the JSON type a bullet list states for a key
+// ("- city: string", "- temperature_c: number"), up to the first line that
+// is not a bullet. A key keeps the first type it is given.
+func bulletTypes(rest []clause, types map[string]string) {
+	for _, c := range rest {
+		if !bulletRe.MatchString(c.text) {
+			return
+		}
+		m := typedBulletRe.FindStringSubmatch(c.text)
+		if m == nil {
+			continue
+		}
+		if _, ok := types[m[1]]; !ok {
+			types[m[1]] = typeNames[strings.ToLower(m[2])]
+		}
+	}
 }
 
 // schemaExample finds a JSON Schema written in the prompt (an object with

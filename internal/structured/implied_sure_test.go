@@ -2,6 +2,7 @@ package structured
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -86,5 +87,32 @@ func TestImpliedSchemaShownInThePrompt(t *testing.T) {
 	s := mustCompile(t, string(im.Schema))
 	if v := s.Validate([]byte(`{"risk_level":"extreme","confidence_score":1}`)); len(v) == 0 {
 		t.Error("the shown schema's enum is not enforced")
+	}
+}
+
+// TestImpliedSureAccountsForEveryKey: issue 25 (held-out corpus). "The
+// object should have a key called answer and a key called sources." was
+// read as answer alone and marked sure, so Keel would have told the model
+// to drop sources. A schema is sure only when its keys account for every
+// token the demand writes as a key, in its clauses and in a next sentence
+// that goes on about keys.
+func TestImpliedSureAccountsForEveryKey(t *testing.T) {
+	for _, prompt := range []string{
+		"Reply in JSON format. The object should have a key called answer and a key called sources.",
+		"Return a JSON object with the keys intent and confidence. Also add a key named entities.",
+		"Return a JSON object with the keys intent and confidence. The `entities` field is a list.",
+		"Output JSON with keys title, summary and also include source_url in it somewhere.",
+		"Reply in JSON. Keys: intent, confidence. Also add `entities`.",
+		"Reply in JSON. Keys: intent, confidence. Plus `entities`, please.",
+	} {
+		im, ok := ExtractConstraints(prompt)
+		if !ok {
+			continue // no schema: nothing sent
+		}
+		for _, k := range []string{"sources", "entities", "source_url"} {
+			if im.Sure && strings.Contains(prompt, k) && !slices.Contains(im.Required, k) {
+				t.Errorf("%q: sure schema with keys %q leaves out %q", prompt, im.Required, k)
+			}
+		}
 	}
 }
