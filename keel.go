@@ -76,6 +76,7 @@ type Mesh struct {
 	// convDB holds the Responses API's conversations when they are kept
 	// in the request log's file.
 	convDB   *sqlite.Conversations
+	convWB   *convstate.WriteBehind // in front of convDB
 	shared   *redisstore.Store
 	alert    *alert.Webhook
 	smetrics *structured.Metrics
@@ -397,7 +398,12 @@ func (m *Mesh) conversations(cfg *config.Config, o options) (*convstate.Store, e
 		if err != nil {
 			return nil, fmt.Errorf("responses.store: %w", err)
 		}
-		m.convDB, b = db, db
+		// The answer is kept in memory at once and written to the file
+		// behind the call (convstate.WriteBehind): no transaction on the
+		// request path.
+		m.convDB = db
+		m.convWB = convstate.NewWriteBehind(db, rc.Bounds(), 0, o.logger)
+		b = m.convWB
 	default:
 		b = convstate.NewMemory(rc.Bounds())
 	}
@@ -526,6 +532,9 @@ func (m *Mesh) Close() error {
 		}
 		if m.keyStore != nil {
 			m.keyStore.Close()
+		}
+		if m.convWB != nil {
+			m.convWB.Close() // writes what is queued, before the file closes
 		}
 		if m.convDB != nil {
 			m.convDB.Close()
