@@ -13,7 +13,8 @@ func TestNamesLookup(t *testing.T) {
 			t.Errorf("Lookup(%q) = %q, %v; want %q, true", s, got, ok, s)
 		}
 	}
-	for _, s := range []string{"", "b", "Model", "mode", "models", "chat.completion.", "max_token\x00", "tex"} {
+	for _, s := range []string{"", "b", "Model", "mode", "models", "chat.completion.", "max_token\x00", "tex",
+		"chat.compXetion.chunk", "model_context_XXndow_exceeded", "\x00\x00\x00", "\x00\x00\x00\x00\x00\x00\x00\x00\x00"} {
 		if got, ok := tbl.Lookup([]byte(s)); ok || got != "" {
 			t.Errorf("Lookup(%q) = %q, %v; want \"\", false", s, got, ok)
 		}
@@ -77,6 +78,7 @@ func FuzzNamesLookup(f *testing.F) {
 	}
 	f.Add([]byte(""))
 	f.Add([]byte("unknown"))
+	f.Add([]byte("chat.compXetion.chunk"))
 	tbl := NewNames(testNames...)
 	want := map[string]bool{}
 	for _, s := range testNames {
