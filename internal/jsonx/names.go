@@ -8,7 +8,7 @@ import (
 // Names is a fixed table of strings a codec reads often (member names and
 // enumerated values), so that decoding one of them returns the table's
 // constant string and allocates nothing. It replaces a switch with a case
-// per name: the table is data, and a lookup costs no more than the switch
+// per name: the table is data, and a lookup costs about what the switch
 // did (instructions per parse in BENCHMARKS.md, issue 26).
 //
 // The table is open-addressed: 256 slots, at most half of them filled,
@@ -18,6 +18,7 @@ import (
 // with a few loads, hashes it to a slot and compares words, so that a name
 // of up to 16 bytes is matched without a call to compare bytes.
 type Names struct {
+	lens  uint64 // bit n set: some name is n bytes long
 	slots [namesSlots]nameSlot
 }
 
@@ -28,8 +29,8 @@ type nameSlot struct {
 
 const namesSlots = 256
 
-// NewNames returns the table of names. It panics on an empty name, a
-// duplicate or more than namesSlots/2 names: the tables are package-level
+// NewNames returns the table of names. It panics on an empty name, one
+// longer than 63 bytes, a duplicate or more than namesSlots/2 names: the tables are package-level
 // literals, so a mistake shows at the first test run.
 func NewNames(names ...string) *Names {
 	if len(names) > namesSlots/2 {
@@ -37,9 +38,10 @@ func NewNames(names ...string) *Names {
 	}
 	t := new(Names)
 	for _, s := range names {
-		if s == "" {
-			panic("jsonx.NewNames: empty name")
+		if s == "" || len(s) > 63 {
+			panic(fmt.Sprintf("jsonx.NewNames: name %q: want 1 to 63 bytes", s))
 		}
+		t.lens |= 1 << len(s)
 		a, b := fingerprint([]byte(s))
 		i := slotOf(a, b)
 		for ; t.slots[i].s != ""; i++ {
@@ -77,10 +79,11 @@ func slotOf(a, b uint64) uint8 {
 }
 
 // Lookup returns the table's string equal to raw and true, or "" and false
-// when raw is not in the table.
+// when raw is not in the table. A length no name has (a prompt's text, most
+// values) is answered before any hashing, as a switch answers it.
 func (t *Names) Lookup(raw []byte) (string, bool) {
 	n := len(raw)
-	if n == 0 {
+	if t.lens>>uint(n)&1 == 0 { // a shift of 64 or more is 0
 		return "", false
 	}
 	a, b := fingerprint(raw)

@@ -1,6 +1,9 @@
 package jsonx
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 var testNames = []string{"model", "messages", "role", "content", "type", "text", "max_tokens",
 	"a", "ab", "chat.completion", "chat.completion.chunk", "model_context_window_exceeded"}
@@ -13,7 +16,7 @@ func TestNamesLookup(t *testing.T) {
 			t.Errorf("Lookup(%q) = %q, %v; want %q, true", s, got, ok, s)
 		}
 	}
-	for _, s := range []string{"", "b", "Model", "mode", "models", "chat.completion.", "max_token\x00", "tex",
+	for _, s := range []string{"", "b", "Model", "mode", "models", "chat.completion.", "max_token\x00", "tex", strings.Repeat("m", 70),
 		"chat.compXetion.chunk", "model_context_XXndow_exceeded", "\x00\x00\x00", "\x00\x00\x00\x00\x00\x00\x00\x00\x00"} {
 		if got, ok := tbl.Lookup([]byte(s)); ok || got != "" {
 			t.Errorf("Lookup(%q) = %q, %v; want \"\", false", s, got, ok)
@@ -57,6 +60,7 @@ func TestNewNamesRejects(t *testing.T) {
 	}
 	for name, names := range map[string][]string{
 		"empty":     {"a", ""},
+		"too long":  {strings.Repeat("x", 64)},
 		"duplicate": {"model", "role", "model"},
 		"too many":  tooMany,
 	} {

@@ -92,7 +92,7 @@ func detach(p *fpath) fpath {
 func root(key string) *fpath { return join(nil, key) }
 
 // eachMember calls fn for every member of the object v (valid JSON, trimmed)
-// with its key decoded (allocation-free for knownKey's). It reports a type
+// with its key decoded (allocation-free for knownKeys'). It reports a type
 // error at path when v is not an object.
 func eachMember(path *fpath, v []byte, fn func(key string, val []byte) error) error {
 	if len(v) == 0 || v[0] != '{' {
@@ -107,15 +107,11 @@ func eachMember(path *fpath, v []byte, fn func(key string, val []byte) error) er
 	})
 }
 
-// knownKey returns raw (the bytes between the quotes of a string without
+// knownKeys.Lookup returns raw (the bytes between the quotes of a string without
 // escapes) as a constant string when it is a member name or an enumerated
 // value the codec looks for or commonly sees, so that reading it allocates
 // nothing; ok is false otherwise.
-func knownKey(raw []byte) (key string, ok bool) {
-	return knownKeys.Lookup(raw)
-}
-
-// knownKeys is knownKey's table, in byte order.
+// The table is in byte order.
 var knownKeys = jsonx.NewNames(
 	"any", "api_error", "assistant", "authentication_error", "auto", "base64",
 	"budget_tokens", "cache_control", "cache_creation",
@@ -149,13 +145,13 @@ func eachElem(path *fpath, v []byte, fn func(i int, val []byte) error) error {
 	return jsonx.EachElement(v, fn)
 }
 
-// unquote decodes a JSON string token: knownKey's without allocating, the
+// unquote decodes a JSON string token: knownKeys' without allocating, the
 // rest with jsonx.Unquote.
 func unquote(path *fpath, v []byte) (string, error) {
 	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
 		return "", errAt(path, "expected a string, got %s", jsonx.KindName(v))
 	}
-	if k, ok := knownKey(v[1 : len(v)-1]); ok {
+	if k, ok := knownKeys.Lookup(v[1 : len(v)-1]); ok {
 		return k, nil
 	}
 	s, err := jsonx.Unquote(v)

@@ -14,12 +14,12 @@ import (
 // once, and the walkers bounds-check every index so that no input can make
 // them panic.
 
-// unquote decodes a raw JSON string token: knownKey's without allocating,
+// unquote decodes a raw JSON string token: knownKeys' without allocating,
 // the rest with jsonx.Unquote (invalid UTF-8 becomes U+FFFD exactly as
 // encoding/json makes it).
 func unquote(raw []byte) (string, bool) {
 	if len(raw) >= 2 && raw[0] == '"' {
-		if k, ok := knownKey(raw[1 : len(raw)-1]); ok {
+		if k, ok := knownKeys.Lookup(raw[1 : len(raw)-1]); ok {
 			return k, true
 		}
 	}
@@ -27,15 +27,11 @@ func unquote(raw []byte) (string, bool) {
 	return s, err == nil
 }
 
-// knownKey returns raw (the bytes between the quotes of a string without
+// knownKeys.Lookup returns raw (the bytes between the quotes of a string without
 // escapes) as a constant string when it is a member name or an enumerated
 // value the codec looks for or commonly sees, so that decoding it allocates
 // nothing; ok is false otherwise.
-func knownKey(raw []byte) (string, bool) {
-	return knownKeys.Lookup(raw)
-}
-
-// knownKeys is knownKey's table, in byte order.
+// The table is in byte order.
 var knownKeys = jsonx.NewNames(
 	"accepted_prediction_tokens", "annotations", "arguments", "assistant",
 	"audio", "audio_tokens", "auto", "cache_write_tokens", "cached_tokens",
