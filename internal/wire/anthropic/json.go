@@ -12,7 +12,7 @@ import (
 
 // This file holds what of the JSON toolkit is the codec's own: field paths
 // for errors, a member and element walk over JSON that has already passed
-// jsonx.Valid that decodes keys through this codec's knownKey table and
+// jsonx.Valid that decodes keys through this codec's knownKeys table and
 // reports type mismatches at the field path, typed value readers, and the
 // Extra writer's rule (each value checked, an invalid one an error at its
 // path). The scanning and encoding underneath are jsonx's.
@@ -107,11 +107,10 @@ func eachMember(path *fpath, v []byte, fn func(key string, val []byte) error) er
 	})
 }
 
-// knownKeys.Lookup returns raw (the bytes between the quotes of a string without
-// escapes) as a constant string when it is a member name or an enumerated
-// value the codec looks for or commonly sees, so that reading it allocates
-// nothing; ok is false otherwise.
-// The table is in byte order.
+// knownKeys holds the member names and enumerated values the codec looks
+// for or commonly sees, in byte order: knownKeys.Lookup returns raw (the
+// bytes between the quotes of a string without escapes) as the table's
+// constant string, so that reading it allocates nothing; ok is false otherwise.
 var knownKeys = jsonx.NewNames(
 	"any", "api_error", "assistant", "authentication_error", "auto", "base64",
 	"budget_tokens", "cache_control", "cache_creation",

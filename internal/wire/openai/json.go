@@ -27,11 +27,10 @@ func unquote(raw []byte) (string, bool) {
 	return s, err == nil
 }
 
-// knownKeys.Lookup returns raw (the bytes between the quotes of a string without
-// escapes) as a constant string when it is a member name or an enumerated
-// value the codec looks for or commonly sees, so that decoding it allocates
-// nothing; ok is false otherwise.
-// The table is in byte order.
+// knownKeys holds the member names and enumerated values the codec looks
+// for or commonly sees, in byte order: knownKeys.Lookup returns raw (the
+// bytes between the quotes of a string without escapes) as the table's
+// constant string, so that decoding it allocates nothing; ok is false otherwise.
 var knownKeys = jsonx.NewNames(
 	"accepted_prediction_tokens", "annotations", "arguments", "assistant",
 	"audio", "audio_tokens", "auto", "cache_write_tokens", "cached_tokens",
