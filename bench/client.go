@@ -53,12 +53,6 @@ func endpointPath(base string, f llm.Format) string {
 	return base + tail
 }
 
-// requestBody encodes call number seq of r in format f.
-func requestBody(r *Request, f llm.Format, seq uint64) []byte {
-	t := newBodyTemplate(r, f)
-	return t.appendBody(nil, seq)
-}
-
 // bodyTemplate is a request body cut around the call's sequence number, so
 // that a call only copies it and writes its number.
 type bodyTemplate struct{ pre, post []byte }

@@ -62,23 +62,6 @@ relative to direct) and write a self-contained HTML report.
 	return cmd
 }
 
-// demoPlan is the time the demo's runs are scheduled for (without the
-// drain of the calls still in flight at the end of each).
-func demoPlan(quick bool) (time.Duration, error) {
-	total := warmup
-	for _, name := range demoOrder() {
-		s, err := bench.LoadScenario(name)
-		if err != nil {
-			return 0, err
-		}
-		if quick {
-			s = s.Quick()
-		}
-		total += s.Load.Duration.D()
-	}
-	return total, nil
-}
-
 // warmup is how long both paths are warmed before the first scenario.
 const warmup = time.Second
 

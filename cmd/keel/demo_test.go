@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/keelmesh/keel/internal/store/sqlite"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/keelmesh/keel/internal/store/sqlite"
 
 	"github.com/keelmesh/keel/bench"
 )
@@ -211,4 +212,21 @@ func checkDemoReport(t *testing.T, db string, scenarios []struct {
 	if page, _ := os.ReadFile(html); !strings.Contains(string(page), "<svg") {
 		t.Error("the HTML report has no chart")
 	}
+}
+
+// demoPlan is the time the demo's runs are scheduled for (without the
+// drain of the calls still in flight at the end of each).
+func demoPlan(quick bool) (time.Duration, error) {
+	total := warmup
+	for _, name := range demoOrder() {
+		s, err := bench.LoadScenario(name)
+		if err != nil {
+			return 0, err
+		}
+		if quick {
+			s = s.Quick()
+		}
+		total += s.Load.Duration.D()
+	}
+	return total, nil
 }

@@ -16,7 +16,7 @@
 // BenchmarkClassify, which reports CPU time per call next to wall time).
 //
 // A *Classifier is immutable after construction and safe for concurrent use;
-// Classify never blocks and does no I/O. The package imports only the standard
+// Domain never blocks and does no I/O. The package imports only the standard
 // library.
 package classify
 
@@ -30,7 +30,7 @@ import (
 	"sync"
 )
 
-// MaxBytes is how much of a text Classify reads: the first 4 KiB (cut back to
+// MaxBytes is how much of a text Domain reads: the first 4 KiB (cut back to
 // a UTF-8 boundary). The opening of a prompt carries its domain; reading more
 // costs time without changing the answer in practice.
 const MaxBytes = 4096
@@ -189,26 +189,11 @@ func (c *Classifier) addDomain(domain string) {
 	c.bias = append(c.bias, NewDomainBias)
 }
 
-// Domains returns the domain names the classifier can answer, in a fixed
-// order. The slice is a copy.
-func (c *Classifier) Domains() []string { return append([]string(nil), c.domains...) }
-
 var featPool = sync.Pool{New: func() any { b := make([]uint32, 0, 4096); return &b }}
 
-// Classify returns text's domain signature. It reads at most MaxBytes of
-// text. An empty or feature-less text is General with the model's prior.
-func (c *Classifier) Classify(text string) Signature {
-	var logits [maxDomains]float64
-	lg, best := c.logits(text, logits[:0])
-	scores := make(map[string]float64, len(lg))
-	for i, p := range lg {
-		scores[c.domains[i]] = p
-	}
-	return Signature{Domain: c.domains[best], Confidence: lg[best], Scores: scores}
-}
-
-// Domain is Classify(text).Domain without building the scores (the
-// request path needs only the label).
+// Domain returns text's domain: the classifier's best-scoring one, without
+// building the per-domain scores (the request path needs only the label). It
+// reads at most MaxBytes of text; an empty or feature-less text is General.
 func (c *Classifier) Domain(text string) string {
 	var logits [maxDomains]float64
 	_, best := c.logits(text, logits[:0])

@@ -206,3 +206,19 @@ func TestDomainMatchesClassify(t *testing.T) {
 		}
 	}
 }
+
+// Classify returns text's domain signature. It reads at most MaxBytes of
+// text. An empty or feature-less text is General with the model's prior.
+func (c *Classifier) Classify(text string) Signature {
+	var logits [maxDomains]float64
+	lg, best := c.logits(text, logits[:0])
+	scores := make(map[string]float64, len(lg))
+	for i, p := range lg {
+		scores[c.domains[i]] = p
+	}
+	return Signature{Domain: c.domains[best], Confidence: lg[best], Scores: scores}
+}
+
+// Domains returns the domain names the classifier can answer, in a fixed
+// order. The slice is a copy.
+func (c *Classifier) Domains() []string { return append([]string(nil), c.domains...) }

@@ -36,19 +36,6 @@ func (c Complexity) String() string {
 	return "complexity(" + string(rune('0'+int(c))) + ")"
 }
 
-// ParseComplexity is the inverse of String.
-func ParseComplexity(s string) (Complexity, bool) {
-	switch s {
-	case "simple":
-		return Simple, true
-	case "medium":
-		return Medium, true
-	case "complex":
-		return Complex, true
-	}
-	return Simple, false
-}
-
 // Complexity classifies text as Simple, Medium or Complex from cues a reader
 // would use: its length (English words, Chinese characters), reasoning cues
 // (prove, derive, design, trade-offs, step by step; 证明, 推导, 设计, 权衡,

@@ -125,3 +125,16 @@ func TestComplexityHeldOut(t *testing.T) {
 		t.Errorf("%d held-out complex prompts classified simple, want none", conf[Complex][Simple])
 	}
 }
+
+// ParseComplexity is the inverse of String.
+func ParseComplexity(s string) (Complexity, bool) {
+	switch s {
+	case "simple":
+		return Simple, true
+	case "medium":
+		return Medium, true
+	case "complex":
+		return Complex, true
+	}
+	return Simple, false
+}

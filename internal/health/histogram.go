@@ -112,15 +112,6 @@ type Histogram struct {
 	mu sync.Mutex // serialises rotation
 }
 
-// NewHistogram validates cfg, fills in defaults and returns an empty
-// Histogram.
-func NewHistogram(cfg HistogramConfig) (*Histogram, error) {
-	if err := cfg.fill(); err != nil {
-		return nil, err
-	}
-	return newHistogram(cfg, cfg.Now()), nil
-}
-
 func newHistogram(cfg HistogramConfig, start time.Time) *Histogram {
 	return &Histogram{
 		width: int64(cfg.SubWindow),

@@ -247,3 +247,12 @@ func BenchmarkQuantile(b *testing.B) {
 		})
 	}
 }
+
+// NewHistogram validates cfg, fills in defaults and returns an empty
+// Histogram.
+func NewHistogram(cfg HistogramConfig) (*Histogram, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	return newHistogram(cfg, cfg.Now()), nil
+}

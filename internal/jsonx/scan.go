@@ -53,20 +53,6 @@ func StringEnd(b []byte, i int) int {
 	return len(b)
 }
 
-// stringEndSlow is StringEnd one byte at a time: the definition the fast
-// version is tested against.
-func stringEndSlow(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return len(b)
-}
-
 // ValueEnd returns the index just past the JSON value starting at b[i]
 // (no leading space). b is expected to be valid JSON.
 func ValueEnd(b []byte, i int) int {

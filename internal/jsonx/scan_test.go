@@ -41,3 +41,17 @@ func FuzzStringEnd(f *testing.F) {
 		}
 	})
 }
+
+// stringEndSlow is StringEnd one byte at a time: the definition the fast
+// version is tested against.
+func stringEndSlow(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}

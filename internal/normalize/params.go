@@ -114,14 +114,6 @@ type Table struct{ rules []Rule }
 // NewTable returns a table of rules (copied).
 func NewTable(rules ...Rule) *Table { return &Table{rules: append([]Rule(nil), rules...)} }
 
-// With returns a table holding t's rules followed by more.
-func (t *Table) With(more ...Rule) *Table {
-	return NewTable(append(append([]Rule(nil), t.rules...), more...)...)
-}
-
-// Rules returns a copy of the table's rules.
-func (t *Table) Rules() []Rule { return append([]Rule(nil), t.rules...) }
-
 var one = 1.0
 
 // DefaultTable returns the built-in rules (PROTOCOLS §0.1 and §5.1):

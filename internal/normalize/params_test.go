@@ -174,3 +174,8 @@ func TestTemperatureParamsHeader(t *testing.T) {
 		t.Errorf("extended table: %+v %+v %v", out, acts, err)
 	}
 }
+
+// With returns a table holding t's rules followed by more.
+func (t *Table) With(more ...Rule) *Table {
+	return NewTable(append(append([]Rule(nil), t.rules...), more...)...)
+}

@@ -34,7 +34,6 @@ func Render(w io.Writer, r *Report, format string) error {
 func pct(x float64) string    { return fmt.Sprintf("%.1f%%", 100*x) }
 func usd(x float64) string    { return fmt.Sprintf("$%.4f", x) }
 func msf(x float64) string    { return fmt.Sprintf("%.1f ms", x) }
-func f2(x float64) string     { return fmt.Sprintf("%.2f", x) }
 func f3(x float64) string     { return fmt.Sprintf("%.3f", x) }
 func hour(t time.Time) string { return t.UTC().Format("2006-01-02 15:00") }
 

@@ -3,7 +3,7 @@
 // states and the alias's chain) and a Policy (from config and the request's
 // mesh behaviour).
 //
-// Pick is a pure function: it never blocks, does no I/O, starts no
+// PickAppend is a pure function: it never blocks, does no I/O, starts no
 // goroutines and keeps no state, so it is safe for concurrent use as long as
 // callers do not mutate the slices they pass while it runs. The package
 // imports only the standard library; it never imports internal/health.
@@ -44,7 +44,7 @@ type Candidate struct {
 	Unavailable string
 }
 
-// Strategy selects how Pick ranks eligible candidates.
+// Strategy selects how PickAppend ranks eligible candidates.
 type Strategy int
 
 // The strategies.
@@ -108,7 +108,7 @@ const (
 	ReasonTieLost       Reason = "tie_lost"       // tied, and power-of-two-choices chose another
 )
 
-// Decision explains Pick's verdict on one candidate, for the debug trace.
+// Decision explains PickAppend's verdict on one candidate, for the debug trace.
 type Decision struct {
 	// ID is the candidate's ID.
 	ID string
@@ -122,16 +122,16 @@ type Decision struct {
 	Detail string
 }
 
-// Choice is Pick's result.
+// Choice is PickAppend's result.
 type Choice struct {
-	// Index of the chosen candidate in the slice given to Pick; -1 when
+	// Index of the chosen candidate in the slice given to PickAppend; -1 when
 	// none was.
 	Index int
 	// Decisions holds one entry per candidate, in the same order.
 	Decisions []Decision
 }
 
-// Errors of Pick. The returned error always wraps ErrNoCandidate and, when
+// Errors of PickAppend. The returned error always wraps ErrNoCandidate and, when
 // there were candidates, exactly one of ErrAllFiltered and ErrAllUnavailable.
 var (
 	// ErrNoCandidate: nothing was eligible.
@@ -145,19 +145,13 @@ var (
 	ErrAllUnavailable = errors.New("every suitable candidate is unavailable")
 )
 
-// Pick chooses a candidate for p. Hard filters come first (capability,
-// domain score, context window, then availability); then the preferred
-// region narrows the field if it has an eligible candidate; then the
-// strategy ranks. rnd(n) must return a uniform int in [0, n) (nil means
-// math/rand/v2's IntN); it is called only to break latency ties.
-//
-// Pick allocates only the Decisions slice; PickAppend avoids even that.
-func Pick(cands []Candidate, p Policy, rnd func(n int) int) (Choice, error) {
-	return PickAppend(nil, cands, p, rnd)
-}
-
-// PickAppend is Pick writing its decisions into dst[:0] (growing it if
-// needed), so that a caller reusing a buffer routes without allocating.
+// PickAppend chooses a candidate for p. Hard filters come first
+// (capability, domain score, context window, then availability); then the
+// preferred region narrows the field if it has an eligible candidate; then
+// the strategy ranks. rnd(n) must return a uniform int in [0, n) (nil means
+// math/rand/v2's IntN); it is called only to break latency ties. It writes
+// its decisions into dst[:0] (growing it if needed), so that a caller
+// reusing a buffer routes without allocating.
 func PickAppend(dst []Decision, cands []Candidate, p Policy, rnd func(n int) int) (Choice, error) {
 	if rnd == nil {
 		rnd = rand.IntN
@@ -288,7 +282,7 @@ func domainScore(c *Candidate, domain string) float64 {
 	return 1
 }
 
-// noCandidate builds Pick's error, listing every candidate's reason; a
+// noCandidate builds PickAppend's error, listing every candidate's reason; a
 // capability filter names the candidate's capability and the floor. It runs
 // only when the pick fails, so its allocations stay off the picking path.
 func noCandidate(cands []Candidate, ds []Decision, suitable int, p Policy) error {

@@ -410,3 +410,8 @@ func BenchmarkPick(b *testing.B) {
 		}
 	})
 }
+
+// Pick is PickAppend with a fresh decisions slice, the tests' shorthand.
+func Pick(cands []Candidate, p Policy, rnd func(n int) int) (Choice, error) {
+	return PickAppend(nil, cands, p, rnd)
+}

@@ -150,13 +150,6 @@ func (c *compileCache) leave(f *flight) {
 	}
 }
 
-// len reports the cached entries and their bytes.
-func (c *compileCache) len() (int, int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lru.Len(), c.bytes
-}
-
 // compiles counts the compiles run (the tests' view of the shared flights).
 var compiles atomic.Int64
 

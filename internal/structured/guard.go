@@ -17,23 +17,6 @@ const (
 	SpanIdentifier                     // INV-2024-0001, PO_7731, AB12345, UUIDs
 )
 
-// String returns the kind's lower-case name.
-func (k SpanKind) String() string {
-	switch k {
-	case SpanNumber:
-		return "number"
-	case SpanCurrency:
-		return "currency"
-	case SpanPercent:
-		return "percent"
-	case SpanDate:
-		return "date"
-	case SpanIdentifier:
-		return "identifier"
-	}
-	return "unknown"
-}
-
 // Span is a guarded span: bytes of a text that no later stage may rewrite.
 type Span struct {
 	Start, End int // byte offsets, Text == text[Start:End]

@@ -27,9 +27,6 @@ import (
 // DefaultPath is the database file Open uses when given "".
 const DefaultPath = "keel-calibrations.db"
 
-// ErrNotFound is returned by Load and LoadPair when no calibration matches.
-var ErrNotFound = errors.New("calibration not found")
-
 // Store is a calibration table in a SQLite database.
 type Store struct {
 	db  *sql.DB
@@ -110,27 +107,6 @@ func (s *Store) Save(ctx context.Context, c *normalize.Calibration) error {
 	return nil
 }
 
-// Load returns the calibration stored under id.
-func (s *Store) Load(ctx context.Context, id string) (*normalize.Calibration, error) {
-	return s.one(ctx, `SELECT body FROM calibrations WHERE calibration_id = ?`, id)
-}
-
-// LoadPair returns the newest calibration from reference to target.
-func (s *Store) LoadPair(ctx context.Context, reference, target string) (*normalize.Calibration, error) {
-	return s.one(ctx, `SELECT body FROM calibrations WHERE reference = ? AND target = ? ORDER BY created_at DESC, calibration_id DESC LIMIT 1`, reference, target)
-}
-
-func (s *Store) one(ctx context.Context, q string, args ...any) (*normalize.Calibration, error) {
-	var body string
-	if err := s.db.QueryRowContext(ctx, q, args...).Scan(&body); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("%v: %w", args, ErrNotFound)
-		}
-		return nil, fmt.Errorf("loading calibration %v: %w", args, err)
-	}
-	return decode(body)
-}
-
 func decode(body string) (*normalize.Calibration, error) {
 	var c normalize.Calibration
 	if err := json.Unmarshal([]byte(body), &c); err != nil {
@@ -162,14 +138,4 @@ func (s *Store) All(ctx context.Context) ([]*normalize.Calibration, error) {
 		return nil, fmt.Errorf("listing calibrations: %w", err)
 	}
 	return out, nil
-}
-
-// Set loads every stored calibration into an immutable normalize.Set for
-// the request path.
-func (s *Store) Set(ctx context.Context) (*normalize.Set, error) {
-	all, err := s.All(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return normalize.NewSet(all...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -134,3 +135,37 @@ func TestCalibrationStoreSharedDB(t *testing.T) {
 		t.Errorf("zero CreatedAt not stamped: %+v %v", got, err)
 	}
 }
+
+// Set loads every stored calibration into an immutable normalize.Set for
+// the request path.
+func (s *Store) Set(ctx context.Context) (*normalize.Set, error) {
+	all, err := s.All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return normalize.NewSet(all...)
+}
+
+func (s *Store) one(ctx context.Context, q string, args ...any) (*normalize.Calibration, error) {
+	var body string
+	if err := s.db.QueryRowContext(ctx, q, args...).Scan(&body); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("%v: %w", args, ErrNotFound)
+		}
+		return nil, fmt.Errorf("loading calibration %v: %w", args, err)
+	}
+	return decode(body)
+}
+
+// LoadPair returns the newest calibration from reference to target.
+func (s *Store) LoadPair(ctx context.Context, reference, target string) (*normalize.Calibration, error) {
+	return s.one(ctx, `SELECT body FROM calibrations WHERE reference = ? AND target = ? ORDER BY created_at DESC, calibration_id DESC LIMIT 1`, reference, target)
+}
+
+// Load returns the calibration stored under id.
+func (s *Store) Load(ctx context.Context, id string) (*normalize.Calibration, error) {
+	return s.one(ctx, `SELECT body FROM calibrations WHERE calibration_id = ?`, id)
+}
+
+// ErrNotFound is returned by Load and LoadPair when no calibration matches.
+var ErrNotFound = errors.New("calibration not found")

@@ -12,7 +12,7 @@ import (
 
 // This file holds what of the JSON toolkit is the codec's own: field paths
 // for errors, a member and element walk over JSON that has already passed
-// jsonx.Valid that decodes keys through this codec's knownKey table and
+// jsonx.Valid that decodes keys through this codec's knownKeys table and
 // reports type mismatches at the field path, typed value readers, and the
 // Extra writer's rule (each value checked, an invalid one an error at its
 // path). The scanning and encoding underneath are jsonx's.
@@ -92,7 +92,7 @@ func detach(p *fpath) fpath {
 func root(key string) *fpath { return join(nil, key) }
 
 // eachMember calls fn for every member of the object v (valid JSON, trimmed)
-// with its key decoded (allocation-free for knownKey's). It reports a type
+// with its key decoded (allocation-free for knownKeys'). It reports a type
 // error at path when v is not an object.
 func eachMember(path *fpath, v []byte, fn func(key string, val []byte) error) error {
 	if len(v) == 0 || v[0] != '{' {
@@ -107,213 +107,34 @@ func eachMember(path *fpath, v []byte, fn func(key string, val []byte) error) er
 	})
 }
 
-// knownKey returns raw (the bytes between the quotes of a string without
-// escapes) as a constant string when it is a member name or an enumerated
-// value the codec looks for or commonly sees, so that reading it allocates
-// nothing; ok is false otherwise.
-func knownKey(raw []byte) (key string, ok bool) {
-	switch string(raw) {
-	case "any":
-		return "any", true
-	case "api_error":
-		return "api_error", true
-	case "assistant":
-		return "assistant", true
-	case "authentication_error":
-		return "authentication_error", true
-	case "auto":
-		return "auto", true
-	case "base64":
-		return "base64", true
-	case "budget_tokens":
-		return "budget_tokens", true
-	case "cache_control":
-		return "cache_control", true
-	case "cache_creation":
-		return "cache_creation", true
-	case "cache_creation_input_tokens":
-		return "cache_creation_input_tokens", true
-	case "cache_read_input_tokens":
-		return "cache_read_input_tokens", true
-	case "citations":
-		return "citations", true
-	case "container":
-		return "container", true
-	case "content":
-		return "content", true
-	case "content_block":
-		return "content_block", true
-	case "content_block_delta":
-		return "content_block_delta", true
-	case "content_block_start":
-		return "content_block_start", true
-	case "content_block_stop":
-		return "content_block_stop", true
-	case "context":
-		return "context", true
-	case "custom":
-		return "custom", true
-	case "data":
-		return "data", true
-	case "delta":
-		return "delta", true
-	case "description":
-		return "description", true
-	case "details":
-		return "details", true
-	case "disable_parallel_tool_use":
-		return "disable_parallel_tool_use", true
-	case "end_turn":
-		return "end_turn", true
-	case "ephemeral":
-		return "ephemeral", true
-	case "ephemeral_1h_input_tokens":
-		return "ephemeral_1h_input_tokens", true
-	case "ephemeral_5m_input_tokens":
-		return "ephemeral_5m_input_tokens", true
-	case "error":
-		return "error", true
-	case "error_code":
-		return "error_code", true
-	case "file_id":
-		return "file_id", true
-	case "id":
-		return "id", true
-	case "image":
-		return "image", true
-	case "index":
-		return "index", true
-	case "input":
-		return "input", true
-	case "input_json_delta":
-		return "input_json_delta", true
-	case "input_schema":
-		return "input_schema", true
-	case "input_tokens":
-		return "input_tokens", true
-	case "invalid_request_error":
-		return "invalid_request_error", true
-	case "is_error":
-		return "is_error", true
-	case "max_tokens":
-		return "max_tokens", true
-	case "media_type":
-		return "media_type", true
-	case "mesh_behavior":
-		return "mesh_behavior", true
-	case "mesh_error_code":
-		return "mesh_error_code", true
-	case "message":
-		return "message", true
-	case "message_delta":
-		return "message_delta", true
-	case "message_start":
-		return "message_start", true
-	case "message_stop":
-		return "message_stop", true
-	case "messages":
-		return "messages", true
-	case "metadata":
-		return "metadata", true
-	case "model":
-		return "model", true
-	case "model_context_window_exceeded":
-		return "model_context_window_exceeded", true
-	case "name":
-		return "name", true
-	case "none":
-		return "none", true
-	case "not_found_error":
-		return "not_found_error", true
-	case "output_tokens":
-		return "output_tokens", true
-	case "output_tokens_details":
-		return "output_tokens_details", true
-	case "overloaded_error":
-		return "overloaded_error", true
-	case "partial_json":
-		return "partial_json", true
-	case "pause_turn":
-		return "pause_turn", true
-	case "permission_error":
-		return "permission_error", true
-	case "ping":
-		return "ping", true
-	case "rate_limit_error":
-		return "rate_limit_error", true
-	case "redacted_thinking":
-		return "redacted_thinking", true
-	case "refusal":
-		return "refusal", true
-	case "request_id":
-		return "request_id", true
-	case "role":
-		return "role", true
-	case "server_tool_use":
-		return "server_tool_use", true
-	case "service_tier":
-		return "service_tier", true
-	case "signature":
-		return "signature", true
-	case "signature_delta":
-		return "signature_delta", true
-	case "source":
-		return "source", true
-	case "stop_reason":
-		return "stop_reason", true
-	case "stop_sequence":
-		return "stop_sequence", true
-	case "stop_sequences":
-		return "stop_sequences", true
-	case "stream":
-		return "stream", true
-	case "strict":
-		return "strict", true
-	case "system":
-		return "system", true
-	case "temperature":
-		return "temperature", true
-	case "text":
-		return "text", true
-	case "text_delta":
-		return "text_delta", true
-	case "thinking":
-		return "thinking", true
-	case "thinking_delta":
-		return "thinking_delta", true
-	case "thinking_tokens":
-		return "thinking_tokens", true
-	case "title":
-		return "title", true
-	case "tool":
-		return "tool", true
-	case "tool_choice":
-		return "tool_choice", true
-	case "tool_result":
-		return "tool_result", true
-	case "tool_use":
-		return "tool_use", true
-	case "tool_use_id":
-		return "tool_use_id", true
-	case "tools":
-		return "tools", true
-	case "top_k":
-		return "top_k", true
-	case "top_p":
-		return "top_p", true
-	case "type":
-		return "type", true
-	case "url":
-		return "url", true
-	case "user":
-		return "user", true
-	case "user_id":
-		return "user_id", true
-	case "web_search_20250305":
-		return "web_search_20250305", true
-	}
-	return "", false
-}
+// knownKeys holds the member names and enumerated values the codec looks
+// for or commonly sees, in byte order: knownKeys.Lookup returns raw (the
+// bytes between the quotes of a string without escapes) as the table's
+// constant string, so that reading it allocates nothing; ok is false otherwise.
+var knownKeys = jsonx.NewNames(
+	"any", "api_error", "assistant", "authentication_error", "auto", "base64",
+	"budget_tokens", "cache_control", "cache_creation",
+	"cache_creation_input_tokens", "cache_read_input_tokens", "citations",
+	"container", "content", "content_block", "content_block_delta",
+	"content_block_start", "content_block_stop", "context", "custom", "data",
+	"delta", "description", "details", "disable_parallel_tool_use", "end_turn",
+	"ephemeral", "ephemeral_1h_input_tokens", "ephemeral_5m_input_tokens",
+	"error", "error_code", "file_id", "id", "image", "index", "input",
+	"input_json_delta", "input_schema", "input_tokens",
+	"invalid_request_error", "is_error", "max_tokens", "media_type",
+	"mesh_behavior", "mesh_error_code", "message", "message_delta",
+	"message_start", "message_stop", "messages", "metadata", "model",
+	"model_context_window_exceeded", "name", "none", "not_found_error",
+	"output_tokens", "output_tokens_details", "overloaded_error",
+	"partial_json", "pause_turn", "permission_error", "ping",
+	"rate_limit_error", "redacted_thinking", "refusal", "request_id", "role",
+	"server_tool_use", "service_tier", "signature", "signature_delta",
+	"source", "stop_reason", "stop_sequence", "stop_sequences", "stream",
+	"strict", "system", "temperature", "text", "text_delta", "thinking",
+	"thinking_delta", "thinking_tokens", "title", "tool", "tool_choice",
+	"tool_result", "tool_use", "tool_use_id", "tools", "top_k", "top_p",
+	"type", "url", "user", "user_id", "web_search_20250305",
+)
 
 // eachElem calls fn for every element of the array v (valid JSON, trimmed).
 func eachElem(path *fpath, v []byte, fn func(i int, val []byte) error) error {
@@ -323,13 +144,13 @@ func eachElem(path *fpath, v []byte, fn func(i int, val []byte) error) error {
 	return jsonx.EachElement(v, fn)
 }
 
-// unquote decodes a JSON string token: knownKey's without allocating, the
+// unquote decodes a JSON string token: knownKeys' without allocating, the
 // rest with jsonx.Unquote.
 func unquote(path *fpath, v []byte) (string, error) {
 	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
 		return "", errAt(path, "expected a string, got %s", jsonx.KindName(v))
 	}
-	if k, ok := knownKey(v[1 : len(v)-1]); ok {
+	if k, ok := knownKeys.Lookup(v[1 : len(v)-1]); ok {
 		return k, nil
 	}
 	s, err := jsonx.Unquote(v)

@@ -14,12 +14,12 @@ import (
 // once, and the walkers bounds-check every index so that no input can make
 // them panic.
 
-// unquote decodes a raw JSON string token: knownKey's without allocating,
+// unquote decodes a raw JSON string token: knownKeys' without allocating,
 // the rest with jsonx.Unquote (invalid UTF-8 becomes U+FFFD exactly as
 // encoding/json makes it).
 func unquote(raw []byte) (string, bool) {
 	if len(raw) >= 2 && raw[0] == '"' {
-		if k, ok := knownKey(raw[1 : len(raw)-1]); ok {
+		if k, ok := knownKeys.Lookup(raw[1 : len(raw)-1]); ok {
 			return k, true
 		}
 	}
@@ -27,197 +27,31 @@ func unquote(raw []byte) (string, bool) {
 	return s, err == nil
 }
 
-// knownKey returns raw (the bytes between the quotes of a string without
-// escapes) as a constant string when it is a member name or an enumerated
-// value the codec looks for or commonly sees, so that decoding it allocates
-// nothing; ok is false otherwise.
-func knownKey(raw []byte) (string, bool) {
-	switch string(raw) {
-	case "accepted_prediction_tokens":
-		return "accepted_prediction_tokens", true
-	case "annotations":
-		return "annotations", true
-	case "arguments":
-		return "arguments", true
-	case "assistant":
-		return "assistant", true
-	case "audio":
-		return "audio", true
-	case "audio_tokens":
-		return "audio_tokens", true
-	case "auto":
-		return "auto", true
-	case "cache_write_tokens":
-		return "cache_write_tokens", true
-	case "cached_tokens":
-		return "cached_tokens", true
-	case "chat.completion":
-		return "chat.completion", true
-	case "chat.completion.chunk":
-		return "chat.completion.chunk", true
-	case "choices":
-		return "choices", true
-	case "code":
-		return "code", true
-	case "completion_tokens":
-		return "completion_tokens", true
-	case "completion_tokens_details":
-		return "completion_tokens_details", true
-	case "content":
-		return "content", true
-	case "content_filter":
-		return "content_filter", true
-	case "created":
-		return "created", true
-	case "default":
-		return "default", true
-	case "delta":
-		return "delta", true
-	case "description":
-		return "description", true
-	case "detail":
-		return "detail", true
-	case "developer":
-		return "developer", true
-	case "error":
-		return "error", true
-	case "finish_reason":
-		return "finish_reason", true
-	case "frequency_penalty":
-		return "frequency_penalty", true
-	case "function":
-		return "function", true
-	case "function_call":
-		return "function_call", true
-	case "high":
-		return "high", true
-	case "id":
-		return "id", true
-	case "image_url":
-		return "image_url", true
-	case "include_usage":
-		return "include_usage", true
-	case "index":
-		return "index", true
-	case "invalid_request_error":
-		return "invalid_request_error", true
-	case "json_object":
-		return "json_object", true
-	case "json_schema":
-		return "json_schema", true
-	case "length":
-		return "length", true
-	case "logit_bias":
-		return "logit_bias", true
-	case "logprobs":
-		return "logprobs", true
-	case "low":
-		return "low", true
-	case "max_completion_tokens":
-		return "max_completion_tokens", true
-	case "max_tokens":
-		return "max_tokens", true
-	case "mesh_behavior":
-		return "mesh_behavior", true
-	case "mesh_error_code":
-		return "mesh_error_code", true
-	case "message":
-		return "message", true
-	case "messages":
-		return "messages", true
-	case "metadata":
-		return "metadata", true
-	case "model":
-		return "model", true
-	case "n":
-		return "n", true
-	case "name":
-		return "name", true
-	case "none":
-		return "none", true
-	case "object":
-		return "object", true
-	case "parallel_tool_calls":
-		return "parallel_tool_calls", true
-	case "param":
-		return "param", true
-	case "parameters":
-		return "parameters", true
-	case "presence_penalty":
-		return "presence_penalty", true
-	case "prompt_tokens":
-		return "prompt_tokens", true
-	case "prompt_tokens_details":
-		return "prompt_tokens_details", true
-	case "reasoning":
-		return "reasoning", true
-	case "reasoning_content":
-		return "reasoning_content", true
-	case "reasoning_tokens":
-		return "reasoning_tokens", true
-	case "refusal":
-		return "refusal", true
-	case "rejected_prediction_tokens":
-		return "rejected_prediction_tokens", true
-	case "required":
-		return "required", true
-	case "response_format":
-		return "response_format", true
-	case "role":
-		return "role", true
-	case "schema":
-		return "schema", true
-	case "seed":
-		return "seed", true
-	case "server_error":
-		return "server_error", true
-	case "service_tier":
-		return "service_tier", true
-	case "stop":
-		return "stop", true
-	case "store":
-		return "store", true
-	case "stream":
-		return "stream", true
-	case "stream_options":
-		return "stream_options", true
-	case "strict":
-		return "strict", true
-	case "system":
-		return "system", true
-	case "system_fingerprint":
-		return "system_fingerprint", true
-	case "temperature":
-		return "temperature", true
-	case "text":
-		return "text", true
-	case "tool":
-		return "tool", true
-	case "tool_call_id":
-		return "tool_call_id", true
-	case "tool_calls":
-		return "tool_calls", true
-	case "tool_choice":
-		return "tool_choice", true
-	case "tools":
-		return "tools", true
-	case "top_logprobs":
-		return "top_logprobs", true
-	case "top_p":
-		return "top_p", true
-	case "total_tokens":
-		return "total_tokens", true
-	case "type":
-		return "type", true
-	case "url":
-		return "url", true
-	case "usage":
-		return "usage", true
-	case "user":
-		return "user", true
-	}
-	return "", false
-}
+// knownKeys holds the member names and enumerated values the codec looks
+// for or commonly sees, in byte order: knownKeys.Lookup returns raw (the
+// bytes between the quotes of a string without escapes) as the table's
+// constant string, so that decoding it allocates nothing; ok is false otherwise.
+var knownKeys = jsonx.NewNames(
+	"accepted_prediction_tokens", "annotations", "arguments", "assistant",
+	"audio", "audio_tokens", "auto", "cache_write_tokens", "cached_tokens",
+	"chat.completion", "chat.completion.chunk", "choices", "code",
+	"completion_tokens", "completion_tokens_details", "content",
+	"content_filter", "created", "default", "delta", "description", "detail",
+	"developer", "error", "finish_reason", "frequency_penalty", "function",
+	"function_call", "high", "id", "image_url", "include_usage", "index",
+	"invalid_request_error", "json_object", "json_schema", "length",
+	"logit_bias", "logprobs", "low", "max_completion_tokens", "max_tokens",
+	"mesh_behavior", "mesh_error_code", "message", "messages", "metadata",
+	"model", "n", "name", "none", "object", "parallel_tool_calls", "param",
+	"parameters", "presence_penalty", "prompt_tokens", "prompt_tokens_details",
+	"reasoning", "reasoning_content", "reasoning_tokens", "refusal",
+	"rejected_prediction_tokens", "required", "response_format", "role",
+	"schema", "seed", "server_error", "service_tier", "stop", "store",
+	"stream", "stream_options", "strict", "system", "system_fingerprint",
+	"temperature", "text", "tool", "tool_call_id", "tool_calls", "tool_choice",
+	"tools", "top_logprobs", "top_p", "total_tokens", "type", "url", "usage",
+	"user",
+)
 
 // keyName decodes a raw object key.
 func keyName(raw []byte) string {
