@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -17,7 +20,9 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/keelmesh/keel/config"
+	"github.com/keelmesh/keel/internal/shadow"
 	"github.com/keelmesh/keel/internal/simfleet"
+	"github.com/keelmesh/keel/internal/store/sqlite"
 	"github.com/keelmesh/keel/sim"
 )
 
@@ -623,5 +628,185 @@ func TestResponsesCustomToolOnOtherFormats(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// Structured output from text.format: a broken JSON answer from a
+// Responses endpoint is repaired or re-asked, never passed off; the
+// client reads valid JSON in output_text, streamed or not.
+func TestResponsesStructuredRepair(t *testing.T) {
+	e := newEnv(t, sim.ZeroLatency(), withResponsesEndpoint)
+	for _, stream := range []bool{false, true} {
+		fixed := 0
+		for i := 0; i < 20; i++ {
+			e.fleet.SetFaults([]sim.Fault{{Kind: sim.KindMalformedJSON, Count: 1}})
+			body := fmt.Sprintf(`{"model":"rsp-sonnet","stream":%v,"input":"assess %d","text":{"format":{"type":"json_schema","name":"r","schema":%s}}}`, stream, i, riskSchema)
+			resp, b := doRaw(t, e.proxy.URL+"/v1/responses", http.MethodPost, body)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, b)
+			}
+			text := ""
+			if stream {
+				if !strings.Contains(string(b), "event: response.completed") {
+					t.Fatalf("stream did not complete: %s", b)
+				}
+				var done struct {
+					Response struct {
+						Output []struct {
+							Content []struct{ Text string } `json:"content"`
+						} `json:"output"`
+					} `json:"response"`
+				}
+				i := strings.LastIndex(string(b), "data: ")
+				json.Unmarshal([]byte(strings.TrimSpace(string(b)[i+6:])), &done)
+				if len(done.Response.Output) > 0 && len(done.Response.Output[0].Content) > 0 {
+					text = done.Response.Output[0].Content[0].Text
+				}
+			} else {
+				r, err := responseOutputText(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				text = r
+			}
+			if v := mustSchema(t, riskSchema).Validate([]byte(text)); len(v) != 0 {
+				t.Fatalf("stream %v: invalid answer reached the client: %q", stream, text)
+			}
+			if resp.Header.Get("X-Mesh-Repaired") != "" || resp.Header.Get("X-Mesh-Reasked") == "true" || resp.Trailer.Get("X-Mesh-Schema-Valid") != "" {
+				fixed++
+			}
+		}
+		if fixed == 0 && !stream {
+			t.Errorf("no broken answer was repaired or re-asked in 20")
+		}
+	}
+}
+
+// responseOutputText returns a response object's output text.
+func responseOutputText(b []byte) (string, error) {
+	var r struct {
+		Output []struct {
+			Type    string                  `json:"type"`
+			Content []struct{ Text string } `json:"content"`
+		} `json:"output"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return "", err
+	}
+	var sb strings.Builder
+	for _, it := range r.Output {
+		for _, c := range it.Content {
+			sb.WriteString(c.Text)
+		}
+	}
+	return sb.String(), nil
+}
+
+// Hedging and the breaker serve a Responses client as the others: a slow
+// primary is hedged (X-Mesh-Hedged: won after the ceiling), and an
+// endpoint failing three times in a row is cut off (503
+// MESH_CIRCUIT_OPEN in OpenAI's error shape) until open_for passes.
+func TestResponsesHedgeAndBreaker(t *testing.T) {
+	body := `{"model":"MODEL","input":"x","max_output_tokens":16}`
+	t.Run("hedge", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			simCfg := sim.DefaultConfig()
+			for i := range simCfg.Regions {
+				simCfg.Regions[i].Latency = sim.LatencySpec{TTFT: sim.Duration(10 * time.Millisecond)}
+			}
+			simCfg.Regions[0].Latency.TTFT = sim.Duration(time.Second) // us-east: slow primary
+			s := newSimMesh(t, simCfg, func(c *config.Config) {
+				withResponsesEndpoint(c)
+				c.Resilience.Hedge.Ceiling = 50 * time.Millisecond
+				c.Aliases = []config.Alias{{Name: "primary-east", Models: []string{"rsp-sonnet"}, Strategy: "ordered"}}
+			})
+			defer s.mesh.Close()
+			r := s.call(t, "/v1/responses", strings.Replace(body, "MODEL", "primary-east", 1))
+			if r.status != 200 || r.header.Get("X-Mesh-Hedged") != "won" || r.took != 60*time.Millisecond {
+				t.Fatalf("%d hedged %q took %v, want won after 50ms + 10ms: %s", r.status, r.header.Get("X-Mesh-Hedged"), r.took, r.body)
+			}
+		})
+	})
+	t.Run("breaker", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			simCfg := sim.ZeroLatency()
+			simCfg.Faults = []sim.Fault{{Kind: sim.KindServerError, Status: 500, Format: "responses"}}
+			s := newSimMesh(t, simCfg, func(c *config.Config) {
+				withResponsesEndpoint(c)
+				for i := range c.Models {
+					if c.Models[i].Name == "rsp-sonnet" {
+						c.Models[i].Endpoints = c.Models[i].Endpoints[:1]
+					}
+				}
+				c.Resilience.Breaker.ConsecutiveFailures = 3
+				c.Resilience.Breaker.OpenFor = 5 * time.Second
+			})
+			defer s.mesh.Close()
+			call := strings.Replace(body, "MODEL", "rsp-sonnet", 1)
+			if first := s.call(t, "/v1/responses", call); first.status != 500 {
+				t.Fatalf("first call: %d %s", first.status, first.body)
+			}
+			sent := len(s.up.posts())
+			open := s.call(t, "/v1/responses", call)
+			var er struct {
+				Error struct{ Type, Message string } `json:"error"`
+			}
+			if open.status != 503 || open.header.Get("X-Mesh-Error-Code") != "MESH_CIRCUIT_OPEN" || json.Unmarshal(open.body, &er) != nil || er.Error.Message == "" {
+				t.Fatalf("with the breaker open: %d %s", open.status, open.body)
+			}
+			if len(s.up.posts()) != sent {
+				t.Errorf("a call went upstream while the breaker was open")
+			}
+			s.fleet.SetFaults(nil)
+			time.Sleep(5 * time.Second) // open_for passes: half-open
+			for i := range 3 {
+				if r := s.call(t, "/v1/responses", call); r.status != 200 {
+					t.Fatalf("call %d after open_for: %d %s", i, r.status, r.body)
+				}
+			}
+		})
+	})
+}
+
+// A shadowed alias shadows a Responses client's calls too: the client gets
+// its own model's answer, the shadow model is asked the same, and the
+// comparison is stored.
+func TestResponsesShadowed(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "shadow.db")
+	m := shadowMesh(t, sim.ZeroLatency(), 100, store)
+	for i := range 5 {
+		_, score := shadowBody(i)
+		in, _ := json.Marshal(fmt.Sprintf("case: %d\nrisk_level: low\nconfidence_score: %g\nmitigation_steps: isolate host %d", i, score, i))
+		body := `{"model":"risk","instructions":"Extract the fields as JSON.","input":` + string(in) +
+			`,"text":{"format":{"type":"json_schema","name":"risk","schema":` + shadowSchema + `}}}`
+		req, _ := http.NewRequest(http.MethodPost, "http://keel.invalid/v1/responses", strings.NewReader(body))
+		req.Header.Set("content-type", "application/json")
+		req.Header.Set("authorization", fmt.Sprintf("Bearer client-%d", i))
+		resp, err := m.HTTPClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		text, _ := responseOutputText(b)
+		var got map[string]any
+		if resp.StatusCode != 200 || json.Unmarshal([]byte(text), &got) != nil || got["confidence_score"] != score {
+			t.Fatalf("call %d: %d %s", i, resp.StatusCode, b)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := m.Engine().DrainShadows(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := sqlite.ReadShadow(context.Background(), store, sqlite.ShadowQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := shadow.Build(res); rep.Calls != 5 || rep.Compared != 5 {
+		t.Errorf("shadowed %d, compared %d (outcomes %v), want 5 and 5", rep.Calls, rep.Compared, rep.Outcomes)
 	}
 }

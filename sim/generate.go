@@ -89,6 +89,9 @@ type answer struct {
 // genBlock is one content block split into the pieces a stream sends.
 type genBlock struct {
 	tool bool
+	// custom marks a call of a Responses custom (freeform) tool: its input
+	// is {"input": text}, written as a custom_tool_call item.
+	custom bool
 	// tokens are the text deltas, or the input JSON pieces of a tool call.
 	tokens []string
 	id     string
@@ -132,7 +135,7 @@ func (a *answer) response() *llm.Response {
 	for i := range a.blocks {
 		b := &a.blocks[i]
 		if b.tool {
-			r.Content = append(r.Content, llm.Block{Type: llm.BlockToolUse, ID: b.id, Name: b.name, Input: json.RawMessage(b.joined())})
+			r.Content = append(r.Content, llm.Block{Type: llm.BlockToolUse, ID: b.id, Name: b.name, Input: json.RawMessage(b.joined()), Raw: b.customRaw()})
 		} else {
 			r.Content = append(r.Content, llm.Block{Type: llm.BlockText, Text: b.joined()})
 		}

@@ -460,9 +460,15 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		return
 	}
 
+	if c.format == llm.FormatResponses {
+		req = withCustomToolSchemas(req)
+	}
 	ans, err := generate(ctx, f.cfg.Seed, req, samplingFor(spec, req, sample), cont, rf)
 	if err != nil {
 		return // the client has gone: nobody reads an answer
+	}
+	if c.format == llm.FormatResponses {
+		ans.markCustomCalls(req)
 	}
 	if spec.ContextWindow > 0 && ans.usage.InputTokens > spec.ContextWindow {
 		ep.recordStatus(http.StatusBadRequest)
@@ -621,7 +627,7 @@ func (f *Fleet) writeStream(ctx context.Context, sw eventWriter, flush func() er
 		blk := &llm.Block{Type: llm.BlockText}
 		dt := llm.DeltaText
 		if b.tool {
-			blk = &llm.Block{Type: llm.BlockToolUse, ID: b.id, Name: b.name, Input: json.RawMessage("{}")}
+			blk = &llm.Block{Type: llm.BlockToolUse, ID: b.id, Name: b.name, Input: json.RawMessage("{}"), Raw: b.customRaw()}
 			dt = llm.DeltaInputJSON
 		}
 		if !write(llm.Event{Type: llm.EventBlockStart, Index: i, Block: blk}) {

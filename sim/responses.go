@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/keelmesh/keel/internal/llm"
@@ -108,4 +110,50 @@ func (s *storedResponses) keep(req *llm.Request, id string, resp *llm.Response) 
 		delete(s.byID, s.order[0])
 		s.order = s.order[1:]
 	}
+}
+
+// customToolSchema is what a custom (freeform) tool's call is generated
+// from: its input is one text, as OpenAI's custom_tool_call carries it.
+var customToolSchema = json.RawMessage(`{"type":"object","properties":{"input":{"type":"string"}},"required":["input"]}`)
+
+// withCustomToolSchemas returns req with its custom tools given
+// customToolSchema, so that the generator's calls of them hold a text.
+func withCustomToolSchemas(req *llm.Request) *llm.Request {
+	var tools []llm.Tool
+	for i, t := range req.Tools {
+		if t.Type == "custom" && t.InputSchema == nil {
+			if tools == nil {
+				tools = slices.Clone(req.Tools)
+			}
+			tools[i].InputSchema = customToolSchema
+		}
+	}
+	if tools == nil {
+		return req
+	}
+	out := *req
+	out.Tools = tools
+	return &out
+}
+
+// markCustomCalls marks the answer's calls of custom tools, which the
+// Responses API answers as custom_tool_call items (docs/RESPONSES.md §5).
+func (a *answer) markCustomCalls(req *llm.Request) {
+	for i := range a.blocks {
+		b := &a.blocks[i]
+		for _, t := range req.Tools {
+			if b.tool && t.Type == "custom" && t.Name == b.name {
+				b.custom = true
+			}
+		}
+	}
+}
+
+// customRaw is the Raw of a custom tool's call block: the Responses
+// codec's mark; nil for any other block.
+func (b *genBlock) customRaw() json.RawMessage {
+	if !b.custom {
+		return nil
+	}
+	return json.RawMessage(responses.CustomCallMarker)
 }

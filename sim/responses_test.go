@@ -174,3 +174,21 @@ func TestResponsesStreamEvents(t *testing.T) {
 		t.Errorf("events %s\nwant   %s", got, want)
 	}
 }
+
+// A custom (freeform) tool named in the prompt is called as OpenAI calls
+// one: a custom_tool_call item with a text input, in answers and streams.
+func TestResponsesCustomToolCall(t *testing.T) {
+	f, err := New(ZeroLatency())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stream := range []string{"false", "true"} {
+		status, b := postResponses(t, f, `{"model":"sim-sonnet","stream":`+stream+`,"input":"Please use apply_patch now.","tools":[{"type":"custom","name":"apply_patch"}]}`)
+		if status != 200 || !strings.Contains(string(b), `"type":"custom_tool_call"`) || !strings.Contains(string(b), `"name":"apply_patch","input":"`) {
+			t.Errorf("stream %s: %d %s", stream, status, b)
+		}
+		if stream == "true" && !strings.Contains(string(b), "event: response.custom_tool_call_input.done") {
+			t.Errorf("stream without the custom input events: %s", b)
+		}
+	}
+}

@@ -69,3 +69,20 @@ func TestPrepareUpstream(t *testing.T) {
 		t.Errorf("openai version %q", v)
 	}
 }
+
+// The Responses API is served at /v1/responses and /responses; its
+// stored responses' routes (/v1/responses/{id}) are not model calls.
+func TestResponsesPaths(t *testing.T) {
+	c := For(llm.FormatResponses)
+	for path, want := range map[string]bool{"/v1/responses": true, "/responses": true, "/v1/responses/resp_1": false, "/v1/responses/resp_1/input_items": false} {
+		if got := c.Serves(path, false); got != want {
+			t.Errorf("Serves(%q) = %v, want %v", path, got, want)
+		}
+	}
+	if u := c.RequestURL("https://api.openai.com/v1/"); u != "https://api.openai.com/v1/responses" {
+		t.Errorf("RequestURL %q", u)
+	}
+	if c.Continues() || c.KeyEnv() != "OPENAI_API_KEY" || c.Format().String() != "responses" {
+		t.Errorf("continues %v, key %q, name %q", c.Continues(), c.KeyEnv(), c.Format())
+	}
+}

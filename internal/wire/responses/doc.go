@@ -18,7 +18,11 @@
 //     block holding the item verbatim in Raw (its encrypted_content in Data,
 //     its summary text in Thinking), and any other item an assistant (or,
 //     for a *_output item, user) message of one block of the item's type
-//     with Raw set. Members of an item the model has no field for (id,
+//     with Raw set; a custom_tool_call is a tool_use block whose input is
+//     {"input": text}, its output a tool_result, both kept verbatim in Raw
+//     too. A reasoning item whose encrypted_content carries Anthropic
+//     thinking (opaque.go) is read back as that thinking block. Members of
+//     an item the model has no field for (id,
 //     status, phase …) are kept in Message.Extra;
 //   - function tools map onto llm.Tool; every other tool type (web_search,
 //     file_search, namespace, custom, mcp …) is kept verbatim in Tool.Raw;

@@ -48,9 +48,9 @@ func unwrapOpaque(b llm.Block) llm.Block {
 	return b
 }
 
-// CustomInput is a custom (freeform) tool call's text input as the JSON
+// customInput is a custom (freeform) tool call's text input as the JSON
 // object the canonical model's tool calls take: {"input": text}.
-func CustomInput(text string) json.RawMessage {
+func customInput(text string) json.RawMessage {
 	b := append([]byte(`{"input":`), jsonx.AppendString(nil, text)...)
 	return append(b, '}')
 }
@@ -64,7 +64,7 @@ const CustomCallMarker = `{"type":"custom_tool_call"}`
 // from a custom_tool_call item, or marked so by translation (Raw
 // {"type":"custom_tool_call"}) for a client that offered the tool as one.
 func isCustomCall(bl *llm.Block) bool {
-	return bl.Type == llm.BlockToolUse && bl.Raw != nil && ItemType(bl.Raw) == "custom_tool_call"
+	return bl.Type == llm.BlockToolUse && bl.Raw != nil && itemTypeOf(bl.Raw) == "custom_tool_call"
 }
 
 // customCall returns the custom_tool_call output item of a tool call whose
@@ -82,8 +82,8 @@ func customCall(id, callID, name string, input json.RawMessage) json.RawMessage 
 	return append(b, '}')
 }
 
-// ItemType is the type member of a raw item, "" when it has none.
-func ItemType(raw []byte) string {
+// itemTypeOf is the type member of a raw item, "" when it has none.
+func itemTypeOf(raw []byte) string {
 	typ := ""
 	_ = jsonx.EachMember(raw, func(k, v []byte) error {
 		if string(k) == `"type"` {

@@ -369,7 +369,7 @@ func parseItem(el []byte, param string) (llm.Message, error) {
 		if err != nil {
 			return m, err
 		}
-		b.Input = CustomInput(in)
+		b.Input = customInput(in)
 		m.Role, m.Content = llm.RoleAssistant, []llm.Block{b}
 		return m, nil
 	case "custom_tool_call_output":

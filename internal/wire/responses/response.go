@@ -296,6 +296,12 @@ func ResponseID(id string) string {
 	if id == "" {
 		return "resp_keel"
 	}
+	// another API's answer id, its prefix replaced (msg_01… → resp_01…)
+	for _, p := range [...]string{"msg_", "chatcmpl-"} {
+		if rest, ok := strings.CutPrefix(id, p); ok && rest != "" {
+			return "resp_" + rest
+		}
+	}
 	return "resp_" + id
 }
 

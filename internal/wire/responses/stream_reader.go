@@ -35,8 +35,11 @@ type StreamReader struct {
 	qi    int
 	// blocks maps an upstream place (output index, content index; -1 for
 	// an item that is itself a block) to its canonical block index.
-	blocks  map[[2]int]int
-	kinds   []llm.BlockType
+	blocks map[[2]int]int
+	kinds  []llm.BlockType
+	// customs: the custom tool calls' blocks, true once their input's
+	// JSON ({"input":" …) has been opened by a delta.
+	customs map[int]bool
 	sawTool bool
 	started bool
 	done    bool
@@ -171,6 +174,21 @@ func (s *StreamReader) decode(data []byte) error {
 			}
 			s.sawTool = true
 			s.emit(data, llm.Event{Type: llm.EventBlockStart, Index: i, Block: &b})
+		case "custom_tool_call":
+			// Its input is text; the canonical call holds {"input": text},
+			// so the deltas below are that JSON's pieces.
+			b := llm.Block{Type: llm.BlockToolUse, Input: json.RawMessage("{}"), Raw: json.RawMessage(CustomCallMarker)}
+			b.ID, _ = jsonx.Unquote(item["call_id"])
+			b.Name, _ = jsonx.Unquote(item["name"])
+			i, err := s.newBlock([2]int{out, -1}, llm.BlockToolUse)
+			if err != nil {
+				return err
+			}
+			if s.customs == nil {
+				s.customs = map[int]bool{}
+			}
+			s.customs[i], s.sawTool = false, true
+			s.emit(data, llm.Event{Type: llm.EventBlockStart, Index: i, Block: &b})
 		case "reasoning":
 			id, _ := jsonx.Unquote(item["id"])
 			i, err := s.newBlock([2]int{out, -1}, llm.BlockReasoning)
@@ -209,6 +227,16 @@ func (s *StreamReader) decode(data []byte) error {
 			return err
 		}
 		s.emit(data, llm.Event{Type: llm.EventBlockDelta, Index: i, DeltaType: dt, Delta: d})
+	case "response.custom_tool_call_input.delta":
+		i, err := s.block([2]int{out, -1})
+		if err != nil {
+			return err
+		}
+		d, err := str(f.delta, "delta")
+		if err != nil {
+			return err
+		}
+		s.emit(data, llm.Event{Type: llm.EventBlockDelta, Index: i, DeltaType: llm.DeltaInputJSON, Delta: s.customPiece(i, d)})
 	case "response.reasoning_summary_part.added":
 		if f.summary == 0 {
 			s.emit(data, ping)
@@ -230,6 +258,17 @@ func (s *StreamReader) decode(data []byte) error {
 		i, ok := s.blocks[[2]int{out, -1}]
 		if !ok {
 			s.emit(data, ping)
+			break
+		}
+		if opened, ok := s.customs[i]; ok {
+			end := `"}`
+			if !opened {
+				// no delta came: the whole input is in the item
+				in, _ := jsonx.Unquote(members(f.item)["input"])
+				end = string(customInput(in))
+			}
+			s.emit(data, llm.Event{Type: llm.EventBlockDelta, Index: i, DeltaType: llm.DeltaInputJSON, Delta: end},
+				llm.Event{Type: llm.EventBlockStop, Index: i})
 			break
 		}
 		if s.kinds[i] == llm.BlockReasoning {
@@ -342,4 +381,16 @@ func eventType(v []byte) string {
 	}
 	s, _ := jsonx.Unquote(v)
 	return s
+}
+
+// customPiece is a custom tool call's text delta as a piece of its
+// {"input": text} JSON: escaped, the first one opening the object.
+func (s *StreamReader) customPiece(i int, d string) string {
+	piece := jsonx.AppendString(nil, d)
+	piece = piece[1 : len(piece)-1]
+	if opened, ok := s.customs[i]; ok && !opened {
+		s.customs[i] = true
+		return `{"input":"` + string(piece)
+	}
+	return string(piece)
 }

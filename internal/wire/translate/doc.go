@@ -1,7 +1,10 @@
 // Package translate makes a canonical request parsed from one wire format
-// sendable to an endpoint that speaks the other (Anthropic Messages ⇄ OpenAI
-// Chat Completions), and makes that endpoint's answer readable by the client
-// again. It sits between parsing and encoding: the codecs in internal/wire
+// sendable to an endpoint that speaks another (Anthropic Messages, OpenAI
+// Chat Completions and the OpenAI Responses API, each to each), and makes
+// that endpoint's answer readable by the client again. What is particular
+// to the Responses API (reasoning effort and verbosity, built-in and custom
+// tools, opaque reasoning state kept to its family) is in responses.go and
+// docs/RESPONSES.md. It sits between parsing and encoding: the codecs in internal/wire
 // convert faithfully what both formats can say; this package decides what to
 // do with what only one of them can.
 //

@@ -150,3 +150,28 @@ func jsonType(raw []byte) string {
 	})
 	return typ
 }
+
+// webSearchCall is the Responses web_search_call output item for an
+// Anthropic web search the server ran (a server_tool_use block named
+// web_search), for a Responses client; nil for any other block or client.
+// The search's results (web_search_tool_result) have no place in the
+// item: their text reached the answer through the model.
+func webSearchCall(b *llm.Block, client llm.Format) json.RawMessage {
+	if client != llm.FormatResponses || b.Type != "server_tool_use" || b.Raw == nil {
+		return nil
+	}
+	var use struct {
+		ID    string `json:"id"`
+		Name  string `json:"name"`
+		Input struct {
+			Query string `json:"query"`
+		} `json:"input"`
+	}
+	if json.Unmarshal(b.Raw, &use) != nil || use.Name != "web_search" {
+		return nil
+	}
+	item := append([]byte(`{"id":`), jsonx.AppendString(nil, "ws_"+strings.TrimPrefix(use.ID, "srvtoolu_"))...)
+	item = append(item, `,"type":"web_search_call","status":"completed","action":{"type":"search","query":`...)
+	item = jsonx.AppendString(item, use.Input.Query)
+	return append(item, "}}"...)
+}

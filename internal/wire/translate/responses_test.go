@@ -235,3 +235,29 @@ func TestStreamRestorerDropsReasoning(t *testing.T) {
 		t.Errorf("events %s\nwant   %s", g, want)
 	}
 }
+
+// A web search Anthropic ran for a Responses client comes back as a
+// web_search_call item; its results block is left out, its text kept.
+func TestWebSearchCallForResponsesClient(t *testing.T) {
+	_, rep, err := Prepare(parseAs(t, llm.FormatResponses, `{"model":"m","input":"News?","tools":[{"type":"web_search"}]}`), llm.FormatAnthropic, Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := anthropic.ParseResponse([]byte(`{"id":"msg_1","type":"message","role":"assistant","model":"claude","content":[` +
+		`{"type":"server_tool_use","id":"srvtoolu_01","name":"web_search","input":{"query":"keel news"}},` +
+		`{"type":"web_search_tool_result","tool_use_id":"srvtoolu_01","content":[{"type":"web_search_result","url":"https://example.com","title":"Ex","encrypted_content":"E","page_age":null}]},` +
+		`{"type":"text","text":"Keel shipped.","citations":[{"type":"web_search_result_location","url":"https://example.com","title":"Ex","encrypted_index":"I","cited_text":"c"}]}],` +
+		`"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":9,"output_tokens":3}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := rep.RestoreResponse(resp)
+	if len(out.Content) != 2 || string(out.Content[0].Raw) != `{"id":"ws_01","type":"web_search_call","status":"completed","action":{"type":"search","query":"keel news"}}` ||
+		out.Content[1].Text != "Keel shipped." || out.Content[1].Extra != nil {
+		t.Errorf("content %s", dump(out.Content))
+	}
+	b, err := responses.EncodeResponse(out)
+	if err != nil || !strings.Contains(string(b), `"type":"web_search_call"`) {
+		t.Errorf("encoded %s %v", b, err)
+	}
+}

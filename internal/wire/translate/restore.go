@@ -58,12 +58,12 @@ func (r Report) RestoreResponse(resp *llm.Response) *llm.Response {
 // own members (citations, annotations). bs is not modified.
 func (r Report) keepBlocks(bs []llm.Block) []llm.Block {
 	drop := func(b *llm.Block) bool {
-		return b.Raw != nil && b.Type != llm.BlockToolUse ||
+		return b.Raw != nil && b.Type != llm.BlockToolUse && webSearchCall(b, r.client) == nil ||
 			b.Type == llm.BlockReasoning && r.client != llm.FormatResponses
 	}
 	n := 0
 	for i := range bs {
-		if drop(&bs[i]) || bs[i].Type == llm.BlockText && bs[i].Extra != nil {
+		if drop(&bs[i]) || bs[i].Type == llm.BlockText && bs[i].Extra != nil || webSearchCall(&bs[i], r.client) != nil {
 			n++
 		}
 	}
@@ -74,6 +74,9 @@ func (r Report) keepBlocks(bs []llm.Block) []llm.Block {
 	for _, b := range bs {
 		if drop(&b) {
 			continue
+		}
+		if item := webSearchCall(&b, r.client); item != nil {
+			b = llm.Block{Type: "web_search_call", Raw: item}
 		}
 		if b.Type == llm.BlockText {
 			b.Extra = nil
