@@ -437,3 +437,65 @@ func TestSideCallsWithVirtualKeys(t *testing.T) {
 		t.Errorf("%d upstream calls for refused requests, want 0", k.up.count()-before)
 	}
 }
+
+// TestSideCallsPII: with personal-data detection on, an embeddings
+// input and a token count reach the upstream without the personal data
+// (redacted, said in X-Mesh-PII), the vector is the simulator's for the
+// text it received, and a route that blocks refuses before any upstream
+// call.
+func TestSideCallsPII(t *testing.T) {
+	m, up := piiMesh(t, withEmbeddings)
+	ctx := context.Background()
+	email := piiFields["email"]
+	oc := openai.NewClient(ooption.WithHTTPClient(m.HTTPClient()), ooption.WithAPIKey("k"))
+	var resp *http.Response
+	res, err := oc.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: embeddingModel,
+		Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("Write to me at " + email + " about keels")}}, ooption.WithResponseInto(&resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := resp.Header.Get("X-Mesh-PII"); h != "redact; EMAIL=1" {
+		t.Errorf("X-Mesh-PII %q, want redact; EMAIL=1", h)
+	}
+	reqs, _ := up.all()
+	if len(reqs) != 1 || strings.Contains(reqs[0], email) {
+		t.Fatalf("upstream got %q, want one call without the address", reqs)
+	}
+	var sent struct{ Input string }
+	if err := json.Unmarshal([]byte(reqs[0]), &sent); err != nil || !strings.HasPrefix(sent.Input, "Write to me at ") {
+		t.Fatalf("upstream input %q (%v)", sent.Input, err)
+	}
+	want := sim.Embed(sent.Input, 1536)
+	for i, x := range res.Data[0].Embedding {
+		if float32(x) != want[i] {
+			t.Fatalf("[%d] = %v, want the embedding of the redacted text", i, x)
+		}
+	}
+
+	ac := anthropic.NewClient(aoption.WithHTTPClient(m.HTTPClient()), aoption.WithAPIKey("k"), aoption.WithoutEnvironmentDefaults(), aoption.WithoutOpenTelemetry())
+	n, err := ac.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: "sim-sonnet",
+		System:   anthropic.MessageCountTokensParamsSystemUnion{OfString: anthropic.String("Reply to " + email)},
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("My card is " + piiFields["card"]))}},
+		aoption.WithResponseInto(&resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs, _ = up.all()
+	if last := reqs[len(reqs)-1]; len(reqs) != 2 || strings.Contains(last, email) || strings.Contains(last, piiFields["card"]) || n.InputTokens <= 0 {
+		t.Errorf("count: upstream got %q, answer %d", reqs, n.InputTokens)
+	}
+	if h := resp.Header.Get("X-Mesh-PII"); !strings.Contains(h, "EMAIL=1") || !strings.Contains(h, "CARD=1") {
+		t.Errorf("count: X-Mesh-PII %q", h)
+	}
+
+	_, err = oc.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: embeddingModel,
+		Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: []string{"fine", "mail " + email}}},
+		ooption.WithHeader("X-Mesh-Behavior", `{"pii":"block"}`))
+	var ae *openai.Error
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusBadRequest || !strings.Contains(ae.RawJSON(), llm.MeshPIIBlocked) {
+		t.Errorf("blocked: %v, want 400 %s", err, llm.MeshPIIBlocked)
+	}
+	if reqs, _ = up.all(); len(reqs) != 2 {
+		t.Errorf("%d upstream calls, want none for the blocked call", len(reqs)-2)
+	}
+}

@@ -104,6 +104,7 @@ func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOu
 		}
 		closers = append(closers, func() { srv.Close() })
 		cfg = simfleet.Config(fleet, srv.URL())
+		simfleet.AddEmbeddings(cfg, fleet, srv.URL())
 		on := true
 		cfg.RequestLog.Enabled = &on // keel report works after trying the simulator
 		banner = "keel: no --config; serving an in-process SIMULATED fleet at " + srv.URL() + " (keel sim; not real models)"

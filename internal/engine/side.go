@@ -16,9 +16,13 @@ import (
 // health, through the same policy chain (retry and free failover after a
 // refusal, the retry budget, hedging, breakers, cooldowns), each attempt
 // feeding health and the breaker, the call finished into one Record for
-// the observers. Only the attempt differs: Send instead of a model call.
-// The request is forwarded as the client sent it: the model-call stages
-// (PII, cache, structured output, fragments, shadow) do not apply.
+// the observers. Only the attempt differs: Request and Answer instead of
+// a model call. The request goes as the client sent it but for personal
+// data: when Texts is set, detection runs over them as over a model
+// call's (pii.go) and the route's action applies (block refuses the call;
+// redact and mask send the texts changed, through Redact). The other
+// model-call stages (cache, structured output, fragments, shadow) do not
+// apply.
 type Side struct {
 	// Kind names the call ("count_tokens", "embeddings"): Record.Side.
 	Kind string
@@ -43,6 +47,13 @@ type Side struct {
 	// endpoint answers (embeddings on an embedding endpoint); when unset
 	// (a token count on a chat endpoint) only its outcome feeds health.
 	Latency bool
+	// Texts, when set, holds the texts the call sends (a count's system
+	// and messages, embeddings' inputs as user messages) for
+	// personal-data detection; Redact is then required: it is called,
+	// before any attempt, with Texts as the action changed them
+	// (placeholders or masks), and makes Request send those instead.
+	Texts  *llm.Request
+	Redact func(changed *llm.Request) error
 }
 
 // SideOutcome is a served Side call.
@@ -84,6 +95,19 @@ func (e *Engine) Side(ctx context.Context, s Side, call Call) (*SideOutcome, err
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errDeadline)
 		defer cancel()
+	}
+	if s.Texts != nil {
+		sent, _, ae := e.piiStage(ctx, s.Texts, call, rec)
+		rec.Request = nil // not a model call's request: the log has no prompt for it
+		if ae == nil && sent != s.Texts {
+			if err := s.Redact(sent); err != nil {
+				ae = &llm.APIError{Status: http.StatusInternalServerError, Type: llm.ErrAPI, Message: "writing the request without its personal data: " + err.Error()}
+			}
+		}
+		if ae != nil {
+			e.finish(rec, nil, ae)
+			return nil, ae
+		}
 	}
 	rs.retries.OnRequest()
 	rs.hedges.OnRequest()

@@ -131,3 +131,27 @@ func SetMember[M ~map[string]json.RawMessage](m *M, key string, val []byte) {
 	}
 	(*m)[key] = json.RawMessage(val)
 }
+
+// ReplaceMembers returns the JSON object obj (valid JSON) with the value
+// of each member whose key vals names replaced by vals[key] (raw JSON),
+// every other member as it was, in order; a key of vals obj lacks is not
+// added. Keys compare unescaped.
+func ReplaceMembers(obj []byte, vals map[string][]byte) []byte {
+	out := make([]byte, 0, len(obj))
+	out = append(out, '{')
+	EachMember(obj, func(k, v []byte) error {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, k...)
+		out = append(out, ':')
+		if key, err := Unquote(k); err == nil {
+			if nv, ok := vals[key]; ok {
+				v = nv
+			}
+		}
+		out = append(out, v...)
+		return nil
+	})
+	return append(out, '}')
+}

@@ -141,6 +141,15 @@ func FuzzMembers(f *testing.F) {
 			if len(seen) != len(obj) {
 				t.Fatalf("EachMember saw keys %q, encoding/json %d keys", keys, len(obj))
 			}
+			vals := map[string][]byte{}
+			for name := range seen {
+				vals[name] = []byte(`null`)
+				break
+			}
+			var rep map[string]json.RawMessage
+			if out := ReplaceMembers(in, vals); json.Unmarshal(out, &rep) != nil || len(rep) != len(obj) {
+				t.Fatalf("ReplaceMembers(%q) = %q, want an object of %d keys", in, out, len(obj))
+			}
 		}
 		var arr []json.RawMessage
 		if json.Unmarshal(in, &arr) == nil {
@@ -154,4 +163,24 @@ func FuzzMembers(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestReplaceMembers(t *testing.T) {
+	cases := []struct {
+		name, obj string
+		vals      map[string][]byte
+		want      string
+	}{
+		{name: "one replaced", obj: `{"a":1,"b":[2],"c":"x"}`, vals: map[string][]byte{"b": []byte(`[3]`)}, want: `{"a":1,"b":[3],"c":"x"}`},
+		{name: "absent not added", obj: `{ "a" : 1 }`, vals: map[string][]byte{"z": []byte(`0`)}, want: `{"a":1}`},
+		{name: "escaped key", obj: `{"\u0061":1}`, vals: map[string][]byte{"a": []byte(`2`)}, want: `{"\u0061":2}`},
+		{name: "empty", obj: `{}`, vals: nil, want: `{}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(ReplaceMembers([]byte(tc.obj), tc.vals)); got != tc.want {
+				t.Errorf("(-got +want):\n-%s\n+%s", got, tc.want)
+			}
+		})
+	}
 }

@@ -21,7 +21,8 @@ import (
 // The calls beside the model call: POST /v1/messages/count_tokens and
 // POST /v1/embeddings, routed by the engine (engine.Side) and forwarded
 // as the client sent them but for the model name, which becomes the
-// serving endpoint's upstream model.
+// serving endpoint's upstream model, Keel's own mesh_behavior, which is
+// left out, and personal data, which the route's action may change.
 
 // TokenCountHeader marks a token count Keel estimated itself
 // (TokenCountEstimated) because no endpoint that counts could answer.
@@ -62,10 +63,16 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request, f llm.Forma
 	if q := r.URL.RawQuery; q != "" {
 		path += "?" + q // ?beta=true: the SDKs' beta namespace
 	}
+	send := body
 	side := engine.Side{Kind: "count_tokens", Model: req.Model, Format: f,
 		Serves: func(ep *provider.Endpoint) bool { return wire.CountsTokens(ep.Format) && !ep.Embedding },
+		Texts:  req,
+		Redact: func(changed *llm.Request) (err error) {
+			send, err = wire.RewriteCountTokens(body, changed)
+			return err
+		},
 		Request: func(ep *provider.Endpoint) (string, []byte) {
-			return ep.PathURL(path), upstreamBody(body, ep.UpstreamModel)
+			return ep.PathURL(path), upstreamBody(send, ep.UpstreamModel)
 		},
 		Answer: func(b []byte) (llm.Usage, error) {
 			var a struct {
@@ -130,10 +137,16 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, f llm.Format
 	for _, in := range inputs {
 		req.Messages = append(req.Messages, llm.Message{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: in}}})
 	}
+	send := body
 	side := engine.Side{Kind: "embeddings", Model: model, Format: f, Embedding: true, Latency: true,
 		Serves: func(ep *provider.Endpoint) bool { return wire.ServesEmbeddings(ep.Format) },
+		Texts:  req,
+		Redact: func(changed *llm.Request) error {
+			send = withInputs(body, changed.Messages)
+			return nil
+		},
 		Request: func(ep *provider.Endpoint) (string, []byte) {
-			return ep.PathURL(wire.EmbeddingsPath), upstreamBody(body, ep.UpstreamModel)
+			return ep.PathURL(wire.EmbeddingsPath), upstreamBody(send, ep.UpstreamModel)
 		},
 		Answer: func(b []byte) (llm.Usage, error) {
 			var a struct {
@@ -225,6 +238,9 @@ func (s *Server) runSide(w http.ResponseWriter, r *http.Request, caller Caller, 
 	rec := out.Record
 	hs := headerSet{h: w.Header(), vals: make([]string, 0, 8)}
 	setMeshHeaders(&hs, out.Endpoint.Model, out.Endpoint.Region, out.Endpoint.Provider, rec)
+	if p := PIIHeader(rec); p != "" {
+		hs.Set("X-Mesh-PII", p)
+	}
 	hs.Set("X-Mesh-Cost", FormatCost(rec.Cost))
 	if id := upstreamRequestID(out.Result.Header); id != "" {
 		hs.Set(wire.For(c.f).RequestIDHeader(), id)
@@ -329,6 +345,30 @@ func parseEmbeddings(body []byte) (model string, inputs []string, mesh json.RawM
 		return model, []string{tokenWords(len(flat))}, mesh, nil
 	}
 	return bad("input", "input: expected a string, a list of strings, a list of token ids or a list of lists of token ids")
+}
+
+// withInputs is the embeddings body with its input written from msgs,
+// one text per message in order (parseEmbeddings made them): a string
+// when the body sent one, else a list of strings. Only a text input can
+// have been changed (token ids hold no personal data Keel can find).
+func withInputs(body []byte, msgs []llm.Message) []byte {
+	var in json.RawMessage
+	jsonx.EachMember(body, func(k, v []byte) error {
+		if key, _ := jsonx.Unquote(k); key == "input" {
+			in = v
+		}
+		return nil
+	})
+	texts := make([]string, len(msgs))
+	for i, m := range msgs {
+		texts[i] = m.Text()
+	}
+	var v any = texts
+	if len(in) > 0 && in[0] == '"' && len(texts) == 1 {
+		v = texts[0]
+	}
+	b, _ := json.Marshal(v)
+	return jsonx.ReplaceMembers(body, map[string][]byte{"input": b})
 }
 
 // tokenWords is a text of n one-token words, standing for n token ids in

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/keelmesh/keel/internal/jsonx"
+	"github.com/keelmesh/keel/internal/llm"
 )
 
 var embeddingCases = []struct {
@@ -183,5 +184,30 @@ func TestUnknownLogLimit(t *testing.T) {
 	}
 	if n, ok := u.allow(now.Add(unknownLogEvery)); !ok || n != 3 {
 		t.Errorf("after an interval: %d %v, want allowed with 3 suppressed", n, ok)
+	}
+}
+
+func TestWithInputs(t *testing.T) {
+	msgs := func(texts ...string) []llm.Message {
+		var out []llm.Message
+		for _, s := range texts {
+			out = append(out, llm.Message{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: s}}})
+		}
+		return out
+	}
+	cases := []struct {
+		name, body string
+		msgs       []llm.Message
+		want       string
+	}{
+		{name: "string stays a string", body: `{"model":"e","input":"mail a@b.c","dimensions":8}`, msgs: msgs("mail [EMAIL]"), want: `{"model":"e","input":"mail [EMAIL]","dimensions":8}`},
+		{name: "list stays a list", body: `{"input":["x","a@b.c"],"model":"e"}`, msgs: msgs("x", "[EMAIL]"), want: `{"input":["x","[EMAIL]"],"model":"e"}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(withInputs([]byte(tc.body), tc.msgs)); got != tc.want {
+				t.Errorf("(-got +want):\n-%s\n+%s", got, tc.want)
+			}
+		})
 	}
 }

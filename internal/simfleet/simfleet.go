@@ -81,3 +81,23 @@ func hasModels(cfg *config.Config, names []string) bool {
 	}
 	return true
 }
+
+// EmbeddingModel is the embedding model AddEmbeddings declares.
+const EmbeddingModel = "text-embedding-3-small"
+
+// AddEmbeddings declares EmbeddingModel (kind embedding, priced as OpenAI
+// lists it) on the fleet's OpenAI Embeddings API in every region of f,
+// reached at baseURL as Config reaches the fleet, so that `keel serve`
+// on the simulator serves POST /v1/embeddings and can show a region's
+// failover. It does nothing when cfg has a model of that name already.
+func AddEmbeddings(cfg *config.Config, f *sim.Fleet, baseURL string) {
+	if hasModels(cfg, []string{EmbeddingModel}) {
+		return
+	}
+	base := strings.TrimRight(baseURL, "/")
+	m := config.Model{Name: EmbeddingModel, Kind: config.KindEmbedding, Capability: config.DefaultCapability, Price: config.Price{InputPerMTok: 0.02}}
+	for _, r := range f.Regions() {
+		m.Endpoints = append(m.Endpoints, config.Endpoint{Provider: OpenAIProvider, Region: r, BaseURL: base + "/r/" + r + "/v1"})
+	}
+	cfg.Models = append(cfg.Models, m)
+}

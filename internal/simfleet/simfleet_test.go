@@ -93,3 +93,49 @@ func TestDefaultAliasFallsBackAcrossModels(t *testing.T) {
 		}
 	})
 }
+
+// TestAddEmbeddings: the embedding model in every region of the fleet, a
+// valid config, served through a mesh; declared once however often added.
+func TestAddEmbeddings(t *testing.T) {
+	f, err := sim.New(sim.ZeroLatency())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := simfleet.Config(f, "http://sim.test")
+	simfleet.AddEmbeddings(cfg, f, "http://sim.test")
+	simfleet.AddEmbeddings(cfg, f, "http://sim.test")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range cfg.Models {
+		if m.Name == simfleet.EmbeddingModel {
+			n++
+			if len(m.Endpoints) != len(f.Regions()) {
+				t.Errorf("%d endpoints, want one per region (%d)", len(m.Endpoints), len(f.Regions()))
+			}
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d embedding models, want 1", n)
+	}
+	m, err := keel.New(cfg, keel.WithUpstream(f.Transport()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/embeddings", "application/json", strings.NewReader(`{"model":"text-embedding-3-small","input":"hello","dimensions":4}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct{ Data []struct{ Embedding []float32 } }
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || len(out.Data) != 1 {
+		t.Fatalf("%d %+v %v", resp.StatusCode, out, err)
+	}
+	if !slices.Equal(out.Data[0].Embedding, sim.Embed("hello", 4)) {
+		t.Errorf("vector %v, want %v", out.Data[0].Embedding, sim.Embed("hello", 4))
+	}
+}

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/wire/anthropic"
 )
@@ -25,3 +26,22 @@ func CountsTokens(f llm.Format) bool { return f == llm.FormatAnthropic }
 // ServesEmbeddings reports whether an endpoint of format f can serve the
 // Embeddings API (OpenAI's; Anthropic has none).
 func ServesEmbeddings(f llm.Format) bool { return f == llm.FormatOpenAI }
+
+// RewriteCountTokens is the token-count body body (as the client sent it)
+// with its system and messages written from r, a ParseCountTokens result
+// whose texts were changed (personal data redacted); every other member
+// stays as sent.
+func RewriteCountTokens(body []byte, r *llm.Request) ([]byte, error) {
+	enc, err := anthropic.EncodeRequest(r)
+	if err != nil {
+		return nil, err
+	}
+	vals := map[string][]byte{}
+	jsonx.EachMember(enc, func(k, v []byte) error {
+		if key, _ := jsonx.Unquote(k); key == "system" || key == "messages" {
+			vals[key] = v
+		}
+		return nil
+	})
+	return jsonx.ReplaceMembers(body, vals), nil
+}
