@@ -322,9 +322,9 @@ func TestCrossFormatFallbackChain(t *testing.T) {
 	}
 }
 
-// Issue 7 item 3: a feature the target format cannot express is dropped
-// and named, or — with translation: reject — a 400 naming it; never a
-// silent change of meaning.
+// Issue 7 item 3, issue 25: content the target format cannot express (a
+// server tool) is by default a 400 naming it; with translation: drop it is
+// dropped and named; never a silent change of meaning.
 func TestCrossFormatTranslationPolicy(t *testing.T) {
 	// A server tool has no OpenAI equivalent. (Sampling parameters such as
 	// top_k are normalization's business: see normalization.parameter_policy.)
@@ -332,7 +332,7 @@ func TestCrossFormatTranslationPolicy(t *testing.T) {
 	for _, c := range []struct {
 		name, policy string
 		status       int
-	}{{"drop", "", 200}, {"reject", "reject", 400}} {
+	}{{"default refuses content", "", 400}, {"drop", "drop", 200}, {"reject", "reject", 400}} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newCrossEnv(t, crossSimConfig(), func(cfg *config.Config) {
 				for i := range cfg.Models {

@@ -21,7 +21,7 @@ func TestImportRules(t *testing.T) {
 		mod + "/internal/llm":            nil,
 		mod + "/internal/sse":            nil,
 		mod + "/internal/resilience":     nil,
-		mod + "/config":                  {"github.com/goccy/go-yaml", mod + "/internal/resilience", mod + "/internal/health", mod + "/internal/pricing", mod + "/internal/cache", mod + "/internal/shadow", mod + "/internal/pii"},
+		mod + "/config":                  {"github.com/goccy/go-yaml", mod + "/internal/resilience", mod + "/internal/health", mod + "/internal/pricing", mod + "/internal/cache", mod + "/internal/shadow", mod + "/internal/pii", mod + "/internal/convstate"},
 		mod + "/internal/pricing":        nil,
 		mod + "/internal/cache":          nil,
 		mod + "/internal/shadow":         nil,
@@ -39,6 +39,7 @@ func TestImportRules(t *testing.T) {
 		mod + "/internal/health":     nil,
 		mod + "/internal/route":      nil,
 		mod + "/internal/pii":        nil,
+		mod + "/internal/convstate":  {mod + "/internal/llm", mod + "/internal/jsonx"},
 	}
 	forbidden := map[string][]string{
 		mod + "/internal/engine": {mod + "/internal/server", mod + "/internal/telemetry", mod + "/internal/store", "github.com/prometheus", "github.com/redis", "modernc.org/sqlite", mod + "/sim"},

@@ -28,6 +28,7 @@ import (
 	"github.com/keelmesh/keel/config"
 	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/classify"
+	"github.com/keelmesh/keel/internal/convstate"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/inproc"
 	"github.com/keelmesh/keel/internal/keys"
@@ -72,6 +73,9 @@ type Mesh struct {
 	audit    *sqlite.Audit
 	keys     *keys.Manager
 	keyStore *sqlite.KeyStore
+	// convDB holds the Responses API's conversations when they are kept
+	// in the request log's file.
+	convDB   *sqlite.Conversations
 	shared   *redisstore.Store
 	alert    *alert.Webhook
 	smetrics *structured.Metrics
@@ -266,6 +270,10 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 	if m.metrics != nil {
 		so.OnUnknownRoute = m.metrics.UnknownRoute
 	}
+	if so.Conversations, err = m.conversations(cfg, o); err != nil {
+		m.Close()
+		return nil, err
+	}
 	if cfg.KeysOn() {
 		if err := m.openKeys(cfg, o, &so); err != nil {
 			m.Close()
@@ -363,6 +371,37 @@ func (m *Mesh) openKeys(cfg *config.Config, o options, so *server.Options) error
 	}
 	so.AdminRoutes = append(so.AdminRoutes, server.Route{Path: keys.AdminPath, Prefix: true, Handler: km.AdminHandler()})
 	return nil
+}
+
+// conversations opens the store of the Responses API's conversations in
+// the backend responses.store names (ResponsesStore: Redis, the request
+// log's file, or memory).
+func (m *Mesh) conversations(cfg *config.Config, o options) (*convstate.Store, error) {
+	rc := cfg.Responses
+	var b convstate.Backend
+	switch cfg.ResponsesStore() {
+	case convstate.StoreRedis:
+		if m.shared == nil {
+			return nil, errors.New("responses.store: redis needs the redis section (redis.url)")
+		}
+		b = m.shared.Conversations(rc.Bounds())
+	case convstate.StoreSQLite:
+		if !cfg.RequestLog.On() {
+			return nil, errors.New("responses.store: sqlite keeps the conversations in the request log's file: it needs the request log (request_log.path)")
+		}
+		path := cfg.RequestLog.Path
+		if path == "" {
+			path = sqlite.DefaultPath
+		}
+		db, err := sqlite.OpenConversations(path, rc.Bounds())
+		if err != nil {
+			return nil, fmt.Errorf("responses.store: %w", err)
+		}
+		m.convDB, b = db, db
+	default:
+		b = convstate.NewMemory(rc.Bounds())
+	}
+	return convstate.New(b, convstate.Options{Config: rc, Now: o.now, Logger: o.logger}), nil
 }
 
 // sharedStartWait bounds how long New waits for the first sync with Redis:
@@ -487,6 +526,9 @@ func (m *Mesh) Close() error {
 		}
 		if m.keyStore != nil {
 			m.keyStore.Close()
+		}
+		if m.convDB != nil {
+			m.convDB.Close()
 		}
 		if m.reqlog != nil {
 			err = m.reqlog.Close()
@@ -699,7 +741,8 @@ func structuredOptions(c config.StructuredOutput) engine.StructuredOptions {
 		RelaxedStreams: c.StreamMode == "relaxed",
 		PassViolations: c.OnViolation == "pass",
 		DisableReask:   c.Reask != nil && !*c.Reask,
-		DisableImplied: c.ImpliedSchemas != nil && !*c.ImpliedSchemas,
+		DisableImplied: c.ImpliedSchemas != nil && !*c.ImpliedSchemas || c.Implied == "off",
+		StrictImplied:  c.Implied == "strict",
 		Limits: structured.Limits{MaxDepth: c.MaxSchemaDepth, MaxBytes: c.MaxSchemaBytes, MaxProperties: c.MaxSchemaProperties,
 			MaxSubschemas: c.MaxSchemaSubschemas, MaxRefs: c.MaxSchemaRefs, MaxEnumValues: c.MaxSchemaEnumValues,
 			MaxPatternSize: c.MaxSchemaPatternSize, MaxExpansion: c.MaxSchemaExpansion, MaxConcurrentCompiles: c.MaxConcurrentSchemaCompiles},

@@ -244,7 +244,7 @@ func TestVirtualKeyErrorsReachTheSDKs(t *testing.T) {
 			} else if err != nil {
 				t.Fatalf("err %v, want an API error", err)
 			}
-			checkKeyOutcome(t, raw, got.Status, got.Type, got.Code, c.want.Status, c.want.Type, c.want.Code, c.want.Retry, c.want.NoRetry)
+			checkKeyOutcome(t, raw, got.Status, got.Type, got.Code, c.want.Status, openaiType(c.want.Type, c.want.Code), c.want.Code, c.want.Retry, c.want.NoRetry)
 		})
 	}
 	for _, h := range k.up.reqs {
@@ -664,4 +664,19 @@ func TestKeysSharedAcrossReplicas(t *testing.T) {
 	if v, ok := b.keyViews(t)[key.Key.ID]; !ok || v.Team != "search" {
 		t.Errorf("replica B's key list: %+v, want the key made on A", v)
 	}
+}
+
+// openaiType is the OpenAI format's word for an error of Anthropic type
+// typ and mesh code mesh (wire/openai wireErrorType).
+func openaiType(typ, mesh string) string {
+	switch typ {
+	case "authentication_error", "permission_error", "not_found_error":
+		return "invalid_request_error"
+	case "rate_limit_error":
+		if mesh == "MESH_KEY_BUDGET_EXCEEDED" {
+			return "insufficient_quota"
+		}
+		return "requests"
+	}
+	return typ
 }

@@ -28,10 +28,15 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/cache"
+	"github.com/keelmesh/keel/internal/convstate"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/shadow"
 )
+
+// AnthropicVersionClient as providers[].anthropic_version passes the
+// client's anthropic-version on (the provider speaks every version).
+const AnthropicVersionClient = "client"
 
 // Defaults. A zero field in a Config means the default listed here; ApplyDefaults
 // writes them in.
@@ -134,6 +139,10 @@ type Config struct {
 	Shadow Shadow `yaml:"shadow"`
 	// PII configures personal-data detection, redaction and its audit log.
 	PII PII `yaml:"pii"`
+	// Responses configures what Keel keeps of the Responses API's
+	// conversations (store, previous_response_id, GET and DELETE
+	// /v1/responses/{id}): how long, how much, and where.
+	Responses convstate.Config `yaml:"responses"`
 
 	// src locates keys in the file this Config was parsed from; nil when built in code.
 	src *source
@@ -311,6 +320,21 @@ func (c *Config) CacheStore() string {
 	return c.Cache.Store
 }
 
+// ResponsesStore is responses.store, or its default when unset: redis when
+// the redis section is set, else sqlite when the request log is written
+// (the conversations go into its file), else memory.
+func (c *Config) ResponsesStore() string {
+	switch {
+	case c.Responses.Store != "":
+		return c.Responses.Store
+	case c.Redis.On():
+		return convstate.StoreRedis
+	case c.RequestLog.On():
+		return convstate.StoreSQLite
+	}
+	return convstate.StoreMemory
+}
+
 // KeysOn reports whether the mesh opens the key store: when keys are required
 // or a path is set.
 func (c *Config) KeysOn() bool { return c.Server.RequireKeys || c.Keys.Path != "" }
@@ -424,8 +448,15 @@ type StructuredOutput struct {
 	// Reask sends one targeted repair request when repair fails; default true.
 	Reask *bool `yaml:"reask"`
 	// ImpliedSchemas derives a schema from hard format demands in the
-	// system prompt; default true.
+	// system prompt; default true. false is implied: off.
 	ImpliedSchemas *bool `yaml:"implied_schemas"`
+	// Implied is what a schema implied by the system prompt may do: "off"
+	// (none is read), "guess" (default: it is sent upstream only when the
+	// reading is unambiguous, validates and repairs the answer, and an
+	// answer that stays invalid is delivered as the model gave it, with
+	// X-Mesh-Schema-Violation) or "strict" (such an answer is
+	// MESH_SCHEMA_VIOLATION, as for a schema the client gave).
+	Implied string `yaml:"implied"`
 	// Derive declares the only way a missing required field may be filled.
 	Derive []Derivation `yaml:"derive"`
 
@@ -564,9 +595,13 @@ type Provider struct {
 	APIKeyEnv string `yaml:"api_key_env"`
 	// APIKey is the key itself, literal or "${VAR}" (expanded at load time).
 	APIKey Secret `yaml:"api_key"`
-	// AnthropicVersion, when set, is forced as the anthropic-version header
-	// upstream; when empty the client's header is passed on, and
-	// DefaultAnthropicVersion is sent if the client sent none. Anthropic only.
+	// AnthropicVersion is the anthropic-version the provider speaks: a
+	// date, sent with every call, whose rules (2026-10-21: no sampling
+	// parameters) apply to its calls; or AnthropicVersionClient, the
+	// client's header passed on (DefaultAnthropicVersion when it sent
+	// none), as for Anthropic's own API. Empty: "client" for Anthropic's
+	// API (base_url on api.anthropic.com), DefaultAnthropicVersion for any
+	// other server. Anthropic only.
 	AnthropicVersion string `yaml:"anthropic_version"`
 	// Headers are extra headers sent upstream. Values may use ${VAR} and are
 	// secrets (an Authorization header is typical), so they print redacted.
@@ -630,8 +665,10 @@ type Model struct {
 	// Endpoints are the places this model is served; at least one.
 	Endpoints []Endpoint `yaml:"endpoints"`
 	// Translation is what happens when a client's request has a feature an
-	// endpoint of the other wire format cannot express: "drop" (default:
-	// removed and named in X-Mesh-Dropped) or "reject" (a 400 naming it).
+	// endpoint of the other wire format cannot express: unset, content (a
+	// document, audio, thinking, a server tool …) is refused with a 400
+	// naming it and other features are removed and named in X-Mesh-Dropped;
+	// "drop" removes and names content too; "reject" refuses every feature.
 	Translation string `yaml:"translation"`
 	// StructuredOutputs is how the model is asked for an answer matching a
 	// JSON Schema Keel will validate (mesh_behavior.output_schema, or one

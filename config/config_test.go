@@ -325,6 +325,16 @@ func TestParseErrors(t *testing.T) {
 			want: []string{`keel.yaml:4:5: providers[0].timeout: unknown key (did you mean "timeouts"?)`},
 		},
 		{
+			name: "structured_output.implied takes off, guess or strict",
+			yaml: "structured_output:\n  implied: always\n",
+			want: []string{`keel.yaml:2:3: structured_output.implied: expected off, guess or strict, got "always"`},
+		},
+		{
+			name: "structured_output.implied contradicting implied_schemas: false",
+			yaml: "structured_output:\n  implied_schemas: false\n  implied: strict\n",
+			want: []string{`keel.yaml:3:3: structured_output.implied: implied_schemas: false turns implied schemas off; implied: strict contradicts it (set one of them)`},
+		},
+		{
 			name: "unknown key in an alias's shadow",
 			yaml: "aliases:\n  - name: a\n    shadow:\n      percentage: 10\n",
 			want: []string{`keel.yaml:4:7: aliases[0].shadow.percentage: unknown key (did you mean "percent"?)`},

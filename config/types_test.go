@@ -172,9 +172,9 @@ func TestImports(t *testing.T) {
 			case !strings.Contains(first, "."):
 			case path == "github.com/goccy/go-yaml", strings.HasPrefix(path, "github.com/goccy/go-yaml/"):
 			case path == "github.com/keelmesh/keel/internal/resilience", path == "github.com/keelmesh/keel/internal/health", path == "github.com/keelmesh/keel/internal/pricing", path == "github.com/keelmesh/keel/internal/cache",
-				path == "github.com/keelmesh/keel/internal/shadow", path == "github.com/keelmesh/keel/internal/pii":
+				path == "github.com/keelmesh/keel/internal/shadow", path == "github.com/keelmesh/keel/internal/pii", path == "github.com/keelmesh/keel/internal/convstate":
 			default:
-				t.Errorf("%s imports %s: config may import only the standard library, go-yaml, internal/resilience, internal/health, internal/pricing, internal/cache, internal/shadow and internal/pii", name, path)
+				t.Errorf("%s imports %s: config may import only the standard library, go-yaml, internal/resilience, internal/health, internal/pricing, internal/cache, internal/shadow, internal/pii and internal/convstate", name, path)
 			}
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/cache"
+	"github.com/keelmesh/keel/internal/convstate"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/shadow"
@@ -26,6 +27,20 @@ import (
 // a Config before and after ApplyDefaults alike.
 func (c *Config) Validate() error {
 	return joinSorted(c.problems())
+}
+
+// CheckServes refuses a configuration that would serve nothing, as
+// keel serve checks at start and on reload: one without providers, where
+// no model can have an endpoint and no model name can pass through. (A
+// model without endpoints is a Validate problem; providers without models
+// pass every model name through, in each provider's format.) The error
+// names the key to fix, at its line when the file has it.
+func (c *Config) CheckServes() error {
+	if len(c.Providers) == 0 {
+		return c.errAt("providers", "none configured, so this config serves no model: add a provider "+
+			"(providers: [{name: anthropic, type: anthropic, api_key_env: ANTHROPIC_API_KEY}]) and the models it serves")
+	}
+	return nil
 }
 
 func (c *Config) problems() []error {
@@ -82,6 +97,7 @@ func (v *validator) extra() {
 		v.add("cache.store", "expected memory or redis, got %q", v.c.Cache.Store)
 	}
 	v.semanticCache()
+	v.responses()
 	v.nonNegative("telemetry.debug_traces", int64(v.c.Telemetry.DebugTraces))
 	v.nonNegative("request_log.retention_days", int64(v.c.RequestLog.RetentionDays))
 	v.nonNegative("request_log.queue_size", int64(v.c.RequestLog.QueueSize))
@@ -130,6 +146,14 @@ func (v *validator) extra() {
 	case "", "strict", "relaxed":
 	default:
 		v.add("structured_output.stream_mode", "expected strict or relaxed, got %q", so.StreamMode)
+	}
+	switch so.Implied {
+	case "", "off", "guess", "strict":
+		if so.ImpliedSchemas != nil && !*so.ImpliedSchemas && so.Implied != "" && so.Implied != "off" {
+			v.add("structured_output.implied", "implied_schemas: false turns implied schemas off; implied: %s contradicts it (set one of them)", so.Implied)
+		}
+	default:
+		v.add("structured_output.implied", "expected off, guess or strict, got %q", so.Implied)
 	}
 	switch so.OnViolation {
 	case "", "error", "pass":
@@ -343,8 +367,8 @@ func (v *validator) providers() {
 		if p.AnthropicVersion != "" {
 			if p.Type == TypeOpenAI {
 				v.add(base+".anthropic_version", "applies only to providers of type anthropic")
-			} else if _, err := time.Parse(time.DateOnly, p.AnthropicVersion); err != nil {
-				v.add(base+".anthropic_version", "expected a date such as %q, got %q", DefaultAnthropicVersion, p.AnthropicVersion)
+			} else if _, err := time.Parse(time.DateOnly, p.AnthropicVersion); err != nil && p.AnthropicVersion != AnthropicVersionClient {
+				v.add(base+".anthropic_version", "expected a date such as %q or %q, got %q", DefaultAnthropicVersion, AnthropicVersionClient, p.AnthropicVersion)
 			}
 		}
 		folded := map[string]string{}
@@ -706,5 +730,29 @@ func (v *validator) semanticCache() {
 		if c.Embeddings == nil {
 			v.add(base+".enabled", "needs cache.embeddings (the endpoint that embeds prompts)")
 		}
+	}
+}
+
+// responses checks the responses section: non-negative bounds and a store
+// the rest of the config can back.
+func (v *validator) responses() {
+	r := v.c.Responses
+	if r.TTL < 0 {
+		v.add("responses.store_ttl", "must not be negative, got %s", r.TTL)
+	}
+	v.nonNegative("responses.max_conversations", int64(r.MaxConversations))
+	v.nonNegative("responses.max_stored_bytes", r.MaxBytes)
+	switch r.Store {
+	case "", convstate.StoreMemory:
+	case convstate.StoreSQLite:
+		if !v.c.RequestLog.On() {
+			v.add("responses.store", "sqlite keeps the conversations in the request log's file: it needs the request log (request_log.path)")
+		}
+	case convstate.StoreRedis:
+		if !v.c.Redis.On() {
+			v.add("responses.store", "redis needs the redis section (redis.url)")
+		}
+	default:
+		v.add("responses.store", "expected memory, sqlite or redis, got %q", r.Store)
 	}
 }

@@ -45,6 +45,39 @@ cache:
 			},
 		},
 		{
+			name: "responses section",
+			yaml: `responses:
+  store_ttl: -1h
+  max_conversations: -1
+  max_stored_bytes: -5
+  store: redis
+`,
+			want: []string{
+				`keel.yaml:2:3: responses.store_ttl: must not be negative, got -1h0m0s`,
+				`keel.yaml:3:3: responses.max_conversations: must not be negative, got -1`,
+				`keel.yaml:4:3: responses.max_stored_bytes: must not be negative, got -5`,
+				`keel.yaml:5:3: responses.store: redis needs the redis section (redis.url)`,
+			},
+		},
+		{
+			name: "responses store",
+			yaml: `responses:
+  store: sqlite
+`,
+			want: []string{
+				`keel.yaml:2:3: responses.store: sqlite keeps the conversations in the request log's file: it needs the request log (request_log.path)`,
+			},
+		},
+		{
+			name: "responses store unknown",
+			yaml: `responses:
+  store: disk
+`,
+			want: []string{
+				`keel.yaml:2:3: responses.store: expected memory, sqlite or redis, got "disk"`,
+			},
+		},
+		{
 			name: "server access and body limits",
 			yaml: `server:
   max_body_bytes: 1000
@@ -196,10 +229,12 @@ aliases:
 			yaml: `providers:
   - {name: a, type: openai, anthropic_version: "2023-06-01"}
   - {name: b, type: anthropic, anthropic_version: latest}
+  - {name: c, type: anthropic, anthropic_version: client}
+  - {name: d, type: anthropic, anthropic_version: "2026-10-21"}
 `,
 			want: []string{
 				`keel.yaml:2:29: providers[0].anthropic_version: applies only to providers of type anthropic`,
-				`keel.yaml:3:32: providers[1].anthropic_version: expected a date such as "2023-06-01", got "latest"`,
+				`keel.yaml:3:32: providers[1].anthropic_version: expected a date such as "2023-06-01" or "client", got "latest"`,
 			},
 		},
 		{
@@ -556,5 +591,63 @@ func TestStoreDefaults(t *testing.T) {
 	c.Keys.Store, c.Cache.Store = KeysStoreSQLite, CacheStoreMemory
 	if c.KeysStore() != KeysStoreSQLite || c.CacheStore() != CacheStoreMemory {
 		t.Errorf("set explicitly: %q %q, want sqlite memory", c.KeysStore(), c.CacheStore())
+	}
+}
+
+// responses.store defaults to redis with a redis section, else to sqlite
+// (the request log's file) when the log is written, else memory.
+func TestResponsesStoreDefault(t *testing.T) {
+	var c Config
+	if got := c.ResponsesStore(); got != "memory" {
+		t.Errorf("embedded, no log: %q, want memory", got)
+	}
+	c.RequestLog.Path = "keel-requests.db"
+	if got := c.ResponsesStore(); got != "sqlite" {
+		t.Errorf("with the request log: %q, want sqlite", got)
+	}
+	c.Redis.URL = "redis://127.0.0.1:6379"
+	if got := c.ResponsesStore(); got != "redis" {
+		t.Errorf("with redis: %q, want redis", got)
+	}
+	c.Responses.Store = "memory"
+	if got := c.ResponsesStore(); got != "memory" {
+		t.Errorf("set explicitly: %q, want memory", got)
+	}
+}
+
+// A config that serves nothing is refused (issue 25): keel serve calls
+// CheckServes at start and on reload, and the error names the key to fix.
+func TestCheckServes(t *testing.T) {
+	cases := []struct {
+		name string
+		yaml string
+		want string // "" for a config that serves
+	}{
+		{name: "only a server section", yaml: "server:\n  listen: 127.0.0.1:8080\n",
+			want: "keel.yaml: providers: none configured, so this config serves no model"},
+		{name: "empty providers", yaml: "server:\n  listen: 127.0.0.1:8080\nproviders: []\n",
+			want: "keel.yaml:3:1: providers: none configured, so this config serves no model"},
+		{name: "providers pass model names through", yaml: "providers:\n  - {name: a, type: anthropic}\n"},
+		{name: "a model and its endpoint", yaml: "providers:\n  - {name: a, type: anthropic}\nmodels:\n  - name: m\n    endpoints: [{provider: a}]\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.yaml), "keel.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.CheckServes()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+				t.Errorf("got %v, want an error starting %q", err, tc.want)
+			}
+		})
+	}
+	// Every model without an endpoint: refused by Parse, at the model's line.
+	_, err := Parse([]byte("providers:\n  - {name: a, type: anthropic}\nmodels:\n  - name: m\n"), "keel.yaml")
+	if err == nil || !strings.Contains(err.Error(), "keel.yaml:4:5: models[0].endpoints: required: at least one endpoint") {
+		t.Errorf("a model without endpoints: %v", err)
 	}
 }

@@ -116,6 +116,22 @@ type ModelSpec struct {
 	// starts, as OpenAI does), prefill, continue_final_message or prefix
 	// (see Continuation). Anthropic-format endpoints always continue it.
 	Continuation Continuation `json:"continuation,omitempty"`
+	// EchoPrefill makes an endpoint that continues a trailing assistant
+	// message repeat it at the start of its answer, as llama.cpp's
+	// llama-server does (PROTOCOLS.md §0.13, §6.2): a non-streamed answer's
+	// text starts with the prefill, and a stream's first text delta is the
+	// prefill plus the first new token. max_tokens and output_tokens count
+	// the new tokens only. False, the default, continues without the echo
+	// (the Anthropic Messages API, vLLM, DeepSeek).
+	EchoPrefill bool `json:"echo_prefill,omitempty"`
+	// ContextError is how the model says a prompt exceeds ContextWindow:
+	// "" (the default) as each wire's provider does — over the Anthropic
+	// format Anthropic's 400 invalid_request_error "prompt is too long: N
+	// tokens > M maximum" (platform.claude.com/docs/en/api/errors), over the
+	// OpenAI format OpenAI's 400 invalid_request_error with code
+	// context_length_exceeded (developers.openai.com/docs/guides/error-codes)
+	// — or ContextErrorLlamaCpp.
+	ContextError string `json:"context_error,omitempty"`
 	// StructuredOutputs is how the model treats a json_schema output format
 	// (Anthropic output_config.format, OpenAI response_format), each wire
 	// reading only its own field as the real APIs do: "" or "native" (the
@@ -371,6 +387,9 @@ func (c *Config) Validate() error {
 		}
 		if !(m.ExtractionErrorRate >= 0 && m.ExtractionErrorRate <= 1) {
 			return fmt.Errorf("%s.extraction_error_rate: %g is outside [0, 1]", p, m.ExtractionErrorRate)
+		}
+		if m.ContextError != "" && m.ContextError != ContextErrorLlamaCpp {
+			return fmt.Errorf("%s.context_error: unknown shape %q (want %q or none)", p, m.ContextError, ContextErrorLlamaCpp)
 		}
 		if err := m.Continuation.validate(); err != nil {
 			return fmt.Errorf("%s.continuation: %w", p, err)

@@ -272,3 +272,58 @@ func TestContinuationConfig(t *testing.T) {
 		t.Errorf("ParseConfig: %v %+v", err, c.Models)
 	}
 }
+
+// TestEchoPrefill checks the llama-server echo (PROTOCOLS.md §6.2): a
+// continued answer starts with the prefill, non-streamed in its text and
+// streamed in its first delta together with the first new token; the
+// tokens after it are those a non-echoing endpoint sends, and max_tokens
+// counts only them.
+func TestEchoPrefill(t *testing.T) {
+	const question = "Describe the harbor"
+	cfg := ZeroLatency()
+	full := Answer(cfg, userReq("sim-sonnet", question)).Text()
+	prefill := strings.TrimRight(full[:len(full)/2], " ")
+	rest := full[len(prefill):]
+	for i := range cfg.Models {
+		if cfg.Models[i].Name == "sim-sonnet" {
+			cfg.Models[i].Continuation = ContinuePrefill
+			cfg.Models[i].EchoPrefill = true
+		}
+	}
+	f, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := memHarness(f)
+	for _, format := range formats {
+		t.Run(format.String(), func(t *testing.T) {
+			_, text, ae := callText(t, h, format, prefillBody(format, question, prefill, "", "", false), false)
+			if ae != nil || text != prefill+rest {
+				t.Fatalf("non-streamed: %q %v, want the prefill then the rest %q", text, ae, prefill+rest)
+			}
+			resp, err := h.post(context.Background(), format, "", prefillBody(format, question, prefill, "", "", true))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			er := newEventReader(format, resp.Body)
+			first := readStream(format, er, 1)
+			if !strings.HasPrefix(first.text, prefill) || len(first.text) <= len(prefill) || !strings.HasPrefix(rest, first.text[len(prefill):]) {
+				t.Errorf("first delta %q, want the prefill %q and the first new token", first.text, prefill)
+			}
+			all := readStream(format, er, -1)
+			if got := first.text + all.text; got != prefill+rest {
+				t.Errorf("streamed %q, want %q", got, prefill+rest)
+			}
+			body := prefillBody(format, question, prefill, "", "", false)
+			body = strings.Replace(body, `"model":"sim-sonnet",`, `"model":"sim-sonnet","max_tokens":3,`, 1)
+			if format == FormatAnthropic {
+				body = strings.Replace(body, `,"max_tokens":1024`, "", 1)
+			}
+			_, text, ae = callText(t, h, format, body, false)
+			if ae != nil || !strings.HasPrefix(text, prefill) || len(strings.Fields(text[len(prefill):])) > 3 {
+				t.Errorf("max_tokens 3: %q %v, want the prefill and at most 3 new tokens", text, ae)
+			}
+		})
+	}
+}

@@ -14,7 +14,19 @@
 // continued only as the model's Continuation says (prefill like llama.cpp,
 // continue_final_message like vLLM, prefix like DeepSeek) and by default,
 // as OpenAI does, it is history: the answer is a new, complete one, so a
-// client that resends the part it already has gets the text twice.
+// client that resends the part it already has gets the text twice. A
+// model's EchoPrefill makes a continuing endpoint repeat the prefill at
+// the start of its answer, as llama.cpp's llama-server does (PROTOCOLS.md
+// §6.2).
+//
+// Under anthropic-version 2026-10-21 the Anthropic endpoints refuse
+// temperature, top_p and top_k with a 400, as Anthropic's API does
+// (PROTOCOLS.md §0.1).
+//
+// A prompt over a model's ContextWindow is a 400 in each wire provider's
+// own words (Anthropic's "prompt is too long", OpenAI's
+// context_length_exceeded code), or in llama.cpp's exceed_context_size_error
+// shape on both wires with ContextError "llamacpp".
 //
 // Temperature sensitivity: at temperature T > 0 each word of a text answer is
 // replaced with probability WordChangeProbability(T × the model's

@@ -41,7 +41,9 @@ import (
 //     named in the last user text is called in order of first mention; with
 //     tool_choice any and none named, the first tool. The answer is a short
 //     "Calling NAME." text block and tool_use blocks (ids "toolu_sim_<hash>")
-//     whose inputs are generated from the input schema; stop_reason tool_use.
+//     whose inputs are generated from the input schema (a free-form one, an
+//     object naming no properties and not closed, gets {"answer": "<words>"}:
+//     the model's answer, as in JSON mode); stop_reason tool_use.
 //   - A JSON output format, read from the request's own wire only
 //     (Anthropic output_config.format or output_format, OpenAI
 //     response_format; see AnswerSample and ModelSpec.StructuredOutputs):
@@ -243,7 +245,14 @@ func generate(ctx context.Context, seed int64, req *llm.Request, s sampling, con
 	for i, t := range calls {
 		th := hashString(h^uint64(i+1)*0x9e3779b97f4a7c15, t.Name)
 		r := newRNG(th)
-		in, _ := json.Marshal(genValue(parseSchema(t.InputSchema), &r, 0))
+		sc := parseSchema(t.InputSchema)
+		in, _ := json.Marshal(genValue(sc, &r, 0))
+		if freeForm(sc) {
+			// A model fills a free-form input with its answer, as it
+			// answers JSON mode (LiteLLM and Keel emulate JSON mode on
+			// Anthropic with such a forced tool).
+			in, _ = json.Marshal(map[string]string{"answer": strings.Join(words(th, s, -1), "")})
+		}
 		a.blocks = append(a.blocks, genBlock{tool: true, id: hexID("toolu_sim_", th), name: t.Name, tokens: splitPieces(string(in))})
 	}
 	if len(calls) > 0 {
@@ -251,6 +260,39 @@ func generate(ctx context.Context, seed int64, req *llm.Request, s sampling, con
 	}
 	a.limit(req)
 	return a, nil
+}
+
+// freeForm reports whether a tool input schema is an object that names no
+// properties and does not forbid them ({"type": "object"}).
+func freeForm(s map[string]any) bool {
+	if s == nil || schemaType(s) != "object" || s["additionalProperties"] == false {
+		return false
+	}
+	props, _ := s["properties"].(map[string]any)
+	return len(props) == 0
+}
+
+// echoPrefill puts the prefill req's answer continued (its trailing
+// assistant text message) back in front of the answer's text, as
+// llama.cpp's llama-server sends it (PROTOCOLS.md §6.2): one piece with
+// the first new token, so a stream's first delta holds both and the token
+// count is unchanged.
+func (a *answer) echoPrefill(req *llm.Request) {
+	n := len(req.Messages)
+	if n == 0 || req.Messages[n-1].Role != llm.RoleAssistant || !onlyText(req.Messages[n-1].Content) || len(a.blocks) == 0 || a.blocks[0].tool {
+		return
+	}
+	p := req.Messages[n-1].Text()
+	if p == "" {
+		return
+	}
+	b := &a.blocks[0]
+	if len(b.tokens) == 0 {
+		b.tokens = []string{p}
+		return
+	}
+	b.tokens = slices.Clone(b.tokens)
+	b.tokens[0] = p + b.tokens[0]
 }
 
 // checkEvery is how many messages (or turns) a pass over a request handles

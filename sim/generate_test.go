@@ -428,3 +428,31 @@ func TestCorruptJSON(t *testing.T) {
 		t.Errorf("got %d distinct variants, want 4", len(seen))
 	}
 }
+
+// A forced tool whose input schema is free-form ({"type":"object"}: how
+// JSON mode is emulated on Anthropic) gets the model's answer as input,
+// {"answer": …}, as a model fills it; a schema with properties, or a closed
+// one, gets a value generated from it.
+func TestFreeFormToolInput(t *testing.T) {
+	cfg := DefaultConfig()
+	for _, tc := range []struct {
+		schema string
+		want   string // a key of the input
+	}{
+		{`{"type":"object"}`, "answer"},
+		{`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`, "city"},
+	} {
+		req := parseAnthropic(t, `{"model":"sim-sonnet","max_tokens":100,"messages":[{"role":"user","content":"Describe a ship."}],
+			"tools":[{"name":"out","input_schema":`+tc.schema+`}],"tool_choice":{"type":"tool","name":"out"}}`)
+		resp := Answer(cfg, req)
+		var in map[string]any
+		for _, b := range resp.Content {
+			if b.Type == llm.BlockToolUse {
+				json.Unmarshal(b.Input, &in)
+			}
+		}
+		if s, _ := in[tc.want].(string); s == "" || len(in) != 1 {
+			t.Errorf("schema %s: input %v, want one non-empty %q", tc.schema, in, tc.want)
+		}
+	}
+}

@@ -394,6 +394,19 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		writeAPIError(w, c, &e)
 		return
 	}
+	if c.format == llm.FormatAnthropic && r.Header.Get("Anthropic-Version") == anthropicVersionNoSampling {
+		// Anthropic's API under 2026-10-21 refuses any sampling parameter,
+		// even at its default value (PROTOCOLS.md §0.1).
+		for _, p := range []struct {
+			name string
+			set  bool
+		}{{"temperature", req.Temperature != nil}, {"top_p", req.TopP != nil}, {"top_k", req.TopK != nil}} {
+			if p.set {
+				fail(http.StatusBadRequest, llm.ErrInvalidRequest, p.name+": Extra inputs are not permitted")
+				return
+			}
+		}
+	}
 	spec := f.models[req.Model]
 	if spec == nil {
 		fail(http.StatusNotFound, llm.ErrNotFound, fmt.Sprintf("model: %s not found", req.Model))
@@ -467,13 +480,16 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 	if err != nil {
 		return // the client has gone: nobody reads an answer
 	}
+	if cont && spec.EchoPrefill {
+		ans.echoPrefill(req)
+	}
 	if c.format == llm.FormatResponses {
 		ans.markCustomCalls(req)
 	}
 	if spec.ContextWindow > 0 && ans.usage.InputTokens > spec.ContextWindow {
 		ep.recordStatus(http.StatusBadRequest)
-		call.fail(http.StatusBadRequest, llm.ErrInvalidRequest,
-			fmt.Sprintf("prompt is too long: %d tokens > %d maximum", ans.usage.InputTokens, spec.ContextWindow))
+		call.done()
+		writeContextError(w, c, spec, ans.usage.InputTokens, reqID)
 		return
 	}
 	var fault *Fault
@@ -769,3 +785,38 @@ func hasTool(ts []llm.Tool, name string) bool {
 	}
 	return false
 }
+
+// ContextErrorLlamaCpp is ModelSpec.ContextError for llama.cpp's
+// llama-server (PROTOCOLS.md §6.2): on both endpoints, streamed or not, a
+// plain JSON 400 in the OpenAI error shape with a numeric code,
+// {"error":{"code":400,"message":"request (N tokens) exceeds the available
+// context size (M tokens), try increasing it","type":
+// "exceed_context_size_error","n_prompt_tokens":N,"n_ctx":M}}.
+const ContextErrorLlamaCpp = "llamacpp"
+
+// writeContextError answers a prompt of n tokens that exceeds spec's
+// context window, in the shape spec.ContextError names.
+func writeContextError(w http.ResponseWriter, c *codec, spec *ModelSpec, n int, reqID string) {
+	window := spec.ContextWindow
+	if spec.ContextError == ContextErrorLlamaCpp {
+		b := fmt.Appendf(nil, `{"error":{"code":400,"message":"request (%d tokens) exceeds the available context size (%d tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":%d,"n_ctx":%d}}`, n, window, n, window)
+		h := w.Header()
+		h["Content-Type"] = []string{"application/json"}
+		h["Content-Length"] = []string{strconv.Itoa(len(b))}
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write(b)
+		return
+	}
+	e := &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, RequestID: reqID,
+		Message: fmt.Sprintf("prompt is too long: %d tokens > %d maximum", n, window)}
+	if c.format == llm.FormatOpenAI {
+		// OpenAI's words and code for the same refusal.
+		e.Code, e.Param = "context_length_exceeded", "messages"
+		e.Message = fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.", window, n)
+	}
+	writeAPIError(w, c, e)
+}
+
+// anthropicVersionNoSampling is the Anthropic API version that refuses
+// temperature, top_p and top_k (PROTOCOLS.md §0.1).
+const anthropicVersionNoSampling = "2026-10-21"

@@ -26,9 +26,13 @@ var responsesCodec = &codec{
 }
 
 // responsesParams are the request members OpenAI's Responses API knows
-// (openai-go v3 ResponseNewParams, plus stream, which the SDK sets itself).
+// (openai-go v3 ResponseNewParams, plus stream, which the SDK sets itself,
+// and client_metadata, an object of strings that OpenAI's own Codex CLI
+// (0.171.0) sends on every turn to api.openai.com with an API key, so the
+// API takes it although the SDK types do not name it; docs/CLIENTS.md).
 var responsesParams = map[string]bool{
-	"background": true, "instructions": true, "max_output_tokens": true, "max_tool_calls": true,
+	"client_metadata": true,
+	"background":      true, "instructions": true, "max_output_tokens": true, "max_tool_calls": true,
 	"parallel_tool_calls": true, "previous_response_id": true, "prompt_cache_key": true,
 	"safety_identifier": true, "store": true, "temperature": true, "top_logprobs": true, "top_p": true,
 	"user": true, "context_management": true, "conversation": true, "include": true, "metadata": true,

@@ -28,5 +28,6 @@ func rootCmd() *cobra.Command {
 	root.AddCommand(benchCmd(), demoCmd())
 	root.AddCommand(reportCmd(), keysCmd(), auditCmd())
 	root.AddCommand(calibrateCmd(), shadowCmd())
+	root.AddCommand(versionCmd())
 	return root
 }

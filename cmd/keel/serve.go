@@ -85,6 +85,9 @@ func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOu
 	switch {
 	case cfgPath != "":
 		c, err := config.Load(cfgPath)
+		if err == nil {
+			err = c.CheckServes()
+		}
 		if err != nil {
 			return err
 		}
@@ -145,6 +148,9 @@ func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOu
 			case <-hup:
 			}
 			nc, err := config.Load(cfgPath)
+			if err == nil {
+				err = nc.CheckServes()
+			}
 			if err == nil {
 				serveDefaults(nc)
 				nc.Server.Listen = cfg.Server.Listen

@@ -105,6 +105,23 @@ func TestServeReloadAndShutdown(t *testing.T) {
 	if got := strings.Join(modelIDs(t, addr), ","); got != "sim-haiku,sim-opus" {
 		t.Fatalf("after a bad reload: %s", got)
 	}
+	// A file that serves nothing (issue 25): refused, the previous config
+	// keeps serving, and the log says what to fix.
+	os.WriteFile(cfgPath, []byte("server:\n  shutdown_timeout: 1s\n"), 0o600)
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	deadline = time.Now().Add(5 * time.Second)
+	for strings.Count(logs.String(), "config reload failed") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no second reload failure logged:\n%s", logs.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "providers: none configured") {
+		t.Errorf("the reload failure does not name the key to fix:\n%s", logs.String())
+	}
+	if got := strings.Join(modelIDs(t, addr), ","); got != "sim-haiku,sim-opus" {
+		t.Fatalf("after reloading a config that serves nothing: %s", got)
+	}
 	resp, err := http.Post("http://"+addr+"/v1/messages", "application/json",
 		strings.NewReader(`{"model":"sim-opus","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`))
 	if err != nil || resp.StatusCode != 200 {
@@ -119,6 +136,35 @@ func TestServeReloadAndShutdown(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not drain and return")
+	}
+}
+
+// keel serve --config with a file that serves nothing (only a server
+// section) refuses to start, naming the key to fix (issue 25).
+func TestServeRefusesAConfigThatServesNothing(t *testing.T) {
+	cfgPath := filepath.Join(t.TempDir(), "k.yaml")
+	if err := os.WriteFile(cfgPath, []byte("server:\n  listen: 127.0.0.1:0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan string, 1)
+	logs := &lockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- runServe(ctx, cfgPath, "127.0.0.1:0", true, logs, ready) }()
+	var err error
+	select {
+	case addr := <-ready:
+		cancel()
+		<-done
+		t.Fatalf("serving at %s", addr)
+	case err = <-done:
+	}
+	if err == nil || !strings.Contains(err.Error(), cfgPath+": providers: none configured, so this config serves no model") {
+		t.Fatalf("serve: %v, want a refusal naming providers", err)
+	}
+	if strings.Contains(logs.String(), "serving the fleet") {
+		t.Errorf("claims to serve:\n%s", logs.String())
 	}
 }
 

@@ -106,14 +106,19 @@ type traceStructured struct {
 // Must show (issue 13): "must include" in English and in Chinese, with a
 // model that takes no schema (structured_outputs: none, as one without
 // structured outputs is configured) and answers without a demanded key:
-// Keel re-asks, then answers 502 MESH_SCHEMA_VIOLATION naming the key,
-// with X-Mesh-Schema: implied, and the debug trace explains it.
+// Keel re-asks, and the debug trace explains it (X-Mesh-Schema: implied).
+// Issue 25: an implied schema never fails the call by default (implied:
+// guess): the client gets the model's own answer, as direct, with
+// X-Mesh-Schema-Violation naming the keys; under implied: strict it is a
+// 502 MESH_SCHEMA_VIOLATION naming the missing key.
 func TestServeImpliedMustIncludeViolation(t *testing.T) {
 	simCfg := sim.ZeroLatency()
 	for i := range simCfg.Models {
 		simCfg.Models[i].StructuredOutputs = "unsupported"
 	}
-	addr := serveWith(t, simCfg, `server: {shutdown_timeout: 1s, drain_delay: 0s}
+	for _, mode := range []string{"guess", "strict"} {
+		addr := serveWith(t, simCfg, `server: {shutdown_timeout: 1s, drain_delay: 0s}
+structured_output: {implied: `+mode+`}
 request_log: {enabled: false}
 providers:
   - {name: sim, type: anthropic, base_url: SIMURL}
@@ -123,69 +128,85 @@ models:
     price: {input_per_mtok: 1, output_per_mtok: 5}
     endpoints: [{provider: sim, region: us-east, base_url: SIMURL/r/us-east}]
 `)
-	prompts := map[string]string{
-		"en": "Extract the fields from the incident report. Respond in JSON format. The output must include risk_level, mitigation_steps, confidence_score.",
-		"zh": "从事故报告中提取字段。以 JSON 格式输出，必须包含 risk_level、mitigation_steps、confidence_score",
-	}
-	for lang, sys := range prompts {
-		t.Run(lang, func(t *testing.T) {
-			body, _ := json.Marshal(map[string]any{"model": "sim-haiku", "max_tokens": 200, "system": sys,
-				"messages": []map[string]any{{"role": "user", "content": "risk_level: high\nmitigation_steps: patch the gateways"}}})
-			resp, b := postJSON(t, "http://"+addr+"/v1/messages", string(body), map[string]string{"anthropic-version": "2023-06-01", "X-Mesh-Debug": "true"})
-			if resp.StatusCode != http.StatusBadGateway {
-				t.Fatalf("status %d: %s", resp.StatusCode, b)
-			}
-			var eb struct {
-				Type  string `json:"type"`
-				Error struct {
-					Type, Message string
-					Code          string `json:"mesh_error_code"`
-				} `json:"error"`
-			}
-			if err := json.Unmarshal(b, &eb); err != nil || eb.Type != "error" {
-				t.Fatalf("not an Anthropic error body: %s", b)
-			}
-			if !strings.Contains(string(b), "MESH_SCHEMA_VIOLATION") || !strings.Contains(eb.Error.Message, "confidence_score") {
-				t.Fatalf("error does not name the missing key: %s", b)
-			}
-			if got := resp.Header.Get("X-Mesh-Schema"); got != "implied" {
-				t.Errorf("X-Mesh-Schema = %q, want implied", got)
-			}
-			tr := getTrace(t, addr, resp.Header.Get("X-Mesh-Trace-Id"))
-			st := tr.Structured
-			if st.SchemaSource != "implied" || !strings.Contains(st.Sentence, "risk_level") ||
-				strings.Join(st.Required, ",") != "risk_level,mitigation_steps,confidence_score" {
-				t.Errorf("structured = %+v", st)
-			}
-			s, err := structured.Compile(st.Schema)
-			if err != nil {
-				t.Fatalf("trace schema %s: %v", st.Schema, err)
-			}
-			if len(s.Validate([]byte(`{"risk_level":"high","mitigation_steps":"x","confidence_score":1}`))) != 0 {
-				t.Errorf("trace schema %s rejects a complete answer", st.Schema)
-			}
-			if !strings.Contains(st.InvalidAnswer, "risk_level") || strings.Contains(st.InvalidAnswer, "confidence_score") {
-				t.Errorf("invalid_answer = %q", st.InvalidAnswer)
-			}
-			if st.Repairs == nil {
-				t.Error("repairs is null, want an array")
-			}
-			at := tr.Execute.Attempts
-			if len(at) != 2 || at[1].Kind != "reask" {
-				t.Fatalf("attempts %+v, want the answer and one re-ask", at)
-			}
-			for i, a := range at {
-				if a.Bytes <= 0 || a.CostUSD <= 0 || !strings.Contains(a.UpstreamRequest, `"model"`) {
-					t.Errorf("attempt %d: bytes %d, cost %g, upstream_request %.80q", i, a.Bytes, a.CostUSD, a.UpstreamRequest)
+		prompts := map[string]string{
+			"en": "Extract the fields from the incident report. Respond in JSON format. The output must include risk_level, mitigation_steps, confidence_score.",
+			"zh": "从事故报告中提取字段。以 JSON 格式输出，必须包含 risk_level、mitigation_steps、confidence_score",
+		}
+		for lang, sys := range prompts {
+			t.Run(mode+"/"+lang, func(t *testing.T) {
+				body, _ := json.Marshal(map[string]any{"model": "sim-haiku", "max_tokens": 200, "system": sys,
+					"messages": []map[string]any{{"role": "user", "content": "risk_level: high\nmitigation_steps: patch the gateways"}}})
+				resp, b := postJSON(t, "http://"+addr+"/v1/messages", string(body), map[string]string{"anthropic-version": "2023-06-01", "X-Mesh-Debug": "true"})
+				if mode == "guess" {
+					if resp.StatusCode != http.StatusOK {
+						t.Fatalf("status %d: %s; want the model's answer", resp.StatusCode, b)
+					}
+					if got := resp.Header.Get("X-Mesh-Schema-Violation"); got != "risk_level,mitigation_steps,confidence_score" {
+						t.Errorf("X-Mesh-Schema-Violation = %q, want the keys", got)
+					}
+					var m struct {
+						Content []struct{ Text string }
+					}
+					if err := json.Unmarshal(b, &m); err != nil || len(m.Content) == 0 || !strings.Contains(m.Content[0].Text, "risk_level") {
+						t.Fatalf("answer %s, want the model's own answer", b)
+					}
+				} else if resp.StatusCode != http.StatusBadGateway {
+					t.Fatalf("status %d: %s", resp.StatusCode, b)
 				}
-				if strings.Contains(a.UpstreamRequest, "output_config") {
-					t.Errorf("attempt %d sent a schema to a structured_outputs: none model", i)
+				var eb struct {
+					Type  string `json:"type"`
+					Error struct {
+						Type, Message string
+						Code          string `json:"mesh_error_code"`
+					} `json:"error"`
 				}
-			}
-			if tr.Response.CostUSD <= 0 {
-				t.Errorf("failed call that used tokens costs %g", tr.Response.CostUSD)
-			}
-		})
+				if mode == "strict" {
+					if err := json.Unmarshal(b, &eb); err != nil || eb.Type != "error" {
+						t.Fatalf("not an Anthropic error body: %s", b)
+					}
+					if !strings.Contains(string(b), "MESH_SCHEMA_VIOLATION") || !strings.Contains(eb.Error.Message, "confidence_score") {
+						t.Fatalf("error does not name the missing key: %s", b)
+					}
+				}
+				if got := resp.Header.Get("X-Mesh-Schema"); got != "implied" {
+					t.Errorf("X-Mesh-Schema = %q, want implied", got)
+				}
+				tr := getTrace(t, addr, resp.Header.Get("X-Mesh-Trace-Id"))
+				st := tr.Structured
+				if st.SchemaSource != "implied" || !strings.Contains(st.Sentence, "risk_level") ||
+					strings.Join(st.Required, ",") != "risk_level,mitigation_steps,confidence_score" {
+					t.Errorf("structured = %+v", st)
+				}
+				s, err := structured.Compile(st.Schema)
+				if err != nil {
+					t.Fatalf("trace schema %s: %v", st.Schema, err)
+				}
+				if len(s.Validate([]byte(`{"risk_level":"high","mitigation_steps":"x","confidence_score":1}`))) != 0 {
+					t.Errorf("trace schema %s rejects a complete answer", st.Schema)
+				}
+				if !strings.Contains(st.InvalidAnswer, "risk_level") || strings.Contains(st.InvalidAnswer, "confidence_score") {
+					t.Errorf("invalid_answer = %q", st.InvalidAnswer)
+				}
+				if st.Repairs == nil {
+					t.Error("repairs is null, want an array")
+				}
+				at := tr.Execute.Attempts
+				if len(at) != 2 || at[1].Kind != "reask" {
+					t.Fatalf("attempts %+v, want the answer and one re-ask", at)
+				}
+				for i, a := range at {
+					if a.Bytes <= 0 || a.CostUSD <= 0 || !strings.Contains(a.UpstreamRequest, `"model"`) {
+						t.Errorf("attempt %d: bytes %d, cost %g, upstream_request %.80q", i, a.Bytes, a.CostUSD, a.UpstreamRequest)
+					}
+					if strings.Contains(a.UpstreamRequest, "output_config") {
+						t.Errorf("attempt %d sent a schema to a structured_outputs: none model", i)
+					}
+				}
+				if tr.Response.CostUSD <= 0 {
+					t.Errorf("failed call that used tokens costs %g", tr.Response.CostUSD)
+				}
+			})
+		}
 	}
 }
 

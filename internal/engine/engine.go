@@ -545,6 +545,11 @@ func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome,
 	return out, nil
 }
 
+// codeModelNotFound is the error code of a call for a model the mesh does
+// not serve: OpenAI's own for an unknown model (PROTOCOLS.md §6.1), which
+// SDK users branch on.
+const codeModelNotFound = "model_not_found"
+
 // do is Do's body; Do finishes the call unless handed is set (a stream
 // took the call over). It sets *xp when the call gets an exec, *served to
 // the endpoint credited with the answer, and *cancel to the deadline's
@@ -557,14 +562,14 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 	if rs == nil && len(e.passthrough) > 0 && req.Model != "" {
 		var err error
 		if rs, err = e.passthroughRoute(req.Model, req.Format); errors.Is(err, ErrNoProvider) {
-			return nil, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Message: "model " + req.Model + ": " + err.Error()}, false
+			return nil, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Code: codeModelNotFound, Message: "model " + req.Model + ": " + err.Error()}, false
 		} else if err != nil {
 			return nil, &llm.APIError{Status: http.StatusServiceUnavailable, Type: llm.ErrOverloaded, MeshCode: llm.MeshFallbackExhausted,
 				Message: "model " + req.Model + ": " + err.Error()}, false
 		}
 	}
 	if rs == nil {
-		return nil, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound,
+		return nil, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Code: codeModelNotFound,
 			Message: fmt.Sprintf("model: %q is not served by this mesh (GET /v1/models lists the names)", req.Model)}, false
 	}
 	semThreshold := rs.semThreshold
@@ -690,7 +695,10 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 	}
 	st := newStream(ctx, *cancel, x, won)
 	if spec != nil {
-		if e.structOpts.RelaxedStreams {
+		// A relaxed stream passes through, unless the answer came as the
+		// forced output tool (JSON mode emulated on an Anthropic endpoint):
+		// that must be folded into text, which strict mode does.
+		if e.structOpts.RelaxedStreams && !won.tool {
 			st.relaxed = spec
 		} else if err := st.strict(ctx, spec); err != nil {
 			ae = err.(*llm.APIError)

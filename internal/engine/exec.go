@@ -17,6 +17,7 @@ import (
 	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/route"
+	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
 // exec is one client call's attempts: which endpoints were tried, the
@@ -74,6 +75,9 @@ type exec struct {
 	firstPick bool
 	cands     []route.Candidate
 	decisions []route.Decision
+	// lossy caches, per wire format, whether translating the request into
+	// it would lose content (translate.Report.Lost).
+	lossy map[llm.Format]bool
 }
 
 // try is one pass through the policy chain: what to send and how.
@@ -82,7 +86,10 @@ type try struct {
 	kind string
 	// cont, when set, is the text the client already has: each endpoint
 	// gets a continuation request of its own kind (see continuationFor).
-	cont       *string
+	cont *string
+	// contOut is the output tokens the client already has (see
+	// continuationFor).
+	contOut    int
 	wait       time.Duration
 	allowTried bool
 	// hg is the call's hedger while the hedge policy runs.
@@ -301,9 +308,10 @@ func routePolicy(next step) step {
 	return func(ctx context.Context, x *exec, t *try) (*attempt, error) {
 		e := x.e
 		x.mu.Lock()
-		if x.sealed {
-			// A hedge launched as the call ended: the record is the
-			// observers' now, and the call needs no more attempts.
+		if x.sealed || t.kind == "hedge" && t.hg != nil && t.hg.closed {
+			// A hedge launched as the call ended, or as its pass was
+			// decided: the record is the observers' (or a stream's reader's)
+			// now, and the call needs no more attempts.
 			x.mu.Unlock()
 			return nil, errSealed
 		}
@@ -331,7 +339,7 @@ func routePolicy(next step) step {
 		x.tried[i] = true
 		a := &attempt{x: x, ep: ep, idx: i, kind: t.kind, start: e.now(), recIdx: len(x.rec.Attempts)}
 		a.ctx, a.cancel = context.WithCancel(ctx)
-		x.rec.Attempts = append(x.rec.Attempts, Attempt{Endpoint: ep.ID, Model: ep.Model, Region: ep.Region, Start: a.start, Kind: t.kind, Wait: t.wait})
+		x.rec.Attempts = append(x.rec.Attempts, Attempt{Endpoint: ep.ID, Model: ep.Model, Region: ep.Region, Provider: ep.Provider, Start: a.start, Kind: t.kind, Wait: t.wait})
 		x.mu.Unlock()
 		t.wait = 0
 		if t.hg != nil {
@@ -397,12 +405,12 @@ func send(ctx context.Context, x *exec, t *try) (*attempt, error) {
 func (x *exec) modelCall(a *attempt, t *try) (*provider.Result, error) {
 	req := t.req
 	if t.cont != nil {
-		req, a.splice = x.continuationFor(a.ep, *t.cont)
+		req, a.splice = x.continuationFor(a.ep, *t.cont, t.contOut)
 	} else if x.spec != nil {
 		if r2, tool := x.askSchema(req, a.ep, t.kind); r2 != req {
 			req, a.tool = r2, tool
 			x.mu.Lock()
-			if !x.sealed {
+			if !x.sealed && x.rec.Structured != nil { // a fragment's replica has no Structured
 				x.rec.Structured.Sent = true
 			}
 			x.mu.Unlock()
@@ -508,6 +516,7 @@ func (x *exec) pick(allowTried bool) (int, error) {
 		}
 		x.cands = append(x.cands, c)
 	}
+	x.preferLossless()
 	ch, err := route.PickAppend(x.decisions, x.cands, x.policy, x.e.rnd)
 	if err != nil && errors.Is(err, route.ErrAllUnavailable) {
 		// Panic routing, as Envoy does past its panic threshold: when every
@@ -538,6 +547,48 @@ func (x *exec) pick(allowTried bool) (int, error) {
 		return -1, err
 	}
 	return ch.Index, nil
+}
+
+// preferLossless makes unavailable, while an available endpoint can carry
+// the whole request, each endpoint whose wire format cannot (a document
+// to an OpenAI-format endpoint, say): routing prefers the endpoints that
+// can express the request, and a lossy one is used only when none is left
+// (where translation then refuses or, under translation: drop, drops and
+// names the content). Called with x.mu held, after x.cands is built.
+func (x *exec) preferLossless() {
+	lossless := false
+	for i := range x.cands {
+		if x.cands[i].Available && !x.lossyFor(x.rs.cands[i].Format) {
+			lossless = true
+			break
+		}
+	}
+	if !lossless {
+		return
+	}
+	for i := range x.cands {
+		if x.cands[i].Available && x.lossyFor(x.rs.cands[i].Format) {
+			x.cands[i].Available, x.cands[i].Unavailable = false, "lossy_translation"
+		}
+	}
+}
+
+// lossyFor reports whether translating the request to format f loses
+// content. Called with x.mu held.
+func (x *exec) lossyFor(f llm.Format) bool {
+	if f == x.req.Format || f == llm.FormatUnknown {
+		return false
+	}
+	l, ok := x.lossy[f]
+	if !ok {
+		_, rep, err := translate.Prepare(x.req, f, translate.Policy{Unsupported: translate.Drop})
+		l = err == nil && len(rep.Lost) > 0
+		if x.lossy == nil {
+			x.lossy = map[llm.Format]bool{}
+		}
+		x.lossy[f] = l
+	}
+	return l
 }
 
 // otherModel reports whether an endpoint of a model other than m is

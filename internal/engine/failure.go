@@ -140,18 +140,68 @@ func classify(err error) *failure {
 	return f
 }
 
-// isContextExceeded recognises both providers' "prompt too long" errors
-// (the providers say so only in the message or an OpenAI code).
+// contextErrors is how each provider says that a prompt does not fit the
+// model's context window: by its error type or code, and where the type
+// is a general one, by the fixed wording it pairs it with. A 400 (or 413)
+// that matches one is a fallback to a model with a bigger window.
+var contextErrors = []struct {
+	provider string
+	match    func(a *llm.APIError) bool
+}{
+	// OpenAI and Azure OpenAI: 400 invalid_request_error, code
+	// context_length_exceeded (developers.openai.com/docs/guides/error-codes;
+	// Azure OpenAI returns OpenAI's error body).
+	{"openai", func(a *llm.APIError) bool { return a.Code == "context_length_exceeded" }},
+	// Anthropic (and Claude on Vertex AI, which answers in Anthropic's
+	// shape): 400 invalid_request_error "prompt is too long: N tokens > M
+	// maximum" (platform.claude.com/docs/en/api/errors); the type is
+	// general, the message's start is fixed.
+	{"anthropic", func(a *llm.APIError) bool {
+		return a.Type == llm.ErrInvalidRequest && a.RawType == "" && hasPrefixFold(a.Message, "prompt is too long")
+	}},
+	// llama.cpp's llama-server: 400, type exceed_context_size_error, in the
+	// OpenAI shape on both endpoints (PROTOCOLS.md §6.2).
+	{"llama.cpp", func(a *llm.APIError) bool { return a.RawType == "exceed_context_size_error" }},
+	// vLLM: 400, type BadRequestError, numeric code 400, "This model's
+	// maximum context length is N tokens. However, you requested M tokens
+	// …" (vllm-project/vllm issues #20409, #4667).
+	{"vllm", func(a *llm.APIError) bool {
+		return a.RawType == "BadRequestError" && containsFold(a.Message, "maximum context length")
+	}},
+	// Amazon Bedrock: 400 ValidationException "Input is too long for
+	// requested model." (aws-samples/bedrock-chat#95,
+	// aws-samples/assessment-generator#2).
+	{"bedrock", func(a *llm.APIError) bool {
+		return a.RawType == "ValidationException" && containsFold(a.Message, "input is too long")
+	}},
+	// Google Vertex AI / Gemini: 400 status INVALID_ARGUMENT "The input
+	// token count (N) exceeds the maximum number of tokens allowed (M)."
+	// (google-gemini/gemini-cli#4118, #6678).
+	{"gemini", func(a *llm.APIError) bool {
+		return a.RawType == "INVALID_ARGUMENT" && containsFold(a.Message, "input token count")
+	}},
+}
+
+// isContextExceeded reports whether a says the prompt exceeds the model's
+// context window, in any provider's terms (contextErrors).
 func isContextExceeded(a *llm.APIError) bool {
 	if a.Status != http.StatusBadRequest && a.Status != http.StatusRequestEntityTooLarge {
 		return false
 	}
-	if a.Code == "context_length_exceeded" {
-		return true
+	for _, c := range contextErrors {
+		if c.match(a) {
+			return true
+		}
 	}
-	m := strings.ToLower(a.Message)
-	return strings.Contains(m, "prompt is too long") || strings.Contains(m, "context length") ||
-		strings.Contains(m, "context window") || strings.Contains(m, "maximum context")
+	return false
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), sub)
 }
 
 // meshError is a failure Keel decided (no attempt could serve).

@@ -12,6 +12,7 @@ import (
 	"github.com/keelmesh/keel/internal/fragment"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/structured"
+	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
 // FragmentOptions tune long-input fragmentation. Zero values are the
@@ -113,6 +114,11 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 			// start on distinct endpoints.
 			rx := newExec(e, x.rs, req, x.call, &Record{})
 			rx.policy, rx.legacy = x.policy, x.legacy
+			if x.spec != nil && x.spec.jsonMode {
+				// JSON mode is the client's own demand on every answer:
+				// each fragment is asked in the form its endpoint takes.
+				rx.spec = x.spec
+			}
 			copy(rx.tried, used)
 			rx.mu.Lock()
 			first, err := rx.pick(false)
@@ -133,6 +139,9 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 					a.settle(nil)
 					a.release()
 					resp := a.res.Response
+					if a.tool {
+						translate.FoldOutputTool(resp)
+					}
 					text := resp.Text()
 					if spec != nil {
 						if d, _, ok := spec.answerJSON(resp); ok {
@@ -187,6 +196,16 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 		mode = fragment.ModeStructured
 	}
 	fused, err := fragment.Fuse(frags, answers, fragment.FuseOptions{Mode: mode, ListQuorum: o.ListQuorum})
+	if mode == fragment.ModeStructured && served != nil && fused != nil && len(fused.LostFragments) == len(frags) && !spec.mayFail(e.structOpts) {
+		// Replicas answered, none with a JSON object, and the JSON was
+		// JSON mode or an implied schema, not a contract: the answers are
+		// fused as text, as the call would have been answered direct
+		// (X-Mesh-Schema-Violation says the JSON was not met).
+		if tf, terr := fragment.Fuse(frags, answers, fragment.FuseOptions{Mode: fragment.ModeText, ListQuorum: o.ListQuorum}); tf != nil {
+			fused, err = tf, terr
+			rec.SchemaViolation = true
+		}
+	}
 	if err != nil && fused == nil {
 		return nil, &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted, Message: "fusing fragment answers: " + err.Error()}
 	}

@@ -62,6 +62,12 @@ type hedger struct {
 	pending  int // hedge goroutines not yet reported
 	winner   *attempt
 	done     bool
+
+	// closed is set under x.mu (not mu) when the pass is decided: a hedge
+	// goroutine that had not booked its attempt yet books none, so the
+	// record's attempts do not grow after the call returned (the server
+	// reads them for its headers without a lock).
+	closed bool
 }
 
 // booked is called by the route policy for every attempt of the pass: the
@@ -203,6 +209,7 @@ func (hg *hedger) decide(w *attempt) *attempt {
 	}
 	now := x.e.now()
 	x.mu.Lock()
+	hg.closed = true
 	for _, h := range append([]*attempt{hg.inline}, hg.hedges...) {
 		if h == nil || h == w || h.settled {
 			continue

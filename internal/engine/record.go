@@ -217,6 +217,7 @@ type Attempt struct {
 	Endpoint string
 	Model    string
 	Region   string
+	Provider string
 	Start    time.Time
 	End      time.Time
 	// Kind is "primary", "retry", "hedge", "fallback" or "continuation".

@@ -1,8 +1,14 @@
 package engine
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -120,4 +126,178 @@ func firstWords(s string, n int) string {
 		return ""
 	}
 	return strings.Join(f[:n], " ")
+}
+
+// bodyRecorder passes calls to next and keeps each POST body's
+// max_tokens or max_completion_tokens (-1 when absent).
+type bodyRecorder struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	max  []int
+}
+
+func (b *bodyRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && r.Body != nil {
+		raw, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(raw))
+		var body struct {
+			MaxTokens           *int `json:"max_tokens"`
+			MaxCompletionTokens *int `json:"max_completion_tokens"`
+		}
+		_ = json.Unmarshal(raw, &body)
+		n := -1
+		if body.MaxTokens != nil {
+			n = *body.MaxTokens
+		} else if body.MaxCompletionTokens != nil {
+			n = *body.MaxCompletionTokens
+		}
+		b.mu.Lock()
+		b.max = append(b.max, n)
+		b.mu.Unlock()
+	}
+	return b.next.RoundTrip(r)
+}
+
+func (b *bodyRecorder) maxTokens() []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.max)
+}
+
+// Must show (issue 25): llama.cpp's llama-server continues a trailing
+// assistant message but echoes it (PROTOCOLS.md §6.2); a stream recovered
+// on such a server after a cut (a killed server) or a stall is exactly the
+// uninterrupted answer, and the continuation asks only for the tokens the
+// client has left (max_tokens less the tokens delivered), so the recovered
+// answer stops where the uninterrupted one did.
+func TestEchoingContinuationRecoveredExactly(t *testing.T) {
+	for _, fault := range []string{sim.KindStreamCut, sim.KindStall} {
+		for _, client := range []llm.Format{llm.FormatAnthropic, llm.FormatOpenAI} {
+			for _, maxTokens := range []int{12, 200} {
+				t.Run(fmt.Sprintf("%s/%s client/max_tokens %d", fault, client, maxTokens), func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						echoCase(t, fault, client, maxTokens)
+					})
+				})
+			}
+		}
+	}
+}
+
+func echoCase(t *testing.T, fault string, client llm.Format, maxTokens int) {
+	const cutAfter = 5
+	cfg := sim.ZeroLatency()
+	for i := range cfg.Regions {
+		cfg.Regions[i].Latency = sim.LatencySpec{TTFT: sim.Duration(20 * time.Millisecond), PerToken: sim.Duration(5 * time.Millisecond)}
+	}
+	m := cfg.Models[1]
+	m.Name = "llama"
+	m.Regions = []string{cfg.Regions[0].Name, cfg.Regions[1].Name}
+	m.Formats = []string{"openai"}
+	m.Continuation = sim.ContinuePrefill
+	m.EchoPrefill = true // llama-server, PROTOCOLS.md §6.2
+	cfg.Models = []sim.ModelSpec{m}
+	fleet, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eps []*provider.Endpoint
+	for _, r := range m.Regions {
+		eps = append(eps, &provider.Endpoint{ID: "llama/" + r, Model: "llama", UpstreamModel: "llama", Region: r, Provider: "llamacpp",
+			Format: llm.FormatOpenAI, BaseURL: fleet.BaseURL(r, llm.FormatOpenAI), Continuation: provider.ContinuePrefill,
+			Capability: 3, ContextWindow: 200_000, StreamIdleTimeout: 30 * time.Second})
+	}
+	rec := &bodyRecorder{next: fleet.Transport()}
+	e, err := New(Options{Endpoints: eps, Client: provider.NewClient(rec),
+		Aliases:    map[string]Alias{"x": {Models: []string{"llama"}, Strategy: "ordered"}},
+		Resilience: Resilience{DisableHedging: true, Valve: ValveConfig{Disabled: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	req := ask(client, "x", true)
+	req.Messages[0].Content[0].Text = "Tell me a long story about a lighthouse keeper."
+	req.MaxTokens = maxTokens
+	zero := 0.0
+	req.Temperature = &zero
+	clean := call(t, e, req)
+	if !clean.stopped || clean.errEvent != nil || clean.text == "" {
+		t.Fatalf("clean call: %q stopped %v error %v", clean.text, clean.stopped, clean.errEvent)
+	}
+	if err := fleet.SetFaults([]sim.Fault{{Kind: fault, Region: m.Regions[0], AfterTokens: cutAfter, Count: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	before := len(rec.maxTokens())
+	r := call(t, e, req)
+	if !r.stopped || r.errEvent != nil {
+		t.Fatalf("recovered stream: stopped %v error %v after %q", r.stopped, r.errEvent, r.text)
+	}
+	if r.rec.Recovered != 1 {
+		t.Fatalf("recovered %d times, want 1", r.rec.Recovered)
+	}
+	if r.text != clean.text {
+		t.Errorf("recovered text\n%q\nwant exactly\n%q", r.text, clean.text)
+	}
+	sent := rec.maxTokens()[before:]
+	if want := []int{maxTokens, maxTokens - cutAfter}; !slices.Equal(sent, want) {
+		t.Errorf("max_tokens sent upstream %v, want %v (the continuation asks for what the client has left)", sent, want)
+	}
+}
+
+// TestDropEcho: a continuation's start that repeats the prefill sent is
+// dropped however the server splits it into deltas; one that departs from
+// it, or ends inside it, is forwarded whole, nothing lost.
+func TestDropEcho(t *testing.T) {
+	const echo = "Forty dozen result"
+	delta := func(s string) *llm.Event {
+		return &llm.Event{Type: llm.EventBlockDelta, DeltaType: llm.DeltaText, Delta: s}
+	}
+	cases := []struct {
+		name string
+		in   []*llm.Event
+		want []string // the deltas forwarded ("<stop>" for the block stop)
+	}{
+		{"llama-server: prefill and first token in one delta", []*llm.Event{delta(echo + " either"), delta(" forty")}, []string{" either", " forty"}},
+		{"echo alone, then the answer", []*llm.Event{delta(echo), delta(" either")}, []string{" either"}},
+		{"echo over several deltas", []*llm.Event{delta("Forty"), delta(" dozen"), delta(" result either")}, []string{" either"}},
+		{"no echo", []*llm.Event{delta(" either"), delta(" forty")}, []string{" either", " forty"}},
+		{"departs from the prefill", []*llm.Event{delta("Forty"), delta(" apples")}, []string{"Forty apples"}},
+		{"ends inside the prefill", []*llm.Event{delta("Forty"), {Type: llm.EventBlockStop}}, []string{"Forty", "<stop>"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Stream{echo: echo}
+			var got []string
+			in := tc.in
+			for len(in) > 0 || len(s.buf) > 0 {
+				var ev *llm.Event
+				if len(s.buf) > 0 {
+					ev, s.buf = s.buf[0], s.buf[1:]
+				} else {
+					ev, in = in[0], in[1:]
+				}
+				if s.echo == "" && s.held == "" {
+					got = append(got, render(ev))
+					continue
+				}
+				out, drop := s.dropEcho(ev)
+				if !drop {
+					got = append(got, render(out))
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("forwarded %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func render(ev *llm.Event) string {
+	if ev.Type == llm.EventBlockStop {
+		return "<stop>"
+	}
+	return ev.Delta
 }

@@ -208,3 +208,21 @@ func TestReaskCarriesSchemaAndViolationIsExplained(t *testing.T) {
 		}
 	})
 }
+
+// A schema violation of the whole answer (prose where JSON was asked for)
+// names a real path in its message, never an empty one (issue 25: "could
+// not be repaired: : not valid JSON").
+func TestViolationMessageNamesARealPath(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := &scripted{id: "a", format: llm.FormatOpenAI, script: always(openaiJSON(`Sure, the risk is high.`))}
+		h := newHarness(t, a)
+		e := h.engine(Options{}, h.endpoints("m", "a")...)
+		_, ae := callWith(t, e, ask(llm.FormatOpenAI, "m", false), &Behavior{OutputSchema: riskSchema})
+		if ae == nil || ae.MeshCode != llm.MeshSchemaViolation {
+			t.Fatalf("error = %v, want MESH_SCHEMA_VIOLATION", ae)
+		}
+		if strings.Contains(ae.Message, ": : ") || !strings.Contains(ae.Message, "could not be repaired: (root): not valid JSON") {
+			t.Errorf("message %q, want the root path named", ae.Message)
+		}
+	})
+}

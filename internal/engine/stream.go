@@ -46,6 +46,12 @@ type Stream struct {
 	// rejects trailing whitespace there); it is removed from the start of
 	// the continuation because the client already has it.
 	trimmed string
+	// echo, after a continuation, is the prefill it was sent, which an
+	// echoing server (llama.cpp's llama-server, PROTOCOLS.md §6.2) repeats
+	// at the start of its answer; held is the text read so far that may
+	// still be that echo. Both are "" once the answer's start is settled.
+	echo, held string
+	heldIndex  int
 	// pending, after a re-ask (splice), is per client block the text the
 	// new answer must repeat before anything of it is forwarded.
 	pending     []string
@@ -286,8 +292,54 @@ func (s *Stream) translate(ev *llm.Event) (*llm.Event, bool, error) {
 		}
 		ev = ev2
 	}
+	if s.echo != "" {
+		ev2, drop := s.dropEcho(ev)
+		if drop {
+			return nil, false, nil
+		}
+		ev = ev2
+	}
 	out, emit := s.forward(ev)
 	return out, emit, nil
+}
+
+// dropEcho filters a continuation's first text while it may repeat the
+// prefill it was sent: an answer that starts with the whole prefill loses
+// it (the client has that text); one that departs from it is forwarded
+// from its start, the text held meanwhile included. drop is set while the
+// text read is still a part of the prefill.
+func (s *Stream) dropEcho(ev *llm.Event) (ev2 *llm.Event, drop bool) {
+	if ev.Type != llm.EventBlockDelta || ev.DeltaType != llm.DeltaText {
+		if s.held == "" || ev.Type == llm.EventBlockStart || ev.Type == llm.EventMessageStart {
+			return ev, false
+		}
+		// The answer ended (or changed block) inside the prefill: it was
+		// not an echo. The held text goes first, ev after it.
+		s.buf = append([]*llm.Event{ev}, s.buf...)
+		cp := &llm.Event{Type: llm.EventBlockDelta, Index: s.heldIndex, DeltaType: llm.DeltaText, Delta: s.held}
+		s.echo, s.held = "", ""
+		return cp, false
+	}
+	text := s.held + ev.Delta
+	switch {
+	case strings.HasPrefix(text, s.echo):
+		text = text[len(s.echo):]
+		s.echo, s.held = "", ""
+		if text == "" {
+			return nil, true
+		}
+	case strings.HasPrefix(s.echo, text):
+		s.held, s.heldIndex = text, ev.Index
+		return nil, true
+	default:
+		s.echo, s.held = "", ""
+	}
+	if text == ev.Delta {
+		return ev, false
+	}
+	cp := ev.Detach()
+	cp.Delta = text
+	return cp, false
 }
 
 // splice filters an event of a re-asked answer while it repeats what the
@@ -511,7 +563,7 @@ func (s *Stream) recover(cause error) *llm.APIError {
 	// remember what the client already received.
 	s.priorOutput += s.deltas
 	s.deltas = 0
-	a, err := x.runTry(s.ctx, &try{req: x.req, kind: "continuation", cont: &delivered})
+	a, err := x.runTry(s.ctx, &try{req: x.req, kind: "continuation", cont: &delivered, contOut: s.priorOutput})
 	if err != nil {
 		ae := x.clientError(s.ctx, err)
 		ae.Status = http.StatusOK
@@ -525,6 +577,7 @@ func (s *Stream) recover(cause error) *llm.APIError {
 	s.idxMap = map[int]int{}
 	s.trimmed = ""
 	s.pending = nil
+	s.echo, s.held = "", ""
 	if a.splice {
 		// The new answer starts from the beginning: each of its first
 		// blocks must repeat what the client has of that block.
@@ -535,6 +588,9 @@ func (s *Stream) recover(cause error) *llm.APIError {
 	} else {
 		trimmed := strings.TrimRight(delivered, " \t\r\n")
 		s.trimmed = delivered[len(trimmed):]
+		if n := len(a.req.Messages); n > 0 && a.req.Messages[n-1].Role == llm.RoleAssistant {
+			s.echo = a.req.Messages[n-1].Text()
+		}
 	}
 	return nil
 }
@@ -542,7 +598,10 @@ func (s *Stream) recover(cause error) *llm.APIError {
 // continuationFor is the request that continues delivered on ep, by ep's
 // continuation kind; splice is set when ep cannot continue an answer and
 // is re-asked for the whole of it.
-func (x *exec) continuationFor(ep *endpoint, delivered string) (req *llm.Request, splice bool) {
+// A continuation asks only for the tokens the client has left: out is the
+// output already delivered (content deltas, one token each on the servers
+// that send a token per chunk; a lower bound where a delta holds several).
+func (x *exec) continuationFor(ep *endpoint, delivered string, out int) (req *llm.Request, splice bool) {
 	switch ep.ContinuationKind() {
 	case provider.ContinueNone:
 		// OpenAI starts a new answer after a trailing assistant message:
@@ -550,25 +609,29 @@ func (x *exec) continuationFor(ep *endpoint, delivered string) (req *llm.Request
 		return x.req, true
 	case provider.ContinueFinalMessage:
 		// vLLM / SGLang continue the final message only when told to.
-		r := continuation(x.req, delivered)
+		r := continuation(x.req, delivered, out)
 		r.ContinueFinalMessage = true
 		return r, false
 	case provider.ContinuePrefix:
 		// DeepSeek / Mistral continue a final assistant message marked
 		// "prefix": true.
-		r := continuation(x.req, delivered)
+		r := continuation(x.req, delivered, out)
 		if n := len(r.Messages); n > 0 && r.Messages[n-1].Role == llm.RoleAssistant {
 			r.Messages[n-1].Prefix = true
 		}
 		return r, false
 	}
-	return continuation(x.req, delivered), false // Anthropic prefill
+	return continuation(x.req, delivered, out), false // Anthropic prefill
 }
 
 // continuation is req with the text the client already has as an assistant
-// prefill (appended to the client's own prefill if it sent one).
-func continuation(req *llm.Request, prefill string) *llm.Request {
+// prefill (appended to the client's own prefill if it sent one), asking
+// for the client's max_tokens less the out tokens it has (at least one).
+func continuation(req *llm.Request, prefill string, had int) *llm.Request {
 	out := *req
+	if out.HasMaxTokens {
+		out.MaxTokens = max(1, req.MaxTokens-had)
+	}
 	trimmed := strings.TrimRight(prefill, " \t\r\n")
 	msgs := make([]llm.Message, len(req.Messages), len(req.Messages)+1)
 	copy(msgs, req.Messages)
@@ -653,7 +716,7 @@ func (s *Stream) Close() error {
 // streamStore rebuilds a streamed answer for the response cache.
 type streamStore struct {
 	use cacheUse
-	acc accumulator
+	acc llm.Accumulator
 }
 
 // keep adds an event sent to the client to the answer being rebuilt for
@@ -665,12 +728,12 @@ func (s *Stream) keep(ev *llm.Event) {
 	if st == nil {
 		return
 	}
-	st.acc.add(ev)
+	st.acc.Add(ev)
 	if ev.Type != llm.EventMessageStop {
 		return
 	}
 	s.store = nil
-	if resp := st.acc.response(); !s.failed && s.schemaErr == nil && cacheable(resp, s.x.rec) {
+	if resp := st.acc.Response(); !s.failed && s.schemaErr == nil && cacheable(resp, s.x.rec) {
 		s.x.e.cachePut(st.use, resp, s.Served())
 	}
 }

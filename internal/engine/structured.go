@@ -12,6 +12,7 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/structured"
+	"github.com/keelmesh/keel/internal/wire"
 	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
@@ -29,6 +30,11 @@ type StructuredOptions struct {
 	DisableReask bool
 	// DisableImplied ignores schemas implied by the system prompt.
 	DisableImplied bool
+	// StrictImplied treats an implied schema as a contract: an answer
+	// that stays invalid is MESH_SCHEMA_VIOLATION, as for a schema the
+	// client gave. Otherwise (the default) an implied schema only helps:
+	// the client gets the model's own answer with X-Mesh-Schema-Violation.
+	StrictImplied bool
 	// Derive lists declared derivation rules for missing required fields.
 	Derive []structured.Derivation
 	// Limits bound client schemas before they are compiled (zero fields:
@@ -45,6 +51,26 @@ type outputSpec struct {
 	tool    string
 	source  string // response_format, forced_tool, output_schema, implied
 	implied *structured.Implied
+	// jsonMode marks OpenAI JSON mode (response_format json_object, with
+	// or without an instructor-style schema member): the answer must
+	// parse, but the model's answer is never turned into an error.
+	jsonMode bool
+}
+
+// mayFail reports whether an answer that stays invalid fails the call
+// (502 MESH_SCHEMA_VIOLATION) under opts: only for a schema the client
+// gave in a structured-output format, or an implied one under
+// structured_output.implied: strict. JSON mode and implied schemas are the
+// client's or Keel's wish, not a contract: direct, the client would have
+// had the model's answer, so it gets it (STYLE 23).
+func (sp *outputSpec) mayFail(opts StructuredOptions) bool {
+	switch {
+	case opts.PassViolations, sp.jsonMode:
+		return false
+	case sp.implied != nil:
+		return opts.StrictImplied
+	}
+	return true
 }
 
 // given reports whether the client named the schema (rather than Keel
@@ -75,6 +101,13 @@ func topRequired(raw json.RawMessage) []string {
 // outputs take). A response_format, output_config or forced tool the
 // client sent goes upstream as it is.
 func (sp *outputSpec) upstream(req *llm.Request) bool {
+	if sp.jsonMode {
+		return true // askJSONMode decides per endpoint
+	}
+	if sp.implied != nil && !sp.implied.Sure {
+		// A guess: validated and repaired against, never sent.
+		return false
+	}
 	if sp.source != "mesh_behavior.output_schema" && sp.source != "implied" {
 		return false
 	}
@@ -90,9 +123,13 @@ func (sp *outputSpec) upstream(req *llm.Request) bool {
 // askSchema returns req asking ep's model for the call's schema in the
 // form ep takes (provider.SchemaMode), and whether that is the forced
 // output tool (whose call is folded back into text). Continuations,
-// fragments and merge calls are sent as they are.
+// fragments and merge calls are sent as they are, except that JSON mode,
+// the client's own demand, reaches every fragment.
 func (x *exec) askSchema(req *llm.Request, ep *endpoint, kind string) (*llm.Request, bool) {
 	sp := x.spec
+	if sp != nil && sp.jsonMode && kind != "merge" {
+		return x.askJSONMode(req, ep)
+	}
 	if sp == nil || kind == "fragment" || kind == "merge" {
 		return req, false
 	}
@@ -117,6 +154,52 @@ func (x *exec) askSchema(req *llm.Request, ep *endpoint, kind string) (*llm.Requ
 
 // objectSchema is what json_object asks for.
 var objectSchema = json.RawMessage(`{"type":"object"}`)
+
+// jsonModeInstruction tells a model without a JSON mode what OpenAI's
+// json_object would have made it do.
+const jsonModeInstruction = "Respond with a single valid JSON object and nothing else: no prose, no code fences."
+
+// askJSONMode returns req in the form ep understands for OpenAI JSON mode.
+// An endpoint whose API has a JSON mode (OpenAI response_format
+// json_object) gets req as it is. An Anthropic-format endpoint has none
+// (the Messages API rejects response_format, and translation would drop
+// it): with an instructor-style schema member whose root is an object with
+// properties, Anthropic structured outputs with that schema (json_schema,
+// translated to output_config.format) on a native endpoint; otherwise a
+// forced output tool with the schema, or an open object, as input (folded
+// back into the text: LiteLLM's emulation), where the endpoint takes tools
+// and the request has no tools of its own and no thinking or reasoning
+// (Anthropic refuses a forced tool with thinking on); a stream answered so
+// is buffered and folded even under relaxed streams (engine.go); otherwise
+// an instruction in the system prompt. The json_object format is removed,
+// so nothing is dropped.
+func (x *exec) askJSONMode(req *llm.Request, ep *endpoint) (*llm.Request, bool) {
+	sp := x.spec
+	if wire.For(ep.Format).JSONMode() || req.ResponseFormat == nil || req.ResponseFormat.Type != "json_object" {
+		return req, false
+	}
+	out := *req
+	out.ResponseFormat = nil
+	_, thinking := req.Extra["thinking"]
+	_, effort := req.Extra["reasoning_effort"]
+	if _, r := req.Extra["reasoning"]; r {
+		effort = true
+	}
+	withSchema := sp.source == "response_format.json_object.schema"
+	switch {
+	case withSchema && ep.StructuredOutputs == provider.SchemaNative && translate.ObjectRoot(sp.raw):
+		out.ResponseFormat = &llm.ResponseFormat{Type: "json_schema", Name: translate.OutputSchemaName, Schema: sp.raw}
+		return &out, false
+	case ep.StructuredOutputs != provider.SchemaNone && len(req.Tools) == 0 && !thinking && !effort:
+		return translate.WithOutputTool(&out, sp.raw), true
+	}
+	text := jsonModeInstruction
+	if withSchema {
+		text += " It must match this JSON Schema: " + string(sp.raw)
+	}
+	out.Messages = append([]llm.Message{{Role: llm.RoleSystem, Content: []llm.Block{{Type: llm.BlockText, Text: text}}}}, req.Messages...)
+	return &out, false
+}
 
 // outputSpecFor finds the request's output contract, or nil when the
 // answer passes untouched.
@@ -145,7 +228,19 @@ func (e *Engine) outputSpecFor(ctx context.Context, req *llm.Request, b *Behavio
 				return compile(rf.Schema, "response_format.json_schema")
 			}
 		case "json_object":
-			return compile(objectSchema, "response_format.json_object")
+			// instructor's JSON modes send the schema beside the type
+			// (response_format {type: json_object, schema: {…}}), as
+			// Together, Fireworks and Anyscale take it: validated against.
+			raw, src := objectSchema, "response_format.json_object"
+			if s, ok := rf.Extra["schema"]; ok && len(s) > 0 && s[0] == '{' {
+				raw, src = s, "response_format.json_object.schema"
+			}
+			sp, err := compile(raw, src)
+			if err != nil {
+				return nil, err
+			}
+			sp.jsonMode = true
+			return sp, nil
 		}
 	}
 	if raw := anthropicJSONFormat(req); raw != nil {
@@ -237,7 +332,11 @@ func (x *exec) checkStructured(ctx context.Context, sp *outputSpec, resp *llm.Re
 		}
 	}
 	x.noteInvalid(sp, doc, ok)
-	if !e.structOpts.DisableReask && x.attempts < e.maxAttempts && x.rs.retries.TryWithdraw() {
+	// An answer cut by max_tokens is what the client asked for: asked
+	// again with the same limit it would be cut again. Direct, the client
+	// gets it with finish_reason length; so it does here.
+	cut := resp.StopReason == llm.StopMaxTokens
+	if !cut && !e.structOpts.DisableReask && x.attempts < e.maxAttempts && x.rs.retries.TryWithdraw() {
 		e.smetrics.Reasked.Add(1)
 		x.rec.Reasked = true
 		x.retries++
@@ -273,7 +372,9 @@ func (x *exec) checkStructured(ctx context.Context, sp *outputSpec, resp *llm.Re
 	}
 	e.smetrics.Failed.Add(1)
 	x.rec.SchemaViolation = true
-	if e.structOpts.PassViolations {
+	if cut || !sp.mayFail(e.structOpts) {
+		// The model's own answer, as direct; X-Mesh-Schema-Violation
+		// names the keys it was checked against.
 		return resp, nil
 	}
 	msg := "the answer is not valid JSON for the requested schema and could not be repaired"
@@ -283,7 +384,7 @@ func (x *exec) checkStructured(ctx context.Context, sp *outputSpec, resp *llm.Re
 			if i == 3 {
 				break
 			}
-			parts = append(parts, v.Pointer+": "+v.Message)
+			parts = append(parts, v.String()) // "(root)" for the whole answer, never an empty path
 		}
 		msg += ": " + strings.Join(parts, "; ")
 	}
@@ -361,7 +462,7 @@ func nonEmpty(s string) string {
 
 // accumulate builds the complete answer from a stream's events.
 func accumulate(s *Stream) (*llm.Response, error) {
-	var a accumulator
+	var a llm.Accumulator
 	for {
 		ev, err := s.Next()
 		if err != nil {
@@ -370,88 +471,9 @@ func accumulate(s *Stream) (*llm.Response, error) {
 		if ev.Type == llm.EventError {
 			return nil, ev.Err
 		}
-		a.add(ev)
+		a.Add(ev)
 	}
-	return a.response(), nil
-}
-
-// accumulator rebuilds a complete answer from stream events, copying what
-// it keeps of each (the events may be recycled after).
-type accumulator struct {
-	resp   llm.Response
-	blocks []*accBlock
-}
-
-type accBlock struct {
-	b         llm.Block
-	body, sig strings.Builder
-}
-
-func (a *accumulator) add(ev *llm.Event) {
-	resp := &a.resp
-	switch ev.Type {
-	case llm.EventMessageStart:
-		if ev.Message != nil {
-			resp.ID, resp.Model, resp.Usage = ev.Message.ID, ev.Message.Model, ev.Message.Usage
-			resp.Created, resp.SystemFingerprint = ev.Message.Created, ev.Message.SystemFingerprint
-		}
-	case llm.EventBlockStart:
-		b := &accBlock{b: llm.Block{Type: llm.BlockText}}
-		if ev.Block != nil {
-			b.b = *ev.Block
-		}
-		for len(a.blocks) <= ev.Index {
-			a.blocks = append(a.blocks, nil)
-		}
-		a.blocks[ev.Index] = b
-	case llm.EventBlockDelta:
-		if ev.Index >= len(a.blocks) || a.blocks[ev.Index] == nil {
-			return
-		}
-		b := a.blocks[ev.Index]
-		switch ev.DeltaType {
-		case llm.DeltaText, llm.DeltaInputJSON, llm.DeltaThinking:
-			b.body.WriteString(ev.Delta)
-		case llm.DeltaSignature:
-			b.sig.WriteString(ev.Delta)
-		}
-	case llm.EventMessageDelta:
-		resp.StopReason, resp.StopSequence = ev.StopReason, ev.StopSequence
-		if ev.Usage != nil {
-			u := *ev.Usage
-			if u.InputTokens == 0 {
-				u.InputTokens, u.CacheReadTokens, u.CacheWriteTokens = resp.Usage.InputTokens, resp.Usage.CacheReadTokens, resp.Usage.CacheWriteTokens
-			}
-			resp.Usage = u
-		}
-	}
-}
-
-// response returns the answer the events added so far make.
-func (a *accumulator) response() *llm.Response {
-	resp := a.resp
-	resp.Content = nil
-	for _, ab := range a.blocks {
-		if ab == nil {
-			continue
-		}
-		b := ab.b
-		switch b.Type {
-		case llm.BlockText:
-			b.Text += ab.body.String()
-		case llm.BlockThinking:
-			b.Thinking += ab.body.String()
-		case llm.BlockToolUse:
-			if in := ab.body.String(); in != "" {
-				b.Input = json.RawMessage(in)
-			} else if len(b.Input) == 0 {
-				b.Input = json.RawMessage("{}")
-			}
-		}
-		b.Signature += ab.sig.String()
-		resp.Content = append(resp.Content, b)
-	}
-	return &resp
+	return a.Response(), nil
 }
 
 // synthesize turns a complete answer back into stream events, cutting text

@@ -13,6 +13,11 @@
 // closes the body, when the request's context is cancelled, or when the
 // handler returns, and the request body is closed once the handler is done.
 //
+// A request whose context is done before the handler sends its header
+// gets the context's error (its cause), whatever the handler does next,
+// as a client that gave up before the answer's header sees it; a header
+// sent before that is the answer, whatever its status.
+//
 // A handler that panics with http.ErrAbortHandler after sending its header
 // makes the body read fail with io.ErrUnexpectedEOF, as a cut connection
 // does; before its header, RoundTrip fails (see Transport.ResetError).
@@ -102,6 +107,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		header: make(http.Header),
 		pw:     pw,
 		ready:  make(chan struct{}),
+		ctx:    req.Context(),
 	}
 	go func() {
 		defer func() {
@@ -124,12 +130,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	select {
 	case <-w.ready:
 	case <-req.Context().Done():
-		cancel(context.Cause(req.Context()))
-		pr.CloseWithError(context.Cause(req.Context()))
-		return nil, context.Cause(req.Context())
+		// The context's error, unless the handler sent its header first
+		// (both channels ready: select would pick either).
+		w.decide(nil)
 	}
-	if w.err != nil && w.status == 0 {
+	if w.err != nil {
 		cancel(w.err)
+		pr.CloseWithError(w.err)
 		return nil, w.err
 	}
 	resp := w.response(req)
@@ -175,7 +182,7 @@ func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*h
 		sreq.Body, sreq.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 	}
 	serverSide(sreq)
-	w := &responseWriter{header: make(http.Header, 16), buffered: true} // an answer's dozen headers without growing
+	w := &responseWriter{header: make(http.Header, 16), buffered: true, ctx: req.Context()} // an answer's dozen headers without growing
 	var fail error
 	func() {
 		defer func() {
@@ -185,12 +192,16 @@ func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*h
 		}()
 		t.Handler.ServeHTTP(w, sreq)
 	}()
-	if fail != nil && w.status == 0 {
-		return nil, fail
-	}
 	if w.status == 0 {
-		w.header.Set("Content-Length", strconv.Itoa(w.buf.Len()))
-		w.WriteHeader(http.StatusOK)
+		if fail != nil {
+			w.decide(fail)
+		} else {
+			w.header.Set("Content-Length", strconv.Itoa(w.buf.Len()))
+			w.WriteHeader(http.StatusOK)
+		}
+	}
+	if w.err != nil {
+		return nil, w.err
 	}
 	resp := w.response(req)
 	if fail == nil {
@@ -304,11 +315,17 @@ type responseWriter struct {
 	header   http.Header
 	snapshot http.Header
 	pw       *io.PipeWriter
-	ready    chan struct{}
+	ready    chan struct{} // closed once decided (nil when buffered)
 	status   int
-	err      error
-	once     sync.Once
-	buf      bytes.Buffer // body written before the first flush, when no header was sent yet
+	// ctx is the caller's context; mu orders the decision between the
+	// handler's goroutine (its header or its failure) and the caller's
+	// (its context done); err is what RoundTrip returns instead of the
+	// answer, fixed once decided.
+	ctx     context.Context
+	mu      sync.Mutex
+	decided bool
+	err     error
+	buf     bytes.Buffer // body written before the first flush, when no header was sent yet
 	// buffered: the whole body goes to buf (serveBuffered); pw is nil.
 	buffered bool
 	// shared: snapshot is header itself (buffered, no Trailer declared).
@@ -353,8 +370,26 @@ func (w *responseWriter) WriteHeader(code int) {
 		}
 	}
 	delete(w.snapshot, "Trailer")
+	w.decide(nil)
+}
+
+// decide fixes, the first time it is called, what RoundTrip answers: the
+// header sent (err nil) or err, unless the caller's context is done by
+// then: its cause. The handler calls it when it sends its header or fails
+// before that, RoundTrip when the context is done first.
+func (w *responseWriter) decide(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.decided {
+		return
+	}
+	w.decided = true
+	if w.ctx.Err() != nil {
+		err = context.Cause(w.ctx)
+	}
+	w.err = err
 	if w.ready != nil {
-		w.once.Do(func() { close(w.ready) })
+		close(w.ready)
 	}
 }
 
@@ -446,8 +481,7 @@ func (w *responseWriter) finalTrailer() {
 
 func (w *responseWriter) abort(err error) {
 	if w.status == 0 {
-		w.err = err
-		w.once.Do(func() { close(w.ready) })
+		w.decide(err)
 	}
 	w.pw.CloseWithError(err)
 }

@@ -133,6 +133,105 @@ func TestContextCancelBeforeHeader(t *testing.T) {
 	}
 }
 
+// TestContextCancelledBeforeHeaderIsError: a request whose context is done
+// before the handler sends its header gets the context's error, whatever
+// the handler does next (returns without writing, writes a status,
+// aborts), and a header sent before that is the answer; streamed or
+// buffered. Streamed, the caller's goroutine sees the cancellation only
+// after the handler has finished (lateCtx): RoundTrip's select once took
+// the header of a handler that had returned without writing and answered
+// an empty 200 (the flake of TestContextCancelBeforeHeader, issue 26).
+func TestContextCancelledBeforeHeaderIsError(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		before bool // the handler sends 202 before the cancellation
+		after  func(w http.ResponseWriter)
+		want   int // the status answered, 0 for context.Canceled
+	}{
+		{name: "returns without writing", after: func(http.ResponseWriter) {}},
+		{name: "writes a body", after: func(w http.ResponseWriter) { io.WriteString(w, "late") }},
+		{name: "writes a status", after: func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "late")
+		}},
+		{name: "aborts", after: func(http.ResponseWriter) { panic(http.ErrAbortHandler) }},
+		{name: "header sent before", before: true, after: func(http.ResponseWriter) {}, want: http.StatusAccepted},
+	} {
+		for _, buffered := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s buffered=%v", tc.name, buffered), func(t *testing.T) {
+				ctx := &lateCtx{Context: context.Background(), done: make(chan struct{})}
+				handlerCtx := make(chan context.Context, 1)
+				tr := &Transport{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					handlerCtx <- r.Context()
+					if tc.before {
+						w.WriteHeader(http.StatusAccepted)
+						http.NewResponseController(w).Flush()
+					}
+					ctx.cancel() // the caller gives up
+					tc.after(w)
+				})}
+				if buffered {
+					tr.Buffered = always
+				}
+				observed := make(chan struct{})
+				go func() {
+					defer close(observed)
+					<-(<-handlerCtx).Done() // the handler has returned, or RoundTrip has
+					close(ctx.done)
+				}()
+				req, _ := http.NewRequestWithContext(ctx, "GET", "http://x/", nil)
+				resp, err := tr.RoundTrip(req)
+				if err == nil {
+					io.ReadAll(resp.Body)
+					resp.Body.Close()
+				}
+				<-observed
+				if tc.want == 0 {
+					if !errors.Is(err, context.Canceled) {
+						t.Fatalf("err %v (status %d), want context.Canceled", err, statusOf(resp))
+					}
+					return
+				}
+				if err != nil || resp.StatusCode != tc.want {
+					t.Fatalf("err %v status %d, want status %d", err, statusOf(resp), tc.want)
+				}
+			})
+		}
+	}
+}
+
+func statusOf(resp *http.Response) int {
+	if resp == nil {
+		return 0
+	}
+	return resp.StatusCode
+}
+
+// lateCtx is a caller's context whose cancellation its Done channel shows
+// only when the test closes done: Err reports it at once. It stands for
+// the goroutine that waits on Done being scheduled after the handler's
+// (so RoundTrip wakes to the handler's header first), the interleaving a
+// real context only gives by chance.
+type lateCtx struct {
+	context.Context
+	mu       sync.Mutex
+	canceled bool
+	done     chan struct{}
+}
+
+func (c *lateCtx) cancel() { c.mu.Lock(); c.canceled = true; c.mu.Unlock() }
+
+func (c *lateCtx) Done() <-chan struct{} { return c.done }
+
+func (c *lateCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.canceled {
+		return context.Canceled
+	}
+	return nil
+}
+
 func TestDoesNotModifyRequest(t *testing.T) {
 	tr := &Transport{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Set("X-Mutated", "yes")

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,8 +51,9 @@ type Endpoint struct {
 	// OpenAI (/chat/completions is appended).
 	BaseURL string
 	APIKey  string
-	// AnthropicVersion, when set, is always sent; otherwise the client's
-	// header, else DefaultAnthropicVersion.
+	// AnthropicVersion is the anthropic-version the endpoint speaks, sent
+	// with every call and the one whose rules apply (see APIVersion):
+	// a date, AnthropicVersionClient, or "" for the default.
 	AnthropicVersion string
 	Header           http.Header
 
@@ -165,10 +167,33 @@ func (e *Endpoint) ContinuationKind() Continuation {
 // URL returns the endpoint's request URL.
 func (e *Endpoint) URL() string { return wire.For(e.Format).RequestURL(e.BaseURL) }
 
-// APIVersion is the API version a call to e sends: e's own, else the
-// client's, else the format's default ("" for formats without one).
+// AnthropicVersionClient as an endpoint's AnthropicVersion says it speaks
+// every version, as Anthropic's API does: the client's header is sent.
+const AnthropicVersionClient = "client"
+
+// APIVersion is the API version a call to e sends, and whose rules apply
+// to it ("" for formats without versions): the version e declares; the
+// client's header (else the default) where e speaks every version —
+// Anthropic's API, or an endpoint declaring AnthropicVersionClient; else
+// the format's default. So a client's newer version never strips from a
+// call what an endpoint that does not speak it accepts (the 2026-10-21
+// version's ban on sampling parameters is Anthropic's API's, PROTOCOLS.md
+// §0.14).
 func (e *Endpoint) APIVersion(client http.Header) string {
-	return wire.For(e.Format).APIVersion(e.AnthropicVersion, client)
+	c := wire.For(e.Format)
+	switch {
+	case e.AnthropicVersion == AnthropicVersionClient, e.AnthropicVersion == "" && isAnthropicAPI(e.BaseURL):
+		return c.APIVersion("", client)
+	case e.AnthropicVersion != "":
+		return c.APIVersion(e.AnthropicVersion, nil)
+	}
+	return c.APIVersion("", nil)
+}
+
+// isAnthropicAPI reports whether base is Anthropic's own API.
+func isAnthropicAPI(base string) bool {
+	u, err := url.Parse(base)
+	return err == nil && strings.EqualFold(u.Hostname(), "api.anthropic.com")
 }
 
 // TransportOptions tune the shared upstream transport.
@@ -378,7 +403,8 @@ type Call struct {
 	// anthropic-beta are passed on to Anthropic endpoints.
 	ClientHeader http.Header
 	// Translation is the policy for features the endpoint's wire format
-	// cannot express: "drop" (default, reported) or "reject" (a 400).
+	// cannot express: "" (content refused with a 400, other features
+	// dropped and reported), "drop" or "reject" (see translate.Policy).
 	Translation string
 	// Sent, when set, is called with the request body as sent upstream
 	// (after translation and preparation); it must not keep body.

@@ -129,7 +129,7 @@ func TestWhoMayCall(t *testing.T) {
 				return
 			}
 			wantAnthropic := c.path == anth || c.hdr["anthropic-version"] != ""
-			if typ != c.typ || mesh != "MESH_BAD_REQUEST" || !strings.Contains(msg, c.says) || anthropicShape != wantAnthropic {
+			if typ != inShape(c.typ, anthropicShape) || mesh != "MESH_BAD_REQUEST" || !strings.Contains(msg, c.says) || anthropicShape != wantAnthropic {
 				t.Errorf("error %s: want type %s, MESH_BAD_REQUEST, a message naming %q, Anthropic shape %v", rw.Body, c.typ, c.says, wantAnthropic)
 			}
 			if rw.Header().Get("X-Mesh-Error-Code") != "MESH_BAD_REQUEST" {
@@ -187,7 +187,7 @@ func TestObservabilityRoutesNeedATokenOffLoopback(t *testing.T) {
 					}
 					return
 				}
-				if typ, _, msg, _ := wireError(t, rw.Body.Bytes()); typ != c.typ || !strings.Contains(msg, "server.read_token") {
+				if typ, _, msg, anth := wireError(t, rw.Body.Bytes()); typ != inShape(c.typ, anth) || !strings.Contains(msg, "server.read_token") {
 					t.Errorf("error %s: want type %s naming server.read_token", rw.Body, c.typ)
 				}
 				if c.status == 401 && rw.Header().Get("WWW-Authenticate") == "" {
@@ -307,9 +307,27 @@ func TestAuthenticateHook(t *testing.T) {
 			continue
 		}
 		typ, _, msg, shape := wireError(t, rw.Body.Bytes())
-		if shape != c.shape || c.status == 401 && (typ != "authentication_error" || msg != "unknown key") ||
+		if shape != c.shape || c.status == 401 && (typ != inShape("authentication_error", shape) || msg != "unknown key") ||
 			c.status == 400 && !strings.Contains(msg, "server.max_messages") {
 			t.Errorf("%s: %s", c.path, rw.Body)
 		}
 	}
+}
+
+// inShape is the error type typ (Anthropic's word) as the shape the error
+// came in says it: the OpenAI format uses OpenAI's words (wire/openai
+// wireErrorType).
+func inShape(typ string, anthropicShape bool) string {
+	if anthropicShape {
+		return typ
+	}
+	switch typ {
+	case "permission_error", "authentication_error", "not_found_error":
+		return "invalid_request_error"
+	case "rate_limit_error":
+		return "requests"
+	case "overloaded_error", "api_error", "timeout_error":
+		return "server_error"
+	}
+	return typ
 }

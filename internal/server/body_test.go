@@ -88,7 +88,7 @@ func TestInflightBodyBytesRefuseWith429(t *testing.T) {
 			t.Fatalf("%s: status %d (%s), want 429", c.path, resp.StatusCode, b)
 		}
 		typ, mesh, msg, anthropicShape := wireError(t, []byte(b))
-		if typ != "rate_limit_error" || mesh != llm.MeshOverloaded || !strings.Contains(msg, "server.max_inflight_body_bytes") || anthropicShape != c.anthropicShape {
+		if typ != inShape("rate_limit_error", c.anthropicShape) || mesh != llm.MeshOverloaded || !strings.Contains(msg, "server.max_inflight_body_bytes") || anthropicShape != c.anthropicShape {
 			t.Errorf("%s: error %s, want rate_limit_error %s naming server.max_inflight_body_bytes (Anthropic shape %v)", c.path, b, llm.MeshOverloaded, c.anthropicShape)
 		}
 		if resp.Header.Get("Retry-After") != "1" || resp.Header.Get("X-Should-Retry") != "true" || !resp.Close {

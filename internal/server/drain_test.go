@@ -35,9 +35,9 @@ func TestCutByShutdownEndsWithTheWireError(t *testing.T) {
 		wantType string
 	}{
 		{name: "anthropic stream", path: "/v1/messages", body: anthropicStream, cause: keel.ErrShuttingDown, wantStatus: 200, wantLast: "shutting down", wantType: "overloaded_error"},
-		{name: "openai stream", path: "/v1/chat/completions", body: openaiStream, cause: keel.ErrShuttingDown, wantStatus: 200, wantLast: "shutting down", wantType: "overloaded_error"},
+		{name: "openai stream", path: "/v1/chat/completions", body: openaiStream, cause: keel.ErrShuttingDown, wantStatus: 200, wantLast: "shutting down", wantType: "server_error"},
 		{name: "anthropic call", path: "/v1/messages", body: strings.Replace(anthropicStream, `"stream":true,`, "", 1), cause: keel.ErrShuttingDown, wantStatus: 503, wantLast: "shutting down", wantType: "overloaded_error"},
-		{name: "openai call", path: "/v1/chat/completions", body: strings.Replace(openaiStream, `"stream":true,`, "", 1), cause: keel.ErrShuttingDown, wantStatus: 503, wantLast: "shutting down", wantType: "overloaded_error"},
+		{name: "openai call", path: "/v1/chat/completions", body: strings.Replace(openaiStream, `"stream":true,`, "", 1), cause: keel.ErrShuttingDown, wantStatus: 503, wantLast: "shutting down", wantType: "server_error"},
 		{name: "client gone", path: "/v1/messages", body: anthropicStream, cause: context.Canceled, wantStatus: 200},
 	}
 	for _, tt := range tests {

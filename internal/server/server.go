@@ -115,6 +115,11 @@ type Options struct {
 	// request for a path Keel does not serve (a metric's counter); it
 	// must not block.
 	OnUnknownRoute func(method string)
+	// Conversations keeps the Responses API's conversations: store and
+	// previous_response_id on POST /v1/responses, GET and DELETE
+	// /v1/responses/{id}. Nil: nothing is kept, previous_response_id goes
+	// upstream as sent and GET /v1/responses/{id} is 404.
+	Conversations Conversations
 }
 
 // Caller is a client Authenticate identified.
@@ -159,6 +164,7 @@ type Server struct {
 	authn      func(r *http.Request) (Caller, *llm.APIError)
 	onUnknown  func(method string)
 	unknown    unknownLog
+	conv       Conversations
 }
 
 // New returns a ready Server.
@@ -192,7 +198,7 @@ func New(o Options) *Server {
 	s := &Server{eng: o.Engine, log: log, maxBody: o.MaxBodyBytes, bodyTimeout: o.BodyReadTimeout, minRate: o.MinBodyRate,
 		maxMessages: o.MaxMessages, maxHeader: o.MaxHeaderBytes, maxInflight: o.MaxInflightBodyBytes,
 		access: newAccess(o.ListenAddr, o.AllowedHosts, o.AllowedOrigins, log),
-		authn:  o.Authenticate, adminRts: o.AdminRoutes, onUnknown: o.OnUnknownRoute,
+		authn:  o.Authenticate, adminRts: o.AdminRoutes, onUnknown: o.OnUnknownRoute, conv: o.Conversations,
 		adminToken: o.AdminToken, readToken: o.ReadToken, routes: o.Routes}
 	s.ready.Store(true)
 	return s
@@ -221,6 +227,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
+	}
+	if id, ok := responsesItemPath(path, embedded); ok {
+		if s.admit(w, r, llm.FormatResponses) {
+			if caller, ok := s.authenticate(w, r, llm.FormatResponses); ok {
+				s.responseItem(w, r, id, caller)
+			}
+		}
+		return
 	}
 	if s.serveSide(w, r, path, embedded) {
 		return
@@ -394,6 +408,27 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		writeError(w, f, asAPIError(err))
 		return
 	}
+	var keep keepFunc
+	var echo llm.Extra
+	if s.conv != nil && wire.For(f).Stateful() {
+		owner := ""
+		if caller != nil {
+			owner, _ = caller.Labels()
+		}
+		echo = s.conv.Echo(req)
+		if keep, ae = s.conv.Begin(r.Context(), req, owner); ae != nil {
+			writeError(w, f, ae)
+			// Counted and logged as a refused call: an operator sees
+			// follow-ups naming responses Keel does not hold.
+			refused := engine.Call{RequestID: rid, ClientHeader: r.Header, TraceParent: r.Header.Get("Traceparent")}
+			if caller != nil {
+				refused.KeyID, refused.Team = caller.Labels()
+			}
+			s.eng.Refused(req, refused, ae)
+			s.logRequest(r, rid, req, nil, ae, start)
+			return
+		}
+	}
 	if n := len(req.Messages); n > s.maxMessages {
 		writeError(w, f, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: "messages",
 			Message: fmt.Sprintf("the request has %d messages; server.max_messages allows at most %d", n, s.maxMessages)})
@@ -441,6 +476,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 	if err != nil {
 		if final != nil {
 			w.Header().Set("X-Mesh-Cost", FormatCost(final.Cost))
+			setErrorMeshHeaders(w.Header(), final)
 		}
 		ae := cutError(r, asAPIError(err))
 		if ae.MeshCode != "" && ae.MeshCode != llm.MeshBadRequest {
@@ -483,21 +519,29 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 	if src := out.Record.SchemaSource; src != "" {
 		hs.Set("X-Mesh-Schema", src)
 	}
-	if out.Record.SchemaViolation && out.Stream == nil {
-		hs.Set("X-Mesh-Schema-Violation", "true")
+	if out.Record.SchemaViolation {
+		// Set before a stream is sent only by strict mode, which checks
+		// the whole answer first; relaxed mode reports in a trailer.
+		hs.Set("X-Mesh-Schema-Violation", SchemaViolationHeader(out.Record))
 	}
 	codec := wire.For(f)
 	if id := upstreamRequestID(out.Header); id != "" {
 		hs.Set(codec.RequestIDHeader(), id)
 	}
 	if out.Stream == nil {
-		b, err := out.Response.Raw, error(nil)
-		if out.Response.RawFormat != f || b == nil {
-			b, err = codec.EncodeResponse(out.Response)
+		resp := out.Response
+		b, err := resp.Raw, error(nil)
+		if resp.RawFormat != f || b == nil {
+			resp = withEcho(resp, echo)
+			b, err = codec.EncodeResponse(resp)
 		}
 		if err != nil {
 			writeError(w, f, &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshUpstreamProtocolFailed, Message: "encoding response: " + err.Error()})
 			return
+		}
+		if keep != nil {
+			// Stored before the client has it: its follow-up may come at once.
+			keep(r.Context(), resp, b, out.Endpoint.ID)
 		}
 		hs.Set("Content-Type", "application/json")
 		hs.Set("Content-Length", strconv.Itoa(len(b)))
@@ -507,7 +551,12 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		s.logRequest(r, rid, req, out.Record, nil, start)
 		return
 	}
-	s.stream(w, r, f, req, out)
+	var sk *streamKeeper
+	if keep != nil || echo != nil {
+		st := out.Stream
+		sk = &streamKeeper{keep: keep, codec: codec, endpoint: func() string { return st.Served().ID }, echo: echo}
+	}
+	s.stream(w, r, f, req, out, sk)
 	s.logRequest(r, rid, req, out.Record, out.Record.Err, start)
 }
 
@@ -571,6 +620,29 @@ func setMeshHeaders(h interface{ Set(k, v string) }, model, region, prov string,
 	}
 }
 
+// setErrorMeshHeaders says, on an error Keel answers, what the call tried:
+// X-Mesh-Attempts always, and from its last attempt X-Mesh-Model,
+// X-Mesh-Region and X-Mesh-Provider; X-Mesh-Fallback, X-Mesh-Dropped and
+// X-Mesh-Normalized when they apply.
+func setErrorMeshHeaders(h http.Header, rec *engine.Record) {
+	h.Set("X-Mesh-Attempts", strconv.Itoa(len(rec.Attempts)))
+	if n := len(rec.Attempts); n > 0 {
+		last := rec.Attempts[n-1]
+		h.Set("X-Mesh-Model", last.Model)
+		h.Set("X-Mesh-Region", last.Region)
+		h.Set("X-Mesh-Provider", last.Provider)
+	}
+	if rec.Fallback != "" {
+		h.Set("X-Mesh-Fallback", rec.Fallback)
+	}
+	if len(rec.Dropped) > 0 {
+		h.Set("X-Mesh-Dropped", strings.Join(rec.Dropped, ","))
+	}
+	if rec.Normalized != "" {
+		h.Set("X-Mesh-Normalized", rec.Normalized)
+	}
+}
+
 // MinTimeout is the smallest X-Mesh-Timeout accepted: a deadline shorter
 // than this cannot fit an upstream attempt, so it is refused with 400
 // before any is sent.
@@ -595,7 +667,7 @@ func parseTimeout(v string) (time.Duration, error) {
 
 // stream copies the engine's events to the client, one flush per event.
 // Final X-Mesh values follow as HTTP trailers.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, f llm.Format, req *llm.Request, out *engine.Outcome) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, f llm.Format, req *llm.Request, out *engine.Outcome, sk *streamKeeper) {
 	st := out.Stream
 	defer st.Close()
 	h := w.Header()
@@ -616,6 +688,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f llm.Format, re
 		if err != nil {
 			break
 		}
+		ev = sk.echoed(ev)
+		sk.see(r.Context(), ev)
 		if err := write(ev); err != nil {
 			// The client went away; the deferred Close cancels upstream.
 			return
@@ -733,6 +807,39 @@ func wireModel(m engine.ModelInfo) wire.Model {
 }
 
 func isTrue(v string) bool { return v == "true" || v == "1" || v == "True" || v == "TRUE" }
+
+// SchemaViolationHeader is the X-Mesh-Schema-Violation value of a call
+// whose answer stayed invalid and was delivered as the model gave it: the
+// keys the schema requires, comma-separated (a key with bytes outside
+// printable ASCII, or a comma, percent-encoded as UTF-8: 姓名 is
+// %E5%A7%93%E5%90%8D), or "true" for a schema that names none (JSON mode:
+// any JSON object).
+func SchemaViolationHeader(rec *engine.Record) string {
+	st := rec.Structured
+	if st == nil || len(st.Required) == 0 {
+		return "true"
+	}
+	keys := make([]string, len(st.Required))
+	for i, k := range st.Required {
+		keys[i] = headerSafe(k)
+	}
+	return strings.Join(keys, ",")
+}
+
+// headerSafe percent-encodes the bytes of s that a header value should not
+// carry raw (outside printable ASCII, the comma, the percent sign).
+func headerSafe(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x21 || c > 0x7e || c == ',' || c == '%' {
+			fmt.Fprintf(&b, "%%%02X", c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
 
 // PIIHeader is the X-Mesh-PII value of a call in which personal data was
 // found: the action, then each kind with its count in the order first

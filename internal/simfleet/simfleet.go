@@ -37,7 +37,9 @@ func Config(f *sim.Fleet, baseURL string) *config.Config {
 	base := strings.TrimRight(baseURL, "/")
 	cfg := &config.Config{
 		Providers: []config.Provider{
-			{Name: AnthropicProvider, Type: "anthropic", BaseURL: base},
+			// The simulator stands for Anthropic's API, which speaks every
+			// anthropic-version: the client's is passed on.
+			{Name: AnthropicProvider, Type: "anthropic", BaseURL: base, AnthropicVersion: config.AnthropicVersionClient},
 			{Name: OpenAIProvider, Type: "openai", BaseURL: base + "/v1"},
 		},
 	}

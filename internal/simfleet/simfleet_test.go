@@ -131,7 +131,9 @@ func TestAddEmbeddings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var out struct{ Data []struct{ Embedding []float32 } }
+	var out struct {
+		Data []struct{ Embedding []float32 }
+	}
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || len(out.Data) != 1 {
 		t.Fatalf("%d %+v %v", resp.StatusCode, out, err)
 	}

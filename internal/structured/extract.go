@@ -25,6 +25,17 @@ type Implied struct {
 	// Sources are the clauses of the prompt the schema was built from
 	// (demand, key lists, enumerations, ranges), in the order they were used.
 	Sources []string
+	// Count is the number of keys the prompt states ("two fields: a and
+	// b", "三个字段"), 0 when it states none.
+	Count int
+	// Sure reports an unambiguous reading, the only kind worth sending to
+	// the model as its output format: keys were found, every one an
+	// identifier (letters, digits, _ and -, not starting with a digit)
+	// that the prompt writes out as a word of its own and that is not a
+	// word of the sentence's grammar, and the stated count, if any, is the
+	// number of keys. An implied schema that is not sure still serves to
+	// validate and repair the answer; it is never sent.
+	Sure bool
 }
 
 // ExtractConstraints finds hard output-format requirements in a system
@@ -85,6 +96,9 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 		keys  []string
 		types = map[string]string{}
 		used  []int // clauses the schema came from
+		// loose: some keys were read from words of a sentence ("include
+		// the verdict and the reasons"), not written as keys.
+		loose bool
 	)
 	addKeys := func(i int, ks []string) {
 		if len(ks) == 0 {
@@ -102,6 +116,12 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 			continue
 		}
 		if !demand[i] && !schemaClauseRe.MatchString(c.text) {
+			if i > 0 && demand[i-1] {
+				if ks, l := includeKeys(c.text); len(ks) > 0 {
+					addKeys(i, ks)
+					loose = loose || l
+				}
+			}
 			continue
 		}
 		ks := keysIn(c.text)
@@ -109,6 +129,20 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 			ks = bulletKeys(systemPrompt, cls[i+1:])
 		}
 		addKeys(i, ks)
+	}
+	if j, raw, req, ok := schemaExample(cls); ok {
+		// The prompt shows a JSON Schema ("compatible with this schema:
+		// {…}", pydantic-ai's PromptedOutput): it is the schema, not an
+		// example whose keys are type and properties.
+		var at []int
+		var srcs []string
+		for i, d := range demand {
+			if d {
+				at, srcs = append(at, i), append(srcs, cls[i].text)
+			}
+		}
+		at, srcs = append(at, j), append(srcs, cls[j].text)
+		return &Implied{Schema: raw, Sentence: sentenceOf(systemPrompt, cls, at), Required: req, Sources: dedupe(srcs), Sure: true}, true
 	}
 	if i, ks, ts := templateKeys(systemPrompt, cls); len(ks) > 0 {
 		addKeys(i, ks)
@@ -118,7 +152,9 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 	}
 	for i, c := range cls {
 		if m := requiredRe.FindStringSubmatch(c.text); m != nil {
-			addKeys(i, listItems(m[1]+m[2], true))
+			addKeys(i, listItems(m[1]+m[2]+m[3], true))
+		} else if bareRequiredRe.MatchString(c.text) {
+			addKeys(i, bulletKeys(systemPrompt, cls[i+1:]))
 		}
 	}
 	var sources []string
@@ -156,12 +192,76 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 	if err != nil {
 		return nil, false
 	}
-	return &Implied{Schema: b, Sentence: sentence, Required: keys, Sources: dedupe(sources)}, true
+	count := statedCount(cls, used)
+	sure := (count == 0 || count == len(keys)) && !loose
+	for _, k := range keys {
+		sure = sure && identKeyRe.MatchString(k) && !slices.Contains(grammarWords, strings.ToLower(k)) && namedInPrompt(systemPrompt, k)
+	}
+	return &Implied{Schema: b, Sentence: sentence, Required: keys, Sources: dedupe(sources), Count: count, Sure: sure}, true
+}
+
+// statedCount returns the number of keys the used clauses state ("two
+// fields", "3 keys", "三个字段"), 0 when none does or they disagree.
+func statedCount(cls []clause, used []int) int {
+	n := 0
+	for _, i := range used {
+		for _, m := range countRe.FindAllStringSubmatch(cls[i].text, -1) {
+			c := countValue(m[1] + m[2])
+			if c == 0 || n != 0 && c != n {
+				return 0
+			}
+			n = c
+		}
+	}
+	return n
+}
+
+// countValue reads a count: digits, an English number word or Chinese
+// numerals up to 十九.
+func countValue(s string) int {
+	if n, err := strconv.Atoi(s); err == nil {
+		return n
+	}
+	if i := slices.Index(enNumbers, strings.ToLower(s)); i >= 0 {
+		return i + 1
+	}
+	zh := map[rune]int{'一': 1, '二': 2, '两': 2, '三': 3, '四': 4, '五': 5, '六': 6, '七': 7, '八': 8, '九': 9}
+	rs := []rune(s)
+	switch {
+	case len(rs) == 1 && rs[0] == '十':
+		return 10
+	case len(rs) == 1:
+		return zh[rs[0]]
+	case len(rs) == 2 && rs[0] == '十':
+		return 10 + zh[rs[1]]
+	}
+	return 0
+}
+
+// namedInPrompt reports whether the prompt writes key k as a word of its
+// own (not only inside a longer identifier).
+func namedInPrompt(prompt, k string) bool {
+	for from := 0; ; {
+		i := strings.Index(prompt[from:], k)
+		if i < 0 {
+			return false
+		}
+		i += from
+		from = i + len(k)
+		if (i == 0 || !isWordByte(prompt[i-1])) && (from == len(prompt) || !isWordByte(prompt[from])) {
+			return true
+		}
+	}
 }
 
 // isDemand reports whether clause c demands JSON as the answer's format.
 func isDemand(c string) bool {
-	return containsFoldASCII(c, "json") && demandRe.MatchString(c) && !negatedRe.MatchString(c) && !conditionalRe.MatchString(c) && !topicRe.MatchString(c) && !historyRe.MatchString(c)
+	if !containsFoldASCII(c, "json") || !demandRe.MatchString(c) || negatedRe.MatchString(c) || conditionalRe.MatchString(c) || historyRe.MatchString(c) || senderRe.MatchString(c) {
+		return false
+	}
+	// "Parse the receipt and reply in JSON": the task reads the input, the
+	// answer is JSON.
+	return !topicRe.MatchString(c) || andDemandRe.MatchString(c)
 }
 
 // negated reports whether clause c refuses JSON; every refusal names JSON.
@@ -214,12 +314,17 @@ var (
 		`|\b(?:you\s+(?:always\s+|only\s+)?(?:respond|reply|answer|return|output|write)|(?:assistant|model|bot|agent)\s+(?:always\s+|only\s+)?(?:responds|replies|answers|returns|outputs|writes))\s+(?:only\s+)?(?:in|with|using|as)\s+` + jsonAdj + `json\b` +
 		// "Use JSON for your answer", "use JSON format in every response".
 		`|\buse\s+` + jsonAdj + `json(?:\s+format)?\s+(?:for|in|when)\s+(?:your|the|all|every|each)\s+` + outputNoun + `\b` +
-		`|^\s*(?:json|json\s+only|json\s+output|json\s+format|json\s+response)\s*[:：.!]?\s*$|^\s*json\s*(?:only|object|output|format|response)?\s*[:：]` +
+		`|^\s*(?:json|json\s+only|json\s+output|json\s+format|json\s+response)\s*[:：.!]?\s*$|^\s*json\s*(?:only|object|output|format|response)?\s*[:：]|^\s*json\s+only\b` +
+		// "Describe the film as JSON with seven fields", "Your JSON response
+		// contains …".
+		`|\b(?:as|into)\s+` + jsonAdj + `json\s+(?:object\s+)?(?:with|containing|having)\b|\byour\s+json\s+(?:response|answer|output|reply)\b` +
+		// "请按如下格式返回 JSON", "严格按照以下 JSON 结构回答".
+		`|(?:按|按照|参照|依照)\s*(?:如下|以下|下面的?|这个|这种|该|下列)?\s*(?:的)?\s*(?:json\s*)?(?:格式|结构|形式|样式|示例|模板)\s*(?:来)?\s*(?:返回|输出|回复|回答|给出|生成)` +
 		// Chinese: 以/用/按 JSON (格式) 返回/输出…, 返回/输出 JSON, JSON格式返回.
 		`|(?:以|用|按|使用|采用|按照)\s*(?:标准|合法|严格|纯)?(?:的)?\s*json\s*(?:格式|对象|结构|数组)?\s*(?:的形式|形式)?\s*(?:来|进行)?\s*(?:返回|输出|回答|回复|响应|给出|作答|提供|表示|呈现)` +
-		`|(?:^|[，,：:]|请|务必|必须|只|仅|需要|需|应|应当|应该|直接|都|一律|要)\s*(?:以|用)?\s*(?:返回|输出|回答|回复|给出|生成|提供)\s*(?:一个|一段|一份)?\s*(?:[^。\n，,]{0,60}?的)?\s*(?:合法的|有效的|标准的|严格的|纯|格式正确的)?\s*json` +
+		`|(?:^|[，,：:]|请|务必|必须|只|仅|需要|需|应|应当|应该|直接|都|一律|要)\s*(?:以|用)?\s*(?:返回|输出|回答|回复|给出|生成|提供)\s*(?:一个|一段|一份)?\s*(?:[^。\n，,]{0,60}?的)?\s*(?:如下|以下|下面)?\s*(?:的)?\s*(?:合法的|有效的|标准的|严格的|纯|格式正确的)?\s*json` +
 		`|json\s*格式\s*(?:返回|输出|回答|回复)` +
-		`|(?:输出|返回|回答|回复|响应|答案|结果)(?:的)?(?:内容)?(?:格式)?\s*(?:必须|应该|应当|应|需要|须|只能|一律|均)?\s*(?:是|为|采用|使用|用)\s*(?:一个)?\s*(?:合法的|有效的|标准的|严格的|纯)?\s*json` +
+		`|(?:输出|返回|回答|回复|响应|答案|结果)(?:的)?(?:内容)?(?:格式)?\s*(?:必须|应该|应当|应|需要|需|须|只能|一律|均)?\s*(?:是|为|采用|使用|用)\s*(?:一个)?\s*(?:合法的|有效的|标准的|严格的|纯)?\s*json` +
 		`|(?:输出|返回|回答|回复)(?:的)?(?:格式|要求|格式要求)\s*[:：]\s*(?:合法的|标准的|严格的)?\s*json`)
 	// topicRe marks a clause where JSON is the subject matter, not the
 	// answer's format: "write a JSON parser", "convert this JSON to YAML".
@@ -227,6 +332,13 @@ var (
 		`|^(?:[^,，]{0,40}[,，]\s*)?(?:please\s+)?(?:parse|read|convert|validate|analy[sz]e|summari[sz]e|explain|translate|debug|fix|load|decode|compare|review|transform|turn|rewrite|migrate)\b[^.\n]{0,30}\bjson\b` +
 		`|\bjson\b[^.\n]{0,40}\b(?:into|to)\s+(?:yaml|xml|csv|toml|prose|plain|a\s+table|markdown|english)` +
 		`|(?:解析|读取|转换|校验|验证|分析|解释|翻译|调试|修复|比较|转成|转为|转化)[^。\n，,]{0,10}json|json[^。\n，,]{0,15}(?:转换|转成|转为|转化)`)
+	// andDemandRe is a demand joined to a task about the input: "Read the
+	// complaint and respond in JSON", "Parse the CV line into JSON with
+	// five fields".
+	andDemandRe = regexp.MustCompile(`(?i)\band\s+(?:then\s+)?(?:respond|reply|answer|return|output|give|write)\b[^.\n]{0,30}?\bjson\b|\binto\s+` + jsonAdj + `json\s+(?:object\s+)?(?:with|containing|having)\b`)
+	// senderRe marks JSON someone else sends: "The user will send JSON
+	// payloads".
+	senderRe = regexp.MustCompile(`(?i)\b(?:the\s+user|users|clients?|customers?|they|we|partners?|the\s+webhook)\s+(?:will\s+|may\s+|might\s+|can\s+|often\s+)?(?:send|sends|paste|pastes|post|posts|upload|uploads|submit|submits)\b`)
 	// negatedRe marks a clause that refuses JSON as the format.
 	negatedRe = regexp.MustCompile(`(?i)\b(?:don'?t|do\s+not|never|not|no\s+need\s+to|avoid|refrain\s+from|stop)\s+(?:\w+\s+){0,3}?(?:respond|reply|answer|return|output|use|using|format|produce|give|write|generate|send|wrap|emit|provide)\b[^.\n]{0,30}?\bjson\b` +
 		`|\b(?:not|never|instead\s+of|rather\s+than|other\s+than|no|without|avoid)\s+(?:in\s+|as\s+|any\s+|using\s+)?(?:a\s+)?json\b` +
@@ -262,26 +374,56 @@ var (
 			`(?:\s+(?:only|exactly|just|at\s+least|all|both|the|these|those|its|their|following|of|below))*\s*[:：]?`),
 		regexp.MustCompile(`(?:(?:必须|务必|需要|需|应当|应该|应|须|要|都要|只)?\s*(?:包含|包括|含有|具有|带有)|(?:必须|需要|要|应|应该|须|都要)\s*有)\s*(?:以下|如下|这些|下列|下面的|下面这些)?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:(?:字段|键名|键|属性)(?:名)?\s*(?:为|是)?|内容|信息|项)?\s*[:：]?`),
 		regexp.MustCompile(`(?:输出|返回|给出|提供)\s*(?:以下|如下|下列|这些)\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性)?\s*[:：]?`),
-		regexp.MustCompile(`(?:字段|键名|键|属性)(?:名)?\s*(?:为|是|包括|包含|有)?\s*[:：]?`),
+		regexp.MustCompile(`(?:字段|键名|键|属性)(?:名)?\s*(?:为|是|包括|包含|有|如下|如下所示)?\s*[:：]?`),
+		// "Return JSON with decision and reason": the list right after the
+		// JSON it describes.
+		regexp.MustCompile(`(?i)\bjson(?:\s+object)?\s+(?:with|containing|having)\s+(?:the\s+|only\s+|both\s+)?`),
 	}
 	// Lists written before what they are: "Return name, age and city as
 	// JSON", "返回 name、age 两个字段", "包含 a 和 b 的 JSON 对象".
 	preListRes = []*regexp.Regexp{
+		regexp.MustCompile(`(?i)\bwith\s+(?:the\s+)?([A-Za-z_"'` + "`" + `][^.\n:]*?)\s+(?:keys|fields|properties)\b`),
 		regexp.MustCompile(`(?i)^(?:please\s+)?(?:return|output|give|provide|extract|respond\s+with)\s+(?:the\s+|only\s+)?(.+?)\s+(?:as|in)\s+` + jsonAdj + `json\b`),
-		regexp.MustCompile(`(?:返回|输出|包含|包括|给出|提供|含有|带有|有)\s*([^，,：:；]+?)\s*等?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性)(?:$|[^\p{Han}]|的)`),
+		regexp.MustCompile(`(?:返回|输出|包含|包括|给出|提供|含有|带有|有)\s*([^，,：:；]+?)\s*等?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性|fields?\b|keys?\b)(?:$|[^\p{Han}]|的)`),
 		regexp.MustCompile(`(?i)(?:包含|包括|含有|带有)\s*([^，,：:；]+?)\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键|属性)?\s*的\s*json`),
 	}
-	requiredRe = regexp.MustCompile(`(?i)\brequired\s+(?:fields?|keys?|properties)\s*(?:are|is)?\s*[:：]?\s*(.+)$|(?:必填字段|必需字段|必填项|必须包含的字段)\s*(?:为|是|包括)?\s*[:：]?\s*(.+)$`)
+	requiredRe = regexp.MustCompile(`(?i)^\s*(?:\*\*)?(?:required|mandatory)(?:\s+(?:fields?|keys?|properties))?\s*(?:\*\*)?\s*[:：]\s*(?:\*\*)?\s*(.+)$|\brequired\s+(?:fields?|keys?|properties)\s*(?:are|is)?\s*[:：]?\s*(.+)$|(?:必填字段|必需字段|必填项|必须包含的字段)\s*(?:为|是|包括)?\s*[:：]?\s*(.+)$`)
+	// bareRequiredRe is a "Required:" heading over a bullet list of keys.
+	bareRequiredRe = regexp.MustCompile(`(?i)^\s*(?:\*\*)?(?:required|mandatory)(?:\s+(?:fields?|keys?|properties))?\s*(?:\*\*)?\s*[:：]\s*(?:\*\*)?$|^(?:必填字段|必需字段|必填项)\s*[:：]$`)
+	// includeRe is a sentence after a JSON demand that lists what the
+	// answer holds: "Include verdict and reasons", "It should contain the
+	// title and the tags", "Add score and label".
+	includeRe = regexp.MustCompile(`(?i)^(?:please\s+|also\s+|and\s+)*(?:(?:it|this|that|the\s+(?:object|json|answer|response|output))\s+(?:must|should|shall|needs\s+to|has\s+to)\s+)?(?:make\s+sure\s+(?:to\s+|it\s+)?)?(?:include|contain|add|give|provide|report)s?\s+(?:(?:only|exactly|both)\s+)?(.+)$`)
+	// jsonColonRe is a key list right after "JSON:": "Output JSON: ok,
+	// errors."
+	jsonColonRe = regexp.MustCompile(`(?i)\bjson\s*[:：]\s*([A-Za-z_][^{}\[\]\n]*)$`)
+	// itemWordRe is a key followed by a phrase that says what it is for:
+	// "title for the blog post".
+	itemWordRe = regexp.MustCompile(`(?i)^([A-Za-z_][A-Za-z0-9_]*)\s+(?:for|about|of|from|in|on|per|when|with|that|which)\s`)
+	// articleRe is an article or possessive before a key read from prose.
+	articleRe = regexp.MustCompile(`(?i)^(?:the|a|an|its|your|their)\s+`)
+	// countRe is a stated number of keys: "two fields", "3 keys", "三个字段".
+	countRe = regexp.MustCompile(`(?i)\b(\d{1,2}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\s+(?:(?:top-level|json|required|separate|distinct|string)\s+)?(?:fields|keys|properties|members|attributes|entries)\b|(\d{1,2}|[一二两三四五六七八九十]{1,2})\s*个\s*(?:顶层)?\s*(?:字段|键名|键|属性|key|field)`)
+	// numeralRe is a count, never a key: "两", "三个" (a bare number may
+	// be an enumeration value: "priority is one of 1, 2, 3").
+	numeralRe = regexp.MustCompile(`^(?:[一二两三四五六七八九十几]+\s*个?|\d+\s*个)$`)
+	// identKeyRe is an identifier-like key, the only kind sent upstream.
+	identKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
 	bulletRe   = regexp.MustCompile(`^(?:[-*•·+]|\d{1,2}[.)、．]|[（(]\d{1,2}[)）])\s*(?:\*\*)?["'` + "`" + `“]?([A-Za-z_][A-Za-z0-9_.]*|\p{Han}{1,12})["'` + "`" + `”]?(?:\*\*)?(?:\s*$|\s*[:：(（\-–—,，=]|\s+[(（])`)
 	identRe    = regexp.MustCompile(`^(?:[A-Za-z_][A-Za-z0-9_.-]{0,63}|[\p{Han}A-Za-z0-9_]{1,12})$`)
 	hanStopRe  = regexp.MustCompile(`[的了吗呢请不并把被让若就都也还须必该每各]|以下|如下|下列|下面|这些|上述|包含|包括|输出|返回|格式|内容`)
 	listSepRe  = regexp.MustCompile(`\s*(?:,|，|、|;|；|/|\||\band\b|\bor\b|以及|和|及|与|或)\s*`)
 	// itemTailRe is what may follow the last key of a list: "… and c in
 	// it", "… 和 c 两个字段".
-	itemTailRe = regexp.MustCompile(`(?i)\s+(?:(?:in|inside|within|to|for)\s+(?:it|the\s+(?:json|object|output|response|answer)|your\s+(?:answer|response|output|reply|json))|only|as\s+well|too)$|\s*等?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性)$`)
+	itemTailRe = regexp.MustCompile(`(?i)\s+(?:(?:in|inside|within|to|for)\s+(?:it|the\s+(?:json|object|output|response|answer)|your\s+(?:answer|response|output|reply|json))|only|as\s+well|too)$|\s*等?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性|fields?|keys?)$`)
 	parenRe    = regexp.MustCompile(`\s*(?:\([^()]*\)|（[^（）]*）)`)
 	typeNoteRe = regexp.MustCompile(`(?i)^([A-Za-z_][A-Za-z0-9_]*)\s*[:：]\s*(?:string|number|integer|int|float|boolean|bool|array|list|object|str)$`)
 	// stopWords end a list: "must include the summary" names no key.
+	// enNumbers are the count words countRe reads, one to twelve.
+	enNumbers = []string{"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"}
+	// grammarWords are words of a sentence, never a key the prompt means:
+	// a schema with one is not sure.
+	grammarWords  = append([]string{"a", "an", "and", "or", "with", "of", "to", "in", "as", "for", "is", "are", "be", "must", "should", "include", "contain", "one", "two", "three", "four", "five", "field", "key", "object", "format"}, stopWords...)
 	stopWords     = []string{"the", "it", "its", "this", "that", "these", "those", "them", "all", "both", "only", "exactly", "following", "everything", "nothing", "any", "some", "no", "more", "prose", "json", "keys", "key", "fields", "field", "properties", "attributes", "etc", "other", "each", "every", "your", "their", "which", "what", "how"}
 	inputRe       = regexp.MustCompile(`(?i)\b(?:input|inputs|receive|receives|received|you\s+(?:will\s+)?(?:get|be\s+given|be\s+sent)|is\s+given|are\s+given|provided\s+(?:by|as)|the\s+user\s+(?:sends|will\s+send|pastes|provides)|request\s+body|looks\s+like\s+this\s+when)\b|输入|收到|给定|用户(?:会|将)?(?:发送|提供|粘贴)|传入`)
 	numberRangeRe = `\s*(?:\(|（)?\s*(?:is|are|must be|should be|of|from|between|on a scale of|scale of|ranges? from|为|是|取值为|范围为|在|:|：)?\s*(?:from|between)?\s*(-?\d+)\s*(?:-|–|—|~|～|to|and|through|到|至)\s*(-?\d+)`
@@ -363,11 +505,16 @@ func endsWithColon(c string) bool {
 func keysIn(c string) []string {
 	for i, re := range preListRes {
 		if m := re.FindStringSubmatch(c); m != nil {
-			// An English list before "as JSON" needs two keys: "return the
-			// summary as JSON" names the content, not a key.
-			if ks := listItems(m[1], true); len(ks) > 1 || (i > 0 && len(ks) > 0) {
+			// An English list needs two keys: "return the summary as JSON"
+			// names the content, not a key.
+			if ks := listItems(m[1], true); (len(ks) > 1 || (i > 1 && len(ks) > 0)) && !slices.ContainsFunc(ks, allDigits) {
 				return ks
 			}
+		}
+	}
+	if m := jsonColonRe.FindStringSubmatch(c); m != nil {
+		if ks := listItems(m[1], true); len(ks) > 1 {
+			return ks
 		}
 	}
 	for _, re := range introRes {
@@ -392,6 +539,32 @@ func keysIn(c string) []string {
 	return nil
 }
 
+// includeKeys reads the keys of a sentence that follows a JSON demand and
+// says what the answer includes ("Include verdict and reasons."): at least
+// two items, all key-like once an article is dropped. loose reports that an
+// article was dropped (the keys are words of the sentence, not written as
+// keys).
+func includeKeys(c string) (keys []string, loose bool) {
+	m := includeRe.FindStringSubmatch(c)
+	if m == nil {
+		return nil, false
+	}
+	body := strings.TrimRight(strings.TrimSpace(parenRe.ReplaceAllString(m[1], "")), ".。!！")
+	items := listSepRe.Split(body, -1)
+	for i, it := range items {
+		it = strings.TrimSpace(it)
+		if a := articleRe.FindString(it); a != "" {
+			it, loose = it[len(a):], true
+		}
+		items[i] = it
+	}
+	keys = listItems(strings.Join(items, ", "), true)
+	if len(keys) < 2 {
+		return nil, false
+	}
+	return keys, loose
+}
+
 // listItems splits a list of key names or values. With strict, every item
 // must be key-like or the whole list is rejected; otherwise the leading run
 // of key-like items is kept, so "fields a, b and c, sorted by date" gives
@@ -414,6 +587,9 @@ func listItems(s string, strict bool) []string {
 			if strict {
 				return nil
 			}
+			if m := itemWordRe.FindStringSubmatch(it); m != nil && len(out) > 0 && keyLike(m[1]) && !slices.Contains(out, m[1]) {
+				out = append(out, m[1])
+			}
 			break
 		}
 		if !slices.Contains(out, it) {
@@ -426,7 +602,7 @@ func listItems(s string, strict bool) []string {
 // keyLike reports whether it can be a key name: an identifier, or a short
 // run of Han characters without function words.
 func keyLike(it string) bool {
-	if !identRe.MatchString(it) || slices.Contains(stopWords, strings.ToLower(it)) {
+	if !identRe.MatchString(it) || slices.Contains(stopWords, strings.ToLower(it)) || numeralRe.MatchString(it) {
 		return false
 	}
 	return it[0] < utf8.RuneSelf || !hanStopRe.MatchString(it)
@@ -459,6 +635,44 @@ func bulletKeys(text string, rest []clause) []string {
 		}
 	}
 	return ks
+}
+
+// schemaExample finds a JSON Schema written in the prompt (an object with
+// "properties" and "type": "object", "$schema" or "required"), not
+// described as input, and returns it with its required keys (its property
+// names when it lists none).
+func schemaExample(cls []clause) (int, json.RawMessage, []string, bool) {
+	for i, c := range cls {
+		open := strings.IndexByte(c.text, '{')
+		if open < 0 || !strings.Contains(c.text, `"properties"`) {
+			continue
+		}
+		if inputRe.MatchString(c.text[:open]) || (i > 0 && inputRe.MatchString(cls[i-1].text)) {
+			continue
+		}
+		var raw json.RawMessage
+		if json.NewDecoder(strings.NewReader(c.text[open:])).Decode(&raw) != nil {
+			continue
+		}
+		var sc struct {
+			Type       any                        `json:"type"`
+			Schema     string                     `json:"$schema"`
+			Properties map[string]json.RawMessage `json:"properties"`
+			Required   []string                   `json:"required"`
+		}
+		if json.Unmarshal(raw, &sc) != nil || len(sc.Properties) == 0 || (sc.Type != "object" && sc.Schema == "" && sc.Required == nil) {
+			continue
+		}
+		req := sc.Required
+		if req == nil {
+			for k := range sc.Properties {
+				req = append(req, k)
+			}
+			slices.Sort(req)
+		}
+		return i, raw, req, true
+	}
+	return 0, nil, nil, false
 }
 
 // templateKeys finds the first JSON example object in the prompt that is not

@@ -64,7 +64,7 @@ func FuzzGuardedSpans(f *testing.F) {
 // returns compiles, lists exactly Required as its required keys, and its
 // Sentence is text of the prompt. Seeded from the phrasing corpus.
 func FuzzExtractConstraints(f *testing.F) {
-	for _, path := range []string{positivePhrasings, negativePhrasings} {
+	for _, path := range []string{positivePhrasings, negativePhrasings, freshPositives, freshNegatives} {
 		for _, p := range readPhrasings(f, path) {
 			f.Add(p.prompt)
 		}

@@ -122,12 +122,20 @@ type Codec interface {
 	// by this format's reference API (Anthropic: yes; OpenAI: no, it
 	// starts a new answer).
 	Continues() bool
+	// JSONMode reports whether the API has a JSON mode that asks for any
+	// JSON object (OpenAI response_format json_object: yes; the Anthropic
+	// Messages API: no, it rejects response_format as an extra input).
+	JSONMode() bool
 	// MaxTemperature is the top of the API's temperature range
 	// (Anthropic 1, OpenAI 2).
 	MaxTemperature() float64
 	// KeyEnv names the environment variable holding this format's
 	// provider key when Keel runs without a config.
 	KeyEnv() string
+	// Stateful reports whether the API keeps conversations by response
+	// id (store, previous_response_id: the Responses API), which the
+	// front then keeps itself (internal/convstate).
+	Stateful() bool
 }
 
 var codecs = [...]Codec{llm.FormatAnthropic: anthropicCodec{}, llm.FormatOpenAI: openaiCodec{}, llm.FormatResponses: responsesCodec{}}
@@ -191,6 +199,7 @@ func (anthropicCodec) NewStreamReader(r io.Reader) StreamReader { return anthrop
 func (anthropicCodec) RequestURL(base string) string            { return trimBase(base) + "/v1/messages" }
 func (anthropicCodec) ProbeURL(base string) string              { return trimBase(base) + "/v1/models" }
 func (anthropicCodec) Continues() bool                          { return true }
+func (anthropicCodec) JSONMode() bool                           { return false }
 func (anthropicCodec) PassHeaders() []string                    { return anthropicPass }
 func (anthropicCodec) MaxTemperature() float64                  { return 1 }
 func (anthropicCodec) Path() string                             { return "/v1/messages" }
@@ -213,6 +222,7 @@ func (anthropicCodec) EncodeModels(models []Model) []byte {
 }
 
 func (anthropicCodec) KeyEnv() string { return "ANTHROPIC_API_KEY" }
+func (anthropicCodec) Stateful() bool { return false }
 
 func (anthropicCodec) ParseError(status int, h http.Header, b []byte) *llm.APIError {
 	return anthropic.ParseError(status, h, b)
@@ -276,6 +286,7 @@ func (openaiCodec) NewStreamReader(r io.Reader) StreamReader       { return open
 func (openaiCodec) RequestURL(base string) string                  { return trimBase(base) + "/chat/completions" }
 func (openaiCodec) ProbeURL(base string) string                    { return trimBase(base) + "/models" }
 func (openaiCodec) Continues() bool                                { return false }
+func (openaiCodec) JSONMode() bool                                 { return true }
 func (openaiCodec) PassHeaders() []string                          { return nil }
 func (openaiCodec) MaxTemperature() float64                        { return 2 }
 func (openaiCodec) Path() string                                   { return "/v1/chat/completions" }
@@ -294,6 +305,7 @@ func (openaiCodec) EncodeModels(models []Model) []byte {
 }
 
 func (openaiCodec) KeyEnv() string                        { return "OPENAI_API_KEY" }
+func (openaiCodec) Stateful() bool                        { return false }
 func (openaiCodec) APIVersion(string, http.Header) string { return "" }
 
 func (openaiCodec) ParseError(status int, h http.Header, b []byte) *llm.APIError {
@@ -354,3 +366,7 @@ func (responsesCodec) Serves(path string, embedded bool) bool {
 // PrepareUpstream: the Responses API always reports usage, on streams
 // too; nothing to add.
 func (responsesCodec) PrepareUpstream(*llm.Request, string) []string { return nil }
+
+// Stateful: the Responses API stores answers (store, on by default) and
+// continues them by previous_response_id.
+func (responsesCodec) Stateful() bool { return true }

@@ -25,7 +25,7 @@ func CountsTokens(f llm.Format) bool { return f == llm.FormatAnthropic }
 
 // ServesEmbeddings reports whether an endpoint of format f can serve the
 // Embeddings API (OpenAI's; Anthropic has none).
-func ServesEmbeddings(f llm.Format) bool { return f == llm.FormatOpenAI }
+func ServesEmbeddings(f llm.Format) bool { return f.Family() == llm.FormatOpenAI }
 
 // RewriteCountTokens is the token-count body body (as the client sent it)
 // with its system and messages written from r, a ParseCountTokens result

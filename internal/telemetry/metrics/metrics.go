@@ -308,15 +308,15 @@ func New(o Options) (*Metrics, error) {
 		[]string{"alias", "result"})
 	m.shadowSpendV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_shadow_spend_usd_total",
 		Help: "Upstream cost of shadow calls in US dollars, by alias; never part of mesh_spend_usd_total or a key's spend."}, []string{"alias"})
-	m.unknownV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_unknown_route_total",
-		Help: "Requests for a path Keel does not serve (answered 404), by HTTP method (GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS or other): clients failing against the mesh; the log names each path."}, []string{"method"})
-	for i, meth := range append(unknownMethods[:len(unknownMethods):len(unknownMethods)], "other") {
-		m.unknown[i] = m.unknownV.WithLabelValues(meth)
-	}
 	m.byFormatV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_client_requests_total",
 		Help: "Client calls finished, by the wire format the client spoke (anthropic, openai for Chat Completions, responses)."}, []string{"format"})
 	for f := range m.byFormat {
 		m.byFormat[f] = m.byFormatV.WithLabelValues(llm.Format(f).String())
+	}
+	m.unknownV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_unknown_route_total",
+		Help: "Requests for a path Keel does not serve (answered 404), by HTTP method (GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS or other): clients failing against the mesh; the log names each path."}, []string{"method"})
+	for i, meth := range append(unknownMethods[:len(unknownMethods):len(unknownMethods)], "other") {
+		m.unknown[i] = m.unknownV.WithLabelValues(meth)
 	}
 	cs := []prometheus.Collector{m.byFormatV, m.unknownV, m.shadowV, m.shadowSpendV, m.requestsV, m.fallbacksV, m.modelFallbacksV, m.legacyV, m.offsetV, m.queueWaitV, m.fragSentV, m.fragOKV, m.fusionsV, m.conflictsV,
 		m.retriesV, m.hedgesV, m.hedgesWonV, m.recoveredV, m.attemptsV, m.durationV, m.ttfcV, m.tokensV, m.breakerV, valveV, m.spendV, cacheV, semV, m.piiV, m.piiFailV}

@@ -2,6 +2,8 @@ package openai
 
 import (
 	"bytes"
+	"cmp"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,8 +15,12 @@ import (
 )
 
 // wireErrorType is the error.type written for e: RawType when the upstream
-// used a word outside the canonical set, "server_error" for api_error (what
-// OpenAI says on a 500), else the canonical type.
+// used a word outside the canonical set, else the canonical type in
+// OpenAI's words, which SDKs and retry logic branch on
+// (developers.openai.com/docs/guides/error-codes; PROTOCOLS.md §2.3, §6.1):
+// invalid_request_error for every client error (OpenAI says it on 401,
+// 403, 404, 409 and 413 too), requests for a rate limit (insufficient_quota
+// for a spent quota), server_error for a failure on the serving side.
 func wireErrorType(e *llm.APIError) string {
 	if e.RawType != "" {
 		return e.RawType
@@ -23,10 +29,41 @@ func wireErrorType(e *llm.APIError) string {
 	if t == "" {
 		t = statusType(e.Status)
 	}
-	if t == llm.ErrAPI {
+	switch t {
+	case llm.ErrAPI, llm.ErrOverloaded, llm.ErrTimeout:
 		return "server_error"
+	case llm.ErrRateLimit:
+		if wireErrorCode(e) == "insufficient_quota" {
+			return "insufficient_quota"
+		}
+		return "requests"
+	case llm.ErrBilling:
+		return "insufficient_quota"
+	case llm.ErrAuthentication, llm.ErrPermission, llm.ErrNotFound, llm.ErrConflict, llm.ErrTooLarge:
+		return string(llm.ErrInvalidRequest)
 	}
 	return string(t)
+}
+
+// wireErrorCode is the error.code written for e: its own, else OpenAI's
+// code for the condition where OpenAI has one (rate_limit_exceeded,
+// insufficient_quota, invalid_api_key), else none.
+func wireErrorCode(e *llm.APIError) string {
+	if e.Code != "" || e.RawType != "" {
+		return e.Code
+	}
+	switch e.Type {
+	case llm.ErrRateLimit:
+		if e.MeshCode == llm.MeshKeyBudgetExceeded {
+			return "insufficient_quota"
+		}
+		return "rate_limit_exceeded"
+	case llm.ErrBilling:
+		return "insufficient_quota"
+	case llm.ErrAuthentication:
+		return "invalid_api_key"
+	}
+	return ""
 }
 
 // statusType is llm.StatusErrorType, except that a status below 400 (an
@@ -61,10 +98,10 @@ func appendErrorBody(b []byte, e *llm.APIError, withParam bool) []byte {
 		}
 	}
 	b = append(b, `,"code":`...)
-	if e.Code == "" {
+	if code := wireErrorCode(e); code == "" {
 		b = append(b, "null"...)
 	} else {
-		b = jsonx.AppendString(b, e.Code)
+		b = jsonx.AppendString(b, code)
 	}
 	if e.MeshCode != "" {
 		b = append(b, `,"mesh_error_code":`...)
@@ -73,12 +110,19 @@ func appendErrorBody(b []byte, e *llm.APIError, withParam bool) []byte {
 	return append(b, "}}"...)
 }
 
+// errStop ends a walk over a JSON array early.
+var errStop = errors.New("stop")
+
 // maxErrorText bounds how much of a non-JSON error body becomes the message.
 const maxErrorText = 1024
 
 // ParseError turns any upstream error answer into an APIError. A JSON body
 // {"error":{message,type,param,code,mesh_error_code}} is read member by member
-// ({"error":"text"} and {"message":"text"} are accepted too); any other body
+// ({"error":"text"} and {"message":"text"} are accepted too, and so are the
+// shapes of OpenAI-compatible servers: vLLM's top-level {"object":"error",
+// "message","type","code"}, Google's {"error":{"code","message","status"}},
+// alone or wrapped in an array, whose status is read as the type, and AWS's
+// {"message"} with the type in the X-Amzn-Errortype header); any other body
 // becomes the message (trimmed, at most 1 KiB) with the type taken from the
 // status. RetryAfter comes from retry-after-ms, else retry-after (seconds or
 // an HTTP date); RequestID from x-request-id.
@@ -88,8 +132,18 @@ func ParseError(status int, h http.Header, body []byte) *llm.APIError {
 		e.RequestID = h.Get("x-request-id")
 		e.RetryAfter = llm.ParseRetryAfter(h, time.Now())
 	}
-	var typ string
+	var typ, topType, topCode, gStatus string
 	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) > 0 && trimmed[0] == '[' && jsonx.Valid(trimmed) {
+		// Google's APIs (Gemini, Vertex AI) may wrap the error object in an
+		// array: [{"error":{...}}]. The first element is the error.
+		_ = jsonx.EachElement(trimmed, func(_ int, v []byte) error {
+			if len(v) > 0 && v[0] == '{' {
+				trimmed = v
+			}
+			return errStop
+		})
+	}
 	if len(trimmed) > 0 && trimmed[0] == '{' && jsonx.Valid(trimmed) {
 		_ = jsonx.EachMember(trimmed, func(k, v []byte) error {
 			switch string(bareKey(k)) {
@@ -106,6 +160,10 @@ func ParseError(status int, h http.Header, body []byte) *llm.APIError {
 							e.Param = scalarText(ev)
 						case "code":
 							e.Code = scalarText(ev)
+						case "status":
+							// Google's APIs name the error in status
+							// (INVALID_ARGUMENT) beside a numeric code.
+							gStatus = scalarText(ev)
 						case "mesh_error_code":
 							e.MeshCode = scalarText(ev)
 						}
@@ -118,6 +176,11 @@ func ParseError(status int, h http.Header, body []byte) *llm.APIError {
 				if e.Message == "" {
 					e.Message = scalarText(v)
 				}
+			case "type":
+				// vLLM's older shape: {"object":"error","message","type","code"}.
+				topType = scalarText(v)
+			case "code":
+				topCode = scalarText(v)
 			}
 			return nil
 		})
@@ -129,32 +192,56 @@ func ParseError(status int, h http.Header, body []byte) *llm.APIError {
 			e.Message = "upstream error (status " + strconv.Itoa(status) + ")"
 		}
 	}
-	e.Type, e.RawType = classify(typ, status)
+	if typ == "" {
+		typ, e.Code = topType, cmp.Or(e.Code, topCode)
+	}
+	if typ == "" {
+		typ = gStatus
+	}
+	if typ == "" && h != nil {
+		// AWS services (Amazon Bedrock) name the error in a header,
+		// "ValidationException:http://internal.amazon.com/…", beside a body
+		// of {"message": …}.
+		typ, _, _ = strings.Cut(h.Get("X-Amzn-Errortype"), ":")
+	}
+	e.Type, e.RawType = classify(typ, status, e.Code)
 	return e
 }
 
-// classify picks the canonical type for an OpenAI error.type and status.
-func classify(typ string, status int) (llm.ErrorType, string) {
+// classify picks the canonical type for an OpenAI error.type, status and
+// code, and keeps the upstream's word in RawType when EncodeError would not
+// write it back from the canonical type (so an error relayed to an OpenAI
+// client says what the upstream said).
+func classify(typ string, status int, code string) (llm.ErrorType, string) {
+	t := canonicalType(typ, status)
+	if typ == "" || wireErrorType(&llm.APIError{Status: status, Type: t, Code: code}) == typ {
+		return t, ""
+	}
+	return t, typ
+}
+
+// canonicalType maps an OpenAI error.type and status to a canonical type.
+func canonicalType(typ string, status int) llm.ErrorType {
 	byStatus := statusType(status)
 	switch t := llm.ErrorType(typ); t {
 	case "":
-		return byStatus, ""
+		return byStatus
 	case "server_error":
 		if status >= 400 && byStatus != llm.ErrAPI {
-			return byStatus, typ
+			return byStatus
 		}
-		return llm.ErrAPI, ""
+		return llm.ErrAPI
 	case llm.ErrInvalidRequest:
 		// OpenAI says invalid_request_error on 401 and 404 too: trust the status.
-		if status >= 400 && byStatus != llm.ErrInvalidRequest {
-			return byStatus, typ
+		if status >= 400 {
+			return byStatus
 		}
-		return t, ""
+		return t
 	case llm.ErrAuthentication, llm.ErrBilling, llm.ErrPermission, llm.ErrNotFound,
 		llm.ErrConflict, llm.ErrTooLarge, llm.ErrRateLimit, llm.ErrAPI, llm.ErrTimeout, llm.ErrOverloaded:
-		return t, ""
+		return t
 	}
-	return byStatus, typ
+	return byStatus
 }
 
 // scalarText renders a JSON string, number or boolean as text; null and

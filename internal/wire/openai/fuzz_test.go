@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net/http"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -61,6 +62,20 @@ func FuzzParseRequest(f *testing.F) {
 		r2.MeshBehavior = r.MeshBehavior
 		if !reflect.DeepEqual(r2, r) {
 			t.Fatalf("round trip differs for %s (-got +want):\n%s", body, diff(string(dump(t, r2)), string(dump(t, r))))
+		}
+	})
+}
+
+// FuzzParseError checks that ParseError never panics, always names a type
+// and a message, and keeps the status it was given.
+func FuzzParseError(f *testing.F) {
+	for _, tc := range parseErrorCases {
+		f.Add(tc.status, tc.h.Get("X-Amzn-Errortype"), []byte(tc.body))
+	}
+	f.Fuzz(func(t *testing.T, status int, awsType string, body []byte) {
+		e := ParseError(status, http.Header{"X-Amzn-Errortype": {awsType}}, body)
+		if e.Status != status || e.Type == "" || e.Message == "" {
+			t.Fatalf("ParseError(%d, %q) = %+v", status, body, e)
 		}
 	})
 }

@@ -173,10 +173,12 @@ func TestErrorGolden(t *testing.T) {
 	}{
 		{"bad request from keel", &llm.APIError{Status: 400, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: "messages[0].role", Message: `messages[0].role: unsupported role "function"`}},
 		{"rate limit with code", &llm.APIError{Status: 429, Type: llm.ErrRateLimit, Code: "rate_limit_exceeded", Message: "Rate limit reached", RequestID: "req_1", RetryAfter: 1500 * time.Millisecond}},
-		{"upstream raw type", &llm.APIError{Status: 429, Type: llm.ErrRateLimit, RawType: "insufficient_quota", Code: "insufficient_quota", Message: "You exceeded your current quota"}},
+		{"upstream raw type", &llm.APIError{Status: 429, Type: llm.ErrRateLimit, RawType: "tokens", Code: "rate_limit_exceeded", Message: "Rate limit reached for gpt-4o on tokens per min (TPM)"}},
+		{"quota", &llm.APIError{Status: 429, Type: llm.ErrRateLimit, Code: "insufficient_quota", Message: "You exceeded your current quota"}},
+		{"unknown model from keel", &llm.APIError{Status: 404, Type: llm.ErrNotFound, Code: "model_not_found", Message: `model: "gpt-9" is not served by this mesh`}},
 		{"server error", &llm.APIError{Status: 500, Type: llm.ErrAPI, Message: "The server had an error"}},
 		{"fallback exhausted", &llm.APIError{Status: 503, Type: llm.ErrOverloaded, MeshCode: llm.MeshFallbackExhausted, Message: "all candidates failed"}},
-		{"auth", &llm.APIError{Status: 401, Type: llm.ErrAuthentication, Message: "bad key \"x\"\n"}},
+		{"auth", &llm.APIError{Status: 401, Type: llm.ErrAuthentication, Code: "invalid_api_key", Message: "bad key \"x\"\n"}},
 	}
 	var golden bytes.Buffer
 	for _, tc := range errs {
@@ -203,34 +205,53 @@ func TestErrorGolden(t *testing.T) {
 	checkGolden(t, "testdata/errors.golden", golden.Bytes())
 }
 
+// parseErrorCases are TestParseError's table, and FuzzParseError's seeds.
+var parseErrorCases = []struct {
+	name   string
+	status int
+	h      http.Header
+	body   string
+	want   llm.APIError
+}{
+	{"openai 401 says invalid_request_error", 401, http.Header{"X-Request-Id": {"req_9"}},
+		`{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`,
+		llm.APIError{Status: 401, Type: llm.ErrAuthentication, Code: "invalid_api_key", Message: "Incorrect API key provided", RequestID: "req_9"}},
+	{"non-JSON body", 502, nil, "  <html>Bad Gateway</html>\n",
+		llm.APIError{Status: 502, Type: llm.ErrAPI, Message: "<html>Bad Gateway</html>"}},
+	{"empty body", 503, http.Header{"Retry-After": {"7"}}, "",
+		llm.APIError{Status: 503, Type: llm.ErrOverloaded, Message: "Service Unavailable", RetryAfter: 7 * time.Second}},
+	{"error is a string", 400, nil, `{"error":"bad things"}`,
+		llm.APIError{Status: 400, Type: llm.ErrInvalidRequest, Message: "bad things"}},
+	{"top-level message and numeric code", 429, http.Header{"Retry-After-Ms": {"250"}, "Retry-After": {"9"}}, `{"message":"slow down","error":{"code":1302,"type":"tokens"}}`,
+		llm.APIError{Status: 429, Type: llm.ErrRateLimit, RawType: "tokens", Code: "1302", Message: "slow down", RetryAfter: 250 * time.Millisecond}},
+	{"server_error on 503", 503, nil, `{"error":{"message":"Overloaded","type":"server_error"}}`,
+		llm.APIError{Status: 503, Type: llm.ErrOverloaded, Message: "Overloaded"}},
+	{"mesh code from another keel", 504, nil, `{"error":{"message":"deadline","type":"timeout_error","mesh_error_code":"MESH_TIMEOUT"}}`,
+		llm.APIError{Status: 504, Type: llm.ErrTimeout, RawType: "timeout_error", MeshCode: llm.MeshTimeout, Message: "deadline"}},
+	{"long text truncated", 500, nil, strings.Repeat("é", 600),
+		llm.APIError{Status: 500, Type: llm.ErrAPI, Message: strings.Repeat("é", 512) + "…"}},
+	{"garbage retry-after", 429, http.Header{"Retry-After": {"soon"}}, `{}`,
+		llm.APIError{Status: 429, Type: llm.ErrRateLimit, Message: "Too Many Requests"}},
+	// vllm-project/vllm#4667, #20409: vLLM's top-level shape.
+	{"vllm top-level type and code", 400, nil,
+		`{"object":"error","message":"This model's maximum context length is 16384 tokens. However, you requested 122946 tokens (112946 in the messages, 10000 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}`,
+		llm.APIError{Status: 400, Type: llm.ErrInvalidRequest, RawType: "BadRequestError", Code: "400", Message: "This model's maximum context length is 16384 tokens. However, you requested 122946 tokens (112946 in the messages, 10000 in the completion). Please reduce the length of the messages or completion."}},
+	// PROTOCOLS.md §6.2: llama.cpp's numeric code and its own type.
+	{"llama.cpp context size", 400, nil,
+		`{"error":{"code":400,"message":"request (1441 tokens) exceeds the available context size (1024 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":1441,"n_ctx":1024}}`,
+		llm.APIError{Status: 400, Type: llm.ErrInvalidRequest, RawType: "exceed_context_size_error", Code: "400", Message: "request (1441 tokens) exceeds the available context size (1024 tokens), try increasing it"}},
+	// google-gemini/gemini-cli#6678: Google's status, in an array.
+	{"gemini status in an array", 400, nil,
+		`[{"error":{"code":400,"message":"The input token count (1200293) exceeds the maximum number of tokens allowed (1048576).","errors":[{"message":"x","domain":"global","reason":"badRequest"}],"status":"INVALID_ARGUMENT"}}]`,
+		llm.APIError{Status: 400, Type: llm.ErrInvalidRequest, RawType: "INVALID_ARGUMENT", Code: "400", Message: "The input token count (1200293) exceeds the maximum number of tokens allowed (1048576)."}},
+	// aws-samples/assessment-generator#2: AWS names the error in a header.
+	{"aws error type header", 400, http.Header{"X-Amzn-Errortype": {"ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/"}},
+		`{"message":"Input is too long for requested model."}`,
+		llm.APIError{Status: 400, Type: llm.ErrInvalidRequest, RawType: "ValidationException", Message: "Input is too long for requested model."}},
+}
+
 func TestParseError(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		status int
-		h      http.Header
-		body   string
-		want   llm.APIError
-	}{
-		{"openai 401 says invalid_request_error", 401, http.Header{"X-Request-Id": {"req_9"}},
-			`{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`,
-			llm.APIError{Status: 401, Type: llm.ErrAuthentication, RawType: "invalid_request_error", Code: "invalid_api_key", Message: "Incorrect API key provided", RequestID: "req_9"}},
-		{"non-JSON body", 502, nil, "  <html>Bad Gateway</html>\n",
-			llm.APIError{Status: 502, Type: llm.ErrAPI, Message: "<html>Bad Gateway</html>"}},
-		{"empty body", 503, http.Header{"Retry-After": {"7"}}, "",
-			llm.APIError{Status: 503, Type: llm.ErrOverloaded, Message: "Service Unavailable", RetryAfter: 7 * time.Second}},
-		{"error is a string", 400, nil, `{"error":"bad things"}`,
-			llm.APIError{Status: 400, Type: llm.ErrInvalidRequest, Message: "bad things"}},
-		{"top-level message and numeric code", 429, http.Header{"Retry-After-Ms": {"250"}, "Retry-After": {"9"}}, `{"message":"slow down","error":{"code":1302,"type":"tokens"}}`,
-			llm.APIError{Status: 429, Type: llm.ErrRateLimit, RawType: "tokens", Code: "1302", Message: "slow down", RetryAfter: 250 * time.Millisecond}},
-		{"server_error on 503", 503, nil, `{"error":{"message":"Overloaded","type":"server_error"}}`,
-			llm.APIError{Status: 503, Type: llm.ErrOverloaded, RawType: "server_error", Message: "Overloaded"}},
-		{"mesh code from another keel", 504, nil, `{"error":{"message":"deadline","type":"timeout_error","mesh_error_code":"MESH_TIMEOUT"}}`,
-			llm.APIError{Status: 504, Type: llm.ErrTimeout, MeshCode: llm.MeshTimeout, Message: "deadline"}},
-		{"long text truncated", 500, nil, strings.Repeat("é", 600),
-			llm.APIError{Status: 500, Type: llm.ErrAPI, Message: strings.Repeat("é", 512) + "…"}},
-		{"garbage retry-after", 429, http.Header{"Retry-After": {"soon"}}, `{}`,
-			llm.APIError{Status: 429, Type: llm.ErrRateLimit, Message: "Too Many Requests"}},
-	} {
+	for _, tc := range parseErrorCases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := ParseError(tc.status, tc.h, []byte(tc.body))
 			if !reflect.DeepEqual(*got, tc.want) {

@@ -384,7 +384,7 @@ func TestStreamWriterAnthropicEvents(t *testing.T) {
 		}
 		want := `data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}
 
-data: {"error":{"message":"Overloaded","type":"overloaded_error","code":null}}
+data: {"error":{"message":"Overloaded","type":"server_error","code":null}}
 
 `
 		if buf.String() != want {

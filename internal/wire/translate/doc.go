@@ -12,10 +12,15 @@
 // endpoint whose format differs from the request's. It returns a new request
 // (the caller's is never modified) and a Report:
 //
-//   - features the target cannot express are dropped and listed in
-//     Report.Dropped (sent to the client as X-Mesh-Dropped) under the
-//     default Policy, or make Prepare fail with a 400 naming the feature and
-//     the endpoint under Policy{Unsupported: "reject"};
+//   - content the target cannot carry (a document, audio, an image in a
+//     tool result, thinking, a server tool; Report.Lost) makes Prepare fail
+//     with a 400 naming it and the endpoint under the default Policy, and is
+//     dropped and listed under Policy{Unsupported: "drop"};
+//   - other features the target cannot express (top_k, unknown members)
+//     are dropped and listed in Report.Dropped (sent to the client as
+//     X-Mesh-Dropped) under the default Policy, or make Prepare fail with a
+//     400 naming the feature and the endpoint under
+//     Policy{Unsupported: "reject"};
 //   - hints that do not change what the model is asked (cache_control, image
 //     detail, n=1, store, service_tier …) are always dropped and listed,
 //     never rejected;

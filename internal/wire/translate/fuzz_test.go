@@ -29,7 +29,7 @@ func FuzzPrepare(f *testing.F) {
 			return
 		}
 		before := dump(req)
-		for _, p := range []Policy{{}, {Unsupported: Reject}} {
+		for _, p := range []Policy{{}, {Unsupported: Drop}, {Unsupported: Reject}} {
 			out, _, err := Prepare(req, target, p)
 			if after := dump(req); after != before {
 				t.Fatalf("Prepare modified its input (-got +want):\n%s", diffLines(after, before))

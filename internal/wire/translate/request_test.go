@@ -3,6 +3,7 @@ package translate
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -130,7 +131,7 @@ func translateRequest(t *testing.T, c requestCase, p Policy) (body []byte, rep R
 func TestRequestGolden(t *testing.T) {
 	for _, c := range requestCases {
 		t.Run(c.name, func(t *testing.T) {
-			body, rep, err := translateRequest(t, c, Policy{})
+			body, rep, err := translateRequest(t, c, Policy{Unsupported: Drop})
 			if err != nil {
 				t.Fatalf("Prepare: %v", err)
 			}
@@ -166,7 +167,7 @@ func TestRejectPolicy(t *testing.T) {
 	}
 	for _, c := range requestCases {
 		t.Run(c.name, func(t *testing.T) {
-			_, dropRep, _ := translateRequest(t, c, Policy{})
+			_, dropRep, _ := translateRequest(t, c, Policy{Unsupported: Drop})
 			_, _, err := translateRequest(t, c, Policy{Unsupported: Reject, Endpoint: "sim-llama/us-east/sim-openai"})
 			if len(dropRep.Dropped) == 0 || hintsOnly[c.name] {
 				if err != nil {
@@ -192,6 +193,48 @@ func TestRejectPolicy(t *testing.T) {
 				t.Errorf("message %q names none of %v", ae.Message, dropRep.Dropped)
 			}
 		})
+	}
+}
+
+// TestDefaultPolicyRefusesLostContent: under the default policy content
+// the target cannot carry (a document, an image in a tool result, audio,
+// a server tool, an unknown block) is a 400 naming each such block, never a
+// silent drop (issue 25); a request that loses no content is sent with the
+// same parameters dropped as under Drop. A past turn's thinking is not
+// content the model would miss: it is dropped and named
+// (TestPastThinkingIsDroppedAndNamed).
+func TestDefaultPolicyRefusesLostContent(t *testing.T) {
+	lossy := 0
+	for _, c := range requestCases {
+		t.Run(c.name, func(t *testing.T) {
+			dropBody, dropRep, err := translateRequest(t, c, Policy{Unsupported: Drop})
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, rep, err := translateRequest(t, c, Policy{Endpoint: "gpt-x/us/openai"})
+			if len(dropRep.Lost) == 0 {
+				if err != nil || string(body) != string(dropBody) || !slices.Equal(rep.Dropped, dropRep.Dropped) {
+					t.Fatalf("no content lost, yet default policy gave %v, dropped %v (drop: %v)", err, rep.Dropped, dropRep.Dropped)
+				}
+				return
+			}
+			lossy++
+			var ae *llm.APIError
+			if !errors.As(err, &ae) || ae.Status != 400 || ae.Type != llm.ErrInvalidRequest || ae.MeshCode != llm.MeshBadRequest {
+				t.Fatalf("content %v lost: got %v, want a 400 MESH_BAD_REQUEST", dropRep.Lost, err)
+			}
+			for _, f := range dropRep.Lost {
+				if !strings.Contains(ae.Message, f) {
+					t.Errorf("message %q does not name %s", ae.Message, f)
+				}
+			}
+			if !strings.Contains(ae.Message, "gpt-x/us/openai") || !strings.Contains(ae.Message, "translation policy drop") {
+				t.Errorf("message %q does not name the endpoint and the way out", ae.Message)
+			}
+		})
+	}
+	if lossy < 3 {
+		t.Errorf("%d cases lose content, want the table to hold at least 3", lossy)
 	}
 }
 
@@ -229,5 +272,24 @@ func TestPrepareSameFormat(t *testing.T) {
 	}
 	if _, _, err := Prepare(req, llm.FormatOpenAI, Policy{Unsupported: "ignore"}); err == nil {
 		t.Error("an unknown policy was accepted")
+	}
+}
+
+// TestPastThinkingIsDroppedAndNamed: under the default policy an earlier
+// turn's signed thinking is dropped and named in Report.Dropped, not
+// refused: it is opaque state of the family that made it (issue 24 item 3),
+// which Anthropic itself leaves out of later turns' context.
+func TestPastThinkingIsDroppedAndNamed(t *testing.T) {
+	c := requestCase{"a2o_past_thinking", llm.FormatAnthropic, `{"model":"m","max_tokens":100,` +
+		`"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"c2ln"},{"type":"text","text":"Hello."}]},{"role":"user","content":"Again"}]}`}
+	body, rep, err := translateRequest(t, c, Policy{Endpoint: "gpt-x/us/openai"})
+	if err != nil {
+		t.Fatalf("default policy refused: %v", err)
+	}
+	if len(rep.Lost) != 0 || !slices.Contains(rep.Dropped, "thinking") {
+		t.Errorf("Lost = %v, Dropped = %v; want nothing lost and thinking named", rep.Lost, rep.Dropped)
+	}
+	if strings.Contains(string(body), "c2ln") || strings.Contains(string(body), "hmm") {
+		t.Errorf("upstream body still carries the thinking: %s", body)
 	}
 }

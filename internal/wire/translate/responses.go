@@ -74,6 +74,10 @@ func (t *prep) nested(extra *llm.Extra, key string, v json.RawMessage, names map
 // Responses' web_search (and its dated and preview forms) is Anthropic's
 // web_search_20250305 server tool, and back (docs/RESPONSES.md §5). Its
 // options (locations, domains, limits) are not carried: listed as hints.
+// A web_search with external_web_access false (Codex sends it so: cached
+// results only, no live fetch) is not mapped: Anthropic's tool searches the
+// live web, a different behaviour billed per search; it is dropped and
+// named like any tool the endpoint cannot run.
 func (t *prep) webSearch(tl llm.Tool) (llm.Tool, bool) {
 	client, target := t.client, t.target
 	if _, ok := webSearchTarget(tl, client, target); ok {
@@ -89,12 +93,25 @@ func (t *prep) webSearch(tl llm.Tool) (llm.Tool, bool) {
 
 func webSearchTarget(tl llm.Tool, client, target llm.Format) (llm.Tool, bool) {
 	switch {
-	case client == llm.FormatResponses && target == llm.FormatAnthropic && strings.HasPrefix(tl.Type, "web_search"):
+	case client == llm.FormatResponses && target == llm.FormatAnthropic && strings.HasPrefix(tl.Type, "web_search") && !noLiveAccess(tl.Raw):
 		return llm.Tool{Type: "web_search_20250305", Name: "web_search", Raw: json.RawMessage(`{"type":"web_search_20250305","name":"web_search"}`)}, true
 	case client == llm.FormatAnthropic && target == llm.FormatResponses && strings.HasPrefix(tl.Type, "web_search_"):
 		return llm.Tool{Type: "web_search", Name: "web_search", Raw: json.RawMessage(`{"type":"web_search"}`)}, true
 	}
 	return tl, false
+}
+
+// noLiveAccess reports whether a Responses web_search tool says
+// "external_web_access": false.
+func noLiveAccess(raw json.RawMessage) bool {
+	off := false
+	_ = jsonx.EachMember(raw, func(kb, v []byte) error {
+		if k, _ := jsonx.Unquote(kb); k == "external_web_access" && string(v) == "false" {
+			off = true
+		}
+		return nil
+	})
+	return off
 }
 
 // customInputSchema is the input schema a Responses client's custom

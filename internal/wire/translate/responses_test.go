@@ -261,3 +261,30 @@ func TestWebSearchCallForResponsesClient(t *testing.T) {
 		t.Errorf("encoded %s %v", b, err)
 	}
 }
+
+// TestCachedOnlyWebSearchIsNotMadeLive: Codex sends web_search with
+// "external_web_access": false (cached results only). Anthropic's web search
+// fetches the live web and is billed per search, so such a tool is not mapped
+// onto it: it is dropped and named; a web_search without the flag is mapped.
+func TestCachedOnlyWebSearchIsNotMadeLive(t *testing.T) {
+	for _, c := range []struct {
+		tool   string
+		mapped bool
+	}{
+		{`{"type":"web_search","external_web_access":false}`, false},
+		{`{"type":"web_search","external_web_access":true}`, true},
+		{`{"type":"web_search"}`, true},
+	} {
+		out, rep, err := Prepare(parseAs(t, llm.FormatResponses, `{"model":"m","input":"Hi","tools":[`+c.tool+`]}`), llm.FormatAnthropic, Policy{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.tool, err)
+		}
+		body := string(encodeAs(t, llm.FormatAnthropic, out))
+		if got := strings.Contains(body, "web_search_20250305"); got != c.mapped {
+			t.Errorf("%s: mapped to Anthropic's web search = %v, want %v: %s", c.tool, got, c.mapped, body)
+		}
+		if !c.mapped && !slices.Contains(rep.Dropped, "tool:web_search") {
+			t.Errorf("%s: dropped %v, want tool:web_search named", c.tool, rep.Dropped)
+		}
+	}
+}

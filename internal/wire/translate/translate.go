@@ -11,12 +11,17 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 )
 
-// Values of Policy.Unsupported.
+// Values of Policy.Unsupported. The default, "", refuses content the
+// target cannot carry (Report.Lost: a document, an image or audio where it
+// cannot go, thinking, a server tool, an unknown block) with the 400 of
+// Reject, and drops any other feature (a sampling parameter such as top_k,
+// an unknown member) as Drop does: content is never lost silently, and a
+// parameter's loss is named in Report.Dropped.
 const (
-	// Drop removes a feature the target cannot express and lists it in
-	// Report.Dropped. It is the default.
+	// Drop removes every feature the target cannot express, content
+	// included, and lists it in Report.Dropped.
 	Drop = "drop"
-	// Reject fails the attempt with a 400 that names the feature.
+	// Reject fails the attempt with a 400 that names every such feature.
 	Reject = "reject"
 )
 
@@ -31,7 +36,8 @@ const maxOpenAIStops = 4
 // Policy says what Prepare does with a feature the target format cannot
 // express. The zero value drops it.
 type Policy struct {
-	// Unsupported is Drop ("", the default) or Reject.
+	// Unsupported is "" (the default: content refused, other features
+	// dropped), Drop or Reject.
 	Unsupported string
 	// Endpoint names the target endpoint in Reject errors (an endpoint ID
 	// such as "sim-llama/us-east/sim-openai"); empty means unnamed.
@@ -54,6 +60,10 @@ type Report struct {
 	// and hints removed because the target cannot express them: the value
 	// of the X-Mesh-Dropped header.
 	Dropped []string
+	// Lost lists the content among Dropped: what the model would not see
+	// (blocks, thinking, server tools). Routing prefers an endpoint for
+	// which it is empty.
+	Lost []string
 
 	client, upstream llm.Format
 	// names maps a tool name sent upstream to the client's; ids likewise
@@ -113,8 +123,11 @@ func Prepare(req *llm.Request, target llm.Format, p Policy) (*llm.Request, Repor
 	t.topLevel(&out)
 	t.tools(&out)
 	t.messages(&out)
-	if p.Unsupported == Reject && len(t.features) > 0 {
+	switch {
+	case p.Unsupported == Reject && len(t.features) > 0:
 		return nil, Report{}, rejectError(t.features, target, p.Endpoint)
+	case p.Unsupported == "" && len(t.rep.Lost) > 0:
+		return nil, Report{}, rejectError(t.rep.Lost, target, p.Endpoint)
 	}
 	return &out, t.rep, nil
 }
@@ -165,6 +178,15 @@ func (t *prep) unsupported(name string) {
 		t.features = append(t.features, name)
 	}
 	t.hint(name)
+}
+
+// lost records content the target cannot carry: the model would not see
+// it (see Report.Lost); the caller drops it.
+func (t *prep) lost(name string) {
+	if !slices.Contains(t.rep.Lost, name) {
+		t.rep.Lost = append(t.rep.Lost, name)
+	}
+	t.unsupported(name)
 }
 
 // hint records something dropped that does not change what the model is
@@ -461,8 +483,14 @@ func (t *prep) tools(r *llm.Request) {
 				tools = append(tools, ct)
 				continue
 			}
+			// An Anthropic server tool in a Messages request is asked for
+			// deliberately: content the answer would lack, refused by default
+			// (issue 25). A Responses tool the target cannot run (web_search,
+			// custom, namespace …) is sent by Codex and the AI SDK on every
+			// turn whether the task needs it or not: dropped and named
+			// (X-Mesh-Dropped), refused only under reject (issue 24).
 			if t.target == llm.FormatOpenAI && t.client == llm.FormatAnthropic {
-				t.unsupported("server_tool:" + tl.Type)
+				t.lost("server_tool:" + tl.Type)
 			} else {
 				t.unsupported("tool:" + tl.Type)
 			}
@@ -653,9 +681,9 @@ func (t *prep) block(b *llm.Block, role llm.Role, inResult bool) bool {
 			b.ID = t.mapID(b.ID)
 			return true
 		case b.Type == "":
-			t.unsupported("unknown_block")
+			t.lost("unknown_block")
 		default:
-			t.unsupported(string(b.Type) + "_block")
+			t.lost(string(b.Type) + "_block")
 		}
 		return false
 	}
@@ -665,11 +693,11 @@ func (t *prep) block(b *llm.Block, role llm.Role, inResult bool) bool {
 	case llm.BlockImage:
 		if inResult && t.target == llm.FormatOpenAI {
 			// OpenAI tool messages carry text parts only.
-			t.unsupported("tool_result_image")
+			t.lost("tool_result_image")
 			return false
 		}
 		if b.Image == nil {
-			t.unsupported("image_block")
+			t.lost("image_block")
 			return false
 		}
 		if b.Image.Detail != "" && t.target == llm.FormatAnthropic {
@@ -707,12 +735,15 @@ func (t *prep) block(b *llm.Block, role llm.Role, inResult bool) bool {
 	case llm.BlockThinking, llm.BlockRedactedThinking:
 		if t.target.Family() == llm.FormatOpenAI || (b.Type == llm.BlockThinking && b.Signature == "") {
 			// OpenAI has no reasoning input; Anthropic rejects unsigned thinking.
-			t.unsupported("thinking")
+			// A past turn's thinking is opaque state of the family that made it
+			// (issue 24): left out and named, never a refusal — Anthropic itself
+			// drops earlier turns' thinking from the context.
+			t.hint("thinking")
 			return false
 		}
 		t.blockExtra(b)
 	default:
-		t.unsupported(string(b.Type) + "_block")
+		t.lost(string(b.Type) + "_block")
 		return false
 	}
 	return true

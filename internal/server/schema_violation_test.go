@@ -1,0 +1,31 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/keelmesh/keel/internal/engine"
+)
+
+// X-Mesh-Schema-Violation names the keys an answer delivered as the model
+// gave it was checked against (issue 25): comma-separated, non-ASCII keys
+// percent-encoded so every client's HTTP stack reads the header; "true"
+// for a schema without keys (JSON mode).
+func TestSchemaViolationHeader(t *testing.T) {
+	for _, tc := range []struct {
+		required []string
+		want     string
+	}{
+		{[]string{"question", "answer"}, "question,answer"},
+		{[]string{"姓名", "phone"}, "%E5%A7%93%E5%90%8D,phone"},
+		{[]string{"a,b", "50%"}, "a%2Cb,50%25"},
+		{nil, "true"},
+	} {
+		rec := &engine.Record{Structured: &engine.Structured{Required: tc.required}}
+		if got := SchemaViolationHeader(rec); got != tc.want {
+			t.Errorf("keys %q: header %q, want %q", tc.required, got, tc.want)
+		}
+	}
+	if got := SchemaViolationHeader(&engine.Record{}); got != "true" {
+		t.Errorf("no schema record: %q", got)
+	}
+}
