@@ -338,11 +338,12 @@ var errFound = errors.New("found")
 // Encode writes c as a backend that keeps bytes holds it: Conversation's
 // JSON, with the response object spliced in as served (it is valid JSON
 // already; a json.Marshal of it would scan and compact it again).
+// c is only read: a write-behind store encodes it while readers use it.
 func Encode(c *Conversation) ([]byte, error) {
 	resp := c.Response
-	c.Response = nil
-	b, err := json.Marshal(c)
-	c.Response = resp
+	cc := *c // a shallow copy: c is shared with readers (WriteBehind's front)
+	cc.Response = nil
+	b, err := json.Marshal(&cc)
 	if err != nil {
 		return nil, err
 	}
