@@ -56,24 +56,8 @@ func (c *Client) Post(ctx context.Context, ep *Endpoint, rawURL string, body []b
 	h.Set("Accept", "application/json")
 	codec := wire.For(ep.Format)
 	codec.SetAuth(h.Set, ep.APIKey, ep.APIVersion(call.ClientHeader))
-	if call.ClientHeader != nil {
-		for _, k := range codec.PassHeaders() {
-			if v := call.ClientHeader.Values(k); len(v) > 0 {
-				h[k] = v
-			}
-		}
-	}
-	for k, v := range ep.Header {
-		h[k] = v
-	}
-	var hdrTimer *time.Timer
-	if ep.ResponseHeaderTimeout > 0 {
-		hdrTimer = time.AfterFunc(ep.ResponseHeaderTimeout, func() { cancel(errHeaderTimeout) })
-	}
-	resp, err := c.rt.RoundTrip(hreq)
-	if hdrTimer != nil {
-		hdrTimer.Stop()
-	}
+	addHeaders(h, codec, call.ClientHeader, ep)
+	resp, err := c.roundTrip(hreq, ep, cancel)
 	if err != nil {
 		e := classifyTransportErr(ep.ID, err, context.Cause(actx), ctx)
 		e.BeforeResponse = true

@@ -479,25 +479,9 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 	set("Content-Type", "application/json")
 	set("Accept", "application/json")
 	codec.SetAuth(set, ep.APIKey, version)
-	if call.ClientHeader != nil {
-		for _, k := range codec.PassHeaders() {
-			if v := call.ClientHeader.Values(k); len(v) > 0 {
-				h[k] = v
-			}
-		}
-	}
-	for k, v := range ep.Header {
-		h[k] = v
-	}
+	addHeaders(h, codec, call.ClientHeader, ep)
 
-	var hdrTimer *time.Timer
-	if ep.ResponseHeaderTimeout > 0 {
-		hdrTimer = time.AfterFunc(ep.ResponseHeaderTimeout, func() { cancel(errHeaderTimeout) })
-	}
-	resp, err := c.rt.RoundTrip(hreq)
-	if hdrTimer != nil {
-		hdrTimer.Stop()
-	}
+	resp, err := c.roundTrip(hreq, ep, cancel)
 	if err != nil {
 		cause := context.Cause(actx)
 		release()
@@ -749,4 +733,29 @@ func (c *Client) Probe(ctx context.Context, ep *Endpoint) error {
 	io.CopyN(io.Discard, resp.Body, 64<<10)
 	resp.Body.Close()
 	return nil
+}
+
+// addHeaders sets on h the client's headers that codec passes on and
+// then the endpoint's own (which win).
+func addHeaders(h http.Header, codec wire.Codec, client http.Header, ep *Endpoint) {
+	if client != nil {
+		for _, k := range codec.PassHeaders() {
+			if v := client.Values(k); len(v) > 0 {
+				h[k] = v
+			}
+		}
+	}
+	for k, v := range ep.Header {
+		h[k] = v
+	}
+}
+
+// roundTrip sends hreq, cancelling it (errHeaderTimeout) when ep's
+// response header takes longer than its ResponseHeaderTimeout.
+func (c *Client) roundTrip(hreq *http.Request, ep *Endpoint, cancel context.CancelCauseFunc) (*http.Response, error) {
+	if ep.ResponseHeaderTimeout > 0 {
+		t := time.AfterFunc(ep.ResponseHeaderTimeout, func() { cancel(errHeaderTimeout) })
+		defer t.Stop()
+	}
+	return c.rt.RoundTrip(hreq)
 }
