@@ -174,6 +174,9 @@ type Engine struct {
 	normOff      bool
 	// smetrics counts validated, repaired, re-asked and failed answers.
 	smetrics *structured.Metrics
+	// schemas compiles client schemas under structOpts.Limits, with this
+	// engine's own compile slots.
+	schemas  *structured.Compiler
 	log      *slog.Logger
 	obs      Observer
 	events   events // obs under its optional interfaces (events.go)
@@ -280,6 +283,7 @@ func New(o Options) (*Engine, error) {
 	if e.smetrics == nil {
 		e.smetrics = &structured.Metrics{}
 	}
+	e.schemas = structured.NewCompiler(o.Structured.Limits)
 	if e.pii, err = newPII(o.PII); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
