@@ -351,9 +351,7 @@ func New(o Options) (*Engine, error) {
 		}
 		spec := o.Aliases[a]
 		if t := spec.Tiering; t != nil && len(spec.Models) == 0 {
-			for _, m := range []string{t.Middle, t.Strong, t.Cheap} {
-				spec.Models = appendNew(spec.Models, m)
-			}
+			spec.Models = t.AliasModels()
 		}
 		if len(spec.Models) == 0 {
 			return nil, fmt.Errorf("engine: alias %q names no model", a)
