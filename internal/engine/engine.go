@@ -633,9 +633,9 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 		spec = nil // answers pass untouched below the full stage
 	}
 	if spec != nil {
-		rec.Structured = spec.record()
+		rec.Structured = spec.Trace()
 		rec.SchemaSource = rec.Structured.Source
-		if !x.legacy && spec.upstream(req) {
+		if !x.legacy && spec.Upstream(req) {
 			x.spec = spec
 		}
 	}
@@ -813,19 +813,5 @@ func (e *Engine) Close() {
 	e.probes.Wait()
 }
 
-// promptText is the text the domain classifier reads: the system prompt and
-// the last user turn.
-func promptText(req *llm.Request) string {
-	sys := req.SystemText()
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if req.Messages[i].Role == llm.RoleUser {
-			if t := req.Messages[i].Text(); t != "" {
-				if sys == "" {
-					return t
-				}
-				return sys + "\n\n" + t
-			}
-		}
-	}
-	return sys
-}
+// promptText is the text the domain classifier reads (llm.Request.PromptText).
+func promptText(req *llm.Request) string { return req.PromptText() }

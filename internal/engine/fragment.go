@@ -114,7 +114,7 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 			// start on distinct endpoints.
 			rx := newExec(e, x.rs, req, x.call, &Record{})
 			rx.policy, rx.legacy = x.policy, x.legacy
-			if x.spec != nil && x.spec.jsonMode {
+			if x.spec != nil && x.spec.JSONMode {
 				// JSON mode is the client's own demand on every answer:
 				// each fragment is asked in the form its endpoint takes.
 				rx.spec = x.spec
@@ -144,8 +144,8 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 					}
 					text := resp.Text()
 					if spec != nil {
-						if d, _, ok := spec.answerJSON(resp); ok {
-							res := structured.Repair(d, spec.schema, structured.Options{Input: fr.Text})
+						if d, _, ok := spec.AnswerJSON(resp); ok {
+							res := structured.Repair(d, spec.Schema, structured.Options{Input: fr.Text})
 							if res.Valid {
 								text = string(res.Output)
 							}
@@ -196,7 +196,7 @@ func (e *Engine) fragmented(ctx context.Context, x *exec, doc string, idx int, s
 		mode = fragment.ModeStructured
 	}
 	fused, err := fragment.Fuse(frags, answers, fragment.FuseOptions{Mode: mode, ListQuorum: o.ListQuorum})
-	if mode == fragment.ModeStructured && served != nil && fused != nil && len(fused.LostFragments) == len(frags) && !spec.mayFail(e.structOpts) {
+	if mode == fragment.ModeStructured && served != nil && fused != nil && len(fused.LostFragments) == len(frags) && !spec.MayFail(e.structOpts) {
 		// Replicas answered, none with a JSON object, and the JSON was
 		// JSON mode or an implied schema, not a contract: the answers are
 		// fused as text, as the call would have been answered direct

@@ -452,7 +452,7 @@ func (s *Stream) forward(ev *llm.Event) (*llm.Event, bool) {
 			if s.relaxed != nil {
 				s.text.WriteString(text)
 			}
-		} else if ev.DeltaType == llm.DeltaInputJSON && s.relaxed != nil && s.relaxed.tool != "" {
+		} else if ev.DeltaType == llm.DeltaInputJSON && s.relaxed != nil && s.relaxed.Tool != "" {
 			s.text.WriteString(ev.Delta)
 		}
 		return reindex(ev, k), true
@@ -487,7 +487,7 @@ func (s *Stream) forward(ev *llm.Event) (*llm.Event, bool) {
 	case llm.EventMessageStop:
 		s.finished = true
 		if s.relaxed != nil {
-			res := structured.Repair(s.text.String(), s.relaxed.schema, structured.Options{})
+			res := structured.Repair(s.text.String(), s.relaxed.Schema, structured.Options{})
 			s.x.e.smetrics.Observe(res)
 			if !res.Valid || res.Changed {
 				// Relaxed mode delivers the answer as streamed: a repair
