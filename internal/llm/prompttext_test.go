@@ -3,7 +3,9 @@ package llm
 import "testing"
 
 func TestPromptText(t *testing.T) {
-	text := func(role Role, s string) Message { return Message{Role: role, Content: []Block{{Type: BlockText, Text: s}}} }
+	text := func(role Role, s string) Message {
+		return Message{Role: role, Content: []Block{{Type: BlockText, Text: s}}}
+	}
 	for _, tc := range []struct {
 		name string
 		req  Request
