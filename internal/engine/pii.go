@@ -17,6 +17,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pii"
+	"github.com/keelmesh/keel/internal/pipeline"
 )
 
 // PIIDetector finds personal data in one text the model would see. Find
@@ -491,6 +492,33 @@ func restoreResponse(resp *llm.Response, red *pii.Redaction, jsonText bool) *llm
 	return &r
 }
 
+// piiChainStage is personal data in the call pipeline: the request
+// redacted on its way down (piiStage), the call's placeholders restored
+// in the answer on its way up (a response, or a stream's deltas).
+func (e *Engine) piiChainStage() pipeline.Stage {
+	return func(next pipeline.Handler) pipeline.Handler {
+		return pipeline.HandlerFunc(func(ctx context.Context, pc *pipeline.Call) (*pipeline.Answer, error) {
+			c := callOf(pc)
+			req, red, ae := e.piiStage(ctx, pc.Request, c.call, &c.rec)
+			if ae != nil {
+				return nil, ae
+			}
+			pc.Request = req
+			ans, err := next.Serve(ctx, pc)
+			if err != nil || red == nil || red.Len() == 0 {
+				return ans, err
+			}
+			jsonText := piiJSONText(req, &c.rec)
+			if ans.Events != nil {
+				ans.Events = pipeline.Transform(ans.Events, newStreamPII(red, jsonText).event)
+			} else if ans.Response != nil {
+				ans.Response = restoreResponse(ans.Response, red, jsonText)
+			}
+			return ans, nil
+		})
+	}
+}
+
 // streamPII restores the call's placeholders in a stream's text and
 // tool-argument deltas. A placeholder split over several deltas is held
 // back (at most a placeholder's length) and sent whole, restored; what is
@@ -499,7 +527,6 @@ type streamPII struct {
 	red      *pii.Redaction
 	jsonText bool
 	blocks   map[int]*piiBlock
-	queue    []*llm.Event
 }
 
 // piiBlock is one open block's restorer and its delta type.
@@ -512,72 +539,53 @@ func newStreamPII(red *pii.Redaction, jsonText bool) *streamPII {
 	return &streamPII{red: red, jsonText: jsonText, blocks: map[int]*piiBlock{}}
 }
 
-// next is Stream.Next with restoration.
-func (p *streamPII) next(s *Stream) (*llm.Event, error) {
-	for {
-		if len(p.queue) > 0 {
-			ev := p.queue[0]
-			p.queue = p.queue[1:]
-			return ev, nil
+// event restores ev (a pipeline.Transform): out gets what goes up in its
+// place, nothing while a placeholder's start is held.
+func (p *streamPII) event(ev *llm.Event, out []*llm.Event) []*llm.Event {
+	switch ev.Type {
+	case llm.EventBlockStart:
+		if ev.Block != nil {
+			switch {
+			case ev.Block.Type == llm.BlockToolUse:
+				p.blocks[ev.Index] = &piiBlock{p.red.NewRestorer(pii.RestoreJSONText), llm.DeltaInputJSON}
+			case ev.Block.Type == llm.BlockText && p.jsonText:
+				p.blocks[ev.Index] = &piiBlock{p.red.NewRestorer(pii.RestoreJSONText), llm.DeltaText}
+			case ev.Block.Type == llm.BlockText:
+				p.blocks[ev.Index] = &piiBlock{p.red.NewRestorer(pii.RestoreAuto), llm.DeltaText}
+			}
 		}
-		ev, err := s.next()
-		if err != nil {
-			return ev, err
+	case llm.EventBlockDelta:
+		b := p.blocks[ev.Index]
+		if b == nil || ev.DeltaType != b.dt {
+			break
 		}
-		switch ev.Type {
-		case llm.EventBlockStart:
-			if ev.Block != nil {
-				switch {
-				case ev.Block.Type == llm.BlockToolUse:
-					p.blocks[ev.Index] = &piiBlock{p.red.NewRestorer(pii.RestoreJSONText), llm.DeltaInputJSON}
-				case ev.Block.Type == llm.BlockText && p.jsonText:
-					p.blocks[ev.Index] = &piiBlock{p.red.NewRestorer(pii.RestoreJSONText), llm.DeltaText}
-				case ev.Block.Type == llm.BlockText:
-					p.blocks[ev.Index] = &piiBlock{p.red.NewRestorer(pii.RestoreAuto), llm.DeltaText}
-				}
-			}
-			return ev, nil
-		case llm.EventBlockDelta:
-			b := p.blocks[ev.Index]
-			if b == nil || ev.DeltaType != b.dt {
-				return ev, nil
-			}
-			out := b.r.Write(ev.Delta)
-			if out == ev.Delta {
-				return ev, nil
-			}
-			if out == "" {
-				continue // all held: the next delta completes it
-			}
-			cp := ev.Detach()
-			cp.Delta = out
-			return cp, nil
-		case llm.EventBlockStop:
-			if f := p.flush(ev.Index); f != nil {
-				p.queue = append(p.queue, ev)
-				return f, nil
-			}
-			delete(p.blocks, ev.Index)
-			return ev, nil
-		case llm.EventMessageDelta, llm.EventMessageStop, llm.EventError:
-			idx := make([]int, 0, len(p.blocks))
-			for i := range p.blocks {
-				idx = append(idx, i)
-			}
-			sort.Ints(idx)
-			for _, i := range idx {
-				if f := p.flush(i); f != nil {
-					p.queue = append(p.queue, f)
-				}
-			}
-			if len(p.queue) > 0 {
-				p.queue = append(p.queue, ev)
-				continue
-			}
-			return ev, nil
+		text := b.r.Write(ev.Delta)
+		if text == ev.Delta {
+			break
 		}
-		return ev, nil
+		if text == "" {
+			return out // all held: the next delta completes it
+		}
+		cp := ev.Detach()
+		cp.Delta = text
+		return append(out, cp)
+	case llm.EventBlockStop:
+		if f := p.flush(ev.Index); f != nil {
+			out = append(out, f)
+		}
+	case llm.EventMessageDelta, llm.EventMessageStop, llm.EventError:
+		idx := make([]int, 0, len(p.blocks))
+		for i := range p.blocks {
+			idx = append(idx, i)
+		}
+		sort.Ints(idx)
+		for _, i := range idx {
+			if f := p.flush(i); f != nil {
+				out = append(out, f)
+			}
+		}
 	}
+	return append(out, ev)
 }
 
 // flush ends block i's restorer: a delta with the text it held, or nil.
