@@ -124,7 +124,7 @@ func (s *Stream) SchemaValid() (valid, ok bool) {
 func (e *Engine) compose() {
 	core := pipeline.HandlerFunc(e.serve)
 	e.inner = pipeline.Chain(core, e.resolveStage, e.cacheStage())
-	e.handler = pipeline.Chain(e.inner, e.piiChainStage(), e.shadowStage())
+	e.handler = pipeline.Chain(e.inner, e.piiStage, e.shadowStage())
 }
 
 // resolveStage finds the call's route (its domain, the model or alias,

@@ -185,8 +185,8 @@ type Engine struct {
 	// semDown is set while the semantic cache's embeddings fail (said
 	// once per outage).
 	semDown atomic.Bool
-	// pii is Options.PII built; nil when detection is off.
-	pii         *piiState
+	// piiStage is Options.PII built.
+	piiStage    pipeline.Stage
 	maxAttempts int
 	timeout     time.Duration
 	backoff     *resilience.Backoff
@@ -282,7 +282,7 @@ func New(o Options) (*Engine, error) {
 	if e.smetrics == nil {
 		e.smetrics = &structured.Metrics{}
 	}
-	if e.pii, err = newPII(o.PII); err != nil {
+	if e.piiStage, err = e.newPIIStage(o.PII); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e.stop = make(chan struct{})
