@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/pii"
 	"github.com/keelmesh/keel/internal/pipeline"
 )
 
@@ -34,7 +35,7 @@ func ParseBehavior(body json.RawMessage, header string) (*Behavior, error) {
 	if b.MinRedundancy < 0 {
 		return nil, badBehavior("mesh_behavior.min_redundancy: must be ≥ 0")
 	}
-	if _, ok := piiRank[b.PII]; b.PII != "" && (!ok || b.PII == PIIOff) {
+	if b.PII != "" && !pii.ClientAction(b.PII) {
 		return nil, badBehavior(fmt.Sprintf("mesh_behavior.pii: unknown action %q (want redact, mask, block or log)", b.PII))
 	}
 	if b.MinModelCapability < 0 || b.MinModelCapability > 5 {

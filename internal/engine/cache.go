@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/provider"
 )
 
@@ -47,6 +49,81 @@ const (
 	// or no-store).
 	CacheBypass = "bypass"
 )
+
+// cacheStage is the exact and semantic response caches in the call
+// pipeline: a stored answer for a call the policy deems safe (the exact
+// key, then a similar prompt), else the answer from below stored once it
+// is complete (a stream at its message_stop, before the client can ask
+// again). Nil when the mesh has no cache; a shadow call neither reads nor
+// writes it.
+func (e *Engine) cacheStage() pipeline.Stage {
+	if e.cache == nil {
+		return nil
+	}
+	return func(next pipeline.Handler) pipeline.Handler {
+		return pipeline.HandlerFunc(func(ctx context.Context, pc *pipeline.Call) (*pipeline.Answer, error) {
+			c := callOf(pc)
+			if c.rec.shadowRun {
+				return next.Serve(ctx, pc)
+			}
+			req, rec := pc.Request, &c.rec
+			cu := e.cacheFor(req, c.call, rec)
+			if cu.read {
+				if ent, ok := e.cache.Get(cu.key); ok {
+					return e.cacheHit(req, rec, ent), nil
+				}
+				if ent, ok := e.semanticLookup(ctx, c.semThreshold, req, c.call, rec, &cu); ok {
+					return e.cacheHit(req, rec, ent), nil
+				}
+			}
+			ans, err := next.Serve(ctx, pc)
+			if err != nil || !cu.write || c.fused {
+				return ans, err
+			}
+			if ans.Events == nil {
+				if cacheable(ans.Response, rec) {
+					e.cachePut(cu, ans.Response, ans.Endpoint)
+				}
+				return ans, nil
+			}
+			ans.Events = e.storing(ans, cu, rec)
+			return ans, nil
+		})
+	}
+}
+
+// cacheHit answers the call with ent: the stored answer, or for a stream
+// the stored answer re-emitted as events. No upstream call, no cost.
+func (e *Engine) cacheHit(req *llm.Request, rec *Record, ent *CacheEntry) *pipeline.Answer {
+	rec.servedFromCache(ent)
+	ans := &pipeline.Answer{Endpoint: ent.Endpoint, Replayed: true}
+	if !req.Stream {
+		ans.Response = ent.Response
+		return ans
+	}
+	ans.Events = pipeline.Slice(synthesize(ent.Response, 64))
+	return ans
+}
+
+// storing rebuilds the streamed answer the client receives and stores it
+// at its message_stop, if complete and valid.
+func (e *Engine) storing(ans *pipeline.Answer, cu cacheUse, rec *Record) pipeline.Events {
+	var acc llm.Accumulator
+	stored := false
+	return pipeline.Tap(ans.Events, func(ev *llm.Event) {
+		if stored {
+			return
+		}
+		acc.Add(ev)
+		if ev.Type != llm.EventMessageStop {
+			return
+		}
+		stored = true
+		if resp := acc.Response(); cacheable(resp, rec) {
+			e.cachePut(cu, resp, ans.ServedBy())
+		}
+	})
+}
 
 // cacheUse is what the cache does for one call.
 type cacheUse struct {

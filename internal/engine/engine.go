@@ -24,7 +24,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -35,6 +34,7 @@ import (
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
+	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/resilience"
@@ -42,7 +42,6 @@ import (
 	"github.com/keelmesh/keel/internal/route"
 	"github.com/keelmesh/keel/internal/shadow"
 	"github.com/keelmesh/keel/internal/structured"
-	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
 // Alias is an ordered chain of model names served under one name.
@@ -190,8 +189,8 @@ type Engine struct {
 	// semDown is set while the semantic cache's embeddings fail (said
 	// once per outage).
 	semDown atomic.Bool
-	// pii is Options.PII built; nil when detection is off.
-	pii         *piiState
+	// piiStage is Options.PII built.
+	piiStage    pipeline.Stage
 	maxAttempts int
 	timeout     time.Duration
 	backoff     *resilience.Backoff
@@ -220,6 +219,9 @@ type Engine struct {
 	passthrough []*provider.Endpoint
 	// chain is the attempt path, folded once (see step).
 	chain step
+	// handler is the call pipeline, composed once (pipeline.go); inner is
+	// its part below the client-facing stages, which a shadow call runs.
+	handler, inner pipeline.Handler
 	// shadows runs shadow calls; nil when no alias has a shadow.
 	shadows *shadowPool
 	// inflight counts client calls in flight (kept only with shadows).
@@ -285,7 +287,7 @@ func New(o Options) (*Engine, error) {
 		e.smetrics = &structured.Metrics{}
 	}
 	e.schemas = structured.NewCompiler(o.Structured.Limits)
-	if e.pii, err = newPII(o.PII); err != nil {
+	if e.piiStage, err = e.newPIIStage(o.PII); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e.stop = make(chan struct{})
@@ -403,6 +405,7 @@ func New(o Options) (*Engine, error) {
 		e.Close()
 		return nil, err
 	}
+	e.compose()
 	if e.shared != nil {
 		e.shared.Start(e.applyShared, e.sharedNow)
 		e.probes.Add(1)
@@ -496,52 +499,22 @@ type Outcome struct {
 	Record *Record
 }
 
-// Do serves req. Errors are *llm.APIError values ready for the client,
-// with MeshCode set when Keel decided the outcome.
+// Do serves req: one call through the composed chain (pipeline.go). Errors
+// are *llm.APIError values ready for the client, with MeshCode set when
+// Keel decided the outcome. The call is finished here, once: when Do
+// returns an error or a response, or when the returned Stream is closed.
 func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome, error) {
-	rec := &Record{RequestID: call.RequestID, Start: e.now(), Format: req.Format, Model: req.Model, Stream: req.Stream, Behavior: call.Behavior, TraceParent: call.TraceParent, Request: req,
-		KeyID: call.KeyID, Team: call.Team, done: call.Done}
-	// Preprocess: personal data is found and redacted before anything
-	// else reads the request (routing, cache, classification, upstream,
-	// the shadow path).
-	req, red, ae := e.piiStage(ctx, req, call, rec)
-	if ae != nil {
-		e.finish(rec, nil, ae)
-		return nil, ae
+	c := e.newCall(req, call)
+	ans, err := e.handler.Serve(ctx, &c.pc)
+	out := c.outcome(ans, err)
+	if out == nil || out.Stream == nil {
+		e.finishCall(c)
+	} else {
+		out.Stream.ev = pipeline.Finally(ans.Events, func() { e.finishCall(c) })
 	}
-	if e.shadows != nil {
-		e.shadowStart(req, call, rec)
+	if out == nil {
+		return nil, c.err
 	}
-	var x *exec
-	var served *endpoint
-	cancel := context.CancelFunc(func() {})
-	out, ae, handed := e.do(ctx, req, call, rec, &x, &served, &cancel)
-	if handed {
-		// A stream finishes the call when it is closed.
-		if ae != nil {
-			return nil, ae
-		}
-		if red != nil && red.Len() > 0 {
-			out.Stream.pii = newStreamPII(red, piiJSONText(req, rec))
-		}
-		return out, nil
-	}
-	// One finish for every other way out: cancel, seal, report.
-	cancel()
-	if x != nil {
-		x.seal()
-	}
-	if ae != nil {
-		e.finish(rec, nil, ae)
-		return nil, ae
-	}
-	if out != nil {
-		rec.Response = out.Response // the placeholders, never the values
-		if red != nil && red.Len() > 0 && out.Response != nil {
-			out.Response = restoreResponse(out.Response, red, piiJSONText(req, rec))
-		}
-	}
-	e.finish(rec, served, nil)
 	return out, nil
 }
 
@@ -549,192 +522,6 @@ func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome,
 // not serve: OpenAI's own for an unknown model (PROTOCOLS.md §6.1), which
 // SDK users branch on.
 const codeModelNotFound = "model_not_found"
-
-// do is Do's body; Do finishes the call unless handed is set (a stream
-// took the call over). It sets *xp when the call gets an exec, *served to
-// the endpoint credited with the answer, and *cancel to the deadline's
-// cancel.
-func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Record, xp **exec, served **endpoint, cancel *context.CancelFunc) (out *Outcome, ae *llm.APIError, handed bool) {
-	if e.classify != nil {
-		rec.Domain = e.classify(promptText(req))
-	}
-	rs := e.routes[req.Model]
-	if rs == nil && len(e.passthrough) > 0 && req.Model != "" {
-		var err error
-		if rs, err = e.passthroughRoute(req.Model, req.Format); errors.Is(err, ErrNoProvider) {
-			return nil, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Code: codeModelNotFound, Message: "model " + req.Model + ": " + err.Error()}, false
-		} else if err != nil {
-			return nil, &llm.APIError{Status: http.StatusServiceUnavailable, Type: llm.ErrOverloaded, MeshCode: llm.MeshFallbackExhausted,
-				Message: "model " + req.Model + ": " + err.Error()}, false
-		}
-	}
-	if rs == nil {
-		return nil, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Code: codeModelNotFound, Message: e.notServed("model", req.Model)}, false
-	}
-	semThreshold := rs.semThreshold
-	var tiers *tiers
-	tier := 0
-	if rs.tiers != nil {
-		tiers = rs.tiers
-		rs, tier = e.tierRoute(rs, promptText(req), rec)
-	}
-	var cu cacheUse
-	if !rec.shadowRun {
-		cu = e.cacheFor(req, call, rec)
-	}
-	if cu.read {
-		if ent, ok := e.cache.Get(cu.key); ok {
-			return e.cacheHit(ctx, rs, req, call, rec, ent, xp)
-		}
-		if ent, ok := e.semanticLookup(ctx, semThreshold, req, call, rec, &cu); ok {
-			return e.cacheHit(ctx, rs, req, call, rec, ent, xp)
-		}
-	}
-	timeout := e.timeout
-	if call.Timeout > 0 {
-		timeout = call.Timeout
-	}
-	if timeout > 0 {
-		ctx, *cancel = context.WithTimeoutCause(ctx, timeout, errDeadline)
-	}
-	if !rec.shadowRun {
-		rs.retries.OnRequest()
-		rs.hedges.OnRequest()
-	}
-	rec.PrimaryModel, rec.primaryCap = rs.cands[0].Model, rs.cands[0].Capability
-	if b := call.Behavior; b != nil && b.CalibrationID != "" {
-		if _, ok := e.cals.ByID(b.CalibrationID); e.cals == nil || !ok {
-			return nil, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: "mesh_behavior.calibration_id",
-				Message: fmt.Sprintf("mesh_behavior.calibration_id: no calibration %q (keel calibrate stores them)", b.CalibrationID)}, false
-		}
-	}
-	spec, err := e.outputSpecFor(ctx, req, call.Behavior)
-	if err != nil {
-		return nil, err.(*llm.APIError), false
-	}
-	x := newExec(e, rs, req, call, rec)
-	*xp = x
-	x.tiers, x.tier = tiers, tier
-	x.policy = e.policy(rs, call.Behavior)
-	x.policy.Domain = rec.Domain
-	x.shadow = rec.shadowRun
-	rec.Stage = e.stageFor(req, call)
-	if rec.shadowLegacy {
-		rec.Stage = StageMonitor
-	}
-	path := rollout.PathFor(rec.Stage, e.valve.Open(rec.Start))
-	if path.Legacy {
-		// Monitor-only rollout, or the safety valve is open: the plain
-		// path to the primary model.
-		x.legacy = true
-		rec.Legacy = true
-	}
-	if !path.Answers {
-		spec = nil // answers pass untouched below the full stage
-	}
-	if spec != nil {
-		rec.Structured = spec.Trace()
-		rec.SchemaSource = rec.Structured.Source
-		if !x.legacy && spec.Upstream(req) {
-			x.spec = spec
-		}
-	}
-	if path.Answers && !x.legacy {
-		if doc, idx, ok := e.wantsFragments(req, call.Behavior); ok {
-			resp, err := e.fragmented(ctx, x, doc, idx, spec)
-			if err != nil {
-				return nil, x.clientError(ctx, err), false
-			}
-			if resp != nil {
-				*served = x.fragServed
-				out = &Outcome{Endpoint: x.fragServed.Endpoint, Record: rec}
-				if !req.Stream {
-					out.Response = resp
-					return out, nil, false
-				}
-				st := &Stream{ctx: ctx, cancel: *cancel, x: x, synth: synthesize(resp, 64), synthMode: true, idxMap: map[int]int{}}
-				u := resp.Usage
-				st.finalUsage, st.finished = &u, true
-				out.Stream = st
-				return out, nil, true
-			}
-		}
-	}
-	won, err := x.run(ctx, req, "primary")
-	if err != nil {
-		return nil, x.clientError(ctx, err), false
-	}
-	out = &Outcome{Endpoint: won.ep.Endpoint, Header: won.res.Header, Record: rec}
-	for _, d := range won.res.Dropped {
-		if !slices.Contains(rec.Dropped, d) {
-			rec.Dropped = append(rec.Dropped, d)
-		}
-	}
-	if won.res.Stream == nil {
-		won.settle(nil)
-		won.release()
-		resp := won.res.Response
-		rec.Usage = resp.Usage
-		if won.tool {
-			translate.FoldOutputTool(resp)
-		}
-		if spec != nil {
-			if resp, err = x.checkStructured(ctx, spec, resp); err != nil {
-				return nil, err.(*llm.APIError), false
-			}
-		}
-		*served = won.ep
-		if x.reasked != nil {
-			*served, out.Endpoint = x.reasked, x.reasked.Endpoint
-		}
-		out.Response = resp
-		if cu.write && cacheable(resp, rec) {
-			e.cachePut(cu, resp, won.ep.Endpoint)
-		}
-		return out, nil, false
-	}
-	st := newStream(ctx, *cancel, x, won)
-	if spec != nil {
-		// A relaxed stream passes through, unless the answer came as the
-		// forced output tool (JSON mode emulated on an Anthropic endpoint):
-		// that must be folded into text, which strict mode does.
-		if e.structOpts.RelaxedStreams && !won.tool {
-			st.relaxed = spec
-		} else if err := st.strict(ctx, spec); err != nil {
-			ae = err.(*llm.APIError)
-			st.schemaErr = ae
-			st.Close()
-			return nil, ae, true
-		}
-		if x.reasked != nil {
-			out.Endpoint = x.reasked.Endpoint
-		}
-	}
-	if cu.write {
-		st.store = &streamStore{use: cu}
-	}
-	out.Stream = st
-	return out, nil, true
-}
-
-// cacheHit answers the call with ent: the stored answer, or for a stream
-// the stored answer re-emitted as events. No upstream call, no cost.
-func (e *Engine) cacheHit(ctx context.Context, rs *routeState, req *llm.Request, call Call, rec *Record, ent *CacheEntry, xp **exec) (*Outcome, *llm.APIError, bool) {
-	rec.PrimaryModel = rs.cands[0].Model
-	rec.servedFromCache(ent)
-	out := &Outcome{Endpoint: ent.Endpoint, Record: rec}
-	if !req.Stream {
-		out.Response = ent.Response
-		return out, nil, false
-	}
-	x := newExec(e, rs, req, call, rec)
-	*xp = x
-	resp := ent.Response
-	u := resp.Usage
-	out.Stream = &Stream{ctx: ctx, cancel: func() {}, x: x, synth: synthesize(resp, 64), synthMode: true, idxMap: map[int]int{},
-		finalUsage: &u, finished: true, hit: ent}
-	return out, nil, true
-}
 
 var errDeadline = errors.New("the call's deadline (X-Mesh-Timeout or resilience timeout) passed")
 
@@ -761,7 +548,13 @@ func (e *Engine) Refused(req *llm.Request, call Call, ae *llm.APIError) {
 	}
 }
 
-// finish completes rec and hands it to the observer.
+// finishCall is the one place a client call is finished: its record
+// completed and handed to Done, the safety valve, the observers and the
+// shadow pool.
+func (e *Engine) finishCall(c *callState) { e.finish(&c.rec, c.served, c.err) }
+
+// finish completes rec and hands it to Done, the valve and the observers
+// (Do's finishCall, and Side's calls).
 func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
 	rec.Duration = e.now().Sub(rec.Start)
 	if served != nil {

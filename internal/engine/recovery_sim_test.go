@@ -269,7 +269,7 @@ func TestDropEcho(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &Stream{echo: echo}
+			s := &relay{echo: echo}
 			var got []string
 			in := tc.in
 			for len(in) > 0 || len(s.buf) > 0 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/shadow"
 )
 
@@ -249,6 +250,22 @@ func (e *Engine) newShadows(aliases map[string]Alias, o ShadowOptions) error {
 	return nil
 }
 
+// shadowStage counts the client calls in flight and samples the calls to
+// shadow (their shadow is queued by the finish, once the client has its
+// answer). Nil when no alias has a shadow.
+func (e *Engine) shadowStage() pipeline.Stage {
+	if e.shadows == nil {
+		return nil
+	}
+	return func(next pipeline.Handler) pipeline.Handler {
+		return pipeline.HandlerFunc(func(ctx context.Context, pc *pipeline.Call) (*pipeline.Answer, error) {
+			c := callOf(pc)
+			e.shadowStart(pc.Request, c.call, &c.rec)
+			return next.Serve(ctx, pc)
+		})
+	}
+}
+
 // shadowStart is called as a client call starts: it counts the call in
 // flight, sheds shadows when too many are, and says whether this call is
 // shadowed (recorded in rec).
@@ -334,18 +351,14 @@ func (e *Engine) runShadow(gen context.Context, j *shadowJob) shadow.Result {
 	call := j.call
 	call.RequestID = j.primary.RequestID + "/shadow"
 	call.Timeout = 0
-	rec := &Record{RequestID: call.RequestID, Start: e.now(), Format: req.Format, Model: req.Model, Behavior: call.Behavior, Request: &req,
-		KeyID: call.KeyID, Team: call.Team, shadowRun: true, shadowLegacy: j.sr.legacy}
-	var x *exec
-	var served *endpoint
-	dl := context.CancelFunc(func() {})
-	out, ae, _ := e.do(ctx, &req, call, rec, &x, &served, &dl)
-	dl()
-	if x != nil {
-		x.seal()
-	}
-	if out != nil {
-		rec.Response = out.Response
+	c := e.newCall(&req, call)
+	c.rec.Stream, c.rec.TraceParent, c.rec.done = false, "", nil
+	c.rec.shadowRun, c.rec.shadowLegacy = true, j.sr.legacy
+	_, err := e.inner.Serve(ctx, &c.pc)
+	rec, served := &c.rec, c.served
+	var ae *llm.APIError
+	if err != nil {
+		ae, served = asAPIError(err), nil
 	}
 	res.ShadowTime = e.now().Sub(rec.Start)
 	res.ShadowCost = e.callCost(rec, served)

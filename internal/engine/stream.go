@@ -15,7 +15,8 @@ import (
 	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
-// Stream is a committed answer stream. It forwards the serving upstream's
+// relay is a committed answer stream: the innermost Events of a streamed
+// call. It forwards the serving upstream's
 // events with block indexes the client can rely on; when that upstream
 // fails mid-way (cut, silent past the idle timeout, an error event, no
 // terminator) it continues the answer on another endpoint, sending what
@@ -23,8 +24,11 @@ import (
 // continuation, so the client sees one coherent stream. When it cannot, it
 // ends with an error event — never a fake clean finish.
 //
-// A Stream is used by one goroutine; Close must be called.
-type Stream struct {
+// A relay is used by one goroutine; Close must be called. Close settles
+// its attempts and says how the stream ended through end; it does not
+// finish the call (Engine.Do's finish does, once the outermost stream is
+// closed).
+type relay struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	x      *exec
@@ -72,20 +76,15 @@ type Stream struct {
 	// re-emitted as events (strict structured output).
 	synth     []*llm.Event
 	synthMode bool
-	// hit, when set, is the cached answer synth re-emits (no upstream).
-	hit *CacheEntry
-	// store, when set, rebuilds the answer the client receives, to be
-	// stored in the response cache if it ends complete.
-	store *streamStore
 	// relaxed, when set, is validated at the end of a streamed-through answer.
 	relaxed *outputSpec
 	text    strings.Builder
 	// schemaErr is set when a strict structured answer was refused.
 	schemaErr *llm.APIError
-	// pii, when set, restores the call's placeholders in what Next returns
-	// (everything before it, the record and the cache included, sees the
-	// placeholders).
-	pii *streamPII
+	// end, set by the call's core, is told at Close the endpoint credited
+	// with the answer (nil when it failed) and the client's error (nil
+	// when it completed).
+	end func(served *endpoint, ae *llm.APIError)
 
 	// lent is the event Next returned last and lentFrom the upstream stream
 	// it came from: at the next call the caller is done with it, and the
@@ -96,7 +95,7 @@ type Stream struct {
 
 // strict buffers the whole answer, validates and repairs it (re-asking
 // once if needed), and replaces the stream by the result.
-func (s *Stream) strict(ctx context.Context, sp *outputSpec) error {
+func (s *relay) strict(ctx context.Context, sp *outputSpec) error {
 	resp, err := accumulate(s)
 	if err != nil || s.failed {
 		if s.endErr != nil {
@@ -124,7 +123,7 @@ func (s *Stream) strict(ctx context.Context, sp *outputSpec) error {
 
 // SchemaValid reports, for a relaxed structured stream after its end,
 // whether the answer was valid; ok is false when no schema applied.
-func (s *Stream) SchemaValid() (valid, ok bool) {
+func (s *relay) SchemaValid() (valid, ok bool) {
 	if s.relaxed == nil || !s.finished {
 		return false, false
 	}
@@ -137,51 +136,26 @@ type clientBlock struct {
 	open bool
 }
 
-func newStream(ctx context.Context, cancel context.CancelFunc, x *exec, a *attempt) *Stream {
-	return &Stream{ctx: ctx, cancel: cancel, x: x, cur: a, buf: a.first, idxMap: map[int]int{}}
+func newRelay(ctx context.Context, cancel context.CancelFunc, x *exec, a *attempt) *relay {
+	return &relay{ctx: ctx, cancel: cancel, x: x, cur: a, buf: a.first, idxMap: map[int]int{}}
 }
-
-// Record returns the call's record; final after Close.
-func (s *Stream) Record() *Record { return s.x.rec }
-
-// Attempts is the number of upstream attempts so far.
-func (s *Stream) Attempts() int { return s.x.attempts }
 
 // Served is the endpoint serving the stream now.
-func (s *Stream) Served() *provider.Endpoint {
-	if s.hit != nil {
-		return s.hit.Endpoint
-	}
-	if s.cur == nil {
-		return s.x.fragServed.Endpoint
-	}
-	return s.served().Endpoint
-}
+func (s *relay) Served() *provider.Endpoint { return s.served().Endpoint }
 
 // served is the endpoint credited with the answer: the one whose re-asked
 // answer replaced the first (strict structured streams), else the current.
-func (s *Stream) served() *endpoint {
+func (s *relay) served() *endpoint {
 	if s.x.reasked != nil {
 		return s.x.reasked
 	}
 	return s.cur.ep
 }
 
-// Recovered reports how many times the stream was continued elsewhere.
-func (s *Stream) Recovered() int { return s.x.rec.Recovered }
-
 // Next returns the next event for the client; io.EOF after message_stop.
 // After an error event Next returns io.EOF. The event is the caller's
 // until the next call to Next: it must copy what it keeps of it.
-func (s *Stream) Next() (*llm.Event, error) {
-	if s.pii != nil {
-		return s.pii.next(s)
-	}
-	return s.next()
-}
-
-// next is Next before the call's placeholders are restored.
-func (s *Stream) next() (*llm.Event, error) {
+func (s *relay) Next() (*llm.Event, error) {
 	if s.lent != nil {
 		if r, ok := s.lentFrom.(wire.Recycler); ok {
 			r.Recycle(s.lent)
@@ -194,7 +168,6 @@ func (s *Stream) next() (*llm.Event, error) {
 		}
 		ev := s.synth[0]
 		s.synth = s.synth[1:]
-		s.keep(ev)
 		return ev, nil
 	}
 	if s.finished || s.failed {
@@ -232,7 +205,6 @@ func (s *Stream) next() (*llm.Event, error) {
 			return &llm.Event{Type: llm.EventError, Err: s.endErr}, nil
 		}
 		if emit {
-			s.keep(out)
 			if out == ev {
 				s.lent, s.lentFrom = out, s.cur.res.Stream
 			}
@@ -246,12 +218,7 @@ func (s *Stream) next() (*llm.Event, error) {
 // up to the first content), a synthesized answer, or the rest of an
 // upstream chunk that gave several events. A writer need not flush before
 // a ready event: the client gets them in one write.
-func (s *Stream) Ready() bool {
-	if s.pii != nil {
-		// Any next event may be held back whole (a placeholder's start),
-		// so only a queued one is sure to need no wait.
-		return len(s.pii.queue) > 0
-	}
+func (s *relay) Ready() bool {
 	if s.synthMode {
 		return len(s.synth) > 0
 	}
@@ -267,7 +234,7 @@ func (s *Stream) Ready() bool {
 	return ok && p.Pending()
 }
 
-func (s *Stream) upstreamNext() (*llm.Event, error) {
+func (s *relay) upstreamNext() (*llm.Event, error) {
 	if len(s.buf) > 0 {
 		ev := s.buf[0]
 		s.buf = s.buf[1:]
@@ -279,7 +246,7 @@ func (s *Stream) upstreamNext() (*llm.Event, error) {
 // translate maps an upstream event to the client's stream; emit is false
 // for events the client must not see twice (a continuation's start).
 // After a re-ask it first drops what repeats the text the client has.
-func (s *Stream) translate(ev *llm.Event) (*llm.Event, bool, error) {
+func (s *relay) translate(ev *llm.Event) (*llm.Event, bool, error) {
 	if s.x.rec.Recovered > 0 && ev.Raw != nil {
 		// A continuation's bytes carry another upstream's ids, model and
 		// indexes: the client gets its events encoded from their fields.
@@ -308,7 +275,7 @@ func (s *Stream) translate(ev *llm.Event) (*llm.Event, bool, error) {
 // it (the client has that text); one that departs from it is forwarded
 // from its start, the text held meanwhile included. drop is set while the
 // text read is still a part of the prefill.
-func (s *Stream) dropEcho(ev *llm.Event) (ev2 *llm.Event, drop bool) {
+func (s *relay) dropEcho(ev *llm.Event) (ev2 *llm.Event, drop bool) {
 	if ev.Type != llm.EventBlockDelta || ev.DeltaType != llm.DeltaText {
 		if s.held == "" || ev.Type == llm.EventBlockStart || ev.Type == llm.EventMessageStart {
 			return ev, false
@@ -346,7 +313,7 @@ func (s *Stream) dropEcho(ev *llm.Event) (ev2 *llm.Event, drop bool) {
 // client already has: drop is set for what the client has, ev2 is what is
 // left of ev, and errDiverged says the new answer differs from the text
 // sent, so it cannot be spliced on.
-func (s *Stream) splice(ev *llm.Event) (ev2 *llm.Event, drop bool, err error) {
+func (s *relay) splice(ev *llm.Event) (ev2 *llm.Event, drop bool, err error) {
 	k, mapped := s.idxMap[ev.Index]
 	inPending := mapped && k < len(s.pending)
 	switch ev.Type {
@@ -400,7 +367,7 @@ func (s *Stream) splice(ev *llm.Event) (ev2 *llm.Event, drop bool, err error) {
 
 // forward maps an upstream event to the client's stream; emit is false
 // for events the client must not see twice (a continuation's start).
-func (s *Stream) forward(ev *llm.Event) (*llm.Event, bool) {
+func (s *relay) forward(ev *llm.Event) (*llm.Event, bool) {
 	switch ev.Type {
 	case llm.EventMessageStart:
 		if s.started {
@@ -518,7 +485,7 @@ func reindex(ev *llm.Event, k int) *llm.Event {
 // allows (continuationFor); one that cannot continue is re-asked for the
 // whole answer, which is spliced on only if it starts with exactly the
 // text the client has.
-func (s *Stream) recover(cause error) *llm.APIError {
+func (s *relay) recover(cause error) *llm.APIError {
 	x := s.x
 	f := classify(cause)
 	s.cur.end = x.e.now()
@@ -646,24 +613,14 @@ func continuation(req *llm.Request, prefill string, had int) *llm.Request {
 	return &out
 }
 
-// Close ends the stream, cancels the upstream and reports the record.
-func (s *Stream) Close() error {
+// Close ends the stream, cancels the upstream, settles the attempt and
+// completes the record's stream fields; it tells end how the stream ended.
+func (s *relay) Close() error {
 	if s.closed {
 		return nil
 	}
 	s.closed = true
 	x := s.x
-	if s.hit != nil {
-		// A cached answer: no attempt to settle, Record filled at the hit.
-		x.finish(nil, nil)
-		return nil
-	}
-	if s.cur == nil {
-		// A fused answer: its attempts were settled as they finished.
-		s.cancel()
-		x.finish(x.fragServed, nil)
-		return nil
-	}
 	if !s.failed {
 		s.cur.end = x.e.now()
 		s.costAttempt()
@@ -701,45 +658,21 @@ func (s *Stream) Close() error {
 		}
 		rec.Response = resp
 	}
-	if s.failed {
-		x.e.finish(rec, nil, s.endErr)
-	} else if s.schemaErr != nil {
-		x.e.finish(rec, nil, s.schemaErr)
-	} else if !s.finished {
-		x.e.finish(rec, s.served(), &llm.APIError{Status: 499, Type: llm.ErrAPI, Message: "client closed the stream"})
-	} else {
-		x.e.finish(rec, s.served(), nil)
+	switch {
+	case s.failed:
+		s.end(nil, s.endErr)
+	case s.schemaErr != nil:
+		s.end(nil, s.schemaErr)
+	case !s.finished:
+		s.end(s.served(), &llm.APIError{Status: 499, Type: llm.ErrAPI, Message: "client closed the stream"})
+	default:
+		s.end(s.served(), nil)
 	}
 	return nil
 }
 
-// streamStore rebuilds a streamed answer for the response cache.
-type streamStore struct {
-	use cacheUse
-	acc llm.Accumulator
-}
-
-// keep adds an event sent to the client to the answer being rebuilt for
-// the response cache, and stores the answer at its message_stop: before
-// the client can ask again (an OpenAI SDK stops reading at [DONE], before
-// the stream is closed).
-func (s *Stream) keep(ev *llm.Event) {
-	st := s.store
-	if st == nil {
-		return
-	}
-	st.acc.Add(ev)
-	if ev.Type != llm.EventMessageStop {
-		return
-	}
-	s.store = nil
-	if resp := st.acc.Response(); !s.failed && s.schemaErr == nil && cacheable(resp, s.x.rec) {
-		s.x.e.cachePut(st.use, resp, s.Served())
-	}
-}
-
 // noteOwn keeps what an event of the current attempt says of its usage.
-func (s *Stream) noteOwn(ev *llm.Event) {
+func (s *relay) noteOwn(ev *llm.Event) {
 	switch ev.Type {
 	case llm.EventMessageStart:
 		if ev.Message != nil {
@@ -760,7 +693,7 @@ func (s *Stream) noteOwn(ev *llm.Event) {
 // costAttempt writes the current attempt's own usage and its cost into
 // its record, once, and starts the next attempt's count. An attempt cut
 // before its usage came counts a token per content event received.
-func (s *Stream) costAttempt() {
+func (s *relay) costAttempt() {
 	u := s.own
 	if !s.ownOut {
 		u.OutputTokens = max(u.OutputTokens, s.ownDeltas)

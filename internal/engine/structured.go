@@ -168,7 +168,7 @@ func (r *reasker) Reask(ctx context.Context, rq *llm.Request) (*pipeline.Answer,
 }
 
 // accumulate builds the complete answer from a stream's events.
-func accumulate(s *Stream) (*llm.Response, error) {
+func accumulate(s *relay) (*llm.Response, error) {
 	var a llm.Accumulator
 	for {
 		ev, err := s.Next()

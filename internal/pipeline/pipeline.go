@@ -19,8 +19,9 @@
 //     of a non-streaming call returns).
 //   - A stage that wraps Events keeps Close's promise: closing the
 //     wrapper closes what it wraps, exactly once.
-//   - A stage writes only its own part of the call's record, through the
-//     accessor it was built with (Part).
+//   - A stage writes only its own part of the call's record: a type its
+//     package owns, handed to the Record hook it was built with (the
+//     engine writes it into the call's record at once).
 package pipeline
 
 import (
@@ -51,15 +52,11 @@ type Call struct {
 	// KeyID and Team name the virtual key the call was made with; empty
 	// for an unmetered call.
 	KeyID, Team string
-	// Record is the builder's per-call record (the engine's). A stage
-	// never reads it directly: it reaches its own part through the Part
-	// accessor it was built with.
+	// Record is the builder's per-call state (the engine's). A stage
+	// never reads it: it reports its part through the hooks it was built
+	// with, which the builder implements over it.
 	Record any
 }
-
-// Part reaches one stage's part of a call's record. The builder of the
-// chain (the engine) supplies it; the stage's package owns the part's type.
-type Part[T any] func(*Call) *T
 
 // Answer is what comes back up the chain: Response for a call that did not
 // ask for a stream, else Events. Endpoint is the endpoint credited with the
