@@ -41,7 +41,7 @@ func TestImportRules(t *testing.T) {
 		mod + "/internal/rollout":    {mod + "/internal/llm", mod + "/internal/pipeline", mod + "/internal/resilience"},
 		mod + "/internal/health":     nil,
 		mod + "/internal/route":      nil,
-		mod + "/internal/pii":        nil,
+		mod + "/internal/pii":        {mod + "/internal/llm", mod + "/internal/pipeline"},
 		mod + "/internal/convstate":  {mod + "/internal/llm", mod + "/internal/jsonx"},
 	}
 	forbidden := map[string][]string{

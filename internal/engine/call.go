@@ -10,7 +10,7 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/provider"
-	"github.com/keelmesh/keel/internal/rollout"
+	"github.com/keelmesh/keel/internal/structured"
 	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
@@ -32,10 +32,16 @@ type callState struct {
 
 	// x is the call's attempts (nil before the core ran); relay its
 	// stream when it streams from an upstream; fused is set for a fused
-	// (fragmented) answer, which no cache stores.
-	x     *exec
-	relay *relay
-	fused bool
+	// (fragmented) answer, which no cache stores; cancel ends the call's
+	// deadline.
+	x      *exec
+	relay  *relay
+	fused  bool
+	cancel context.CancelFunc
+	// structured is the structured-output stage's part (nil when no
+	// contract applied) and reask the call's re-ask path.
+	structured *structured.Part
+	reask      *reasker
 	// served is the endpoint credited with the answer and err the client's
 	// error: set by the core (by a stream at its Close) and read by the
 	// finish.
@@ -110,20 +116,16 @@ func (s *Stream) Served() *provider.Endpoint { return s.ans.ServedBy() }
 
 // SchemaValid reports, for a relaxed structured stream after its end,
 // whether the answer was valid; ok is false when no schema applied.
-func (s *Stream) SchemaValid() (valid, ok bool) {
-	if s.c.relay == nil {
-		return false, false
-	}
-	return s.c.relay.SchemaValid()
-}
+func (s *Stream) SchemaValid() (valid, ok bool) { return s.c.structured.SchemaValid() }
 
 // compose builds the call pipeline once, outermost first (ARCHITECTURE.md):
-// personal data, shadow sampling, route resolution, the caches, then the
-// core (deadline, structured output, rollout and valve, fragmentation,
-// the attempt chain and the stream relay). A stage that is off is nil and
-// costs nothing.
+// personal data, shadow sampling, route resolution, the caches, the
+// call's admission (deadline, budgets, calibration), the rollout stage
+// and valve, structured output, then the core (fragmentation, the attempt
+// chain and the stream relay). A stage that is off is nil and costs
+// nothing.
 func (e *Engine) compose() {
-	core := pipeline.HandlerFunc(e.serve)
+	core := pipeline.Chain(pipeline.HandlerFunc(e.core), e.admit, e.rolloutStage(), e.structuredStage())
 	e.inner = pipeline.Chain(core, e.resolveStage, e.cacheStage())
 	e.handler = pipeline.Chain(e.inner, e.piiStage, e.shadowStage())
 }
@@ -174,32 +176,33 @@ func (e *Engine) resolve(c *callState, req *llm.Request) *llm.APIError {
 	return nil
 }
 
-// serve is the chain's core: the call's deadline, then its attempts. A
-// call that ends here (an error, a response) has its deadline cancelled
-// and its record sealed; a stream does both when it is closed.
-func (e *Engine) serve(ctx context.Context, pc *pipeline.Call) (*pipeline.Answer, error) {
-	c := callOf(pc)
-	cancel := context.CancelFunc(func() {})
-	timeout := e.timeout
-	if c.call.Timeout > 0 {
-		timeout = c.call.Timeout
-	}
-	if timeout > 0 {
-		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errDeadline)
-	}
-	ans, err := e.attempt(ctx, c, pc.Request, cancel)
-	if err != nil || ans.Events == nil {
-		cancel()
-		if c.x != nil {
-			c.x.seal()
+// admit starts the call's attempts: its deadline, its route's budgets,
+// its calibration, its exec. A call that ends below (an error, a
+// response) has its deadline cancelled and its record sealed here; a
+// stream does both when it is closed.
+func (e *Engine) admit(next pipeline.Handler) pipeline.Handler {
+	return pipeline.HandlerFunc(func(ctx context.Context, pc *pipeline.Call) (*pipeline.Answer, error) {
+		c := callOf(pc)
+		c.cancel = func() {}
+		timeout := e.timeout
+		if c.call.Timeout > 0 {
+			timeout = c.call.Timeout
 		}
-	}
-	return ans, err
+		if timeout > 0 {
+			ctx, c.cancel = context.WithTimeoutCause(ctx, timeout, errDeadline)
+		}
+		ans, err := e.admitted(ctx, c, pc, next)
+		if err != nil || ans.Events == nil {
+			c.cancel()
+			if c.x != nil {
+				c.x.seal()
+			}
+		}
+		return ans, err
+	})
 }
 
-// attempt runs the call on its route: structured output, the rollout stage
-// and the valve, fragmentation, then the attempt chain.
-func (e *Engine) attempt(ctx context.Context, c *callState, req *llm.Request, cancel context.CancelFunc) (*pipeline.Answer, error) {
+func (e *Engine) admitted(ctx context.Context, c *callState, pc *pipeline.Call, next pipeline.Handler) (*pipeline.Answer, error) {
 	rec, rs, call := &c.rec, c.rs, c.call
 	if !rec.shadowRun {
 		rs.retries.OnRequest()
@@ -211,19 +214,26 @@ func (e *Engine) attempt(ctx context.Context, c *callState, req *llm.Request, ca
 				Message: fmt.Sprintf("mesh_behavior.calibration_id: no calibration %q (keel calibrate stores them)", b.CalibrationID)}
 		}
 	}
-	spec, err := e.outputSpecFor(ctx, req, call.Behavior)
-	if err != nil {
-		return nil, err
-	}
-	x := newExec(e, rs, req, call, rec)
+	x := newExec(e, rs, pc.Request, call, rec)
 	c.x = x
 	x.tiers, x.tier = c.tiers, c.tier
 	x.policy = e.policy(rs, call.Behavior)
 	x.policy.Domain = rec.Domain
 	x.shadow = rec.shadowRun
-	spec = e.stage(c, spec)
+	return next.Serve(ctx, pc)
+}
+
+// core runs the admitted call on its route: fragmentation, then the
+// attempt chain.
+func (e *Engine) core(ctx context.Context, pc *pipeline.Call) (*pipeline.Answer, error) {
+	c := callOf(pc)
+	rec, x, req := &c.rec, c.x, pc.Request
+	var spec *outputSpec
+	if c.structured != nil {
+		spec = c.structured.Spec
+	}
 	if rec.Stage == StageFull && !x.legacy {
-		if ans, ok, err := e.fuse(ctx, c, req, spec, cancel); ok {
+		if ans, ok, err := e.fuse(ctx, c, req, spec, c.cancel); ok {
 			return ans, err
 		}
 	}
@@ -237,37 +247,9 @@ func (e *Engine) attempt(ctx context.Context, c *callState, req *llm.Request, ca
 		}
 	}
 	if won.res.Stream == nil {
-		return e.answer(ctx, c, won, spec)
+		return e.answer(c, won), nil
 	}
-	return e.stream(ctx, c, won, spec, cancel)
-}
-
-// stage sets the call's rollout stage and whether it takes the legacy
-// path, and returns the output contract that applies at that stage.
-func (e *Engine) stage(c *callState, spec *outputSpec) *outputSpec {
-	rec, x := &c.rec, c.x
-	rec.Stage = e.stageFor(x.req, c.call)
-	if rec.shadowLegacy {
-		rec.Stage = StageMonitor
-	}
-	path := rollout.PathFor(rec.Stage, e.valve.Open(rec.Start))
-	if path.Legacy {
-		// Monitor-only rollout, or the safety valve is open: the plain
-		// path to the primary model.
-		x.legacy = true
-		rec.Legacy = true
-	}
-	if !path.Answers {
-		return nil // answers pass untouched below the full stage
-	}
-	if spec != nil {
-		rec.Structured = spec.Trace()
-		rec.SchemaSource = rec.Structured.Source
-		if !x.legacy && spec.Upstream(x.req) {
-			x.spec = spec
-		}
-	}
-	return spec
+	return e.stream(ctx, c, won, c.cancel), nil
 }
 
 // fuse answers a long input by fragments when the call asks for it; ok is
@@ -299,10 +281,9 @@ func (e *Engine) fuse(ctx context.Context, c *callState, req *llm.Request, spec 
 	return ans, true, nil
 }
 
-// answer is a non-streamed winner's answer, checked against the output
-// contract.
-func (e *Engine) answer(ctx context.Context, c *callState, won *attempt, spec *outputSpec) (*pipeline.Answer, error) {
-	x := c.x
+// answer is a non-streamed winner's answer, a forced output tool folded
+// into text.
+func (e *Engine) answer(c *callState, won *attempt) *pipeline.Answer {
 	won.settle(nil)
 	won.release()
 	resp := won.res.Response
@@ -310,43 +291,14 @@ func (e *Engine) answer(ctx context.Context, c *callState, won *attempt, spec *o
 	if won.tool {
 		translate.FoldOutputTool(resp)
 	}
-	if spec != nil {
-		var err error
-		if resp, err = x.checkStructured(ctx, spec, resp); err != nil {
-			return nil, err
-		}
-	}
-	ans := &pipeline.Answer{Endpoint: won.ep.Endpoint, Header: won.res.Header, Response: resp}
 	c.served = won.ep
-	if x.reasked != nil {
-		c.served, ans.Endpoint = x.reasked, x.reasked.Endpoint
-	}
-	return ans, nil
+	return &pipeline.Answer{Endpoint: won.ep.Endpoint, Header: won.res.Header, Response: resp}
 }
 
-// stream is a streamed winner's answer: the relay, or the validated
-// answer replayed (strict structured output).
-func (e *Engine) stream(ctx context.Context, c *callState, won *attempt, spec *outputSpec, cancel context.CancelFunc) (*pipeline.Answer, error) {
-	x := c.x
-	st := newRelay(ctx, cancel, x, won)
+// stream is a streamed winner's answer: the relay.
+func (e *Engine) stream(ctx context.Context, c *callState, won *attempt, cancel context.CancelFunc) *pipeline.Answer {
+	st := newRelay(ctx, cancel, c.x, won)
 	st.end = func(served *endpoint, ae *llm.APIError) { c.served, c.err = served, ae }
 	c.relay = st
-	ans := &pipeline.Answer{Endpoint: won.ep.Endpoint, Header: won.res.Header, Events: st, Served: st.Served}
-	if spec == nil {
-		return ans, nil
-	}
-	// A relaxed stream passes through, unless the answer came as the
-	// forced output tool (JSON mode emulated on an Anthropic endpoint):
-	// that must be folded into text, which strict mode does.
-	if e.structOpts.RelaxedStreams && !won.tool {
-		st.relaxed = spec
-	} else if err := st.strict(ctx, spec); err != nil {
-		st.schemaErr = asAPIError(err)
-		st.Close()
-		return nil, st.schemaErr
-	}
-	if x.reasked != nil {
-		ans.Endpoint = x.reasked.Endpoint
-	}
-	return ans, nil
+	return &pipeline.Answer{Endpoint: won.ep.Endpoint, Header: won.res.Header, Events: st, Served: st.Served}
 }

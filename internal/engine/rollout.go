@@ -1,7 +1,9 @@
 package engine
 
 import (
-	"github.com/keelmesh/keel/internal/llm"
+	"time"
+
+	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/rollout"
 )
 
@@ -22,11 +24,21 @@ func (e *Engine) SetRollout(r Rollout) error { return e.rollout.Set(r) }
 // Rollout returns the rollout in force.
 func (e *Engine) Rollout() Rollout { return e.rollout.Get() }
 
-// stageFor picks the call's stage from its rollout key (rollout.Key).
-func (e *Engine) stageFor(req *llm.Request, call Call) string {
-	header := ""
-	if call.ClientHeader != nil {
-		header = call.ClientHeader.Get("X-Mesh-Rollout-Key")
-	}
-	return e.rollout.Stage(rollout.Key(header, req.UserID, call.RequestID))
+// rolloutStage is the rollout stage (rollout.NewStage) over this
+// engine's calls: the stage goes into the record, the legacy path into
+// the record and the call's exec.
+func (e *Engine) rolloutStage() pipeline.Stage {
+	return rollout.NewStage(e.rollout, e.valve, rollout.Hooks{
+		Record: func(pc *pipeline.Call, p *rollout.Part) {
+			c := callOf(pc)
+			c.rec.Stage = p.Stage
+			if p.Path.Legacy {
+				// Monitor-only rollout, or the safety valve is open: the
+				// plain path to the primary model.
+				c.x.legacy, c.rec.Legacy = true, true
+			}
+		},
+		Start:   func(pc *pipeline.Call) time.Time { return callOf(pc).rec.Start },
+		Monitor: func(pc *pipeline.Call) bool { return callOf(pc).rec.shadowLegacy },
+	})
 }

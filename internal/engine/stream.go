@@ -10,9 +10,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
-	"github.com/keelmesh/keel/internal/structured"
 	"github.com/keelmesh/keel/internal/wire"
-	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
 // relay is a committed answer stream: the innermost Events of a streamed
@@ -72,15 +70,6 @@ type relay struct {
 	ownOut    bool
 	ownDeltas int
 
-	// synth, when set, replaces the upstream: a buffered, validated answer
-	// re-emitted as events (strict structured output).
-	synth     []*llm.Event
-	synthMode bool
-	// relaxed, when set, is validated at the end of a streamed-through answer.
-	relaxed *outputSpec
-	text    strings.Builder
-	// schemaErr is set when a strict structured answer was refused.
-	schemaErr *llm.APIError
 	// end, set by the call's core, is told at Close the endpoint credited
 	// with the answer (nil when it failed) and the client's error (nil
 	// when it completed).
@@ -91,43 +80,6 @@ type relay struct {
 	// upstream's reader may reuse it (wire.Recycler).
 	lent     *llm.Event
 	lentFrom provider.Stream
-}
-
-// strict buffers the whole answer, validates and repairs it (re-asking
-// once if needed), and replaces the stream by the result.
-func (s *relay) strict(ctx context.Context, sp *outputSpec) error {
-	resp, err := accumulate(s)
-	if err != nil || s.failed {
-		if s.endErr != nil {
-			return s.endErr
-		}
-		if ae, ok := err.(*llm.APIError); ok {
-			return ae
-		}
-		return &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted, Message: "upstream stream failed"}
-	}
-	s.x.rec.Usage = resp.Usage
-	if s.cur != nil && s.cur.tool {
-		translate.FoldOutputTool(resp)
-	}
-	resp, err = s.x.checkStructured(ctx, sp, resp)
-	if err != nil {
-		return err
-	}
-	s.synth = synthesize(resp, 64)
-	s.synthMode = true
-	u := resp.Usage
-	s.finalUsage = &u
-	return nil
-}
-
-// SchemaValid reports, for a relaxed structured stream after its end,
-// whether the answer was valid; ok is false when no schema applied.
-func (s *relay) SchemaValid() (valid, ok bool) {
-	if s.relaxed == nil || !s.finished {
-		return false, false
-	}
-	return !s.x.rec.SchemaViolation, true
 }
 
 type clientBlock struct {
@@ -161,14 +113,6 @@ func (s *relay) Next() (*llm.Event, error) {
 			r.Recycle(s.lent)
 		}
 		s.lent, s.lentFrom = nil, nil
-	}
-	if s.synthMode {
-		if len(s.synth) == 0 {
-			return nil, io.EOF
-		}
-		ev := s.synth[0]
-		s.synth = s.synth[1:]
-		return ev, nil
 	}
 	if s.finished || s.failed {
 		return nil, io.EOF
@@ -219,9 +163,6 @@ func (s *relay) Next() (*llm.Event, error) {
 // upstream chunk that gave several events. A writer need not flush before
 // a ready event: the client gets them in one write.
 func (s *relay) Ready() bool {
-	if s.synthMode {
-		return len(s.synth) > 0
-	}
 	if s.finished || s.failed || s.cur == nil || s.x.rec.Recovered > 0 {
 		// After a recovery, buffered events may all be dropped (what the
 		// client has): Next could then wait on the upstream.
@@ -416,11 +357,6 @@ func (s *relay) forward(ev *llm.Event) (*llm.Event, bool) {
 				}
 			}
 			s.blocks[k].text.WriteString(text)
-			if s.relaxed != nil {
-				s.text.WriteString(text)
-			}
-		} else if ev.DeltaType == llm.DeltaInputJSON && s.relaxed != nil && s.relaxed.Tool != "" {
-			s.text.WriteString(ev.Delta)
 		}
 		return reindex(ev, k), true
 	case llm.EventBlockStop:
@@ -453,16 +389,6 @@ func (s *relay) forward(ev *llm.Event) (*llm.Event, bool) {
 		return ev, true
 	case llm.EventMessageStop:
 		s.finished = true
-		if s.relaxed != nil {
-			res := structured.Repair(s.text.String(), s.relaxed.Schema, structured.Options{})
-			s.x.e.smetrics.Observe(res)
-			if !res.Valid || res.Changed {
-				// Relaxed mode delivers the answer as streamed: a repair
-				// that would change it cannot be applied any more.
-				s.x.rec.SchemaViolation = true
-				s.x.e.smetrics.Failed.Add(1)
-			}
-		}
 		return ev, true
 	}
 	return ev, true
@@ -648,7 +574,7 @@ func (s *relay) Close() error {
 		rec.Usage = *s.inputUsage
 	}
 	rec.TTFT = s.cur.ttft
-	if !s.failed && s.schemaErr == nil {
+	if !s.failed {
 		// The answer as the client received it, for the request log.
 		resp := &llm.Response{}
 		for i := range s.blocks {
@@ -661,8 +587,6 @@ func (s *relay) Close() error {
 	switch {
 	case s.failed:
 		s.end(nil, s.endErr)
-	case s.schemaErr != nil:
-		s.end(nil, s.schemaErr)
 	case !s.finished:
 		s.end(s.served(), &llm.APIError{Status: 499, Type: llm.ErrAPI, Message: "client closed the stream"})
 	default:

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"unicode/utf8"
 
 	"github.com/keelmesh/keel/internal/llm"
@@ -97,48 +96,54 @@ func (x *exec) askJSONMode(req *llm.Request, ep *endpoint) (*llm.Request, bool) 
 	return &out, false
 }
 
-// outputSpecFor finds the request's output contract (structured.SpecFor),
-// or nil when the answer passes untouched.
-func (e *Engine) outputSpecFor(ctx context.Context, req *llm.Request, b *Behavior) (*outputSpec, error) {
-	var schema json.RawMessage
-	if b != nil {
-		schema = b.OutputSchema
-	}
-	return structured.SpecFor(ctx, e.schemas, e.structOpts, req, schema)
-}
-
 // StructuredMetrics returns the structured-output counters.
 func (e *Engine) StructuredMetrics() *structured.Metrics { return e.smetrics }
 
-// checkStructured validates resp, repairs it losslessly, re-asks once when
-// it cannot (structured.Check), and returns the answer to deliver.
-func (x *exec) checkStructured(ctx context.Context, sp *outputSpec, resp *llm.Response) (*llm.Response, error) {
-	rec := x.rec
-	part := &structured.Part{Trace: rec.Structured}
-	ra := &reasker{x: x}
-	in := &pipeline.Answer{Response: resp}
-	out, err := structured.Check(ctx, x.e.structOpts, x.e.smetrics, x.req, sp, in, part, ra)
-	rec.Repairs = append(rec.Repairs, part.Repairs...)
-	rec.Reasked = rec.Reasked || part.Reasked
-	rec.SchemaViolation = rec.SchemaViolation || part.Violation
-	if err != nil {
-		return nil, err
-	}
-	if ra.ans != nil && out != in {
-		// Keep the first answer's usage of the prompt: the client's prompt
-		// was sent once as far as it knows.
-		x.reasked = ra.ep
-	}
-	return out.Response, nil
+// structuredStage is the structured-output stage (structured.NewStage)
+// over this engine's calls: its part goes into the call's record, the
+// contract it sends upstream into the call's exec, and a re-ask's answer
+// that replaced the first is credited to the re-ask's endpoint.
+func (e *Engine) structuredStage() pipeline.Stage {
+	return structured.NewStage(e.structOpts, e.schemas, e.smetrics, structured.Hooks{
+		Record: func(pc *pipeline.Call, p *structured.Part) {
+			c := callOf(pc)
+			rec := &c.rec
+			if c.structured == nil {
+				// Before the attempts: what they ask for upstream.
+				c.structured, c.x.spec = p, p.Upstream
+				rec.Structured, rec.SchemaSource = p.Trace, p.Trace.Source
+			}
+			rec.Repairs, rec.Reasked, rec.SchemaViolation = p.Repairs, p.Reasked, p.Violation
+			if p.Replaced {
+				c.x.reasked, c.served = c.reask.ep, c.reask.ep
+			}
+		},
+		Answers:    func(pc *pipeline.Call) bool { return callOf(pc).rec.Stage == StageFull },
+		Legacy:     func(pc *pipeline.Call) bool { return callOf(pc).x.legacy },
+		OutputTool: func(pc *pipeline.Call) bool { c := callOf(pc); return c.relay != nil && c.relay.cur.tool },
+		Reasker: func(pc *pipeline.Call) structured.Reasker {
+			c := callOf(pc)
+			c.reask = &reasker{x: c.x}
+			return c.reask
+		},
+		Buffered: func(pc *pipeline.Call, resp *llm.Response, err error) {
+			c := callOf(pc)
+			if err != nil {
+				c.rec.Response = nil // a refused answer is not what the client got
+				return
+			}
+			c.rec.Usage = resp.Usage
+		},
+		Fused: func(pc *pipeline.Call) bool { return callOf(pc).fused },
+	})
 }
 
 // reasker sends a re-ask as one more attempt of x (structured.Reasker):
 // when the attempt and retry budgets allow, up a tier when the alias
-// escalates.
+// escalates. ep is the endpoint that answered it.
 type reasker struct {
-	x   *exec
-	ep  *endpoint
-	ans *pipeline.Answer
+	x  *exec
+	ep *endpoint
 }
 
 func (r *reasker) Reask(ctx context.Context, rq *llm.Request) (*pipeline.Answer, bool) {
@@ -163,56 +168,14 @@ func (r *reasker) Reask(ctx context.Context, rq *llm.Request) (*pipeline.Answer,
 		translate.FoldOutputTool(r2)
 	}
 	x.rec.Usage.OutputTokens += r2.Usage.OutputTokens
-	r.ep, r.ans = a.ep, &pipeline.Answer{Response: r2, Endpoint: a.ep.Endpoint}
-	return r.ans, true
+	r.ep = a.ep
+	return &pipeline.Answer{Response: r2, Endpoint: a.ep.Endpoint}, true
 }
 
-// accumulate builds the complete answer from a stream's events.
-func accumulate(s *relay) (*llm.Response, error) {
-	var a llm.Accumulator
-	for {
-		ev, err := s.Next()
-		if err != nil {
-			break
-		}
-		if ev.Type == llm.EventError {
-			return nil, ev.Err
-		}
-		a.Add(ev)
-	}
-	return a.Response(), nil
-}
-
-// synthesize turns a complete answer back into stream events, cutting text
-// and tool input into deltas of about chunk bytes (never inside a UTF-8
-// character), so the reassembled answer is exactly resp.
+// synthesize turns a complete answer back into stream events
+// (structured.Synthesize).
 func synthesize(resp *llm.Response, chunk int) []*llm.Event {
-	start := *resp
-	start.Content = nil
-	start.Usage = llm.Usage{InputTokens: resp.Usage.InputTokens, CacheReadTokens: resp.Usage.CacheReadTokens, CacheWriteTokens: resp.Usage.CacheWriteTokens}
-	evs := []*llm.Event{{Type: llm.EventMessageStart, Message: &start}}
-	for i, b := range resp.Content {
-		startBlock := b
-		var dt llm.DeltaType
-		var body string
-		switch b.Type {
-		case llm.BlockText:
-			startBlock.Text, dt, body = "", llm.DeltaText, b.Text
-		case llm.BlockToolUse:
-			startBlock.Input, dt, body = json.RawMessage("{}"), llm.DeltaInputJSON, string(b.Input)
-		case llm.BlockThinking:
-			startBlock.Thinking, dt, body = "", llm.DeltaThinking, b.Thinking
-		}
-		evs = append(evs, &llm.Event{Type: llm.EventBlockStart, Index: i, Block: &startBlock})
-		for _, piece := range structured.Deltas([]byte(body), chunk) {
-			evs = append(evs, &llm.Event{Type: llm.EventBlockDelta, Index: i, DeltaType: dt, Delta: piece})
-		}
-		evs = append(evs, &llm.Event{Type: llm.EventBlockStop, Index: i})
-	}
-	u := resp.Usage
-	evs = append(evs, &llm.Event{Type: llm.EventMessageDelta, StopReason: resp.StopReason, StopSequence: resp.StopSequence, Usage: &u},
-		&llm.Event{Type: llm.EventMessageStop})
-	return evs
+	return structured.Synthesize(resp, chunk)
 }
 
 // cutUTF8 cuts s to at most n bytes, never inside a character.

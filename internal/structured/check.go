@@ -15,7 +15,9 @@ import (
 // found and did. The stage writes it; the engine copies it into the
 // call's Record.
 type Part struct {
-	// Trace is the output contract applied (nil when none).
+	// Spec is the output contract applied and Trace its description
+	// (both nil when none).
+	Spec  *Spec
 	Trace *Trace
 	// Upstream is the contract the attempts below ask the model for in the
 	// form each endpoint takes (nil: none is sent).
@@ -26,8 +28,11 @@ type Part struct {
 	// Repairs lists the repair steps applied to the answer.
 	Repairs []string
 	// Reasked is set when a targeted repair request was sent; Violation
-	// when the answer stayed invalid.
-	Reasked, Violation bool
+	// when the answer stayed invalid; Replaced when the re-ask's answer
+	// replaced the first.
+	Reasked, Violation, Replaced bool
+	// Checked is set when a relaxed stream was checked at its end.
+	Checked bool
 }
 
 // Reasker sends a targeted repair request as one more attempt of the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
+	"github.com/keelmesh/keel/internal/provider"
 )
 
 // scriptedReasker is a fake attempt path for re-asks: it refuses when
@@ -16,6 +17,7 @@ import (
 type scriptedReasker struct {
 	denied bool
 	answer *llm.Response
+	ep     *provider.Endpoint
 	got    []*llm.Request
 }
 
@@ -27,7 +29,7 @@ func (r *scriptedReasker) Reask(_ context.Context, req *llm.Request) (*pipeline.
 	if r.answer == nil {
 		return nil, true
 	}
-	return &pipeline.Answer{Response: r.answer}, true
+	return &pipeline.Answer{Response: r.answer, Endpoint: r.ep}, true
 }
 
 func textResponse(text string, stop llm.StopReason) *llm.Response {
