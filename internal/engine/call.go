@@ -39,9 +39,11 @@ type callState struct {
 	fused  bool
 	cancel context.CancelFunc
 	// structured is the structured-output stage's part (nil when no
-	// contract applied) and reask the call's re-ask path.
+	// contract applied), reask the call's re-ask path and frag its
+	// fragment replicas.
 	structured *structured.Part
 	reask      *reasker
+	frag       *replicas
 	// served is the endpoint credited with the answer and err the client's
 	// error: set by the core (by a stream at its Close) and read by the
 	// finish.
@@ -121,11 +123,11 @@ func (s *Stream) SchemaValid() (valid, ok bool) { return s.c.structured.SchemaVa
 // compose builds the call pipeline once, outermost first (ARCHITECTURE.md):
 // personal data, shadow sampling, route resolution, the caches, the
 // call's admission (deadline, budgets, calibration), the rollout stage
-// and valve, structured output, then the core (fragmentation, the attempt
+// and valve, structured output, fragmentation, then the core (the attempt
 // chain and the stream relay). A stage that is off is nil and costs
 // nothing.
 func (e *Engine) compose() {
-	core := pipeline.Chain(pipeline.HandlerFunc(e.core), e.admit, e.rolloutStage(), e.structuredStage())
+	core := pipeline.Chain(pipeline.HandlerFunc(e.core), e.admit, e.rolloutStage(), e.structuredStage(), e.fragmentStage())
 	e.inner = pipeline.Chain(core, e.resolveStage, e.cacheStage())
 	e.handler = pipeline.Chain(e.inner, e.piiStage, e.shadowStage())
 }
@@ -192,7 +194,8 @@ func (e *Engine) admit(next pipeline.Handler) pipeline.Handler {
 			ctx, c.cancel = context.WithTimeoutCause(ctx, timeout, errDeadline)
 		}
 		ans, err := e.admitted(ctx, c, pc, next)
-		if err != nil || ans.Events == nil {
+		if err != nil || ans.Events == nil || c.fused {
+			// A fused stream is made: its attempts all ended.
 			c.cancel()
 			if c.x != nil {
 				c.x.seal()
@@ -223,20 +226,10 @@ func (e *Engine) admitted(ctx context.Context, c *callState, pc *pipeline.Call, 
 	return next.Serve(ctx, pc)
 }
 
-// core runs the admitted call on its route: fragmentation, then the
-// attempt chain.
+// core runs the admitted call on its route: the attempt chain.
 func (e *Engine) core(ctx context.Context, pc *pipeline.Call) (*pipeline.Answer, error) {
 	c := callOf(pc)
 	rec, x, req := &c.rec, c.x, pc.Request
-	var spec *outputSpec
-	if c.structured != nil {
-		spec = c.structured.Spec
-	}
-	if rec.Stage == StageFull && !x.legacy {
-		if ans, ok, err := e.fuse(ctx, c, req, spec, c.cancel); ok {
-			return ans, err
-		}
-	}
 	won, err := x.run(ctx, req, "primary")
 	if err != nil {
 		return nil, x.clientError(ctx, err)
@@ -250,35 +243,6 @@ func (e *Engine) core(ctx context.Context, pc *pipeline.Call) (*pipeline.Answer,
 		return e.answer(c, won), nil
 	}
 	return e.stream(ctx, c, won, c.cancel), nil
-}
-
-// fuse answers a long input by fragments when the call asks for it; ok is
-// false when it does not (or nothing was fused).
-func (e *Engine) fuse(ctx context.Context, c *callState, req *llm.Request, spec *outputSpec, cancel context.CancelFunc) (ans *pipeline.Answer, ok bool, err error) {
-	x := c.x
-	doc, idx, want := e.wantsFragments(req, c.call.Behavior)
-	if !want {
-		return nil, false, nil
-	}
-	resp, ferr := e.fragmented(ctx, x, doc, idx, spec)
-	if ferr != nil {
-		return nil, true, x.clientError(ctx, ferr)
-	}
-	if resp == nil {
-		return nil, false, nil
-	}
-	c.served, c.fused = x.fragServed, true
-	ans = &pipeline.Answer{Endpoint: x.fragServed.Endpoint}
-	if !req.Stream {
-		ans.Response = resp
-		return ans, true, nil
-	}
-	// Its attempts were settled as they finished.
-	ans.Events = pipeline.Finally(pipeline.Slice(synthesize(resp, 64)), func() {
-		cancel()
-		x.seal()
-	})
-	return ans, true, nil
 }
 
 // answer is a non-streamed winner's answer, a forced output tool folded

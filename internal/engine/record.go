@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"github.com/keelmesh/keel/internal/fragment"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/structured"
 )
@@ -175,26 +176,14 @@ type Record struct {
 // Structured describes the output contract of a call (structured.Trace).
 type Structured = structured.Trace
 
-// FragmentDetail is one fragment of a fragmented call.
-type FragmentDetail struct {
-	// Start and End delimit the fragment's own bytes [Start, End) of the
-	// document.
-	Start, End int
-	// Endpoints lists every endpoint its replicas sent an attempt to.
-	Endpoints []string
-	// Outcome is FragmentOK, FragmentInvalid or FragmentFailed.
-	Outcome string
-}
+// FragmentDetail is one fragment of a fragmented call (fragment.Detail).
+type FragmentDetail = fragment.Detail
 
-// Fragment outcomes.
+// Fragment outcomes (fragment.OutcomeOK …).
 const (
-	// FragmentOK: a replica's answer went into the fused answer.
-	FragmentOK = "ok"
-	// FragmentInvalid: replicas answered, but none with a usable answer
-	// (not a JSON object where one was asked for).
-	FragmentInvalid = "invalid"
-	// FragmentFailed: every replica failed.
-	FragmentFailed = "failed"
+	FragmentOK      = fragment.OutcomeOK
+	FragmentInvalid = fragment.OutcomeInvalid
+	FragmentFailed  = fragment.OutcomeFailed
 )
 
 // Attempt is one upstream attempt.
