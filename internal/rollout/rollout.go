@@ -3,6 +3,9 @@
 // mesh-aware safety valve sends it down the legacy path (the route's
 // primary endpoint, one attempt, answers untouched).
 //
+// NewStage is the call pipeline's rollout stage: it records the call's
+// stage and path before the stages below run.
+//
 // A Plan and a Valve are safe for concurrent use. Plan reads are one atomic
 // load; the Valve's state is read with one atomic load and counting a call
 // takes a short lock. Nothing here blocks or does I/O; the clock is the
