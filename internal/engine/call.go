@@ -121,9 +121,10 @@ func (s *Stream) SchemaValid() (valid, ok bool) {
 // core (deadline, structured output, rollout and valve, fragmentation,
 // the attempt chain and the stream relay). A stage that is off is nil and
 // costs nothing.
-func (e *Engine) compose() {
+func (e *Engine) compose(o Options) {
+	e.exactStage, e.semanticStage = e.cacheStages(o)
 	core := pipeline.HandlerFunc(e.serve)
-	e.inner = pipeline.Chain(core, e.resolveStage, e.cacheStage())
+	e.inner = pipeline.Chain(core, e.resolveStage, e.exactStage, e.semanticStage)
 	e.handler = pipeline.Chain(e.inner, e.piiStage, e.shadowStage())
 }
 

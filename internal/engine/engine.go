@@ -179,12 +179,9 @@ type Engine struct {
 	now      func() time.Time
 	rnd      func(int) int
 	prices   func(string) (pricing.Price, bool)
-	cache    Cache
-	cachePol cache.Policy
-	semantic *Semantic
-	// semDown is set while the semantic cache's embeddings fail (said
-	// once per outage).
-	semDown atomic.Bool
+	// exactStage and semanticStage are the response caches (nil when
+	// off).
+	exactStage, semanticStage pipeline.Stage
 	// piiStage is Options.PII built.
 	piiStage    pipeline.Stage
 	maxAttempts int
@@ -274,7 +271,7 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: backoff: %w", err)
 	}
 	e := &Engine{
-		client: o.Client, classify: o.Classify, complexityFn: o.Complexity, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices, cache: o.Cache, cachePol: o.CachePolicy, semantic: o.Semantic,
+		client: o.Client, classify: o.Classify, complexityFn: o.Complexity, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices,
 		maxAttempts: r.MaxAttempts, timeout: r.Timeout, backoff: backoff, hedge: r.Hedge, opts: r,
 		routes: map[string]*routeState{}, passthrough: o.Passthrough, shared: o.Shared, byID: map[string]*endpoint{},
 		kick: make(chan struct{}, 1),
@@ -405,7 +402,7 @@ func New(o Options) (*Engine, error) {
 		e.Close()
 		return nil, err
 	}
-	e.compose()
+	e.compose(o)
 	if e.shared != nil {
 		e.shared.Start(e.applyShared, e.sharedNow)
 		e.probes.Add(1)
