@@ -25,7 +25,7 @@ func TestImportRules(t *testing.T) {
 		mod + "/internal/pricing":        nil,
 		mod + "/internal/cache":          {mod + "/internal/llm", mod + "/internal/pipeline", mod + "/internal/provider"},
 		mod + "/internal/pipeline":       {mod + "/internal/llm", mod + "/internal/provider"},
-		mod + "/internal/shadow":         nil,
+		mod + "/internal/shadow":         {mod + "/internal/llm", mod + "/internal/pipeline"},
 		mod + "/internal/semcache":       {"github.com/coder/hnsw", mod + "/internal/cache", mod + "/internal/llm", mod + "/internal/pipeline"},
 		mod + "/internal/wire/anthropic": {mod + "/internal/llm", mod + "/internal/sse", mod + "/internal/jsonx"},
 		mod + "/internal/wire/openai":    {mod + "/internal/llm", mod + "/internal/sse", mod + "/internal/jsonx"},

@@ -59,7 +59,7 @@ func (e *Engine) cacheStages(o Options) (exact, semantic pipeline.Stage) {
 				rec.servedFromCache(p.Entry)
 			}
 		},
-		Skip:     func(pc *pipeline.Call) bool { return callOf(pc).rec.shadowRun },
+		Skip:     func(pc *pipeline.Call) bool { return callOf(pc).shadowRun },
 		Storable: storable,
 		Replay:   replay,
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/provider"
+	"github.com/keelmesh/keel/internal/shadow"
 	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
@@ -40,6 +41,12 @@ type callState struct {
 	// finish.
 	served *endpoint
 	err    *llm.APIError
+
+	// shadow is the shadow stage's part (nil without shadows);
+	// shadowRun marks a shadow call itself (never finished), shadowLegacy
+	// one on the legacy path.
+	shadow                  *shadow.Part
+	shadowRun, shadowLegacy bool
 }
 
 // callOf is the engine's state of a pipeline call.
@@ -201,7 +208,7 @@ func (e *Engine) serve(ctx context.Context, pc *pipeline.Call) (*pipeline.Answer
 // and the valve, fragmentation, then the attempt chain.
 func (e *Engine) attempt(ctx context.Context, c *callState, req *llm.Request, cancel context.CancelFunc) (*pipeline.Answer, error) {
 	rec, rs, call := &c.rec, c.rs, c.call
-	if !rec.shadowRun {
+	if !c.shadowRun {
 		rs.retries.OnRequest()
 		rs.hedges.OnRequest()
 	}
@@ -220,7 +227,7 @@ func (e *Engine) attempt(ctx context.Context, c *callState, req *llm.Request, ca
 	x.tiers, x.tier = c.tiers, c.tier
 	x.policy = e.policy(rs, call.Behavior)
 	x.policy.Domain = rec.Domain
-	x.shadow = rec.shadowRun
+	x.shadow = c.shadowRun
 	spec = e.stage(c, spec)
 	if rec.Stage == StageFull && !x.legacy {
 		if ans, ok, err := e.fuse(ctx, c, req, spec, cancel); ok {
@@ -247,7 +254,7 @@ func (e *Engine) attempt(ctx context.Context, c *callState, req *llm.Request, ca
 func (e *Engine) stage(c *callState, spec *outputSpec) *outputSpec {
 	rec, x := &c.rec, c.x
 	rec.Stage = e.stageFor(x.req, c.call)
-	if rec.shadowLegacy {
+	if c.shadowLegacy {
 		rec.Stage = StageMonitor
 	}
 	if rec.Stage == StageMonitor || !e.valve.cfg.Disabled && e.valve.open(rec.Start) {

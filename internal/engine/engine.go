@@ -216,9 +216,9 @@ type Engine struct {
 	// its part below the client-facing stages, which a shadow call runs.
 	handler, inner pipeline.Handler
 	// shadows runs shadow calls; nil when no alias has a shadow.
-	shadows *shadowPool
-	// inflight counts client calls in flight (kept only with shadows).
-	inflight atomic.Int64
+	// shadowRoutes holds the aliases' shadow policies by name.
+	shadows      *shadow.Pool
+	shadowRoutes map[string]*shadow.Route
 	// embed holds the embedding models' routes (Side calls only).
 	embed map[string]*routeState
 	// sideMu guards sides: each route's candidates that can serve a kind
@@ -548,7 +548,10 @@ func (e *Engine) Refused(req *llm.Request, call Call, ae *llm.APIError) {
 // finishCall is the one place a client call is finished: its record
 // completed and handed to Done, the safety valve, the observers and the
 // shadow pool.
-func (e *Engine) finishCall(c *callState) { e.finish(&c.rec, c.served, c.err) }
+func (e *Engine) finishCall(c *callState) {
+	e.finish(&c.rec, c.served, c.err)
+	e.shadowFinish(c)
+}
 
 // finish completes rec and hands it to Done, the valve and the observers
 // (Do's finishCall, and Side's calls).
@@ -583,9 +586,6 @@ func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
 	if e.obs != nil {
 		e.obs.RequestDone(rec)
 	}
-	if e.shadows != nil {
-		e.shadowFinish(rec)
-	}
 }
 
 // callCost is what every attempt of rec that reported usage cost, or the
@@ -606,7 +606,7 @@ func (e *Engine) Close() {
 	if e.closed.CompareAndSwap(false, true) {
 		close(e.stop)
 		if e.shadows != nil {
-			e.shadows.shed(errShadowClosed)
+			e.shadows.Close()
 		}
 	}
 	e.probes.Wait()
