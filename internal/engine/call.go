@@ -124,15 +124,22 @@ func (s *Stream) SchemaValid() (valid, ok bool) {
 }
 
 // compose builds the call pipeline once, outermost first (ARCHITECTURE.md):
-// personal data, shadow sampling, route resolution, the caches, then the
-// core (deadline, structured output, rollout and valve, fragmentation,
-// the attempt chain and the stream relay). A stage that is off is nil and
+// personal data and shadow sampling face the client; below them, the part
+// a shadow call runs too: route resolution, the caches, then the core
+// (deadline, structured output, rollout and valve, fragmentation, the
+// attempt chain and the stream relay). A stage that is off is nil and
 // costs nothing.
 func (e *Engine) compose(o Options) {
 	e.exactStage, e.semanticStage = e.cacheStages(o)
-	core := pipeline.HandlerFunc(e.serve)
-	e.inner = pipeline.Chain(core, e.resolveStage, e.exactStage, e.semanticStage)
-	e.handler = pipeline.Chain(e.inner, e.piiStage, e.shadowStage())
+	outer, inner := e.stages()
+	e.inner = pipeline.Chain(pipeline.HandlerFunc(e.serve), inner...)
+	e.handler = pipeline.Chain(e.inner, outer...)
+}
+
+// stages lists the pipeline's stages, outermost first: those that face the
+// client, and those a shadow call runs too.
+func (e *Engine) stages() (outer, inner []pipeline.Stage) {
+	return []pipeline.Stage{e.piiStage, e.shadowStage()}, []pipeline.Stage{e.resolveStage, e.exactStage, e.semanticStage}
 }
 
 // resolveStage finds the call's route (its domain, the model or alias,
