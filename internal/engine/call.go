@@ -10,6 +10,7 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/provider"
+	"github.com/keelmesh/keel/internal/shadow"
 	"github.com/keelmesh/keel/internal/structured"
 	"github.com/keelmesh/keel/internal/wire/translate"
 )
@@ -49,6 +50,12 @@ type callState struct {
 	// finish.
 	served *endpoint
 	err    *llm.APIError
+
+	// shadow is the shadow stage's part (nil without shadows);
+	// shadowRun marks a shadow call itself (never finished), shadowLegacy
+	// one on the legacy path.
+	shadow                  *shadow.Part
+	shadowRun, shadowLegacy bool
 }
 
 // callOf is the engine's state of a pipeline call.
@@ -121,15 +128,23 @@ func (s *Stream) Served() *provider.Endpoint { return s.ans.ServedBy() }
 func (s *Stream) SchemaValid() (valid, ok bool) { return s.c.structured.SchemaValid() }
 
 // compose builds the call pipeline once, outermost first (ARCHITECTURE.md):
-// personal data, shadow sampling, route resolution, the caches, the
-// call's admission (deadline, budgets, calibration), the rollout stage
-// and valve, structured output, fragmentation, then the core (the attempt
-// chain and the stream relay). A stage that is off is nil and costs
-// nothing.
-func (e *Engine) compose() {
-	core := pipeline.Chain(pipeline.HandlerFunc(e.core), e.admit, e.rolloutStage(), e.structuredStage(), e.fragmentStage())
-	e.inner = pipeline.Chain(core, e.resolveStage, e.cacheStage())
-	e.handler = pipeline.Chain(e.inner, e.piiStage, e.shadowStage())
+// personal data and shadow sampling face the client; below them, the part
+// a shadow call runs too: route resolution, the caches, the call's
+// admission (deadline, budgets, calibration), the rollout stage and valve,
+// structured output, fragmentation, then the core (the attempt chain and
+// the stream relay). A stage that is off is nil and costs nothing.
+func (e *Engine) compose(o Options) {
+	e.exactStage, e.semanticStage = e.cacheStages(o)
+	outer, inner := e.stages()
+	e.inner = pipeline.Chain(pipeline.HandlerFunc(e.core), inner...)
+	e.handler = pipeline.Chain(e.inner, outer...)
+}
+
+// stages lists the pipeline's stages, outermost first: those that face the
+// client, and those a shadow call runs too.
+func (e *Engine) stages() (outer, inner []pipeline.Stage) {
+	return []pipeline.Stage{e.piiStage, e.shadowStage()},
+		[]pipeline.Stage{e.resolveStage, e.exactStage, e.semanticStage, e.admit, e.rolloutStage(), e.structuredStage(), e.fragmentStage()}
 }
 
 // resolveStage finds the call's route (its domain, the model or alias,
@@ -207,7 +222,7 @@ func (e *Engine) admit(next pipeline.Handler) pipeline.Handler {
 
 func (e *Engine) admitted(ctx context.Context, c *callState, pc *pipeline.Call, next pipeline.Handler) (*pipeline.Answer, error) {
 	rec, rs, call := &c.rec, c.rs, c.call
-	if !rec.shadowRun {
+	if !c.shadowRun {
 		rs.retries.OnRequest()
 		rs.hedges.OnRequest()
 	}
@@ -222,7 +237,7 @@ func (e *Engine) admitted(ctx context.Context, c *callState, pc *pipeline.Call, 
 	x.tiers, x.tier = c.tiers, c.tier
 	x.policy = e.policy(rs, call.Behavior)
 	x.policy.Domain = rec.Domain
-	x.shadow = rec.shadowRun
+	x.shadow = c.shadowRun
 	return next.Serve(ctx, pc)
 }
 

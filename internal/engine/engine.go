@@ -176,19 +176,16 @@ type Engine struct {
 	smetrics *structured.Metrics
 	// schemas compiles client schemas under structOpts.Limits, with this
 	// engine's own compile slots.
-	schemas  *structured.Compiler
-	log      *slog.Logger
-	obs      Observer
-	events   events // obs under its optional interfaces (events.go)
-	now      func() time.Time
-	rnd      func(int) int
-	prices   func(string) (pricing.Price, bool)
-	cache    Cache
-	cachePol cache.Policy
-	semantic *Semantic
-	// semDown is set while the semantic cache's embeddings fail (said
-	// once per outage).
-	semDown atomic.Bool
+	schemas *structured.Compiler
+	log     *slog.Logger
+	obs     Observer
+	events  events // obs under its optional interfaces (events.go)
+	now     func() time.Time
+	rnd     func(int) int
+	prices  func(string) (pricing.Price, bool)
+	// exactStage and semanticStage are the response caches (nil when
+	// off).
+	exactStage, semanticStage pipeline.Stage
 	// piiStage is Options.PII built.
 	piiStage    pipeline.Stage
 	maxAttempts int
@@ -223,9 +220,9 @@ type Engine struct {
 	// its part below the client-facing stages, which a shadow call runs.
 	handler, inner pipeline.Handler
 	// shadows runs shadow calls; nil when no alias has a shadow.
-	shadows *shadowPool
-	// inflight counts client calls in flight (kept only with shadows).
-	inflight atomic.Int64
+	// shadowRoutes holds the aliases' shadow policies by name.
+	shadows      *shadow.Pool
+	shadowRoutes map[string]*shadow.Route
 	// embed holds the embedding models' routes (Side calls only).
 	embed map[string]*routeState
 	// sideMu guards sides: each route's candidates that can serve a kind
@@ -278,7 +275,7 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: backoff: %w", err)
 	}
 	e := &Engine{
-		client: o.Client, classify: o.Classify, complexityFn: o.Complexity, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices, cache: o.Cache, cachePol: o.CachePolicy, semantic: o.Semantic,
+		client: o.Client, classify: o.Classify, complexityFn: o.Complexity, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices,
 		maxAttempts: r.MaxAttempts, timeout: r.Timeout, backoff: backoff, hedge: r.Hedge, opts: r,
 		routes: map[string]*routeState{}, passthrough: o.Passthrough, shared: o.Shared, byID: map[string]*endpoint{},
 		kick: make(chan struct{}, 1),
@@ -303,13 +300,54 @@ func New(o Options) (*Engine, error) {
 	e.hedgingOff.Store(r.DisableHedging)
 	e.recoveryOff.Store(r.DisableRecovery)
 
+	byModel, infos, err := e.addModels(o.Endpoints)
+	if err != nil {
+		return nil, err
+	}
+	aliasNames := make([]string, 0, len(o.Aliases))
+	for a := range o.Aliases {
+		aliasNames = append(aliasNames, a)
+	}
+	sort.Strings(aliasNames)
+	for _, a := range aliasNames {
+		if err := e.addAlias(a, o.Aliases[a], byModel, infos, o); err != nil {
+			return nil, err
+		}
+	}
+	sort.SliceStable(e.models, func(i, j int) bool { return e.models[i].Name < e.models[j].Name })
+	if err := e.start(o); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// start composes the call pipeline once every route exists and starts the
+// shadow pool and the replica sharing.
+func (e *Engine) start(o Options) error {
+	if err := e.newShadows(o.Aliases, o.Shadow); err != nil {
+		return err
+	}
+	e.compose(o)
+	if e.shared != nil {
+		e.shared.Start(e.applyShared, e.sharedNow)
+		e.probes.Add(1)
+		go e.runShared()
+	}
+	return nil
+}
+
+// addModels adds the configured endpoints and a route per model (an
+// embedding model's serves Side calls only); it returns the endpoints by
+// model name and each model's listing.
+func (e *Engine) addModels(pes []*provider.Endpoint) (map[string][]*endpoint, map[string]*ModelInfo, error) {
 	infos := map[string]*ModelInfo{}
 	var order []string
 	byModel := map[string][]*endpoint{}
-	for _, pe := range o.Endpoints {
+	for _, pe := range pes {
 		ep, err := e.newEndpoint(pe)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		e.fleet.eps = append(e.fleet.eps, ep)
 		e.byID[ep.ID] = ep
@@ -327,7 +365,7 @@ func New(o Options) (*Engine, error) {
 	for _, m := range order {
 		rs, err := e.newRoute(m, byModel[m], route.LatencyOptimal)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if byModel[m][0].Embedding {
 			// Embedding models serve Side calls only (side.go): a model
@@ -342,76 +380,71 @@ func New(o Options) (*Engine, error) {
 		}
 		e.models = append(e.models, *infos[m])
 	}
-	aliasNames := make([]string, 0, len(o.Aliases))
-	for a := range o.Aliases {
-		aliasNames = append(aliasNames, a)
+	return byModel, infos, nil
+}
+
+// addAlias adds alias a's route: its models' endpoints in chain order.
+func (e *Engine) addAlias(a string, spec Alias, byModel map[string][]*endpoint, infos map[string]*ModelInfo, o Options) error {
+	if _, clash := byModel[a]; clash {
+		return fmt.Errorf("engine: alias %q has the name of a model", a)
 	}
-	sort.Strings(aliasNames)
-	for _, a := range aliasNames {
-		if _, clash := byModel[a]; clash {
-			return nil, fmt.Errorf("engine: alias %q has the name of a model", a)
-		}
-		spec := o.Aliases[a]
-		if t := spec.Tiering; t != nil && len(spec.Models) == 0 {
-			spec.Models = t.AliasModels()
-		}
-		if len(spec.Models) == 0 {
-			return nil, fmt.Errorf("engine: alias %q names no model", a)
-		}
-		var chain []*endpoint
-		for _, m := range spec.Models {
-			eps := byModel[m]
-			if len(eps) == 0 {
-				return nil, fmt.Errorf("engine: alias %q names unknown model %q", a, m)
-			}
-			if eps[0].Embedding {
-				return nil, fmt.Errorf("engine: alias %q names embedding model %q (an alias is a chain of chat models)", a, m)
-			}
-			chain = append(chain, eps...)
-		}
-		strat := route.LatencyOptimal
-		switch spec.Strategy {
-		case "", "latency", "latency_optimal":
-		case "ordered":
-			strat = route.Ordered
-		default:
-			return nil, fmt.Errorf("engine: alias %q: unknown strategy %q (want ordered or latency)", a, spec.Strategy)
-		}
-		rs, err := e.newRoute(a, chain, strat)
-		if err != nil {
-			return nil, err
-		}
-		rs.translation = spec.Translation
-		if spec.SemanticThreshold > 0 {
-			if o.Cache == nil || o.Semantic == nil {
-				return nil, fmt.Errorf("engine: alias %q: the semantic cache needs Options.Cache and Options.Semantic", a)
-			}
-			rs.semThreshold = float32(spec.SemanticThreshold)
-		}
-		if spec.Tiering != nil {
-			if rs.tiers, err = e.newTiers(a, spec.Tiering, byModel); err != nil {
-				return nil, err
-			}
-			for _, t := range rs.tiers.routes {
-				t.translation = spec.Translation
-			}
-		}
-		e.routes[a] = rs
-		first := infos[spec.Models[0]]
-		e.models = append(e.models, ModelInfo{Name: a, Alias: true, Capability: first.Capability, ContextWindow: first.ContextWindow, Regions: first.Regions})
+	if t := spec.Tiering; t != nil && len(spec.Models) == 0 {
+		spec.Models = t.AliasModels()
 	}
-	sort.SliceStable(e.models, func(i, j int) bool { return e.models[i].Name < e.models[j].Name })
-	if err := e.newShadows(o.Aliases, o.Shadow); err != nil {
-		e.Close()
-		return nil, err
+	chain, err := aliasChain(a, spec.Models, byModel)
+	if err != nil {
+		return err
 	}
-	e.compose()
-	if e.shared != nil {
-		e.shared.Start(e.applyShared, e.sharedNow)
-		e.probes.Add(1)
-		go e.runShared()
+	strat := route.LatencyOptimal
+	switch spec.Strategy {
+	case "", "latency", "latency_optimal":
+	case "ordered":
+		strat = route.Ordered
+	default:
+		return fmt.Errorf("engine: alias %q: unknown strategy %q (want ordered or latency)", a, spec.Strategy)
 	}
-	return e, nil
+	rs, err := e.newRoute(a, chain, strat)
+	if err != nil {
+		return err
+	}
+	rs.translation = spec.Translation
+	if spec.SemanticThreshold > 0 {
+		if o.Cache == nil || o.Semantic == nil {
+			return fmt.Errorf("engine: alias %q: the semantic cache needs Options.Cache and Options.Semantic", a)
+		}
+		rs.semThreshold = float32(spec.SemanticThreshold)
+	}
+	if spec.Tiering != nil {
+		if rs.tiers, err = e.newTiers(a, spec.Tiering, byModel); err != nil {
+			return err
+		}
+		for _, t := range rs.tiers.routes {
+			t.translation = spec.Translation
+		}
+	}
+	e.routes[a] = rs
+	first := infos[spec.Models[0]]
+	e.models = append(e.models, ModelInfo{Name: a, Alias: true, Capability: first.Capability, ContextWindow: first.ContextWindow, Regions: first.Regions})
+	return nil
+}
+
+// aliasChain is the endpoints of models, in order.
+func aliasChain(a string, models []string, byModel map[string][]*endpoint) ([]*endpoint, error) {
+	if len(models) == 0 {
+		return nil, fmt.Errorf("engine: alias %q names no model", a)
+	}
+	var chain []*endpoint
+	for _, m := range models {
+		eps := byModel[m]
+		if len(eps) == 0 {
+			return nil, fmt.Errorf("engine: alias %q names unknown model %q", a, m)
+		}
+		if eps[0].Embedding {
+			return nil, fmt.Errorf("engine: alias %q names embedding model %q (an alias is a chain of chat models)", a, m)
+		}
+		chain = append(chain, eps...)
+	}
+	return chain, nil
 }
 
 func contains(s []string, v string) bool {
@@ -551,7 +584,10 @@ func (e *Engine) Refused(req *llm.Request, call Call, ae *llm.APIError) {
 // finishCall is the one place a client call is finished: its record
 // completed and handed to Done, the safety valve, the observers and the
 // shadow pool.
-func (e *Engine) finishCall(c *callState) { e.finish(&c.rec, c.served, c.err) }
+func (e *Engine) finishCall(c *callState) {
+	e.finish(&c.rec, c.served, c.err)
+	e.shadowFinish(c)
+}
 
 // finish completes rec and hands it to Done, the valve and the observers
 // (Do's finishCall, and Side's calls).
@@ -577,9 +613,6 @@ func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
 	if e.obs != nil {
 		e.obs.RequestDone(rec)
 	}
-	if e.shadows != nil {
-		e.shadowFinish(rec)
-	}
 }
 
 // callCost is what every attempt of rec that reported usage cost, or the
@@ -600,7 +633,7 @@ func (e *Engine) Close() {
 	if e.closed.CompareAndSwap(false, true) {
 		close(e.stop)
 		if e.shadows != nil {
-			e.shadows.shed(errShadowClosed)
+			e.shadows.Close()
 		}
 	}
 	e.probes.Wait()

@@ -39,6 +39,6 @@ func (e *Engine) rolloutStage() pipeline.Stage {
 			}
 		},
 		Start:   func(pc *pipeline.Call) time.Time { return callOf(pc).rec.Start },
-		Monitor: func(pc *pipeline.Call) bool { return callOf(pc).rec.shadowLegacy },
+		Monitor: func(pc *pipeline.Call) bool { return callOf(pc).shadowLegacy },
 	})
 }

@@ -321,44 +321,9 @@ func (s *relay) forward(ev *llm.Event) (*llm.Event, bool) {
 		}
 		return ev, true
 	case llm.EventBlockStart:
-		if s.continuing && ev.Index == 0 && ev.Block != nil && ev.Block.Type == llm.BlockText {
-			if k := len(s.blocks) - 1; k >= 0 && s.blocks[k].open && s.blocks[k].typ == llm.BlockText {
-				// The continuation's first text block is the rest of the
-				// block the client has open.
-				s.idxMap[0] = k
-				return nil, false
-			}
-		}
-		k := s.nextIdx
-		s.nextIdx++
-		s.idxMap[ev.Index] = k
-		typ := llm.BlockText
-		if ev.Block != nil {
-			typ = ev.Block.Type
-		}
-		s.blocks = append(s.blocks, clientBlock{typ: typ, open: true})
-		return reindex(ev, k), true
+		return s.blockStart(ev)
 	case llm.EventBlockDelta:
-		k, ok := s.idxMap[ev.Index]
-		if !ok {
-			return nil, false
-		}
-		s.deltas++
-		if ev.DeltaType == llm.DeltaText {
-			text := ev.Delta
-			if s.trimmed != "" {
-				if strings.HasPrefix(text, s.trimmed) {
-					text = text[len(s.trimmed):]
-				}
-				s.trimmed = ""
-				if text != ev.Delta {
-					ev = ev.Detach()
-					ev.Delta = text
-				}
-			}
-			s.blocks[k].text.WriteString(text)
-		}
-		return reindex(ev, k), true
+		return s.blockDelta(ev)
 	case llm.EventBlockStop:
 		k, ok := s.idxMap[ev.Index]
 		if !ok {
@@ -367,31 +332,82 @@ func (s *relay) forward(ev *llm.Event) (*llm.Event, bool) {
 		s.blocks[k].open = false
 		return reindex(ev, k), true
 	case llm.EventMessageDelta:
-		if ev.Usage != nil {
-			u := *ev.Usage
-			if s.x.rec.Recovered > 0 {
-				// The client's usage covers the whole answer: the original
-				// prompt once, and every output token it received. A
-				// re-asked answer counts the whole answer and the original
-				// prompt itself; a continuation counts only its part, and
-				// its prompt holds the prefill.
-				if !s.cur.splice {
-					u.OutputTokens += s.priorOutput
-				}
-				if in := s.inputUsage; in != nil && in.InputTokens+in.CacheReadTokens+in.CacheWriteTokens > 0 {
-					u.InputTokens, u.CacheReadTokens, u.CacheWriteTokens = in.InputTokens, in.CacheReadTokens, in.CacheWriteTokens
-				}
-				ev = ev.Detach()
-				ev.Usage = &u
-			}
-			s.finalUsage = &u
-		}
-		return ev, true
+		return s.messageDelta(ev), true
 	case llm.EventMessageStop:
 		s.finished = true
 		return ev, true
 	}
 	return ev, true
+}
+
+// blockStart opens a client block for an upstream one, or, for a
+// continuation's first text block, maps it onto the block the client has
+// open.
+func (s *relay) blockStart(ev *llm.Event) (*llm.Event, bool) {
+	if s.continuing && ev.Index == 0 && ev.Block != nil && ev.Block.Type == llm.BlockText {
+		if k := len(s.blocks) - 1; k >= 0 && s.blocks[k].open && s.blocks[k].typ == llm.BlockText {
+			// The continuation's first text block is the rest of the
+			// block the client has open.
+			s.idxMap[0] = k
+			return nil, false
+		}
+	}
+	k := s.nextIdx
+	s.nextIdx++
+	s.idxMap[ev.Index] = k
+	typ := llm.BlockText
+	if ev.Block != nil {
+		typ = ev.Block.Type
+	}
+	s.blocks = append(s.blocks, clientBlock{typ: typ, open: true})
+	return reindex(ev, k), true
+}
+
+// blockDelta forwards a delta of a mapped block, keeping the text the
+// client has (less the whitespace a continuation's prefill lost).
+func (s *relay) blockDelta(ev *llm.Event) (*llm.Event, bool) {
+	k, ok := s.idxMap[ev.Index]
+	if !ok {
+		return nil, false
+	}
+	s.deltas++
+	if ev.DeltaType == llm.DeltaText {
+		text := ev.Delta
+		if s.trimmed != "" {
+			text = strings.TrimPrefix(text, s.trimmed)
+			s.trimmed = ""
+			if text != ev.Delta {
+				ev = ev.Detach()
+				ev.Delta = text
+			}
+		}
+		s.blocks[k].text.WriteString(text)
+	}
+	return reindex(ev, k), true
+}
+
+// messageDelta keeps the final usage; after a continuation it is the
+// client's: the original prompt once, and every output token it received.
+// A re-asked answer counts the whole answer and the original prompt
+// itself; a continuation counts only its part, and its prompt holds the
+// prefill.
+func (s *relay) messageDelta(ev *llm.Event) *llm.Event {
+	if ev.Usage == nil {
+		return ev
+	}
+	u := *ev.Usage
+	if s.x.rec.Recovered > 0 {
+		if !s.cur.splice {
+			u.OutputTokens += s.priorOutput
+		}
+		if in := s.inputUsage; in != nil && in.InputTokens+in.CacheReadTokens+in.CacheWriteTokens > 0 {
+			u.InputTokens, u.CacheReadTokens, u.CacheWriteTokens = in.InputTokens, in.CacheReadTokens, in.CacheWriteTokens
+		}
+		ev = ev.Detach()
+		ev.Usage = &u
+	}
+	s.finalUsage = &u
+	return ev
 }
 
 // reindex returns ev with client index k (dropping the raw bytes, which
