@@ -168,15 +168,7 @@ func TestStageFansOutAndFuses(t *testing.T) {
 		t.Fatalf("part %+v", p)
 	}
 	for i := 1; i <= p.Fragments; i++ {
-		if got := rep.starts[i]; len(got) != 2 || got[0] == got[1] {
-			t.Errorf("fragment %d's replicas started on %v, want 2 distinct candidates", i, got)
-		}
-		if got, ok := rep.won[i]; !ok || got != rep.starts[i][0] {
-			t.Errorf("fragment %d: winner %v %v, want its first replica", i, got, ok)
-		}
-		if !strings.Contains(ans.Response.Text(), fmt.Sprintf("Answer %d.", i)) {
-			t.Errorf("fused text %q lacks fragment %d's answer", ans.Response.Text(), i)
-		}
+		rep.assertFragment(t, i, ans.Response.Text())
 	}
 	if in, out := 10*2*p.Fragments, 2*2*p.Fragments; p.Usage.InputTokens != in || p.Usage.OutputTokens != out || ans.Response.Usage.InputTokens != in || ans.Response.Usage.OutputTokens != out {
 		t.Errorf("usage %+v (answer %+v), want %d in, %d out", p.Usage, ans.Response.Usage, in, out)
@@ -186,6 +178,21 @@ func TestStageFansOutAndFuses(t *testing.T) {
 	}
 	if rep.merges != 0 || p.Merged {
 		t.Error("merged without MergeCall")
+	}
+}
+
+// assertFragment checks that fragment i's two replicas started on distinct
+// candidates, the first won, and its answer is in the fused text.
+func (f *fakeReplicas) assertFragment(t *testing.T, i int, fused string) {
+	t.Helper()
+	if got := f.starts[i]; len(got) != 2 || got[0] == got[1] {
+		t.Errorf("fragment %d's replicas started on %v, want 2 distinct candidates", i, got)
+	}
+	if got, ok := f.won[i]; !ok || got != f.starts[i][0] {
+		t.Errorf("fragment %d: winner %v %v, want its first replica", i, got, ok)
+	}
+	if !strings.Contains(fused, fmt.Sprintf("Answer %d.", i)) {
+		t.Errorf("fused text %q lacks fragment %d's answer", fused, i)
 	}
 }
 

@@ -49,21 +49,24 @@ func userRequest(text string) *llm.Request {
 		{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockText, Text: "{"}}}}}
 }
 
+// checkCase is one TestCheck case.
+type checkCase struct {
+	name   string
+	cfg    Config
+	spec   func(*Spec)
+	answer *llm.Response
+	reask  scriptedReasker
+	// want
+	text      string // the delivered answer's text
+	err       string // a substring of the error, "" for none
+	reasks    int
+	reasked   bool
+	violation bool
+	repairs   []string
+}
+
 func TestCheck(t *testing.T) {
-	cases := []struct {
-		name   string
-		cfg    Config
-		spec   func(*Spec)
-		answer *llm.Response
-		reask  scriptedReasker
-		// want
-		text      string // the delivered answer's text
-		err       string // a substring of the error, "" for none
-		reasks    int
-		reasked   bool
-		violation bool
-		repairs   []string
-	}{
+	cases := []checkCase{
 		{name: "valid as received", answer: textResponse(`{"x":1,"y":2}`, llm.StopEndTurn), text: `{"x":1,"y":2}`},
 		{name: "repaired losslessly", answer: textResponse("```json\n{\"x\":1,\"y\":2}\n```", llm.StopEndTurn), text: `{"x":1,"y":2}`, repairs: []string{"extract"}},
 		{name: "re-asked and fixed", answer: textResponse(`{"x":1}`, llm.StopEndTurn), reask: scriptedReasker{answer: textResponse(`{"x":1,"y":5}`, llm.StopEndTurn)},
@@ -100,45 +103,57 @@ func TestCheck(t *testing.T) {
 			if tc.answer.Text() != before {
 				t.Errorf("the answer given was modified: %q, was %q", tc.answer.Text(), before)
 			}
-			switch {
-			case tc.err != "":
-				ae, ok := err.(*llm.APIError)
-				if !ok || ae.Status != http.StatusBadGateway || ae.MeshCode != llm.MeshSchemaViolation || !strings.Contains(ae.Message, tc.err) {
-					t.Fatalf("err = %v, want a 502 MESH_SCHEMA_VIOLATION containing %q", err, tc.err)
-				}
-				if ae.MeshHeaders["X-Mesh-Schema"] != part.Trace.Source {
-					t.Errorf("X-Mesh-Schema %q, want %q", ae.MeshHeaders["X-Mesh-Schema"], part.Trace.Source)
-				}
-			case err != nil:
-				t.Fatalf("err = %v", err)
-			case out.Response.Text() != tc.text:
-				t.Errorf("text %q, want %q", out.Response.Text(), tc.text)
-			}
-			if len(tc.reask.got) != tc.reasks || part.Reasked != tc.reasked || part.Violation != tc.violation {
-				t.Errorf("re-asks %d reasked %v violation %v, want %d %v %v", len(tc.reask.got), part.Reasked, part.Violation, tc.reasks, tc.reasked, tc.violation)
-			}
-			if strings.Join(part.Repairs, ",") != strings.Join(tc.repairs, ",") {
-				t.Errorf("repairs %v, want %v", part.Repairs, tc.repairs)
-			}
-			if tc.violation != (part.Trace.InvalidAnswer != "") && !tc.reasked {
-				t.Errorf("invalid answer kept %q with violation %v", part.Trace.InvalidAnswer, tc.violation)
-			}
-			if got := m.Failed.Load(); (got == 1) != tc.violation {
-				t.Errorf("Failed counted %d, violation %v", got, tc.violation)
-			}
-			if got := m.Reasked.Load(); (got == 1) != tc.reasked {
-				t.Errorf("Reasked counted %d, want %v", got, tc.reasked)
-			}
-			for _, rq := range tc.reask.got {
-				if rq.Stream {
-					t.Error("a re-ask streams")
-				}
-				n := len(rq.Messages)
-				if n != 3 || rq.Messages[1].Text() != `{"x":1}` || !strings.Contains(rq.Messages[2].Text(), "missing property 'y'") {
-					t.Errorf("re-ask messages %+v: want the prompt without its prefill, the invalid answer and the complaints", rq.Messages)
-				}
-			}
+			tc.assertOutcome(t, out, err, part)
+			tc.assertCounts(t, part, m)
 		})
+	}
+}
+
+// assertOutcome checks the answer or error Check returned.
+func (tc *checkCase) assertOutcome(t *testing.T, out *pipeline.Answer, err error, part *Part) {
+	t.Helper()
+	switch {
+	case tc.err != "":
+		ae, ok := err.(*llm.APIError)
+		if !ok || ae.Status != http.StatusBadGateway || ae.MeshCode != llm.MeshSchemaViolation || !strings.Contains(ae.Message, tc.err) {
+			t.Fatalf("err = %v, want a 502 MESH_SCHEMA_VIOLATION containing %q", err, tc.err)
+		}
+		if ae.MeshHeaders["X-Mesh-Schema"] != part.Trace.Source {
+			t.Errorf("X-Mesh-Schema %q, want %q", ae.MeshHeaders["X-Mesh-Schema"], part.Trace.Source)
+		}
+	case err != nil:
+		t.Fatalf("err = %v", err)
+	case out.Response.Text() != tc.text:
+		t.Errorf("text %q, want %q", out.Response.Text(), tc.text)
+	}
+}
+
+// assertCounts checks what Check recorded and counted, and the re-asks it
+// sent.
+func (tc *checkCase) assertCounts(t *testing.T, part *Part, m *Metrics) {
+	t.Helper()
+	if len(tc.reask.got) != tc.reasks || part.Reasked != tc.reasked || part.Violation != tc.violation {
+		t.Errorf("re-asks %d reasked %v violation %v, want %d %v %v", len(tc.reask.got), part.Reasked, part.Violation, tc.reasks, tc.reasked, tc.violation)
+	}
+	if strings.Join(part.Repairs, ",") != strings.Join(tc.repairs, ",") {
+		t.Errorf("repairs %v, want %v", part.Repairs, tc.repairs)
+	}
+	if tc.violation != (part.Trace.InvalidAnswer != "") && !tc.reasked {
+		t.Errorf("invalid answer kept %q with violation %v", part.Trace.InvalidAnswer, tc.violation)
+	}
+	if got := m.Failed.Load(); (got == 1) != tc.violation {
+		t.Errorf("Failed counted %d, violation %v", got, tc.violation)
+	}
+	if got := m.Reasked.Load(); (got == 1) != tc.reasked {
+		t.Errorf("Reasked counted %d, want %v", got, tc.reasked)
+	}
+	for _, rq := range tc.reask.got {
+		if rq.Stream {
+			t.Error("a re-ask streams")
+		}
+		if n := len(rq.Messages); n != 3 || rq.Messages[1].Text() != `{"x":1}` || !strings.Contains(rq.Messages[2].Text(), "missing property 'y'") {
+			t.Errorf("re-ask messages %+v: want the prompt without its prefill, the invalid answer and the complaints", rq.Messages)
+		}
 	}
 }
 

@@ -109,74 +109,92 @@ var (
 	epB = &provider.Endpoint{ID: "b"}
 )
 
-func TestStageResponse(t *testing.T) {
+// No contract: untouched, nothing recorded.
+func TestStageNoContract(t *testing.T) {
+	f := &fakeChain{resp: textResponse("prose", llm.StopEndTurn), answers: true}
+	ans, err, _ := serveStage(t, Config{}, f, false, nil)
+	if err != nil || ans.Response != f.resp || f.parts != 0 || f.calls != 1 {
+		t.Fatalf("answer %v err %v parts %d calls %d", ans, err, f.parts, f.calls)
+	}
+}
+
+// Below the full stage: untouched.
+func TestStageBelowFullStage(t *testing.T) {
 	schema := json.RawMessage(pointSchema)
-	t.Run("no contract: untouched, nothing recorded", func(t *testing.T) {
-		f := &fakeChain{resp: textResponse("prose", llm.StopEndTurn), answers: true}
-		ans, err, _ := serveStage(t, Config{}, f, false, nil)
-		if err != nil || ans.Response != f.resp || f.parts != 0 || f.calls != 1 {
-			t.Fatalf("answer %v err %v parts %d calls %d", ans, err, f.parts, f.calls)
-		}
-	})
-	t.Run("below the full stage: untouched", func(t *testing.T) {
-		f := &fakeChain{resp: textResponse("prose", llm.StopEndTurn)}
-		ans, err, _ := serveStage(t, Config{}, f, false, schema)
-		if err != nil || ans.Response != f.resp || f.parts != 0 {
-			t.Fatalf("answer %v err %v parts %d", ans, err, f.parts)
-		}
-	})
-	t.Run("a schema that does not compile is the call's 400, next not called", func(t *testing.T) {
-		f := &fakeChain{resp: textResponse("{}", llm.StopEndTurn), answers: true}
-		_, err, _ := serveStage(t, Config{}, f, false, json.RawMessage(`{"type":12}`))
-		if ae, ok := err.(*llm.APIError); !ok || ae.Status != http.StatusBadRequest || f.calls != 0 {
-			t.Fatalf("err %v, calls %d; want a 400 and no call", err, f.calls)
-		}
-	})
-	t.Run("repaired, sent upstream, header kept", func(t *testing.T) {
-		f := &fakeChain{resp: textResponse("```json\n{\"x\":1,\"y\":2}\n```", llm.StopEndTurn), answers: true, ep: epA, header: http.Header{"X-Up": {"1"}}}
-		ans, err, m := serveStage(t, Config{}, f, false, schema)
-		if err != nil || ans.Response.Text() != `{"x":1,"y":2}` || ans.Endpoint != epA || ans.Header.Get("X-Up") != "1" {
-			t.Fatalf("answer %+v err %v", ans, err)
-		}
-		if f.upWhile == nil || f.part.Trace.Origin != "mesh_behavior.output_schema" || strings.Join(f.part.Repairs, ",") != "extract" {
-			t.Errorf("part %+v (upstream while below: %v)", f.part, f.upWhile != nil)
-		}
-		if m.Repaired.Load() != 1 {
-			t.Errorf("repaired counted %d, want 1", m.Repaired.Load())
-		}
-	})
-	t.Run("legacy path: checked, never sent upstream", func(t *testing.T) {
-		f := &fakeChain{resp: textResponse(`{"x":1,"y":2}`, llm.StopEndTurn), answers: true, legacy: true}
-		if _, err, _ := serveStage(t, Config{}, f, false, schema); err != nil || f.upWhile != nil || f.part == nil {
-			t.Fatalf("err %v upstream %v part %v", err, f.upWhile, f.part)
-		}
-	})
-	t.Run("re-asked: the re-ask's answer, credited to its endpoint", func(t *testing.T) {
-		f := &fakeChain{resp: textResponse(`{"x":1}`, llm.StopEndTurn), answers: true, ep: epA, header: http.Header{"X-Up": {"1"}}}
-		f.reask.answer = textResponse(`{"x":1,"y":3}`, llm.StopEndTurn)
-		f.reask.ep = epB
-		ans, err, _ := serveStage(t, Config{}, f, false, schema)
-		if err != nil || ans.Response.Text() != `{"x":1,"y":3}` || ans.Endpoint != epB || ans.Header.Get("X-Up") != "1" {
-			t.Fatalf("answer %+v err %v", ans, err)
-		}
-		if !f.part.Reasked || !f.part.Replaced || f.part.Violation {
-			t.Errorf("part %+v", f.part)
-		}
-	})
-	t.Run("violation: 502", func(t *testing.T) {
-		f := &fakeChain{resp: textResponse(`{"x":1}`, llm.StopEndTurn), answers: true, reask: scriptedReasker{denied: true}}
-		_, err, _ := serveStage(t, Config{}, f, false, schema)
-		if ae, ok := err.(*llm.APIError); !ok || ae.MeshCode != llm.MeshSchemaViolation || !f.part.Violation {
-			t.Fatalf("err %v part %+v", err, f.part)
-		}
-	})
-	t.Run("a fused answer passes untouched", func(t *testing.T) {
-		f := &fakeChain{resp: textResponse(`not json`, llm.StopEndTurn), answers: true, fused: true}
-		ans, err, _ := serveStage(t, Config{}, f, false, schema)
-		if err != nil || ans.Response != f.resp || f.reask.got != nil {
-			t.Fatalf("answer %v err %v", ans, err)
-		}
-	})
+	f := &fakeChain{resp: textResponse("prose", llm.StopEndTurn)}
+	ans, err, _ := serveStage(t, Config{}, f, false, schema)
+	if err != nil || ans.Response != f.resp || f.parts != 0 {
+		t.Fatalf("answer %v err %v parts %d", ans, err, f.parts)
+	}
+}
+
+// A schema that does not compile is the call's 400, next not called.
+func TestStageBadSchema(t *testing.T) {
+	f := &fakeChain{resp: textResponse("{}", llm.StopEndTurn), answers: true}
+	_, err, _ := serveStage(t, Config{}, f, false, json.RawMessage(`{"type":12}`))
+	if ae, ok := err.(*llm.APIError); !ok || ae.Status != http.StatusBadRequest || f.calls != 0 {
+		t.Fatalf("err %v, calls %d; want a 400 and no call", err, f.calls)
+	}
+}
+
+// Repaired, sent upstream, header kept.
+func TestStageRepairs(t *testing.T) {
+	schema := json.RawMessage(pointSchema)
+	f := &fakeChain{resp: textResponse("```json\n{\"x\":1,\"y\":2}\n```", llm.StopEndTurn), answers: true, ep: epA, header: http.Header{"X-Up": {"1"}}}
+	ans, err, m := serveStage(t, Config{}, f, false, schema)
+	if err != nil || ans.Response.Text() != `{"x":1,"y":2}` || ans.Endpoint != epA || ans.Header.Get("X-Up") != "1" {
+		t.Fatalf("answer %+v err %v", ans, err)
+	}
+	if f.upWhile == nil || f.part.Trace.Origin != "mesh_behavior.output_schema" || strings.Join(f.part.Repairs, ",") != "extract" {
+		t.Errorf("part %+v (upstream while below: %v)", f.part, f.upWhile != nil)
+	}
+	if m.Repaired.Load() != 1 {
+		t.Errorf("repaired counted %d, want 1", m.Repaired.Load())
+	}
+}
+
+// Legacy path: checked, never sent upstream.
+func TestStageLegacyPath(t *testing.T) {
+	schema := json.RawMessage(pointSchema)
+	f := &fakeChain{resp: textResponse(`{"x":1,"y":2}`, llm.StopEndTurn), answers: true, legacy: true}
+	if _, err, _ := serveStage(t, Config{}, f, false, schema); err != nil || f.upWhile != nil || f.part == nil {
+		t.Fatalf("err %v upstream %v part %v", err, f.upWhile, f.part)
+	}
+}
+
+// Re-asked: the re-ask's answer, credited to its endpoint.
+func TestStageReasked(t *testing.T) {
+	schema := json.RawMessage(pointSchema)
+	f := &fakeChain{resp: textResponse(`{"x":1}`, llm.StopEndTurn), answers: true, ep: epA, header: http.Header{"X-Up": {"1"}}}
+	f.reask.answer = textResponse(`{"x":1,"y":3}`, llm.StopEndTurn)
+	f.reask.ep = epB
+	ans, err, _ := serveStage(t, Config{}, f, false, schema)
+	if err != nil || ans.Response.Text() != `{"x":1,"y":3}` || ans.Endpoint != epB || ans.Header.Get("X-Up") != "1" {
+		t.Fatalf("answer %+v err %v", ans, err)
+	}
+	if !f.part.Reasked || !f.part.Replaced || f.part.Violation {
+		t.Errorf("part %+v", f.part)
+	}
+}
+
+// Violation: 502.
+func TestStageViolation(t *testing.T) {
+	schema := json.RawMessage(pointSchema)
+	f := &fakeChain{resp: textResponse(`{"x":1}`, llm.StopEndTurn), answers: true, reask: scriptedReasker{denied: true}}
+	_, err, _ := serveStage(t, Config{}, f, false, schema)
+	if ae, ok := err.(*llm.APIError); !ok || ae.MeshCode != llm.MeshSchemaViolation || !f.part.Violation {
+		t.Fatalf("err %v part %+v", err, f.part)
+	}
+}
+
+// A fused answer passes untouched.
+func TestStageFusedAnswer(t *testing.T) {
+	schema := json.RawMessage(pointSchema)
+	f := &fakeChain{resp: textResponse(`not json`, llm.StopEndTurn), answers: true, fused: true}
+	ans, err, _ := serveStage(t, Config{}, f, false, schema)
+	if err != nil || ans.Response != f.resp || f.reask.got != nil {
+		t.Fatalf("answer %v err %v", ans, err)
+	}
 }
 
 func TestStageStrictStream(t *testing.T) {
