@@ -352,7 +352,7 @@ func (e *Engine) stream(ctx context.Context, c *callState, won *attempt, spec *o
 	// forced output tool (JSON mode emulated on an Anthropic endpoint):
 	// that must be folded into text, which strict mode does.
 	if e.structOpts.RelaxedStreams && !won.tool {
-		st.relaxed = spec
+		st.relax(spec)
 	} else if err := st.strict(ctx, spec); err != nil {
 		st.schemaErr = asAPIError(err)
 		st.Close()
