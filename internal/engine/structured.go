@@ -120,7 +120,7 @@ func (e *Engine) structuredStage() pipeline.Stage {
 		},
 		Answers:    func(pc *pipeline.Call) bool { return callOf(pc).rec.Stage == StageFull },
 		Legacy:     func(pc *pipeline.Call) bool { return callOf(pc).x.legacy },
-		OutputTool: func(pc *pipeline.Call) bool { c := callOf(pc); return c.relay != nil && c.relay.cur.tool },
+		OutputTool: func(pc *pipeline.Call) bool { c := callOf(pc); return c.relay != nil && c.relay.legs.cur.tool },
 		Reasker: func(pc *pipeline.Call) structured.Reasker {
 			c := callOf(pc)
 			c.reask = &reasker{x: c.x}
