@@ -539,11 +539,9 @@ type Outcome struct {
 func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome, error) {
 	c := e.newCall(req, call)
 	ans, err := e.handler.Serve(ctx, &c.pc)
-	out := c.outcome(ans, err)
+	out := e.outcome(c, ans, err)
 	if out == nil || out.Stream == nil {
-		e.finishCall(c)
-	} else {
-		out.Stream.ev = pipeline.Finally(ans.Events, func() { e.finishCall(c) })
+		e.finishCall(c) // a stream's Close finishes it
 	}
 	if out == nil {
 		return nil, c.err

@@ -132,7 +132,14 @@ type clientBlock struct {
 }
 
 // New relays up's answer.
-func New(up Upstream) *Relay { return &Relay{up: up, idxMap: map[int]int{}} }
+func New(up Upstream) *Relay {
+	s := &Relay{}
+	s.Init(up)
+	return s
+}
+
+// Init makes a zero Relay (one held by value) relay up's answer.
+func (s *Relay) Init(up Upstream) { s.up, s.idxMap = up, map[int]int{} }
 
 // AtStop has f called with the answer's text (and, with toolJSON, the
 // forced tool call's arguments) when its message_stop passes.
