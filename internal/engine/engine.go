@@ -1,12 +1,12 @@
-// Package engine runs one client call through the mesh: it finds personal
-// data in the request and redacts it before anything else reads it (pii.go;
-// the values are restored in the answer), resolves the
-// requested model or alias to candidate endpoints, picks one from live
-// health, sends attempts through the provider client with budgeted retries,
-// per-endpoint breakers and hedging, continues a stream that breaks
-// mid-way on another endpoint, and hands back one answer or one coherent
-// stream. A share of an alias's calls may also be sent on a shadow path
-// once the client has its answer, and the answers diffed (shadow.go).
+// Package engine is the core of the call pipeline (ARCHITECTURE.md): it
+// composes the stages — personal data (internal/pii), shadow sampling
+// (internal/shadow), route resolution, the exact and semantic caches
+// (internal/cache, internal/semcache), then its core: the deadline,
+// structured output, the rollout stage and valve, fragmentation, and the
+// attempt chain (budgeted retries, per-endpoint breakers, hedging) whose
+// streamed answer the relay (internal/relay) forwards and continues on
+// another endpoint when it breaks mid-way — and finishes every call in one
+// place (finishCall), whatever way it ends.
 //
 // An Engine is safe for concurrent use. Do blocks until an answer (or the
 // first content event of a stream) arrives or ctx ends. The engine imports
