@@ -131,14 +131,8 @@ type clientBlock struct {
 	open bool
 }
 
-// New relays up's answer.
-func New(up Upstream) *Relay {
-	s := &Relay{}
-	s.Init(up)
-	return s
-}
-
-// Init makes a zero Relay (one held by value) relay up's answer.
+// Init makes a zero Relay relay up's answer (a Relay is held by value in
+// the caller's stream).
 func (s *Relay) Init(up Upstream) { s.up, s.idxMap = up, map[int]int{} }
 
 // AtStop has f called with the answer's text (and, with toolJSON, the
