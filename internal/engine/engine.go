@@ -579,17 +579,16 @@ func (e *Engine) Refused(req *llm.Request, call Call, ae *llm.APIError) {
 	}
 }
 
-// finishCall is the one place a client call is finished: its record
-// completed and handed to Done, the safety valve, the observers and the
-// shadow pool.
+// finishCall is the one place a client call is finished, whatever way it
+// ended: its attempts sealed, its record completed and handed to Done,
+// the safety valve and the observers, then to the shadow pool. Do calls
+// it when it returns an error or a response, the client's Stream when it
+// is closed, Side when its call ends.
 func (e *Engine) finishCall(c *callState) {
-	e.finish(&c.rec, c.served, c.err)
-	e.shadowFinish(c)
-}
-
-// finish completes rec and hands it to Done, the valve and the observers
-// (Do's finishCall, and Side's calls).
-func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
+	if c.x != nil {
+		c.x.seal()
+	}
+	rec, served, ae := &c.rec, c.served, c.err
 	rec.Duration = e.now().Sub(rec.Start)
 	if served != nil {
 		rec.ServedBy, rec.ServedModel, rec.ServedRegion, rec.ServedProvider = served.ID, served.Model, served.Region, served.Provider
@@ -620,6 +619,7 @@ func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
 	if e.obs != nil {
 		e.obs.RequestDone(rec)
 	}
+	e.shadowFinish(c)
 }
 
 // callCost is what every attempt of rec that reported usage cost, or the
