@@ -58,7 +58,7 @@ type Part struct {
 // Hooks is what the stage needs of the pipeline that runs it.
 type Hooks struct {
 	// Record is told the stage's part of a call as soon as it is decided.
-	Record func(*pipeline.Call, *Part)
+	Record func(*pipeline.Call, Part)
 	// Skip reports a call the cache must neither read nor write (a shadow
 	// call); nil skips none.
 	Skip func(*pipeline.Call) bool
@@ -123,7 +123,7 @@ func (s *stage) wrap(next pipeline.Handler) pipeline.Handler {
 	})
 }
 
-func (s *stage) record(c *pipeline.Call, p *Part) {
+func (s *stage) record(c *pipeline.Call, p Part) {
 	if s.Record != nil {
 		s.Record(c, p)
 	}
@@ -134,7 +134,7 @@ func (s *stage) put(c *pipeline.Call, key string, resp *llm.Response, ep *provid
 	if resp == nil || resp.StopReason == "" || s.Storable != nil && !s.Storable(c) {
 		return
 	}
-	s.store.Put(key, &Entry{Response: resp, Endpoint: ep}, ResponseSize(resp))
+	s.store.Put(key, &Entry{Response: resp, Endpoint: ep}, responseSize(resp))
 }
 
 // Replayed is the answer ent gives a call: the stored response, or for a
@@ -174,8 +174,8 @@ func StoreAtEnd(ans *pipeline.Answer, store func(*llm.Response)) pipeline.Events
 // mesh_behavior.cache: false and Cache-Control: no-store neither read nor
 // write; Cache-Control: no-cache does not read but stores the fresh answer
 // (HTTP's meaning: do not serve a stored answer without asking the origin).
-func (s *stage) decide(c *pipeline.Call) (use, *Part) {
-	part := &Part{Status: Bypass}
+func (s *stage) decide(c *pipeline.Call) (use, Part) {
+	part := Part{Status: Bypass}
 	req := c.Request
 	if b := c.Behavior; b != nil && b.Cache != nil && !*b.Cache {
 		return use{}, part
@@ -257,9 +257,9 @@ func Key(req *llm.Request, c *pipeline.Call, pol Policy) (key string, ok bool) {
 	return string(sum[:]), true
 }
 
-// ResponseSize approximates the memory an answer holds: its upstream bytes,
+// responseSize approximates the memory an answer holds: its upstream bytes,
 // its content and a fixed overhead.
-func ResponseSize(r *llm.Response) int64 {
+func responseSize(r *llm.Response) int64 {
 	n := 512 + len(r.Raw) + len(r.ID) + len(r.Model) + len(r.StopSequence)
 	for _, b := range r.Content {
 		n += 64 + len(b.Text) + len(b.Thinking) + len(b.Signature) + len(b.Input) + len(b.ID) + len(b.Name)

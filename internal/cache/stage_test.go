@@ -72,7 +72,7 @@ func newHarness(pol Policy) *harness {
 	hs := &harness{store: mapStore{}, storable: true}
 	hs.below = func(*llm.Request) *pipeline.Answer { return &pipeline.Answer{Response: answer(), Endpoint: ep} }
 	stage := NewStage(hs.store, pol, Hooks{
-		Record:   func(_ *pipeline.Call, p *Part) { hs.parts = append(hs.parts, *p) },
+		Record:   func(_ *pipeline.Call, p Part) { hs.parts = append(hs.parts, p) },
 		Storable: func(*pipeline.Call) bool { return hs.storable },
 		Replay: func(r *llm.Response) pipeline.Events {
 			return &events{evs: []*llm.Event{{Type: llm.EventBlockDelta, DeltaType: llm.DeltaText, Delta: r.Text()}, {Type: llm.EventMessageStop}}}

@@ -52,7 +52,7 @@ func (e *Engine) cacheStages(o Options) (exact, semantic pipeline.Stage) {
 		return !c.rec.SchemaViolation && !c.fused
 	}
 	exact = cache.NewStage(o.Cache, o.CachePolicy, cache.Hooks{
-		Record: func(pc *pipeline.Call, p *cache.Part) {
+		Record: func(pc *pipeline.Call, p cache.Part) {
 			rec := &callOf(pc).rec
 			rec.Cache = p.Status
 			if p.Entry != nil {
@@ -68,7 +68,7 @@ func (e *Engine) cacheStages(o Options) (exact, semantic pipeline.Stage) {
 	}
 	semantic = semcache.NewStage(o.Semantic, o.CachePolicy, semcache.Hooks{
 		Log: e.log,
-		Record: func(pc *pipeline.Call, p *semcache.Part) {
+		Record: func(pc *pipeline.Call, p semcache.Part) {
 			rec := &callOf(pc).rec
 			rec.SemanticCache = p.Status
 			if p.Entry != nil {

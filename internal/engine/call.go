@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 
@@ -71,9 +72,8 @@ func (e *Engine) newCall(req *llm.Request, call Call) *callState {
 }
 
 // outcome is the client's Outcome of the chain's answer, or nil with c.err
-// set. A stream's Stream is returned without its events: Do wraps them
-// with the finish.
-func (c *callState) outcome(ans *pipeline.Answer, err error) *Outcome {
+// set.
+func (e *Engine) outcome(c *callState, ans *pipeline.Answer, err error) *Outcome {
 	if err != nil {
 		c.served, c.err = nil, asAPIError(err)
 		return nil
@@ -81,7 +81,7 @@ func (c *callState) outcome(ans *pipeline.Answer, err error) *Outcome {
 	out := &Outcome{Endpoint: ans.Endpoint, Header: ans.Header, Record: &c.rec, Response: ans.Response}
 	if ans.Events != nil {
 		out.Response = nil
-		out.Stream = &Stream{c: c, ans: ans}
+		out.Stream = &Stream{ev: ans.Events, c: c, ans: ans, e: e}
 	}
 	return out
 }
@@ -99,23 +99,40 @@ func asAPIError(err error) *llm.APIError {
 // events (restored, stored, relayed), finished when closed. A Stream is
 // used by one goroutine; Close must be called.
 type Stream struct {
-	ev  pipeline.Events
-	c   *callState
-	ans *pipeline.Answer
+	ev     pipeline.Events
+	c      *callState
+	ans    *pipeline.Answer
+	e      *Engine
+	closed bool
 }
 
 // Next returns the next event for the client; io.EOF after message_stop.
 // After an error event Next returns io.EOF. The event is the caller's
 // until the next call to Next: it must copy what it keeps of it.
-func (s *Stream) Next() (*llm.Event, error) { return s.ev.Next() }
+func (s *Stream) Next() (*llm.Event, error) {
+	if s.closed {
+		return nil, io.EOF
+	}
+	return s.ev.Next()
+}
 
 // Ready reports whether Next returns an event without waiting on an
 // upstream (events already read, a replayed answer, the rest of an
 // upstream chunk). A writer need not flush before a ready event.
-func (s *Stream) Ready() bool { return pipeline.Ready(s.ev) }
+func (s *Stream) Ready() bool { return !s.closed && pipeline.Ready(s.ev) }
 
-// Close ends the stream, cancels the upstream and finishes the call.
-func (s *Stream) Close() error { return s.ev.Close() }
+// Close ends the stream, cancels the upstream and finishes the call: the
+// chain's events are closed (each stage's wrapper, then the relay), then
+// the call is finished, once.
+func (s *Stream) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	err := s.ev.Close()
+	s.e.finishCall(s.c)
+	return err
+}
 
 // Record returns the call's record; final after Close.
 func (s *Stream) Record() *Record { return &s.c.rec }
@@ -276,8 +293,7 @@ func (e *Engine) answer(c *callState, won *attempt) *pipeline.Answer {
 
 // stream is a streamed winner's answer: the relay.
 func (e *Engine) stream(ctx context.Context, c *callState, won *attempt, cancel context.CancelFunc) *pipeline.Answer {
-	st := newRelay(ctx, cancel, c.x, won)
-	st.end = func(served *endpoint, ae *llm.APIError) { c.served, c.err = served, ae }
+	st := newRelay(ctx, cancel, c, won)
 	c.relay = st
 	return &pipeline.Answer{Endpoint: won.ep.Endpoint, Header: won.res.Header, Events: st, Served: st.Served}
 }

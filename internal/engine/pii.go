@@ -37,7 +37,7 @@ const (
 func (e *Engine) newPIIStage(o PIIOptions) (pipeline.Stage, error) {
 	return pii.NewStage(o, pii.Hooks{
 		Log: e.log,
-		Record: func(pc *pipeline.Call, p *pii.Part) {
+		Record: func(pc *pipeline.Call, p pii.Part) {
 			rec := &callOf(pc).rec
 			rec.PII, rec.Request = p.Report, p.Request
 		},

@@ -18,21 +18,24 @@ import (
 // stream ended; it does not finish the call (Engine.Do's finish does, once
 // the outermost stream is closed). A relay is used by one goroutine.
 type relay struct {
-	r      *rl.Relay
-	legs   *legs
+	r      rl.Relay
+	legs   legs
+	c      *callState
 	cancel context.CancelFunc
 	closed bool
-
-	// end, set by the call's core, is told at Close the endpoint credited
-	// with the answer (nil when it failed) and the client's error (nil
-	// when it completed).
-	end func(served *endpoint, ae *llm.APIError)
 }
 
-func newRelay(ctx context.Context, cancel context.CancelFunc, x *exec, a *attempt) *relay {
-	l := &legs{ctx: ctx, x: x, cur: a, buf: a.first}
-	return &relay{r: rl.New(l), legs: l, cancel: cancel}
+// newRelay relays the answer of c's winning attempt a; cancel is the
+// call's deadline's.
+func newRelay(ctx context.Context, cancel context.CancelFunc, c *callState, a *attempt) *relay {
+	s := &relay{legs: legs{ctx: ctx, x: c.x, cur: a, buf: a.first}, c: c, cancel: cancel}
+	s.r.Init(&s.legs)
+	return s
 }
+
+// end says how the stream ended: the endpoint credited with the answer
+// (nil when it failed) and the client's error (nil when it completed).
+func (s *relay) end(served *endpoint, ae *llm.APIError) { s.c.served, s.c.err = served, ae }
 
 // Next returns the next event for the client; io.EOF after its end.
 func (s *relay) Next() (*llm.Event, error) { return s.r.Next() }

@@ -157,7 +157,7 @@ type Hooks struct {
 	// discards.
 	Log *slog.Logger
 	// Record is told the stage's part of a call, once detection ran.
-	Record func(*pipeline.Call, *Part)
+	Record func(*pipeline.Call, Part)
 	// Structured reports whether the call's answer is held to a JSON
 	// contract (restored values are then escaped for JSON strings); it is
 	// asked once the answer is back.
@@ -287,7 +287,7 @@ func (s *stage) redact(ctx context.Context, c *pipeline.Call) (*llm.Request, *Re
 	part := &Part{Report: &Report{Action: action}}
 	out, red, ae := s.apply(ctx, c, part, action, failOpen)
 	if s.Record != nil {
-		s.Record(c, part)
+		s.Record(c, *part)
 	}
 	return out, red, ae
 }

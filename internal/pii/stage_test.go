@@ -45,7 +45,7 @@ func (f *fakeNext) Serve(_ context.Context, c *pipeline.Call) (*pipeline.Answer,
 
 func newTestStage(t *testing.T, o Options, part **Part) pipeline.Stage {
 	t.Helper()
-	st, err := NewStage(o, Hooks{Record: func(_ *pipeline.Call, p *Part) { *part = p }})
+	st, err := NewStage(o, Hooks{Record: func(_ *pipeline.Call, p Part) { *part = &p }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,8 +124,9 @@ type clientBlock struct {
 	open bool
 }
 
-// New relays up's answer.
-func New(up Upstream) *Relay { return &Relay{up: up, idxMap: map[int]int{}} }
+// Init makes a zero Relay relay up's answer (a Relay is held by value in
+// the caller's stream).
+func (s *Relay) Init(up Upstream) { s.up, s.idxMap = up, map[int]int{} }
 
 // Finished reports whether the answer reached its message_stop; Failed
 // whether the stream ended with an error event, and that error.

@@ -61,7 +61,7 @@ type Hooks struct {
 	// discards.
 	Log *slog.Logger
 	// Record is told the stage's part of a call it looked up.
-	Record func(*pipeline.Call, *Part)
+	Record func(*pipeline.Call, Part)
 	// Threshold is the lowest similarity the call's route serves; 0 turns
 	// the stage off for the call.
 	Threshold func(*pipeline.Call) float32
@@ -113,8 +113,8 @@ func (s *stage) wrap(next pipeline.Handler) pipeline.Handler {
 		if !ok {
 			return next.Serve(ctx, c)
 		}
-		part := &Part{}
-		vec, hit := s.lookup(ctx, c, space, text, part)
+		var part Part
+		vec, hit := s.lookup(ctx, c, space, text, &part)
 		s.Record(c, part)
 		if hit != nil {
 			return cache.Replayed(c.Request, hit, s.Replay), nil

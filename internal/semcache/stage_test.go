@@ -41,7 +41,7 @@ func newStageHarness(t *testing.T) *stageHarness {
 		return sh.vecs[text], nil
 	}
 	stage := NewStage(&Semantic{Embed: embed, Index: idx}, cache.Policy{}, Hooks{
-		Record:    func(_ *pipeline.Call, p *Part) { sh.parts = append(sh.parts, *p) },
+		Record:    func(_ *pipeline.Call, p Part) { sh.parts = append(sh.parts, p) },
 		Threshold: func(*pipeline.Call) float32 { return 0.9 },
 		Missed:    func(*pipeline.Call) bool { return sh.missed },
 		Domain:    func(*pipeline.Call) string { return "general" },
