@@ -2,6 +2,7 @@ package config
 
 import (
 	"cmp"
+	"encoding"
 	"errors"
 	"fmt"
 	"math"
@@ -18,6 +19,7 @@ import (
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/shadow"
+	"github.com/keelmesh/keel/internal/structured"
 )
 
 // Validate checks the whole configuration and returns every problem found,
@@ -57,6 +59,24 @@ func (c *Config) problems() []error {
 // extra checks the resilience, telemetry, request_log and
 // structured_output sections.
 func (v *validator) extra() {
+	v.resilience()
+	v.redis()
+	v.pricing()
+	v.stores()
+	v.semanticCache()
+	v.responses()
+	v.nonNegative("telemetry.debug_traces", int64(v.c.Telemetry.DebugTraces))
+	v.nonNegative("request_log.retention_days", int64(v.c.RequestLog.RetentionDays))
+	v.nonNegative("request_log.queue_size", int64(v.c.RequestLog.QueueSize))
+	v.nonNegative("request_log.batch_size", int64(v.c.RequestLog.BatchSize))
+	v.routing()
+	enum(v, "normalization.parameter_policy", v.c.Normalization.ParameterPolicy)
+	v.fragmentation()
+	v.structuredOutput()
+}
+
+// resilience checks the resilience section with the policies' own rules.
+func (v *validator) resilience() {
 	r := v.c.Resilience
 	v.nonNegative("resilience.max_attempts", int64(r.MaxAttempts))
 	v.duration("resilience.timeout", r.Timeout)
@@ -74,8 +94,10 @@ func (v *validator) extra() {
 	if p := r.Rollout.Percent; p != nil && (*p < 0 || *p > 100) {
 		v.add("resilience.rollout.percent", "expected 0 to 100, got %d", *p)
 	}
-	v.redis()
-	v.pricing()
+}
+
+// stores checks keys.store and the exact cache.
+func (v *validator) stores() {
 	v.duration("keys.refresh_interval", v.c.Keys.RefreshInterval)
 	switch v.c.Keys.Store {
 	case "", KeysStoreSQLite:
@@ -96,12 +118,11 @@ func (v *validator) extra() {
 	default:
 		v.add("cache.store", "expected memory or redis, got %q", v.c.Cache.Store)
 	}
-	v.semanticCache()
-	v.responses()
-	v.nonNegative("telemetry.debug_traces", int64(v.c.Telemetry.DebugTraces))
-	v.nonNegative("request_log.retention_days", int64(v.c.RequestLog.RetentionDays))
-	v.nonNegative("request_log.queue_size", int64(v.c.RequestLog.QueueSize))
-	v.nonNegative("request_log.batch_size", int64(v.c.RequestLog.BatchSize))
+}
+
+// routing checks the models' domains, translation and structured-output
+// modes, and the aliases' translation.
+func (v *validator) routing() {
 	for i, m := range v.c.Models {
 		for d, sc := range m.Domains {
 			if sc < 0 || sc > 1 {
@@ -126,11 +147,9 @@ func (v *validator) extra() {
 			v.add(fmt.Sprintf("aliases[%d].translation", i), "expected drop or reject, got %q", a.Translation)
 		}
 	}
-	switch v.c.Normalization.ParameterPolicy {
-	case "", "drop", "map", "reject":
-	default:
-		v.add("normalization.parameter_policy", "expected drop, map or reject, got %q", v.c.Normalization.ParameterPolicy)
-	}
+}
+
+func (v *validator) fragmentation() {
 	fr := v.c.Fragmentation
 	v.nonNegative("fragmentation.threshold_tokens", int64(fr.ThresholdTokens))
 	v.nonNegative("fragmentation.target_tokens", int64(fr.TargetTokens))
@@ -141,40 +160,42 @@ func (v *validator) extra() {
 	if q := fr.ListQuorum; q != nil && (*q < 0 || *q > 1) {
 		v.add("fragmentation.list_quorum", "expected a number between 0 and 1, got %v", *q)
 	}
+}
+
+// structuredOutput checks the structured_output section: its modes (a
+// file's bad mode is refused while decoding), the one contradiction
+// between two keys, the limits and the derive rules.
+func (v *validator) structuredOutput() {
 	so := v.c.StructuredOutput
-	switch so.StreamMode {
-	case "", "strict", "relaxed":
-	default:
-		v.add("structured_output.stream_mode", "expected strict or relaxed, got %q", so.StreamMode)
+	enum(v, "structured_output.stream_mode", so.StreamMode)
+	enum(v, "structured_output.implied", so.Implied)
+	if so.ImpliedSchemas != nil && !*so.ImpliedSchemas && (so.Implied == structured.ImpliedGuess || so.Implied == structured.ImpliedStrict) {
+		v.add("structured_output.implied", "implied_schemas: false turns implied schemas off; implied: %s contradicts it (set one of them)", so.Implied)
 	}
-	switch so.Implied {
-	case "", "off", "guess", "strict":
-		if so.ImpliedSchemas != nil && !*so.ImpliedSchemas && so.Implied != "" && so.Implied != "off" {
-			v.add("structured_output.implied", "implied_schemas: false turns implied schemas off; implied: %s contradicts it (set one of them)", so.Implied)
-		}
-	default:
-		v.add("structured_output.implied", "expected off, guess or strict, got %q", so.Implied)
-	}
-	switch so.OnViolation {
-	case "", "error", "pass":
-	default:
-		v.add("structured_output.on_violation", "expected error or pass, got %q", so.OnViolation)
-	}
-	for _, l := range []struct {
-		key string
-		v   int
-	}{{"max_schema_depth", so.MaxSchemaDepth}, {"max_schema_bytes", so.MaxSchemaBytes}, {"max_schema_properties", so.MaxSchemaProperties},
-		{"max_schema_subschemas", so.MaxSchemaSubschemas}, {"max_schema_refs", so.MaxSchemaRefs}, {"max_schema_enum_values", so.MaxSchemaEnumValues},
-		{"max_schema_pattern_size", so.MaxSchemaPatternSize}, {"max_schema_expansion", so.MaxSchemaExpansion},
-		{"max_concurrent_schema_compiles", so.MaxConcurrentSchemaCompiles}} {
-		if l.v < 0 {
-			v.add("structured_output."+l.key, "expected a positive number (0 = the default), got %d", l.v)
+	enum(v, "structured_output.on_violation", so.OnViolation)
+	lv := reflect.ValueOf(so.Limits)
+	for _, f := range yamlFields(lv.Type()) {
+		if n := lv.FieldByIndex(f.index).Int(); n < 0 {
+			v.add("structured_output."+f.name, "expected a positive number (0 = the default), got %d", n)
 		}
 	}
 	for i, d := range so.Derive {
 		if d.Field == "" || d.From == "" || len(d.Table) == 0 {
 			v.add(fmt.Sprintf("structured_output.derive[%d]", i), "needs field, from and a non-empty table")
 		}
+	}
+}
+
+// enum checks a typed value with its own UnmarshalText, the one list of
+// its allowed values: a Config built in code may hold any string, while a
+// file's is refused as it is decoded.
+func enum[T ~string, P interface {
+	*T
+	encoding.TextUnmarshaler
+}](v *validator, path string, x T) {
+	var y T
+	if err := P(&y).UnmarshalText([]byte(x)); err != nil {
+		v.add(path, "%v", err)
 	}
 }
 

@@ -2,7 +2,6 @@ package assemble
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -178,30 +177,19 @@ func rollout(c config.Rollout) engine.Rollout {
 	return r
 }
 
-// structuredOptions maps the config section onto the engine's options.
+// structuredOptions maps the structured package's config onto the
+// engine's options (the engine's input until the structured stage takes
+// structured.Config itself).
 func structuredOptions(c config.StructuredOutput) engine.StructuredOptions {
-	o := engine.StructuredOptions{
-		RelaxedStreams: c.StreamMode == "relaxed",
-		PassViolations: c.OnViolation == "pass",
+	return engine.StructuredOptions{
+		RelaxedStreams: c.StreamMode == structured.StreamRelaxed,
+		PassViolations: c.OnViolation == structured.ViolationPass,
 		DisableReask:   c.Reask != nil && !*c.Reask,
-		DisableImplied: c.ImpliedSchemas != nil && !*c.ImpliedSchemas || c.Implied == "off",
-		StrictImplied:  c.Implied == "strict",
-		Limits: structured.Limits{MaxDepth: c.MaxSchemaDepth, MaxBytes: c.MaxSchemaBytes, MaxProperties: c.MaxSchemaProperties,
-			MaxSubschemas: c.MaxSchemaSubschemas, MaxRefs: c.MaxSchemaRefs, MaxEnumValues: c.MaxSchemaEnumValues,
-			MaxPatternSize: c.MaxSchemaPatternSize, MaxExpansion: c.MaxSchemaExpansion, MaxConcurrentCompiles: c.MaxConcurrentSchemaCompiles},
+		DisableImplied: c.ImpliedOff(),
+		StrictImplied:  c.Implied == structured.ImpliedStrict,
+		Derive:         c.Derivations(),
+		Limits:         c.Limits,
 	}
-	for _, d := range c.Derive {
-		t := map[string]any{}
-		for k, v := range d.Table {
-			var x any
-			if err := json.Unmarshal([]byte(v), &x); err != nil {
-				x = v // not JSON: the string itself
-			}
-			t[k] = x
-		}
-		o.Derive = append(o.Derive, structured.Derivation{At: d.At, Field: d.Field, From: d.From, Table: t})
-	}
-	return o
 }
 
 func fragmentOptions(c config.Fragmentation) engine.FragmentOptions {
@@ -361,9 +349,4 @@ func loadCalibrations(path string) ([]*normalize.Calibration, error) {
 		}
 	}
 	return all, nil
-}
-
-// normalizePolicy is normalization.parameter_policy.
-func normalizePolicy(c config.Normalization) normalize.Policy {
-	return normalize.Policy(c.ParameterPolicy)
 }
