@@ -22,7 +22,7 @@ func TestImportRules(t *testing.T) {
 		mod + "/internal/llm":            nil,
 		mod + "/internal/sse":            nil,
 		mod + "/internal/resilience":     nil,
-		mod + "/config":                  {"github.com/goccy/go-yaml", mod + "/internal/resilience", mod + "/internal/health", mod + "/internal/pricing", mod + "/internal/cache", mod + "/internal/shadow", mod + "/internal/pii", mod + "/internal/convstate", mod + "/internal/normalize", mod + "/internal/structured"},
+		mod + "/config":                  {"github.com/goccy/go-yaml", mod + "/internal/resilience", mod + "/internal/health", mod + "/internal/pricing", mod + "/internal/cache", mod + "/internal/shadow", mod + "/internal/pii", mod + "/internal/convstate", mod + "/internal/normalize", mod + "/internal/structured", mod + "/internal/fragment"},
 		mod + "/internal/pricing":        nil,
 		mod + "/internal/cache":          nil,
 		mod + "/internal/shadow":         nil,

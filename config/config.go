@@ -13,7 +13,8 @@
 //
 // A policy's or stage's settings decode straight into its package's config
 // type (resilience.BreakerConfig, resilience.BudgetConfig,
-// resilience.HedgePolicy, structured.Config, normalize.Policy), whose
+// resilience.HedgePolicy, structured.Config, fragment.Config,
+// normalize.Policy), whose
 // constructor owns the defaults and the rules: Validate runs it. A typed
 // value (a mode, a policy name) decodes with its own UnmarshalText, which
 // lists the allowed values in its error.
@@ -21,7 +22,8 @@
 // The package imports only the standard library, github.com/goccy/go-yaml and
 // Keel's policy and stage packages whose config types it decodes into
 // (internal/resilience, internal/pricing, internal/cache, internal/shadow,
-// internal/pii, internal/convstate, internal/normalize, internal/structured;
+// internal/pii, internal/convstate, internal/normalize, internal/structured,
+// internal/fragment;
 // internal/health is allowed too). It builds nothing: internal/assemble
 // builds a mesh from a Config.
 package config
@@ -34,6 +36,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/convstate"
+	"github.com/keelmesh/keel/internal/fragment"
 	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/resilience"
@@ -420,26 +423,9 @@ type Normalization struct {
 	ParameterPolicy normalize.Policy `yaml:"parameter_policy"`
 }
 
-// Fragmentation splits long inputs at semantic boundaries, sends each
-// fragment to several endpoints, and fuses the answers by vote.
-type Fragmentation struct {
-	// ThresholdTokens fragments every request whose last user message is
-	// longer than this many (estimated) tokens; 0 (default) fragments only
-	// requests that set mesh_behavior.fragment: true.
-	ThresholdTokens int `yaml:"threshold_tokens"`
-	// TargetTokens is a fragment's size; default 1500.
-	TargetTokens int `yaml:"target_tokens"`
-	// OverlapBudget bounds repeated context, as a share of the input; default 0.15.
-	OverlapBudget float64 `yaml:"overlap_budget"`
-	// Redundancy is how many distinct endpoints answer each fragment; default 2.
-	Redundancy int `yaml:"redundancy"`
-	// ListQuorum is the share of replica confidence a list item needs to be
-	// kept; default 0.5 (0 would keep the plain union).
-	ListQuorum *float64 `yaml:"list_quorum"`
-	// MergeCall merges free-text fragment answers with one final request
-	// instead of concatenating them; default false.
-	MergeCall bool `yaml:"merge_call"`
-}
+// Fragmentation is the fragmentation section: the fragment package's own
+// config type, whose defaults live in that package.
+type Fragmentation = fragment.Config
 
 // StructuredOutput is the structured_output section: the structured
 // package's own config type (structured.Config), whose typed modes decode

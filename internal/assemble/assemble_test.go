@@ -73,13 +73,22 @@ models:
 			t.Errorf("passthrough region %q, want %q", p.Region, config.DefaultRegion)
 		}
 	}
-	a := routed.routed[0]
-	if a.ID != "m/eu/a" || a.UpstreamModel != "up" || a.BaseURL != "http://a.test" || a.Continuation != provider.ContinuePrefix ||
-		a.ResponseHeaderTimeout != 7*time.Second || a.Header.Get("X-Team") != "blue" || a.StructuredOutputs != provider.SchemaTool {
-		t.Errorf("model endpoint on a: %+v", a)
+	checkModelEndpoints(t, routed.routed)
+}
+
+func checkModelEndpoints(t *testing.T, eps []*provider.Endpoint) {
+	t.Helper()
+	a := eps[0]
+	got := []any{a.ID, a.UpstreamModel, a.BaseURL, a.Continuation, a.ResponseHeaderTimeout, a.Header.Get("X-Team"), a.StructuredOutputs}
+	want := []any{"m/eu/a", "up", "http://a.test", provider.ContinuePrefix, 7 * time.Second, "blue", provider.SchemaTool}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("model endpoint on a: %v, want %v", got, want)
 	}
-	if o := routed.routed[1]; o.BaseURL != "http://o2.test/v1" || o.UpstreamModel != "m" || o.Format != llm.ParseFormat(config.APIResponses) {
-		t.Errorf("model endpoint on o: base %q, upstream model %q, format %q", o.BaseURL, o.UpstreamModel, o.Format)
+	o := eps[1]
+	got = []any{o.BaseURL, o.UpstreamModel, o.Format}
+	want = []any{"http://o2.test/v1", "m", llm.ParseFormat(config.APIResponses)}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("model endpoint on o: %v, want %v", got, want)
 	}
 }
 

@@ -192,13 +192,12 @@ func structuredOptions(c config.StructuredOutput) engine.StructuredOptions {
 	}
 }
 
+// fragmentOptions maps the fragment package's config onto the engine's
+// options (the engine's input until the fragment stage takes
+// fragment.Config itself).
 func fragmentOptions(c config.Fragmentation) engine.FragmentOptions {
-	q := 0.5
-	if c.ListQuorum != nil {
-		q = *c.ListQuorum
-	}
 	return engine.FragmentOptions{ThresholdTokens: c.ThresholdTokens, TargetTokens: c.TargetTokens,
-		OverlapBudget: c.OverlapBudget, Redundancy: c.Redundancy, ListQuorum: q, MergeCall: c.MergeCall}
+		OverlapBudget: c.OverlapBudget, Redundancy: c.Redundancy, ListQuorum: c.Quorum(), MergeCall: c.MergeCall}
 }
 
 // piiOptions builds the engine's personal-data options from the pii
