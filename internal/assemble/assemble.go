@@ -85,9 +85,6 @@ func Build(cfg *config.Config, o Options) (_ *Mesh, err error) {
 		m.upstream = upstreamTransport(cfg, ups.routed)
 		rt = m.upstream
 	}
-	sopts := structuredOptions(cfg.StructuredOutput)
-	// The compile semaphore is process-wide; the last mesh built sizes it.
-	structured.SetLimits(sopts.Limits)
 	clf, err := classifier(cfg)
 	if err != nil {
 		return nil, err
@@ -122,7 +119,7 @@ func Build(cfg *config.Config, o Options) (_ *Mesh, err error) {
 	}
 	m.eng, err = engine.New(engine.Options{Cache: cs.exact, CachePolicy: cfg.Cache.Policy, Semantic: cs.semantic, Shared: sh.engineState(), Prices: prices.Lookup,
 		Endpoints: ups.routed, Aliases: aliases(cfg), Client: provider.NewClient(rt), Logger: o.Logger,
-		Passthrough: ups.passthrough, Resilience: resilienceOptions(cfg.Resilience), Structured: sopts,
+		Passthrough: ups.passthrough, Resilience: resilienceOptions(cfg.Resilience), Structured: structuredOptions(cfg.StructuredOutput),
 		Fragment: fragmentOptions(cfg.Fragmentation), StructuredMetrics: m.smetrics, Calibrations: cals, ParamPolicy: cfg.Normalization.ParameterPolicy,
 		DisableNormalization: cfg.Normalization.Enabled != nil && !*cfg.Normalization.Enabled,
 		Shadow:               engine.ShadowOptions{Workers: cfg.Shadow.Workers, Queue: cfg.Shadow.Queue, ShedInflight: cfg.Shadow.ShedInflight, Timeout: cfg.Shadow.Timeout.Std()},
