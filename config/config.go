@@ -14,7 +14,7 @@
 // A policy's or stage's settings decode straight into its package's config
 // type (resilience.BreakerConfig, resilience.BudgetConfig,
 // resilience.HedgePolicy, structured.Config, fragment.Config,
-// normalize.Policy), whose
+// rollout.Config, normalize.Policy), whose
 // constructor owns the defaults and the rules: Validate runs it. A typed
 // value (a mode, a policy name) decodes with its own UnmarshalText, which
 // lists the allowed values in its error.
@@ -23,7 +23,7 @@
 // Keel's policy and stage packages whose config types it decodes into
 // (internal/resilience, internal/pricing, internal/cache, internal/shadow,
 // internal/pii, internal/convstate, internal/normalize, internal/structured,
-// internal/fragment;
+// internal/fragment, internal/rollout;
 // internal/health is allowed too). It builds nothing: internal/assemble
 // builds a mesh from a Config.
 package config
@@ -40,6 +40,7 @@ import (
 	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/resilience"
+	"github.com/keelmesh/keel/internal/rollout"
 	"github.com/keelmesh/keel/internal/shadow"
 	"github.com/keelmesh/keel/internal/structured"
 )
@@ -500,17 +501,10 @@ type Resilience struct {
 	Rollout     Rollout                  `yaml:"rollout"`
 }
 
-// Rollout sends Percent of the traffic (sticky by the X-Mesh-Rollout-Key
-// header, else the end user id) through Stage and the rest through
-// "monitor". Default: full for 100 %.
-type Rollout struct {
-	// Stage is "monitor" (observe only: the primary model, no hedging,
-	// continuation or repair), "hedging" (routing, retries, fallback,
-	// hedging, continuation; answers untouched) or "full" (default).
-	Stage string `yaml:"stage"`
-	// Percent of keys that get Stage; default 100 when stage is set.
-	Percent *int `yaml:"percent"`
-}
+// Rollout is resilience.rollout: the rollout package's own config type
+// (its stage decodes with its own UnmarshalText; its rules are
+// rollout.Rollout.Validate's).
+type Rollout = rollout.Config
 
 // Valve is the mesh-aware safety valve: when the share of calls that needed
 // a fallback to a weaker model passes its threshold over its window, the

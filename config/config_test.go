@@ -340,6 +340,14 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "resilience.rollout: the stage and the percent by the rollout package's rules",
+			yaml: "resilience:\n  rollout:\n    stage: half\n    percent: 101\n",
+			want: []string{
+				`keel.yaml:3:5: resilience.rollout.stage: expected monitor, hedging or full, got "half"`,
+				`keel.yaml:4:5: resilience.rollout.percent: rollout percent 101: want 0-100`,
+			},
+		},
+		{
 			name: "a typed mode given a list",
 			yaml: "structured_output:\n  stream_mode: [strict]\n",
 			want: []string{`keel.yaml:2:16: structured_output.stream_mode: expected a string, got a list`},

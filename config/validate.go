@@ -18,6 +18,7 @@ import (
 	"github.com/keelmesh/keel/internal/convstate"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/resilience"
+	"github.com/keelmesh/keel/internal/rollout"
 	"github.com/keelmesh/keel/internal/shadow"
 	"github.com/keelmesh/keel/internal/structured"
 )
@@ -86,14 +87,7 @@ func (v *validator) resilience() {
 	policy(v, "resilience", r.Hedge, resilience.HedgePolicy.Validate)
 	policy(v, "resilience.breaker", r.Breaker, checkBreaker)
 	policy(v, "resilience.safety_valve", r.SafetyValve.ValveConfig, resilience.ValveConfig.Validate)
-	switch r.Rollout.Stage {
-	case "", "monitor", "hedging", "full":
-	default:
-		v.add("resilience.rollout.stage", "expected monitor, hedging or full, got %q", r.Rollout.Stage)
-	}
-	if p := r.Rollout.Percent; p != nil && (*p < 0 || *p > 100) {
-		v.add("resilience.rollout.percent", "expected 0 to 100, got %d", *p)
-	}
+	policy(v, "resilience.rollout", r.Rollout, rollout.Config.Validate)
 }
 
 // stores checks keys.store and the exact cache.

@@ -539,8 +539,10 @@ func TestValidateInCode(t *testing.T) {
 				StructuredOutput: StructuredOutput{StreamMode: "buffered", Implied: "always", OnViolation: "ignore", ImpliedSchemas: new(bool),
 					Limits: structured.Limits{MaxRefs: -2}},
 				Normalization: Normalization{ParameterPolicy: "clamp"},
+				Resilience:    Resilience{Rollout: Rollout{Stage: "half"}},
 			},
 			want: []string{
+				`resilience.rollout.stage: rollout stage "half": want monitor, hedging or full`,
 				`normalization.parameter_policy: expected drop, map or reject, got "clamp"`,
 				`structured_output.stream_mode: expected strict or relaxed, got "buffered"`,
 				`structured_output.implied: expected off, guess or strict, got "always"`,

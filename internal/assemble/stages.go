@@ -161,20 +161,9 @@ func resilienceOptions(c config.Resilience) engine.Resilience {
 		DisableHedging:  c.Hedging != nil && !*c.Hedging,
 		DisableRecovery: c.Recovery != nil && !*c.Recovery,
 		ProbeInterval:   c.ProbeInterval.Std(),
-		Rollout:         rollout(c.Rollout),
+		Rollout:         c.Rollout.Rollout(),
 		Valve:           c.SafetyValve.ValveConfig,
 	}
-}
-
-func rollout(c config.Rollout) engine.Rollout {
-	r := engine.Rollout{Stage: c.Stage, Percent: 100}
-	if r.Stage == "" {
-		r.Stage = engine.StageFull
-	}
-	if c.Percent != nil {
-		r.Percent = *c.Percent
-	}
-	return r
 }
 
 // structuredOptions maps the structured package's config onto the
