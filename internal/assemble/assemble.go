@@ -82,7 +82,7 @@ func Build(cfg *config.Config, o Options) (_ *Mesh, err error) {
 	m := &Mesh{smetrics: &structured.Metrics{}}
 	rt := o.Upstream
 	if rt == nil {
-		m.upstream = upstreamTransport(cfg, ups.routed)
+		m.upstream = upstreamTransport(cfg, ups)
 		rt = m.upstream
 	}
 	clf, err := classifier(cfg)

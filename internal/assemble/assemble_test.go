@@ -178,3 +178,26 @@ func TestPIIHashKeyFromAuditLog(t *testing.T) {
 		t.Errorf("without an audit log or a configured key, hash key %x, want none", o.HashKey)
 	}
 }
+
+// http_client: standard puts the provider's hosts on net/http's client,
+// whether its endpoints are a model's or, with no models declared, the
+// passthrough ones.
+func TestStandardClientForModelAndPassthroughEndpoints(t *testing.T) {
+	const prov = "providers: [{name: s, type: openai, base_url: \"http://s.test:8000/v1\", http_client: standard}, {name: l, type: openai, base_url: \"http://l.test/v1\"}]\n"
+	for _, tt := range []struct{ name, yaml string }{
+		{name: "models", yaml: prov + "models: [{name: m, endpoints: [{provider: s}, {provider: l}]}]\n"},
+		{name: "passthrough", yaml: prov},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := parse(t, tt.yaml)
+			ups, err := resolveUpstreams(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := transportOptions(cfg, ups).Standard
+			if want := map[string]bool{"s.test:8000": true}; !reflect.DeepEqual(got, want) {
+				t.Errorf("standard hosts %v, want %v", got, want)
+			}
+		})
+	}
+}

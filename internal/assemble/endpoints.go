@@ -20,6 +20,11 @@ type upstreams struct {
 	passthrough []*provider.Endpoint
 }
 
+// all is every endpoint, routed and passthrough.
+func (u upstreams) all() []*provider.Endpoint {
+	return append(append([]*provider.Endpoint(nil), u.routed...), u.passthrough...)
+}
+
 // resolveUpstreams is the first step of Build: it reads the API keys now.
 func resolveUpstreams(cfg *config.Config) (upstreams, error) {
 	eps, err := Endpoints(cfg)
@@ -124,10 +129,16 @@ func headerOf(m map[string]config.Secret) http.Header {
 // upstreamTransport is Keel's own tuned transport, sized by the
 // providers: the largest connect timeout and pool sizes any asks for, and
 // net/http's client for the hosts of providers with http_client: standard.
-func upstreamTransport(cfg *config.Config, eps []*provider.Endpoint) interface {
+func upstreamTransport(cfg *config.Config, u upstreams) interface {
 	http.RoundTripper
 	CloseIdleConnections()
 } {
+	return provider.NewUpstreamTransport(transportOptions(cfg, u))
+}
+
+// transportOptions sizes the upstream transport for the providers and
+// their endpoints.
+func transportOptions(cfg *config.Config, u upstreams) provider.TransportOptions {
 	topt := provider.TransportOptions{}
 	standard := map[string]bool{}
 	for _, p := range cfg.Providers {
@@ -136,7 +147,7 @@ func upstreamTransport(cfg *config.Config, eps []*provider.Endpoint) interface {
 		topt.MaxConnsPerHost = max(topt.MaxConnsPerHost, p.MaxConnsPerHost)
 		standard[p.Name] = p.HTTPClient == "standard"
 	}
-	for _, ep := range eps {
+	for _, ep := range u.all() {
 		if standard[ep.Provider] {
 			if topt.Standard == nil {
 				topt.Standard = map[string]bool{}
@@ -144,7 +155,7 @@ func upstreamTransport(cfg *config.Config, eps []*provider.Endpoint) interface {
 			topt.Standard[hostPort(ep.BaseURL)] = true
 		}
 	}
-	return provider.NewUpstreamTransport(topt)
+	return topt
 }
 
 // hostPort is base's "host:port", the upstream transport's pool key.
