@@ -351,20 +351,7 @@ func (v *validator) providers() {
 	for i, p := range v.c.Providers {
 		base := fmt.Sprintf("providers[%d]", i)
 		v.name(base+".name", "provider", p.Name, first)
-		switch p.Type {
-		case TypeAnthropic, TypeOpenAI:
-		case "":
-			v.add(base+".type", "required: expected anthropic or openai")
-		default:
-			v.add(base+".type", "unknown provider type %q: expected anthropic or openai", p.Type)
-		}
-		switch {
-		case p.API == "" || p.API == APIChatCompletions || p.API == APIResponses && p.Type == TypeOpenAI:
-		case p.API == APIResponses:
-			v.add(base+".api", "applies only to providers of type openai")
-		default:
-			v.add(base+".api", "unknown api %q: expected %s or %s", p.API, APIChatCompletions, APIResponses)
-		}
+		v.providerAPI(base, p)
 		if p.BaseURL != "" {
 			if err := checkURL(p.BaseURL); err != "" {
 				v.add(base+".base_url", "%s", err)
@@ -386,36 +373,66 @@ func (v *validator) providers() {
 				v.add(base+".anthropic_version", "expected a date such as %q or %q, got %q", DefaultAnthropicVersion, AnthropicVersionClient, p.AnthropicVersion)
 			}
 		}
-		folded := map[string]string{}
-		for _, name := range sortedKeys(p.Headers) {
-			path := base + ".headers." + name
-			if prev, ok := folded[strings.ToLower(name)]; ok {
-				v.add(path, "duplicate header: %q and %q name the same header", prev, name)
-			}
-			folded[strings.ToLower(name)] = name
-			if !validHeaderName(name) {
-				v.add(path, "invalid header name: expected letters, digits and !#$%%&'*+-.^_`|~")
-			}
-			if strings.ContainsAny(p.Headers[name].Value(), "\r\n\x00") {
-				v.add(path, "header value must not contain line breaks or NUL")
-			}
+		v.headers(base, p.Headers)
+		v.providerClient(base, p)
+	}
+}
+
+// providerAPI checks a provider's type and api.
+func (v *validator) providerAPI(base string, p Provider) {
+	switch p.Type {
+	case TypeAnthropic, TypeOpenAI:
+	case "":
+		v.add(base+".type", "required: expected anthropic or openai")
+	default:
+		v.add(base+".type", "unknown provider type %q: expected anthropic or openai", p.Type)
+	}
+	switch {
+	case p.API == "" || p.API == APIChatCompletions || p.API == APIResponses && p.Type == TypeOpenAI:
+	case p.API == APIResponses:
+		v.add(base+".api", "applies only to providers of type openai")
+	default:
+		v.add(base+".api", "unknown api %q: expected %s or %s", p.API, APIChatCompletions, APIResponses)
+	}
+}
+
+// headers checks a provider's extra headers: valid, distinct names and
+// values without line breaks.
+func (v *validator) headers(base string, hs map[string]Secret) {
+	folded := map[string]string{}
+	for _, name := range sortedKeys(hs) {
+		path := base + ".headers." + name
+		if prev, ok := folded[strings.ToLower(name)]; ok {
+			v.add(path, "duplicate header: %q and %q name the same header", prev, name)
 		}
-		v.duration(base+".timeouts.connect", p.Timeouts.Connect)
-		v.duration(base+".timeouts.response_header", p.Timeouts.ResponseHeader)
-		v.duration(base+".timeouts.stream_idle", p.Timeouts.StreamIdle)
-		v.duration(base+".timeouts.request", p.Timeouts.Request)
-		v.nonNegative(base+".max_conns_per_host", int64(p.MaxConnsPerHost))
-		v.nonNegative(base+".max_idle_conns_per_host", int64(p.MaxIdleConnsPerHost))
-		if p.HTTPClient != "" && p.HTTPClient != "lean" && p.HTTPClient != "standard" {
-			v.add(base+".http_client", "expected lean or standard, got %q", p.HTTPClient)
+		folded[strings.ToLower(name)] = name
+		if !validHeaderName(name) {
+			v.add(path, "invalid header name: expected letters, digits and !#$%%&'*+-.^_`|~")
 		}
-		// The names of provider.ParseContinuation, which config cannot
-		// import; continuation_test.go checks that the two agree.
-		switch p.Continuation {
-		case "", "prefill", "continue_final_message", "prefix", "none":
-		default:
-			v.add(base+".continuation", "expected prefill, continue_final_message, prefix or none, got %q", p.Continuation)
+		if strings.ContainsAny(hs[name].Value(), "\r\n\x00") {
+			v.add(path, "header value must not contain line breaks or NUL")
 		}
+	}
+}
+
+// providerClient checks a provider's timeouts, connection pool, client
+// and continuation.
+func (v *validator) providerClient(base string, p Provider) {
+	v.duration(base+".timeouts.connect", p.Timeouts.Connect)
+	v.duration(base+".timeouts.response_header", p.Timeouts.ResponseHeader)
+	v.duration(base+".timeouts.stream_idle", p.Timeouts.StreamIdle)
+	v.duration(base+".timeouts.request", p.Timeouts.Request)
+	v.nonNegative(base+".max_conns_per_host", int64(p.MaxConnsPerHost))
+	v.nonNegative(base+".max_idle_conns_per_host", int64(p.MaxIdleConnsPerHost))
+	if p.HTTPClient != "" && p.HTTPClient != "lean" && p.HTTPClient != "standard" {
+		v.add(base+".http_client", "expected lean or standard, got %q", p.HTTPClient)
+	}
+	// The names of provider.ParseContinuation, which config cannot
+	// import; continuation_test.go checks that the two agree.
+	switch p.Continuation {
+	case "", "prefill", "continue_final_message", "prefix", "none":
+	default:
+		v.add(base+".continuation", "expected prefill, continue_final_message, prefix or none, got %q", p.Continuation)
 	}
 }
 
@@ -521,20 +538,7 @@ func (v *validator) aliases() {
 			v.add(base+".models", "required: at least one model")
 		}
 		if t := a.Tiering; t != nil {
-			for _, tier := range []struct{ key, name string }{{"cheap", t.Tiers.Cheap}, {"middle", t.Tiers.Middle}, {"strong", t.Tiers.Strong}} {
-				path := base + ".tiering.tiers." + tier.key
-				switch {
-				case tier.name == "":
-					v.add(path, "required: the model of the %s tier", tier.key)
-				case v.c.Model(tier.name) != nil && v.c.Model(tier.name).Kind == KindEmbedding:
-					v.add(path, "%q is an embedding model: a tier names a chat model", tier.name)
-				case v.c.Model(tier.name) != nil:
-				case v.c.Alias(tier.name) != nil:
-					v.add(path, "%q is an alias: a tier names a model", tier.name)
-				default:
-					v.add(path, "unknown model %q%s", tier.name, v.didYouMean(tier.name, v.modelNames()))
-				}
-			}
+			v.tiering(base+".tiering.tiers.", t.Tiers)
 		}
 		listed := map[string]bool{}
 		for j, name := range a.Models {
@@ -568,6 +572,24 @@ func (v *validator) aliases() {
 	v.nonNegative("shadow.queue", int64(s.Queue))
 	v.nonNegative("shadow.shed_inflight", int64(s.ShedInflight))
 	v.duration("shadow.timeout", s.Timeout)
+}
+
+// tiering checks that each tier names a chat model.
+func (v *validator) tiering(base string, t Tiers) {
+	for _, tier := range []struct{ key, name string }{{"cheap", t.Cheap}, {"middle", t.Middle}, {"strong", t.Strong}} {
+		path := base + tier.key
+		switch {
+		case tier.name == "":
+			v.add(path, "required: the model of the %s tier", tier.key)
+		case v.c.Model(tier.name) != nil && v.c.Model(tier.name).Kind == KindEmbedding:
+			v.add(path, "%q is an embedding model: a tier names a chat model", tier.name)
+		case v.c.Model(tier.name) != nil:
+		case v.c.Alias(tier.name) != nil:
+			v.add(path, "%q is an alias: a tier names a model", tier.name)
+		default:
+			v.add(path, "unknown model %q%s", tier.name, v.didYouMean(tier.name, v.modelNames()))
+		}
+	}
 }
 
 // shadow checks an alias's shadow policy key by key.
