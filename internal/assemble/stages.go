@@ -82,11 +82,13 @@ func aliases(cfg *config.Config) map[string]engine.Alias {
 		out[a.Name] = ea
 	}
 	if t := autoTiering(cfg); t != nil {
-		out[config.AutoAlias] = engine.Alias{Tiering: engineTiering(t)}
+		out[config.AutoAlias] = engine.Alias{Tiering: t}
 	}
 	return out
 }
 
+// engineTiering maps an alias's tiering (tiers nested under tiers: in the
+// file) onto the classify package's flat one the engine takes.
 func engineTiering(t *config.Tiering) *engine.Tiering {
 	if t == nil {
 		return nil
@@ -99,7 +101,7 @@ func engineTiering(t *config.Tiering) *engine.Tiering {
 // tier is the least capable model, the strong tier the most capable, the
 // middle tier the one nearest midway between them; a tie goes to the lower
 // list price, then to the model listed first. It escalates.
-func autoTiering(cfg *config.Config) *config.Tiering {
+func autoTiering(cfg *config.Config) *engine.Tiering {
 	if cfg.Model(config.AutoAlias) != nil || cfg.Alias(config.AutoAlias) != nil || len(cfg.Models) == 0 {
 		return nil
 	}
@@ -126,7 +128,7 @@ func autoTiering(cfg *config.Config) *config.Tiering {
 	}
 	mid := cheap.Capability + strong.Capability // twice the midpoint
 	middle := pick(func(c int) int { return max(2*c-mid, mid-2*c) })
-	return &config.Tiering{Tiers: config.Tiers{Cheap: cheap.Name, Middle: middle.Name, Strong: strong.Name}, Escalate: true}
+	return &engine.Tiering{Cheap: cheap.Name, Middle: middle.Name, Strong: strong.Name, Escalate: true}
 }
 
 // classifier is the shipped domain classifier, extended by
