@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"fmt"
+	"strings"
 	"unsafe"
 
 	"modernc.org/libc"
@@ -38,6 +39,10 @@ const ptrSize = int(unsafe.Sizeof(uintptr(0)))
 // openRaw opens path read-write (its schema already migrated by Open) with
 // the writer's settings, those dsn gives the pool's connections.
 func openRaw(path string) (_ *rawConn, err error) {
+	if strings.HasPrefix(path, "file:") {
+		// A name starting "file:" may be read as a URI: this one is a path.
+		path = "./" + path
+	}
 	c := &rawConn{tls: libc.NewTLS()}
 	defer func() {
 		if err != nil {
