@@ -176,7 +176,7 @@ func TestRoundTrip(t *testing.T) {
 
 // TestWriterOpensThePathAsIs: the writer's own connection (rawConn) opens
 // the file the pool's connections open, whatever characters its name has,
-// and stores strings byte for byte, empty ones as '' (not NULL), long ones
+// and stores strings byte for byte, empty ones as ” (not NULL), long ones
 // past its first string buffer.
 func TestWriterOpensThePathAsIs(t *testing.T) {
 	for _, name := range []string{"a?b#c%25 d.db", "file:x.db", "重要.db"} {

@@ -2,8 +2,8 @@ package sqlite
 
 import (
 	"fmt"
+	"math/bits"
 	"strings"
-	"unsafe"
 
 	"modernc.org/libc"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -33,8 +33,8 @@ type rawConn struct {
 	arena, size uintptr
 }
 
-// ptrSize is the size of a C pointer.
-const ptrSize = int(unsafe.Sizeof(uintptr(0)))
+// ptrSize is the size of a C pointer (Go's uintptr, as big as its uint).
+const ptrSize = bits.UintSize / 8
 
 // openRaw opens path read-write (its schema already migrated by Open) with
 // the writer's settings, those dsn gives the pool's connections.
@@ -153,6 +153,7 @@ func (c *rawConn) run(s uintptr, vals []any) error {
 		}
 		c.size = size
 	}
+	arena := libc.GoBytes(c.arena, int(c.size)) // the arena, not a copy
 	var off uintptr
 	for i, v := range vals {
 		var rc int32
@@ -168,11 +169,7 @@ func (c *rawConn) run(s uintptr, vals []any) error {
 			}
 			rc = sqlite3.Xsqlite3_bind_int64(c.tls, s, int32(i+1), b)
 		case string:
-			if len(x) > 0 {
-				// x is held by vals, on the heap (vals is []any), which
-				// the collector does not move.
-				libc.Xmemcpy(c.tls, c.arena+off, uintptr(unsafe.Pointer(unsafe.StringData(x))), libc.Tsize_t(len(x)))
-			}
+			copy(arena[off:], x)
 			rc = sqlite3.Xsqlite3_bind_text(c.tls, s, int32(i+1), c.arena+off, int32(len(x)), 0)
 			off += uintptr(len(x))
 		default:
