@@ -40,6 +40,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Transport is an http.RoundTripper that calls Handler directly.
@@ -340,6 +341,16 @@ type responseWriter struct {
 }
 
 func (w *responseWriter) Header() http.Header { return w.header }
+
+// errNoDeadline is SetReadDeadline's answer: http.ErrNotSupported, as
+// http.ResponseController answers for a writer without the method, made
+// once (net/http formats a new error on every call: 2 allocations per
+// embedded call, as keel's server asks at every body it reads).
+var errNoDeadline = fmt.Errorf("inproc: no read deadline, the body is in memory: %w", http.ErrNotSupported)
+
+// SetReadDeadline reports that the in-process writer has no read deadline:
+// the request's body is in memory.
+func (w *responseWriter) SetReadDeadline(time.Time) error { return errNoDeadline }
 
 func (w *responseWriter) WriteHeader(code int) {
 	if w.status != 0 {

@@ -192,8 +192,27 @@ func (e *Endpoint) APIVersion(client http.Header) string {
 
 // isAnthropicAPI reports whether base is Anthropic's own API.
 func isAnthropicAPI(base string) bool {
+	// A host of Anthropic's API is in the URL's text (url.Parse refuses
+	// escaped ASCII in a host): the parse (≈ 1 µs per call) only when so.
+	if !containsFold(base, anthropicHost) {
+		return false
+	}
 	u, err := url.Parse(base)
-	return err == nil && strings.EqualFold(u.Hostname(), "api.anthropic.com")
+	return err == nil && strings.EqualFold(u.Hostname(), anthropicHost)
+}
+
+const anthropicHost = "api.anthropic.com"
+
+// containsFold reports whether s contains the lower-case ASCII sub in any
+// case (strings.EqualFold's folding for ASCII; sub's letters have no
+// non-ASCII fold).
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // TransportOptions tune the shared upstream transport.
