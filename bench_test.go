@@ -99,28 +99,6 @@ func BenchmarkEmbeddedCacheHit(b *testing.B) {
 	cpu.report(b)
 }
 
-// BenchmarkEmbeddedSemanticCacheHit: the cost of a semantic hit through the
-// embedded transport: the exact cache misses, the last user message is
-// embedded by the simulator's /v1/embeddings (in memory, 1536 dimensions),
-// the HNSW index answers, no upstream chat call.
-func BenchmarkEmbeddedSemanticCacheHit(b *testing.B) {
-	m, up := semanticMesh(b, 0, false)
-	rt := m.Transport()
-	const sys = "You are a support agent."
-	askChat(b, rt, semanticAlias, sys, "How do I cancel an order I just placed?") // the miss that fills the cache
-	b.ReportAllocs()
-	cpu := startCPU()
-	for b.Loop() {
-		if _, c, s := askChat(b, rt, semanticAlias, sys, "I just placed an order, how can I cancel it?"); c != "hit" || s == "" {
-			b.Fatalf("X-Mesh-Cache %q, similarity %q; want a semantic hit", c, s)
-		}
-	}
-	cpu.report(b)
-	if n := up.chats.Load(); n != 1 {
-		b.Fatalf("%d upstream chat calls, want 1", n)
-	}
-}
-
 // embeddedTransport is Keel's embedded transport in front of the
 // zero-latency simulator, in memory; closed with the benchmark.
 func embeddedTransport(b *testing.B) http.RoundTripper {
