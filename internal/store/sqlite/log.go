@@ -447,7 +447,7 @@ type writer struct {
 	maxSeq uintptr
 	insert [numTables][maxChunkLog + 1]uintptr
 	// vals holds a batch's values for each table; reused by the next batch.
-	vals [numTables][]any
+	vals [numTables][]value
 }
 
 // close finalizes the statements and closes the connection.
@@ -543,16 +543,15 @@ func (l *Log) insertRows(batch []*engine.Record, bodies bool) error {
 		if r.Err != nil {
 			code = r.Err.MeshCode
 		}
-		// The values must be int64, float64, bool or string (rawConn.run).
-		req = append(req, seq,
-			r.RequestID, r.Start.UnixNano(), ms(r.Duration), ms(r.TTFT), r.Format.String(), r.Model,
-			r.ServedBy, r.ServedModel, r.ServedRegion, r.ServedProvider, int64(r.Status), code,
-			r.Fallback, int64(len(r.Attempts)), int64(r.Retries), int64(r.Hedges), r.HedgeWon,
-			int64(r.Recovered), int64(r.Fragments), int64(r.FragmentsOK), int64(r.Fusions),
-			int64(r.FusionConflicts), r.NormalizationOffset, strings.Join(r.Repairs, "\n"),
-			int64(r.Usage.InputTokens), int64(r.Usage.OutputTokens), int64(r.Usage.CacheReadTokens),
-			int64(r.Usage.CacheWriteTokens), r.Cost, ms(r.QueueWait), r.Stream, r.Domain, r.Legacy, r.Stage, r.KeyID, r.Team,
-			r.Cache, r.SemanticCache, r.CacheSimilarity)
+		req = append(req, vInt(seq),
+			vText(r.RequestID), vInt(r.Start.UnixNano()), vReal(ms(r.Duration)), vReal(ms(r.TTFT)), vText(r.Format.String()), vText(r.Model),
+			vText(r.ServedBy), vText(r.ServedModel), vText(r.ServedRegion), vText(r.ServedProvider), vInt(int64(r.Status)), vText(code),
+			vText(r.Fallback), vInt(int64(len(r.Attempts))), vInt(int64(r.Retries)), vInt(int64(r.Hedges)), vBool(r.HedgeWon),
+			vInt(int64(r.Recovered)), vInt(int64(r.Fragments)), vInt(int64(r.FragmentsOK)), vInt(int64(r.Fusions)),
+			vInt(int64(r.FusionConflicts)), vReal(r.NormalizationOffset), vText(strings.Join(r.Repairs, "\n")),
+			vInt(int64(r.Usage.InputTokens)), vInt(int64(r.Usage.OutputTokens)), vInt(int64(r.Usage.CacheReadTokens)),
+			vInt(int64(r.Usage.CacheWriteTokens)), vReal(r.Cost), vReal(ms(r.QueueWait)), vBool(r.Stream), vText(r.Domain), vBool(r.Legacy), vText(r.Stage), vText(r.KeyID), vText(r.Team),
+			vText(r.Cache), vText(r.SemanticCache), vReal(r.CacheSimilarity))
 		for i, a := range r.Attempts {
 			var start, dur float64
 			if !a.Start.IsZero() {
@@ -561,17 +560,17 @@ func (l *Log) insertRows(batch []*engine.Record, bodies bool) error {
 					dur = ms(a.End.Sub(a.Start))
 				}
 			}
-			att = append(att, seq, int64(i), a.Endpoint, a.Model, a.Region, a.Kind,
-				a.Outcome, int64(a.Status), start, dur, ms(a.Wait), a.Bytes, a.Winner,
-				int64(a.InputTokens), int64(a.OutputTokens), a.Cost)
+			att = append(att, vInt(seq), vInt(int64(i)), vText(a.Endpoint), vText(a.Model), vText(a.Region), vText(a.Kind),
+				vText(a.Outcome), vInt(int64(a.Status)), vReal(start), vReal(dur), vReal(ms(a.Wait)), vInt(a.Bytes), vBool(a.Winner),
+				vInt(int64(a.InputTokens)), vInt(int64(a.OutputTokens)), vReal(a.Cost))
 		}
 		if bodies {
 			if prompt, answer := l.cfg.Bodies(r); prompt != "" || answer != "" {
-				bod = append(bod, seq, prompt, answer)
+				bod = append(bod, vInt(seq), vText(prompt), vText(answer))
 			}
 		}
 	}
-	w.vals = [numTables][]any{req, att, bod}
+	w.vals = [numTables][]value{req, att, bod}
 	// The slices are kept for their capacity: drop the values, bodies above
 	// all, once written.
 	defer func() {
@@ -616,7 +615,7 @@ func (w *writer) prepare(bodies bool) error {
 }
 
 // exec inserts the rows whose values are vals into tables[t].
-func (w *writer) exec(t int, vals []any) error {
+func (w *writer) exec(t int, vals []value) error {
 	n := len(tables[t].cols)
 	for len(vals) > 0 {
 		k := min(maxChunkLog, bits.Len(uint(len(vals)/n))-1)

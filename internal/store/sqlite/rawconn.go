@@ -130,16 +130,42 @@ func (c *rawConn) prepare(sql string) (uintptr, error) {
 // finalize releases statement s.
 func (c *rawConn) finalize(s uintptr) { sqlite3.Xsqlite3_finalize(c.tls, s) }
 
-// run binds vals (int64, float64, bool or string values) to statement s's
-// parameters, in order, steps it to completion and resets it.
-func (c *rawConn) run(s uintptr, vals []any) error {
+// value is one bound value: an integer, a real or a text. A typed value,
+// not an interface: boxing an int64 or float64 into an any allocates, and a
+// Record has ≈ 50 of them.
+type value struct {
+	kind valueKind
+	n    int64
+	f    float64
+	s    string
+}
+
+type valueKind uint8
+
+const (
+	kindInt valueKind = iota
+	kindReal
+	kindText
+)
+
+func vInt(n int64) value    { return value{kind: kindInt, n: n} }
+func vReal(f float64) value { return value{kind: kindReal, f: f} }
+func vText(s string) value  { return value{kind: kindText, s: s} }
+func vBool(b bool) value {
+	if b {
+		return vInt(1)
+	}
+	return vInt(0)
+}
+
+// run binds vals to statement s's parameters, in order, steps it to
+// completion and resets it.
+func (c *rawConn) run(s uintptr, vals []value) error {
 	// The strings are copied into the arena first: bound SQLITE_STATIC,
 	// SQLite reads them during the step, from memory Go does not manage.
 	var n uintptr
-	for _, v := range vals {
-		if x, ok := v.(string); ok {
-			n += uintptr(len(x))
-		}
+	for i := range vals {
+		n += uintptr(len(vals[i].s))
 	}
 	// The arena is never empty: a NULL pointer would bind NULL, not ''.
 	if c.arena == 0 || n > c.size {
@@ -155,25 +181,20 @@ func (c *rawConn) run(s uintptr, vals []any) error {
 	}
 	arena := libc.GoBytes(c.arena, int(c.size)) // the arena, not a copy
 	var off uintptr
-	for i, v := range vals {
+	for i := range vals {
+		v := &vals[i]
 		var rc int32
-		switch x := v.(type) {
-		case int64:
-			rc = sqlite3.Xsqlite3_bind_int64(c.tls, s, int32(i+1), x)
-		case float64:
-			rc = sqlite3.Xsqlite3_bind_double(c.tls, s, int32(i+1), x)
-		case bool:
-			var b int64
-			if x {
-				b = 1
-			}
-			rc = sqlite3.Xsqlite3_bind_int64(c.tls, s, int32(i+1), b)
-		case string:
-			copy(arena[off:], x)
-			rc = sqlite3.Xsqlite3_bind_text(c.tls, s, int32(i+1), c.arena+off, int32(len(x)), 0)
-			off += uintptr(len(x))
+		switch v.kind {
+		case kindInt:
+			rc = sqlite3.Xsqlite3_bind_int64(c.tls, s, int32(i+1), v.n)
+		case kindReal:
+			rc = sqlite3.Xsqlite3_bind_double(c.tls, s, int32(i+1), v.f)
+		case kindText:
+			copy(arena[off:], v.s)
+			rc = sqlite3.Xsqlite3_bind_text(c.tls, s, int32(i+1), c.arena+off, int32(len(v.s)), 0)
+			off += uintptr(len(v.s))
 		default:
-			return fmt.Errorf("sqlite: cannot bind %T", v)
+			return fmt.Errorf("sqlite: cannot bind a value of kind %d", v.kind)
 		}
 		if rc != sqlite3.SQLITE_OK {
 			return c.err(rc)
