@@ -249,7 +249,7 @@ func (t *Transport) panicError(v any, headerSent bool) error {
 // with nil values until the body's EOF.
 func (w *responseWriter) response(req *http.Request) *http.Response {
 	resp := &http.Response{
-		Status:        strconv.Itoa(w.status) + " " + http.StatusText(w.status),
+		Status:        statusLine(w.status),
 		StatusCode:    w.status,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
@@ -495,4 +495,13 @@ func (w *responseWriter) abort(err error) {
 		w.decide(err)
 	}
 	w.pw.CloseWithError(err)
+}
+
+// statusLine is Response.Status for code, as net/http's client sets it
+// ("200 OK"): a constant for 200, the status of almost every answer.
+func statusLine(code int) string {
+	if code == http.StatusOK {
+		return "200 OK"
+	}
+	return strconv.Itoa(code) + " " + http.StatusText(code)
 }

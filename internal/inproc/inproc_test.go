@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -656,5 +657,14 @@ func TestReadDeadlineNotSupported(t *testing.T) {
 	}
 	if errs[0] != errs[1] {
 		t.Errorf("SetReadDeadline made a new error per call: %p, %p", errs[0], errs[1])
+	}
+}
+
+// TestStatusLine: Response.Status reads as net/http's client writes it.
+func TestStatusLine(t *testing.T) {
+	for _, code := range []int{200, 201, 404, 429, 529, 599} {
+		if got, want := statusLine(code), strconv.Itoa(code)+" "+http.StatusText(code); got != want {
+			t.Errorf("statusLine(%d) = %q, want %q", code, got, want)
+		}
 	}
 }
