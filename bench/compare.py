@@ -16,7 +16,9 @@ open stream is (VmHWM at 2,000 open slow streams - VmRSS idle) / 2,000.
 --before adds a proxy "before": an older keel binary run as `keel serve`
 with the same config on its own port, alternated with the others in every
 row, so that a change is measured before and after in the same run.
---proxies picks the proxies (haproxy needs the package installed).
+--proxies picks the proxies (haproxy needs the package installed); "nolog"
+is this keel with request_log disabled, so keel - nolog is the request
+log's cost in the same run ("beforenolog": the same for --before).
 """
 import argparse
 import json
@@ -30,10 +32,10 @@ import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.environ.get("OUT", "/tmp/keel-compare")
-SIM, KEEL, FLOOR, HAP, BEFORE = 17879, 17878, 17881, 17885, 17877
+SIM, KEEL, FLOOR, HAP, BEFORE, NOLOG, BEFORENOLOG = 17879, 17878, 17881, 17885, 17877, 17876, 17875
 TICK = os.sysconf("SC_CLK_TCK")
 PROXIES = ["keel", "floor", "haproxy"]
-PORT = {"direct": SIM, "keel": KEEL, "floor": FLOOR, "haproxy": HAP, "before": BEFORE}
+PORT = {"direct": SIM, "keel": KEEL, "floor": FLOOR, "haproxy": HAP, "before": BEFORE, "nolog": NOLOG, "beforenolog": BEFORENOLOG}
 BEFORE_BIN = None
 
 
@@ -48,6 +50,8 @@ def build():
     cfg = open(f"{ROOT}/bench/testdata/keel-sim.yaml").read()
     cfg = cfg.replace("127.0.0.1:7879", f"127.0.0.1:{SIM}").replace("127.0.0.1:7878", f"127.0.0.1:{KEEL}")
     open(f"{OUT}/keel.yaml", "w").write(cfg + f"request_log: {{path: {OUT}/requests.db}}\n")
+    open(f"{OUT}/nolog.yaml", "w").write(cfg.replace(f"127.0.0.1:{KEEL}", f"127.0.0.1:{NOLOG}") + "request_log: {enabled: false}\n")
+    open(f"{OUT}/beforenolog.yaml", "w").write(cfg.replace(f"127.0.0.1:{KEEL}", f"127.0.0.1:{BEFORENOLOG}") + "request_log: {enabled: false}\n")
     cfg = cfg.replace(f"127.0.0.1:{KEEL}", f"127.0.0.1:{BEFORE}")
     open(f"{OUT}/before.yaml", "w").write(cfg + f"request_log: {{path: {OUT}/before.db}}\n")
 
@@ -99,6 +103,10 @@ def start_sim(cfg="sim-zero.yaml"):
 
 
 def start(name):
+    if name == "nolog":
+        return Proc(name, [f"{OUT}/keel", "serve", "--config", f"{OUT}/nolog.yaml"], NOLOG)
+    if name == "beforenolog":
+        return Proc(name, [BEFORE_BIN, "serve", "--config", f"{OUT}/beforenolog.yaml"], BEFORENOLOG)
     if name in ("keel", "before"):
         db, binary, port = (f"{OUT}/requests.db", f"{OUT}/keel", KEEL) if name == "keel" else (f"{OUT}/before.db", BEFORE_BIN, BEFORE)
         for suffix in ("", "-wal", "-shm"):

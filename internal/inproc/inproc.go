@@ -97,7 +97,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		sreq.Body = http.NoBody
 	}
 	if read {
-		sreq.Body, sreq.ContentLength = io.NopCloser(bytes.NewReader(reqBody)), int64(len(reqBody))
+		sreq.Body, sreq.ContentLength = newMemBody(reqBody), int64(len(reqBody))
 	}
 	serverSide(sreq)
 	if sreq.ContentLength <= 0 && req.GetBody == nil && req.Body != nil && req.Body != http.NoBody {
@@ -180,7 +180,7 @@ func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*h
 	sreq := req.WithContext(ctx) // shallow: the handler reads, never writes, the request
 	sreq.Body, sreq.ContentLength = http.NoBody, 0
 	if read {
-		sreq.Body, sreq.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		sreq.Body, sreq.ContentLength = newMemBody(body), int64(len(body))
 	}
 	serverSide(sreq)
 	w := &responseWriter{header: make(http.Header, 16), buffered: true, ctx: req.Context()} // an answer's dozen headers without growing
@@ -210,11 +210,11 @@ func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*h
 	}
 	w.finalTrailer()
 	mergeTrailer(resp, w.trailer)
-	var rd io.Reader = bytes.NewReader(w.buf.Bytes())
 	if fail != nil {
-		rd = io.MultiReader(rd, errReader{fail})
+		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(w.buf.Bytes()), errReader{fail}))
+	} else {
+		resp.Body = newMemBody(w.buf.Bytes())
 	}
-	resp.Body = io.NopCloser(rd)
 	return resp, nil
 }
 
@@ -505,3 +505,16 @@ func statusLine(code int) string {
 	}
 	return strconv.Itoa(code) + " " + http.StatusText(code)
 }
+
+// memBody is a body in memory: io.NopCloser over a bytes.Reader in one
+// allocation instead of two.
+type memBody struct{ bytes.Reader }
+
+func newMemBody(b []byte) *memBody {
+	r := &memBody{}
+	r.Reset(b)
+	return r
+}
+
+// Close does nothing: the bytes stay with their owner.
+func (*memBody) Close() error { return nil }
