@@ -119,8 +119,8 @@ func Build(cfg *config.Config, o Options) (_ *Mesh, err error) {
 	}
 	m.eng, err = engine.New(engine.Options{Cache: cs.exact, CachePolicy: cfg.Cache.Policy, Semantic: cs.semantic, Shared: sh.engineState(), Prices: prices.Lookup,
 		Endpoints: ups.routed, Aliases: aliases(cfg), Client: provider.NewClient(rt), Logger: o.Logger,
-		Passthrough: ups.passthrough, Resilience: resilienceOptions(cfg.Resilience), Structured: structuredOptions(cfg.StructuredOutput),
-		Fragment: fragmentOptions(cfg.Fragmentation), StructuredMetrics: m.smetrics, Calibrations: cals, ParamPolicy: cfg.Normalization.ParameterPolicy,
+		Passthrough: ups.passthrough, Resilience: resilienceOptions(cfg.Resilience), Structured: cfg.StructuredOutput.Settings(),
+		Fragment: cfg.Fragmentation.Settings(), StructuredMetrics: m.smetrics, Calibrations: cals, ParamPolicy: cfg.Normalization.ParameterPolicy,
 		DisableNormalization: cfg.Normalization.Enabled != nil && !*cfg.Normalization.Enabled,
 		Shadow:               engine.ShadowOptions{Workers: cfg.Shadow.Workers, Queue: cfg.Shadow.Queue, ShedInflight: cfg.Shadow.ShedInflight, Timeout: cfg.Shadow.Timeout.Std()},
 		Observer:             obs.observer, Now: o.Now,

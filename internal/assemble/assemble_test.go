@@ -116,7 +116,7 @@ structured_output:
   max_concurrent_schema_compiles: 3
 normalization: {parameter_policy: reject}
 `)
-	o := structuredOptions(cfg.StructuredOutput)
+	o := cfg.StructuredOutput.Settings()
 	if !o.RelaxedStreams || !o.PassViolations || !o.StrictImplied || o.DisableImplied || !o.DisableReask {
 		t.Errorf("structured options %+v", o)
 	}
@@ -126,7 +126,7 @@ normalization: {parameter_policy: reject}
 	if cfg.Normalization.ParameterPolicy != normalize.PolicyReject {
 		t.Errorf("parameter_policy %q", cfg.Normalization.ParameterPolicy)
 	}
-	if d := structuredOptions(parse(t, "structured_output: {implied: off}\n").StructuredOutput); !d.DisableImplied || d.StrictImplied || d.RelaxedStreams {
+	if d := parse(t, "structured_output: {implied: off}\n").StructuredOutput.Settings(); !d.DisableImplied || d.StrictImplied || d.RelaxedStreams {
 		t.Errorf("implied: off gives %+v", d)
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/keelmesh/keel/internal/semcache"
 	redisstore "github.com/keelmesh/keel/internal/store/redis"
 	"github.com/keelmesh/keel/internal/store/sqlite"
-	"github.com/keelmesh/keel/internal/structured"
 )
 
 // shared is the Redis store the mesh's replicas share, or none (store nil).
@@ -166,29 +165,6 @@ func resilienceOptions(c config.Resilience) engine.Resilience {
 		Rollout:         c.Rollout.Rollout(),
 		Valve:           c.SafetyValve.ValveConfig,
 	}
-}
-
-// structuredOptions maps the structured package's config onto the
-// engine's options (the engine's input until the structured stage takes
-// structured.Config itself).
-func structuredOptions(c config.StructuredOutput) engine.StructuredOptions {
-	return engine.StructuredOptions{
-		RelaxedStreams: c.StreamMode == structured.StreamRelaxed,
-		PassViolations: c.OnViolation == structured.ViolationPass,
-		DisableReask:   c.Reask != nil && !*c.Reask,
-		DisableImplied: c.ImpliedOff(),
-		StrictImplied:  c.Implied == structured.ImpliedStrict,
-		Derive:         c.Derivations(),
-		Limits:         c.Limits,
-	}
-}
-
-// fragmentOptions maps the fragment package's config onto the engine's
-// options (the engine's input until the fragment stage takes
-// fragment.Config itself).
-func fragmentOptions(c config.Fragmentation) engine.FragmentOptions {
-	return engine.FragmentOptions{ThresholdTokens: c.ThresholdTokens, TargetTokens: c.TargetTokens,
-		OverlapBudget: c.OverlapBudget, Redundancy: c.Redundancy, ListQuorum: c.Quorum(), MergeCall: c.MergeCall}
 }
 
 // piiOptions builds the engine's personal-data options from the pii

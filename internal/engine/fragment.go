@@ -13,8 +13,8 @@ import (
 	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
-// FragmentOptions tune long-input fragmentation (fragment.Config).
-type FragmentOptions = fragment.Config
+// FragmentOptions tune long-input fragmentation (fragment.Settings, built from fragment.Config).
+type FragmentOptions = fragment.Settings
 
 // fragmentStage is the fragmentation stage (fragment.NewStage) over this
 // engine's calls: replicas are execs on the call's route, their attempts

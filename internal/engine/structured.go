@@ -11,8 +11,8 @@ import (
 	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
-// StructuredOptions tune structured-output handling (structured.Config).
-type StructuredOptions = structured.Config
+// StructuredOptions tune structured-output handling (structured.Settings, built from structured.Config).
+type StructuredOptions = structured.Settings
 
 // outputSpec is a call's output contract (structured.Spec).
 type outputSpec = structured.Spec

@@ -42,3 +42,10 @@ func (c Config) Quorum() float64 {
 	}
 	return *c.ListQuorum
 }
+
+// Settings are the section as the fragmentation stage applies it, with
+// list_quorum's default resolved (the stage defaults the other zero fields).
+func (c Config) Settings() Settings {
+	return Settings{ThresholdTokens: c.ThresholdTokens, TargetTokens: c.TargetTokens, OverlapBudget: c.OverlapBudget,
+		Redundancy: c.Redundancy, ListQuorum: c.Quorum(), MergeCall: c.MergeCall}
+}

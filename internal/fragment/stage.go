@@ -15,10 +15,10 @@ import (
 	"github.com/keelmesh/keel/internal/structured"
 )
 
-// Config tunes long-input fragmentation. Zero values are the defaults;
+// Settings tune long-input fragmentation. Zero values are the defaults;
 // fragmentation is off unless ThresholdTokens is set or a request asks for
 // it (mesh_behavior.fragment: true). It is plain data, safe to copy.
-type Config struct {
+type Settings struct {
 	// ThresholdTokens fragments any request whose last user message is
 	// longer (estimated tokens); 0 means only on request.
 	ThresholdTokens int
@@ -137,7 +137,7 @@ type Hooks struct {
 // (pipeline.Slice) for a streaming call; any other call goes to next. The
 // stage is safe for concurrent use; it calls next at most once, and never
 // after fanning out.
-func NewStage(cfg Config, h Hooks) pipeline.Stage {
+func NewStage(cfg Settings, h Hooks) pipeline.Stage {
 	return func(next pipeline.Handler) pipeline.Handler {
 		return pipeline.HandlerFunc(func(ctx context.Context, c *pipeline.Call) (*pipeline.Answer, error) {
 			if !h.Eligible(c) {
@@ -203,7 +203,7 @@ func Wants(req *llm.Request, b *pipeline.Behavior, threshold int) (doc string, i
 
 // fanout is one fragmented call.
 type fanout struct {
-	cfg     Config
+	cfg     Settings
 	c       *pipeline.Call
 	doc     string
 	idx     int

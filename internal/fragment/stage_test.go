@@ -127,7 +127,7 @@ type stageRun struct {
 	nextRan  bool
 }
 
-func (s *stageRun) serve(t *testing.T, cfg Config, rep Replicas, doc string) (*pipeline.Answer, error) {
+func (s *stageRun) serve(t *testing.T, cfg Settings, rep Replicas, doc string) (*pipeline.Answer, error) {
 	t.Helper()
 	next := pipeline.HandlerFunc(func(context.Context, *pipeline.Call) (*pipeline.Answer, error) {
 		s.nextRan = true
@@ -156,7 +156,7 @@ var yes = func() *bool { b := true; return &b }()
 func TestStageFansOutAndFuses(t *testing.T) {
 	rep := newFakeReplicas(3, func(part, cand int) (string, error) { return fmt.Sprintf("Answer %d.", part), nil })
 	s := &stageRun{eligible: true}
-	ans, err := s.serve(t, Config{ThresholdTokens: 100, TargetTokens: 200}, rep, document(5))
+	ans, err := s.serve(t, Settings{ThresholdTokens: 100, TargetTokens: 200}, rep, document(5))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestStagePlainPath(t *testing.T) {
 		{"asked, but one fragment", &stageRun{eligible: true, fragment: yes}, "A short question."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ans, err := tc.s.serve(t, Config{ThresholdTokens: 100, TargetTokens: 200}, rep, tc.doc)
+			ans, err := tc.s.serve(t, Settings{ThresholdTokens: 100, TargetTokens: 200}, rep, tc.doc)
 			if err != nil || !tc.s.nextRan || ans.Response.ID != "plain" || tc.s.part != nil {
 				t.Errorf("answer %v err %v next %v part %v", ans, err, tc.s.nextRan, tc.s.part)
 			}
@@ -219,7 +219,7 @@ func TestStagePlainPath(t *testing.T) {
 func TestStageStreamReplays(t *testing.T) {
 	rep := newFakeReplicas(2, func(part, _ int) (string, error) { return fmt.Sprintf("Answer %d.", part), nil })
 	s := &stageRun{eligible: true, stream: true, fragment: yes}
-	ans, err := s.serve(t, Config{TargetTokens: 200}, rep, document(4))
+	ans, err := s.serve(t, Settings{TargetTokens: 200}, rep, document(4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestStageLostFragments(t *testing.T) {
 		return fmt.Sprintf("Answer %d.", part), nil
 	})
 	s := &stageRun{eligible: true, fragment: yes}
-	ans, err := s.serve(t, Config{TargetTokens: 200}, rep, document(4))
+	ans, err := s.serve(t, Settings{TargetTokens: 200}, rep, document(4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestStageLostFragments(t *testing.T) {
 
 	all := newFakeReplicas(2, func(int, int) (string, error) { return "", down })
 	s = &stageRun{eligible: true, fragment: yes}
-	_, err = s.serve(t, Config{TargetTokens: 200}, all, document(4))
+	_, err = s.serve(t, Settings{TargetTokens: 200}, all, document(4))
 	if err == nil || !strings.HasPrefix(err.Error(), "mapped: ") || !strings.Contains(err.Error(), "every replica of all") {
 		t.Errorf("err %v, want the fan-out's error through Fail", err)
 	}
@@ -283,7 +283,7 @@ func TestStageStructured(t *testing.T) {
 			return fmt.Sprintf("```json\n{\"items\":[\"item %d\"],}\n```", part), nil
 		})
 		s := &stageRun{eligible: true, fragment: yes, spec: spec, mayFail: true}
-		ans, err := s.serve(t, Config{TargetTokens: 200}, rep, document(3))
+		ans, err := s.serve(t, Settings{TargetTokens: 200}, rep, document(3))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -295,7 +295,7 @@ func TestStageStructured(t *testing.T) {
 	t.Run("prose under a contract: 502 schema violation", func(t *testing.T) {
 		rep := newFakeReplicas(2, func(int, int) (string, error) { return "Some prose.", nil })
 		s := &stageRun{eligible: true, fragment: yes, spec: spec, mayFail: true}
-		_, err := s.serve(t, Config{TargetTokens: 200}, rep, document(3))
+		_, err := s.serve(t, Settings{TargetTokens: 200}, rep, document(3))
 		var ae *llm.APIError
 		if !errors.As(err, &ae) || ae.MeshCode != llm.MeshSchemaViolation {
 			t.Errorf("err %v, want MESH_SCHEMA_VIOLATION", err)
@@ -304,7 +304,7 @@ func TestStageStructured(t *testing.T) {
 	t.Run("prose under JSON mode: fused as text, a violation", func(t *testing.T) {
 		rep := newFakeReplicas(2, func(part, _ int) (string, error) { return fmt.Sprintf("Prose %d.", part), nil })
 		s := &stageRun{eligible: true, fragment: yes, spec: spec}
-		ans, err := s.serve(t, Config{TargetTokens: 200}, rep, document(3))
+		ans, err := s.serve(t, Settings{TargetTokens: 200}, rep, document(3))
 		if err != nil || !s.part.Violation || !strings.Contains(ans.Response.Text(), "Prose 1.") {
 			t.Errorf("answer %v err %v part %+v", ans, err, s.part)
 		}
@@ -315,7 +315,7 @@ func TestStageMergeCall(t *testing.T) {
 	rep := newFakeReplicas(2, func(part, _ int) (string, error) { return fmt.Sprintf("Answer %d.", part), nil })
 	rep.merge = "One merged answer."
 	s := &stageRun{eligible: true, fragment: yes}
-	ans, err := s.serve(t, Config{TargetTokens: 200, MergeCall: true}, rep, document(3))
+	ans, err := s.serve(t, Settings{TargetTokens: 200, MergeCall: true}, rep, document(3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func TestStageMergeCall(t *testing.T) {
 	// A failed merge call leaves the concatenation.
 	rep2 := newFakeReplicas(2, func(part, _ int) (string, error) { return fmt.Sprintf("Answer %d.", part), nil })
 	s2 := &stageRun{eligible: true, fragment: yes}
-	ans2, err := s2.serve(t, Config{TargetTokens: 200, MergeCall: true}, rep2, document(3))
+	ans2, err := s2.serve(t, Settings{TargetTokens: 200, MergeCall: true}, rep2, document(3))
 	if err != nil || s2.part.Merged || !strings.HasPrefix(ans2.Response.Text(), "Answer 1.") {
 		t.Errorf("failed merge: merged %v text %q err %v", s2.part.Merged, ans2.Response.Text(), err)
 	}

@@ -57,7 +57,7 @@ const maxInvalidAnswer = 4 << 10
 // MESH_SCHEMA_VIOLATION naming the first violations. req is the request
 // the answer is to (its prompt's guarded spans are protected); m counts
 // the outcomes. ans is not modified.
-func Check(ctx context.Context, c Config, m *Metrics, req *llm.Request, sp *Spec, ans *pipeline.Answer, part *Part, r Reasker) (*pipeline.Answer, error) {
+func Check(ctx context.Context, c Settings, m *Metrics, req *llm.Request, sp *Spec, ans *pipeline.Answer, part *Part, r Reasker) (*pipeline.Answer, error) {
 	opt := Options{Input: req.PromptText(), Derive: c.Derive}
 	resp := ans.Response
 	doc, idx, ok := sp.AnswerJSON(resp)

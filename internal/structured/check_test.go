@@ -52,7 +52,7 @@ func userRequest(text string) *llm.Request {
 // checkCase is one TestCheck case.
 type checkCase struct {
 	name   string
-	cfg    Config
+	cfg    Settings
 	spec   func(*Spec)
 	answer *llm.Response
 	reask  scriptedReasker
@@ -79,14 +79,14 @@ func TestCheck(t *testing.T) {
 			err: "missing property 'y'", reasks: 1, reasked: true, violation: true},
 		{name: "cut by max_tokens: no re-ask, the answer as direct", answer: textResponse(`{"x":1,"y":`, llm.StopMaxTokens),
 			text: `{"x":1,"y":`, violation: true},
-		{name: "re-ask off", cfg: Config{DisableReask: true}, answer: textResponse(`{"x":1}`, llm.StopEndTurn), err: "missing property 'y'", violation: true},
-		{name: "pass violations", cfg: Config{PassViolations: true}, answer: textResponse(`{"x":1}`, llm.StopEndTurn), reask: scriptedReasker{denied: true},
+		{name: "re-ask off", cfg: Settings{DisableReask: true}, answer: textResponse(`{"x":1}`, llm.StopEndTurn), err: "missing property 'y'", violation: true},
+		{name: "pass violations", cfg: Settings{PassViolations: true}, answer: textResponse(`{"x":1}`, llm.StopEndTurn), reask: scriptedReasker{denied: true},
 			text: `{"x":1}`, violation: true},
 		{name: "JSON mode never fails", spec: func(sp *Spec) { sp.JSONMode = true }, answer: textResponse(`not json`, llm.StopEndTurn), reask: scriptedReasker{denied: true},
 			text: `not json`, violation: true},
 		{name: "implied never fails", spec: func(sp *Spec) { sp.Implied = &Implied{Sentence: "Reply in JSON"} }, answer: textResponse(`{"x":1}`, llm.StopEndTurn),
 			reask: scriptedReasker{denied: true}, text: `{"x":1}`, violation: true},
-		{name: "implied strict fails", cfg: Config{StrictImplied: true}, spec: func(sp *Spec) { sp.Implied = &Implied{Sentence: "Reply in JSON"} },
+		{name: "implied strict fails", cfg: Settings{StrictImplied: true}, spec: func(sp *Spec) { sp.Implied = &Implied{Sentence: "Reply in JSON"} },
 			answer: textResponse(`{"x":1}`, llm.StopEndTurn), reask: scriptedReasker{denied: true}, err: "missing property 'y'", violation: true},
 	}
 	for _, tc := range cases {
@@ -164,7 +164,7 @@ func TestCheckForcedTool(t *testing.T) {
 	sp.Tool, sp.Source = "point", "forced_tool"
 	part := &Part{Trace: sp.Trace()}
 	r := &scriptedReasker{answer: &llm.Response{Content: []llm.Block{{Type: llm.BlockToolUse, Name: "point", Input: json.RawMessage(`{"x":1,"y":2,}`)}}}}
-	out, err := Check(context.Background(), Config{}, &Metrics{}, userRequest("a point"), sp, &pipeline.Answer{Response: textResponse("I would rather not.", llm.StopEndTurn)}, part, r)
+	out, err := Check(context.Background(), Settings{}, &Metrics{}, userRequest("a point"), sp, &pipeline.Answer{Response: textResponse("I would rather not.", llm.StopEndTurn)}, part, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestCheckInvalidAnswerCut(t *testing.T) {
 	sp := pointSpec(t)
 	part := &Part{Trace: sp.Trace()}
 	long := strings.Repeat("é", 3000) // 6,000 bytes
-	Check(context.Background(), Config{DisableReask: true}, &Metrics{}, userRequest("x"), sp, &pipeline.Answer{Response: textResponse(long, llm.StopEndTurn)}, part, &scriptedReasker{})
+	Check(context.Background(), Settings{DisableReask: true}, &Metrics{}, userRequest("x"), sp, &pipeline.Answer{Response: textResponse(long, llm.StopEndTurn)}, part, &scriptedReasker{})
 	if got := part.Trace.InvalidAnswer; len(got) != maxInvalidAnswer || !strings.HasPrefix(long, got) {
 		t.Errorf("kept %d bytes, want %d of the answer", len(got), maxInvalidAnswer)
 	}

@@ -150,3 +150,18 @@ func orList[T ~string](xs []T) string {
 	}
 	return out
 }
+
+// Settings are the section's settings as the structured-output stage applies
+// them: the one place the section's defaults (strict streams, error on a
+// violation, one re-ask, implied schemas read as guesses) become behaviour.
+func (c Config) Settings() Settings {
+	return Settings{
+		RelaxedStreams: c.StreamMode == StreamRelaxed,
+		PassViolations: c.OnViolation == ViolationPass,
+		DisableReask:   c.Reask != nil && !*c.Reask,
+		DisableImplied: c.ImpliedOff(),
+		StrictImplied:  c.Implied == ImpliedStrict,
+		Derive:         c.Derivations(),
+		Limits:         c.Limits,
+	}
+}

@@ -10,9 +10,9 @@ import (
 	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
-// Config tunes structured-output handling for one mesh. Zero values are
+// Settings tune structured-output handling for one mesh. Zero values are
 // the defaults. It is plain data, safe to copy.
-type Config struct {
+type Settings struct {
 	// RelaxedStreams streams answers through and validates at the end
 	// (reported in the X-Mesh-Schema-Valid trailer) instead of buffering
 	// and repairing them (strict, the default).
@@ -84,7 +84,7 @@ type Trace struct {
 // structured_output.implied: strict. JSON mode and implied schemas are the
 // client's or Keel's wish, not a contract: direct, the client would have
 // had the model's answer, so it gets it (STYLE 23).
-func (sp *Spec) MayFail(c Config) bool {
+func (sp *Spec) MayFail(c Settings) bool {
 	switch {
 	case c.PassViolations, sp.JSONMode:
 		return false
@@ -146,7 +146,7 @@ var objectSchema = json.RawMessage(`{"type":"object"}`)
 // nil, nil when the answer passes untouched, and an *llm.APIError for a
 // schema the client gave that does not compile (400) or whose compile ctx
 // ended (504). An implied schema that does not compile is no contract.
-func SpecFor(ctx context.Context, comp *Compiler, c Config, req *llm.Request, outputSchema json.RawMessage) (*Spec, error) {
+func SpecFor(ctx context.Context, comp *Compiler, c Settings, req *llm.Request, outputSchema json.RawMessage) (*Spec, error) {
 	compile := func(raw json.RawMessage, src string) (*Spec, error) {
 		s, err := comp.Compile(ctx, raw)
 		if err != nil {

@@ -32,7 +32,7 @@ func FuzzSpecFor(f *testing.F) {
 		if outputConfig != "" {
 			req.Extra["output_config"] = json.RawMessage(outputConfig)
 		}
-		sp, err := SpecFor(context.Background(), comp, Config{}, req, json.RawMessage(behavior))
+		sp, err := SpecFor(context.Background(), comp, Settings{}, req, json.RawMessage(behavior))
 		if err != nil {
 			ae, ok := err.(*llm.APIError)
 			if !ok || ae.Status != http.StatusBadRequest || ae.Param == "" {

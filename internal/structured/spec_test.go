@@ -15,7 +15,7 @@ func TestSpecFor(t *testing.T) {
 	sys := func(text string) []llm.Block { return []llm.Block{{Type: llm.BlockText, Text: text}} }
 	cases := []struct {
 		name     string
-		cfg      Config
+		cfg      Settings
 		req      llm.Request
 		behavior json.RawMessage
 		// want
@@ -43,10 +43,10 @@ func TestSpecFor(t *testing.T) {
 			source: "forced_tool", tool: "point"},
 		{name: "implied by the system prompt", req: llm.Request{System: sys(`Respond only with JSON containing the keys "risk" and "score".`)},
 			source: "implied", implied: true, upstream: true},
-		{name: "implied off", cfg: Config{DisableImplied: true}, req: llm.Request{System: sys(`Respond only with JSON containing the keys "risk" and "score".`)}},
+		{name: "implied off", cfg: Settings{DisableImplied: true}, req: llm.Request{System: sys(`Respond only with JSON containing the keys "risk" and "score".`)}},
 		{name: "no implied schema beside tools", req: llm.Request{System: sys(`Respond only with JSON containing the keys "risk" and "score".`), Tools: []llm.Tool{{Name: "t"}}}},
 		{name: "invalid schema: 400", behavior: json.RawMessage(`{"type":12}`), status: http.StatusBadRequest, errText: "mesh_behavior.output_schema: invalid JSON Schema"},
-		{name: "schema over a limit: 400", cfg: Config{Limits: Limits{MaxProperties: 1}}, req: llm.Request{ResponseFormat: &llm.ResponseFormat{Type: "json_schema", Schema: obj}},
+		{name: "schema over a limit: 400", cfg: Settings{Limits: Limits{MaxProperties: 1}}, req: llm.Request{ResponseFormat: &llm.ResponseFormat{Type: "json_schema", Schema: obj}},
 			status: http.StatusBadRequest, errText: "response_format.json_schema: schema refused: "},
 	}
 	for _, tc := range cases {
@@ -89,7 +89,7 @@ func TestSpecFor(t *testing.T) {
 func TestSpecForTimeout(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := SpecFor(ctx, NewCompiler(Limits{}), Config{}, &llm.Request{}, json.RawMessage(pointSchema))
+	_, err := SpecFor(ctx, NewCompiler(Limits{}), Settings{}, &llm.Request{}, json.RawMessage(pointSchema))
 	if ae, ok := err.(*llm.APIError); !ok || ae.Status != http.StatusGatewayTimeout || ae.MeshCode != llm.MeshTimeout {
 		t.Fatalf("err = %v, want 504 MESH_TIMEOUT", err)
 	}
@@ -100,14 +100,14 @@ func TestMayFail(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		sp   *Spec
-		cfg  Config
+		cfg  Settings
 		want bool
 	}{
-		{"given", given, Config{}, true},
-		{"given, pass violations", given, Config{PassViolations: true}, false},
-		{"implied", implied, Config{}, false},
-		{"implied strict", implied, Config{StrictImplied: true}, true},
-		{"JSON mode", jsonMode, Config{StrictImplied: true}, false},
+		{"given", given, Settings{}, true},
+		{"given, pass violations", given, Settings{PassViolations: true}, false},
+		{"implied", implied, Settings{}, false},
+		{"implied strict", implied, Settings{StrictImplied: true}, true},
+		{"JSON mode", jsonMode, Settings{StrictImplied: true}, false},
 	} {
 		if got := tc.sp.MayFail(tc.cfg); got != tc.want {
 			t.Errorf("%s: MayFail = %v, want %v", tc.name, got, tc.want)

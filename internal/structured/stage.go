@@ -49,14 +49,14 @@ const synthChunk = 64
 // (relaxed), unless it came as the forced output tool, which only a
 // buffered answer can fold into text. The stage is safe for concurrent
 // use; it calls next once.
-func NewStage(cfg Config, comp *Compiler, m *Metrics, h Hooks) pipeline.Stage {
+func NewStage(cfg Settings, comp *Compiler, m *Metrics, h Hooks) pipeline.Stage {
 	return func(next pipeline.Handler) pipeline.Handler {
 		return &stage{cfg: cfg, comp: comp, m: m, h: h, next: next}
 	}
 }
 
 type stage struct {
-	cfg  Config
+	cfg  Settings
 	comp *Compiler
 	m    *Metrics
 	h    Hooks

@@ -72,7 +72,7 @@ func (f *fakeChain) hooks() Hooks {
 	}
 }
 
-func serveStage(t *testing.T, cfg Config, f *fakeChain, stream bool, behavior json.RawMessage) (*pipeline.Answer, error, *Metrics) {
+func serveStage(t *testing.T, cfg Settings, f *fakeChain, stream bool, behavior json.RawMessage) (*pipeline.Answer, error, *Metrics) {
 	t.Helper()
 	m := &Metrics{}
 	h := pipeline.Chain(f, NewStage(cfg, NewCompiler(cfg.Limits), m, f.hooks()))
@@ -112,7 +112,7 @@ var (
 // No contract: untouched, nothing recorded.
 func TestStageNoContract(t *testing.T) {
 	f := &fakeChain{resp: textResponse("prose", llm.StopEndTurn), answers: true}
-	ans, err, _ := serveStage(t, Config{}, f, false, nil)
+	ans, err, _ := serveStage(t, Settings{}, f, false, nil)
 	if err != nil || ans.Response != f.resp || f.parts != 0 || f.calls != 1 {
 		t.Fatalf("answer %v err %v parts %d calls %d", ans, err, f.parts, f.calls)
 	}
@@ -122,7 +122,7 @@ func TestStageNoContract(t *testing.T) {
 func TestStageBelowFullStage(t *testing.T) {
 	schema := json.RawMessage(pointSchema)
 	f := &fakeChain{resp: textResponse("prose", llm.StopEndTurn)}
-	ans, err, _ := serveStage(t, Config{}, f, false, schema)
+	ans, err, _ := serveStage(t, Settings{}, f, false, schema)
 	if err != nil || ans.Response != f.resp || f.parts != 0 {
 		t.Fatalf("answer %v err %v parts %d", ans, err, f.parts)
 	}
@@ -131,7 +131,7 @@ func TestStageBelowFullStage(t *testing.T) {
 // A schema that does not compile is the call's 400, next not called.
 func TestStageBadSchema(t *testing.T) {
 	f := &fakeChain{resp: textResponse("{}", llm.StopEndTurn), answers: true}
-	_, err, _ := serveStage(t, Config{}, f, false, json.RawMessage(`{"type":12}`))
+	_, err, _ := serveStage(t, Settings{}, f, false, json.RawMessage(`{"type":12}`))
 	if ae, ok := err.(*llm.APIError); !ok || ae.Status != http.StatusBadRequest || f.calls != 0 {
 		t.Fatalf("err %v, calls %d; want a 400 and no call", err, f.calls)
 	}
@@ -141,7 +141,7 @@ func TestStageBadSchema(t *testing.T) {
 func TestStageRepairs(t *testing.T) {
 	schema := json.RawMessage(pointSchema)
 	f := &fakeChain{resp: textResponse("```json\n{\"x\":1,\"y\":2}\n```", llm.StopEndTurn), answers: true, ep: epA, header: http.Header{"X-Up": {"1"}}}
-	ans, err, m := serveStage(t, Config{}, f, false, schema)
+	ans, err, m := serveStage(t, Settings{}, f, false, schema)
 	if err != nil || ans.Response.Text() != `{"x":1,"y":2}` || ans.Endpoint != epA || ans.Header.Get("X-Up") != "1" {
 		t.Fatalf("answer %+v err %v", ans, err)
 	}
@@ -157,7 +157,7 @@ func TestStageRepairs(t *testing.T) {
 func TestStageLegacyPath(t *testing.T) {
 	schema := json.RawMessage(pointSchema)
 	f := &fakeChain{resp: textResponse(`{"x":1,"y":2}`, llm.StopEndTurn), answers: true, legacy: true}
-	if _, err, _ := serveStage(t, Config{}, f, false, schema); err != nil || f.upWhile != nil || f.part == nil {
+	if _, err, _ := serveStage(t, Settings{}, f, false, schema); err != nil || f.upWhile != nil || f.part == nil {
 		t.Fatalf("err %v upstream %v part %v", err, f.upWhile, f.part)
 	}
 }
@@ -168,7 +168,7 @@ func TestStageReasked(t *testing.T) {
 	f := &fakeChain{resp: textResponse(`{"x":1}`, llm.StopEndTurn), answers: true, ep: epA, header: http.Header{"X-Up": {"1"}}}
 	f.reask.answer = textResponse(`{"x":1,"y":3}`, llm.StopEndTurn)
 	f.reask.ep = epB
-	ans, err, _ := serveStage(t, Config{}, f, false, schema)
+	ans, err, _ := serveStage(t, Settings{}, f, false, schema)
 	if err != nil || ans.Response.Text() != `{"x":1,"y":3}` || ans.Endpoint != epB || ans.Header.Get("X-Up") != "1" {
 		t.Fatalf("answer %+v err %v", ans, err)
 	}
@@ -181,7 +181,7 @@ func TestStageReasked(t *testing.T) {
 func TestStageViolation(t *testing.T) {
 	schema := json.RawMessage(pointSchema)
 	f := &fakeChain{resp: textResponse(`{"x":1}`, llm.StopEndTurn), answers: true, reask: scriptedReasker{denied: true}}
-	_, err, _ := serveStage(t, Config{}, f, false, schema)
+	_, err, _ := serveStage(t, Settings{}, f, false, schema)
 	if ae, ok := err.(*llm.APIError); !ok || ae.MeshCode != llm.MeshSchemaViolation || !f.part.Violation {
 		t.Fatalf("err %v part %+v", err, f.part)
 	}
@@ -191,7 +191,7 @@ func TestStageViolation(t *testing.T) {
 func TestStageFusedAnswer(t *testing.T) {
 	schema := json.RawMessage(pointSchema)
 	f := &fakeChain{resp: textResponse(`not json`, llm.StopEndTurn), answers: true, fused: true}
-	ans, err, _ := serveStage(t, Config{}, f, false, schema)
+	ans, err, _ := serveStage(t, Settings{}, f, false, schema)
 	if err != nil || ans.Response != f.resp || f.reask.got != nil {
 		t.Fatalf("answer %v err %v", ans, err)
 	}
@@ -203,7 +203,7 @@ func TestStageStrictStream(t *testing.T) {
 		resp := textResponse("Sure: {\"x\":1,\"y\":2,}", llm.StopEndTurn)
 		resp.Usage = llm.Usage{InputTokens: 7, OutputTokens: 5}
 		f := &fakeChain{resp: resp, answers: true, ep: epA}
-		ans, err, _ := serveStage(t, Config{}, f, true, schema)
+		ans, err, _ := serveStage(t, Settings{}, f, true, schema)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +223,7 @@ func TestStageStrictStream(t *testing.T) {
 	t.Run("a forced output tool is folded into text", func(t *testing.T) {
 		resp := &llm.Response{Content: []llm.Block{{Type: llm.BlockToolUse, ID: "t1", Name: "keel_output", Input: json.RawMessage(`{"x":1,"y":2}`)}}, StopReason: llm.StopToolUse}
 		f := &fakeChain{resp: resp, answers: true, tool: true}
-		ans, err, _ := serveStage(t, Config{RelaxedStreams: true}, f, true, schema)
+		ans, err, _ := serveStage(t, Settings{RelaxedStreams: true}, f, true, schema)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,14 +234,14 @@ func TestStageStrictStream(t *testing.T) {
 	t.Run("an upstream failure is the call's error", func(t *testing.T) {
 		fail := &llm.APIError{Status: 529, Type: llm.ErrOverloaded, Message: "overloaded"}
 		f := &fakeChain{answers: true, events: []*llm.Event{{Type: llm.EventMessageStart, Message: &llm.Response{}}, {Type: llm.EventError, Err: fail}}}
-		_, err, _ := serveStage(t, Config{}, f, true, schema)
+		_, err, _ := serveStage(t, Settings{}, f, true, schema)
 		if err != fail || f.closes != 1 || f.bufErr != fail {
 			t.Fatalf("err %v closes %d buffered err %v", err, f.closes, f.bufErr)
 		}
 	})
 	t.Run("a violation is the call's error, the source closed", func(t *testing.T) {
 		f := &fakeChain{resp: textResponse(`{"x":1}`, llm.StopEndTurn), answers: true, reask: scriptedReasker{denied: true}}
-		_, err, _ := serveStage(t, Config{}, f, true, schema)
+		_, err, _ := serveStage(t, Settings{}, f, true, schema)
 		if ae, ok := err.(*llm.APIError); !ok || ae.MeshCode != llm.MeshSchemaViolation || f.closes != 1 || f.bufErr != err {
 			t.Fatalf("err %v closes %d", err, f.closes)
 		}
@@ -260,7 +260,7 @@ func TestStageRelaxedStream(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeChain{resp: textResponse(tc.text, llm.StopEndTurn), answers: true}
-			ans, err, m := serveStage(t, Config{RelaxedStreams: true}, f, true, json.RawMessage(pointSchema))
+			ans, err, m := serveStage(t, Settings{RelaxedStreams: true}, f, true, json.RawMessage(pointSchema))
 			if err != nil {
 				t.Fatal(err)
 			}
