@@ -27,18 +27,19 @@ var reach = map[string][]string{
 	mod + "/internal/jsonx":              nil,
 	mod + "/internal/resilience":         nil,
 	mod + "/internal/pricing":            nil,
-	mod + "/internal/cache":              nil,
-	mod + "/internal/shadow":             nil,
+	mod + "/internal/cache":              stageBase,
+	mod + "/internal/shadow":             stageBase,
 	mod + "/internal/health":             nil,
 	mod + "/internal/route":              nil,
-	mod + "/internal/pii":                nil,
+	mod + "/internal/pii":                stageBase,
 	mod + "/internal/inproc":             nil,
 	mod + "/internal/telemetry/semconv":  nil,
 	mod + "/internal/classify":           {mod + "/internal/llm"},
-	mod + "/internal/fragment":           {mod + "/internal/llm"},
+	mod + "/internal/fragment":           slices.Concat(stageBase, schemaLib, []string{mod + "/internal/structured"}),
 	mod + "/internal/normalize":          {mod + "/internal/llm"},
-	mod + "/internal/semcache":           {"github.com/coder/hnsw"},
-	mod + "/internal/structured":         {"github.com/santhosh-tekuri/jsonschema/v6", mod + "/internal/llm"},
+	mod + "/internal/semcache":           slices.Concat(stageBase, []string{"github.com/coder/hnsw", mod + "/internal/cache"}),
+	mod + "/internal/structured":         slices.Concat(stageBase, schemaLib),
+	mod + "/internal/pipeline":           slices.Concat(wireAll, []string{mod + "/internal/provider", mod + "/internal/pricing"}),
 	mod + "/internal/convstate":          {mod + "/internal/llm", mod + "/internal/jsonx"},
 	mod + "/internal/wire/translate":     {mod + "/internal/llm", mod + "/internal/jsonx"},
 	mod + "/internal/wire/anthropic":     wireLeaf,
@@ -49,15 +50,25 @@ var reach = map[string][]string{
 	mod + "/internal/normalize/calstore": {mod + "/internal/llm", mod + "/internal/normalize", "modernc.org/sqlite"},
 	// config decodes into the policy packages' config structs (STYLE.md
 	// rule 22); they are leaves themselves.
-	mod + "/config": {"github.com/goccy/go-yaml", mod + "/internal/resilience", mod + "/internal/health", mod + "/internal/pricing",
-		mod + "/internal/cache", mod + "/internal/shadow", mod + "/internal/pii", mod + "/internal/convstate", mod + "/internal/llm", mod + "/internal/jsonx"},
+	mod + "/config": slices.Concat([]string{"github.com/goccy/go-yaml", mod + "/internal/resilience", mod + "/internal/health", mod + "/internal/pricing",
+		mod + "/internal/cache", mod + "/internal/shadow", mod + "/internal/pii", mod + "/internal/convstate", mod + "/internal/llm", mod + "/internal/jsonx",
+		mod + "/internal/normalize", mod + "/internal/rollout", mod + "/internal/fragment", mod + "/internal/structured"}, stageBase, schemaLib),
 	// The engine: the layers below it, and (the second line) the feature
 	// packages it still reaches today. Issue 26 moves each feature into a
 	// stage of its own; delete its entry here when it leaves the engine.
 	mod + "/internal/engine": slices.Concat(wireAll, []string{mod + "/internal/provider", mod + "/internal/pricing",
 		mod + "/internal/resilience", mod + "/internal/route", mod + "/internal/health", mod + "/internal/normalize"},
-		[]string{mod + "/internal/cache", mod + "/internal/classify", mod + "/internal/fragment", mod + "/internal/pii", mod + "/internal/shadow", mod + "/internal/structured"}),
+		[]string{mod + "/internal/pipeline", mod + "/internal/relay", mod + "/internal/policy", mod + "/internal/fleet"},
+		[]string{mod + "/internal/cache", mod + "/internal/classify", mod + "/internal/fragment", mod + "/internal/pii", mod + "/internal/shadow", mod + "/internal/structured",
+			mod + "/internal/rollout", mod + "/internal/semcache", "github.com/coder/hnsw"}, schemaLib),
 }
+
+// stageBase is what a stage package may reach: the pipeline contract and
+// the layers below it (never the engine).
+var stageBase = slices.Concat(wireAll, []string{mod + "/internal/pipeline", mod + "/internal/provider", mod + "/internal/pricing"})
+
+// schemaLib is the JSON Schema library and what it reaches.
+var schemaLib = []string{"github.com/santhosh-tekuri/jsonschema/v6", "golang.org/x/text"}
 
 // wireLeaf is what a codec may reach.
 var wireLeaf = []string{mod + "/internal/llm", mod + "/internal/sse", mod + "/internal/jsonx"}
@@ -71,7 +82,7 @@ var wireAll = slices.Concat(wireLeaf, []string{mod + "/internal/wire", mod + "/i
 // it: the reason the rule exists, stated once (STYLE.md: the core imports
 // no metrics library, storage, HTTP front or simulator).
 var never = map[string][]string{
-	mod + "/internal/engine": {mod + "/internal/server", mod + "/internal/telemetry", mod + "/internal/store", mod + "/internal/semcache",
+	mod + "/internal/engine": {mod + "/internal/server", mod + "/internal/telemetry", mod + "/internal/store",
 		mod + "/internal/keys", mod + "/config", mod + "/sim", "github.com/prometheus", "github.com/redis", "modernc.org/sqlite", "go.opentelemetry.io"},
 	mod + "/internal/route":  {mod + "/internal/health"},
 	mod + "/internal/health": {mod + "/internal/route"},
