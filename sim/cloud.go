@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -100,10 +101,25 @@ func NewGoogleServiceAccount(tokenURI, project, email string) (GoogleAccount, []
 
 // tokens are the access tokens the fleet's token endpoint issued.
 type tokens struct {
+	refused atomic.Int64 // calls the Bedrock and Vertex fronts refused as unauthenticated
+
 	mu     sync.Mutex // guards following
 	issued map[string]time.Time
 	seq    int
 }
+
+// TokensIssued is the number of Google access tokens the fleet's token
+// endpoint has issued.
+func (f *Fleet) TokensIssued() int {
+	f.tokens.mu.Lock()
+	defer f.tokens.mu.Unlock()
+	return f.tokens.seq
+}
+
+// AuthRefusals is the number of calls the Bedrock and Vertex fronts
+// refused for their authentication (a bad signature or key, an unknown or
+// expired token).
+func (f *Fleet) AuthRefusals() int64 { return f.tokens.refused.Load() }
 
 func (t *tokens) issue(ttl time.Duration) (string, time.Time) {
 	t.mu.Lock()
@@ -286,6 +302,7 @@ func (f *Fleet) serveBedrock(stream bool) http.HandlerFunc {
 			return
 		}
 		if status, name, msg := f.bedrockAuth(r, body); status != 0 {
+			f.tokens.refused.Add(1)
 			bedrockError(w, status, name, msg)
 			return
 		}
@@ -471,6 +488,7 @@ func (f *Fleet) bedrockAuth(r *http.Request, body []byte) (int, string, string) 
 func (f *Fleet) serveVertex(w http.ResponseWriter, r *http.Request) {
 	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if known, live := f.tokens.valid(tok); !live {
+		f.tokens.refused.Add(1)
 		msg := "Request is missing required authentication credential. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."
 		if known || tok != "" {
 			msg = "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."
