@@ -30,6 +30,10 @@ func TestImportRules(t *testing.T) {
 		mod + "/internal/wire/openai":    {mod + "/internal/llm", mod + "/internal/sse", mod + "/internal/jsonx"},
 		mod + "/internal/wire/responses": {mod + "/internal/llm", mod + "/internal/sse", mod + "/internal/jsonx"},
 		mod + "/internal/jsonx":          nil,
+		// Bedrock's eventstream is decoded by the AWS SDK's codec, never by hand.
+		mod + "/internal/wire/bedrock": {mod + "/internal/llm", mod + "/internal/sse", mod + "/internal/jsonx", mod + "/internal/wire/anthropic",
+			"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"},
+		mod + "/internal/wire/google":    {mod + "/internal/llm", mod + "/internal/jsonx", mod + "/internal/wire/anthropic"},
 		mod + "/internal/wire/translate": {mod + "/internal/llm", mod + "/internal/jsonx"},
 		mod + "/internal/wire": {mod + "/internal/llm", mod + "/internal/sse", mod + "/internal/jsonx",
 			mod + "/internal/wire/anthropic", mod + "/internal/wire/openai", mod + "/internal/wire/responses"},
