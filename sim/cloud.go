@@ -74,6 +74,13 @@ func NewGoogleServiceAccount(tokenURI, project, email string) (GoogleAccount, []
 	if err != nil {
 		return GoogleAccount{}, nil, err
 	}
+	return GoogleServiceAccount(key, tokenURI, project, email)
+}
+
+// GoogleServiceAccount is NewGoogleServiceAccount with a given key (a
+// benchmark's fixed key, whose generation would otherwise be most of its
+// setup's cost and vary).
+func GoogleServiceAccount(key *rsa.PrivateKey, tokenURI, project, email string) (GoogleAccount, []byte, error) {
 	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
 	if err != nil {
 		return GoogleAccount{}, nil, err

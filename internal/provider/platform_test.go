@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"crypto/rsa"
 	"errors"
 	"io"
 	"net/http"
@@ -32,11 +33,25 @@ const (
 // bedrock and vertex, with an AWS key and a Google service account; it
 // returns the service account's key file.
 func cloudFleet(t testing.TB, mutate func(*sim.Config)) (*sim.Fleet, string) {
+	return cloudFleetKey(t, nil, mutate)
+}
+
+// cloudFleetKey is cloudFleet with the service account's key (nil: a new
+// one).
+func cloudFleetKey(t testing.TB, key *rsa.PrivateKey, mutate func(*sim.Config)) (*sim.Fleet, string) {
 	t.Helper()
 	cfg := sim.ZeroLatency()
 	cfg.Regions = []sim.RegionSpec{{Name: "anthropic"}, {Name: "bedrock"}, {Name: "vertex"}}
 	cfg.Models = []sim.ModelSpec{{Name: claudeAnthropic, Capability: 4, ContextWindow: 200_000, Regions: []string{"anthropic", "bedrock", "vertex"}, Formats: []string{"anthropic"}, TemperatureScale: 1}}
-	acct, file, err := sim.NewGoogleServiceAccount(simRoot+"/token", testProject, "keel@"+testProject+".iam.gserviceaccount.com")
+	email := "keel@" + testProject + ".iam.gserviceaccount.com"
+	var acct sim.GoogleAccount
+	var file []byte
+	var err error
+	if key != nil {
+		acct, file, err = sim.GoogleServiceAccount(key, simRoot+"/token", testProject, email)
+	} else {
+		acct, file, err = sim.NewGoogleServiceAccount(simRoot+"/token", testProject, email)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

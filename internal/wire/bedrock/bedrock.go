@@ -185,16 +185,17 @@ func (s *source) chunk(payload []byte) ([]byte, error) {
 }
 
 // eventType reads the "type" member of an Anthropic event: the SSE event
-// name Anthropic's API would have sent it under.
+// name Anthropic's API would have sent it under. The anthropic reader
+// validates the whole event after.
 func eventType(data []byte) (string, error) {
 	data = jsonx.TrimSpace(data)
-	if len(data) == 0 || data[0] != '{' || !jsonx.Valid(data) {
+	if len(data) == 0 || data[0] != '{' {
 		return "", errors.New("chunk bytes are not a JSON object")
 	}
 	typ := ""
 	_ = jsonx.EachMember(data, func(k, v []byte) error {
 		if string(k) == `"type"` {
-			typ, _ = jsonx.Unquote(v)
+			typ = eventName(v)
 		}
 		return nil
 	})
@@ -202,6 +203,22 @@ func eventType(data []byte) (string, error) {
 		return "", errors.New(`chunk event without "type"`)
 	}
 	return typ, nil
+}
+
+// eventNames are the stream's event types, so that naming one does not
+// allocate.
+var eventNames = []string{"content_block_delta", "content_block_start", "content_block_stop", "message_delta", "message_start", "message_stop", "ping", "error"}
+
+func eventName(v []byte) string {
+	if len(v) >= 2 && v[0] == '"' {
+		for _, n := range eventNames {
+			if string(v[1:len(v)-1]) == n {
+				return n
+			}
+		}
+	}
+	s, _ := jsonx.Unquote(v)
+	return s
 }
 
 // exceptionTypes maps a stream exception (its :exception-type, in
