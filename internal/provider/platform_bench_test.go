@@ -6,9 +6,9 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
-	"os"
 	"io"
 	"net/http"
+	"os"
 	"testing"
 
 	"github.com/keelmesh/keel/internal/llm"
