@@ -67,18 +67,29 @@ func AddClouds(c *sim.Config, model, dir string) (*Clouds, error) {
 	return cl, nil
 }
 
+// BedrockAPIKey is the Bedrock API key the fleet's Bedrock front accepts.
+func (cl *Clouds) BedrockAPIKey() string { return cl.bedrockKey }
+
+// WriteServiceAccount writes the service account's key file, its
+// token_uri the token endpoint of the fleet at baseURL, and returns its
+// path.
+func (cl *Clouds) WriteServiceAccount(baseURL string) (string, error) {
+	_, file, err := sim.GoogleServiceAccount(cl.google, strings.TrimRight(baseURL, "/")+"/token", "sim-project", cl.email)
+	if err != nil {
+		return "", err
+	}
+	sa := filepath.Join(cl.dir, "sim-service-account.json")
+	return sa, os.WriteFile(sa, file, 0o600)
+}
+
 // CloudConfig is Config with the endpoints in the bedrock and vertex
 // regions reached through Bedrock and Vertex providers (the Bedrock API
 // key; the service account, whose key file it writes with baseURL's
 // token endpoint), each naming the model as its provider does.
 func CloudConfig(f *sim.Fleet, baseURL string, cl *Clouds) (*config.Config, error) {
 	base := strings.TrimRight(baseURL, "/")
-	_, file, err := sim.GoogleServiceAccount(cl.google, base+"/token", "sim-project", cl.email)
+	sa, err := cl.WriteServiceAccount(baseURL)
 	if err != nil {
-		return nil, err
-	}
-	sa := filepath.Join(cl.dir, "sim-service-account.json")
-	if err := os.WriteFile(sa, file, 0o600); err != nil {
 		return nil, err
 	}
 	cfg := Config(f, baseURL)
