@@ -341,3 +341,32 @@ func TestVertexTokensRefreshedInALongRun(t *testing.T) {
 		}
 	})
 }
+
+// TestCountTokensOnVertexAndBedrock: a token count for Claude on Vertex
+// goes to Vertex's count-tokens model; Bedrock's Messages API has none, so
+// for Claude only on Bedrock it is estimated, and nothing is sent there.
+func TestCountTokensOnVertexAndBedrock(t *testing.T) {
+	c := newCloudSim(t)
+	s := c.mesh(t)
+	defer s.mesh.Close()
+	for _, tc := range []struct{ model, region string }{{"claude-vertex", "vertex"}, {"claude-bedrock", ""}} {
+		before := len(s.up.posts())
+		r := s.call(t, "/v1/messages/count_tokens", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"How many tokens is this?"}]}`, tc.model))
+		if r.status != 200 || !strings.Contains(string(r.body), `"input_tokens":`) {
+			t.Fatalf("%s: %d %s", tc.model, r.status, r.body)
+		}
+		var regions []string
+		for _, p := range s.up.posts()[before:] {
+			if p.region != "" { // "" is the token endpoint
+				regions = append(regions, p.region)
+			}
+		}
+		want := []string{tc.region}
+		if tc.region == "" {
+			want = nil
+		}
+		if !slices.Equal(regions, want) {
+			t.Errorf("%s: count sent to regions %v, want %v", tc.model, regions, want)
+		}
+	}
+}

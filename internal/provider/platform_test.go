@@ -251,3 +251,25 @@ func TestBedrockStreamExceptionFrame(t *testing.T) {
 		t.Fatalf("last event %+v, want the error event of a modelStreamErrorException", last)
 	}
 }
+
+// TestProbeReachesThePlatformHost: a platform endpoint (no base URL of its
+// own) is probed at its platform's host, without credentials, so an
+// ejected Bedrock or Vertex endpoint can be probed back in.
+func TestProbeReachesThePlatformHost(t *testing.T) {
+	f, sa := cloudFleet(t, nil)
+	var got []*http.Request
+	rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		got = append(got, r)
+		return f.Transport().RoundTrip(r)
+	})
+	c := NewClient(rt)
+	for _, ep := range []*Endpoint{bedrockEndpoint(t, f, testSecret), vertexEndpoint(t, f, sa)} {
+		got = nil
+		if err := c.Probe(context.Background(), ep); err != nil {
+			t.Fatalf("%s: %v", ep.Provider, err)
+		}
+		if len(got) != 1 || got[0].URL.Host != "sim.test" || got[0].Method != http.MethodGet || got[0].Header.Get("Authorization") != "" {
+			t.Fatalf("%s: probe requests %v, want one unauthenticated GET to the platform's host", ep.Provider, got)
+		}
+	}
+}

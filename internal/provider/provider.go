@@ -769,7 +769,16 @@ func classifyTransportErr(id string, err, cause error, parent context.Context) *
 // request, so it costs the provider nothing.
 func (c *Client) Probe(ctx context.Context, ep *Endpoint) error {
 	codec := wire.For(ep.Format)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, codec.ProbeURL(ep.BaseURL), nil)
+	target := codec.ProbeURL(ep.BaseURL)
+	if ep.Platform != nil {
+		// The platform's host: its API has no free GET of its own.
+		u, err := url.Parse(ep.Platform.CallURL(ep.UpstreamModel, false))
+		if err != nil {
+			return err
+		}
+		target = u.Scheme + "://" + u.Host + "/"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return err
 	}
