@@ -368,7 +368,7 @@ func (v *validator) providers() {
 		if p.AnthropicVersion != "" {
 			if p.Type == TypeOpenAI {
 				v.add(base+".anthropic_version", "applies only to providers of type anthropic")
-			} else if _, err := time.Parse(time.DateOnly, p.AnthropicVersion); err != nil && p.AnthropicVersion != AnthropicVersionClient {
+			} else if _, err := time.Parse(time.DateOnly, p.AnthropicVersion); err != nil && p.AnthropicVersion != AnthropicVersionClient && !platformVersion(&p) {
 				v.add(base+".anthropic_version", "expected a date such as %q or %q, got %q", DefaultAnthropicVersion, AnthropicVersionClient, p.AnthropicVersion)
 			}
 		}
@@ -781,4 +781,11 @@ func (v *validator) platform(base string, p *Provider) {
 			v.add(base+".api_key", "does not apply to vertex: Vertex AI takes OAuth2 tokens (vertex.credentials_file or Application Default Credentials)")
 		}
 	}
+}
+
+// platformVersion reports whether p is a Bedrock or Vertex provider
+// declaring its platform's own anthropic_version (bedrock-2023-05-31,
+// vertex-2023-10-16), which those platforms document for the body.
+func platformVersion(p *Provider) bool {
+	return p.Bedrock != nil && p.AnthropicVersion == "bedrock-2023-05-31" || p.Vertex != nil && p.AnthropicVersion == "vertex-2023-10-16"
 }
