@@ -108,9 +108,6 @@ func NewBedrock(ctx context.Context, cfg BedrockConfig) (*Bedrock, error) {
 // Name implements Platform.
 func (*Bedrock) Name() string { return "bedrock" }
 
-// Region is the AWS region requests are signed for.
-func (b *Bedrock) Region() string { return b.region }
-
 // DefaultVersion implements Platform: bedrock-2023-05-31.
 func (*Bedrock) DefaultVersion() string { return bedrock.DefaultVersion }
 

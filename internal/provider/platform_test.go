@@ -273,3 +273,33 @@ func TestProbeReachesThePlatformHost(t *testing.T) {
 		}
 	}
 }
+
+// TestPlatformURLs: the hosts and paths of Bedrock's and Vertex's model
+// calls, as their docs and the official SDK build them.
+func TestPlatformURLs(t *testing.T) {
+	for _, tc := range []struct{ region, want string }{
+		{"global", "https://aiplatform.googleapis.com"},
+		{"us", "https://aiplatform.us.rep.googleapis.com"},
+		{"eu", "https://aiplatform.eu.rep.googleapis.com"},
+		{"us-east5", "https://us-east5-aiplatform.googleapis.com"},
+	} {
+		if got := vertexHost(tc.region); got != tc.want {
+			t.Errorf("vertexHost(%q) = %q, want %q", tc.region, got, tc.want)
+		}
+	}
+	b, err := NewBedrock(context.Background(), BedrockConfig{Region: "eu-central-1", APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for stream, want := range map[bool]string{
+		false: "https://bedrock-runtime.eu-central-1.amazonaws.com/model/eu.anthropic.claude-sonnet-4-5-20250929-v1:0/invoke",
+		true:  "https://bedrock-runtime.eu-central-1.amazonaws.com/model/eu.anthropic.claude-sonnet-4-5-20250929-v1:0/invoke-with-response-stream",
+	} {
+		if got := b.CallURL("eu.anthropic.claude-sonnet-4-5-20250929-v1:0", stream); got != want {
+			t.Errorf("CallURL(stream=%v) = %q, want %q", stream, got, want)
+		}
+	}
+	if got := b.PostURL("/v1/messages/count_tokens", "m"); got != "" {
+		t.Errorf("Bedrock PostURL(count_tokens) = %q, want none", got)
+	}
+}

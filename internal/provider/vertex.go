@@ -105,17 +105,17 @@ func NewVertex(ctx context.Context, cfg VertexConfig) (*Vertex, error) {
 	}
 	host := strings.TrimRight(cfg.BaseURL, "/")
 	if host == "" {
-		host = VertexHost(cfg.Region)
+		host = vertexHost(cfg.Region)
 	}
 	v.base = host + "/v1/projects/" + url.PathEscape(v.project) + "/locations/" + url.PathEscape(v.region) + "/publishers/anthropic/models/"
 	return v, nil
 }
 
-// VertexHost is the Vertex AI host of a location, as Google's docs and
+// vertexHost is the Vertex AI host of a location, as Google's docs and
 // the official SDK name it: aiplatform.googleapis.com for global, the
 // multi-region hosts for us and eu, {region}-aiplatform.googleapis.com
 // otherwise.
-func VertexHost(region string) string {
+func vertexHost(region string) string {
 	switch region {
 	case "global":
 		return "https://aiplatform.googleapis.com"
@@ -127,9 +127,6 @@ func VertexHost(region string) string {
 
 // Name implements Platform.
 func (*Vertex) Name() string { return "vertex" }
-
-// Project is the Google Cloud project calls are made in.
-func (v *Vertex) Project() string { return v.project }
 
 // DefaultVersion implements Platform: vertex-2023-10-16.
 func (*Vertex) DefaultVersion() string { return VertexVersion }
