@@ -73,7 +73,11 @@ func (c *Client) Post(ctx context.Context, ep *Endpoint, rawURL string, body []b
 		if err := ep.Platform.Authorize(actx, hreq, body); err != nil {
 			return nil, authError(ep, err)
 		}
-		addHeaders(h, nil, nil, ep)
+		if ep.Platform.BetasInBody() {
+			addHeaders(h, nil, nil, ep)
+		} else {
+			addHeaders(h, codec, call.ClientHeader, ep)
+		}
 	} else {
 		codec.SetAuth(h.Set, ep.APIKey, ep.APIVersion(call.ClientHeader))
 		addHeaders(h, codec, call.ClientHeader, ep)
