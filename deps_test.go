@@ -22,31 +22,36 @@ const mod = "github.com/keelmesh/keel"
 // restructuring merges); the lead tightens them after it.
 var reach = map[string][]string{
 	// Leaves: the standard library only.
-	mod + "/internal/llm":                nil,
-	mod + "/internal/sse":                nil,
-	mod + "/internal/jsonx":              nil,
-	mod + "/internal/resilience":         nil,
-	mod + "/internal/pricing":            nil,
-	mod + "/internal/cache":              stageBase,
-	mod + "/internal/shadow":             stageBase,
-	mod + "/internal/health":             nil,
-	mod + "/internal/route":              nil,
-	mod + "/internal/pii":                stageBase,
-	mod + "/internal/inproc":             nil,
-	mod + "/internal/telemetry/semconv":  nil,
-	mod + "/internal/classify":           {mod + "/internal/llm"},
-	mod + "/internal/fragment":           slices.Concat(stageBase, schemaLib, []string{mod + "/internal/structured"}),
-	mod + "/internal/normalize":          {mod + "/internal/llm"},
-	mod + "/internal/semcache":           slices.Concat(stageBase, []string{"github.com/coder/hnsw", mod + "/internal/cache"}),
-	mod + "/internal/structured":         slices.Concat(stageBase, schemaLib),
-	mod + "/internal/pipeline":           slices.Concat(wireAll, []string{mod + "/internal/provider", mod + "/internal/pricing"}),
-	mod + "/internal/convstate":          {mod + "/internal/llm", mod + "/internal/jsonx"},
-	mod + "/internal/wire/translate":     {mod + "/internal/llm", mod + "/internal/jsonx"},
-	mod + "/internal/wire/anthropic":     wireLeaf,
-	mod + "/internal/wire/openai":        wireLeaf,
-	mod + "/internal/wire/responses":     wireLeaf,
-	mod + "/internal/wire":               slices.Concat(wireLeaf, []string{mod + "/internal/wire/anthropic", mod + "/internal/wire/openai", mod + "/internal/wire/responses"}),
-	mod + "/internal/provider":           slices.Concat(wireAll, []string{mod + "/internal/pricing"}),
+	mod + "/internal/llm":               nil,
+	mod + "/internal/sse":               nil,
+	mod + "/internal/jsonx":             nil,
+	mod + "/internal/resilience":        nil,
+	mod + "/internal/pricing":           nil,
+	mod + "/internal/cache":             stageBase,
+	mod + "/internal/shadow":            stageBase,
+	mod + "/internal/health":            nil,
+	mod + "/internal/route":             nil,
+	mod + "/internal/pii":               stageBase,
+	mod + "/internal/inproc":            nil,
+	mod + "/internal/telemetry/semconv": nil,
+	mod + "/internal/classify":          {mod + "/internal/llm"},
+	mod + "/internal/fragment":          slices.Concat(stageBase, schemaLib, []string{mod + "/internal/structured"}),
+	mod + "/internal/normalize":         {mod + "/internal/llm"},
+	mod + "/internal/semcache":          slices.Concat(stageBase, []string{"github.com/coder/hnsw", mod + "/internal/cache"}),
+	mod + "/internal/structured":        slices.Concat(stageBase, schemaLib),
+	mod + "/internal/pipeline":          slices.Concat(providerReach, []string{mod + "/internal/provider"}),
+	mod + "/internal/convstate":         {mod + "/internal/llm", mod + "/internal/jsonx"},
+	mod + "/internal/wire/translate":    {mod + "/internal/llm", mod + "/internal/jsonx"},
+	mod + "/internal/wire/anthropic":    wireLeaf,
+	mod + "/internal/wire/openai":       wireLeaf,
+	mod + "/internal/wire/responses":    wireLeaf,
+	mod + "/internal/wire":              slices.Concat(wireLeaf, []string{mod + "/internal/wire/anthropic", mod + "/internal/wire/openai", mod + "/internal/wire/responses"}),
+	// Bedrock's eventstream is decoded by the AWS SDK's codec (and its
+	// smithy-go core), never by hand.
+	mod + "/internal/wire/bedrock": slices.Concat(wireLeaf, []string{mod + "/internal/wire/anthropic", "github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream",
+		"github.com/aws/smithy-go"}),
+	mod + "/internal/wire/google":        slices.Concat(wireLeaf, []string{mod + "/internal/wire/anthropic"}),
+	mod + "/internal/provider":           providerReach,
 	mod + "/internal/normalize/calstore": {mod + "/internal/llm", mod + "/internal/normalize", "modernc.org/sqlite"},
 	// config decodes into the policy packages' config structs (STYLE.md
 	// rule 22); they are leaves themselves.
@@ -56,7 +61,7 @@ var reach = map[string][]string{
 	// The engine: the layers below it, and (the second line) the feature
 	// packages it still reaches today. Issue 26 moves each feature into a
 	// stage of its own; delete its entry here when it leaves the engine.
-	mod + "/internal/engine": slices.Concat(wireAll, []string{mod + "/internal/provider", mod + "/internal/pricing",
+	mod + "/internal/engine": slices.Concat(providerReach, []string{mod + "/internal/provider",
 		mod + "/internal/resilience", mod + "/internal/route", mod + "/internal/health", mod + "/internal/normalize"},
 		[]string{mod + "/internal/pipeline", mod + "/internal/relay", mod + "/internal/policy", mod + "/internal/fleet"},
 		[]string{mod + "/internal/cache", mod + "/internal/classify", mod + "/internal/fragment", mod + "/internal/pii", mod + "/internal/shadow", mod + "/internal/structured",
@@ -65,7 +70,15 @@ var reach = map[string][]string{
 
 // stageBase is what a stage package may reach: the pipeline contract and
 // the layers below it (never the engine).
-var stageBase = slices.Concat(wireAll, []string{mod + "/internal/pipeline", mod + "/internal/provider", mod + "/internal/pricing"})
+var stageBase = slices.Concat(providerReach, []string{mod + "/internal/pipeline", mod + "/internal/provider"})
+
+// providerReach is what the upstream client may reach: the codecs, the
+// prices, and for Anthropic's models on Bedrock and Vertex the platforms'
+// codecs, their credentials and signing by the AWS SDK (signer, the
+// standard credential chain) and golang.org/x/oauth2/google (Application
+// Default Credentials, the metadata server's on Google Cloud).
+var providerReach = slices.Concat(wireAll, []string{mod + "/internal/pricing", mod + "/internal/wire/bedrock", mod + "/internal/wire/google",
+	"github.com/aws/aws-sdk-go-v2/aws", "github.com/aws/aws-sdk-go-v2/config", "github.com/aws/smithy-go", "golang.org/x/oauth2", "cloud.google.com/go/compute/metadata"})
 
 // schemaLib is the JSON Schema library and what it reaches.
 var schemaLib = []string{"github.com/santhosh-tekuri/jsonschema/v6", "golang.org/x/text"}

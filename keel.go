@@ -111,6 +111,11 @@ func (m *Mesh) Engine() *engine.Engine { return m.built.Engine() }
 // SetReady flips the proxy's /readyz (false while draining).
 func (m *Mesh) SetReady(ready bool) { m.built.Server().SetReady(ready) }
 
+// CheckCredentials gets the credentials of every Bedrock and Vertex
+// provider once (a credential fetch, no model call); the error names each
+// provider that cannot authenticate. keel serve runs it at start.
+func (m *Mesh) CheckCredentials(ctx context.Context) error { return m.built.CheckCredentials(ctx) }
+
 // ErrShuttingDown, as the cause of a request context's cancellation, ends
 // the call served by Handler with the wire's shutdown error: a stream gets
 // the wire's error event (overloaded_error), a call not yet answered a 503.

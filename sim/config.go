@@ -74,6 +74,10 @@ type Config struct {
 	Regions []RegionSpec `json:"regions"`
 	// Faults are active from the start; see Fleet.SetFaults.
 	Faults []Fault `json:"faults,omitempty"`
+	// Auth is what the Amazon Bedrock and Google Vertex AI fronts accept
+	// (none: they refuse every call, as the real ones refuse an
+	// unauthenticated one).
+	Auth Auth `json:"auth,omitzero"`
 }
 
 // ModelSpec is one simulated model.

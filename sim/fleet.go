@@ -29,6 +29,7 @@ type Fleet struct {
 	reqSeq   atomic.Uint64
 	nFaults  atomic.Int32 // len(faults), read without the lock on the hot path
 	stored   storedResponses
+	tokens   tokens // the Google access tokens the token endpoint issued
 
 	mu       sync.Mutex // guards following
 	faults   []*activeFault
@@ -118,6 +119,9 @@ func cloneConfig(c Config) Config {
 	}
 	c.Regions = slices.Clone(c.Regions)
 	c.Faults = slices.Clone(c.Faults)
+	c.Auth.AWS = slices.Clone(c.Auth.AWS)
+	c.Auth.BedrockAPIKeys = slices.Clone(c.Auth.BedrockAPIKeys)
+	c.Auth.Google = slices.Clone(c.Auth.Google)
 	return c
 }
 

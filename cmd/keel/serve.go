@@ -124,6 +124,10 @@ func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOu
 	if err != nil {
 		return err
 	}
+	if err := first.CheckCredentials(ctx); err != nil {
+		first.Close()
+		return fmt.Errorf("checking credentials: %w", err)
+	}
 	var cur atomic.Pointer[keel.Mesh]
 	cur.Store(first)
 	closers = append(closers, func() { cur.Load().Close() })

@@ -56,6 +56,8 @@ type Mesh struct {
 		CloseIdleConnections()
 	}
 	smetrics *structured.Metrics
+	// platforms are the Bedrock and Vertex providers' (CheckCredentials).
+	platforms []namedPlatform
 
 	tracer   *tracing.Tracer
 	reqlog   *sqlite.Log
@@ -84,6 +86,9 @@ func Build(cfg *config.Config, o Options) (_ *Mesh, err error) {
 	if rt == nil {
 		m.upstream = upstreamTransport(cfg, ups)
 		rt = m.upstream
+	}
+	if m.platforms, err = ups.attachPlatforms(cfg, rt); err != nil {
+		return nil, err
 	}
 	clf, err := classifier(cfg)
 	if err != nil {

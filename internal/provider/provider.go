@@ -88,6 +88,11 @@ type Endpoint struct {
 	// embedding): it serves the Embeddings API (POST {base}/embeddings),
 	// not model calls.
 	Embedding bool
+	// Platform, for an Anthropic-format endpoint, is the cloud serving the
+	// model behind its own envelope, URL and authentication (Amazon
+	// Bedrock, Google Vertex AI); nil for an API called at BaseURL with
+	// APIKey.
+	Platform Platform
 }
 
 // Continuation is how an upstream continues a partial answer it is sent
@@ -181,6 +186,11 @@ const AnthropicVersionClient = "client"
 // §0.14).
 func (e *Endpoint) APIVersion(client http.Header) string {
 	c := wire.For(e.Format)
+	if e.Platform != nil && e.AnthropicVersion == "" {
+		// A platform's documented version (bedrock-2023-05-31,
+		// vertex-2023-10-16), which it accepts in the body.
+		return e.Platform.DefaultVersion()
+	}
 	switch {
 	case e.AnthropicVersion == AnthropicVersionClient, e.AnthropicVersion == "" && isAnthropicAPI(e.BaseURL):
 		return c.APIVersion("", client)
@@ -299,23 +309,34 @@ type Client struct {
 type urlKey struct {
 	base   string
 	format llm.Format
+	// A platform's URL names the model and the kind of call.
+	platform Platform
+	model    string
+	stream   bool
 }
 
-// url returns ep's parsed request URL.
-func (c *Client) url(ep *Endpoint) (*url.URL, error) {
-	k := urlKey{ep.BaseURL, ep.Format}
+// url returns ep's parsed request URL (for a streaming call when stream).
+func (c *Client) url(ep *Endpoint, stream bool) (*url.URL, error) {
+	k := urlKey{base: ep.BaseURL, format: ep.Format}
+	if ep.Platform != nil {
+		k = urlKey{platform: ep.Platform, model: ep.UpstreamModel, stream: stream}
+	}
 	c.mu.RLock()
 	u := c.urls[k]
 	c.mu.RUnlock()
 	if u != nil {
 		return u, nil
 	}
-	u, err := url.Parse(ep.URL())
+	raw := ep.URL()
+	if ep.Platform != nil {
+		raw = ep.Platform.CallURL(ep.UpstreamModel, stream)
+	}
+	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, err
 	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("endpoint URL %q: want http(s)://host/...", ep.URL())
+		return nil, fmt.Errorf("endpoint URL %q: want http(s)://host/...", raw)
 	}
 	c.mu.Lock()
 	if c.urls == nil {
@@ -454,9 +475,25 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 	codec := wire.For(ep.Format)
 	version := ep.APIVersion(call.ClientHeader)
 	dropped := append(slices.Clone(tr.Dropped), codec.PrepareUpstream(&out, version)...)
+	pf := ep.Platform
+	if pf != nil {
+		// The platform's URL names the model (and, on Bedrock, the stream).
+		out.Model = ""
+		out.Stream = out.Stream && pf.KeepsStream()
+	}
 	body, err := codec.EncodeRequest(&out)
 	if err != nil {
 		return nil, &Error{Kind: KindProtocol, Endpoint: ep.ID, Err: fmt.Errorf("encoding request: %w", err)}
+	}
+	if pf != nil {
+		if !bytes.HasPrefix(body, []byte(modelPrefix)) {
+			return nil, &Error{Kind: KindProtocol, Endpoint: ep.ID, Err: errors.New("encoding request: the body does not start with its model")}
+		}
+		var betas []string
+		if pf.BetasInBody() && call.ClientHeader != nil {
+			betas = call.ClientHeader.Values("Anthropic-Beta")
+		}
+		body = envelope(body, version, betas)
 	}
 	if call.Sent != nil {
 		call.Sent(body)
@@ -468,7 +505,7 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		ends.timer = time.AfterFunc(ep.RequestTimeout, func() { cancel(context.DeadlineExceeded) })
 	}
 	release := ends.release // a call, not a closure: a buffered answer allocates none
-	u, err := c.url(ep)
+	u, err := c.url(ep, req.Stream)
 	if err != nil {
 		release()
 		return nil, &Error{Kind: KindConnect, Endpoint: ep.ID, Err: err}
@@ -491,8 +528,22 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 	}
 	set("Content-Type", "application/json")
 	set("Accept", "application/json")
-	codec.SetAuth(set, ep.APIKey, version)
-	addHeaders(h, codec, call.ClientHeader, ep)
+	if pf != nil {
+		// The version and betas are in the body; the signature covers the
+		// headers set so far, the endpoint's extra headers are not signed.
+		if err := pf.Authorize(actx, hreq, body); err != nil {
+			release()
+			return nil, authError(ep, err)
+		}
+		if pf.BetasInBody() {
+			addHeaders(h, nil, nil, ep)
+		} else {
+			addHeaders(h, codec, call.ClientHeader, ep)
+		}
+	} else {
+		codec.SetAuth(set, ep.APIKey, version)
+		addHeaders(h, codec, call.ClientHeader, ep)
+	}
 
 	resp, err := c.roundTrip(hreq, ep, cancel)
 	if err != nil {
@@ -513,7 +564,7 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		if rerr != nil && len(b) == 0 {
 			return nil, classifyTransportErr(ep.ID, rerr, context.Cause(actx), ctx)
 		}
-		return nil, &Error{Kind: KindStatus, Endpoint: ep.ID, API: codec.ParseError(resp.StatusCode, resp.Header, b)}
+		return nil, &Error{Kind: KindStatus, Endpoint: ep.ID, API: parseError(ep, codec, resp, b)}
 	}
 	if !req.Stream {
 		b, rerr := readAnswer(resp)
@@ -556,7 +607,12 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 	if call.Received != nil {
 		sb = &countingReader{r: resp.Body, n: call.Received}
 	}
-	rd := codec.NewStreamReader(sb)
+	var rd wire.StreamReader
+	if pf != nil {
+		rd = pf.NewStreamReader(sb)
+	} else {
+		rd = codec.NewStreamReader(sb)
+	}
 	s.next = rd.Next
 	if r, ok := rd.(wire.Recycler); ok {
 		s.recycle = r.Recycle
@@ -734,11 +790,23 @@ func classifyTransportErr(id string, err, cause error, parent context.Context) *
 // request, so it costs the provider nothing.
 func (c *Client) Probe(ctx context.Context, ep *Endpoint) error {
 	codec := wire.For(ep.Format)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, codec.ProbeURL(ep.BaseURL), nil)
+	target := codec.ProbeURL(ep.BaseURL)
+	if ep.Platform != nil {
+		// The platform's host: its API has no free GET of its own.
+		u, err := url.Parse(ep.Platform.CallURL(ep.UpstreamModel, false))
+		if err != nil {
+			return err
+		}
+		target = u.Scheme + "://" + u.Host + "/"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return err
 	}
-	codec.SetAuth(req.Header.Set, ep.APIKey, codec.APIVersion("", nil))
+	if ep.Platform == nil {
+		// A platform's credentials are for its model calls only.
+		codec.SetAuth(req.Header.Set, ep.APIKey, codec.APIVersion("", nil))
+	}
 	resp, err := c.rt.RoundTrip(req)
 	if err != nil {
 		return err
@@ -751,7 +819,7 @@ func (c *Client) Probe(ctx context.Context, ep *Endpoint) error {
 // addHeaders sets on h the client's headers that codec passes on and
 // then the endpoint's own (which win).
 func addHeaders(h http.Header, codec wire.Codec, client http.Header, ep *Endpoint) {
-	if client != nil {
+	if client != nil && codec != nil {
 		for _, k := range codec.PassHeaders() {
 			if v := client.Values(k); len(v) > 0 {
 				h[k] = v
@@ -771,6 +839,24 @@ func (c *Client) roundTrip(hreq *http.Request, ep *Endpoint, cancel context.Canc
 		defer t.Stop()
 	}
 	return c.rt.RoundTrip(hreq)
+}
+
+// parseError reads an error answer in ep's shape: its platform's, else
+// its format's.
+func parseError(ep *Endpoint, codec wire.Codec, resp *http.Response, b []byte) *llm.APIError {
+	if ep.Platform != nil {
+		return ep.Platform.ParseError(resp.StatusCode, resp.Header, b)
+	}
+	return codec.ParseError(resp.StatusCode, resp.Header, b)
+}
+
+// authError is the failure of an attempt whose platform credentials could
+// not be had: a 401 authentication_error naming the provider, so the
+// caller knows which account to fix and the call can go elsewhere.
+func authError(ep *Endpoint, err error) *Error {
+	return &Error{Kind: KindStatus, Endpoint: ep.ID, BeforeResponse: true, Err: err,
+		API: &llm.APIError{Status: http.StatusUnauthorized, Type: llm.ErrAuthentication,
+			Message: fmt.Sprintf("provider %s (%s) cannot authenticate: %v", ep.Provider, ep.Platform.Name(), err)}}
 }
 
 // attemptEnd ends an upstream attempt: stops its request timer and cancels
