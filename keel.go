@@ -151,6 +151,7 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 		aliases[config.AutoAlias] = engine.Alias{Tiering: engineTiering(t)}
 	}
 	var pass []*provider.Endpoint
+	var hs hosts
 	if len(cfg.Models) == 0 {
 		// No models declared: every provider serves whatever model name the
 		// client asks for, in its own format.
@@ -172,6 +173,9 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 				RequestTimeout:        time.Duration(p.Timeouts.Request),
 				Header:                headerOf(p.Headers),
 			})
+			if pass[len(pass)-1].Host, err = hs.of(&p, p.BaseURL, key); err != nil {
+				return nil, fmt.Errorf("provider %s: %w", p.Name, err)
+			}
 		}
 	}
 	m.smetrics = &structured.Metrics{}
@@ -426,6 +430,7 @@ func sharedStartWait(r config.Redis) time.Duration {
 // upstream model, else for the model's name (zero when none has one).
 func Endpoints(cfg *config.Config) ([]*provider.Endpoint, error) {
 	var eps []*provider.Endpoint
+	var hs hosts
 	prices := pricing.New(cfg.Pricing)
 	for _, mdl := range cfg.Models {
 		for _, e := range mdl.Endpoints {
@@ -480,6 +485,10 @@ func Endpoints(cfg *config.Config) ([]*provider.Endpoint, error) {
 				ep.BaseURL = e.BaseURL
 			}
 			ep.Header = headerOf(p.Headers)
+			ep.ContentFilter = provider.ContentFilter(mdl.ContentFilter)
+			if ep.Host, err = hs.of(p, ep.BaseURL, key); err != nil {
+				return nil, fmt.Errorf("provider %s: %w", p.Name, err)
+			}
 			eps = append(eps, ep)
 		}
 	}

@@ -75,6 +75,8 @@ type Config struct {
 	Regions []RegionSpec `json:"regions"`
 	// Faults are active from the start; see Fleet.SetFaults.
 	Faults []Fault `json:"faults,omitempty"`
+	// Azure, when set, serves Azure OpenAI's routes too (see AzureSpec).
+	Azure *AzureSpec `json:"azure,omitempty"`
 }
 
 // ModelSpec is one simulated model.
@@ -412,6 +414,11 @@ func (c *Config) Validate() error {
 	for i := range c.Faults {
 		if err := c.Faults[i].validate(); err != nil {
 			return fmt.Errorf("sim config: faults[%d]: %w", i, err)
+		}
+	}
+	if c.Azure != nil {
+		if err := c.Azure.validate(models); err != nil {
+			return fmt.Errorf("sim config: %w", err)
 		}
 	}
 	return nil

@@ -37,6 +37,12 @@ const (
 	// KindSlow makes the call Factor times slower (default: the endpoint's
 	// TailFactor, or 10 when that is unset).
 	KindSlow = "slow"
+	// KindContentFilter refuses the prompt as Azure OpenAI's content
+	// filter does: 400, code content_filter, with each category's verdict
+	// (learn.microsoft.com/azure/ai-foundry/openai/concepts/content-filter).
+	// It matches only calls on the Azure routes (AzureSpec): no other
+	// provider answers so.
+	KindContentFilter = "content_filter"
 )
 
 // kindRegionDown is the fault name recorded in Stats for calls to a region
@@ -46,7 +52,7 @@ const kindRegionDown = "region_down"
 var faultKinds = map[string]bool{
 	KindRateLimit: true, KindOverloaded: true, KindServerError: true, KindReset: true,
 	KindHang: true, KindStreamCut: true, KindStreamError: true, KindStall: true, KindNoTerminator: true,
-	KindMalformedJSON: true, KindSlow: true,
+	KindMalformedJSON: true, KindSlow: true, KindContentFilter: true,
 }
 
 // streamOnly kinds act inside a stream and never match a non-streaming call.
@@ -139,6 +145,7 @@ type callInfo struct {
 	format        llm.Format
 	stream        bool
 	hasJSON       bool
+	azure         bool // served on an Azure route
 }
 
 func (f *Fault) matches(c *callInfo) bool {
@@ -152,6 +159,9 @@ func (f *Fault) matches(c *callInfo) bool {
 		return false
 	}
 	if f.Kind == KindMalformedJSON && !c.hasJSON {
+		return false
+	}
+	if f.Kind == KindContentFilter && !c.azure {
 		return false
 	}
 	return true

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -118,6 +119,11 @@ func cloneConfig(c Config) Config {
 	}
 	c.Regions = slices.Clone(c.Regions)
 	c.Faults = slices.Clone(c.Faults)
+	if c.Azure != nil {
+		az := *c.Azure
+		az.APIKeys, az.EntraTokens, az.Deployments = slices.Clone(az.APIKeys), slices.Clone(az.EntraTokens), maps.Clone(az.Deployments)
+		c.Azure = &az
+	}
 	return c
 }
 

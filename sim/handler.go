@@ -16,6 +16,7 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/sse"
 	"github.com/keelmesh/keel/internal/wire/anthropic"
+	"github.com/keelmesh/keel/internal/wire/azure"
 	"github.com/keelmesh/keel/internal/wire/openai"
 )
 
@@ -48,6 +49,8 @@ type codec struct {
 	encode      func(*llm.Response) ([]byte, error)
 	encodeError func(*llm.APIError) []byte
 	stream      func(*sse.Writer, *llm.Request) eventWriter
+	// azure: served on Azure OpenAI's routes (AzureSpec).
+	azure bool
 }
 
 type eventWriter interface{ Write(*llm.Event) error }
@@ -81,7 +84,7 @@ func (f *Fleet) routes() http.Handler {
 			if prefixed {
 				region = r.PathValue("region")
 			}
-			f.serveAPI(w, r, region, c)
+			f.serveAPI(w, r, region, c, nil)
 		}
 	}
 	mux.HandleFunc("POST /v1/messages", api(anthropicCodec, false))
@@ -90,6 +93,13 @@ func (f *Fleet) routes() http.Handler {
 	mux.HandleFunc("POST /r/{region}/v1/chat/completions", api(openaiCodec, true))
 	mux.HandleFunc("POST /v1/responses", api(responsesCodec, false))
 	mux.HandleFunc("POST /r/{region}/v1/responses", api(responsesCodec, true))
+	for _, pre := range []string{"", "/r/{region}"} {
+		prefixed := pre != ""
+		mux.HandleFunc("POST "+pre+"/openai/deployments/{deployment}/chat/completions", f.serveAzure(azureChatCodec, false, prefixed))
+		mux.HandleFunc("POST "+pre+"/openai/responses", f.serveAzure(azureResponsesCodec, false, prefixed))
+		mux.HandleFunc("POST "+pre+"/openai/v1/chat/completions", f.serveAzure(azureChatCodec, true, prefixed))
+		mux.HandleFunc("POST "+pre+"/openai/v1/responses", f.serveAzure(azureResponsesCodec, true, prefixed))
+	}
 	mux.HandleFunc("POST /v1/embeddings", f.serveEmbeddings)
 	mux.HandleFunc("POST /r/{region}/v1/embeddings", f.serveEmbeddings)
 	mux.HandleFunc("POST /v1/messages/count_tokens", f.serveCountTokens)
@@ -338,8 +348,9 @@ var bodyPool sync.Pool // of *[]byte
 // maxPooledBody bounds the buffers kept in bodyPool.
 const maxPooledBody = 64 << 10
 
-// serveAPI serves one Messages or Chat Completions call.
-func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName string, c *codec) {
+// serveAPI serves one Messages, Chat Completions or Responses call; az is
+// set for a call on an Azure route.
+func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName string, c *codec, az *azureCall) {
 	ctx := r.Context()
 	rh := respHeader{h: w.Header()}
 	reqID, sample := f.requestID()
@@ -405,6 +416,14 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 				fail(http.StatusBadRequest, llm.ErrInvalidRequest, p.name+": Extra inputs are not permitted")
 				return
 			}
+		}
+	}
+	if az != nil {
+		if ae := f.azureModel(az, req); ae != nil {
+			e := *ae
+			e.RequestID = reqID
+			writeAPIError(w, c, &e)
+			return
 		}
 	}
 	spec := f.models[req.Model]
@@ -494,7 +513,7 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 	}
 	var fault *Fault
 	if f.nFaults.Load() != 0 {
-		fault = f.pickFault(&callInfo{model: req.Model, region: regionName, format: c.format, stream: req.Stream, hasJSON: ans.hasJSON()})
+		fault = f.pickFault(&callInfo{model: req.Model, region: regionName, format: c.format, stream: req.Stream, hasJSON: ans.hasJSON(), azure: c.azure})
 	}
 	if fault != nil {
 		ep.recordFault(fault.Kind)
@@ -527,6 +546,15 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 			}
 			ep.recordStatus(status)
 			call.fail(status, llm.StatusErrorType(status), "Internal server error (simulated).")
+			return
+		case KindContentFilter:
+			ep.recordStatus(http.StatusBadRequest)
+			call.done()
+			b := azure.EncodeContentFilterError(contentFilterVerdict)
+			rh.set("Content-Type", "application/json")
+			rh.set("Content-Length", strconv.Itoa(len(b)))
+			w.WriteHeader(http.StatusBadRequest)
+			w.Write(b)
 			return
 		case KindReset:
 			resetConn(w)

@@ -55,7 +55,9 @@ func (c *Client) Post(ctx context.Context, ep *Endpoint, rawURL string, body []b
 	h.Set("Content-Type", "application/json")
 	h.Set("Accept", "application/json")
 	codec := wire.For(ep.Format)
-	codec.SetAuth(h.Set, ep.APIKey, ep.APIVersion(call.ClientHeader))
+	if e := authorize(actx, ep, codec, h.Set, ep.APIVersion(call.ClientHeader)); e != nil {
+		return nil, e
+	}
 	addHeaders(h, codec, call.ClientHeader, ep)
 	resp, err := c.roundTrip(hreq, ep, cancel)
 	if err != nil {
@@ -76,7 +78,7 @@ func (c *Client) Post(ctx context.Context, ep *Endpoint, rawURL string, body []b
 		if rerr != nil && len(b) == 0 {
 			return nil, classifyTransportErr(ep.ID, rerr, context.Cause(actx), ctx)
 		}
-		return nil, &Error{Kind: KindStatus, Endpoint: ep.ID, API: codec.ParseError(resp.StatusCode, resp.Header, b)}
+		return nil, parseError(ep, codec, resp, b)
 	}
 	if rerr != nil {
 		return nil, classifyTransportErr(ep.ID, rerr, context.Cause(actx), ctx)

@@ -88,6 +88,13 @@ type Endpoint struct {
 	// embedding): it serves the Embeddings API (POST {base}/embeddings),
 	// not model calls.
 	Embedding bool
+	// Host, when set, addresses and authenticates the endpoint's model
+	// calls (Azure OpenAI, the Gemini API); nil: BaseURL and APIKey in
+	// the format's way.
+	Host Host
+	// ContentFilter is the endpoint's model's policy when a content
+	// filter refuses a prompt; empty means ContentFilterFail.
+	ContentFilter ContentFilter
 }
 
 // Continuation is how an upstream continues a partial answer it is sent
@@ -280,23 +287,32 @@ type Client struct {
 type urlKey struct {
 	base   string
 	format llm.Format
+	// A host's URL may name the model and the kind of call.
+	host   Host
+	model  string
+	stream bool
 }
 
-// url returns ep's parsed request URL.
-func (c *Client) url(ep *Endpoint) (*url.URL, error) {
-	k := urlKey{ep.BaseURL, ep.Format}
+// url returns ep's parsed request URL (of a streamed call when stream).
+func (c *Client) url(ep *Endpoint, stream bool) (*url.URL, error) {
+	k := urlKey{base: ep.BaseURL, format: ep.Format}
+	raw := ep.URL
+	if ep.Host != nil {
+		k = urlKey{host: ep.Host, model: ep.UpstreamModel, stream: stream}
+		raw = func() string { return ep.Host.CallURL(ep.UpstreamModel, stream) }
+	}
 	c.mu.RLock()
 	u := c.urls[k]
 	c.mu.RUnlock()
 	if u != nil {
 		return u, nil
 	}
-	u, err := url.Parse(ep.URL())
+	u, err := url.Parse(raw())
 	if err != nil {
 		return nil, err
 	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("endpoint URL %q: want http(s)://host/...", ep.URL())
+		return nil, fmt.Errorf("endpoint URL %q: want http(s)://host/...", raw())
 	}
 	c.mu.Lock()
 	if c.urls == nil {
@@ -374,7 +390,10 @@ type Error struct {
 	BeforeResponse bool
 	// API is set for KindStatus (and for error events inside a stream).
 	API *llm.APIError
-	Err error
+	// Filtered, set when a content filter refused the prompt, is the
+	// endpoint's model's policy for it.
+	Filtered ContentFilter
+	Err      error
 }
 
 func (e *Error) Error() string {
@@ -455,7 +474,7 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		}
 		cancel(context.Canceled)
 	}
-	u, err := c.url(ep)
+	u, err := c.url(ep, req.Stream)
 	if err != nil {
 		release()
 		return nil, &Error{Kind: KindConnect, Endpoint: ep.ID, Err: err}
@@ -478,7 +497,10 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 	}
 	set("Content-Type", "application/json")
 	set("Accept", "application/json")
-	codec.SetAuth(set, ep.APIKey, version)
+	if e := authorize(actx, ep, codec, set, version); e != nil {
+		release()
+		return nil, e
+	}
 	addHeaders(h, codec, call.ClientHeader, ep)
 
 	resp, err := c.roundTrip(hreq, ep, cancel)
@@ -500,7 +522,7 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		if rerr != nil && len(b) == 0 {
 			return nil, classifyTransportErr(ep.ID, rerr, context.Cause(actx), ctx)
 		}
-		return nil, &Error{Kind: KindStatus, Endpoint: ep.ID, API: codec.ParseError(resp.StatusCode, resp.Header, b)}
+		return nil, parseError(ep, codec, resp, b)
 	}
 	if !req.Stream {
 		b, rerr := readAnswer(resp)
@@ -725,7 +747,10 @@ func (c *Client) Probe(ctx context.Context, ep *Endpoint) error {
 	if err != nil {
 		return err
 	}
-	codec.SetAuth(req.Header.Set, ep.APIKey, codec.APIVersion("", nil))
+	if ep.Host == nil {
+		// A host's credentials are for its model calls only.
+		codec.SetAuth(req.Header.Set, ep.APIKey, codec.APIVersion("", nil))
+	}
 	resp, err := c.rt.RoundTrip(req)
 	if err != nil {
 		return err
