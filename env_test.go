@@ -68,7 +68,7 @@ func newEnv(t *testing.T, simCfg sim.Config, tweaks ...func(*config.Config)) *en
 
 // recorder keeps the headers of every upstream attempt.
 type recorder struct {
-	next http.RoundTripper
+	next  http.RoundTripper
 	mu    sync.Mutex
 	reqs  []http.Header
 	paths []string // the URL path of each attempt
