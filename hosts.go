@@ -32,6 +32,8 @@ func (h *hosts) of(p *config.Provider, base, key string) (provider.Host, error) 
 			c.Tokens = t
 		}
 		return provider.NewAzure(c)
+	case config.TypeGemini:
+		return provider.NewGeminiAPI(base, key)
 	}
 	return nil, nil
 }

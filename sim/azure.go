@@ -61,10 +61,16 @@ func azureFlavour(c *codec) *codec {
 	return &a
 }
 
-// azureCall is what an Azure route tells serveAPI: the deployment its URL
-// names ("" when the body's model names it).
-type azureCall struct {
+// routeCall is what a provider's own route tells serveAPI: on Azure's,
+// the deployment its URL names ("" when the body's model names it); on
+// the Gemini API's, the model and whether the call streams, which its URL
+// names and its body does not.
+type routeCall struct {
+	azure      bool
 	deployment string
+	gemini     bool
+	model      string
+	stream     bool
 }
 
 // serveAzure checks an Azure call's api-version and credentials and
@@ -88,7 +94,7 @@ func (f *Fleet) serveAzure(c *codec, v1, prefixed bool) http.HandlerFunc {
 		if prefixed {
 			region = r.PathValue("region")
 		}
-		f.serveAPI(w, r, region, c, &azureCall{deployment: r.PathValue("deployment")})
+		f.serveAPI(w, r, region, c, &routeCall{azure: true, deployment: r.PathValue("deployment")})
 	}
 }
 
@@ -118,7 +124,7 @@ func (f *Fleet) deploymentModel(name string) string {
 
 // azureModel sets req's model to the one its deployment serves, or
 // returns Azure's 404.
-func (f *Fleet) azureModel(a *azureCall, req *llm.Request) *llm.APIError {
+func (f *Fleet) azureModel(a *routeCall, req *llm.Request) *llm.APIError {
 	name := a.deployment
 	if name == "" {
 		name = req.Model

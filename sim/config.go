@@ -77,6 +77,9 @@ type Config struct {
 	Faults []Fault `json:"faults,omitempty"`
 	// Azure, when set, serves Azure OpenAI's routes too (see AzureSpec).
 	Azure *AzureSpec `json:"azure,omitempty"`
+	// Gemini, when set, serves the Gemini API's routes too (see
+	// GeminiSpec).
+	Gemini *GeminiSpec `json:"gemini,omitempty"`
 }
 
 // ModelSpec is one simulated model.
@@ -418,6 +421,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Azure != nil {
 		if err := c.Azure.validate(models); err != nil {
+			return fmt.Errorf("sim config: %w", err)
+		}
+	}
+	if c.Gemini != nil {
+		if err := c.Gemini.validate(); err != nil {
 			return fmt.Errorf("sim config: %w", err)
 		}
 	}

@@ -37,11 +37,14 @@ const (
 	// KindSlow makes the call Factor times slower (default: the endpoint's
 	// TailFactor, or 10 when that is unset).
 	KindSlow = "slow"
-	// KindContentFilter refuses the prompt as Azure OpenAI's content
-	// filter does: 400, code content_filter, with each category's verdict
-	// (learn.microsoft.com/azure/ai-foundry/openai/concepts/content-filter).
-	// It matches only calls on the Azure routes (AzureSpec): no other
-	// provider answers so.
+	// KindContentFilter refuses the prompt as a provider's content filter
+	// does: on Azure's routes (AzureSpec) a 400 with code content_filter
+	// and each category's verdict
+	// (learn.microsoft.com/azure/ai-foundry/openai/concepts/content-filter);
+	// on the Gemini API's (GeminiSpec) a 200 with
+	// promptFeedback.blockReason SAFETY and no candidates. It matches only
+	// calls on those routes: OpenAI's and Anthropic's APIs answer no such
+	// thing.
 	KindContentFilter = "content_filter"
 )
 
@@ -145,7 +148,8 @@ type callInfo struct {
 	format        llm.Format
 	stream        bool
 	hasJSON       bool
-	azure         bool // served on an Azure route
+	azure         bool // served on an Azure route or a Gemini one
+
 }
 
 func (f *Fault) matches(c *callInfo) bool {

@@ -124,6 +124,11 @@ func cloneConfig(c Config) Config {
 		az.APIKeys, az.EntraTokens, az.Deployments = slices.Clone(az.APIKeys), slices.Clone(az.EntraTokens), maps.Clone(az.Deployments)
 		c.Azure = &az
 	}
+	if c.Gemini != nil {
+		g := *c.Gemini
+		g.APIKeys = slices.Clone(g.APIKeys)
+		c.Gemini = &g
+	}
 	return c
 }
 

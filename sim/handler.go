@@ -49,8 +49,9 @@ type codec struct {
 	encode      func(*llm.Response) ([]byte, error)
 	encodeError func(*llm.APIError) []byte
 	stream      func(*sse.Writer, *llm.Request) eventWriter
-	// azure: served on Azure OpenAI's routes (AzureSpec).
-	azure bool
+	// azure: served on Azure OpenAI's routes (AzureSpec); gemini: the
+	// Gemini API's (GeminiSpec).
+	azure, gemini bool
 }
 
 type eventWriter interface{ Write(*llm.Event) error }
@@ -100,6 +101,8 @@ func (f *Fleet) routes() http.Handler {
 		mux.HandleFunc("POST "+pre+"/openai/v1/chat/completions", f.serveAzure(azureChatCodec, true, prefixed))
 		mux.HandleFunc("POST "+pre+"/openai/v1/responses", f.serveAzure(azureResponsesCodec, true, prefixed))
 	}
+	mux.HandleFunc("POST /v1beta/models/{call}", f.serveGemini(false))
+	mux.HandleFunc("POST /r/{region}/v1beta/models/{call}", f.serveGemini(true))
 	mux.HandleFunc("POST /v1/embeddings", f.serveEmbeddings)
 	mux.HandleFunc("POST /r/{region}/v1/embeddings", f.serveEmbeddings)
 	mux.HandleFunc("POST /v1/messages/count_tokens", f.serveCountTokens)
@@ -348,15 +351,18 @@ var bodyPool sync.Pool // of *[]byte
 // maxPooledBody bounds the buffers kept in bodyPool.
 const maxPooledBody = 64 << 10
 
-// serveAPI serves one Messages, Chat Completions or Responses call; az is
-// set for a call on an Azure route.
-func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName string, c *codec, az *azureCall) {
+// serveAPI serves one Messages, Chat Completions, Responses or Gemini
+// call; route is set for a call on a provider's own route (Azure's, the
+// Gemini API's).
+func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName string, c *codec, route *routeCall) {
 	ctx := r.Context()
 	rh := respHeader{h: w.Header()}
 	reqID, sample := f.requestID()
-	if c.format == llm.FormatAnthropic {
+	switch {
+	case c.format == llm.FormatAnthropic:
 		rh.set("Request-Id", reqID)
-	} else {
+	case c.gemini: // the Gemini API sends no request id header
+	default:
 		rh.set("X-Request-Id", reqID)
 	}
 	fail := func(status int, typ llm.ErrorType, msg string) {
@@ -418,8 +424,11 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 			}
 		}
 	}
-	if az != nil {
-		if ae := f.azureModel(az, req); ae != nil {
+	if route != nil && route.gemini {
+		req.Model, req.Stream = route.model, route.stream
+	}
+	if route != nil && route.azure {
+		if ae := f.azureModel(route, req); ae != nil {
 			e := *ae
 			e.RequestID = reqID
 			writeAPIError(w, c, &e)
@@ -513,7 +522,7 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 	}
 	var fault *Fault
 	if f.nFaults.Load() != 0 {
-		fault = f.pickFault(&callInfo{model: req.Model, region: regionName, format: c.format, stream: req.Stream, hasJSON: ans.hasJSON(), azure: c.azure})
+		fault = f.pickFault(&callInfo{model: req.Model, region: regionName, format: c.format, stream: req.Stream, hasJSON: ans.hasJSON(), azure: c.azure || c.gemini})
 	}
 	if fault != nil {
 		ep.recordFault(fault.Kind)
@@ -523,6 +532,13 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 			if ra <= 0 {
 				ra = time.Second
 			}
+			if c.gemini {
+				ep.recordStatus(http.StatusTooManyRequests)
+				call.done()
+				e := geminiRateLimit(ra)
+				writeAPIError(w, c, e)
+				return
+			}
 			setRetryAfter(&rh, ra)
 			f.setRateHeaders(&rh, c, ep, 0, ra)
 			ep.recordStatus(http.StatusTooManyRequests)
@@ -530,7 +546,9 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 			return
 		case KindOverloaded:
 			status := 529
-			if c.format.Family() == llm.FormatOpenAI {
+			if c.format.Family() == llm.FormatOpenAI || c.gemini {
+				// OpenAI's 503; Gemini's 503 UNAVAILABLE "The model is
+				// overloaded."
 				status = http.StatusServiceUnavailable
 			}
 			if fault.RetryAfter > 0 {
@@ -548,6 +566,12 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 			call.fail(status, llm.StatusErrorType(status), "Internal server error (simulated).")
 			return
 		case KindContentFilter:
+			if c.gemini {
+				ep.recordStatus(http.StatusOK)
+				call.done()
+				geminiBlocked(w, &rh, req.Model, ans.usage.InputTokens)
+				return
+			}
 			ep.recordStatus(http.StatusBadRequest)
 			call.done()
 			b := azure.EncodeContentFilterError(contentFilterVerdict)
@@ -593,7 +617,9 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		factor *= s
 	}
 	n := ans.tokenCount()
-	f.setRateHeaders(&rh, c, ep, ans.usage.InputTokens+n, 0)
+	if !c.gemini { // the Gemini API sends no rate-limit headers
+		f.setRateHeaders(&rh, c, ep, ans.usage.InputTokens+n, 0)
+	}
 
 	if !req.Stream {
 		if sleep(ctx, scale(ttft+time.Duration(n)*ep.lat.PerToken.D(), factor)) != nil {
@@ -838,6 +864,11 @@ func writeContextError(w http.ResponseWriter, c *codec, spec *ModelSpec, n int, 
 	}
 	e := &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, RequestID: reqID,
 		Message: fmt.Sprintf("prompt is too long: %d tokens > %d maximum", n, window)}
+	if c.gemini {
+		// Gemini's words (google-gemini/gemini-cli#4118).
+		e.RawType = "INVALID_ARGUMENT"
+		e.Message = fmt.Sprintf("The input token count (%d) exceeds the maximum number of tokens allowed (%d).", n, window)
+	}
 	if c.format == llm.FormatOpenAI {
 		// OpenAI's words and code for the same refusal.
 		e.Code, e.Param = "context_length_exceeded", "messages"

@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/wire"
 	"github.com/keelmesh/keel/internal/wire/azure"
 )
 
@@ -40,9 +41,10 @@ type AzureConfig struct {
 // Azure's URLs with Azure's authentication.
 type Azure struct {
 	base, version string
-	format        llm.Format
-	key           string
-	tokens        *EntraTokens
+	// tail is the format's call path: /chat/completions or /responses.
+	tail   string
+	key    string
+	tokens *EntraTokens
 }
 
 // NewAzure returns the host of c.
@@ -54,13 +56,22 @@ func NewAzure(c AzureConfig) (*Azure, error) {
 		return nil, errors.New("azure: api_version is required with deployment URLs")
 	case v1 && c.APIVersion != "":
 		return nil, errors.New("azure: the v1 surface takes no api_version")
-	case c.Format != llm.FormatOpenAI && c.Format != llm.FormatResponses:
+	case tail(c.Format) != chatTail && tail(c.Format) != responsesTail:
 		return nil, errors.New("azure: serves Chat Completions and the Responses API only")
 	case c.Tokens == nil && c.APIKey == "":
 		return nil, errors.New("azure: no api key and no Entra ID token source")
 	}
-	return &Azure{base: base, version: c.APIVersion, format: c.Format, key: c.APIKey, tokens: c.Tokens}, nil
+	return &Azure{base: base, version: c.APIVersion, tail: tail(c.Format), key: c.APIKey, tokens: c.Tokens}, nil
 }
+
+// The call paths of the two OpenAI APIs Azure serves.
+const (
+	chatTail      = "/chat/completions"
+	responsesTail = "/responses"
+)
+
+// tail is format's call path under an OpenAI base URL.
+func tail(f llm.Format) string { return wire.For(f).RequestURL("") }
 
 // Name is "azure".
 func (*Azure) Name() string { return "azure" }
@@ -73,16 +84,13 @@ func (*Azure) Name() string { return "azure" }
 // deployment in the body (learn.microsoft.com/azure/ai-foundry/openai/how-to/responses).
 func (a *Azure) CallURL(model string, _ bool) string {
 	if a.version == "" {
-		if a.format == llm.FormatResponses {
-			return a.base + "/responses"
-		}
-		return a.base + "/chat/completions"
+		return a.base + a.tail
 	}
 	q := "?api-version=" + url.QueryEscape(a.version)
-	if a.format == llm.FormatResponses {
-		return a.base + "/openai/responses" + q
+	if a.tail == responsesTail {
+		return a.base + "/openai" + responsesTail + q
 	}
-	return a.base + "/openai/deployments/" + url.PathEscape(model) + "/chat/completions" + q
+	return a.base + "/openai/deployments/" + url.PathEscape(model) + chatTail + q
 }
 
 // Authorize sets api-key, or Authorization: Bearer with an Entra ID token.

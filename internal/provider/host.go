@@ -54,7 +54,7 @@ func hostAuthError(ep *Endpoint, err error) *Error {
 }
 
 // parseError reads an error answer of ep: its host's shape, else its
-// format's; a content filter's refusal is marked with ep's policy.
+// format's.
 func parseError(ep *Endpoint, codec wire.Codec, resp *http.Response, b []byte) *Error {
 	var a *llm.APIError
 	if ep.Host != nil {
@@ -62,6 +62,12 @@ func parseError(ep *Endpoint, codec wire.Codec, resp *http.Response, b []byte) *
 	} else {
 		a = codec.ParseError(resp.StatusCode, resp.Header, b)
 	}
+	return apiError(ep, a)
+}
+
+// apiError is the failure of an attempt the upstream refused with a; a
+// content filter's refusal is marked with ep's policy.
+func apiError(ep *Endpoint, a *llm.APIError) *Error {
 	e := &Error{Kind: KindStatus, Endpoint: ep.ID, API: a}
 	if a.Code == CodeContentFilter {
 		e.Filtered = ep.ContentFilter
@@ -89,7 +95,8 @@ func CheckHosts(ctx context.Context, eps []*Endpoint) error {
 }
 
 // CodeContentFilter is the error code of a prompt a provider's content
-// filter refused (Azure OpenAI's 400; internal/wire/azure).
+// filter refused (Azure OpenAI's 400, internal/wire/azure; a prompt the
+// Gemini API blocked, internal/wire/gemini).
 const CodeContentFilter = "content_filter"
 
 // ContentFilter is what a call does when an endpoint's content filter

@@ -538,6 +538,11 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		release()
 		r, err := codec.ParseResponse(b)
 		if err != nil {
+			var ae *llm.APIError
+			if errors.As(err, &ae) {
+				// an answer that is a refusal (Gemini's blocked prompt)
+				return nil, apiError(ep, ae)
+			}
 			return nil, &Error{Kind: KindProtocol, Endpoint: ep.ID, Err: fmt.Errorf("parsing response: %w", err)}
 		}
 		if ep.Format == req.Format {

@@ -1,0 +1,160 @@
+package keel_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/openai/openai-go/v3"
+
+	"github.com/keelmesh/keel/config"
+	"github.com/keelmesh/keel/sim"
+)
+
+// geminiSim is the default fleet serving the Gemini API too, with one key.
+func geminiSim() sim.Config {
+	c := sim.ZeroLatency()
+	c.Gemini = &sim.GeminiSpec{APIKeys: []string{"g-secret"}}
+	return c
+}
+
+// withGemini replaces the config's models by gemini-flash, served by the
+// Gemini API (the fleet's sim-sonnet in us-east).
+func withGemini(cfg *config.Config) {
+	base := cfg.Providers[0].BaseURL
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "google", Type: config.TypeGemini, BaseURL: base + "/r/us-east", APIKey: "g-secret"})
+	cfg.Models = []config.Model{{Name: "gemini-flash", Endpoints: []config.Endpoint{{Provider: "google", Region: "us-central", UpstreamModel: "sim-sonnet"}}}}
+	cfg.Aliases = nil
+	cfg.ApplyDefaults()
+}
+
+// TestGeminiThroughSDKs: the official Go SDKs, both client formats,
+// streamed and not, reach a model on the Gemini API (generateContent,
+// streamGenerateContent?alt=sse, x-goog-api-key checked by the
+// simulator) through Keel, with the model's answer and usage; tools
+// round-trip as function calls.
+func TestGeminiThroughSDKs(t *testing.T) {
+	e := newEnv(t, geminiSim(), withGemini)
+	ctx := context.Background()
+	want := sim.Answer(e.simCfg, userText("sim-sonnet", "Tell me about keels.", 256))
+	for mode, c := range anthropicClients(e) {
+		params := anthropic.MessageNewParams{Model: "gemini-flash", MaxTokens: 256,
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Tell me about keels."))}}
+		t.Run("anthropic/"+mode, func(t *testing.T) {
+			msg, err := c.Messages.New(ctx, params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(msg.Content) != 1 || msg.Content[0].Text != want.Text() {
+				t.Fatalf("content = %+v, want %q", msg.Content, want.Text())
+			}
+			if msg.StopReason != anthropic.StopReasonEndTurn || msg.Usage.OutputTokens != int64(want.Usage.OutputTokens) || msg.Usage.InputTokens != int64(want.Usage.InputTokens) {
+				t.Errorf("stop %q usage %+v, want end_turn %+v", msg.StopReason, msg.Usage, want.Usage)
+			}
+			st := c.Messages.NewStreaming(ctx, params)
+			var acc anthropic.Message
+			for st.Next() {
+				if err := acc.Accumulate(st.Current()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := st.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if len(acc.Content) != 1 || acc.Content[0].Text != want.Text() || acc.Usage.OutputTokens != int64(want.Usage.OutputTokens) {
+				t.Fatalf("streamed %+v (usage %+v), want %q", acc.Content, acc.Usage, want.Text())
+			}
+		})
+	}
+	for mode, c := range openaiClients(e) {
+		params := openai.ChatCompletionNewParams{Model: "gemini-flash", MaxTokens: openai.Int(256),
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me about keels.")}}
+		t.Run("openai/"+mode, func(t *testing.T) {
+			resp, err := c.Chat.Completions.New(ctx, params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Choices[0].Message.Content != want.Text() || resp.Choices[0].FinishReason != "stop" {
+				t.Fatalf("content %q finish %q, want %q", resp.Choices[0].Message.Content, resp.Choices[0].FinishReason, want.Text())
+			}
+			if resp.Usage.CompletionTokens != int64(want.Usage.OutputTokens) {
+				t.Errorf("usage %+v, want %d completion tokens", resp.Usage, want.Usage.OutputTokens)
+			}
+			st := c.Chat.Completions.NewStreaming(ctx, params)
+			var acc openai.ChatCompletionAccumulator
+			for st.Next() {
+				acc.AddChunk(st.Current())
+			}
+			if err := st.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if acc.Choices[0].Message.Content != want.Text() {
+				t.Fatalf("streamed %q, want %q", acc.Choices[0].Message.Content, want.Text())
+			}
+		})
+	}
+	t.Run("tools", func(t *testing.T) {
+		c := anthropicClients(e)["proxy"]
+		var props map[string]any
+		json.Unmarshal([]byte(`{"city":{"type":"string"}}`), &props)
+		tools := []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{Name: "get_weather", Description: anthropic.String("Weather for a city"),
+			InputSchema: anthropic.ToolInputSchemaParam{Properties: props, Required: []string{"city"}}}}}
+		msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Please use get_weather for Paris."))}
+		msg, err := c.Messages.New(ctx, anthropic.MessageNewParams{Model: "gemini-flash", MaxTokens: 256, Tools: tools, Messages: msgs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var call *anthropic.ToolUseBlock
+		for _, b := range msg.Content {
+			if tu, ok := b.AsAny().(anthropic.ToolUseBlock); ok {
+				call = &tu
+			}
+		}
+		if call == nil || call.Name != "get_weather" || call.ID == "" || msg.StopReason != anthropic.StopReasonToolUse {
+			t.Fatalf("answer %+v: want a get_weather call", msg.Content)
+		}
+		msgs = append(msgs, msg.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock(call.ID, "18°C and sunny", false)))
+		msg, err = c.Messages.New(ctx, anthropic.MessageNewParams{Model: "gemini-flash", MaxTokens: 256, Tools: tools, Messages: msgs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg.StopReason != anthropic.StopReasonEndTurn || len(msg.Content) == 0 {
+			t.Errorf("after the tool result: stop %q content %+v", msg.StopReason, msg.Content)
+		}
+	})
+	if h := e.rec.last(); h.Get("X-Goog-Api-Key") != "g-secret" || h.Get("Authorization") != "" {
+		t.Errorf("upstream auth: x-goog-api-key %q, authorization %q", h.Get("X-Goog-Api-Key"), h.Get("Authorization"))
+	}
+}
+
+// TestGeminiErrors: the Gemini API's refusals reach each client as
+// errors in its own format: a blocked prompt (promptFeedback.blockReason)
+// as a 400 naming it, a wrong key as Google's 400.
+func TestGeminiErrors(t *testing.T) {
+	sc := geminiSim()
+	sc.Faults = []sim.Fault{{Kind: sim.KindContentFilter, Count: 1}}
+	e := newEnv(t, sc, withGemini)
+	ctx := context.Background()
+	c := openaiClients(e)["proxy"]
+	_, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gemini-flash",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Something hateful.")}})
+	var oe *openai.Error
+	if !errors.As(err, &oe) || oe.StatusCode != 400 || oe.Code != "content_filter" || !strings.Contains(oe.Message, "blockReason SAFETY") {
+		t.Fatalf("blocked prompt: %v", err)
+	}
+	if n := e.rec.count(); n != 1 {
+		t.Errorf("%d upstream attempts, want 1", n)
+	}
+
+	e2 := newEnv(t, geminiSim(), withGemini, func(cfg *config.Config) { cfg.Providers[len(cfg.Providers)-1].APIKey = "wrong" })
+	a := anthropicClients(e2)["proxy"]
+	_, err = a.Messages.New(ctx, anthropic.MessageNewParams{Model: "gemini-flash", MaxTokens: 16,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+	var ae *anthropic.Error
+	if !errors.As(err, &ae) || ae.StatusCode != 400 || !strings.Contains(ae.RawJSON(), "API key not valid") {
+		t.Fatalf("wrong key: %v", err)
+	}
+}
