@@ -134,7 +134,11 @@ func Prepare(req *llm.Request, target llm.Format, p Policy) (*llm.Request, Repor
 
 // rejectError is the 400 for features the target cannot express.
 func rejectError(features []string, target llm.Format, endpoint string) *llm.APIError {
-	where := "an " + formatName(target) + "-format endpoint"
+	article := "an "
+	if target == llm.FormatGemini {
+		article = "a "
+	}
+	where := article + formatName(target) + "-format endpoint"
 	if endpoint != "" {
 		where = "the " + formatName(target) + "-format endpoint " + endpoint
 	}
