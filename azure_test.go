@@ -81,6 +81,9 @@ func TestAzureThroughSDKs(t *testing.T) {
 			if len(acc.Content) != 1 || acc.Content[0].Text != want.Text() || acc.Usage.OutputTokens != int64(want.Usage.OutputTokens) {
 				t.Fatalf("streamed %+v (usage %+v), want %q", acc.Content, acc.Usage, want.Text())
 			}
+			if acc.ID == "" || acc.Model == "" {
+				t.Errorf("streamed message id %q model %q: want the answer's, not Azure's prompt-filter chunk's", acc.ID, acc.Model)
+			}
 		})
 	}
 	for mode, c := range openaiClients(e) {
@@ -104,6 +107,11 @@ func TestAzureThroughSDKs(t *testing.T) {
 			}
 			if acc.Choices[0].Message.Content != want.Text() {
 				t.Fatalf("streamed %q, want %q", acc.Choices[0].Message.Content, want.Text())
+			}
+			// Azure's first chunk (the prompt's filter results) has an
+			// empty id and model: not the answer's.
+			if acc.ID == "" || acc.Model == "" {
+				t.Errorf("streamed answer id %q model %q: want the answer's", acc.ID, acc.Model)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/sse"
 	"github.com/keelmesh/keel/internal/wire/azure"
 )
 
@@ -58,7 +59,38 @@ func azureFlavour(c *codec) *codec {
 	a := *c
 	a.encodeError = azure.EncodeError
 	a.azure = true
+	if c == openaiCodec {
+		next := c.stream
+		a.stream = func(w *sse.Writer, r *llm.Request) eventWriter {
+			return &promptFilterFirst{w: w, next: next(w, r)}
+		}
+	}
 	return &a
+}
+
+// azurePromptFilterChunk is the chunk an Azure OpenAI chat stream starts
+// with: the prompt's content filter results, no choices, and an empty id,
+// model and object (learn.microsoft.com/azure/ai-foundry/openai/concepts/content-filter,
+// "Streaming"; what OpenAI-compatible readers must not take for the
+// answer's id and model).
+const azurePromptFilterChunk = `{"choices":[],"created":0,"id":"","model":"","object":"","prompt_filter_results":[{"prompt_index":0,"content_filter_results":{"hate":{"filtered":false,"severity":"safe"},"jailbreak":{"filtered":false,"detected":false},"self_harm":{"filtered":false,"severity":"safe"},"sexual":{"filtered":false,"severity":"safe"},"violence":{"filtered":false,"severity":"safe"}}}]}`
+
+// promptFilterFirst writes azurePromptFilterChunk before a stream's
+// first event.
+type promptFilterFirst struct {
+	w    *sse.Writer
+	next eventWriter
+	sent bool
+}
+
+func (p *promptFilterFirst) Write(ev *llm.Event) error {
+	if !p.sent {
+		p.sent = true
+		if err := p.w.WriteEvent("", []byte(azurePromptFilterChunk)); err != nil {
+			return err
+		}
+	}
+	return p.next.Write(ev)
 }
 
 // routeCall is what a provider's own route tells serveAPI: on Azure's,
