@@ -158,3 +158,30 @@ func TestGeminiErrors(t *testing.T) {
 		t.Fatalf("wrong key: %v", err)
 	}
 }
+
+// TestGeminiRateLimitFailsOver: a Gemini endpoint answering 429
+// RESOURCE_EXHAUSTED with a RetryInfo delay (no retry-after header, as
+// the Gemini API sends it) is left alone for that delay while the
+// model's other endpoint serves: no client error, one attempt on the
+// limited endpoint.
+func TestGeminiRateLimitFailsOver(t *testing.T) {
+	sc := geminiSim()
+	sc.Faults = []sim.Fault{{Kind: sim.KindRateLimit, Region: "us-east", RetryAfter: sim.Duration(30e9)}}
+	e := newEnv(t, sc, func(cfg *config.Config) {
+		withGemini(cfg)
+		base := cfg.Providers[0].BaseURL
+		cfg.Models[0].Endpoints = append(cfg.Models[0].Endpoints, config.Endpoint{Provider: "google", Region: "europe-west", UpstreamModel: "sim-sonnet", BaseURL: base + "/r/eu-west"})
+		cfg.ApplyDefaults()
+	})
+	const limited = "/r/us-east/v1beta/models/sim-sonnet:generateContent"
+	for i := range 6 {
+		resp, b := e.post(t, "/v1/chat/completions", `{"model":"gemini-flash","messages":[{"role":"user","content":"hi"}]}`,
+			"X-Mesh-Behavior", `{"preferred_region":"us-central"}`)
+		if resp.StatusCode != 200 {
+			t.Fatalf("call %d: %d %s", i, resp.StatusCode, b)
+		}
+	}
+	if n := e.rec.countPath(limited); n != 1 {
+		t.Errorf("%d attempts on the rate-limited endpoint within its RetryInfo delay, want 1", n)
+	}
+}

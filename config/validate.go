@@ -411,8 +411,11 @@ func (v *validator) providers() {
 }
 
 // azure checks the keys of an azure provider, and that no other provider
-// sets them.
+// sets them; and that a gemini provider has its key.
 func (v *validator) azure(base string, p Provider) {
+	if p.Type == TypeGemini && p.APIKey == "" && p.APIKeyEnv == "" {
+		v.add(base+".api_key", "a gemini provider needs api_key or api_key_env (the Gemini API key, sent in x-goog-api-key)")
+	}
 	if p.Type != TypeAzure {
 		if p.APIVersion != "" {
 			v.add(base+".api_version", "applies only to providers of type azure")

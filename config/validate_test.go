@@ -236,6 +236,8 @@ aliases:
   - {name: g, type: openai, api_version: "2024-10-21", auth: entra}
   - {name: h, type: azure, base_url: "https://r.openai.azure.com", api_version: "2024-10-21", api_key: k, api: responses}
   - {name: i, type: azure, base_url: "https://r.openai.azure.com/openai/v1/", auth: entra}
+  - {name: j, type: gemini}
+  - {name: k, type: gemini, api_key_env: GEMINI_API_KEY}
 models:
   - {name: m, content_filter: retry, endpoints: [{provider: h}]}
   - {name: n, content_filter: fallback, endpoints: [{provider: i}]}
@@ -249,7 +251,8 @@ models:
 				`keel.yaml:7:78: providers[5].auth: expected api_key or entra, got "oauth"`,
 				`keel.yaml:8:29: providers[6].api_version: applies only to providers of type azure`,
 				`keel.yaml:8:56: providers[6].auth: applies only to providers of type azure`,
-				`keel.yaml:12:15: models[0].content_filter: expected fail or fallback, got "retry"`,
+				`keel.yaml:11:6: providers[9].api_key: a gemini provider needs api_key or api_key_env (the Gemini API key, sent in x-goog-api-key)`,
+				`keel.yaml:14:15: models[0].content_filter: expected fail or fallback, got "retry"`,
 			},
 		},
 		{
