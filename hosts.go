@@ -1,7 +1,6 @@
 package keel
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
@@ -55,16 +54,4 @@ func (h *hosts) entraTokens(name string) (*provider.EntraTokens, error) {
 	t := provider.NewEntraTokens(cred)
 	h.entra[name] = t
 	return t, nil
-}
-
-// CheckCredentials gets, once, the credentials of every provider that
-// authenticates with a token source (azure with auth: entra), so that
-// `keel serve` can refuse to start naming a provider that cannot
-// authenticate instead of failing its calls one by one.
-func CheckCredentials(ctx context.Context, cfg *config.Config) error {
-	eps, err := Endpoints(cfg)
-	if err != nil {
-		return err
-	}
-	return provider.CheckHosts(ctx, eps)
 }

@@ -28,7 +28,12 @@ func TestCheckCredentialsNamesProvider(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	err := keel.CheckCredentials(ctx, cfg)
+	m, err := keel.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	err = m.CheckCredentials(ctx)
 	if err == nil || !strings.HasPrefix(err.Error(), "provider azure-west (azure) cannot authenticate: ") {
 		t.Fatalf("CheckCredentials = %v, want the provider named", err)
 	}

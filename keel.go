@@ -64,6 +64,9 @@ type Mesh struct {
 		CloseIdleConnections()
 	}
 
+	// platforms are the Bedrock and Vertex providers' (CheckCredentials).
+	platforms []namedPlatform
+
 	metrics  *metrics.Metrics
 	tracer   *tracing.Tracer
 	debug    *debugtrace.Store
@@ -139,6 +142,9 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 		m.upstream = provider.NewUpstreamTransport(topt)
 		rt = m.upstream
 	}
+	if err := m.attachPlatforms(cfg, eps, rt); err != nil {
+		return nil, err
+	}
 	aliases := map[string]engine.Alias{}
 	for _, a := range cfg.Aliases {
 		ea := engine.Alias{Models: a.Models, Strategy: a.Strategy, Translation: a.Translation, Tiering: engineTiering(a.Tiering), Shadow: a.Shadow}
@@ -176,6 +182,9 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 			if pass[len(pass)-1].Host, err = hs.of(&p, p.BaseURL, key); err != nil {
 				return nil, fmt.Errorf("provider %s: %w", p.Name, err)
 			}
+		}
+		if err := m.attachPlatforms(cfg, pass, rt); err != nil {
+			return nil, err
 		}
 	}
 	m.smetrics = &structured.Metrics{}

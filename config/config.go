@@ -662,6 +662,42 @@ type Provider struct {
 	// (DeepSeek, Mistral) or "none" (OpenAI: the message is history).
 	// Empty means the type's default: prefill for anthropic, none for openai.
 	Continuation string `yaml:"continuation"`
+	// Bedrock, on an anthropic provider, calls Anthropic's models on
+	// Amazon Bedrock (InvokeModel, InvokeModelWithResponseStream) instead
+	// of base_url: the endpoints' upstream_model is a Bedrock model id or
+	// inference profile (us.anthropic.claude-…-v1:0). api_key or
+	// api_key_env, when set, is a Bedrock API key; otherwise calls are
+	// signed (SigV4) with the AWS standard credential chain. base_url,
+	// when set, replaces https://bedrock-runtime.{region}.amazonaws.com.
+	Bedrock *Bedrock `yaml:"bedrock"`
+	// Vertex, on an anthropic provider, calls Anthropic's models on Google
+	// Vertex AI (rawPredict, streamRawPredict) with OAuth2 tokens: the
+	// endpoints' upstream_model is a Vertex model id
+	// (claude-sonnet-4-5@20250929). base_url, when set, replaces the
+	// region's Vertex AI host.
+	Vertex *Vertex `yaml:"vertex"`
+}
+
+// Bedrock is where and as whom a provider calls Amazon Bedrock.
+type Bedrock struct {
+	// Region is the AWS region (us-east-1, …); empty: the credential
+	// chain's (AWS_REGION, the profile's region).
+	Region string `yaml:"region"`
+	// Profile is a shared config profile (~/.aws/config); empty: the
+	// chain's (AWS_PROFILE, else default).
+	Profile string `yaml:"profile"`
+}
+
+// Vertex is where and as whom a provider calls Google Vertex AI.
+type Vertex struct {
+	// Project is the Google Cloud project; empty: the credentials'.
+	Project string `yaml:"project"`
+	// Region is the location: global, us, eu or a region (us-east5, …).
+	// Required.
+	Region string `yaml:"region"`
+	// CredentialsFile is a Google credentials JSON file (a service account
+	// key, …); empty: Application Default Credentials. May use ${VAR}.
+	CredentialsFile string `yaml:"credentials_file"`
 }
 
 // Timeouts bound one upstream attempt. Zero means the default.

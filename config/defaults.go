@@ -25,7 +25,8 @@ func (c *Config) ApplyDefaults() {
 
 	for i := range c.Providers {
 		p := &c.Providers[i]
-		if p.BaseURL == "" {
+		if p.BaseURL == "" && p.Bedrock == nil && p.Vertex == nil {
+			// A cloud platform's base is its region's host.
 			switch p.Type {
 			case TypeAnthropic:
 				p.BaseURL = DefaultAnthropicBaseURL

@@ -7,7 +7,8 @@ import (
 
 // expandEnv expands ${VAR} and ${VAR:-default} in the fields that allow it:
 // server admin_token and read_token, the safety valve's webhook, the OTLP
-// endpoint and headers, provider base_url, api_key and header values,
+// endpoint and headers, provider base_url, api_key, header values and
+// vertex.credentials_file,
 // endpoint base_url, cache.embeddings base_url and api_key, redis url and
 // password, and pii.audit.hash_key. It
 // works on decoded strings, never on the file text, so a value cannot change
@@ -43,6 +44,9 @@ func (c *Config) expandEnv(lookup func(string) (string, bool)) []error {
 		for name, v := range p.Headers {
 			secret(base+".headers."+name, &v)
 			p.Headers[name] = v
+		}
+		if p.Vertex != nil {
+			do(base+".vertex.credentials_file", &p.Vertex.CredentialsFile)
 		}
 	}
 	if e := c.Cache.Embeddings; e != nil {

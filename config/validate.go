@@ -370,10 +370,11 @@ func (v *validator) providers() {
 				v.add(base+".api_key_env", "expected the name of an environment variable such as ANTHROPIC_API_KEY (letters, digits and '_'); a literal key belongs in api_key")
 			}
 		}
+		v.platform(base, &p)
 		if p.AnthropicVersion != "" {
 			if p.Type != TypeAnthropic && p.Type != "" {
 				v.add(base+".anthropic_version", "applies only to providers of type anthropic")
-			} else if _, err := time.Parse(time.DateOnly, p.AnthropicVersion); err != nil && p.AnthropicVersion != AnthropicVersionClient {
+			} else if _, err := time.Parse(time.DateOnly, p.AnthropicVersion); err != nil && p.AnthropicVersion != AnthropicVersionClient && !platformVersion(&p) {
 				v.add(base+".anthropic_version", "expected a date such as %q or %q, got %q", DefaultAnthropicVersion, AnthropicVersionClient, p.AnthropicVersion)
 			}
 		}
@@ -799,4 +800,36 @@ func (v *validator) responses() {
 	default:
 		v.add("responses.store", "expected memory, sqlite or redis, got %q", r.Store)
 	}
+}
+
+// platform checks a provider's bedrock or vertex section.
+func (v *validator) platform(base string, p *Provider) {
+	if p.Bedrock == nil && p.Vertex == nil {
+		return
+	}
+	if p.Bedrock != nil && p.Vertex != nil {
+		v.add(base+".vertex", "bedrock and vertex are mutually exclusive: a provider is one account")
+	}
+	key := base + ".bedrock"
+	if p.Bedrock == nil {
+		key = base + ".vertex"
+	}
+	if p.Type != TypeAnthropic {
+		v.add(key, "applies only to providers of type anthropic (Claude on Amazon Bedrock or Google Vertex AI)")
+	}
+	if p.Vertex != nil {
+		if p.Vertex.Region == "" {
+			v.add(base+".vertex.region", "required: the Vertex AI location (global, us-east5, europe-west1, …)")
+		}
+		if p.APIKey != "" || p.APIKeyEnv != "" {
+			v.add(base+".api_key", "does not apply to vertex: Vertex AI takes OAuth2 tokens (vertex.credentials_file or Application Default Credentials)")
+		}
+	}
+}
+
+// platformVersion reports whether p is a Bedrock or Vertex provider
+// declaring its platform's own anthropic_version (bedrock-2023-05-31,
+// vertex-2023-10-16), which those platforms document for the body.
+func platformVersion(p *Provider) bool {
+	return p.Bedrock != nil && p.AnthropicVersion == "bedrock-2023-05-31" || p.Vertex != nil && p.AnthropicVersion == "vertex-2023-10-16"
 }

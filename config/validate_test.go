@@ -269,6 +269,25 @@ models:
 			},
 		},
 		{
+			name: "bedrock and vertex",
+			yaml: `providers:
+  - {name: a, type: openai, bedrock: {region: us-east-1}}
+  - {name: b, type: anthropic, bedrock: {}, vertex: {region: global}}
+  - {name: c, type: anthropic, vertex: {project: p}}
+  - {name: d, type: anthropic, api_key: k, vertex: {region: global}}
+  - {name: e, type: anthropic, anthropic_version: bedrock-2023-05-31, bedrock: {region: us-east-1}}
+  - {name: f, type: anthropic, anthropic_version: vertex-2023-10-16, vertex: {region: us-east5}}
+  - {name: g, type: anthropic, anthropic_version: vertex-2023-10-16, bedrock: {region: us-east-1}}
+`,
+			want: []string{
+				`keel.yaml:2:29: providers[0].bedrock: applies only to providers of type anthropic (Claude on Amazon Bedrock or Google Vertex AI)`,
+				`keel.yaml:3:45: providers[1].vertex: bedrock and vertex are mutually exclusive: a provider is one account`,
+				`keel.yaml:4:32: providers[2].vertex.region: required: the Vertex AI location (global, us-east5, europe-west1, …)`,
+				`keel.yaml:5:32: providers[3].api_key: does not apply to vertex: Vertex AI takes OAuth2 tokens (vertex.credentials_file or Application Default Credentials)`,
+				`keel.yaml:8:32: providers[6].anthropic_version: expected a date such as "2023-06-01" or "client", got "vertex-2023-10-16"`,
+			},
+		},
+		{
 			name: "headers",
 			yaml: `providers:
   - name: a

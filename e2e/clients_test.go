@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/simfleet"
+	"github.com/keelmesh/keel/internal/wire/bedrock"
 	"github.com/keelmesh/keel/sim"
 )
 
@@ -36,6 +38,10 @@ const (
 	anthropicModel = "sim-claude"
 	// embedModel is served by an OpenAI embeddings endpoint.
 	embedModel = "text-embedding-3-small"
+	// bedrockModel and vertexModel are sim-claude on the simulator's
+	// Amazon Bedrock and Google Vertex AI fronts (simfleet.AddClouds).
+	bedrockModel = "sim-claude-bedrock"
+	vertexModel  = "sim-claude-vertex"
 )
 
 // keelConfig is keel serve's config; %[1]s is the simulator's URL. Every
@@ -64,6 +70,24 @@ models:
   - name: ` + embedModel + `
     kind: embedding
     endpoints: [{provider: sim-openai}]
+  - name: ` + bedrockModel + `
+    endpoints: [{provider: sim-bedrock, upstream_model: "us.anthropic.sim-claude-v1:0"}]
+  - name: ` + vertexModel + `
+    endpoints: [{provider: sim-vertex, upstream_model: "sim-claude@20250929"}]
+`
+
+// cloudProviders is keel serve's Bedrock and Vertex providers: %[1]s is
+// the simulator's URL, %[2]s the Bedrock API key, %[3]s the service
+// account's key file.
+const cloudProviders = `  - name: sim-bedrock
+    type: anthropic
+    base_url: %[1]s/r/bedrock
+    api_key: %[2]s
+    bedrock: {region: us-east-1}
+  - name: sim-vertex
+    type: anthropic
+    base_url: %[1]s/r/vertex
+    vertex: {project: sim-project, region: us-east5, credentials_file: %[3]s}
 `
 
 // scriptTimeout bounds one client script; suiteTimeout the whole suite
@@ -112,7 +136,12 @@ func TestClients(t *testing.T) {
 
 	bin := buildKeel(t, root)
 
+	dir := t.TempDir()
 	cfg := sim.DefaultConfig()
+	clouds, err := simfleet.AddClouds(&cfg, anthropicModel, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	fleet, err := sim.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -124,9 +153,13 @@ func TestClients(t *testing.T) {
 	canarySrv := httptest.NewServer(canary)
 	defer canarySrv.Close()
 
-	dir := t.TempDir()
+	sa, err := clouds.WriteServiceAccount(simSrv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kcfg := strings.Replace(fmt.Sprintf(keelConfig, simSrv.URL), "models:\n", fmt.Sprintf(cloudProviders, simSrv.URL, clouds.BedrockAPIKey(), sa)+"models:\n", 1)
 	cfgPath := filepath.Join(dir, "keel.yaml")
-	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, keelConfig, simSrv.URL), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(kcfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), suiteTimeout)
@@ -141,6 +174,7 @@ func TestClients(t *testing.T) {
 		"KEEL_ANTHROPIC_MODEL=" + anthropicModel,
 		"KEEL_EMBED_MODEL=" + embedModel,
 		"KEEL_CODEX_MODELS=responses=" + responsesModel + ",anthropic=" + anthropicModel,
+		"KEEL_CLOUD_MODELS=bedrock=" + bedrockModel + ",vertex=" + vertexModel,
 		"KEEL_CANARY_PROXY=" + canarySrv.URL,
 		// The SDKs read no proxy variables, but the canary covers them too.
 		"HTTP_PROXY=" + canarySrv.URL, "HTTPS_PROXY=" + canarySrv.URL, "NO_PROXY=127.0.0.1,localhost",
@@ -148,7 +182,7 @@ func TestClients(t *testing.T) {
 
 	// The scripts run at once: the calls' markers, not their order, tie
 	// each result to the simulator's answer.
-	scripts := []string{"openai", "anthropic", "aisdk", "claude", "codex"}
+	scripts := []string{"openai", "anthropic", "aisdk", "claude", "codex", "clouds"}
 	results := make([][]callResult, len(scripts))
 	logs := make([]string, len(scripts))
 	var wg sync.WaitGroup
@@ -222,6 +256,20 @@ func clientCases() []clientCase {
 		{"claude.tool", toolRoundTrip("Glob", `"type":"tool_result"`)},
 		{"codex.exec.responses", servedOver("/r/us-east/v1/responses")},
 		{"codex.exec.anthropic", servedOver("/r/us-east/v1/messages")},
+	}
+	// Claude on Bedrock and on Vertex (issue 27), through the official
+	// SDKs in both client formats, streamed and not.
+	for _, p := range []struct{ name, json, stream string }{
+		{"bedrock", "/r/bedrock/model/us.anthropic.sim-claude-v1:0/invoke", "/r/bedrock/model/us.anthropic.sim-claude-v1:0/invoke-with-response-stream"},
+		{"vertex", "/r/vertex/v1/projects/sim-project/locations/us-east5/publishers/anthropic/models/sim-claude@20250929:rawPredict",
+			"/r/vertex/v1/projects/sim-project/locations/us-east5/publishers/anthropic/models/sim-claude@20250929:streamRawPredict"},
+	} {
+		cases = append(cases,
+			clientCase{"clouds." + p.name + ".anthropic_create", checks(plainTurn(anthropicModel), servedOver(p.json))},
+			clientCase{"clouds." + p.name + ".anthropic_stream", checks(plainTurn(anthropicModel), servedOver(p.stream))},
+			clientCase{"clouds." + p.name + ".openai_chat", servedOver(p.json)},
+			clientCase{"clouds." + p.name + ".openai_chat_stream", servedOver(p.stream)},
+		)
 	}
 	// The AI SDK's three providers and the simulator path each must reach.
 	for _, p := range []struct{ name, path string }{
@@ -722,6 +770,21 @@ func (ex exchange) answer() simAnswer {
 		}
 	}
 	body := bytes.TrimSpace(ex.respBody)
+	if strings.HasSuffix(ex.path, "/invoke-with-response-stream") {
+		// Bedrock's eventstream: each frame's Anthropic event as a data line.
+		var lines bytes.Buffer
+		r := bedrock.NewStreamReader(bytes.NewReader(ex.respBody))
+		for {
+			e, err := r.Next()
+			if err != nil {
+				break
+			}
+			lines.WriteString("data: ")
+			lines.Write(e.Raw)
+			lines.WriteByte('\n')
+		}
+		body = lines.Bytes()
+	}
 	if bytes.HasPrefix(body, []byte("{")) {
 		var e ev
 		if json.Unmarshal(body, &e) == nil {

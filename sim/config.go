@@ -80,6 +80,10 @@ type Config struct {
 	// Gemini, when set, serves the Gemini API's routes too (see
 	// GeminiSpec).
 	Gemini *GeminiSpec `json:"gemini,omitempty"`
+	// Auth is what the Amazon Bedrock and Google Vertex AI fronts accept
+	// (none: they refuse every call, as the real ones refuse an
+	// unauthenticated one).
+	Auth Auth `json:"auth,omitzero"`
 }
 
 // ModelSpec is one simulated model.

@@ -46,6 +46,14 @@ const (
 	// calls on those routes: OpenAI's and Anthropic's APIs answer no such
 	// thing.
 	KindContentFilter = "content_filter"
+	// KindModelNotReady answers Amazon Bedrock's ModelNotReadyException
+	// (429: "The model specified in the request is not ready to serve
+	// inference requests", API_runtime_InvokeModel.html); it matches calls
+	// through the Bedrock front only. On Bedrock, rate_limit is a
+	// ThrottlingException, overloaded a ServiceUnavailableException and
+	// stream_error a modelStreamErrorException frame mid-stream; on Vertex
+	// rate_limit is a 429 RESOURCE_EXHAUSTED.
+	KindModelNotReady = "model_not_ready"
 )
 
 // kindRegionDown is the fault name recorded in Stats for calls to a region
@@ -55,7 +63,7 @@ const kindRegionDown = "region_down"
 var faultKinds = map[string]bool{
 	KindRateLimit: true, KindOverloaded: true, KindServerError: true, KindReset: true,
 	KindHang: true, KindStreamCut: true, KindStreamError: true, KindStall: true, KindNoTerminator: true,
-	KindMalformedJSON: true, KindSlow: true, KindContentFilter: true,
+	KindMalformedJSON: true, KindSlow: true, KindContentFilter: true, KindModelNotReady: true,
 }
 
 // streamOnly kinds act inside a stream and never match a non-streaming call.
@@ -146,6 +154,7 @@ func ParseFaults(data []byte) ([]Fault, error) {
 type callInfo struct {
 	model, region string
 	format        llm.Format
+	platform      string // "bedrock", "vertex", or "" for the formats' own APIs
 	stream        bool
 	hasJSON       bool
 	azure         bool // served on an Azure route or a Gemini one
@@ -166,6 +175,9 @@ func (f *Fault) matches(c *callInfo) bool {
 		return false
 	}
 	if f.Kind == KindContentFilter && !c.azure {
+		return false
+	}
+	if f.Kind == KindModelNotReady && c.platform != platformBedrock {
 		return false
 	}
 	return true

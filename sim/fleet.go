@@ -30,6 +30,7 @@ type Fleet struct {
 	reqSeq   atomic.Uint64
 	nFaults  atomic.Int32 // len(faults), read without the lock on the hot path
 	stored   storedResponses
+	tokens   tokens // the Google access tokens the token endpoint issued
 
 	mu       sync.Mutex // guards following
 	faults   []*activeFault
@@ -129,6 +130,9 @@ func cloneConfig(c Config) Config {
 		g.APIKeys = slices.Clone(g.APIKeys)
 		c.Gemini = &g
 	}
+	c.Auth.AWS = slices.Clone(c.Auth.AWS)
+	c.Auth.BedrockAPIKeys = slices.Clone(c.Auth.BedrockAPIKeys)
+	c.Auth.Google = slices.Clone(c.Auth.Google)
 	return c
 }
 

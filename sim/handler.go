@@ -52,6 +52,17 @@ type codec struct {
 	// azure: served on Azure OpenAI's routes (AzureSpec); gemini: the
 	// Gemini API's (GeminiSpec).
 	azure, gemini bool
+	// A cloud platform's front (Amazon Bedrock, Google Vertex AI) over
+	// the Anthropic format: its name, and how it differs.
+	platform string
+	// rawStream, when set, writes the stream in the platform's framing
+	// (instead of stream's SSE), under streamType.
+	rawStream  func(io.Writer, *llm.Request) eventWriter
+	streamType string
+	// writeError, when set, writes errors in the platform's shape.
+	writeError func(http.ResponseWriter, *llm.APIError)
+	// requestID names the request-id header when not the format's.
+	requestID string
 }
 
 type eventWriter interface{ Write(*llm.Event) error }
@@ -107,6 +118,13 @@ func (f *Fleet) routes() http.Handler {
 	mux.HandleFunc("POST /r/{region}/v1/embeddings", f.serveEmbeddings)
 	mux.HandleFunc("POST /v1/messages/count_tokens", f.serveCountTokens)
 	mux.HandleFunc("POST /r/{region}/v1/messages/count_tokens", f.serveCountTokens)
+	mux.HandleFunc("POST /model/{model}/invoke", f.serveBedrock(false))
+	mux.HandleFunc("POST /model/{model}/invoke-with-response-stream", f.serveBedrock(true))
+	mux.HandleFunc("POST /r/{region}/model/{model}/invoke", f.serveBedrock(false))
+	mux.HandleFunc("POST /r/{region}/model/{model}/invoke-with-response-stream", f.serveBedrock(true))
+	mux.HandleFunc("POST /v1/projects/{project}/locations/{location}/publishers/anthropic/models/{call}", f.serveVertex)
+	mux.HandleFunc("POST /r/{region}/v1/projects/{project}/locations/{location}/publishers/anthropic/models/{call}", f.serveVertex)
+	mux.HandleFunc("POST /token", f.serveToken)
 	mux.HandleFunc("GET /v1/models", f.serveModels)
 	mux.HandleFunc("GET /r/{region}/v1/models", f.serveModels)
 
@@ -176,6 +194,10 @@ func readBody(r *http.Request, buf []byte) ([]byte, error) {
 }
 
 func writeAPIError(w http.ResponseWriter, c *codec, e *llm.APIError) {
+	if c.writeError != nil {
+		c.writeError(w, e)
+		return
+	}
 	b := c.encodeError(e)
 	h := w.Header()
 	h["Content-Type"] = []string{"application/json"}
@@ -359,6 +381,8 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 	rh := respHeader{h: w.Header()}
 	reqID, sample := f.requestID()
 	switch {
+	case c.requestID != "":
+		rh.set(c.requestID, reqID)
 	case c.format == llm.FormatAnthropic:
 		rh.set("Request-Id", reqID)
 	case c.gemini: // the Gemini API sends no request id header
@@ -522,7 +546,7 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 	}
 	var fault *Fault
 	if f.nFaults.Load() != 0 {
-		fault = f.pickFault(&callInfo{model: req.Model, region: regionName, format: c.format, stream: req.Stream, hasJSON: ans.hasJSON(), azure: c.azure || c.gemini})
+		fault = f.pickFault(&callInfo{model: req.Model, region: regionName, format: c.format, platform: c.platform, stream: req.Stream, hasJSON: ans.hasJSON(), azure: c.azure || c.gemini})
 	}
 	if fault != nil {
 		ep.recordFault(fault.Kind)
@@ -539,7 +563,11 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 				writeAPIError(w, c, e)
 				return
 			}
-			setRetryAfter(&rh, ra)
+			if c.platform == "" {
+				// Bedrock's ThrottlingException and Vertex's
+				// RESOURCE_EXHAUSTED come without retry-after.
+				setRetryAfter(&rh, ra)
+			}
 			f.setRateHeaders(&rh, c, ep, 0, ra)
 			ep.recordStatus(http.StatusTooManyRequests)
 			call.fail(http.StatusTooManyRequests, llm.ErrRateLimit, "Number of requests has exceeded your rate limit (simulated).")
@@ -551,11 +579,17 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 				// overloaded."
 				status = http.StatusServiceUnavailable
 			}
-			if fault.RetryAfter > 0 {
+			if fault.RetryAfter > 0 && c.platform == "" {
 				setRetryAfter(&rh, fault.RetryAfter.D())
 			}
 			ep.recordStatus(status)
 			call.fail(status, llm.ErrOverloaded, "Overloaded (simulated).")
+			return
+		case KindModelNotReady:
+			ep.recordStatus(http.StatusTooManyRequests)
+			call.done()
+			writeAPIError(w, c, &llm.APIError{Status: http.StatusTooManyRequests, Type: llm.ErrOverloaded, RawType: "ModelNotReadyException", RequestID: reqID,
+				Message: "Model is not ready to serve inference requests. The AWS SDK will automatically retry the operation up to 5 times (simulated)."})
 			return
 		case KindServerError:
 			status := fault.Status
@@ -651,15 +685,24 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 	if sleep(ctx, scale(ttft, factor)) != nil {
 		return
 	}
-	rh.set("Content-Type", "text/event-stream")
-	rh.set("Cache-Control", "no-cache")
+	if c.streamType != "" {
+		rh.set("Content-Type", c.streamType)
+	} else {
+		rh.set("Content-Type", "text/event-stream")
+		rh.set("Cache-Control", "no-cache")
+	}
 	w.WriteHeader(http.StatusOK)
 	ep.recordStatus(http.StatusOK)
 	rc := http.NewResponseController(w)
 	if c.format == llm.FormatResponses {
 		f.stored.keep(req, ans.wireID(c.format), ans.response())
 	}
-	sw := c.stream(sse.NewWriter(w, nil), req)
+	var sw eventWriter
+	if c.rawStream != nil {
+		sw = c.rawStream(w, req)
+	} else {
+		sw = c.stream(sse.NewWriter(w, nil), req)
+	}
 	f.writeStream(ctx, sw, rc.Flush, ans.wireID(c.format), ans, scale(ep.lat.PerToken.D(), factor), fault, &call)
 }
 
@@ -786,6 +829,9 @@ var (
 // setRateHeaders writes the wire's rate-limit headers for a call that uses
 // tokens; limited (retryAfter > 0) reports an exhausted request budget.
 func (f *Fleet) setRateHeaders(rh *respHeader, c *codec, ep *endpoint, tokens int, retryAfter time.Duration) {
+	if c.platform != "" {
+		return // Bedrock and Vertex send no rate-limit headers
+	}
 	now := time.Now()
 	count, used, reset, resetStr := ep.rateWindow(now, tokens)
 	reqLeft := max(requestsPerMinute-count, 0)

@@ -24,7 +24,7 @@ import (
 
 // demoScenarios is the order of the demo's table; embedded scenarios not
 // listed here follow in name order.
-var demoScenarios = []string{"steady", "heavy-tail", "region-outage", "rate-limit-storm", "overload", "malformed-json", "stream-cuts"}
+var demoScenarios = []string{"steady", "heavy-tail", "region-outage", "rate-limit-storm", "provider-throttle", "overload", "malformed-json", "stream-cuts"}
 
 type demoFlags struct {
 	quick      bool
@@ -82,7 +82,19 @@ func demoOrder() []string {
 
 func runDemo(ctx context.Context, f *demoFlags, out io.Writer) error {
 	started := time.Now()
-	fleet, err := sim.New(sim.DefaultConfig())
+	// sim-claude is also served by the fleet's Bedrock and Vertex fronts
+	// (scenario provider-throttle).
+	simCfg := sim.DefaultConfig()
+	dir, err := os.MkdirTemp("", "keel-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	clouds, err := simfleet.AddClouds(&simCfg, "sim-claude", dir)
+	if err != nil {
+		return err
+	}
+	fleet, err := sim.New(simCfg)
 	if err != nil {
 		return err
 	}
@@ -91,7 +103,10 @@ func runDemo(ctx context.Context, f *demoFlags, out io.Writer) error {
 		return err
 	}
 	defer simSrv.Close()
-	cfg := simfleet.Config(fleet, simSrv.URL())
+	cfg, err := simfleet.CloudConfig(fleet, simSrv.URL(), clouds)
+	if err != nil {
+		return err
+	}
 	if f.requestLog != "" {
 		on := true
 		cfg.RequestLog.Enabled, cfg.RequestLog.Path = &on, f.requestLog

@@ -104,6 +104,17 @@ func TestDemoQuick(t *testing.T) {
 		}
 	}
 
+	if pt := rows["provider-throttle"]; pt != nil {
+		// The same Claude model on Bedrock and Vertex serves what
+		// Anthropic's API throttles.
+		if pt[8] != "0" {
+			t.Errorf("provider-throttle: %s client errors through the mesh, want 0", pt[8])
+		}
+		if pt[7] == "0" {
+			t.Errorf("provider-throttle: 0 errors direct; the throttling did not happen")
+		}
+	}
+
 	var demo struct {
 		Scenarios []struct {
 			Name   string          `json:"name"`

@@ -120,15 +120,13 @@ func runServe(ctx context.Context, cfgPath, listen string, listenSet bool, logOu
 	defer lines.Close()
 	log := newLogger(lines, cfg.Server.LogFormat, cfg.Server.LogLevel)
 	log.Info(banner)
-	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
-	err := keel.CheckCredentials(cctx, cfg)
-	ccancel()
-	if err != nil {
-		return err
-	}
 	first, err := keel.New(cfg, keel.WithLogger(log))
 	if err != nil {
 		return err
+	}
+	if err := first.CheckCredentials(ctx); err != nil {
+		first.Close()
+		return fmt.Errorf("checking credentials: %w", err)
 	}
 	var cur atomic.Pointer[keel.Mesh]
 	cur.Store(first)

@@ -20,7 +20,11 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The official SDK's vertex package (platform_sdk_test.go) imports
+// google.golang.org/api, whose opencensus dependency starts a worker at init.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
+}
 
 // newH1 returns a lean transport whose fallback fails the test if used.
 func newH1(t *testing.T) *H1Transport {

@@ -53,16 +53,10 @@ func hostAuthError(ep *Endpoint, err error) *Error {
 			Message: fmt.Sprintf("provider %s (%s) cannot authenticate: %v", ep.Provider, ep.Host.Name(), err)}}
 }
 
-// parseError reads an error answer of ep: its host's shape, else its
-// format's.
-func parseError(ep *Endpoint, codec wire.Codec, resp *http.Response, b []byte) *Error {
-	var a *llm.APIError
-	if ep.Host != nil {
-		a = ep.Host.ParseError(resp.StatusCode, resp.Header, b)
-	} else {
-		a = codec.ParseError(resp.StatusCode, resp.Header, b)
-	}
-	return apiError(ep, a)
+// statusError is the failure of an attempt answered with an error
+// status: the answer read in ep's shape (parseError).
+func statusError(ep *Endpoint, codec wire.Codec, resp *http.Response, b []byte) *Error {
+	return apiError(ep, parseError(ep, codec, resp, b))
 }
 
 // apiError is the failure of an attempt the upstream refused with a; a
@@ -76,22 +70,6 @@ func apiError(ep *Endpoint, a *llm.APIError) *Error {
 		}
 	}
 	return e
-}
-
-// CheckHosts checks the credentials of every endpoint with a host, once
-// per host, and names the first provider that cannot authenticate.
-func CheckHosts(ctx context.Context, eps []*Endpoint) error {
-	seen := map[Host]bool{}
-	for _, ep := range eps {
-		if ep.Host == nil || seen[ep.Host] {
-			continue
-		}
-		seen[ep.Host] = true
-		if err := ep.Host.Check(ctx); err != nil {
-			return fmt.Errorf("provider %s (%s) cannot authenticate: %w", ep.Provider, ep.Host.Name(), err)
-		}
-	}
-	return nil
 }
 
 // CodeContentFilter is the error code of a prompt a provider's content

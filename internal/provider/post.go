@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/wire"
 )
 
@@ -20,7 +21,13 @@ const maxPostAnswer = 128 << 20
 // PathURL is the URL of path (which may carry a query) under e's base URL:
 // "/v1/messages/count_tokens" under https://api.anthropic.com,
 // "/embeddings" under https://api.openai.com/v1.
-func (e *Endpoint) PathURL(path string) string { return strings.TrimRight(e.BaseURL, "/") + path }
+// On a platform, the platform's URL for the path ("" when it has none).
+func (e *Endpoint) PathURL(path string) string {
+	if e.Platform != nil {
+		return e.Platform.PostURL(path, e.UpstreamModel)
+	}
+	return strings.TrimRight(e.BaseURL, "/") + path
+}
 
 // Post sends body to rawURL (a path of ep's API beside the model call:
 // a token count, embeddings) with ep's authentication, API version, the
@@ -30,6 +37,13 @@ func (e *Endpoint) PathURL(path string) string { return strings.TrimRight(e.Base
 // an *Error of KindStatus with the error parsed in ep's format, and a
 // transport failure an *Error of its kind, as Do reports them.
 func (c *Client) Post(ctx context.Context, ep *Endpoint, rawURL string, body []byte, call Call) (*Result, error) {
+	if rawURL == "" && ep.Platform != nil {
+		return nil, &Error{Kind: KindStatus, Endpoint: ep.ID, BeforeResponse: true, API: &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound,
+			Message: fmt.Sprintf("provider %s (%s) does not serve this API", ep.Provider, ep.Platform.Name())}}
+	}
+	if ep.Platform != nil {
+		body = withVersion(body, ep.APIVersion(call.ClientHeader))
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, &Error{Kind: KindConnect, Endpoint: ep.ID, Err: fmt.Errorf("endpoint URL %q: want http(s)://host/...", rawURL), BeforeResponse: true}
@@ -55,10 +69,17 @@ func (c *Client) Post(ctx context.Context, ep *Endpoint, rawURL string, body []b
 	h.Set("Content-Type", "application/json")
 	h.Set("Accept", "application/json")
 	codec := wire.For(ep.Format)
-	if e := authorize(actx, ep, codec, h.Set, ep.APIVersion(call.ClientHeader)); e != nil {
-		return nil, e
+	if ep.Platform != nil {
+		if err := ep.Platform.Authorize(actx, hreq, body); err != nil {
+			return nil, authError(ep, err)
+		}
+		addHeaders(h, nil, nil, ep)
+	} else {
+		if e := authorize(actx, ep, codec, h.Set, ep.APIVersion(call.ClientHeader)); e != nil {
+			return nil, e
+		}
+		addHeaders(h, codec, call.ClientHeader, ep)
 	}
-	addHeaders(h, codec, call.ClientHeader, ep)
 	resp, err := c.roundTrip(hreq, ep, cancel)
 	if err != nil {
 		e := classifyTransportErr(ep.ID, err, context.Cause(actx), ctx)
@@ -78,7 +99,7 @@ func (c *Client) Post(ctx context.Context, ep *Endpoint, rawURL string, body []b
 		if rerr != nil && len(b) == 0 {
 			return nil, classifyTransportErr(ep.ID, rerr, context.Cause(actx), ctx)
 		}
-		return nil, parseError(ep, codec, resp, b)
+		return nil, statusError(ep, codec, resp, b)
 	}
 	if rerr != nil {
 		return nil, classifyTransportErr(ep.ID, rerr, context.Cause(actx), ctx)

@@ -95,6 +95,11 @@ type Endpoint struct {
 	// ContentFilter is the endpoint's model's policy when a content
 	// filter refuses a prompt; empty means ContentFilterFail.
 	ContentFilter ContentFilter
+	// Platform, for an Anthropic-format endpoint, is the cloud serving the
+	// model behind its own envelope, URL and authentication (Amazon
+	// Bedrock, Google Vertex AI); nil for an API called at BaseURL with
+	// APIKey.
+	Platform Platform
 }
 
 // Continuation is how an upstream continues a partial answer it is sent
@@ -188,6 +193,11 @@ const AnthropicVersionClient = "client"
 // §0.14).
 func (e *Endpoint) APIVersion(client http.Header) string {
 	c := wire.For(e.Format)
+	if e.Platform != nil && e.AnthropicVersion == "" {
+		// A platform's documented version (bedrock-2023-05-31,
+		// vertex-2023-10-16), which it accepts in the body.
+		return e.Platform.DefaultVersion()
+	}
 	switch {
 	case e.AnthropicVersion == AnthropicVersionClient, e.AnthropicVersion == "" && isAnthropicAPI(e.BaseURL):
 		return c.APIVersion("", client)
@@ -287,17 +297,22 @@ type Client struct {
 type urlKey struct {
 	base   string
 	format llm.Format
-	// A host's URL may name the model and the kind of call.
-	host   Host
-	model  string
-	stream bool
+	// A platform's or host's URL may name the model and the kind of call.
+	platform Platform
+	host     Host
+	model    string
+	stream   bool
 }
 
 // url returns ep's parsed request URL (of a streamed call when stream).
 func (c *Client) url(ep *Endpoint, stream bool) (*url.URL, error) {
 	k := urlKey{base: ep.BaseURL, format: ep.Format}
 	raw := ep.URL
-	if ep.Host != nil {
+	switch {
+	case ep.Platform != nil:
+		k = urlKey{platform: ep.Platform, model: ep.UpstreamModel, stream: stream}
+		raw = func() string { return ep.Platform.CallURL(ep.UpstreamModel, stream) }
+	case ep.Host != nil:
 		k = urlKey{host: ep.Host, model: ep.UpstreamModel, stream: stream}
 		raw = func() string { return ep.Host.CallURL(ep.UpstreamModel, stream) }
 	}
@@ -454,9 +469,21 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 	codec := wire.For(ep.Format)
 	version := ep.APIVersion(call.ClientHeader)
 	dropped := append(slices.Clone(tr.Dropped), codec.PrepareUpstream(&out, version)...)
+	pf := ep.Platform
+	if pf != nil {
+		// The platform's URL names the model (and, on Bedrock, the stream).
+		out.Model = ""
+		out.Stream = out.Stream && pf.KeepsStream()
+	}
 	body, err := codec.EncodeRequest(&out)
 	if err != nil {
 		return nil, &Error{Kind: KindProtocol, Endpoint: ep.ID, Err: fmt.Errorf("encoding request: %w", err)}
+	}
+	if pf != nil {
+		if !bytes.HasPrefix(body, []byte(modelPrefix)) {
+			return nil, &Error{Kind: KindProtocol, Endpoint: ep.ID, Err: errors.New("encoding request: the body does not start with its model")}
+		}
+		body = envelope(body, version, call.ClientHeader)
 	}
 	if call.Sent != nil {
 		call.Sent(body)
@@ -497,11 +524,21 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 	}
 	set("Content-Type", "application/json")
 	set("Accept", "application/json")
-	if e := authorize(actx, ep, codec, set, version); e != nil {
-		release()
-		return nil, e
+	if pf != nil {
+		// The version and betas are in the body; the signature covers the
+		// headers set so far, the endpoint's extra headers are not signed.
+		if err := pf.Authorize(actx, hreq, body); err != nil {
+			release()
+			return nil, authError(ep, err)
+		}
+		addHeaders(h, nil, nil, ep)
+	} else {
+		if e := authorize(actx, ep, codec, set, version); e != nil {
+			release()
+			return nil, e
+		}
+		addHeaders(h, codec, call.ClientHeader, ep)
 	}
-	addHeaders(h, codec, call.ClientHeader, ep)
 
 	resp, err := c.roundTrip(hreq, ep, cancel)
 	if err != nil {
@@ -522,7 +559,7 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		if rerr != nil && len(b) == 0 {
 			return nil, classifyTransportErr(ep.ID, rerr, context.Cause(actx), ctx)
 		}
-		return nil, parseError(ep, codec, resp, b)
+		return nil, statusError(ep, codec, resp, b)
 	}
 	if !req.Stream {
 		b, rerr := readAnswer(resp)
@@ -570,7 +607,12 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 	if call.Received != nil {
 		sb = &countingReader{r: resp.Body, n: call.Received}
 	}
-	rd := codec.NewStreamReader(sb)
+	var rd wire.StreamReader
+	if pf != nil {
+		rd = pf.NewStreamReader(sb)
+	} else {
+		rd = codec.NewStreamReader(sb)
+	}
 	s.next = rd.Next
 	if r, ok := rd.(wire.Recycler); ok {
 		s.recycle = r.Recycle
@@ -748,12 +790,21 @@ func classifyTransportErr(id string, err, cause error, parent context.Context) *
 // request, so it costs the provider nothing.
 func (c *Client) Probe(ctx context.Context, ep *Endpoint) error {
 	codec := wire.For(ep.Format)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, codec.ProbeURL(ep.BaseURL), nil)
+	target := codec.ProbeURL(ep.BaseURL)
+	if ep.Platform != nil {
+		// The platform's host: its API has no free GET of its own.
+		u, err := url.Parse(ep.Platform.CallURL(ep.UpstreamModel, false))
+		if err != nil {
+			return err
+		}
+		target = u.Scheme + "://" + u.Host + "/"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return err
 	}
-	if ep.Host == nil {
-		// A host's credentials are for its model calls only.
+	if ep.Platform == nil && ep.Host == nil {
+		// A platform's or host's credentials are for its model calls only.
 		codec.SetAuth(req.Header.Set, ep.APIKey, codec.APIVersion("", nil))
 	}
 	resp, err := c.rt.RoundTrip(req)
@@ -768,7 +819,7 @@ func (c *Client) Probe(ctx context.Context, ep *Endpoint) error {
 // addHeaders sets on h the client's headers that codec passes on and
 // then the endpoint's own (which win).
 func addHeaders(h http.Header, codec wire.Codec, client http.Header, ep *Endpoint) {
-	if client != nil {
+	if client != nil && codec != nil {
 		for _, k := range codec.PassHeaders() {
 			if v := client.Values(k); len(v) > 0 {
 				h[k] = v
@@ -788,4 +839,25 @@ func (c *Client) roundTrip(hreq *http.Request, ep *Endpoint, cancel context.Canc
 		defer t.Stop()
 	}
 	return c.rt.RoundTrip(hreq)
+}
+
+// parseError reads an error answer in ep's shape: its platform's, else
+// its format's.
+func parseError(ep *Endpoint, codec wire.Codec, resp *http.Response, b []byte) *llm.APIError {
+	switch {
+	case ep.Platform != nil:
+		return ep.Platform.ParseError(resp.StatusCode, resp.Header, b)
+	case ep.Host != nil:
+		return ep.Host.ParseError(resp.StatusCode, resp.Header, b)
+	}
+	return codec.ParseError(resp.StatusCode, resp.Header, b)
+}
+
+// authError is the failure of an attempt whose platform credentials could
+// not be had: a 401 authentication_error naming the provider, so the
+// caller knows which account to fix and the call can go elsewhere.
+func authError(ep *Endpoint, err error) *Error {
+	return &Error{Kind: KindStatus, Endpoint: ep.ID, BeforeResponse: true, Err: err,
+		API: &llm.APIError{Status: http.StatusUnauthorized, Type: llm.ErrAuthentication,
+			Message: fmt.Sprintf("provider %s (%s) cannot authenticate: %v", ep.Provider, ep.Platform.Name(), err)}}
 }

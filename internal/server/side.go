@@ -65,8 +65,11 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request, f llm.Forma
 	}
 	send := body
 	side := engine.Side{Kind: "count_tokens", Model: req.Model, Format: f,
-		Serves: func(ep *provider.Endpoint) bool { return wire.CountsTokens(ep.Format) && !ep.Embedding },
-		Texts:  req,
+		// A platform without a token count (Bedrock) has no URL for it.
+		Serves: func(ep *provider.Endpoint) bool {
+			return wire.CountsTokens(ep.Format) && !ep.Embedding && ep.PathURL(wire.CountTokensPath) != ""
+		},
+		Texts: req,
 		Redact: func(changed *llm.Request) (err error) {
 			send, err = wire.RewriteCountTokens(body, changed)
 			return err

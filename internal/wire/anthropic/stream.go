@@ -150,7 +150,7 @@ func deltaField(t llm.DeltaType) string {
 // Events of unknown types are skipped. A StreamReader is not safe for
 // concurrent use.
 type StreamReader struct {
-	r       *sse.Reader
+	r       EventSource
 	started bool // message_start seen
 	blocks  int  // content_block_start events seen
 	err     error
@@ -172,6 +172,21 @@ func (s *StreamReader) Recycle(ev *llm.Event) {
 // NewStreamReader returns a StreamReader over r.
 func NewStreamReader(r io.Reader) *StreamReader {
 	return &StreamReader{r: sse.NewReader(r)}
+}
+
+// EventSource yields a stream's events as SSE gives them (an event name
+// and its data); Next returns io.EOF or io.ErrUnexpectedEOF at the end of
+// the stream. *sse.Reader is one; a cloud's framing of Anthropic's events
+// (Amazon Bedrock's eventstream) is another.
+type EventSource interface {
+	Next() (sse.Event, error)
+}
+
+// NewEventReader returns a StreamReader over events from src: the same
+// checks and decoding as over SSE, for an Anthropic stream in another
+// framing. The reader copies an event's Data before src's next Next.
+func NewEventReader(src EventSource) *StreamReader {
+	return &StreamReader{r: src}
 }
 
 // Next returns the next event, with Raw holding a copy of its data and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -168,6 +169,8 @@ var streamWriters = []struct {
 	}},
 }
 
+var createdAt = regexp.MustCompile(`"created_at":[0-9]+`)
+
 // TestGeminiStreamGolden reads each Gemini stream and writes it as each
 // client format's stream, compared with
 // testdata/gemini/streams/<stream>.<client>.golden.
@@ -199,7 +202,10 @@ func TestGeminiStreamGolden(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				checkGolden(t, filepath.Join("testdata", "gemini", "streams", s.name+"."+sw.name+".golden"), buf.Bytes())
+				// A stream that fails before it starts is dated now by
+				// the Responses writer: the golden holds no clock.
+				out := createdAt.ReplaceAll(buf.Bytes(), []byte(`"created_at":0`))
+				checkGolden(t, filepath.Join("testdata", "gemini", "streams", s.name+"."+sw.name+".golden"), out)
 			})
 		}
 	}

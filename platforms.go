@@ -1,0 +1,77 @@
+package keel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/keelmesh/keel/config"
+	"github.com/keelmesh/keel/internal/provider"
+)
+
+// attachPlatforms gives every endpoint of a Bedrock or Vertex provider
+// (config providers[].bedrock, .vertex) its platform: one per provider and
+// base URL, so the provider's endpoints share its credentials and their
+// cache. Google tokens are fetched through rt, as model calls go. It
+// records the platforms on m for CheckCredentials.
+func (m *Mesh) attachPlatforms(cfg *config.Config, eps []*provider.Endpoint, rt http.RoundTripper) error {
+	built := map[[2]string]provider.Platform{}
+	hosts := map[provider.Host]bool{}
+	for _, ep := range eps {
+		if h := ep.Host; h != nil && !hosts[h] {
+			// an azure (Entra ID) or gemini provider's host: checked too
+			hosts[h] = true
+			m.platforms = append(m.platforms, namedPlatform{ep.Provider, h})
+		}
+		p := cfg.Provider(ep.Provider)
+		if p == nil || p.Bedrock == nil && p.Vertex == nil {
+			continue
+		}
+		k := [2]string{p.Name, ep.BaseURL}
+		pf := built[k]
+		if pf == nil {
+			var err error
+			if pf, err = newPlatform(p, ep, rt); err != nil {
+				return fmt.Errorf("provider %s: %w", p.Name, err)
+			}
+			built[k] = pf
+			m.platforms = append(m.platforms, namedPlatform{p.Name, pf})
+		}
+		ep.Platform = pf
+	}
+	return nil
+}
+
+func newPlatform(p *config.Provider, ep *provider.Endpoint, rt http.RoundTripper) (provider.Platform, error) {
+	ctx := context.Background()
+	if b := p.Bedrock; b != nil {
+		return provider.NewBedrock(ctx, provider.BedrockConfig{Region: b.Region, Profile: b.Profile, APIKey: ep.APIKey, BaseURL: ep.BaseURL})
+	}
+	v := p.Vertex
+	return provider.NewVertex(ctx, provider.VertexConfig{Project: v.Project, Region: v.Region, CredentialsFile: v.CredentialsFile, BaseURL: ep.BaseURL,
+		HTTPClient: &http.Client{Transport: rt}})
+}
+
+// CheckCredentials gets the credentials of every Bedrock and Vertex
+// provider, and of every azure provider with auth entra, once (a
+// credential fetch, no model call); the error names each provider that
+// cannot authenticate. keel serve runs it at start.
+func (m *Mesh) CheckCredentials(ctx context.Context) error {
+	var errs []error
+	for _, p := range m.platforms {
+		if err := p.pf.Check(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("provider %s (%s) cannot authenticate: %w", p.provider, p.pf.Name(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// namedPlatform is a provider's platform or host.
+type namedPlatform struct {
+	provider string
+	pf       interface {
+		Name() string
+		Check(ctx context.Context) error
+	}
+}
