@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/keelmesh/keel/config"
+	"github.com/keelmesh/keel/internal/simfleet"
 	"github.com/keelmesh/keel/sim"
 )
 
@@ -183,5 +184,80 @@ func TestGeminiRateLimitFailsOver(t *testing.T) {
 	}
 	if n := e.rec.countPath(limited); n != 1 {
 		t.Errorf("%d attempts on the rate-limited endpoint within its RetryInfo delay, want 1", n)
+	}
+}
+
+// TestGeminiOnVertexThroughSDKs: both Go SDKs, streamed and not, reach
+// Gemini on Vertex AI (publishers/google/models/…:generateContent and
+// :streamGenerateContent?alt=sse) through Keel, with an OAuth2 token the
+// simulator's token endpoint issued for a service account's signed JWT
+// and its Vertex front checks; an expired or foreign token is refused
+// there (sim tests of the Vertex front).
+func TestGeminiOnVertexThroughSDKs(t *testing.T) {
+	sc := sim.ZeroLatency()
+	cl, err := simfleet.AddClouds(&sc, "sim-sonnet", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, sc, func(cfg *config.Config) {
+		base := cfg.Providers[0].BaseURL
+		sa, err := cl.WriteServiceAccount(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Providers = append(cfg.Providers, config.Provider{Name: "gemini-vertex", Type: config.TypeGemini, BaseURL: base + "/r/" + simfleet.VertexRegion,
+			Vertex: &config.Vertex{Project: "sim-project", Region: "us-central1", CredentialsFile: sa}})
+		cfg.Models = []config.Model{{Name: "gemini-flash", Endpoints: []config.Endpoint{{Provider: "gemini-vertex", Region: "us-central1", UpstreamModel: "sim-sonnet"}}}}
+		cfg.Aliases = nil
+		cfg.ApplyDefaults()
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	ctx := context.Background()
+	if err := e.mesh.CheckCredentials(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := sim.Answer(e.simCfg, userText("sim-sonnet", "Tell me about keels.", 256))
+	a := anthropicClients(e)["proxy"]
+	params := anthropic.MessageNewParams{Model: "gemini-flash", MaxTokens: 256,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Tell me about keels."))}}
+	msg, err := a.Messages.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Content) != 1 || msg.Content[0].Text != want.Text() {
+		t.Fatalf("anthropic: %+v, want %q", msg.Content, want.Text())
+	}
+	st := a.Messages.NewStreaming(ctx, params)
+	var acc anthropic.Message
+	for st.Next() {
+		if err := acc.Accumulate(st.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Err(); err != nil || len(acc.Content) != 1 || acc.Content[0].Text != want.Text() {
+		t.Fatalf("anthropic stream: %v %+v", err, acc.Content)
+	}
+	o := openaiClients(e)["embedded"]
+	oparams := openai.ChatCompletionNewParams{Model: "gemini-flash", MaxTokens: openai.Int(256),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me about keels.")}}
+	resp, err := o.Chat.Completions.New(ctx, oparams)
+	if err != nil || resp.Choices[0].Message.Content != want.Text() {
+		t.Fatalf("openai: %v %+v", err, resp)
+	}
+	ost := o.Chat.Completions.NewStreaming(ctx, oparams)
+	var oacc openai.ChatCompletionAccumulator
+	for ost.Next() {
+		oacc.AddChunk(ost.Current())
+	}
+	if err := ost.Err(); err != nil || oacc.Choices[0].Message.Content != want.Text() {
+		t.Fatalf("openai stream: %v %q", err, oacc.Choices[0].Message.Content)
+	}
+	if n := e.rec.countPath("/r/vertex/v1/projects/sim-project/locations/us-central1/publishers/google/models/sim-sonnet:generateContent"); n != 2 {
+		t.Errorf("%d generateContent calls on Vertex, want 2", n)
+	}
+	if h := e.rec.last(); !strings.HasPrefix(h.Get("Authorization"), "Bearer ") || h.Get("X-Goog-Api-Key") != "" {
+		t.Errorf("upstream auth: %v", h)
 	}
 }

@@ -32,6 +32,9 @@ func (h *hosts) of(p *config.Provider, base, key string) (provider.Host, error) 
 		}
 		return provider.NewAzure(c)
 	case config.TypeGemini:
+		if p.Vertex != nil {
+			return nil, nil // Gemini on Vertex AI: attachPlatforms builds its host
+		}
 		return provider.NewGeminiAPI(base, key)
 	}
 	return nil, nil

@@ -28,6 +28,20 @@ func (m *Mesh) attachPlatforms(cfg *config.Config, eps []*provider.Endpoint, rt 
 		if p == nil || p.Bedrock == nil && p.Vertex == nil {
 			continue
 		}
+		if p.Type == config.TypeGemini {
+			// Gemini on Vertex AI: the Gemini API's bodies behind the
+			// Vertex platform's URL and OAuth2 tokens.
+			h, err := vertexGemini(p, ep, rt, hosts)
+			if err != nil {
+				return fmt.Errorf("provider %s: %w", p.Name, err)
+			}
+			if !hosts[h] {
+				hosts[h] = true
+				m.platforms = append(m.platforms, namedPlatform{p.Name, h})
+			}
+			ep.Host = h
+			continue
+		}
 		k := [2]string{p.Name, ep.BaseURL}
 		pf := built[k]
 		if pf == nil {
@@ -41,6 +55,29 @@ func (m *Mesh) attachPlatforms(cfg *config.Config, eps []*provider.Endpoint, rt 
 		ep.Platform = pf
 	}
 	return nil
+}
+
+// vertexGemini is the Vertex Gemini host of p at ep's base URL, one per
+// provider and base (built holds them).
+func vertexGemini(p *config.Provider, ep *provider.Endpoint, rt http.RoundTripper, built map[provider.Host]bool) (provider.Host, error) {
+	for h := range built {
+		if vg, ok := h.(*vertexGeminiHost); ok && vg.provider == p.Name && vg.base == ep.BaseURL {
+			return vg, nil
+		}
+	}
+	v := p.Vertex
+	g, err := provider.NewVertexGemini(context.Background(), provider.VertexConfig{Project: v.Project, Region: v.Region, CredentialsFile: v.CredentialsFile,
+		BaseURL: ep.BaseURL, HTTPClient: &http.Client{Transport: rt}})
+	if err != nil {
+		return nil, err
+	}
+	return &vertexGeminiHost{VertexGemini: g, provider: p.Name, base: ep.BaseURL}, nil
+}
+
+// vertexGeminiHost is a Vertex Gemini host with what it was built for.
+type vertexGeminiHost struct {
+	*provider.VertexGemini
+	provider, base string
 }
 
 func newPlatform(p *config.Provider, ep *provider.Endpoint, rt http.RoundTripper) (provider.Platform, error) {

@@ -414,8 +414,8 @@ func (v *validator) providers() {
 // azure checks the keys of an azure provider, and that no other provider
 // sets them; and that a gemini provider has its key.
 func (v *validator) azure(base string, p Provider) {
-	if p.Type == TypeGemini && p.APIKey == "" && p.APIKeyEnv == "" {
-		v.add(base+".api_key", "a gemini provider needs api_key or api_key_env (the Gemini API key, sent in x-goog-api-key)")
+	if p.Type == TypeGemini && p.APIKey == "" && p.APIKeyEnv == "" && p.Vertex == nil {
+		v.add(base+".api_key", "a gemini provider needs api_key or api_key_env (the Gemini API key, sent in x-goog-api-key), or a vertex section (Gemini on Vertex AI)")
 	}
 	if p.Type != TypeAzure {
 		if p.APIVersion != "" {
@@ -814,8 +814,12 @@ func (v *validator) platform(base string, p *Provider) {
 	if p.Bedrock == nil {
 		key = base + ".vertex"
 	}
-	if p.Type != TypeAnthropic {
+	switch {
+	case p.Type == TypeAnthropic, p.Type == TypeGemini && p.Bedrock == nil:
+	case p.Bedrock != nil:
 		v.add(key, "applies only to providers of type anthropic (Claude on Amazon Bedrock or Google Vertex AI)")
+	default:
+		v.add(key, "applies only to providers of type anthropic (Claude on Google Vertex AI) or gemini (Gemini on Vertex AI)")
 	}
 	if p.Vertex != nil {
 		if p.Vertex.Region == "" {

@@ -251,7 +251,7 @@ models:
 				`keel.yaml:7:78: providers[5].auth: expected api_key or entra, got "oauth"`,
 				`keel.yaml:8:29: providers[6].api_version: applies only to providers of type azure`,
 				`keel.yaml:8:56: providers[6].auth: applies only to providers of type azure`,
-				`keel.yaml:11:6: providers[9].api_key: a gemini provider needs api_key or api_key_env (the Gemini API key, sent in x-goog-api-key)`,
+				`keel.yaml:11:6: providers[9].api_key: a gemini provider needs api_key or api_key_env (the Gemini API key, sent in x-goog-api-key), or a vertex section (Gemini on Vertex AI)`,
 				`keel.yaml:14:15: models[0].content_filter: expected fail or fallback, got "retry"`,
 			},
 		},

@@ -93,6 +93,38 @@ func (f *Fleet) serveGemini(prefixed bool) http.HandlerFunc {
 	}
 }
 
+// serveVertexGemini serves Gemini on Vertex AI: POST
+// …/publishers/google/models/{model}:generateContent and
+// :streamGenerateContent?alt=sse, the Gemini API's bodies with the
+// OAuth2 access token of the fleet's token endpoint (401 UNAUTHENTICATED
+// otherwise), errors in Google's shape
+// (cloud.google.com/vertex-ai/generative-ai/docs/model-reference/inference).
+func (f *Fleet) serveVertexGemini(prefixed bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !f.googleAuthorized(w, r) {
+			return
+		}
+		c := geminiCodec
+		model, method, _ := strings.Cut(r.PathValue("call"), ":")
+		if method != "generateContent" && method != "streamGenerateContent" {
+			writeAPIError(w, c, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, RawType: "NOT_FOUND",
+				Message: "The requested URL was not found on this server."})
+			return
+		}
+		stream := method == "streamGenerateContent"
+		if stream && r.URL.Query().Get("alt") != "sse" {
+			writeAPIError(w, c, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, RawType: "INVALID_ARGUMENT",
+				Message: "the simulator serves streamGenerateContent with alt=sse only"})
+			return
+		}
+		region := ""
+		if prefixed {
+			region = r.PathValue("region")
+		}
+		f.serveAPI(w, r, region, c, &routeCall{gemini: true, model: model, stream: stream})
+	}
+}
+
 // geminiBlocked writes the Gemini API's answer to a prompt its safety
 // filters block: a 200 with promptFeedback.blockReason and no candidates
 // (ai.google.dev/api/generate-content#PromptFeedback).

@@ -111,3 +111,17 @@ func TestGeminiFaults(t *testing.T) {
 		t.Errorf("Anthropic route: %d, want 200 (the content filter is Gemini's and Azure's)", resp.StatusCode)
 	}
 }
+
+// TestVertexGeminiNeedsAToken: Gemini on Vertex AI refuses a call
+// without an OAuth2 token the fleet issued, as Google does (401
+// UNAUTHENTICATED), and takes no Gemini API key instead.
+func TestVertexGeminiNeedsAToken(t *testing.T) {
+	h := memHarness(mustFleet(t, geminiConfig()))
+	const path = "/v1/projects/p/locations/us-central1/publishers/google/models/sim-sonnet:generateContent"
+	for _, hd := range []http.Header{nil, {"Authorization": {"Bearer forged"}}, {"X-Goog-Api-Key": {"g-key"}}} {
+		resp, b := geminiPost(t, h, path, hd, geminiBody)
+		if resp.StatusCode != 401 || !strings.Contains(b, `"status":"UNAUTHENTICATED"`) {
+			t.Errorf("%v: %d %s, want 401 UNAUTHENTICATED", hd, resp.StatusCode, b)
+		}
+	}
+}

@@ -112,6 +112,8 @@ func (f *Fleet) routes() http.Handler {
 		mux.HandleFunc("POST "+pre+"/openai/v1/chat/completions", f.serveAzure(azureChatCodec, true, prefixed))
 		mux.HandleFunc("POST "+pre+"/openai/v1/responses", f.serveAzure(azureResponsesCodec, true, prefixed))
 	}
+	mux.HandleFunc("POST /v1/projects/{project}/locations/{location}/publishers/google/models/{call}", f.serveVertexGemini(false))
+	mux.HandleFunc("POST /r/{region}/v1/projects/{project}/locations/{location}/publishers/google/models/{call}", f.serveVertexGemini(true))
 	mux.HandleFunc("POST /v1beta/models/{call}", f.serveGemini(false))
 	mux.HandleFunc("POST /r/{region}/v1beta/models/{call}", f.serveGemini(true))
 	mux.HandleFunc("POST /v1/embeddings", f.serveEmbeddings)
