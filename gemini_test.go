@@ -150,6 +150,20 @@ func TestGeminiErrors(t *testing.T) {
 		t.Errorf("%d upstream attempts, want 1", n)
 	}
 
+	// Streamed, the block is the stream's only event: the client gets
+	// the same refusal before any byte of a stream, and no other attempt.
+	sb := geminiSim()
+	sb.Faults = []sim.Fault{{Kind: sim.KindContentFilter, Count: 1}}
+	es := newEnv(t, sb, withGemini)
+	resp, b := es.post(t, "/v1/messages", `{"model":"gemini-flash","max_tokens":20,"stream":true,"messages":[{"role":"user","content":"Something hateful."}]}`,
+		"anthropic-version", "2023-06-01")
+	if resp.StatusCode != 400 || !strings.Contains(string(b), `"type":"invalid_request_error"`) || !strings.Contains(string(b), `"error_code":"content_filter"`) {
+		t.Errorf("streamed blocked prompt: %d %s", resp.StatusCode, b)
+	}
+	if n := es.rec.count(); n != 1 {
+		t.Errorf("streamed: %d upstream attempts, want 1", n)
+	}
+
 	e2 := newEnv(t, geminiSim(), withGemini, func(cfg *config.Config) { cfg.Providers[len(cfg.Providers)-1].APIKey = "wrong" })
 	a := anthropicClients(e2)["proxy"]
 	_, err = a.Messages.New(ctx, anthropic.MessageNewParams{Model: "gemini-flash", MaxTokens: 16,

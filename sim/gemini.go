@@ -127,8 +127,9 @@ func (f *Fleet) serveVertexGemini(prefixed bool) http.HandlerFunc {
 
 // geminiBlocked writes the Gemini API's answer to a prompt its safety
 // filters block: a 200 with promptFeedback.blockReason and no candidates
-// (ai.google.dev/api/generate-content#PromptFeedback).
-func geminiBlocked(w http.ResponseWriter, rh *respHeader, model string, inputTokens int) {
+// (ai.google.dev/api/generate-content#PromptFeedback); on a stream, that
+// answer as its only event.
+func geminiBlocked(w http.ResponseWriter, rh *respHeader, model string, inputTokens int, stream bool) {
 	b, _ := json.Marshal(map[string]any{
 		"promptFeedback": map[string]any{"blockReason": "SAFETY", "safetyRatings": []map[string]string{
 			{"category": "HARM_CATEGORY_HATE_SPEECH", "probability": "HIGH"},
@@ -139,6 +140,12 @@ func geminiBlocked(w http.ResponseWriter, rh *respHeader, model string, inputTok
 		"usageMetadata": map[string]int{"promptTokenCount": inputTokens, "totalTokenCount": inputTokens},
 		"modelVersion":  model,
 	})
+	if stream {
+		rh.set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		sse.NewWriter(w, nil).WriteEvent("", b)
+		return
+	}
 	rh.set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	w.Write(b)

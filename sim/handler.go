@@ -605,7 +605,7 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 			if c.gemini {
 				ep.recordStatus(http.StatusOK)
 				call.done()
-				geminiBlocked(w, &rh, req.Model, ans.usage.InputTokens)
+				geminiBlocked(w, &rh, req.Model, ans.usage.InputTokens, req.Stream)
 				return
 			}
 			ep.recordStatus(http.StatusBadRequest)
