@@ -72,6 +72,15 @@ func TestEmbeddedScenarios(t *testing.T) {
 				t.Errorf("fault = %+v stream=%v, want stream_cut on streams", f, s.Load.Stream)
 			}
 		}},
+		{"provider-throttle", func(t *testing.T, s *Scenario) {
+			fs := *s.Timeline[0].Faults
+			if s.Load.Model != "sim-claude" || len(fs) != 2 || fs[0].Kind != "rate_limit" || fs[0].Region != "us-east" || fs[1].Region != "ap-south" {
+				t.Errorf("model %q, faults %+v; want rate_limit on sim-claude's two Anthropic-API regions", s.Load.Model, fs)
+			}
+			if s.Timeline[1].Faults == nil || len(*s.Timeline[1].Faults) != 0 {
+				t.Error("the throttling never stops")
+			}
+		}},
 	}
 	if got, want := len(ScenarioNames()), len(tests); got != want {
 		t.Errorf("%d embedded scenarios %v, want %d", got, ScenarioNames(), want)

@@ -521,6 +521,11 @@ func (f *Fleet) serveVertex(w http.ResponseWriter, r *http.Request) {
 		googleError(w, http.StatusBadRequest, "INVALID_ARGUMENT", msg)
 		return
 	}
+	if b := r.Header.Values("Anthropic-Beta"); len(b) > 0 {
+		// Vertex takes betas in the anthropic-beta header, as the
+		// official SDKs send them.
+		inner.betas = strings.Join(b, ",")
+	}
 	f.servePlatform(w, r, inner, vertexCodec)
 }
 

@@ -112,7 +112,24 @@ func New(entries []Entry) Table {
 // Lookup returns model's price: its own entry, else the entry of the
 // longest listed name that model starts with followed by "-" (a dated
 // snapshot of a listed model); ok is false when none matches.
+//
+// A Claude model id of Amazon Bedrock (anthropic.claude-…-v1:0, or an
+// inference profile us.anthropic.…) or Google Vertex AI
+// (claude-…@20250929) that is not listed itself is priced as the
+// Anthropic id it names, Anthropic's list price: both list Claude at it
+// on demand, but Bedrock's and Vertex's regional endpoints may cost more —
+// list such an id in the pricing section to override it.
 func (t Table) Lookup(model string) (p Price, ok bool) {
+	if p, ok := t.lookup(model); ok {
+		return p, true
+	}
+	if id := anthropicID(model); id != model {
+		return t.lookup(id)
+	}
+	return Price{}, false
+}
+
+func (t Table) lookup(model string) (p Price, ok bool) {
 	if p, ok := t.exact[model]; ok {
 		return p, true
 	}
@@ -122,6 +139,33 @@ func (t Table) Lookup(model string) (p Price, ok bool) {
 		}
 	}
 	return Price{}, false
+}
+
+// anthropicID is the Anthropic model id a Bedrock or Vertex Claude id
+// names, or model itself: "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+// and "claude-sonnet-4-5@20250929" are "claude-sonnet-4-5-20250929".
+func anthropicID(model string) string {
+	if before, date, ok := strings.Cut(model, "@"); ok && strings.HasPrefix(before, "claude-") {
+		return before + "-" + date
+	}
+	m := model
+	if geo, rest, ok := strings.Cut(m, "."); ok && !strings.HasPrefix(m, "anthropic.") && len(geo) <= 7 {
+		m = rest // a cross-region inference profile's us., eu., apac., global., …
+	}
+	m, ok := strings.CutPrefix(m, "anthropic.")
+	if !ok {
+		return model
+	}
+	if i := strings.LastIndex(m, "-v"); i > 0 && isVersion(m[i+2:]) {
+		m = m[:i]
+	}
+	return m
+}
+
+// isVersion reports whether s is a Bedrock model version: "1:0", "2".
+func isVersion(s string) bool {
+	n, minor, _ := strings.Cut(s, ":")
+	return n != "" && strings.Trim(n, "0123456789") == "" && strings.Trim(minor, "0123456789") == ""
 }
 
 // Sources for the built-in prices. They are list prices at the date shown,

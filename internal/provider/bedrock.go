@@ -115,6 +115,10 @@ func (*Bedrock) DefaultVersion() string { return bedrock.DefaultVersion }
 // (the operation says it) — a ValidationException "extraneous key".
 func (*Bedrock) KeepsStream() bool { return false }
 
+// BetasInBody implements Platform: Bedrock takes betas as anthropic_beta
+// in the body (model-parameters-anthropic-claude-messages.html).
+func (*Bedrock) BetasInBody() bool { return true }
+
 // CallURL implements Platform.
 func (b *Bedrock) CallURL(model string, stream bool) string {
 	op := "/invoke"

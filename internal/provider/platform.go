@@ -14,8 +14,8 @@ import (
 // Platform is a cloud that serves Anthropic's models behind its own
 // envelope: Amazon Bedrock (Bedrock) and Google Vertex AI (Vertex). The
 // request is the Anthropic Messages body without "model" (and, on
-// Bedrock, without "stream"), with the API version and the client's betas
-// in the body; the URL names the model; the authentication is the
+// Bedrock, without "stream"), with the API version in the body (and, on
+// Bedrock, the client's betas); the URL names the model; the authentication is the
 // cloud's; the stream's framing and the error shape may be the cloud's
 // own. Everything else — translation, the answer, the stream's events,
 // continuation by prefill — is the anthropic codec's, so an Anthropic
@@ -30,6 +30,10 @@ type Platform interface {
 	// KeepsStream reports whether a stream's body keeps "stream": true
 	// (Vertex) or drops it, the URL saying so (Bedrock).
 	KeepsStream() bool
+	// BetasInBody reports whether the client's anthropic-beta values go
+	// in the body as anthropic_beta (Bedrock) or stay a header (Vertex),
+	// as the official SDKs send them.
+	BetasInBody() bool
 	// CallURL is the URL of a model call of model.
 	CallURL(model string, stream bool) string
 	// PostURL is the platform's URL for an Anthropic API path beside the
@@ -51,15 +55,11 @@ type Platform interface {
 const modelPrefix = `{"model":""`
 
 // envelope turns body, an Anthropic request encoded with an empty model,
-// into a platform's: "model" removed, anthropic_version and (when the
-// client sent any) anthropic_beta first. The betas are the client's
-// anthropic-beta header values, comma-separated as the SDKs send them.
-func envelope(body []byte, version string, client http.Header) []byte {
+// into a platform's: "model" removed, anthropic_version and (when betas
+// has any) anthropic_beta first. betas are the client's anthropic-beta
+// header values, comma-separated as the SDKs send them.
+func envelope(body []byte, version string, betas []string) []byte {
 	rest := body[len(modelPrefix):]
-	var betas []string
-	if client != nil {
-		betas = client.Values("Anthropic-Beta")
-	}
 	out := make([]byte, 0, len(body)+32+len(version)+16*len(betas))
 	out = append(out, `{"anthropic_version":`...)
 	out = jsonx.AppendString(out, version)

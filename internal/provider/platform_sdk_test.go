@@ -269,7 +269,8 @@ func TestVertexRequestsEqualTheOfficialSDKs(t *testing.T) {
 			t.Run(fmt.Sprintf("%s stream=%v", tc.name, stream), func(t *testing.T) {
 				var cp capture
 				opts := []option.RequestOption{option.WithHTTPClient(&http.Client{Transport: rec}), option.WithMiddleware(cp.middleware),
-					vertex.WithCredentials(tctx, "us-east5", testProject, creds), option.WithBaseURL(simRoot + "/"), option.WithMaxRetries(0)}
+					vertex.WithCredentials(tctx, "us-east5", testProject, creds), option.WithBaseURL(simRoot + "/"), option.WithMaxRetries(0),
+					option.WithHeader("anthropic-beta", "context-1m-2025-08-07")}
 				if tc.sdkVersion != "" {
 					opts = append(opts, option.WithHeader("anthropic-version", tc.sdkVersion))
 				}

@@ -303,3 +303,50 @@ func TestPlatformURLs(t *testing.T) {
 		t.Errorf("Bedrock PostURL(count_tokens) = %q, want none", got)
 	}
 }
+
+// TestPlatformsOverRealSockets: over loopback through keel serve's
+// upstream transport (the lean HTTP/1.1 client for plain http), a
+// SigV4-signed Bedrock call verifies (the Host it signed is the one sent)
+// and Vertex gets its token and answers, streamed and not.
+func TestPlatformsOverRealSockets(t *testing.T) {
+	f, sa := cloudFleet(t, nil)
+	srv, err := f.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	rt := NewUpstreamTransport(TransportOptions{})
+	defer rt.CloseIdleConnections()
+	b, err := NewBedrock(context.Background(), BedrockConfig{Region: "us-east-1", BaseURL: sim.BedrockBaseURL(srv.URL(), "bedrock"),
+		Credentials: credentials.NewStaticCredentialsProvider(testAKID, testSecret, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The service account's token_uri names sim.test: its requests are
+	// sent to the loopback server whatever host they name.
+	toSim := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		r = r.Clone(r.Context())
+		r.URL.Host = strings.TrimPrefix(srv.URL(), "http://")
+		return rt.RoundTrip(r)
+	})
+	v, err := NewVertex(context.Background(), VertexConfig{Region: "us-east5", CredentialsFile: sa, BaseURL: sim.VertexBaseURL(srv.URL(), "vertex"),
+		HTTPClient: &http.Client{Transport: toSim}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewClient(rt)
+	for _, ep := range []*Endpoint{
+		{ID: "claude/us-east-1/bedrock", Model: "claude", UpstreamModel: claudeBedrock, Provider: "bedrock", Format: llm.FormatAnthropic, Platform: b},
+		{ID: "claude/us-east5/vertex", Model: "claude", UpstreamModel: claudeVertex, Provider: "vertex", Format: llm.FormatAnthropic, Platform: v},
+	} {
+		for _, stream := range []bool{false, true} {
+			res, err := c.Do(context.Background(), ep, claudeRequest(t, stream), Call{})
+			if err != nil {
+				t.Fatalf("%s stream=%v: %v", ep.Provider, stream, err)
+			}
+			if answerText(t, res) == "" {
+				t.Fatalf("%s stream=%v: empty answer", ep.Provider, stream)
+			}
+		}
+	}
+}

@@ -73,7 +73,11 @@ func (c *Client) Post(ctx context.Context, ep *Endpoint, rawURL string, body []b
 		if err := ep.Platform.Authorize(actx, hreq, body); err != nil {
 			return nil, authError(ep, err)
 		}
-		addHeaders(h, nil, nil, ep)
+		if ep.Platform.BetasInBody() {
+			addHeaders(h, nil, nil, ep)
+		} else {
+			addHeaders(h, codec, call.ClientHeader, ep)
+		}
 	} else {
 		if e := authorize(actx, ep, codec, h.Set, ep.APIVersion(call.ClientHeader)); e != nil {
 			return nil, e

@@ -483,7 +483,11 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		if !bytes.HasPrefix(body, []byte(modelPrefix)) {
 			return nil, &Error{Kind: KindProtocol, Endpoint: ep.ID, Err: errors.New("encoding request: the body does not start with its model")}
 		}
-		body = envelope(body, version, call.ClientHeader)
+		var betas []string
+		if pf.BetasInBody() && call.ClientHeader != nil {
+			betas = call.ClientHeader.Values("Anthropic-Beta")
+		}
+		body = envelope(body, version, betas)
 	}
 	if call.Sent != nil {
 		call.Sent(body)
@@ -531,7 +535,11 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 			release()
 			return nil, authError(ep, err)
 		}
-		addHeaders(h, nil, nil, ep)
+		if pf.BetasInBody() {
+			addHeaders(h, nil, nil, ep)
+		} else {
+			addHeaders(h, codec, call.ClientHeader, ep)
+		}
 	} else {
 		if e := authorize(actx, ep, codec, set, version); e != nil {
 			release()

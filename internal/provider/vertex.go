@@ -135,6 +135,10 @@ func (*Vertex) DefaultVersion() string { return VertexVersion }
 // in the body, as the official SDK sends it.
 func (*Vertex) KeepsStream() bool { return true }
 
+// BetasInBody implements Platform: Vertex takes the anthropic-beta header
+// as the official SDK sends it.
+func (*Vertex) BetasInBody() bool { return false }
+
 // CallURL implements Platform.
 func (v *Vertex) CallURL(model string, stream bool) string {
 	if stream {
