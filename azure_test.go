@@ -189,3 +189,47 @@ func TestAzureContentFilter(t *testing.T) {
 		}
 	}
 }
+
+// TestAzureV1Responses: an azure provider on the v1 surface with api:
+// responses (POST /openai/v1/responses, the deployment as model, no
+// api-version) serves both client formats through Keel.
+func TestAzureV1Responses(t *testing.T) {
+	e := newEnv(t, azureSim(), func(cfg *config.Config) {
+		base := cfg.Providers[0].BaseURL
+		cfg.Providers = append(cfg.Providers, config.Provider{Name: "azure-v1", Type: config.TypeAzure, API: config.APIResponses,
+			BaseURL: base + "/r/eu-west/openai/v1", APIKey: "az-secret"})
+		cfg.Models = []config.Model{{Name: "gpt-4o", Endpoints: []config.Endpoint{{Provider: "azure-v1", Region: "westeurope", UpstreamModel: "gpt4o-prod"}}}}
+		cfg.Aliases = nil
+		cfg.ApplyDefaults()
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	ctx := context.Background()
+	want := sim.Answer(e.simCfg, userText("sim-llama", "Tell me about keels.", 256))
+	a := anthropicClients(e)["proxy"]
+	msg, err := a.Messages.New(ctx, anthropic.MessageNewParams{Model: "gpt-4o", MaxTokens: 256,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Tell me about keels."))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Content) != 1 || msg.Content[0].Text != want.Text() {
+		t.Fatalf("anthropic: %+v, want %q", msg.Content, want.Text())
+	}
+	o := openaiClients(e)["proxy"]
+	st := o.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "gpt-4o", MaxTokens: openai.Int(256),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me about keels.")}})
+	var acc openai.ChatCompletionAccumulator
+	for st.Next() {
+		acc.AddChunk(st.Current())
+	}
+	if err := st.Err(); err != nil || acc.Choices[0].Message.Content != want.Text() {
+		t.Fatalf("openai stream: %v %q", err, acc.Choices[0].Message.Content)
+	}
+	if n := e.rec.countPath("/r/eu-west/openai/v1/responses"); n != 2 {
+		t.Errorf("%d calls to the v1 responses route, want 2", n)
+	}
+	if h := e.rec.last(); h.Get("Api-Key") != "az-secret" {
+		t.Errorf("upstream auth: %v", h)
+	}
+}
