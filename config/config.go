@@ -11,14 +11,21 @@
 // "[redacted]"; no error message ever contains a configured value of a secret
 // field.
 //
-// A policy's settings decode straight into its package's config struct
-// (resilience.BreakerConfig, resilience.BudgetConfig, resilience.HedgePolicy),
-// whose constructor owns the defaults and the rules: Validate runs it.
+// A policy's or stage's settings decode straight into its package's config
+// type (resilience.BreakerConfig, resilience.BudgetConfig,
+// resilience.HedgePolicy, structured.Config, fragment.Config,
+// rollout.Config, normalize.Policy), whose
+// constructor owns the defaults and the rules: Validate runs it. A typed
+// value (a mode, a policy name) decodes with its own UnmarshalText, which
+// lists the allowed values in its error.
 //
 // The package imports only the standard library, github.com/goccy/go-yaml and
-// Keel's policy packages, which import only the standard library
-// (internal/resilience, internal/pricing, internal/cache, internal/shadow;
-// internal/health is allowed too).
+// Keel's policy and stage packages whose config types it decodes into
+// (internal/resilience, internal/pricing, internal/cache, internal/shadow,
+// internal/pii, internal/convstate, internal/normalize, internal/structured,
+// internal/fragment, internal/rollout;
+// internal/health is allowed too). It builds nothing: internal/assemble
+// builds a mesh from a Config.
 package config
 
 import (
@@ -29,9 +36,13 @@ import (
 
 	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/convstate"
+	"github.com/keelmesh/keel/internal/fragment"
+	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/resilience"
+	"github.com/keelmesh/keel/internal/rollout"
 	"github.com/keelmesh/keel/internal/shadow"
+	"github.com/keelmesh/keel/internal/structured"
 )
 
 // AnthropicVersionClient as providers[].anthropic_version passes the
@@ -426,85 +437,21 @@ type Normalization struct {
 	// ParameterPolicy is what happens to a parameter the serving model or
 	// API version does not accept: "drop" (default), "map" (clamp or map to
 	// an accepted value) or "reject" (400 MESH_NORMALIZATION_FAILED).
-	ParameterPolicy string `yaml:"parameter_policy"`
+	ParameterPolicy normalize.Policy `yaml:"parameter_policy"`
 }
 
-// Fragmentation splits long inputs at semantic boundaries, sends each
-// fragment to several endpoints, and fuses the answers by vote.
-type Fragmentation struct {
-	// ThresholdTokens fragments every request whose last user message is
-	// longer than this many (estimated) tokens; 0 (default) fragments only
-	// requests that set mesh_behavior.fragment: true.
-	ThresholdTokens int `yaml:"threshold_tokens"`
-	// TargetTokens is a fragment's size; default 1500.
-	TargetTokens int `yaml:"target_tokens"`
-	// OverlapBudget bounds repeated context, as a share of the input; default 0.15.
-	OverlapBudget float64 `yaml:"overlap_budget"`
-	// Redundancy is how many distinct endpoints answer each fragment; default 2.
-	Redundancy int `yaml:"redundancy"`
-	// ListQuorum is the share of replica confidence a list item needs to be
-	// kept; default 0.5 (0 would keep the plain union).
-	ListQuorum *float64 `yaml:"list_quorum"`
-	// MergeCall merges free-text fragment answers with one final request
-	// instead of concatenating them; default false.
-	MergeCall bool `yaml:"merge_call"`
-}
+// Fragmentation is the fragmentation section: the fragment package's own
+// config type, whose defaults live in that package.
+type Fragmentation = fragment.Config
 
-// StructuredOutput configures what Keel does when an answer must be JSON
-// (OpenAI response_format, an Anthropic forced tool call,
-// mesh_behavior.output_schema, or a schema implied by the system prompt).
-type StructuredOutput struct {
-	// StreamMode is "strict" (default: buffer a streamed answer, validate
-	// and repair it, then stream the result) or "relaxed" (stream through,
-	// validate at the end, report in the X-Mesh-Schema-Valid trailer).
-	StreamMode string `yaml:"stream_mode"`
-	// OnViolation is "error" (default: MESH_SCHEMA_VIOLATION) or "pass"
-	// (deliver the raw answer with X-Mesh-Schema-Violation: true).
-	OnViolation string `yaml:"on_violation"`
-	// Reask sends one targeted repair request when repair fails; default true.
-	Reask *bool `yaml:"reask"`
-	// ImpliedSchemas derives a schema from hard format demands in the
-	// system prompt; default true. false is implied: off.
-	ImpliedSchemas *bool `yaml:"implied_schemas"`
-	// Implied is what a schema implied by the system prompt may do: "off"
-	// (none is read), "guess" (default: it is sent upstream only when the
-	// reading is unambiguous, validates and repairs the answer, and an
-	// answer that stays invalid is delivered as the model gave it, with
-	// X-Mesh-Schema-Violation) or "strict" (such an answer is
-	// MESH_SCHEMA_VIOLATION, as for a schema the client gave).
-	Implied string `yaml:"implied"`
-	// Derive declares the only way a missing required field may be filled.
-	Derive []Derivation `yaml:"derive"`
+// StructuredOutput is the structured_output section: the structured
+// package's own config type (structured.Config), whose typed modes decode
+// with their own UnmarshalText and whose limits default in
+// structured.DefaultLimits.
+type StructuredOutput = structured.Config
 
-	// Limits on client schemas (mesh_behavior.output_schema,
-	// response_format json_schema, a forced tool's input schema), checked
-	// by a linear pre-scan before anything is compiled; 0 means the default
-	// (structured.DefaultLimits), shown on each.
-	MaxSchemaDepth      int `yaml:"max_schema_depth"`       // 32
-	MaxSchemaBytes      int `yaml:"max_schema_bytes"`       // 65536
-	MaxSchemaProperties int `yaml:"max_schema_properties"`  // 1000
-	MaxSchemaSubschemas int `yaml:"max_schema_subschemas"`  // 1500; a deep one weighs 1 + (depth-1)/16
-	MaxSchemaRefs       int `yaml:"max_schema_refs"`        // 100; only local "#…" references
-	MaxSchemaEnumValues int `yaml:"max_schema_enum_values"` // 10000
-	// MaxSchemaPatternSize bounds a pattern's compiled size (regexp
-	// instructions); default 10000.
-	MaxSchemaPatternSize int `yaml:"max_schema_pattern_size"`
-	// MaxSchemaExpansion bounds the subschemas one validation applies
-	// (allOf/$ref fan-out); default 20000.
-	MaxSchemaExpansion int `yaml:"max_schema_expansion"`
-	// MaxConcurrentSchemaCompiles bounds compiles running at once;
-	// default GOMAXPROCS/2, at least 1.
-	MaxConcurrentSchemaCompiles int `yaml:"max_concurrent_schema_compiles"`
-}
-
-// Derivation fills Field from From through Table, inside the object at At
-// (a JSON pointer; "" is the root, "*" matches any member or index).
-type Derivation struct {
-	At    string            `yaml:"at"`
-	Field string            `yaml:"field"`
-	From  string            `yaml:"from"`
-	Table map[string]string `yaml:"table"`
-}
+// Derivation is one structured_output.derive entry (structured.DeriveRule).
+type Derivation = structured.DeriveRule
 
 // RequestLog is the embedded SQLite request log `keel report` reads.
 type RequestLog struct {
@@ -570,17 +517,10 @@ type Resilience struct {
 	Rollout     Rollout                  `yaml:"rollout"`
 }
 
-// Rollout sends Percent of the traffic (sticky by the X-Mesh-Rollout-Key
-// header, else the end user id) through Stage and the rest through
-// "monitor". Default: full for 100 %.
-type Rollout struct {
-	// Stage is "monitor" (observe only: the primary model, no hedging,
-	// continuation or repair), "hedging" (routing, retries, fallback,
-	// hedging, continuation; answers untouched) or "full" (default).
-	Stage string `yaml:"stage"`
-	// Percent of keys that get Stage; default 100 when stage is set.
-	Percent *int `yaml:"percent"`
-}
+// Rollout is resilience.rollout: the rollout package's own config type
+// (its stage decodes with its own UnmarshalText; its rules are
+// rollout.Rollout.Validate's).
+type Rollout = rollout.Config
 
 // Valve is the mesh-aware safety valve: when the share of calls that needed
 // a fallback to a weaker model passes its threshold over its window, the

@@ -330,6 +330,34 @@ func TestParseErrors(t *testing.T) {
 			want: []string{`keel.yaml:2:3: structured_output.implied: expected off, guess or strict, got "always"`},
 		},
 		{
+			name: "each typed mode names its key and allowed values, reported with the other problems",
+			yaml: "structured_output:\n  stream_mode: buffered\n  on_violation: ignore\n  max_schema_depth: -1\nnormalization:\n  parameter_policy: clamp\n",
+			want: []string{
+				`keel.yaml:2:3: structured_output.stream_mode: expected strict or relaxed, got "buffered"`,
+				`keel.yaml:3:3: structured_output.on_violation: expected error or pass, got "ignore"`,
+				`keel.yaml:4:3: structured_output.max_schema_depth: expected a positive number (0 = the default), got -1`,
+				`keel.yaml:6:3: normalization.parameter_policy: expected drop, map or reject, got "clamp"`,
+			},
+		},
+		{
+			name: "resilience.rollout: the stage and the percent by the rollout package's rules",
+			yaml: "resilience:\n  rollout:\n    stage: half\n    percent: 101\n",
+			want: []string{
+				`keel.yaml:3:5: resilience.rollout.stage: expected monitor, hedging or full, got "half"`,
+				`keel.yaml:4:5: resilience.rollout.percent: rollout percent 101: want 0-100`,
+			},
+		},
+		{
+			name: "a typed mode given a list",
+			yaml: "structured_output:\n  stream_mode: [strict]\n",
+			want: []string{`keel.yaml:2:16: structured_output.stream_mode: expected a string, got a list`},
+		},
+		{
+			name: "an unknown key hides the modes' problems, as it hides Validate's",
+			yaml: "structured_output:\n  stream_mode: buffered\n  stream: strict\n",
+			want: []string{`keel.yaml:3:3: structured_output.stream: unknown key (did you mean "stream_mode"?)`},
+		},
+		{
 			name: "structured_output.implied contradicting implied_schemas: false",
 			yaml: "structured_output:\n  implied_schemas: false\n  implied: strict\n",
 			want: []string{`keel.yaml:3:3: structured_output.implied: implied_schemas: false turns implied schemas off; implied: strict contradicts it (set one of them)`},

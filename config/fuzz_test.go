@@ -26,6 +26,9 @@ func FuzzParse(f *testing.F) {
 		"server: &s\n  <<: *s\n",
 		"providers: [{name: a, type: openai, api_key: '${A:-x}$${B}'}]",
 		"a: [\n",
+		// The typed values decoded by their own UnmarshalText, good and bad.
+		"structured_output: {stream_mode: relaxed, on_violation: pass, implied: strict, max_schema_depth: 3}\nnormalization: {parameter_policy: MAP}\nresilience: {rollout: {stage: hedging, percent: 5}}\n",
+		"structured_output: {stream_mode: buffered, implied: [x]}\nnormalization: {parameter_policy: 1}\nresilience: {rollout: {stage: ''}}\n",
 	} {
 		f.Add([]byte(s))
 	}

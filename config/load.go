@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
 	"math"
@@ -63,7 +64,7 @@ func Parse(data []byte, filename string) (*Config, error) {
 	if len(d.errs) > 0 {
 		return nil, joinSorted(d.errs)
 	}
-	errs := cfg.expandEnv(os.LookupEnv)
+	errs := append(d.refused, cfg.expandEnv(os.LookupEnv)...)
 	cfg.ApplyDefaults()
 	errs = append(errs, cfg.problems()...)
 	if err := joinSorted(errs); err != nil {
@@ -98,6 +99,9 @@ type decoder struct {
 	src     *source
 	anchors map[string]ast.Node
 	errs    []error
+	// refused are the values a type's UnmarshalText refused: reported
+	// with Validate's problems when decoding otherwise succeeds.
+	refused []error
 	// budget counts down the values and merged keys decoded, so aliases
 	// cannot expand a small file into an enormous one ("billion laughs").
 	budget int
@@ -313,17 +317,11 @@ func (d *decoder) decodeValue(raw ast.Node, v reflect.Value, path string) {
 		return // absent: keep the zero value, which means the default
 	}
 	if v.Type() == durationType || v.Type() == stdDurationType {
-		s, ok := n.(*ast.StringNode)
-		if !ok {
-			d.fail(n, path, "expected a duration with a unit such as \"30s\" or \"300ms\", got %s", describeValue(n))
-			return
-		}
-		dur, err := ParseDuration(s.Value)
-		if err != nil {
-			d.fail(n, path, "%v", err)
-			return
-		}
-		v.SetInt(int64(dur))
+		d.decodeDuration(n, v, path)
+		return
+	}
+	if tu, ok := textUnmarshaler(v); ok {
+		d.decodeText(n, tu, path)
 		return
 	}
 	switch v.Kind() {
@@ -331,7 +329,6 @@ func (d *decoder) decodeValue(raw ast.Node, v reflect.Value, path string) {
 		p := reflect.New(v.Type().Elem())
 		d.decodeValue(raw, p.Elem(), path)
 		v.Set(p)
-		return
 	case reflect.Bool:
 		b, ok := n.(*ast.BoolNode)
 		if !ok {
@@ -339,38 +336,12 @@ func (d *decoder) decodeValue(raw ast.Node, v reflect.Value, path string) {
 			return
 		}
 		v.SetBool(b.Value)
-		return
 	case reflect.Struct:
 		d.decodeStruct(n, v, path)
 	case reflect.Slice:
-		seq, ok := n.(*ast.SequenceNode)
-		if !ok {
-			d.fail(n, path, "expected a list, got %s", describe(n))
-			d.skip(n)
-			return
-		}
-		s := reflect.MakeSlice(v.Type(), len(seq.Values), len(seq.Values))
-		for i, item := range seq.Values {
-			sub := fmt.Sprintf("%s[%d]", path, i)
-			d.src.set(sub, item)
-			d.decodeValue(item, s.Index(i), sub)
-		}
-		v.Set(s)
+		d.decodeSlice(n, v, path)
 	case reflect.Map:
-		es, ok := d.entries(n, path, 0)
-		if !ok {
-			d.fail(n, path, "expected a mapping, got %s", describe(n))
-			return
-		}
-		m := reflect.MakeMapWithSize(v.Type(), len(es))
-		for _, e := range es {
-			sub := join(path, e.key)
-			d.src.set(sub, e.keyNode)
-			ev := reflect.New(v.Type().Elem()).Elem()
-			d.decodeValue(e.value, ev, sub)
-			m.SetMapIndex(reflect.ValueOf(e.key).Convert(v.Type().Key()), ev)
-		}
-		v.Set(m)
+		d.decodeMap(n, v, path)
 	case reflect.String:
 		s, ok := scalarText(n)
 		if !ok {
@@ -380,51 +351,135 @@ func (d *decoder) decodeValue(raw ast.Node, v reflect.Value, path string) {
 		}
 		v.SetString(s)
 	case reflect.Int, reflect.Int64:
-		in, ok := n.(*ast.IntegerNode)
-		if s, isStr := n.(*ast.StringNode); isStr && s.Token != nil && s.Token.Type == token.StringType && isDigits(strings.TrimPrefix(s.Value, "-")) {
-			// go-yaml keeps an integer too large for 64 bits as a string.
-			d.fail(n, path, "integer out of range")
-			return
-		}
-		if !ok {
-			d.fail(n, path, "expected an integer, got %s", describeValue(n))
-			return
-		}
-		var i int64
-		switch x := in.Value.(type) {
-		case int64:
-			i = x
-		case uint64:
-			if x > math.MaxInt64 {
-				d.fail(n, path, "integer out of range")
-				return
-			}
-			i = int64(x)
-		}
-		if v.OverflowInt(i) {
-			d.fail(n, path, "integer out of range")
-			return
-		}
-		v.SetInt(i)
+		d.decodeInt(n, v, path)
 	case reflect.Float64:
-		switch x := n.(type) {
-		case *ast.FloatNode:
-			v.SetFloat(x.Value)
-		case *ast.IntegerNode:
-			switch i := x.Value.(type) {
-			case int64:
-				v.SetFloat(float64(i))
-			case uint64:
-				v.SetFloat(float64(i))
-			}
-		case *ast.NanNode, *ast.InfinityNode:
-			d.fail(n, path, "expected a finite number, got %s", n.GetToken().Value)
-		default:
-			d.fail(n, path, "expected a number, got %s", describeValue(n))
-		}
+		d.decodeFloat(n, v, path)
 	default:
 		// Unreachable for the Config types; a new field kind must be added above.
 		d.fail(n, path, "unsupported field kind %s", v.Kind())
+	}
+}
+
+// textUnmarshaler is v's UnmarshalText, when v is a string type that has
+// one (a typed mode or policy name).
+func textUnmarshaler(v reflect.Value) (encoding.TextUnmarshaler, bool) {
+	if v.Kind() != reflect.String || !v.CanAddr() {
+		return nil, false
+	}
+	tu, ok := v.Addr().Interface().(encoding.TextUnmarshaler)
+	return tu, ok
+}
+
+// decodeDuration decodes a string with a unit into a Duration or a
+// time.Duration.
+func (d *decoder) decodeDuration(n ast.Node, v reflect.Value, path string) {
+	s, ok := n.(*ast.StringNode)
+	if !ok {
+		d.fail(n, path, "expected a duration with a unit such as \"30s\" or \"300ms\", got %s", describeValue(n))
+		return
+	}
+	dur, err := ParseDuration(s.Value)
+	if err != nil {
+		d.fail(n, path, "%v", err)
+		return
+	}
+	v.SetInt(int64(dur))
+}
+
+// decodeText decodes a scalar into a typed value (a mode, a policy name)
+// with the type's own UnmarshalText, whose error lists the allowed values.
+// A value it refuses is a problem like those Validate finds (the field
+// keeps its default), so it is reported with them, not alone.
+func (d *decoder) decodeText(n ast.Node, tu encoding.TextUnmarshaler, path string) {
+	s, ok := scalarText(n)
+	if !ok {
+		d.fail(n, path, "expected a string, got %s", describe(n))
+		d.skip(n)
+		return
+	}
+	if err := tu.UnmarshalText([]byte(s)); err != nil {
+		p, _ := d.src.lookup(path) // at the key, as Validate reports
+		d.refused = append(d.refused, &Error{File: d.src.file, Line: p.line, Column: p.col, Path: path, Msg: err.Error()})
+	}
+}
+
+func (d *decoder) decodeSlice(n ast.Node, v reflect.Value, path string) {
+	seq, ok := n.(*ast.SequenceNode)
+	if !ok {
+		d.fail(n, path, "expected a list, got %s", describe(n))
+		d.skip(n)
+		return
+	}
+	s := reflect.MakeSlice(v.Type(), len(seq.Values), len(seq.Values))
+	for i, item := range seq.Values {
+		sub := fmt.Sprintf("%s[%d]", path, i)
+		d.src.set(sub, item)
+		d.decodeValue(item, s.Index(i), sub)
+	}
+	v.Set(s)
+}
+
+func (d *decoder) decodeMap(n ast.Node, v reflect.Value, path string) {
+	es, ok := d.entries(n, path, 0)
+	if !ok {
+		d.fail(n, path, "expected a mapping, got %s", describe(n))
+		return
+	}
+	m := reflect.MakeMapWithSize(v.Type(), len(es))
+	for _, e := range es {
+		sub := join(path, e.key)
+		d.src.set(sub, e.keyNode)
+		ev := reflect.New(v.Type().Elem()).Elem()
+		d.decodeValue(e.value, ev, sub)
+		m.SetMapIndex(reflect.ValueOf(e.key).Convert(v.Type().Key()), ev)
+	}
+	v.Set(m)
+}
+
+func (d *decoder) decodeInt(n ast.Node, v reflect.Value, path string) {
+	in, ok := n.(*ast.IntegerNode)
+	if s, isStr := n.(*ast.StringNode); isStr && s.Token != nil && s.Token.Type == token.StringType && isDigits(strings.TrimPrefix(s.Value, "-")) {
+		// go-yaml keeps an integer too large for 64 bits as a string.
+		d.fail(n, path, "integer out of range")
+		return
+	}
+	if !ok {
+		d.fail(n, path, "expected an integer, got %s", describeValue(n))
+		return
+	}
+	var i int64
+	switch x := in.Value.(type) {
+	case int64:
+		i = x
+	case uint64:
+		if x > math.MaxInt64 {
+			d.fail(n, path, "integer out of range")
+			return
+		}
+		i = int64(x)
+	}
+	if v.OverflowInt(i) {
+		d.fail(n, path, "integer out of range")
+		return
+	}
+	v.SetInt(i)
+}
+
+func (d *decoder) decodeFloat(n ast.Node, v reflect.Value, path string) {
+	switch x := n.(type) {
+	case *ast.FloatNode:
+		v.SetFloat(x.Value)
+	case *ast.IntegerNode:
+		switch i := x.Value.(type) {
+		case int64:
+			v.SetFloat(float64(i))
+		case uint64:
+			v.SetFloat(float64(i))
+		}
+	case *ast.NanNode, *ast.InfinityNode:
+		d.fail(n, path, "expected a finite number, got %s", n.GetToken().Value)
+	default:
+		d.fail(n, path, "expected a number, got %s", describeValue(n))
 	}
 }
 

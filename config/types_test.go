@@ -148,9 +148,9 @@ func TestEndpointID(t *testing.T) {
 }
 
 // TestImports fails when the package imports anything but the standard
-// library, go-yaml and the stdlib-only policy packages whose config structs
-// it decodes into (STYLE.md, import direction; deps_test.go checks that
-// those stay stdlib-only).
+// library, go-yaml and the policy and stage packages whose config types it
+// decodes into (STYLE.md, import direction; deps_test.go checks what those
+// import in turn).
 func TestImports(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -172,9 +172,10 @@ func TestImports(t *testing.T) {
 			case !strings.Contains(first, "."):
 			case path == "github.com/goccy/go-yaml", strings.HasPrefix(path, "github.com/goccy/go-yaml/"):
 			case path == "github.com/keelmesh/keel/internal/resilience", path == "github.com/keelmesh/keel/internal/health", path == "github.com/keelmesh/keel/internal/pricing", path == "github.com/keelmesh/keel/internal/cache",
-				path == "github.com/keelmesh/keel/internal/shadow", path == "github.com/keelmesh/keel/internal/pii", path == "github.com/keelmesh/keel/internal/convstate":
+				path == "github.com/keelmesh/keel/internal/shadow", path == "github.com/keelmesh/keel/internal/pii", path == "github.com/keelmesh/keel/internal/convstate",
+				path == "github.com/keelmesh/keel/internal/normalize", path == "github.com/keelmesh/keel/internal/structured", path == "github.com/keelmesh/keel/internal/fragment", path == "github.com/keelmesh/keel/internal/rollout":
 			default:
-				t.Errorf("%s imports %s: config may import only the standard library, go-yaml, internal/resilience, internal/health, internal/pricing, internal/cache, internal/shadow, internal/pii and internal/convstate", name, path)
+				t.Errorf("%s imports %s: config may import only the standard library, go-yaml, internal/resilience, internal/health, internal/pricing, internal/cache, internal/shadow, internal/pii, internal/convstate, internal/normalize, internal/structured, internal/fragment and internal/rollout", name, path)
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"cmp"
+	"encoding"
 	"errors"
 	"fmt"
 	"math"
@@ -17,7 +18,9 @@ import (
 	"github.com/keelmesh/keel/internal/convstate"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/resilience"
+	"github.com/keelmesh/keel/internal/rollout"
 	"github.com/keelmesh/keel/internal/shadow"
+	"github.com/keelmesh/keel/internal/structured"
 )
 
 // Validate checks the whole configuration and returns every problem found,
@@ -57,6 +60,24 @@ func (c *Config) problems() []error {
 // extra checks the resilience, telemetry, request_log and
 // structured_output sections.
 func (v *validator) extra() {
+	v.resilience()
+	v.redis()
+	v.pricing()
+	v.stores()
+	v.semanticCache()
+	v.responses()
+	v.nonNegative("telemetry.debug_traces", int64(v.c.Telemetry.DebugTraces))
+	v.nonNegative("request_log.retention_days", int64(v.c.RequestLog.RetentionDays))
+	v.nonNegative("request_log.queue_size", int64(v.c.RequestLog.QueueSize))
+	v.nonNegative("request_log.batch_size", int64(v.c.RequestLog.BatchSize))
+	v.routing()
+	enum(v, "normalization.parameter_policy", v.c.Normalization.ParameterPolicy)
+	v.fragmentation()
+	v.structuredOutput()
+}
+
+// resilience checks the resilience section with the policies' own rules.
+func (v *validator) resilience() {
 	r := v.c.Resilience
 	v.nonNegative("resilience.max_attempts", int64(r.MaxAttempts))
 	v.duration("resilience.timeout", r.Timeout)
@@ -66,16 +87,11 @@ func (v *validator) extra() {
 	policy(v, "resilience", r.Hedge, resilience.HedgePolicy.Validate)
 	policy(v, "resilience.breaker", r.Breaker, checkBreaker)
 	policy(v, "resilience.safety_valve", r.SafetyValve.ValveConfig, resilience.ValveConfig.Validate)
-	switch r.Rollout.Stage {
-	case "", "monitor", "hedging", "full":
-	default:
-		v.add("resilience.rollout.stage", "expected monitor, hedging or full, got %q", r.Rollout.Stage)
-	}
-	if p := r.Rollout.Percent; p != nil && (*p < 0 || *p > 100) {
-		v.add("resilience.rollout.percent", "expected 0 to 100, got %d", *p)
-	}
-	v.redis()
-	v.pricing()
+	policy(v, "resilience.rollout", r.Rollout, rollout.Config.Validate)
+}
+
+// stores checks keys.store and the exact cache.
+func (v *validator) stores() {
 	v.duration("keys.refresh_interval", v.c.Keys.RefreshInterval)
 	switch v.c.Keys.Store {
 	case "", KeysStoreSQLite:
@@ -96,12 +112,11 @@ func (v *validator) extra() {
 	default:
 		v.add("cache.store", "expected memory or redis, got %q", v.c.Cache.Store)
 	}
-	v.semanticCache()
-	v.responses()
-	v.nonNegative("telemetry.debug_traces", int64(v.c.Telemetry.DebugTraces))
-	v.nonNegative("request_log.retention_days", int64(v.c.RequestLog.RetentionDays))
-	v.nonNegative("request_log.queue_size", int64(v.c.RequestLog.QueueSize))
-	v.nonNegative("request_log.batch_size", int64(v.c.RequestLog.BatchSize))
+}
+
+// routing checks the models' domains, translation and structured-output
+// modes, and the aliases' translation.
+func (v *validator) routing() {
 	for i, m := range v.c.Models {
 		for d, sc := range m.Domains {
 			if sc < 0 || sc > 1 {
@@ -131,11 +146,9 @@ func (v *validator) extra() {
 			v.add(fmt.Sprintf("aliases[%d].translation", i), "expected drop or reject, got %q", a.Translation)
 		}
 	}
-	switch v.c.Normalization.ParameterPolicy {
-	case "", "drop", "map", "reject":
-	default:
-		v.add("normalization.parameter_policy", "expected drop, map or reject, got %q", v.c.Normalization.ParameterPolicy)
-	}
+}
+
+func (v *validator) fragmentation() {
 	fr := v.c.Fragmentation
 	v.nonNegative("fragmentation.threshold_tokens", int64(fr.ThresholdTokens))
 	v.nonNegative("fragmentation.target_tokens", int64(fr.TargetTokens))
@@ -146,40 +159,42 @@ func (v *validator) extra() {
 	if q := fr.ListQuorum; q != nil && (*q < 0 || *q > 1) {
 		v.add("fragmentation.list_quorum", "expected a number between 0 and 1, got %v", *q)
 	}
+}
+
+// structuredOutput checks the structured_output section: its modes (a
+// file's bad mode is refused while decoding), the one contradiction
+// between two keys, the limits and the derive rules.
+func (v *validator) structuredOutput() {
 	so := v.c.StructuredOutput
-	switch so.StreamMode {
-	case "", "strict", "relaxed":
-	default:
-		v.add("structured_output.stream_mode", "expected strict or relaxed, got %q", so.StreamMode)
+	enum(v, "structured_output.stream_mode", so.StreamMode)
+	enum(v, "structured_output.implied", so.Implied)
+	if so.ImpliedSchemas != nil && !*so.ImpliedSchemas && (so.Implied == structured.ImpliedGuess || so.Implied == structured.ImpliedStrict) {
+		v.add("structured_output.implied", "implied_schemas: false turns implied schemas off; implied: %s contradicts it (set one of them)", so.Implied)
 	}
-	switch so.Implied {
-	case "", "off", "guess", "strict":
-		if so.ImpliedSchemas != nil && !*so.ImpliedSchemas && so.Implied != "" && so.Implied != "off" {
-			v.add("structured_output.implied", "implied_schemas: false turns implied schemas off; implied: %s contradicts it (set one of them)", so.Implied)
-		}
-	default:
-		v.add("structured_output.implied", "expected off, guess or strict, got %q", so.Implied)
-	}
-	switch so.OnViolation {
-	case "", "error", "pass":
-	default:
-		v.add("structured_output.on_violation", "expected error or pass, got %q", so.OnViolation)
-	}
-	for _, l := range []struct {
-		key string
-		v   int
-	}{{"max_schema_depth", so.MaxSchemaDepth}, {"max_schema_bytes", so.MaxSchemaBytes}, {"max_schema_properties", so.MaxSchemaProperties},
-		{"max_schema_subschemas", so.MaxSchemaSubschemas}, {"max_schema_refs", so.MaxSchemaRefs}, {"max_schema_enum_values", so.MaxSchemaEnumValues},
-		{"max_schema_pattern_size", so.MaxSchemaPatternSize}, {"max_schema_expansion", so.MaxSchemaExpansion},
-		{"max_concurrent_schema_compiles", so.MaxConcurrentSchemaCompiles}} {
-		if l.v < 0 {
-			v.add("structured_output."+l.key, "expected a positive number (0 = the default), got %d", l.v)
+	enum(v, "structured_output.on_violation", so.OnViolation)
+	lv := reflect.ValueOf(so.Limits)
+	for _, f := range yamlFields(lv.Type()) {
+		if n := lv.FieldByIndex(f.index).Int(); n < 0 {
+			v.add("structured_output."+f.name, "expected a positive number (0 = the default), got %d", n)
 		}
 	}
 	for i, d := range so.Derive {
 		if d.Field == "" || d.From == "" || len(d.Table) == 0 {
 			v.add(fmt.Sprintf("structured_output.derive[%d]", i), "needs field, from and a non-empty table")
 		}
+	}
+}
+
+// enum checks a typed value with its own UnmarshalText, the one list of
+// its allowed values: a Config built in code may hold any string, while a
+// file's is refused as it is decoded.
+func enum[T ~string, P interface {
+	*T
+	encoding.TextUnmarshaler
+}](v *validator, path string, x T) {
+	var y T
+	if err := P(&y).UnmarshalText([]byte(x)); err != nil {
+		v.add(path, "%v", err)
 	}
 }
 
@@ -341,21 +356,8 @@ func (v *validator) providers() {
 	for i, p := range v.c.Providers {
 		base := fmt.Sprintf("providers[%d]", i)
 		v.name(base+".name", "provider", p.Name, first)
-		switch p.Type {
-		case TypeAnthropic, TypeOpenAI, TypeAzure, TypeGemini:
-		case "":
-			v.add(base+".type", "required: expected anthropic, openai, azure or gemini")
-		default:
-			v.add(base+".type", "unknown provider type %q: expected anthropic, openai, azure or gemini", p.Type)
-		}
+		v.providerAPI(base, p)
 		v.azure(base, p)
-		switch {
-		case p.API == "" || p.API == APIChatCompletions || p.API == APIResponses && (p.Type == TypeOpenAI || p.Type == TypeAzure):
-		case p.API == APIResponses:
-			v.add(base+".api", "applies only to providers of type openai or azure")
-		default:
-			v.add(base+".api", "unknown api %q: expected %s or %s", p.API, APIChatCompletions, APIResponses)
-		}
 		if p.BaseURL != "" {
 			if err := checkURL(p.BaseURL); err != "" {
 				v.add(base+".base_url", "%s", err)
@@ -378,35 +380,44 @@ func (v *validator) providers() {
 				v.add(base+".anthropic_version", "expected a date such as %q or %q, got %q", DefaultAnthropicVersion, AnthropicVersionClient, p.AnthropicVersion)
 			}
 		}
-		folded := map[string]string{}
-		for _, name := range sortedKeys(p.Headers) {
-			path := base + ".headers." + name
-			if prev, ok := folded[strings.ToLower(name)]; ok {
-				v.add(path, "duplicate header: %q and %q name the same header", prev, name)
-			}
-			folded[strings.ToLower(name)] = name
-			if !validHeaderName(name) {
-				v.add(path, "invalid header name: expected letters, digits and !#$%%&'*+-.^_`|~")
-			}
-			if strings.ContainsAny(p.Headers[name].Value(), "\r\n\x00") {
-				v.add(path, "header value must not contain line breaks or NUL")
-			}
+		v.headers(base, p.Headers)
+		v.providerClient(base, p)
+	}
+}
+
+// providerAPI checks a provider's type and api.
+func (v *validator) providerAPI(base string, p Provider) {
+	switch p.Type {
+	case TypeAnthropic, TypeOpenAI, TypeAzure, TypeGemini:
+	case "":
+		v.add(base+".type", "required: expected anthropic, openai, azure or gemini")
+	default:
+		v.add(base+".type", "unknown provider type %q: expected anthropic, openai, azure or gemini", p.Type)
+	}
+	switch {
+	case p.API == "" || p.API == APIChatCompletions || p.API == APIResponses && (p.Type == TypeOpenAI || p.Type == TypeAzure):
+	case p.API == APIResponses:
+		v.add(base+".api", "applies only to providers of type openai or azure")
+	default:
+		v.add(base+".api", "unknown api %q: expected %s or %s", p.API, APIChatCompletions, APIResponses)
+	}
+}
+
+// headers checks a provider's extra headers: valid, distinct names and
+// values without line breaks.
+func (v *validator) headers(base string, hs map[string]Secret) {
+	folded := map[string]string{}
+	for _, name := range sortedKeys(hs) {
+		path := base + ".headers." + name
+		if prev, ok := folded[strings.ToLower(name)]; ok {
+			v.add(path, "duplicate header: %q and %q name the same header", prev, name)
 		}
-		v.duration(base+".timeouts.connect", p.Timeouts.Connect)
-		v.duration(base+".timeouts.response_header", p.Timeouts.ResponseHeader)
-		v.duration(base+".timeouts.stream_idle", p.Timeouts.StreamIdle)
-		v.duration(base+".timeouts.request", p.Timeouts.Request)
-		v.nonNegative(base+".max_conns_per_host", int64(p.MaxConnsPerHost))
-		v.nonNegative(base+".max_idle_conns_per_host", int64(p.MaxIdleConnsPerHost))
-		if p.HTTPClient != "" && p.HTTPClient != "lean" && p.HTTPClient != "standard" {
-			v.add(base+".http_client", "expected lean or standard, got %q", p.HTTPClient)
+		folded[strings.ToLower(name)] = name
+		if !validHeaderName(name) {
+			v.add(path, "invalid header name: expected letters, digits and !#$%%&'*+-.^_`|~")
 		}
-		// The names of provider.ParseContinuation, which config cannot
-		// import; continuation_test.go checks that the two agree.
-		switch p.Continuation {
-		case "", "prefill", "continue_final_message", "prefix", "none":
-		default:
-			v.add(base+".continuation", "expected prefill, continue_final_message, prefix or none, got %q", p.Continuation)
+		if strings.ContainsAny(hs[name].Value(), "\r\n\x00") {
+			v.add(path, "header value must not contain line breaks or NUL")
 		}
 	}
 }
@@ -446,6 +457,27 @@ func (v *validator) azure(base string, p Provider) {
 		}
 	default:
 		v.add(base+".auth", "expected %s or %s, got %q", AuthAPIKey, AuthEntra, p.Auth)
+	}
+}
+
+// providerClient checks a provider's timeouts, connection pool, client
+// and continuation.
+func (v *validator) providerClient(base string, p Provider) {
+	v.duration(base+".timeouts.connect", p.Timeouts.Connect)
+	v.duration(base+".timeouts.response_header", p.Timeouts.ResponseHeader)
+	v.duration(base+".timeouts.stream_idle", p.Timeouts.StreamIdle)
+	v.duration(base+".timeouts.request", p.Timeouts.Request)
+	v.nonNegative(base+".max_conns_per_host", int64(p.MaxConnsPerHost))
+	v.nonNegative(base+".max_idle_conns_per_host", int64(p.MaxIdleConnsPerHost))
+	if p.HTTPClient != "" && p.HTTPClient != "lean" && p.HTTPClient != "standard" {
+		v.add(base+".http_client", "expected lean or standard, got %q", p.HTTPClient)
+	}
+	// The names of provider.ParseContinuation, which config cannot
+	// import; continuation_test.go checks that the two agree.
+	switch p.Continuation {
+	case "", "prefill", "continue_final_message", "prefix", "none":
+	default:
+		v.add(base+".continuation", "expected prefill, continue_final_message, prefix or none, got %q", p.Continuation)
 	}
 }
 
@@ -551,20 +583,7 @@ func (v *validator) aliases() {
 			v.add(base+".models", "required: at least one model")
 		}
 		if t := a.Tiering; t != nil {
-			for _, tier := range []struct{ key, name string }{{"cheap", t.Tiers.Cheap}, {"middle", t.Tiers.Middle}, {"strong", t.Tiers.Strong}} {
-				path := base + ".tiering.tiers." + tier.key
-				switch {
-				case tier.name == "":
-					v.add(path, "required: the model of the %s tier", tier.key)
-				case v.c.Model(tier.name) != nil && v.c.Model(tier.name).Kind == KindEmbedding:
-					v.add(path, "%q is an embedding model: a tier names a chat model", tier.name)
-				case v.c.Model(tier.name) != nil:
-				case v.c.Alias(tier.name) != nil:
-					v.add(path, "%q is an alias: a tier names a model", tier.name)
-				default:
-					v.add(path, "unknown model %q%s", tier.name, v.didYouMean(tier.name, v.modelNames()))
-				}
-			}
+			v.tiering(base+".tiering.tiers.", t.Tiers)
 		}
 		listed := map[string]bool{}
 		for j, name := range a.Models {
@@ -598,6 +617,24 @@ func (v *validator) aliases() {
 	v.nonNegative("shadow.queue", int64(s.Queue))
 	v.nonNegative("shadow.shed_inflight", int64(s.ShedInflight))
 	v.duration("shadow.timeout", s.Timeout)
+}
+
+// tiering checks that each tier names a chat model.
+func (v *validator) tiering(base string, t Tiers) {
+	for _, tier := range []struct{ key, name string }{{"cheap", t.Cheap}, {"middle", t.Middle}, {"strong", t.Strong}} {
+		path := base + tier.key
+		switch {
+		case tier.name == "":
+			v.add(path, "required: the model of the %s tier", tier.key)
+		case v.c.Model(tier.name) != nil && v.c.Model(tier.name).Kind == KindEmbedding:
+			v.add(path, "%q is an embedding model: a tier names a chat model", tier.name)
+		case v.c.Model(tier.name) != nil:
+		case v.c.Alias(tier.name) != nil:
+			v.add(path, "%q is an alias: a tier names a model", tier.name)
+		default:
+			v.add(path, "unknown model %q%s", tier.name, v.didYouMean(tier.name, v.modelNames()))
+		}
+	}
 }
 
 // shadow checks an alias's shadow policy key by key.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/keelmesh/keel/internal/resilience"
+	"github.com/keelmesh/keel/internal/structured"
 )
 
 func TestValidateErrors(t *testing.T) {
@@ -580,6 +581,23 @@ func TestValidateInCode(t *testing.T) {
 			want: []string{
 				`resilience.retry_budget.burst: budget burst -1 outside [1, 1e12]`,
 				`resilience.breaker: breaker buckets 2000 outside [1, 1000]`,
+			},
+		},
+		{
+			name: "typed modes built in code are checked by their own UnmarshalText",
+			cfg: Config{
+				StructuredOutput: StructuredOutput{StreamMode: "buffered", Implied: "always", OnViolation: "ignore", ImpliedSchemas: new(bool),
+					Limits: structured.Limits{MaxRefs: -2}},
+				Normalization: Normalization{ParameterPolicy: "clamp"},
+				Resilience:    Resilience{Rollout: Rollout{Stage: "half"}},
+			},
+			want: []string{
+				`resilience.rollout.stage: rollout stage "half": want monitor, hedging or full`,
+				`normalization.parameter_policy: expected drop, map or reject, got "clamp"`,
+				`structured_output.stream_mode: expected strict or relaxed, got "buffered"`,
+				`structured_output.implied: expected off, guess or strict, got "always"`,
+				`structured_output.on_violation: expected error or pass, got "ignore"`,
+				`structured_output.max_schema_refs: expected a positive number (0 = the default), got -2`,
 			},
 		},
 		{

@@ -38,6 +38,7 @@ import (
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/resilience"
+	"github.com/keelmesh/keel/internal/rollout"
 	"github.com/keelmesh/keel/internal/route"
 	"github.com/keelmesh/keel/internal/shadow"
 	"github.com/keelmesh/keel/internal/structured"
@@ -174,6 +175,9 @@ type Engine struct {
 	normOff      bool
 	// smetrics counts validated, repaired, re-asked and failed answers.
 	smetrics *structured.Metrics
+	// schemas compiles client schemas under structOpts.Limits, with this
+	// engine's own compile slots.
+	schemas  *structured.Compiler
 	log      *slog.Logger
 	obs      Observer
 	events   events // obs under its optional interfaces (events.go)
@@ -196,8 +200,8 @@ type Engine struct {
 	hedgingOff  atomic.Bool
 	recoveryOff atomic.Bool
 
-	valve    *valve
-	rollout  atomic.Pointer[Rollout]
+	valve    *rollout.Valve
+	rollout  *rollout.Plan
 	stop     chan struct{}
 	probes   sync.WaitGroup
 	closed   atomic.Bool
@@ -280,15 +284,13 @@ func New(o Options) (*Engine, error) {
 	if e.smetrics == nil {
 		e.smetrics = &structured.Metrics{}
 	}
+	e.schemas = structured.NewCompiler(o.Structured.Limits)
 	if e.pii, err = newPII(o.PII); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e.stop = make(chan struct{})
-	e.valve, e.events = newValve(r.Valve), newEvents(o.Observer)
-	if r.Rollout.Stage == "" && r.Rollout.Percent == 0 {
-		r.Rollout = Rollout{Stage: StageFull, Percent: 100}
-	}
-	if err := e.SetRollout(r.Rollout); err != nil {
+	e.valve, e.events = rollout.NewValve(r.Valve), newEvents(o.Observer)
+	if e.rollout, err = rollout.NewPlan(r.Rollout); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e.probeInt = r.ProbeInterval
@@ -349,9 +351,7 @@ func New(o Options) (*Engine, error) {
 		}
 		spec := o.Aliases[a]
 		if t := spec.Tiering; t != nil && len(spec.Models) == 0 {
-			for _, m := range []string{t.Middle, t.Strong, t.Cheap} {
-				spec.Models = appendNew(spec.Models, m)
-			}
+			spec.Models = t.AliasModels()
 		}
 		if len(spec.Models) == 0 {
 			return nil, fmt.Errorf("engine: alias %q names no model", a)
@@ -622,13 +622,14 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 	if rec.shadowLegacy {
 		rec.Stage = StageMonitor
 	}
-	if rec.Stage == StageMonitor || !e.valve.cfg.Disabled && e.valve.open(rec.Start) {
+	path := rollout.PathFor(rec.Stage, e.valve.Open(rec.Start))
+	if path.Legacy {
 		// Monitor-only rollout, or the safety valve is open: the plain
 		// path to the primary model.
 		x.legacy = true
 		rec.Legacy = true
 	}
-	if rec.Stage != StageFull {
+	if !path.Answers {
 		spec = nil // answers pass untouched below the full stage
 	}
 	if spec != nil {
@@ -638,7 +639,7 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 			x.spec = spec
 		}
 	}
-	if rec.Stage == StageFull && !x.legacy {
+	if path.Answers && !x.legacy {
 		if doc, idx, ok := e.wantsFragments(req, call.Behavior); ok {
 			resp, err := e.fragmented(ctx, x, doc, idx, spec)
 			if err != nil {
@@ -779,16 +780,7 @@ func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
 	if rec.done != nil {
 		rec.done(rec)
 	}
-	if !e.valve.cfg.Disabled && !rec.Legacy && (rec.Err == nil || rec.Err.MeshCode != "") {
-		// Calls the client got wrong (400s) say nothing about the mesh. The
-		// valve counts fallbacks to a weaker model — the cascade it exists
-		// to stop — not a region failover within the model, nor a fallback
-		// to an equal or stronger one (dropping to the plain path then
-		// would turn a survivable whole-model overload into errors).
-		if ev, rate, n := e.valve.observe(rec.Start, rec.Downgraded); ev != "" {
-			e.alert(ev, rate, n)
-		}
-	}
+	e.countValve(rec)
 	if e.obs != nil {
 		e.obs.RequestDone(rec)
 	}

@@ -38,7 +38,8 @@ type StructuredOptions struct {
 	// Derive lists declared derivation rules for missing required fields.
 	Derive []structured.Derivation
 	// Limits bound client schemas before they are compiled (zero fields:
-	// structured.DefaultLimits).
+	// structured.DefaultLimits); MaxConcurrentCompiles sizes this engine's
+	// own compile slots.
 	Limits structured.Limits
 }
 
@@ -205,7 +206,7 @@ func (x *exec) askJSONMode(req *llm.Request, ep *endpoint) (*llm.Request, bool) 
 // answer passes untouched.
 func (e *Engine) outputSpecFor(ctx context.Context, req *llm.Request, b *Behavior) (*outputSpec, error) {
 	compile := func(raw json.RawMessage, src string) (*outputSpec, error) {
-		s, err := structured.CompileContext(ctx, raw, e.structOpts.Limits)
+		s, err := e.schemas.Compile(ctx, raw)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, &llm.APIError{Status: http.StatusGatewayTimeout, Type: llm.ErrTimeout, MeshCode: llm.MeshTimeout, Message: src + ": " + err.Error()}

@@ -31,7 +31,7 @@ const (
 )
 
 // ErrBadPolicy is returned by ParsePolicy for an unknown policy name.
-var ErrBadPolicy = errors.New("unknown normalization policy (want drop, map or reject)")
+var ErrBadPolicy = errors.New("expected drop, map or reject")
 
 // ParsePolicy maps "drop", "map", "reject" (and "" = drop) to a Policy.
 func ParsePolicy(s string) (Policy, error) {
@@ -43,7 +43,18 @@ func ParsePolicy(s string) (Policy, error) {
 	case PolicyReject:
 		return PolicyReject, nil
 	}
-	return "", fmt.Errorf("%q: %w", s, ErrBadPolicy)
+	return "", fmt.Errorf("%w, got %q", ErrBadPolicy, s)
+}
+
+// UnmarshalText decodes normalization.parameter_policy (ParsePolicy: drop,
+// map or reject in any case; empty is drop).
+func (p *Policy) UnmarshalText(b []byte) error {
+	v, err := ParsePolicy(string(b))
+	if err != nil {
+		return err
+	}
+	*p = v
+	return nil
 }
 
 // Target is the serving side of an attempt.

@@ -167,6 +167,14 @@ func TestTemperatureParamsHeader(t *testing.T) {
 	if _, err := ParsePolicy("clamp"); !errors.Is(err, ErrBadPolicy) {
 		t.Errorf("ParsePolicy(clamp) = %v", err)
 	}
+	// normalization.parameter_policy decodes through ParsePolicy.
+	var p Policy
+	if err := p.UnmarshalText([]byte("reject")); err != nil || p != PolicyReject {
+		t.Errorf("UnmarshalText(reject) = %q, %v", p, err)
+	}
+	if err := p.UnmarshalText([]byte("clamp")); !errors.Is(err, ErrBadPolicy) || err.Error() != `expected drop, map or reject, got "clamp"` || p != PolicyReject {
+		t.Errorf("UnmarshalText(clamp) = %v (policy now %q), want the allowed values named and the policy kept", err, p)
+	}
 	// A table extended with a rule for a local model.
 	tb := DefaultTable().With(Rule{Name: "local-no-top-p", Format: llm.FormatOpenAI, Match: func(m string) bool { return m == "llama-local" }, Caps: Caps{NoTopP: true}})
 	out, acts, err := tb.Params(&llm.Request{TopP: f64(0.5)}, Target{Format: llm.FormatOpenAI, Model: "llama-local"}, PolicyDrop)

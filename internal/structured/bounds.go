@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -22,19 +21,18 @@ import (
 // of subschemas and in their nesting (its work queue is searched linearly and
 // every subschema's JSON pointer is resolved from the root), so every schema is
 // pre-scanned in one linear pass and rejected with a *LimitError before the
-// compiler sees it. A Limits is a plain value; copies are independent.
+// compiler sees it. A Limits is a plain value; copies are independent. Its
+// fields decode from the keys of the structured_output section named in
+// their tags (docs/config.md).
 type Limits struct {
 	// MaxDepth bounds how deeply subschemas (and values inside enum, const,
 	// default …) nest below the root schema; default 32.
-	// Config key: structured_output.max_schema_depth.
-	MaxDepth int
+	MaxDepth int `yaml:"max_schema_depth"`
 	// MaxBytes bounds the schema document's size; default 64 KiB.
-	// Config key: structured_output.max_schema_bytes.
-	MaxBytes int
+	MaxBytes int `yaml:"max_schema_bytes"`
 	// MaxProperties bounds the members of all "properties" objects
 	// together; default 1,000.
-	// Config key: structured_output.max_schema_properties.
-	MaxProperties int
+	MaxProperties int `yaml:"max_schema_properties"`
 	// MaxSubschemas bounds the number of subschemas of every kind (properties,
 	// items, allOf branches, $defs, boolean schemas …); default 1,500. One
 	// nested d > 1 levels deep counts 1 + (d-1)/16: the compiler's cost per
@@ -42,38 +40,32 @@ type Limits struct {
 	// properties 12-20 ms; 30 trees of 32 nested properties 25-60 ms, the 23
 	// this weighting admits 19-29 ms), and in total with the square of the
 	// count.
-	// Config key: structured_output.max_schema_subschemas.
-	MaxSubschemas int
+	MaxSubschemas int `yaml:"max_schema_subschemas"`
 	// MaxRefs bounds the $ref, $dynamicRef and $recursiveRef keywords;
 	// default 100. Every reference must be local ("#…"): Keel never loads a
 	// URL or a file named by a client.
-	// Config key: structured_output.max_schema_refs.
-	MaxRefs int
+	MaxRefs int `yaml:"max_schema_refs"`
 	// MaxEnumValues bounds the members of all "enum" arrays together;
 	// default 10,000.
-	// Config key: structured_output.max_schema_enum_values.
-	MaxEnumValues int
+	MaxEnumValues int `yaml:"max_schema_enum_values"`
 	// MaxPatternSize bounds the estimated size, in regexp program
 	// instructions, of all "pattern" values and "patternProperties" keys
 	// together; default 10,000. A counted repetition multiplies: a{1000} is
 	// 1,000 instructions in 7 bytes, and Go's regexp compiler takes 0.2-0.4 µs
 	// per instruction (the compiler compiles each pattern twice: once to
 	// check the schema against its meta-schema).
-	// Config key: structured_output.max_schema_pattern_size.
-	MaxPatternSize int
+	MaxPatternSize int `yaml:"max_schema_pattern_size"`
 	// MaxExpansion bounds how many subschemas one validation may apply when
 	// every $ref is followed (a reference used twice counts twice); default
 	// 20,000. Ten levels of "allOf": ten $refs to the next level is 110 bytes
 	// of $refs per level and 10^10 subschema applications per validated
 	// answer.
-	// Config key: structured_output.max_schema_expansion.
-	MaxExpansion int
+	MaxExpansion int `yaml:"max_schema_expansion"`
 	// MaxConcurrentCompiles bounds how many distinct schemas compile at
-	// once across the process; callers beyond it wait (under their
-	// context). Default: half of GOMAXPROCS, at least one, so a flood of
+	// once through one Compiler (one mesh); callers beyond it wait (under
+	// their context). Default: half of GOMAXPROCS, at least one, so a flood of
 	// distinct schemas leaves the other cores to the traffic.
-	// Config key: structured_output.max_concurrent_schema_compiles.
-	MaxConcurrentCompiles int
+	MaxConcurrentCompiles int `yaml:"max_concurrent_schema_compiles"`
 }
 
 // DefaultLimits returns the limits applied when none are set.
@@ -111,25 +103,6 @@ func (l Limits) withDefaults() Limits {
 		MaxExpansion:          pick(l.MaxExpansion, d.MaxExpansion),
 		MaxConcurrentCompiles: pick(l.MaxConcurrentCompiles, d.MaxConcurrentCompiles),
 	}
-}
-
-var current atomic.Pointer[Limits]
-
-// SetLimits sets the limits Compile applies (zero fields: defaults). It is
-// safe for concurrent use; compiles already running finish under the limits
-// they started with.
-func SetLimits(l Limits) {
-	l = l.withDefaults()
-	current.Store(&l)
-	setCompileSlots(l.MaxConcurrentCompiles)
-}
-
-// CurrentLimits returns the limits Compile applies, defaults filled in.
-func CurrentLimits() Limits {
-	if l := current.Load(); l != nil {
-		return *l
-	}
-	return DefaultLimits()
 }
 
 // ErrSchemaLimit is matched (errors.Is) by every *LimitError.

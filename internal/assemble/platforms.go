@@ -1,4 +1,4 @@
-package keel
+package assemble
 
 import (
 	"context"
@@ -10,19 +10,23 @@ import (
 	"github.com/keelmesh/keel/internal/provider"
 )
 
-// attachPlatforms gives every endpoint of a Bedrock or Vertex provider
-// (config providers[].bedrock, .vertex) its platform: one per provider and
-// base URL, so the provider's endpoints share its credentials and their
-// cache. Google tokens are fetched through rt, as model calls go. It
-// records the platforms on m for CheckCredentials.
-func (m *Mesh) attachPlatforms(cfg *config.Config, eps []*provider.Endpoint, rt http.RoundTripper) error {
+// attachPlatforms is the last part of the upstreams step, once the
+// upstream RoundTripper rt is chosen: it gives every endpoint of a Bedrock
+// or Vertex provider (config providers[].bedrock, .vertex), routed or
+// passthrough, its platform: one per provider and base URL, so the
+// provider's endpoints share its credentials and their cache (a gemini
+// provider's vertex section gives its endpoints a Vertex Gemini host
+// instead). Google tokens are fetched through rt, as model calls go. It
+// returns the platforms and hosts built, for CheckCredentials.
+func (u upstreams) attachPlatforms(cfg *config.Config, rt http.RoundTripper) ([]namedPlatform, error) {
+	var named []namedPlatform
 	built := map[[2]string]provider.Platform{}
 	hosts := map[provider.Host]bool{}
-	for _, ep := range eps {
+	for _, ep := range u.all() {
 		if h := ep.Host; h != nil && !hosts[h] {
 			// an azure (Entra ID) or gemini provider's host: checked too
 			hosts[h] = true
-			m.platforms = append(m.platforms, namedPlatform{ep.Provider, h})
+			named = append(named, namedPlatform{ep.Provider, h})
 		}
 		p := cfg.Provider(ep.Provider)
 		if p == nil || p.Bedrock == nil && p.Vertex == nil {
@@ -33,11 +37,11 @@ func (m *Mesh) attachPlatforms(cfg *config.Config, eps []*provider.Endpoint, rt 
 			// Vertex platform's URL and OAuth2 tokens.
 			h, err := vertexGemini(p, ep, rt, hosts)
 			if err != nil {
-				return fmt.Errorf("provider %s: %w", p.Name, err)
+				return nil, fmt.Errorf("provider %s: %w", p.Name, err)
 			}
 			if !hosts[h] {
 				hosts[h] = true
-				m.platforms = append(m.platforms, namedPlatform{p.Name, h})
+				named = append(named, namedPlatform{p.Name, h})
 			}
 			ep.Host = h
 			continue
@@ -47,14 +51,14 @@ func (m *Mesh) attachPlatforms(cfg *config.Config, eps []*provider.Endpoint, rt 
 		if pf == nil {
 			var err error
 			if pf, err = newPlatform(p, ep, rt); err != nil {
-				return fmt.Errorf("provider %s: %w", p.Name, err)
+				return nil, fmt.Errorf("provider %s: %w", p.Name, err)
 			}
 			built[k] = pf
-			m.platforms = append(m.platforms, namedPlatform{p.Name, pf})
+			named = append(named, namedPlatform{p.Name, pf})
 		}
 		ep.Platform = pf
 	}
-	return nil
+	return named, nil
 }
 
 // vertexGemini is the Vertex Gemini host of p at ep's base URL, one per
@@ -91,9 +95,9 @@ func newPlatform(p *config.Provider, ep *provider.Endpoint, rt http.RoundTripper
 }
 
 // CheckCredentials gets the credentials of every Bedrock and Vertex
-// provider, and of every azure provider with auth entra, once (a
-// credential fetch, no model call); the error names each provider that
-// cannot authenticate. keel serve runs it at start.
+// provider, and of every azure provider with auth entra and gemini
+// provider on Vertex, once (a credential fetch, no model call); the error
+// names each provider that cannot authenticate.
 func (m *Mesh) CheckCredentials(ctx context.Context) error {
 	var errs []error
 	for _, p := range m.platforms {

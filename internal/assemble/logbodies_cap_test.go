@@ -1,4 +1,4 @@
-package keel
+package assemble
 
 import (
 	"strings"

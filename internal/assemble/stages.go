@@ -1,0 +1,342 @@
+package assemble
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/keelmesh/keel/config"
+	"github.com/keelmesh/keel/internal/cache"
+	"github.com/keelmesh/keel/internal/classify"
+	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/normalize"
+	"github.com/keelmesh/keel/internal/normalize/calstore"
+	"github.com/keelmesh/keel/internal/pii"
+	"github.com/keelmesh/keel/internal/provider"
+	"github.com/keelmesh/keel/internal/semcache"
+	redisstore "github.com/keelmesh/keel/internal/store/redis"
+	"github.com/keelmesh/keel/internal/store/sqlite"
+	"github.com/keelmesh/keel/internal/structured"
+)
+
+// shared is the Redis store the mesh's replicas share, or none (store nil).
+type shared struct {
+	store *redisstore.Store
+}
+
+// engineState is what the engine shares with the other replicas: nil
+// (an interface without a value) when nothing is shared.
+func (s shared) engineState() engine.SharedState {
+	if s.store == nil {
+		return nil
+	}
+	return s.store
+}
+
+// openShared connects to the redis section's server, when configured.
+func openShared(cfg *config.Config, log *slog.Logger) (shared, error) {
+	if !cfg.Redis.On() {
+		return shared{}, nil
+	}
+	st, err := redisstore.New(cfg.Redis, log)
+	return shared{store: st}, err
+}
+
+// waitLinked starts with the fleet's view: it waits for the first sync with
+// Redis, a few milliseconds when it answers; when it does not, the mesh
+// serves on local state after a bounded wait (sharedStartWait).
+func (s shared) waitLinked(r config.Redis) {
+	if s.store == nil {
+		return
+	}
+	t := time.NewTimer(sharedStartWait(r))
+	defer t.Stop()
+	select {
+	case <-s.store.Linked():
+	case <-t.C:
+	}
+}
+
+// sharedStartWait bounds how long Build waits for the first sync with Redis:
+// four command timeouts (1s by default).
+func sharedStartWait(r config.Redis) time.Duration {
+	d := time.Duration(r.Timeout)
+	if d <= 0 {
+		d = time.Duration(config.DefaultRedisTimeout)
+	}
+	return 4 * d
+}
+
+// aliases maps the config's aliases, and the built-in auto alias when the
+// models differ in capability, onto the engine's.
+func aliases(cfg *config.Config) map[string]engine.Alias {
+	out := map[string]engine.Alias{}
+	for _, a := range cfg.Aliases {
+		ea := engine.Alias{Models: a.Models, Strategy: a.Strategy, Translation: a.Translation, Tiering: engineTiering(a.Tiering), Shadow: a.Shadow}
+		if sc := a.SemanticCache; sc != nil && sc.Enabled {
+			ea.SemanticThreshold = sc.ThresholdOrDefault()
+		}
+		out[a.Name] = ea
+	}
+	if t := autoTiering(cfg); t != nil {
+		out[config.AutoAlias] = engine.Alias{Tiering: t}
+	}
+	return out
+}
+
+// engineTiering maps an alias's tiering (tiers nested under tiers: in the
+// file) onto the classify package's flat one the engine takes.
+func engineTiering(t *config.Tiering) *engine.Tiering {
+	if t == nil {
+		return nil
+	}
+	return &engine.Tiering{Cheap: t.Tiers.Cheap, Middle: t.Tiers.Middle, Strong: t.Tiers.Strong, Escalate: t.Escalate}
+}
+
+// autoTiering is the built-in alias auto's tiering, or nil when a model or
+// alias is named auto or the models do not differ in capability: the cheap
+// tier is the least capable model, the strong tier the most capable, the
+// middle tier the one nearest midway between them; a tie goes to the lower
+// list price, then to the model listed first. It escalates.
+func autoTiering(cfg *config.Config) *engine.Tiering {
+	if cfg.Model(config.AutoAlias) != nil || cfg.Alias(config.AutoAlias) != nil || len(cfg.Models) == 0 {
+		return nil
+	}
+	price := func(m *config.Model) float64 { return m.Price.InputPerMTok + m.Price.OutputPerMTok }
+	// pick returns the chat model minimising dist, ties to the cheaper.
+	pick := func(dist func(c int) int) *config.Model {
+		var best *config.Model
+		for i := range cfg.Models {
+			m := &cfg.Models[i]
+			if m.Kind == config.KindEmbedding {
+				continue
+			}
+			if best == nil || dist(m.Capability) < dist(best.Capability) ||
+				dist(m.Capability) == dist(best.Capability) && price(m) < price(best) {
+				best = m
+			}
+		}
+		return best
+	}
+	cheap := pick(func(c int) int { return c })
+	strong := pick(func(c int) int { return -c })
+	if cheap == nil || cheap.Capability == strong.Capability {
+		return nil
+	}
+	mid := cheap.Capability + strong.Capability // twice the midpoint
+	middle := pick(func(c int) int { return max(2*c-mid, mid-2*c) })
+	return &engine.Tiering{Cheap: cheap.Name, Middle: middle.Name, Strong: strong.Name, Escalate: true}
+}
+
+// classifier is the shipped domain classifier, extended by
+// classifier.lexicons.
+func classifier(cfg *config.Config) (*classify.Classifier, error) {
+	if len(cfg.Classifier.Lexicons) == 0 {
+		return classify.Default(), nil
+	}
+	var copts []classify.Option
+	for d, terms := range cfg.Classifier.Lexicons {
+		copts = append(copts, classify.WithLexicon(d, terms))
+	}
+	clf, err := classify.New(copts...)
+	if err != nil {
+		return nil, fmt.Errorf("classifier.lexicons: %w", err)
+	}
+	return clf, nil
+}
+
+// resilienceOptions maps the config section onto the engine's options. The
+// budgets, hedge bounds, breaker and safety valve are the resilience
+// package's own config structs and pass straight through; their
+// constructors (for the valve, ValveConfig.WithDefaults) fill the defaults.
+func resilienceOptions(c config.Resilience) engine.Resilience {
+	return engine.Resilience{
+		MaxAttempts:     c.MaxAttempts,
+		Timeout:         c.Timeout.Std(),
+		RetryBudget:     c.RetryBudget,
+		HedgeBudget:     c.HedgeBudget,
+		Hedge:           c.Hedge,
+		Breaker:         c.Breaker,
+		DisableHedging:  c.Hedging != nil && !*c.Hedging,
+		DisableRecovery: c.Recovery != nil && !*c.Recovery,
+		ProbeInterval:   c.ProbeInterval.Std(),
+		Rollout:         c.Rollout.Rollout(),
+		Valve:           c.SafetyValve.ValveConfig,
+	}
+}
+
+// structuredOptions maps the structured package's config onto the
+// engine's options (the engine's input until the structured stage takes
+// structured.Config itself).
+func structuredOptions(c config.StructuredOutput) engine.StructuredOptions {
+	return engine.StructuredOptions{
+		RelaxedStreams: c.StreamMode == structured.StreamRelaxed,
+		PassViolations: c.OnViolation == structured.ViolationPass,
+		DisableReask:   c.Reask != nil && !*c.Reask,
+		DisableImplied: c.ImpliedOff(),
+		StrictImplied:  c.Implied == structured.ImpliedStrict,
+		Derive:         c.Derivations(),
+		Limits:         c.Limits,
+	}
+}
+
+// fragmentOptions maps the fragment package's config onto the engine's
+// options (the engine's input until the fragment stage takes
+// fragment.Config itself).
+func fragmentOptions(c config.Fragmentation) engine.FragmentOptions {
+	return engine.FragmentOptions{ThresholdTokens: c.ThresholdTokens, TargetTokens: c.TargetTokens,
+		OverlapBudget: c.OverlapBudget, Redundancy: c.Redundancy, ListQuorum: c.Quorum(), MergeCall: c.MergeCall}
+}
+
+// piiOptions builds the engine's personal-data options from the pii
+// section and the models' and aliases' overrides; off unless pii.enabled.
+// The audit log, when open (the observe step), supplies the hash key
+// unless the config does.
+func piiOptions(cfg *config.Config, audit *sqlite.Audit) (engine.PIIOptions, error) {
+	p := cfg.PII
+	if !p.Enabled {
+		return engine.PIIOptions{}, nil
+	}
+	d, err := pii.New(p.Config)
+	if err != nil {
+		return engine.PIIOptions{}, fmt.Errorf("pii: %w", err)
+	}
+	o := engine.PIIOptions{
+		Detector: engine.PIIDetectorFunc(func(ctx context.Context, text string) ([]pii.Match, error) {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			return d.Find(text), nil
+		}),
+		Action: p.Action, FailOpen: p.FailOpen, TimeBudget: time.Duration(p.TimeBudget),
+		HashKey: []byte(p.Audit.HashKey.Value()), Routes: map[string]engine.PIIRoute{},
+	}
+	if len(o.HashKey) == 0 && audit != nil {
+		o.HashKey = audit.HashKey()
+	}
+	for _, md := range cfg.Models {
+		if r := md.PII; r != nil {
+			o.Routes[md.Name] = engine.PIIRoute{Action: r.Action, FailOpen: r.FailOpen}
+		}
+	}
+	for _, a := range cfg.Aliases {
+		if r := a.PII; r != nil {
+			o.Routes[a.Name] = engine.PIIRoute{Action: r.Action, FailOpen: r.FailOpen}
+		}
+	}
+	return o, nil
+}
+
+// caches are the exact cache (in memory, or in front of Redis) and the
+// semantic cache, each nil when off.
+type caches struct {
+	exact    engine.Cache
+	semantic *engine.Semantic
+}
+
+// openCaches builds the exact cache when cache.enabled, over the fleet's
+// Redis when cache.store is redis, and the semantic cache when an alias
+// turns it on.
+func openCaches(cfg *config.Config, eps []*provider.Endpoint, sh shared, rt http.RoundTripper, now func() time.Time) (caches, error) {
+	var c caches
+	if cfg.Cache.Enabled {
+		lru, err := cache.New[*engine.CacheEntry](cfg.Cache.Config, now)
+		if err != nil {
+			return caches{}, fmt.Errorf("cache: %w", err)
+		}
+		c.exact = lru
+		if cfg.CacheStore() == config.CacheStoreRedis {
+			byID := make(map[string]*provider.Endpoint, len(eps))
+			for _, ep := range eps {
+				byID[ep.ID] = ep
+			}
+			c.exact = sh.store.Cache(lru, func(id string) *provider.Endpoint { return byID[id] })
+		}
+	}
+	sem, err := semanticCache(cfg, rt, now)
+	if err != nil {
+		return caches{}, fmt.Errorf("cache: %w", err)
+	}
+	c.semantic = sem
+	return c, nil
+}
+
+// semanticCache builds the semantic cache when an alias turns it on: an
+// index bounded by cache.semantic_max_entries with the exact cache's TTL,
+// and a client of cache.embeddings sending through rt.
+func semanticCache(cfg *config.Config, rt http.RoundTripper, now func() time.Time) (*engine.Semantic, error) {
+	on := false
+	for _, a := range cfg.Aliases {
+		on = on || a.SemanticCache != nil && a.SemanticCache.Enabled
+	}
+	if !on || !cfg.Cache.Enabled || cfg.Cache.Embeddings == nil {
+		return nil, nil
+	}
+	idx, err := semcache.New[*engine.CacheEntry](semcache.Config{TTL: cfg.Cache.TTL, MaxEntries: cfg.Cache.SemanticMaxEntries}, now)
+	if err != nil {
+		return nil, err
+	}
+	e := cfg.Cache.Embeddings
+	c, err := semcache.NewClient(semcache.ClientConfig{BaseURL: e.BaseURL, APIKey: e.APIKey.Value(), Model: e.Model, Dimensions: e.Dimensions, Timeout: e.Timeout.Std()}, rt)
+	if err != nil {
+		return nil, fmt.Errorf("embeddings: %w", err)
+	}
+	return &engine.Semantic{Embed: c.Embed, Index: idx}, nil
+}
+
+// calibrations are the ones `keel calibrate` stored in the file at path
+// and, when the mesh shares state through Redis, the fleet's: this
+// replica's are published and every replica's read back, and for one id
+// the calibration created last wins (this replica's on a tie). With Redis
+// unreachable, this replica's alone, and a warning. Start and reload only.
+func calibrations(path string, sh shared, log *slog.Logger) (*normalize.Set, error) {
+	local, err := loadCalibrations(path)
+	if err != nil {
+		return nil, err
+	}
+	all := local
+	if sh.store != nil {
+		fleet, err := sh.store.ShareCalibrations(context.Background(), local)
+		if err != nil && log != nil {
+			log.Warn("shared calibrations: cannot reach Redis; serving with this replica's own calibrations until the next start or reload", "err", err)
+		}
+		all = append(fleet, local...) // local last: NewSet keeps it on a tie
+	}
+	if len(all) == 0 {
+		return nil, nil
+	}
+	set, err := normalize.NewSet(all...)
+	if err != nil {
+		return nil, fmt.Errorf("normalization.calibration_db: %w", err)
+	}
+	return set, nil
+}
+
+// loadCalibrations reads the calibrations `keel calibrate` stored, when
+// the file exists (a missing file means none), and validates them.
+func loadCalibrations(path string) ([]*normalize.Calibration, error) {
+	if path == "" {
+		path = calstore.DefaultPath
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, nil
+	}
+	st, err := calstore.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("normalization.calibration_db: %w", err)
+	}
+	defer st.Close()
+	all, err := st.All(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("normalization.calibration_db: %w", err)
+	}
+	for _, c := range all {
+		if err := c.Validate(); err != nil {
+			return nil, fmt.Errorf("normalization.calibration_db: calibration %q: %w", c.ID, err)
+		}
+	}
+	return all, nil
+}
