@@ -1,8 +1,11 @@
 package keel_test
 
 import (
+	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -96,28 +99,6 @@ func BenchmarkEmbeddedCacheHit(b *testing.B) {
 	cpu.report(b)
 }
 
-// BenchmarkEmbeddedSemanticCacheHit: the cost of a semantic hit through the
-// embedded transport: the exact cache misses, the last user message is
-// embedded by the simulator's /v1/embeddings (in memory, 1536 dimensions),
-// the HNSW index answers, no upstream chat call.
-func BenchmarkEmbeddedSemanticCacheHit(b *testing.B) {
-	m, up := semanticMesh(b, 0, false)
-	rt := m.Transport()
-	const sys = "You are a support agent."
-	askChat(b, rt, semanticAlias, sys, "How do I cancel an order I just placed?") // the miss that fills the cache
-	b.ReportAllocs()
-	cpu := startCPU()
-	for b.Loop() {
-		if _, c, s := askChat(b, rt, semanticAlias, sys, "I just placed an order, how can I cancel it?"); c != "hit" || s == "" {
-			b.Fatalf("X-Mesh-Cache %q, similarity %q; want a semantic hit", c, s)
-		}
-	}
-	cpu.report(b)
-	if n := up.chats.Load(); n != 1 {
-		b.Fatalf("%d upstream chat calls, want 1", n)
-	}
-}
-
 // embeddedTransport is Keel's embedded transport in front of the
 // zero-latency simulator, in memory; closed with the benchmark.
 func embeddedTransport(b *testing.B) http.RoundTripper {
@@ -199,4 +180,62 @@ func BenchmarkStream(b *testing.B) {
 			cpu.report(b)
 		})
 	}
+}
+
+// BenchmarkRequestLogPerCall is the CPU the request log (the default SQLite
+// one, on a real file) costs per call: BenchmarkEmbedded's call through two
+// meshes, one with the log on and one with it off, alternated in blocks
+// within the same run so that the machine's drift hits both alike. The
+// writer goroutine's CPU is in "on": each "on" block ends by flushing the
+// log, so the batches it wrote are charged to it; "log-cpu-ns/op" is on
+// minus off.
+func BenchmarkRequestLogPerCall(b *testing.B) {
+	fleet, _ := sim.New(sim.ZeroLatency())
+	mesh := func(path string) *keel.Mesh {
+		cfg := simfleet.Config(fleet, "http://sim.invalid")
+		cfg.RequestLog.Path = path
+		on := path != ""
+		cfg.RequestLog.Enabled = &on
+		m, err := keel.New(cfg, keel.WithUpstream(fleet.Transport()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return m
+	}
+	off := mesh("")
+	defer off.Close()
+	dbPath := filepath.Join(b.TempDir(), "requests.db")
+	if p := os.Getenv("KEEL_BENCH_DB"); p != "" {
+		dbPath = p
+	}
+	on := mesh(dbPath)
+	rts := [2]http.RoundTripper{off.Transport(), on.Transport()}
+	const block = 256
+	var cpu [2]time.Duration
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		n++
+		if n%block == 1 {
+			for i, rt := range rts {
+				t0 := processCPU()
+				for range block {
+					roundTrip(b, rt, "https://api.anthropic.com/v1/messages")
+				}
+				if i == 1 {
+					if err := keel.FlushRequestLog(context.Background(), on); err != nil {
+						b.Fatal(err)
+					}
+				}
+				cpu[i] += processCPU() - t0
+			}
+		}
+	}
+	if err := on.Close(); err != nil {
+		b.Fatal(err)
+	}
+	calls := float64((n + block - 1) / block * block)
+	b.ReportMetric(float64(cpu[0])/calls, "off-cpu-ns/op")
+	b.ReportMetric(float64(cpu[1])/calls, "on-cpu-ns/op")
+	b.ReportMetric(float64(cpu[1]-cpu[0])/calls, "log-cpu-ns/op")
 }

@@ -3,6 +3,7 @@
 in front of the same loopback `keel sim`, measured side by side.
 
     python3 bench/compare.py [--runs 3] [--rows latency,closed,streams,ttft,sweep]
+                             [--proxies keel,floor,haproxy] [--before /path/to/old/keel]
 
 Needs haproxy on PATH (Debian's package: apt-get install haproxy) and Go.
 Builds ./cmd/keel and ./bench/floorproxy into $OUT (default
@@ -11,6 +12,13 @@ stops them. Each row runs --runs times, alternating the proxies, and prints
 every run and the median. CPU per call is the proxy process's utime+stime
 from /proc/PID/stat over the run divided by the calls it served. Memory per
 open stream is (VmHWM at 2,000 open slow streams - VmRSS idle) / 2,000.
+
+--before adds a proxy "before": an older keel binary run as `keel serve`
+with the same config on its own port, alternated with the others in every
+row, so that a change is measured before and after in the same run.
+--proxies picks the proxies (haproxy needs the package installed); "nolog"
+is this keel with request_log disabled, so keel - nolog is the request
+log's cost in the same run ("beforenolog": the same for --before).
 """
 import argparse
 import json
@@ -24,10 +32,11 @@ import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.environ.get("OUT", "/tmp/keel-compare")
-SIM, KEEL, FLOOR, HAP = 17879, 17878, 17881, 17885
+SIM, KEEL, FLOOR, HAP, BEFORE, NOLOG, BEFORENOLOG = 17879, 17878, 17881, 17885, 17877, 17876, 17875
 TICK = os.sysconf("SC_CLK_TCK")
 PROXIES = ["keel", "floor", "haproxy"]
-PORT = {"direct": SIM, "keel": KEEL, "floor": FLOOR, "haproxy": HAP}
+PORT = {"direct": SIM, "keel": KEEL, "floor": FLOOR, "haproxy": HAP, "before": BEFORE, "nolog": NOLOG, "beforenolog": BEFORENOLOG}
+BEFORE_BIN = None
 
 
 def sh(*args, **kw):
@@ -40,8 +49,11 @@ def build():
     sh("go", "build", "-o", f"{OUT}/floorproxy", "./bench/floorproxy", cwd=ROOT)
     cfg = open(f"{ROOT}/bench/testdata/keel-sim.yaml").read()
     cfg = cfg.replace("127.0.0.1:7879", f"127.0.0.1:{SIM}").replace("127.0.0.1:7878", f"127.0.0.1:{KEEL}")
-    cfg += f"request_log: {{path: {OUT}/requests.db}}\n"
-    open(f"{OUT}/keel.yaml", "w").write(cfg)
+    open(f"{OUT}/keel.yaml", "w").write(cfg + f"request_log: {{path: {OUT}/requests.db}}\n")
+    open(f"{OUT}/nolog.yaml", "w").write(cfg.replace(f"127.0.0.1:{KEEL}", f"127.0.0.1:{NOLOG}") + "request_log: {enabled: false}\n")
+    open(f"{OUT}/beforenolog.yaml", "w").write(cfg.replace(f"127.0.0.1:{KEEL}", f"127.0.0.1:{BEFORENOLOG}") + "request_log: {enabled: false}\n")
+    cfg = cfg.replace(f"127.0.0.1:{KEEL}", f"127.0.0.1:{BEFORE}")
+    open(f"{OUT}/before.yaml", "w").write(cfg + f"request_log: {{path: {OUT}/before.db}}\n")
 
 
 def wait_up(port, path="/"):
@@ -91,10 +103,17 @@ def start_sim(cfg="sim-zero.yaml"):
 
 
 def start(name):
-    if name == "keel":
-        if os.path.exists(f"{OUT}/requests.db"):
-            os.remove(f"{OUT}/requests.db")
-        return Proc("keel", [f"{OUT}/keel", "serve", "--config", f"{OUT}/keel.yaml"], KEEL)
+    if name == "nolog":
+        return Proc(name, [f"{OUT}/keel", "serve", "--config", f"{OUT}/nolog.yaml"], NOLOG)
+    if name == "beforenolog":
+        return Proc(name, [BEFORE_BIN, "serve", "--config", f"{OUT}/beforenolog.yaml"], BEFORENOLOG)
+    if name in ("keel", "before"):
+        db, binary, port = (f"{OUT}/requests.db", f"{OUT}/keel", KEEL) if name == "keel" else (f"{OUT}/before.db", BEFORE_BIN, BEFORE)
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(db + suffix):
+                os.remove(db + suffix)
+        cfgname = "keel" if name == "keel" else "before"
+        return Proc(name, [binary, "serve", "--config", f"{OUT}/{cfgname}.yaml"], port)
     if name == "floor":
         return Proc("floor", [f"{OUT}/floorproxy", "-listen", f"127.0.0.1:{FLOOR}", "-upstream", f"http://127.0.0.1:{SIM}"], FLOOR)
     return Proc("haproxy", ["haproxy", "-db", "-f", "bench/testdata/haproxy.cfg"], HAP)
@@ -157,7 +176,7 @@ def row_closed(runs):
     print("\n## closed loop, 50 clients, 10 s, each proxy alone")
     sim = start_sim()
     ps = {n: start(n) for n in PROXIES}
-    got = {n: {"rps": [], "cpu": []} for n in PROXIES}
+    got = {n: {"rps": [], "cpu": [], "p99": []} for n in PROXIES}
     try:
         for i in range(runs):
             for n in PROXIES:
@@ -165,6 +184,7 @@ def row_closed(runs):
                 r, cpu = alone(ps[n], n, "--concurrency", "50", "--duration", "10s")
                 got[n]["rps"].append(r["throughput_rps"])
                 got[n]["cpu"].append(cpu)
+                got[n]["p99"].append(r["p99_ms"])
                 print(f"run {i+1} {n} (load {la}): {r['throughput_rps']:.0f} req/s, {cpu:.1f} µs CPU/call, p50 {r['p50_ms']:.2f} p99 {r['p99_ms']:.2f} ms, err {r['errors']}", flush=True)
     finally:
         for p in ps.values():
@@ -173,7 +193,8 @@ def row_closed(runs):
     f = got["floor"]
     for n in PROXIES:
         rps, cpu = med(got[n]["rps"]), med(got[n]["cpu"])
-        print(f"median {n}: {rps:.0f} req/s ({rps/med(f['rps']):.2f}x floor), {cpu:.1f} µs CPU/call ({cpu/med(f['cpu']):.2f}x floor)")
+        p99 = med(got[n]["p99"])
+        print(f"median {n}: {rps:.0f} req/s ({rps/med(f['rps']):.2f}x floor), {cpu:.1f} µs CPU/call ({cpu/med(f['cpu']):.2f}x floor), p99 {p99:.2f} ms ({p99/med(f['p99']):.2f}x floor)")
 
 
 def row_streams(runs, n_streams=2000):
@@ -251,7 +272,14 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--rows", default="latency,closed,streams,ttft,sweep")
     ap.add_argument("--streams", type=int, default=2000)
+    ap.add_argument("--proxies", default="keel,floor,haproxy")
+    ap.add_argument("--before", default="", help="an older keel binary, measured as proxy 'before'")
     a = ap.parse_args()
+    global BEFORE_BIN
+    PROXIES[:] = a.proxies.split(",")
+    if a.before:
+        BEFORE_BIN = os.path.abspath(a.before)
+        PROXIES.insert(0, "before")
     build()
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} nproc {os.cpu_count()} load {open('/proc/loadavg').read().strip()}")
     for row in a.rows.split(","):

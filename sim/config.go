@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -311,17 +310,6 @@ func ZeroLatency() Config {
 func ParseConfig(data []byte) (Config, error) {
 	var c Config
 	if err := yaml.UnmarshalWithOptions(data, &c, yaml.Strict()); err != nil {
-		return Config{}, fmt.Errorf("parsing sim config: %w", err)
-	}
-	return c, nil
-}
-
-// ParseConfigJSON reads a Config from JSON, rejecting unknown keys.
-func ParseConfigJSON(data []byte) (Config, error) {
-	var c Config
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
 		return Config{}, fmt.Errorf("parsing sim config: %w", err)
 	}
 	return c, nil

@@ -160,6 +160,16 @@ func (m *Mesh) Engine() *engine.Engine { return m.eng }
 // Server is the mesh's HTTP front.
 func (m *Mesh) Server() *server.Server { return m.srv }
 
+// FlushRequestLog waits until every record the request log has queued is
+// written (none without a request log): BenchmarkRequestLogPerCall charges
+// the writer's CPU to the calls that caused it.
+func (m *Mesh) FlushRequestLog(ctx context.Context) error {
+	if m.reqlog == nil {
+		return nil
+	}
+	return m.reqlog.Flush(ctx)
+}
+
 // liveEndpoints is every endpoint's live state, none before the engine is
 // built (the metrics and the dashboard are built before it).
 func (m *Mesh) liveEndpoints() []engine.EndpointStatus {

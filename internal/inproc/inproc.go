@@ -40,6 +40,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Transport is an http.RoundTripper that calls Handler directly.
@@ -96,7 +97,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		sreq.Body = http.NoBody
 	}
 	if read {
-		sreq.Body, sreq.ContentLength = io.NopCloser(bytes.NewReader(reqBody)), int64(len(reqBody))
+		sreq.Body, sreq.ContentLength = newMemBody(reqBody), int64(len(reqBody))
 	}
 	serverSide(sreq)
 	if sreq.ContentLength <= 0 && req.GetBody == nil && req.Body != nil && req.Body != http.NoBody {
@@ -179,7 +180,7 @@ func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*h
 	sreq := req.WithContext(ctx) // shallow: the handler reads, never writes, the request
 	sreq.Body, sreq.ContentLength = http.NoBody, 0
 	if read {
-		sreq.Body, sreq.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		sreq.Body, sreq.ContentLength = newMemBody(body), int64(len(body))
 	}
 	serverSide(sreq)
 	w := &responseWriter{header: make(http.Header, 16), buffered: true, ctx: req.Context()} // an answer's dozen headers without growing
@@ -209,11 +210,11 @@ func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*h
 	}
 	w.finalTrailer()
 	mergeTrailer(resp, w.trailer)
-	var rd io.Reader = bytes.NewReader(w.buf.Bytes())
 	if fail != nil {
-		rd = io.MultiReader(rd, errReader{fail})
+		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(w.buf.Bytes()), errReader{fail}))
+	} else {
+		resp.Body = newMemBody(w.buf.Bytes())
 	}
-	resp.Body = io.NopCloser(rd)
 	return resp, nil
 }
 
@@ -248,7 +249,7 @@ func (t *Transport) panicError(v any, headerSent bool) error {
 // with nil values until the body's EOF.
 func (w *responseWriter) response(req *http.Request) *http.Response {
 	resp := &http.Response{
-		Status:        strconv.Itoa(w.status) + " " + http.StatusText(w.status),
+		Status:        statusLine(w.status),
 		StatusCode:    w.status,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
@@ -340,6 +341,16 @@ type responseWriter struct {
 }
 
 func (w *responseWriter) Header() http.Header { return w.header }
+
+// errNoDeadline is SetReadDeadline's answer: http.ErrNotSupported, as
+// http.ResponseController answers for a writer without the method, made
+// once (net/http formats a new error on every call: 2 allocations per
+// embedded call, as keel's server asks at every body it reads).
+var errNoDeadline = fmt.Errorf("inproc: no read deadline, the body is in memory: %w", http.ErrNotSupported)
+
+// SetReadDeadline reports that the in-process writer has no read deadline:
+// the request's body is in memory.
+func (w *responseWriter) SetReadDeadline(time.Time) error { return errNoDeadline }
 
 func (w *responseWriter) WriteHeader(code int) {
 	if w.status != 0 {
@@ -485,3 +496,25 @@ func (w *responseWriter) abort(err error) {
 	}
 	w.pw.CloseWithError(err)
 }
+
+// statusLine is Response.Status for code, as net/http's client sets it
+// ("200 OK"): a constant for 200, the status of almost every answer.
+func statusLine(code int) string {
+	if code == http.StatusOK {
+		return "200 OK"
+	}
+	return strconv.Itoa(code) + " " + http.StatusText(code)
+}
+
+// memBody is a body in memory: io.NopCloser over a bytes.Reader in one
+// allocation instead of two.
+type memBody struct{ bytes.Reader }
+
+func newMemBody(b []byte) *memBody {
+	r := &memBody{}
+	r.Reset(b)
+	return r
+}
+
+// Close does nothing: the bytes stay with their owner.
+func (*memBody) Close() error { return nil }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -631,4 +632,39 @@ func TestInSynctestBubble(t *testing.T) {
 			t.Errorf("handler ended with %v, want %v", err, errBodyClosed)
 		}
 	})
+}
+
+// TestReadDeadlineNotSupported: a handler asking the in-process writer for
+// a read deadline gets http.ErrNotSupported, as from a writer without the
+// method, and the same error value each time (no per-call allocation).
+func TestReadDeadlineNotSupported(t *testing.T) {
+	var errs [2]error
+	tr := &Transport{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		errs[0] = rc.SetReadDeadline(time.Now().Add(time.Second))
+		errs[1] = rc.SetReadDeadline(time.Time{})
+	}), Buffered: func(*http.Request, []byte) bool { return true }}
+	req, _ := http.NewRequest(http.MethodPost, "http://x.invalid/", strings.NewReader("{}"))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for i, err := range errs {
+		if !errors.Is(err, http.ErrNotSupported) {
+			t.Errorf("SetReadDeadline #%d = %v, want http.ErrNotSupported", i, err)
+		}
+	}
+	if errs[0] != errs[1] {
+		t.Errorf("SetReadDeadline made a new error per call: %p, %p", errs[0], errs[1])
+	}
+}
+
+// TestStatusLine: Response.Status reads as net/http's client writes it.
+func TestStatusLine(t *testing.T) {
+	for _, code := range []int{200, 201, 404, 429, 529, 599} {
+		if got, want := statusLine(code), strconv.Itoa(code)+" "+http.StatusText(code); got != want {
+			t.Errorf("statusLine(%d) = %q, want %q", code, got, want)
+		}
+	}
 }

@@ -745,35 +745,39 @@ func (s *Server) logRequest(r *http.Request, rid string, req *llm.Request, rec *
 	if !s.log.Enabled(r.Context(), slog.LevelInfo) {
 		return
 	}
-	attrs := []slog.Attr{
+	// The record is built here, as slog's docs show for wrappers, with no
+	// caller's PC: Logger.LogAttrs walks the stack for it on every call
+	// (≈ 0.7 µs), for a source location no handler here prints.
+	line := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
+	line.AddAttrs(
 		slog.String("request_id", rid),
 		slog.String("path", r.URL.Path),
 		slog.String("model", req.Model),
 		slog.Bool("stream", req.Stream),
 		slog.Duration("latency", time.Since(start)),
-	}
+	)
 	if rec != nil {
-		attrs = append(attrs, slog.String("served_by", rec.ServedBy), slog.Int("attempts", len(rec.Attempts)))
+		line.AddAttrs(slog.String("served_by", rec.ServedBy), slog.Int("attempts", len(rec.Attempts)))
 		if rec.Fallback != "" {
-			attrs = append(attrs, slog.String("fallback", rec.Fallback))
+			line.AddAttrs(slog.String("fallback", rec.Fallback))
 		}
 		if rec.Cache != "" {
-			attrs = append(attrs, slog.String("cache", rec.Cache))
+			line.AddAttrs(slog.String("cache", rec.Cache))
 		}
 		if rec.SemanticCache != "" {
-			attrs = append(attrs, slog.String("semantic_cache", rec.SemanticCache))
+			line.AddAttrs(slog.String("semantic_cache", rec.SemanticCache))
 		}
 		if sim := engine.SimilarityHeader(rec); sim != "" {
-			attrs = append(attrs, slog.String("cache_similarity", sim))
+			line.AddAttrs(slog.String("cache_similarity", sim))
 		}
 	}
 	if ae != nil {
-		attrs = append(attrs, slog.Int("status", ae.Status), slog.String("error", ae.Message))
+		line.AddAttrs(slog.Int("status", ae.Status), slog.String("error", ae.Message))
 		if ae.MeshCode != "" {
-			attrs = append(attrs, slog.String("mesh_error_code", ae.MeshCode))
+			line.AddAttrs(slog.String("mesh_error_code", ae.MeshCode))
 		}
 	}
-	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+	s.log.Handler().Handle(r.Context(), line)
 }
 
 func upstreamRequestID(h http.Header) string {

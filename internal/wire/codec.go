@@ -179,7 +179,7 @@ type Model struct {
 // client sent anthropic-version, as the Anthropic SDK always does,
 // OpenAI's otherwise.
 func FromHeader(h http.Header) Codec {
-	if h.Get("anthropic-version") != "" {
+	if h.Get("Anthropic-Version") != "" {
 		return codecs[llm.FormatAnthropic]
 	}
 	return codecs[llm.FormatOpenAI]
@@ -255,7 +255,7 @@ func (anthropicCodec) APIVersion(endpoint string, client http.Header) string {
 		return endpoint
 	}
 	if client != nil {
-		if v := client.Get("anthropic-version"); v != "" {
+		if v := client.Get("Anthropic-Version"); v != "" { // canonical: Get would allocate to canonicalize
 			return v
 		}
 	}

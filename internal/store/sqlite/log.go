@@ -22,13 +22,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/bits"
 	"runtime"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -436,53 +434,40 @@ func insertSQL(t, rows int) string {
 
 const selectMaxSeq = `SELECT coalesce(max(seq), 0) FROM requests`
 
-// writer is what write keeps between batches: a connection of its own,
-// taken from the pool at the first batch, and driver statements prepared on
-// it once and used only within its Raw. Executing driver statements directly
-// skips database/sql's check and copy of every value, which made more than
-// half of the bytes the writer allocated; it needs one connection, held for
-// the purpose. Holding it also keeps its page cache warm: SQLite drops a
-// connection's cache when another connection has written since, which a
-// writer rotating through the pool's connections would cause. Only the
-// goroutine that calls write (run) uses it.
+// writer is what write keeps between batches: a connection of its own
+// (rawConn: SQLite's C API, not database/sql, see there why), opened at the
+// first batch, and statements prepared on it once. Holding one connection
+// also keeps its page cache warm: SQLite drops a connection's cache when
+// another connection has written since. Only the goroutine that calls write
+// (run) uses it.
 type writer struct {
-	conn *sql.Conn // nil before the first batch and after a failed one
+	conn *rawConn // nil before the first batch and after a failed one
 	// maxSeq and insert are prepared on conn at first use; insert[t][k]
 	// inserts 1<<k rows into tables[t].
-	maxSeq driver.Stmt
-	insert [numTables][maxChunkLog + 1]driver.Stmt
-	// vals holds a batch's values for each table, and nv one statement's
-	// arguments; both are reused by the next batch.
-	vals [numTables][]any
-	nv   []driver.NamedValue
+	maxSeq uintptr
+	insert [numTables][maxChunkLog + 1]uintptr
+	// vals holds a batch's values for each table; reused by the next batch.
+	vals [numTables][]value
 }
 
-// closeStmts finalizes the statements. It runs within conn.Raw.
-func (w *writer) closeStmts() {
-	for t := range w.insert {
-		for k, s := range w.insert[t] {
-			if s != nil {
-				s.Close()
-				w.insert[t][k] = nil
-			}
-		}
-	}
-	if w.maxSeq != nil {
-		w.maxSeq.Close()
-		w.maxSeq = nil
-	}
-}
-
-// close finalizes the statements and returns the connection to the pool.
+// close finalizes the statements and closes the connection.
 func (w *writer) close() {
 	if w.conn == nil {
 		return
 	}
-	w.conn.Raw(func(any) error {
-		w.closeStmts()
-		return nil
-	})
-	w.conn.Close()
+	for t := range w.insert {
+		for k, s := range w.insert[t] {
+			if s != 0 {
+				w.conn.finalize(s)
+				w.insert[t][k] = 0
+			}
+		}
+	}
+	if w.maxSeq != 0 {
+		w.conn.finalize(w.maxSeq)
+		w.maxSeq = 0
+	}
+	w.conn.close()
 	w.conn = nil
 }
 
@@ -504,79 +489,50 @@ func (l *Log) write(ctx context.Context, batch []*engine.Record) error {
 
 // insert writes batch with multi-row INSERT statements, in chunks of
 // 1<<maxChunkLog rows and the remainder in decreasing powers of two: one
-// statement per chunk rather than per row spares database/sql's and the
-// driver's per-statement work, which cost more than the rows themselves.
+// statement per chunk rather than per row spares the per-statement work,
+// which cost more than the rows themselves.
 //
 // It numbers the requests rows itself, so that the attempts and bodies rows
-// can name their request without a LastInsertId per row: each transaction
+// can name their request without a last-insert id per row: each transaction
 // reads max(seq) and counts on from it, as SQLite would. Reading it inside
 // the transaction, which holds the write lock from its start (BEGIN
 // IMMEDIATE), keeps the numbering right after a rolled-back batch and when
 // another process writes to the same file.
 //
-// After a failure the writer's statements are finalized and its connection
-// returned to the pool (closed, if it might still be in the transaction);
-// the next batch starts afresh.
-func (l *Log) insert(ctx context.Context, batch []*engine.Record) error {
+// After a failure the transaction is rolled back and the writer's
+// connection closed; the next batch starts afresh.
+func (l *Log) insert(_ context.Context, batch []*engine.Record) error {
 	w := &l.w
 	if w.conn == nil {
-		c, err := l.db.Conn(ctx)
+		c, err := openRaw(l.cfg.Path)
 		if err != nil {
 			return err
 		}
 		w.conn = c
 	}
-	err := w.conn.Raw(func(dc any) error {
-		inTx, err := l.insertOn(ctx, dc, batch)
-		if err != nil {
-			w.closeStmts()
+	bodies := l.cfg.LogBodies && l.cfg.Bodies != nil
+	err := w.prepare(bodies)
+	if err == nil {
+		err = w.conn.exec("BEGIN IMMEDIATE")
+		if err == nil {
+			if err = l.insertRows(batch, bodies); err == nil {
+				err = w.conn.exec("COMMIT")
+			}
+			if err != nil {
+				w.conn.exec("ROLLBACK")
+			}
 		}
-		if inTx {
-			// database/sql closes a connection that reports ErrBadConn.
-			return fmt.Errorf("%w (connection discarded: %w)", err, driver.ErrBadConn)
-		}
-		return err
-	})
+	}
 	if err != nil {
-		w.conn.Close()
-		w.conn = nil
+		w.close()
 	}
 	return err
 }
 
-// insertOn is insert on the writer's driver connection dc. inTx reports a
-// failure that may have left the connection in the transaction.
-func (l *Log) insertOn(ctx context.Context, dc any, batch []*engine.Record) (inTx bool, err error) {
-	c, ok := dc.(interface {
-		driver.ConnPrepareContext
-		driver.ConnBeginTx
-	})
-	if !ok {
-		return false, fmt.Errorf("sqlite driver connection %T cannot prepare or begin", dc)
-	}
-	bodies := l.cfg.LogBodies && l.cfg.Bodies != nil
-	if err := l.w.prepare(ctx, c, bodies); err != nil {
-		return false, err
-	}
-	tx, err := c.BeginTx(ctx, driver.TxOptions{})
-	if err != nil {
-		return false, err
-	}
-	if err := l.insertRows(ctx, batch, bodies); err != nil {
-		return tx.Rollback() != nil, err
-	}
-	if err := tx.Commit(); err != nil {
-		// The driver rolls a failed COMMIT back, but does not say whether
-		// that worked.
-		return true, err
-	}
-	return false, nil
-}
-
 // insertRows inserts the rows of batch, in the writer's transaction.
-func (l *Log) insertRows(ctx context.Context, batch []*engine.Record, bodies bool) error {
+func (l *Log) insertRows(batch []*engine.Record, bodies bool) error {
 	w := &l.w
-	seq, err := w.lastSeq(ctx)
+	seq, err := w.conn.queryInt64(w.maxSeq)
 	if err != nil {
 		return err
 	}
@@ -587,17 +543,15 @@ func (l *Log) insertRows(ctx context.Context, batch []*engine.Record, bodies boo
 		if r.Err != nil {
 			code = r.Err.MeshCode
 		}
-		// The values must be driver.Values (int64, not int), as nothing
-		// converts them on this path.
-		req = append(req, seq,
-			r.RequestID, r.Start.UnixNano(), ms(r.Duration), ms(r.TTFT), r.Format.String(), r.Model,
-			r.ServedBy, r.ServedModel, r.ServedRegion, r.ServedProvider, int64(r.Status), code,
-			r.Fallback, int64(len(r.Attempts)), int64(r.Retries), int64(r.Hedges), r.HedgeWon,
-			int64(r.Recovered), int64(r.Fragments), int64(r.FragmentsOK), int64(r.Fusions),
-			int64(r.FusionConflicts), r.NormalizationOffset, strings.Join(r.Repairs, "\n"),
-			int64(r.Usage.InputTokens), int64(r.Usage.OutputTokens), int64(r.Usage.CacheReadTokens),
-			int64(r.Usage.CacheWriteTokens), r.Cost, ms(r.QueueWait), r.Stream, r.Domain, r.Legacy, r.Stage, r.KeyID, r.Team,
-			r.Cache, r.SemanticCache, r.CacheSimilarity)
+		req = append(req, vInt(seq),
+			vText(r.RequestID), vInt(r.Start.UnixNano()), vReal(ms(r.Duration)), vReal(ms(r.TTFT)), vText(r.Format.String()), vText(r.Model),
+			vText(r.ServedBy), vText(r.ServedModel), vText(r.ServedRegion), vText(r.ServedProvider), vInt(int64(r.Status)), vText(code),
+			vText(r.Fallback), vInt(int64(len(r.Attempts))), vInt(int64(r.Retries)), vInt(int64(r.Hedges)), vBool(r.HedgeWon),
+			vInt(int64(r.Recovered)), vInt(int64(r.Fragments)), vInt(int64(r.FragmentsOK)), vInt(int64(r.Fusions)),
+			vInt(int64(r.FusionConflicts)), vReal(r.NormalizationOffset), vText(strings.Join(r.Repairs, "\n")),
+			vInt(int64(r.Usage.InputTokens)), vInt(int64(r.Usage.OutputTokens)), vInt(int64(r.Usage.CacheReadTokens)),
+			vInt(int64(r.Usage.CacheWriteTokens)), vReal(r.Cost), vReal(ms(r.QueueWait)), vBool(r.Stream), vText(r.Domain), vBool(r.Legacy), vText(r.Stage), vText(r.KeyID), vText(r.Team),
+			vText(r.Cache), vText(r.SemanticCache), vReal(r.CacheSimilarity))
 		for i, a := range r.Attempts {
 			var start, dur float64
 			if !a.Start.IsZero() {
@@ -606,38 +560,37 @@ func (l *Log) insertRows(ctx context.Context, batch []*engine.Record, bodies boo
 					dur = ms(a.End.Sub(a.Start))
 				}
 			}
-			att = append(att, seq, int64(i), a.Endpoint, a.Model, a.Region, a.Kind,
-				a.Outcome, int64(a.Status), start, dur, ms(a.Wait), a.Bytes, a.Winner,
-				int64(a.InputTokens), int64(a.OutputTokens), a.Cost)
+			att = append(att, vInt(seq), vInt(int64(i)), vText(a.Endpoint), vText(a.Model), vText(a.Region), vText(a.Kind),
+				vText(a.Outcome), vInt(int64(a.Status)), vReal(start), vReal(dur), vReal(ms(a.Wait)), vInt(a.Bytes), vBool(a.Winner),
+				vInt(int64(a.InputTokens)), vInt(int64(a.OutputTokens)), vReal(a.Cost))
 		}
 		if bodies {
 			if prompt, answer := l.cfg.Bodies(r); prompt != "" || answer != "" {
-				bod = append(bod, seq, prompt, answer)
+				bod = append(bod, vInt(seq), vText(prompt), vText(answer))
 			}
 		}
 	}
-	w.vals = [numTables][]any{req, att, bod}
+	w.vals = [numTables][]value{req, att, bod}
 	// The slices are kept for their capacity: drop the values, bodies above
 	// all, once written.
 	defer func() {
 		for _, v := range w.vals {
 			clear(v)
 		}
-		clear(w.nv)
 	}()
 	for t, vals := range w.vals {
-		if err := w.exec(ctx, t, vals); err != nil {
+		if err := w.exec(t, vals); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// prepare prepares on c the statements not yet prepared, those of bodies
-// only when bodies is set.
-func (w *writer) prepare(ctx context.Context, c driver.ConnPrepareContext, bodies bool) error {
-	if w.maxSeq == nil {
-		s, err := c.PrepareContext(ctx, selectMaxSeq)
+// prepare prepares the statements not yet prepared, those of bodies only
+// when bodies is set.
+func (w *writer) prepare(bodies bool) error {
+	if w.maxSeq == 0 {
+		s, err := w.conn.prepare(selectMaxSeq)
 		if err != nil {
 			return err
 		}
@@ -648,10 +601,10 @@ func (w *writer) prepare(ctx context.Context, c driver.ConnPrepareContext, bodie
 			continue
 		}
 		for k, s := range w.insert[t] {
-			if s != nil {
+			if s != 0 {
 				continue
 			}
-			s, err := c.PrepareContext(ctx, insertSQL(t, 1<<k))
+			s, err := w.conn.prepare(insertSQL(t, 1<<k))
 			if err != nil {
 				return err
 			}
@@ -661,44 +614,13 @@ func (w *writer) prepare(ctx context.Context, c driver.ConnPrepareContext, bodie
 	return nil
 }
 
-// lastSeq is the largest requests.seq, 0 when there is none.
-func (w *writer) lastSeq(ctx context.Context) (int64, error) {
-	q, ok := w.maxSeq.(driver.StmtQueryContext)
-	if !ok {
-		return 0, fmt.Errorf("sqlite driver statement %T cannot query", w.maxSeq)
-	}
-	rows, err := q.QueryContext(ctx, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer rows.Close()
-	dest := []driver.Value{nil}
-	if err := rows.Next(dest); err != nil {
-		return 0, err
-	}
-	seq, ok := dest[0].(int64)
-	if !ok {
-		return 0, fmt.Errorf("max(seq) is %T, want int64", dest[0])
-	}
-	return seq, nil
-}
-
 // exec inserts the rows whose values are vals into tables[t].
-func (w *writer) exec(ctx context.Context, t int, vals []any) error {
+func (w *writer) exec(t int, vals []value) error {
 	n := len(tables[t].cols)
 	for len(vals) > 0 {
 		k := min(maxChunkLog, bits.Len(uint(len(vals)/n))-1)
-		s, ok := w.insert[t][k].(driver.StmtExecContext)
-		if !ok {
-			return fmt.Errorf("sqlite driver statement %T cannot execute", w.insert[t][k])
-		}
 		m := n << k // the values of 1<<k rows
-		w.nv = slices.Grow(w.nv[:0], m)[:m]
-		for j, v := range vals[:m] {
-			// The driver looks arguments up by Ordinal.
-			w.nv[j] = driver.NamedValue{Ordinal: j + 1, Value: v}
-		}
-		if _, err := s.ExecContext(ctx, w.nv); err != nil {
+		if err := w.conn.run(w.insert[t][k], vals[:m]); err != nil {
 			return err
 		}
 		vals = vals[m:]

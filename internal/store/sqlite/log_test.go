@@ -174,6 +174,48 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestWriterOpensThePathAsIs: the writer's own connection (rawConn) opens
+// the file the pool's connections open, whatever characters its name has,
+// and stores strings byte for byte, empty ones as ” (not NULL), long ones
+// past its first string buffer.
+func TestWriterOpensThePathAsIs(t *testing.T) {
+	for _, name := range []string{"a?b#c%25 d.db", "file:x.db", "重要.db"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			t.Chdir(dir)
+			long := strings.Repeat("é", 5000) // 10,000 bytes
+			l := openTest(t, Config{Path: name, LogBodies: true, Bodies: func(r *engine.Record) (string, string) {
+				return long, "答"
+			}}, hooks{})
+			r := &engine.Record{RequestID: "req-é", Start: t0.Add(time.Minute), Status: 200, Model: "模型"}
+			l.RequestDone(r)
+			flush(t, l)
+			got := collect(t, l.Query(context.Background(), t0))
+			want := &Row{Seq: 1, RequestID: "req-é", Start: t0.Add(time.Minute), Status: 200, Format: "unknown", Model: "模型"}
+			if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+				t.Fatalf("rows %+v, want one %+v", got, want)
+			}
+			var prompt, answer string
+			if err := l.db.QueryRow(`SELECT prompt, answer FROM bodies WHERE request_seq = 1`).Scan(&prompt, &answer); err != nil {
+				t.Fatal(err)
+			}
+			if prompt != long || answer != "答" {
+				t.Errorf("bodies %d and %q bytes, want %d and %q", len(prompt), answer, len(long), "答")
+			}
+			var nulls int
+			if err := l.db.QueryRow(`SELECT count(*) FROM requests WHERE mesh_error_code IS NULL OR fallback IS NULL OR repairs IS NULL`).Scan(&nulls); err != nil {
+				t.Fatal(err)
+			}
+			if nulls != 0 {
+				t.Errorf("%d rows with an empty string stored as NULL", nulls)
+			}
+			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+				t.Errorf("the log is not at %q: %v", name, err)
+			}
+		})
+	}
+}
+
 func TestFullQueueDropsWithoutBlocking(t *testing.T) {
 	gate := make(chan struct{})
 	l := openTest(t, Config{QueueSize: 4}, hooks{gate: gate})
