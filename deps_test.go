@@ -45,7 +45,9 @@ var reach = map[string][]string{
 	mod + "/internal/wire/anthropic":    wireLeaf,
 	mod + "/internal/wire/openai":       wireLeaf,
 	mod + "/internal/wire/responses":    wireLeaf,
-	mod + "/internal/wire":              slices.Concat(wireLeaf, []string{mod + "/internal/wire/anthropic", mod + "/internal/wire/openai", mod + "/internal/wire/responses"}),
+	mod + "/internal/wire/gemini":       wireLeaf,
+	mod + "/internal/wire/azure":        slices.Concat(wireLeaf, []string{mod + "/internal/wire/openai"}),
+	mod + "/internal/wire":              slices.Concat(wireLeaf, []string{mod + "/internal/wire/anthropic", mod + "/internal/wire/openai", mod + "/internal/wire/responses", mod + "/internal/wire/gemini"}),
 	// Bedrock's eventstream is decoded by the AWS SDK's codec (and its
 	// smithy-go core), never by hand.
 	mod + "/internal/wire/bedrock": slices.Concat(wireLeaf, []string{mod + "/internal/wire/anthropic", "github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream",
@@ -76,9 +78,12 @@ var stageBase = slices.Concat(providerReach, []string{mod + "/internal/pipeline"
 // prices, and for Anthropic's models on Bedrock and Vertex the platforms'
 // codecs, their credentials and signing by the AWS SDK (signer, the
 // standard credential chain) and golang.org/x/oauth2/google (Application
-// Default Credentials, the metadata server's on Google Cloud).
+// Default Credentials, the metadata server's on Google Cloud), Azure
+// OpenAI's errors (wire/azure) and Microsoft Entra ID tokens (azcore's
+// token credential type).
 var providerReach = slices.Concat(wireAll, []string{mod + "/internal/pricing", mod + "/internal/wire/bedrock", mod + "/internal/wire/google",
-	"github.com/aws/aws-sdk-go-v2/aws", "github.com/aws/aws-sdk-go-v2/config", "github.com/aws/smithy-go", "golang.org/x/oauth2", "cloud.google.com/go/compute/metadata"})
+	"github.com/aws/aws-sdk-go-v2/aws", "github.com/aws/aws-sdk-go-v2/config", "github.com/aws/smithy-go", "golang.org/x/oauth2", "cloud.google.com/go/compute/metadata",
+	mod + "/internal/wire/azure", "github.com/Azure/azure-sdk-for-go/sdk/azcore"})
 
 // schemaLib is the JSON Schema library and what it reaches.
 var schemaLib = []string{"github.com/santhosh-tekuri/jsonschema/v6", "golang.org/x/text"}
@@ -89,7 +94,7 @@ var wireLeaf = []string{mod + "/internal/llm", mod + "/internal/sse", mod + "/in
 // wireAll is the codecs, the translation between them and the package
 // choosing one by format.
 var wireAll = slices.Concat(wireLeaf, []string{mod + "/internal/wire", mod + "/internal/wire/anthropic", mod + "/internal/wire/openai",
-	mod + "/internal/wire/responses", mod + "/internal/wire/translate"})
+	mod + "/internal/wire/responses", mod + "/internal/wire/translate", mod + "/internal/wire/gemini"})
 
 // never lists what a package may not reach even where reach does not name
 // it: the reason the rule exists, stated once (STYLE.md: the core imports

@@ -112,8 +112,10 @@ func (m *Mesh) Engine() *engine.Engine { return m.built.Engine() }
 func (m *Mesh) SetReady(ready bool) { m.built.Server().SetReady(ready) }
 
 // CheckCredentials gets the credentials of every Bedrock and Vertex
-// provider once (a credential fetch, no model call); the error names each
-// provider that cannot authenticate. keel serve runs it at start.
+// provider, and of every azure provider with auth entra and gemini
+// provider on Vertex, once (a credential fetch, no model call); the error
+// names each provider that cannot authenticate. keel serve runs it at
+// start.
 func (m *Mesh) CheckCredentials(ctx context.Context) error { return m.built.CheckCredentials(ctx) }
 
 // ErrShuttingDown, as the cause of a request context's cancellation, ends

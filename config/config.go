@@ -65,6 +65,7 @@ const (
 	MaxMaxHeaderBytes          = 1 << 20  // net/http's DefaultMaxHeaderBytes
 	DefaultAnthropicBaseURL    = "https://api.anthropic.com"
 	DefaultOpenAIBaseURL       = "https://api.openai.com/v1"
+	DefaultGeminiBaseURL       = "https://generativelanguage.googleapis.com"
 	DefaultAnthropicVersion    = "2023-06-01"
 	DefaultMaxIdleConnsPerHost = 1024
 	DefaultConnectTimeout      = Duration(5 * time.Second)
@@ -97,6 +98,21 @@ const (
 const (
 	TypeAnthropic = "anthropic"
 	TypeOpenAI    = "openai" // OpenAI-compatible: OpenAI, vLLM, Ollama, llama.cpp, hosted services
+	// TypeAzure is Azure OpenAI: OpenAI's bodies at Azure's URLs
+	// (deployments with api_version, or the /openai/v1/ surface) with
+	// Azure's authentication (api-key or a Microsoft Entra ID token).
+	TypeAzure = "azure"
+	// TypeGemini is Google's Gemini API (generateContent,
+	// streamGenerateContent), its key in x-goog-api-key.
+	TypeGemini = "gemini"
+
+	// Values of Provider.Auth for an azure provider.
+	AuthAPIKey = "api_key"
+	AuthEntra  = "entra"
+
+	// Values of Model.ContentFilter.
+	ContentFilterFail     = "fail"
+	ContentFilterFallback = "fallback"
 
 	// Values of Provider.API for an openai provider.
 	APIChatCompletions = "chat_completions"
@@ -525,10 +541,17 @@ type Provider struct {
 	// Name is unique among providers and required; endpoints refer to it.
 	// Letters, digits, '.', '_' and '-'.
 	Name string `yaml:"name"`
-	// Type is the wire format: "anthropic" or "openai" (any OpenAI-compatible server).
+	// Type is the provider's API: "anthropic", "openai" (any
+	// OpenAI-compatible server), "azure" (Azure OpenAI) or "gemini" (the
+	// Gemini API).
 	Type string `yaml:"type"`
-	// BaseURL defaults to https://api.anthropic.com for anthropic and
-	// https://api.openai.com/v1 for openai. May use ${VAR}.
+	// BaseURL defaults to https://api.anthropic.com for anthropic,
+	// https://api.openai.com/v1 for openai and
+	// https://generativelanguage.googleapis.com for gemini; required for
+	// azure: the resource's endpoint, https://{resource}.openai.azure.com
+	// (deployment URLs, with api_version) or
+	// https://{resource}.openai.azure.com/openai/v1 (the v1 surface, no
+	// api_version). May use ${VAR}.
 	BaseURL string `yaml:"base_url"`
 	// APIKeyEnv names the environment variable holding the key, read at call
 	// time by Key. Mutually exclusive with APIKey.
@@ -556,10 +579,23 @@ type Provider struct {
 	// Keel's HTTP/1.1 client on the caller's goroutine) or "standard"
 	// (net/http's Transport). https upstreams always use the standard one.
 	HTTPClient string `yaml:"http_client"`
-	// API is the OpenAI API an openai provider is called through:
+	// API is the OpenAI API an openai or azure provider is called through:
 	// "chat_completions" (default, POST /chat/completions) or "responses"
 	// (POST /responses, for models or features only the Responses API has).
 	API string `yaml:"api"`
+	// APIVersion, for an azure provider whose base_url is the resource's
+	// endpoint, is the api-version query parameter every call sends
+	// (e.g. "2024-10-21"); Azure answers a deployment URL without one
+	// with 404. Unset for the v1 surface (base_url ending in /openai/v1),
+	// which takes none.
+	APIVersion string `yaml:"api_version"`
+	// Auth is how an azure provider authenticates: "api_key" (default:
+	// the key of api_key or api_key_env in the api-key header) or "entra"
+	// (a Microsoft Entra ID bearer token for
+	// https://cognitiveservices.azure.com/.default from the Azure
+	// credential chain: environment, workload identity, managed identity,
+	// Azure CLI; refreshed before it expires).
+	Auth string `yaml:"auth"`
 	// Continuation is how the upstream continues a partial answer sent as
 	// a trailing assistant message (stream recovery): "prefill" (Anthropic,
 	// llama.cpp), "continue_final_message" (vLLM, SGLang), "prefix"
@@ -655,6 +691,14 @@ type Model struct {
 	StructuredOutputs string `yaml:"structured_outputs"`
 	// PII overrides pii.action and pii.fail_open for calls to this model.
 	PII *RoutePII `yaml:"pii"`
+	// ContentFilter is what a call does when an endpoint's content filter
+	// refuses its prompt (Azure OpenAI's 400 with code content_filter):
+	// "fail" (default: the refusal reaches the client as an error in its
+	// format; the request is at fault, not the endpoint, so no other
+	// endpoint is tried) or "fallback" (the model's other endpoints are
+	// tried, as for an outage — for models served by providers whose
+	// filters differ).
+	ContentFilter string `yaml:"content_filter"`
 }
 
 // Price is a model's price in US dollars per million tokens: input,
@@ -806,8 +850,11 @@ func (c *Config) Alias(name string) *Alias {
 // WireFormat is the wire format calls to p use: its type, or "responses"
 // for an openai provider with api: responses.
 func (p *Provider) WireFormat() string {
-	if p.Type == TypeOpenAI && p.API == APIResponses {
+	switch {
+	case (p.Type == TypeOpenAI || p.Type == TypeAzure) && p.API == APIResponses:
 		return APIResponses
+	case p.Type == TypeAzure:
+		return TypeOpenAI // Azure OpenAI takes OpenAI's bodies
 	}
 	return p.Type
 }

@@ -32,6 +32,8 @@ func (c *Config) ApplyDefaults() {
 				p.BaseURL = DefaultAnthropicBaseURL
 			case TypeOpenAI:
 				p.BaseURL = DefaultOpenAIBaseURL
+			case TypeGemini:
+				p.BaseURL = DefaultGeminiBaseURL
 			}
 		}
 		setDuration(&p.Timeouts.Connect, DefaultConnectTimeout)

@@ -133,6 +133,11 @@ func (v *validator) routing() {
 		default:
 			v.add(fmt.Sprintf("models[%d].structured_outputs", i), "expected native, tool or none, got %q", m.StructuredOutputs)
 		}
+		switch m.ContentFilter {
+		case "", ContentFilterFail, ContentFilterFallback:
+		default:
+			v.add(fmt.Sprintf("models[%d].content_filter", i), "expected %s or %s, got %q", ContentFilterFail, ContentFilterFallback, m.ContentFilter)
+		}
 	}
 	for i, a := range v.c.Aliases {
 		switch a.Translation {
@@ -352,6 +357,7 @@ func (v *validator) providers() {
 		base := fmt.Sprintf("providers[%d]", i)
 		v.name(base+".name", "provider", p.Name, first)
 		v.providerAPI(base, p)
+		v.azure(base, p)
 		if p.BaseURL != "" {
 			if err := checkURL(p.BaseURL); err != "" {
 				v.add(base+".base_url", "%s", err)
@@ -368,7 +374,7 @@ func (v *validator) providers() {
 		}
 		v.platform(base, &p)
 		if p.AnthropicVersion != "" {
-			if p.Type == TypeOpenAI {
+			if p.Type != TypeAnthropic && p.Type != "" {
 				v.add(base+".anthropic_version", "applies only to providers of type anthropic")
 			} else if _, err := time.Parse(time.DateOnly, p.AnthropicVersion); err != nil && p.AnthropicVersion != AnthropicVersionClient && !platformVersion(&p) {
 				v.add(base+".anthropic_version", "expected a date such as %q or %q, got %q", DefaultAnthropicVersion, AnthropicVersionClient, p.AnthropicVersion)
@@ -382,16 +388,16 @@ func (v *validator) providers() {
 // providerAPI checks a provider's type and api.
 func (v *validator) providerAPI(base string, p Provider) {
 	switch p.Type {
-	case TypeAnthropic, TypeOpenAI:
+	case TypeAnthropic, TypeOpenAI, TypeAzure, TypeGemini:
 	case "":
-		v.add(base+".type", "required: expected anthropic or openai")
+		v.add(base+".type", "required: expected anthropic, openai, azure or gemini")
 	default:
-		v.add(base+".type", "unknown provider type %q: expected anthropic or openai", p.Type)
+		v.add(base+".type", "unknown provider type %q: expected anthropic, openai, azure or gemini", p.Type)
 	}
 	switch {
-	case p.API == "" || p.API == APIChatCompletions || p.API == APIResponses && p.Type == TypeOpenAI:
+	case p.API == "" || p.API == APIChatCompletions || p.API == APIResponses && (p.Type == TypeOpenAI || p.Type == TypeAzure):
 	case p.API == APIResponses:
-		v.add(base+".api", "applies only to providers of type openai")
+		v.add(base+".api", "applies only to providers of type openai or azure")
 	default:
 		v.add(base+".api", "unknown api %q: expected %s or %s", p.API, APIChatCompletions, APIResponses)
 	}
@@ -413,6 +419,44 @@ func (v *validator) headers(base string, hs map[string]Secret) {
 		if strings.ContainsAny(hs[name].Value(), "\r\n\x00") {
 			v.add(path, "header value must not contain line breaks or NUL")
 		}
+	}
+}
+
+// azure checks the keys of an azure provider, and that no other provider
+// sets them; and that a gemini provider has its key.
+func (v *validator) azure(base string, p Provider) {
+	if p.Type == TypeGemini && p.APIKey == "" && p.APIKeyEnv == "" && p.Vertex == nil {
+		v.add(base+".api_key", "a gemini provider needs api_key or api_key_env (the Gemini API key, sent in x-goog-api-key), or a vertex section (Gemini on Vertex AI)")
+	}
+	if p.Type != TypeAzure {
+		if p.APIVersion != "" {
+			v.add(base+".api_version", "applies only to providers of type azure")
+		}
+		if p.Auth != "" {
+			v.add(base+".auth", "applies only to providers of type azure")
+		}
+		return
+	}
+	v1 := strings.HasSuffix(strings.TrimRight(p.BaseURL, "/"), "/openai/v1")
+	switch {
+	case p.BaseURL == "":
+		v.add(base+".base_url", "required for azure: the resource endpoint, https://{resource}.openai.azure.com (with api_version) or https://{resource}.openai.azure.com/openai/v1")
+	case v1 && p.APIVersion != "":
+		v.add(base+".api_version", "the v1 surface (base_url ending in /openai/v1) takes no api_version: remove it, or use the resource endpoint as base_url")
+	case !v1 && p.APIVersion == "":
+		v.add(base+".api_version", "required with deployment URLs (Azure answers a call without api-version with 404), e.g. \"2024-10-21\"; or end base_url in /openai/v1 for the v1 surface")
+	}
+	switch p.Auth {
+	case "", AuthAPIKey:
+		if p.APIKey == "" && p.APIKeyEnv == "" {
+			v.add(base+".auth", "azure with auth api_key needs api_key or api_key_env (or set auth: entra)")
+		}
+	case AuthEntra:
+		if p.APIKey != "" || p.APIKeyEnv != "" {
+			v.add(base+".auth", "auth entra takes no api_key or api_key_env: the token comes from the Azure credential chain")
+		}
+	default:
+		v.add(base+".auth", "expected %s or %s, got %q", AuthAPIKey, AuthEntra, p.Auth)
 	}
 }
 
@@ -807,8 +851,12 @@ func (v *validator) platform(base string, p *Provider) {
 	if p.Bedrock == nil {
 		key = base + ".vertex"
 	}
-	if p.Type != TypeAnthropic {
+	switch {
+	case p.Type == TypeAnthropic, p.Type == TypeGemini && p.Bedrock == nil:
+	case p.Bedrock != nil:
 		v.add(key, "applies only to providers of type anthropic (Claude on Amazon Bedrock or Google Vertex AI)")
+	default:
+		v.add(key, "applies only to providers of type anthropic (Claude on Google Vertex AI) or gemini (Gemini on Vertex AI)")
 	}
 	if p.Vertex != nil {
 		if p.Vertex.Region == "" {

@@ -152,12 +152,12 @@ aliases:
 			name: "provider type unknown and missing",
 			yaml: `providers:
   - name: a
-    type: gemini
+    type: palm
   - name: b
 `,
 			want: []string{
-				`keel.yaml:3:5: providers[0].type: unknown provider type "gemini": expected anthropic or openai`,
-				`keel.yaml:4:5: providers[1].type: required: expected anthropic or openai`,
+				`keel.yaml:3:5: providers[0].type: unknown provider type "palm": expected anthropic, openai, azure or gemini`,
+				`keel.yaml:4:5: providers[1].type: required: expected anthropic, openai, azure or gemini`,
 			},
 		},
 		{
@@ -221,8 +221,39 @@ aliases:
   - {name: d, type: openai, api: chat_completions}
 `,
 			want: []string{
-				`keel.yaml:2:32: providers[0].api: applies only to providers of type openai`,
+				`keel.yaml:2:32: providers[0].api: applies only to providers of type openai or azure`,
 				`keel.yaml:3:29: providers[1].api: unknown api "assistants": expected chat_completions or responses`,
+			},
+		},
+		{
+			name: "azure",
+			yaml: `providers:
+  - {name: a, type: azure, api_key: k}
+  - {name: b, type: azure, base_url: "https://r.openai.azure.com", api_key: k}
+  - {name: c, type: azure, base_url: "https://r.openai.azure.com/openai/v1", api_version: "2024-10-21", api_key: k}
+  - {name: d, type: azure, base_url: "https://r.openai.azure.com/openai/v1"}
+  - {name: e, type: azure, base_url: "https://r.openai.azure.com/openai/v1", auth: entra, api_key_env: K}
+  - {name: f, type: azure, base_url: "https://r.openai.azure.com/openai/v1", auth: oauth}
+  - {name: g, type: openai, api_version: "2024-10-21", auth: entra}
+  - {name: h, type: azure, base_url: "https://r.openai.azure.com", api_version: "2024-10-21", api_key: k, api: responses}
+  - {name: i, type: azure, base_url: "https://r.openai.azure.com/openai/v1/", auth: entra}
+  - {name: j, type: gemini}
+  - {name: k, type: gemini, api_key_env: GEMINI_API_KEY}
+models:
+  - {name: m, content_filter: retry, endpoints: [{provider: h}]}
+  - {name: n, content_filter: fallback, endpoints: [{provider: i}]}
+`,
+			want: []string{
+				`keel.yaml:2:6: providers[0].base_url: required for azure: the resource endpoint, https://{resource}.openai.azure.com (with api_version) or https://{resource}.openai.azure.com/openai/v1`,
+				`keel.yaml:3:6: providers[1].api_version: required with deployment URLs (Azure answers a call without api-version with 404), e.g. "2024-10-21"; or end base_url in /openai/v1 for the v1 surface`,
+				`keel.yaml:4:78: providers[2].api_version: the v1 surface (base_url ending in /openai/v1) takes no api_version: remove it, or use the resource endpoint as base_url`,
+				`keel.yaml:5:6: providers[3].auth: azure with auth api_key needs api_key or api_key_env (or set auth: entra)`,
+				`keel.yaml:6:78: providers[4].auth: auth entra takes no api_key or api_key_env: the token comes from the Azure credential chain`,
+				`keel.yaml:7:78: providers[5].auth: expected api_key or entra, got "oauth"`,
+				`keel.yaml:8:29: providers[6].api_version: applies only to providers of type azure`,
+				`keel.yaml:8:56: providers[6].auth: applies only to providers of type azure`,
+				`keel.yaml:11:6: providers[9].api_key: a gemini provider needs api_key or api_key_env (the Gemini API key, sent in x-goog-api-key), or a vertex section (Gemini on Vertex AI)`,
+				`keel.yaml:14:15: models[0].content_filter: expected fail or fallback, got "retry"`,
 			},
 		},
 		{
@@ -536,7 +567,7 @@ func TestValidateInCode(t *testing.T) {
 			},
 			want: []string{
 				`server.listen: expected host:port such as "127.0.0.1:7878" or ":7878", got "nope"`,
-				`providers[0].type: unknown provider type "bedrock": expected anthropic or openai`,
+				`providers[0].type: unknown provider type "bedrock": expected anthropic, openai, azure or gemini`,
 				`models[0].capability: expected a tier from 1 to 5, got 9`,
 				`models[0].endpoints[0].provider: unknown provider "b" (did you mean "a"?)`,
 			},

@@ -406,7 +406,7 @@ func (f *Fleet) servePlatform(w http.ResponseWriter, r *http.Request, inner *inn
 	if inner.betas != "" {
 		r2.Header.Set("Anthropic-Beta", inner.betas)
 	}
-	f.serveAPI(w, r2, r.PathValue("region"), c)
+	f.serveAPI(w, r2, r.PathValue("region"), c, nil)
 }
 
 // sigV4Skew is how far a request's X-Amz-Date may be from the server's
@@ -493,15 +493,7 @@ func (f *Fleet) bedrockAuth(r *http.Request, body []byte) (int, string, string) 
 // expired, else 401 UNAUTHENTICATED as Google answers), the body
 // (anthropic_version required) and serves the Messages call it wraps.
 func (f *Fleet) serveVertex(w http.ResponseWriter, r *http.Request) {
-	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if known, live := f.tokens.valid(tok); !live {
-		f.tokens.refused.Add(1)
-		msg := "Request is missing required authentication credential. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."
-		if known || tok != "" {
-			msg = "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."
-		}
-		w.Header().Set("Www-Authenticate", `Bearer realm="https://accounts.google.com/"`)
-		googleError(w, http.StatusUnauthorized, "UNAUTHENTICATED", msg)
+	if !f.googleAuthorized(w, r) {
 		return
 	}
 	id, method, ok := strings.Cut(r.PathValue("call"), ":")
@@ -535,6 +527,24 @@ func (f *Fleet) serveVertex(w http.ResponseWriter, r *http.Request) {
 		inner.betas = strings.Join(b, ",")
 	}
 	f.servePlatform(w, r, inner, vertexCodec)
+}
+
+// googleAuthorized checks a Vertex AI call's OAuth2 access token (issued
+// by the fleet's token endpoint and not expired), answering 401
+// UNAUTHENTICATED as Google does when it is not.
+func (f *Fleet) googleAuthorized(w http.ResponseWriter, r *http.Request) bool {
+	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if known, live := f.tokens.valid(tok); !live {
+		f.tokens.refused.Add(1)
+		msg := "Request is missing required authentication credential. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."
+		if known || tok != "" {
+			msg = "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."
+		}
+		w.Header().Set("Www-Authenticate", `Bearer realm="https://accounts.google.com/"`)
+		googleError(w, http.StatusUnauthorized, "UNAUTHENTICATED", msg)
+		return false
+	}
+	return true
 }
 
 // serveVertexCount serves count-tokens:rawPredict: the body is the

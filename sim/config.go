@@ -74,6 +74,11 @@ type Config struct {
 	Regions []RegionSpec `json:"regions"`
 	// Faults are active from the start; see Fleet.SetFaults.
 	Faults []Fault `json:"faults,omitempty"`
+	// Azure, when set, serves Azure OpenAI's routes too (see AzureSpec).
+	Azure *AzureSpec `json:"azure,omitempty"`
+	// Gemini, when set, serves the Gemini API's routes too (see
+	// GeminiSpec).
+	Gemini *GeminiSpec `json:"gemini,omitempty"`
 	// Auth is what the Amazon Bedrock and Google Vertex AI fronts accept
 	// (none: they refuse every call, as the real ones refuse an
 	// unauthenticated one).
@@ -404,6 +409,16 @@ func (c *Config) Validate() error {
 	for i := range c.Faults {
 		if err := c.Faults[i].validate(); err != nil {
 			return fmt.Errorf("sim config: faults[%d]: %w", i, err)
+		}
+	}
+	if c.Azure != nil {
+		if err := c.Azure.validate(models); err != nil {
+			return fmt.Errorf("sim config: %w", err)
+		}
+	}
+	if c.Gemini != nil {
+		if err := c.Gemini.validate(); err != nil {
+			return fmt.Errorf("sim config: %w", err)
 		}
 	}
 	return nil

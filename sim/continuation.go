@@ -58,6 +58,11 @@ func (c Continuation) kind() Continuation {
 // a prefill (see Answer). A non-nil error is the 400 the endpoint answers
 // instead.
 func continues(spec *ModelSpec, f llm.Format, req *llm.Request) (bool, *llm.APIError) {
+	if f == llm.FormatGemini {
+		// The Gemini API documents no continuation of a trailing model
+		// turn: it is history, and the answer starts anew.
+		return false, nil
+	}
 	if f != llm.FormatOpenAI {
 		return true, nil
 	}

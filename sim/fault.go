@@ -37,6 +37,15 @@ const (
 	// KindSlow makes the call Factor times slower (default: the endpoint's
 	// TailFactor, or 10 when that is unset).
 	KindSlow = "slow"
+	// KindContentFilter refuses the prompt as a provider's content filter
+	// does: on Azure's routes (AzureSpec) a 400 with code content_filter
+	// and each category's verdict
+	// (learn.microsoft.com/azure/ai-foundry/openai/concepts/content-filter);
+	// on the Gemini API's (GeminiSpec) a 200 with
+	// promptFeedback.blockReason SAFETY and no candidates. It matches only
+	// calls on those routes: OpenAI's and Anthropic's APIs answer no such
+	// thing.
+	KindContentFilter = "content_filter"
 	// KindModelNotReady answers Amazon Bedrock's ModelNotReadyException
 	// (429: "The model specified in the request is not ready to serve
 	// inference requests", API_runtime_InvokeModel.html); it matches calls
@@ -54,7 +63,7 @@ const kindRegionDown = "region_down"
 var faultKinds = map[string]bool{
 	KindRateLimit: true, KindOverloaded: true, KindServerError: true, KindReset: true,
 	KindHang: true, KindStreamCut: true, KindStreamError: true, KindStall: true, KindNoTerminator: true,
-	KindMalformedJSON: true, KindSlow: true, KindModelNotReady: true,
+	KindMalformedJSON: true, KindSlow: true, KindContentFilter: true, KindModelNotReady: true,
 }
 
 // streamOnly kinds act inside a stream and never match a non-streaming call.
@@ -148,6 +157,8 @@ type callInfo struct {
 	platform      string // "bedrock", "vertex", or "" for the formats' own APIs
 	stream        bool
 	hasJSON       bool
+	azure         bool // served on an Azure route or a Gemini one
+
 }
 
 func (f *Fault) matches(c *callInfo) bool {
@@ -161,6 +172,9 @@ func (f *Fault) matches(c *callInfo) bool {
 		return false
 	}
 	if f.Kind == KindMalformedJSON && !c.hasJSON {
+		return false
+	}
+	if f.Kind == KindContentFilter && !c.azure {
 		return false
 	}
 	if f.Kind == KindModelNotReady && c.platform != platformBedrock {

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -119,6 +120,16 @@ func cloneConfig(c Config) Config {
 	}
 	c.Regions = slices.Clone(c.Regions)
 	c.Faults = slices.Clone(c.Faults)
+	if c.Azure != nil {
+		az := *c.Azure
+		az.APIKeys, az.EntraTokens, az.Deployments = slices.Clone(az.APIKeys), slices.Clone(az.EntraTokens), maps.Clone(az.Deployments)
+		c.Azure = &az
+	}
+	if c.Gemini != nil {
+		g := *c.Gemini
+		g.APIKeys = slices.Clone(g.APIKeys)
+		c.Gemini = &g
+	}
 	c.Auth.AWS = slices.Clone(c.Auth.AWS)
 	c.Auth.BedrockAPIKeys = slices.Clone(c.Auth.BedrockAPIKeys)
 	c.Auth.Google = slices.Clone(c.Auth.Google)

@@ -16,6 +16,7 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/sse"
 	"github.com/keelmesh/keel/internal/wire/anthropic"
+	"github.com/keelmesh/keel/internal/wire/azure"
 	"github.com/keelmesh/keel/internal/wire/openai"
 )
 
@@ -48,6 +49,9 @@ type codec struct {
 	encode      func(*llm.Response) ([]byte, error)
 	encodeError func(*llm.APIError) []byte
 	stream      func(*sse.Writer, *llm.Request) eventWriter
+	// azure: served on Azure OpenAI's routes (AzureSpec); gemini: the
+	// Gemini API's (GeminiSpec).
+	azure, gemini bool
 	// A cloud platform's front (Amazon Bedrock, Google Vertex AI) over
 	// the Anthropic format: its name, and how it differs.
 	platform string
@@ -92,7 +96,7 @@ func (f *Fleet) routes() http.Handler {
 			if prefixed {
 				region = r.PathValue("region")
 			}
-			f.serveAPI(w, r, region, c)
+			f.serveAPI(w, r, region, c, nil)
 		}
 	}
 	mux.HandleFunc("POST /v1/messages", api(anthropicCodec, false))
@@ -101,6 +105,17 @@ func (f *Fleet) routes() http.Handler {
 	mux.HandleFunc("POST /r/{region}/v1/chat/completions", api(openaiCodec, true))
 	mux.HandleFunc("POST /v1/responses", api(responsesCodec, false))
 	mux.HandleFunc("POST /r/{region}/v1/responses", api(responsesCodec, true))
+	for _, pre := range []string{"", "/r/{region}"} {
+		prefixed := pre != ""
+		mux.HandleFunc("POST "+pre+"/openai/deployments/{deployment}/chat/completions", f.serveAzure(azureChatCodec, false, prefixed))
+		mux.HandleFunc("POST "+pre+"/openai/responses", f.serveAzure(azureResponsesCodec, false, prefixed))
+		mux.HandleFunc("POST "+pre+"/openai/v1/chat/completions", f.serveAzure(azureChatCodec, true, prefixed))
+		mux.HandleFunc("POST "+pre+"/openai/v1/responses", f.serveAzure(azureResponsesCodec, true, prefixed))
+	}
+	mux.HandleFunc("POST /v1/projects/{project}/locations/{location}/publishers/google/models/{call}", f.serveVertexGemini(false))
+	mux.HandleFunc("POST /r/{region}/v1/projects/{project}/locations/{location}/publishers/google/models/{call}", f.serveVertexGemini(true))
+	mux.HandleFunc("POST /v1beta/models/{call}", f.serveGemini(false))
+	mux.HandleFunc("POST /r/{region}/v1beta/models/{call}", f.serveGemini(true))
 	mux.HandleFunc("POST /v1/embeddings", f.serveEmbeddings)
 	mux.HandleFunc("POST /r/{region}/v1/embeddings", f.serveEmbeddings)
 	mux.HandleFunc("POST /v1/messages/count_tokens", f.serveCountTokens)
@@ -360,16 +375,20 @@ var bodyPool sync.Pool // of *[]byte
 // maxPooledBody bounds the buffers kept in bodyPool.
 const maxPooledBody = 64 << 10
 
-// serveAPI serves one Messages or Chat Completions call.
-func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName string, c *codec) {
+// serveAPI serves one Messages, Chat Completions, Responses or Gemini
+// call; route is set for a call on a provider's own route (Azure's, the
+// Gemini API's).
+func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName string, c *codec, route *routeCall) {
 	ctx := r.Context()
 	rh := respHeader{h: w.Header()}
 	reqID, sample := f.requestID()
-	if c.requestID != "" {
+	switch {
+	case c.requestID != "":
 		rh.set(c.requestID, reqID)
-	} else if c.format == llm.FormatAnthropic {
+	case c.format == llm.FormatAnthropic:
 		rh.set("Request-Id", reqID)
-	} else {
+	case c.gemini: // the Gemini API sends no request id header
+	default:
 		rh.set("X-Request-Id", reqID)
 	}
 	fail := func(status int, typ llm.ErrorType, msg string) {
@@ -429,6 +448,17 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 				fail(http.StatusBadRequest, llm.ErrInvalidRequest, p.name+": Extra inputs are not permitted")
 				return
 			}
+		}
+	}
+	if route != nil && route.gemini {
+		req.Model, req.Stream = route.model, route.stream
+	}
+	if route != nil && route.azure {
+		if ae := f.azureModel(route, req); ae != nil {
+			e := *ae
+			e.RequestID = reqID
+			writeAPIError(w, c, &e)
+			return
 		}
 	}
 	spec := f.models[req.Model]
@@ -518,7 +548,7 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 	}
 	var fault *Fault
 	if f.nFaults.Load() != 0 {
-		fault = f.pickFault(&callInfo{model: req.Model, region: regionName, format: c.format, platform: c.platform, stream: req.Stream, hasJSON: ans.hasJSON()})
+		fault = f.pickFault(&callInfo{model: req.Model, region: regionName, format: c.format, platform: c.platform, stream: req.Stream, hasJSON: ans.hasJSON(), azure: c.azure || c.gemini})
 	}
 	if fault != nil {
 		ep.recordFault(fault.Kind)
@@ -527,6 +557,13 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 			ra := fault.RetryAfter.D()
 			if ra <= 0 {
 				ra = time.Second
+			}
+			if c.gemini {
+				ep.recordStatus(http.StatusTooManyRequests)
+				call.done()
+				e := geminiRateLimit(ra)
+				writeAPIError(w, c, e)
+				return
 			}
 			if c.platform == "" {
 				// Bedrock's ThrottlingException and Vertex's
@@ -539,7 +576,9 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 			return
 		case KindOverloaded:
 			status := 529
-			if c.format.Family() == llm.FormatOpenAI {
+			if c.format.Family() == llm.FormatOpenAI || c.gemini {
+				// OpenAI's 503; Gemini's 503 UNAVAILABLE "The model is
+				// overloaded."
 				status = http.StatusServiceUnavailable
 			}
 			if fault.RetryAfter > 0 && c.platform == "" {
@@ -561,6 +600,21 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 			}
 			ep.recordStatus(status)
 			call.fail(status, llm.StatusErrorType(status), "Internal server error (simulated).")
+			return
+		case KindContentFilter:
+			if c.gemini {
+				ep.recordStatus(http.StatusOK)
+				call.done()
+				geminiBlocked(w, &rh, req.Model, ans.usage.InputTokens, req.Stream)
+				return
+			}
+			ep.recordStatus(http.StatusBadRequest)
+			call.done()
+			b := azure.EncodeContentFilterError(contentFilterVerdict)
+			rh.set("Content-Type", "application/json")
+			rh.set("Content-Length", strconv.Itoa(len(b)))
+			w.WriteHeader(http.StatusBadRequest)
+			w.Write(b)
 			return
 		case KindReset:
 			resetConn(w)
@@ -599,7 +653,9 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		factor *= s
 	}
 	n := ans.tokenCount()
-	f.setRateHeaders(&rh, c, ep, ans.usage.InputTokens+n, 0)
+	if !c.gemini { // the Gemini API sends no rate-limit headers
+		f.setRateHeaders(&rh, c, ep, ans.usage.InputTokens+n, 0)
+	}
 
 	if !req.Stream {
 		if sleep(ctx, scale(ttft+time.Duration(n)*ep.lat.PerToken.D(), factor)) != nil {
@@ -856,6 +912,11 @@ func writeContextError(w http.ResponseWriter, c *codec, spec *ModelSpec, n int, 
 	}
 	e := &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, RequestID: reqID,
 		Message: fmt.Sprintf("prompt is too long: %d tokens > %d maximum", n, window)}
+	if c.gemini {
+		// Gemini's words (google-gemini/gemini-cli#4118).
+		e.RawType = "INVALID_ARGUMENT"
+		e.Message = fmt.Sprintf("The input token count (%d) exceeds the maximum number of tokens allowed (%d).", n, window)
+	}
 	if c.format == llm.FormatOpenAI {
 		// OpenAI's words and code for the same refusal.
 		e.Code, e.Param = "context_length_exceeded", "messages"

@@ -71,6 +71,15 @@ func outputFormat(spec *ModelSpec, f llm.Format, req *llm.Request) (*llm.Respons
 	if f == llm.FormatOpenAI {
 		return openaiOutputFormat(mode, req)
 	}
+	if f == llm.FormatGemini {
+		// responseMimeType application/json with responseJsonSchema (or
+		// responseSchema): Gemini 2 and later models answer a value of it
+		// (ai.google.dev/gemini-api/docs/structured-output).
+		if mode == StructuredIgnored {
+			return nil, nil
+		}
+		return req.ResponseFormat, nil
+	}
 	rf, param, ae := anthropicOutputFormat(req)
 	if mode == StructuredIgnored {
 		return nil, nil

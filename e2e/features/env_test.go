@@ -68,14 +68,16 @@ func newEnv(t *testing.T, simCfg sim.Config, tweaks ...func(*config.Config)) *en
 
 // recorder keeps the headers of every upstream attempt.
 type recorder struct {
-	next http.RoundTripper
-	mu   sync.Mutex
-	reqs []http.Header
+	next  http.RoundTripper
+	mu    sync.Mutex
+	reqs  []http.Header
+	paths []string // the URL path of each attempt
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	r.mu.Lock()
 	r.reqs = append(r.reqs, req.Header.Clone())
+	r.paths = append(r.paths, req.URL.Path)
 	r.mu.Unlock()
 	return r.next.RoundTrip(req)
 }
@@ -87,6 +89,19 @@ func (r *recorder) last() http.Header {
 		return nil
 	}
 	return r.reqs[len(r.reqs)-1]
+}
+
+// countPath counts the attempts sent to path.
+func (r *recorder) countPath(path string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, p := range r.paths {
+		if p == path {
+			n++
+		}
+	}
+	return n
 }
 
 func (r *recorder) count() int {

@@ -37,12 +37,17 @@ func resolveUpstreams(cfg *config.Config) (upstreams, error) {
 	}
 	// No models declared: every provider serves whatever model name the
 	// client asks for, in its own format.
+	var hs hosts
 	for i := range cfg.Providers {
-		ep, err := endpoint(&cfg.Providers[i])
+		p := &cfg.Providers[i]
+		ep, err := endpoint(p)
 		if err != nil {
 			return upstreams{}, err
 		}
 		ep.Region = config.DefaultRegion
+		if ep.Host, err = hs.of(p, ep.BaseURL, ep.APIKey); err != nil {
+			return upstreams{}, fmt.Errorf("provider %s: %w", p.Name, err)
+		}
 		u.passthrough = append(u.passthrough, ep)
 	}
 	return u, nil
@@ -54,6 +59,7 @@ func resolveUpstreams(cfg *config.Config) (upstreams, error) {
 // upstream model, else for the model's name (zero when none has one).
 func Endpoints(cfg *config.Config) ([]*provider.Endpoint, error) {
 	var eps []*provider.Endpoint
+	var hs hosts
 	prices := pricing.New(cfg.Pricing)
 	for _, mdl := range cfg.Models {
 		for _, e := range mdl.Endpoints {
@@ -82,6 +88,10 @@ func Endpoints(cfg *config.Config) ([]*provider.Endpoint, error) {
 			}
 			if e.BaseURL != "" {
 				ep.BaseURL = e.BaseURL
+			}
+			ep.ContentFilter = provider.ContentFilter(mdl.ContentFilter)
+			if ep.Host, err = hs.of(p, ep.BaseURL, ep.APIKey); err != nil {
+				return nil, fmt.Errorf("provider %s: %w", p.Name, err)
 			}
 			eps = append(eps, ep)
 		}

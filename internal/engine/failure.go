@@ -112,6 +112,15 @@ func classify(err error) *failure {
 	}
 	a := pe.API
 	f.status, f.retryAfter = a.Status, a.RetryAfter
+	if pe.Filtered != "" {
+		// A content filter refused the prompt: the request is at fault,
+		// not the endpoint; other endpoints only when the model says so.
+		f.reason = "content_filter"
+		if pe.Filtered == provider.ContentFilterFallback {
+			f.decide, f.refusal = decideRetry, true
+		}
+		return f
+	}
 	switch s := a.Status; {
 	case s == http.StatusTooManyRequests:
 		f.reason = "rate_limited"

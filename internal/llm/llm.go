@@ -26,9 +26,13 @@ const (
 	FormatOpenAI
 	// FormatResponses is the OpenAI Responses API (POST /v1/responses).
 	FormatResponses
+	// FormatGemini is Google's Gemini API (generateContent), an upstream
+	// format only: Keel does not serve it to clients.
+	FormatGemini
 )
 
-// String returns "anthropic", "openai", "responses" or "unknown".
+// String returns "anthropic", "openai", "responses", "gemini" or
+// "unknown".
 func (f Format) String() string {
 	switch f {
 	case FormatAnthropic:
@@ -37,6 +41,8 @@ func (f Format) String() string {
 		return "openai"
 	case FormatResponses:
 		return "responses"
+	case FormatGemini:
+		return "gemini"
 	}
 	return "unknown"
 }
@@ -51,7 +57,7 @@ func (f Format) Family() Format {
 	return f
 }
 
-// ParseFormat maps "anthropic" / "openai" / "responses" to a Format;
+// ParseFormat maps "anthropic" / "openai" / "responses" / "gemini" to a Format;
 // anything else is FormatUnknown.
 func ParseFormat(s string) Format {
 	switch strings.ToLower(s) {
@@ -61,6 +67,8 @@ func ParseFormat(s string) Format {
 		return FormatOpenAI
 	case "responses":
 		return FormatResponses
+	case "gemini":
+		return FormatGemini
 	}
 	return FormatUnknown
 }

@@ -79,7 +79,9 @@ func (c *Client) Post(ctx context.Context, ep *Endpoint, rawURL string, body []b
 			addHeaders(h, codec, call.ClientHeader, ep)
 		}
 	} else {
-		codec.SetAuth(h.Set, ep.APIKey, ep.APIVersion(call.ClientHeader))
+		if e := authorize(actx, ep, codec, h.Set, ep.APIVersion(call.ClientHeader)); e != nil {
+			return nil, e
+		}
 		addHeaders(h, codec, call.ClientHeader, ep)
 	}
 	resp, err := c.roundTrip(hreq, ep, cancel)
@@ -101,7 +103,7 @@ func (c *Client) Post(ctx context.Context, ep *Endpoint, rawURL string, body []b
 		if rerr != nil && len(b) == 0 {
 			return nil, classifyTransportErr(ep.ID, rerr, context.Cause(actx), ctx)
 		}
-		return nil, &Error{Kind: KindStatus, Endpoint: ep.ID, API: parseError(ep, codec, resp, b)}
+		return nil, statusError(ep, codec, resp, b)
 	}
 	if rerr != nil {
 		return nil, classifyTransportErr(ep.ID, rerr, context.Cause(actx), ctx)

@@ -88,6 +88,13 @@ type Endpoint struct {
 	// embedding): it serves the Embeddings API (POST {base}/embeddings),
 	// not model calls.
 	Embedding bool
+	// Host, when set, addresses and authenticates the endpoint's model
+	// calls (Azure OpenAI, the Gemini API); nil: BaseURL and APIKey in
+	// the format's way.
+	Host Host
+	// ContentFilter is the endpoint's model's policy when a content
+	// filter refuses a prompt; empty means ContentFilterFail.
+	ContentFilter ContentFilter
 	// Platform, for an Anthropic-format endpoint, is the cloud serving the
 	// model behind its own envelope, URL and authentication (Amazon
 	// Bedrock, Google Vertex AI); nil for an API called at BaseURL with
@@ -309,17 +316,24 @@ type Client struct {
 type urlKey struct {
 	base   string
 	format llm.Format
-	// A platform's URL names the model and the kind of call.
+	// A platform's or host's URL may name the model and the kind of call.
 	platform Platform
+	host     Host
 	model    string
 	stream   bool
 }
 
-// url returns ep's parsed request URL (for a streaming call when stream).
+// url returns ep's parsed request URL (of a streamed call when stream).
 func (c *Client) url(ep *Endpoint, stream bool) (*url.URL, error) {
 	k := urlKey{base: ep.BaseURL, format: ep.Format}
-	if ep.Platform != nil {
+	raw := ep.URL
+	switch {
+	case ep.Platform != nil:
 		k = urlKey{platform: ep.Platform, model: ep.UpstreamModel, stream: stream}
+		raw = func() string { return ep.Platform.CallURL(ep.UpstreamModel, stream) }
+	case ep.Host != nil:
+		k = urlKey{host: ep.Host, model: ep.UpstreamModel, stream: stream}
+		raw = func() string { return ep.Host.CallURL(ep.UpstreamModel, stream) }
 	}
 	c.mu.RLock()
 	u := c.urls[k]
@@ -327,16 +341,12 @@ func (c *Client) url(ep *Endpoint, stream bool) (*url.URL, error) {
 	if u != nil {
 		return u, nil
 	}
-	raw := ep.URL()
-	if ep.Platform != nil {
-		raw = ep.Platform.CallURL(ep.UpstreamModel, stream)
-	}
-	u, err := url.Parse(raw)
+	u, err := url.Parse(raw())
 	if err != nil {
 		return nil, err
 	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("endpoint URL %q: want http(s)://host/...", raw)
+		return nil, fmt.Errorf("endpoint URL %q: want http(s)://host/...", raw())
 	}
 	c.mu.Lock()
 	if c.urls == nil {
@@ -414,7 +424,10 @@ type Error struct {
 	BeforeResponse bool
 	// API is set for KindStatus (and for error events inside a stream).
 	API *llm.APIError
-	Err error
+	// Filtered, set when a content filter refused the prompt, is the
+	// endpoint's model's policy for it.
+	Filtered ContentFilter
+	Err      error
 }
 
 func (e *Error) Error() string {
@@ -541,7 +554,10 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 			addHeaders(h, codec, call.ClientHeader, ep)
 		}
 	} else {
-		codec.SetAuth(set, ep.APIKey, version)
+		if e := authorize(actx, ep, codec, set, version); e != nil {
+			release()
+			return nil, e
+		}
 		addHeaders(h, codec, call.ClientHeader, ep)
 	}
 
@@ -564,7 +580,7 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		if rerr != nil && len(b) == 0 {
 			return nil, classifyTransportErr(ep.ID, rerr, context.Cause(actx), ctx)
 		}
-		return nil, &Error{Kind: KindStatus, Endpoint: ep.ID, API: parseError(ep, codec, resp, b)}
+		return nil, statusError(ep, codec, resp, b)
 	}
 	if !req.Stream {
 		b, rerr := readAnswer(resp)
@@ -580,6 +596,11 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		release()
 		r, err := codec.ParseResponse(b)
 		if err != nil {
+			var ae *llm.APIError
+			if errors.As(err, &ae) {
+				// an answer that is a refusal (Gemini's blocked prompt)
+				return nil, apiError(ep, ae)
+			}
 			return nil, &Error{Kind: KindProtocol, Endpoint: ep.ID, Err: fmt.Errorf("parsing response: %w", err)}
 		}
 		if ep.Format == req.Format {
@@ -803,8 +824,8 @@ func (c *Client) Probe(ctx context.Context, ep *Endpoint) error {
 	if err != nil {
 		return err
 	}
-	if ep.Platform == nil {
-		// A platform's credentials are for its model calls only.
+	if ep.Platform == nil && ep.Host == nil {
+		// A platform's or host's credentials are for its model calls only.
 		codec.SetAuth(req.Header.Set, ep.APIKey, codec.APIVersion("", nil))
 	}
 	resp, err := c.rt.RoundTrip(req)
@@ -844,8 +865,11 @@ func (c *Client) roundTrip(hreq *http.Request, ep *Endpoint, cancel context.Canc
 // parseError reads an error answer in ep's shape: its platform's, else
 // its format's.
 func parseError(ep *Endpoint, codec wire.Codec, resp *http.Response, b []byte) *llm.APIError {
-	if ep.Platform != nil {
+	switch {
+	case ep.Platform != nil:
 		return ep.Platform.ParseError(resp.StatusCode, resp.Header, b)
+	case ep.Host != nil:
+		return ep.Host.ParseError(resp.StatusCode, resp.Header, b)
 	}
 	return codec.ParseError(resp.StatusCode, resp.Header, b)
 }

@@ -1,6 +1,6 @@
 // Package wire is the table of wire formats: one Codec per llm.Format, the
 // only place outside the format packages (wire/anthropic, wire/openai,
-// wire/responses)
+// wire/responses, wire/gemini)
 // that knows how a format is spelled — its parse and encode of requests,
 // answers, errors and streams, its request and probe paths, its auth
 // headers and API version, and the per-endpoint preparation of a request
@@ -146,7 +146,7 @@ type Codec interface {
 	NoInput(r *llm.Request) bool
 }
 
-var codecs = [...]Codec{llm.FormatAnthropic: anthropicCodec{}, llm.FormatOpenAI: openaiCodec{}, llm.FormatResponses: responsesCodec{}}
+var codecs = [...]Codec{llm.FormatAnthropic: anthropicCodec{}, llm.FormatOpenAI: openaiCodec{}, llm.FormatResponses: responsesCodec{}, llm.FormatGemini: geminiCodec{}}
 
 // For returns f's codec; an unknown format gets OpenAI's (the format of
 // every OpenAI-compatible server).
@@ -157,7 +157,8 @@ func For(f llm.Format) Codec {
 	return codecs[llm.FormatOpenAI]
 }
 
-// Codecs lists every format's codec.
+// Codecs lists the codecs of the formats Keel serves to clients (the
+// Gemini API is an upstream format only).
 func Codecs() []Codec {
 	return []Codec{codecs[llm.FormatAnthropic], codecs[llm.FormatOpenAI], codecs[llm.FormatResponses]}
 }

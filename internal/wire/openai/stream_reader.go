@@ -221,6 +221,12 @@ func (s *StreamReader) chunk(data []byte) {
 		s.err = io.EOF
 		return
 	}
+	if !s.started && lenientString(id) == "" && jsonx.CountElements(choices) == 0 && (usage == nil || jsonx.IsNull(usage)) {
+		// Nothing of the answer yet: Azure OpenAI's first chunk holds the
+		// prompt's content filter results, with an empty id and model
+		// (learn.microsoft.com/azure/ai-foundry/openai/concepts/content-filter).
+		return
+	}
 	if !s.started {
 		s.started = true
 		m := &llm.Response{}

@@ -305,6 +305,28 @@ data: [DONE]
 			t.Errorf("starts (-got +want):\n- %v\n+ %v", starts, want)
 		}
 	})
+	t.Run("Azure's prompt filter chunk does not start the message", func(t *testing.T) {
+		// Azure OpenAI starts a chat stream with the prompt's content
+		// filter results: no choices, an empty id and model
+		// (learn.microsoft.com/azure/ai-foundry/openai/concepts/content-filter).
+		in := `data: {"choices":[],"created":0,"id":"","model":"","object":"","prompt_filter_results":[{"prompt_index":0,"content_filter_results":{"hate":{"filtered":false,"severity":"safe"}}}]}
+
+data: {"id":"chatcmpl-1","model":"gpt-4o-2024-11-20","created":1767225600,"choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"content_filter_results":{}}]}
+
+data: {"id":"chatcmpl-1","model":"gpt-4o-2024-11-20","created":1767225600,"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}
+
+data: [DONE]
+
+`
+		evs, err := readAll(t, []byte(in))
+		if err != io.EOF {
+			t.Fatal(err)
+		}
+		m := evs[0].Message
+		if evs[0].Type != llm.EventMessageStart || m.ID != "chatcmpl-1" || m.Model != "gpt-4o-2024-11-20" || m.Created != 1767225600 {
+			t.Errorf("message start %+v, want the answer's id, model and time", m)
+		}
+	})
 	t.Run("reasoning_content becomes a thinking block", func(t *testing.T) {
 		in := `data: {"id":"c","choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}
 

@@ -134,7 +134,11 @@ func Prepare(req *llm.Request, target llm.Format, p Policy) (*llm.Request, Repor
 
 // rejectError is the 400 for features the target cannot express.
 func rejectError(features []string, target llm.Format, endpoint string) *llm.APIError {
-	where := "an " + formatName(target) + "-format endpoint"
+	article := "an "
+	if target == llm.FormatGemini {
+		article = "a "
+	}
+	where := article + formatName(target) + "-format endpoint"
 	if endpoint != "" {
 		where = "the " + formatName(target) + "-format endpoint " + endpoint
 	}
@@ -159,6 +163,8 @@ func formatName(f llm.Format) string {
 		return "OpenAI"
 	case llm.FormatResponses:
 		return "OpenAI Responses"
+	case llm.FormatGemini:
+		return "Gemini"
 	}
 	return "unknown"
 }
@@ -239,8 +245,12 @@ func (t *prep) topLevel(r *llm.Request) {
 				} else {
 					t.hint(k)
 				}
-			case (k == "output_config" || k == "output_format") && t.target.Family() == llm.FormatOpenAI:
+			case (k == "output_config" || k == "output_format") && (t.target.Family() == llm.FormatOpenAI || t.target == llm.FormatGemini):
 				t.outputConfig(r, k, v)
+			case t.target == llm.FormatGemini && (k == "thinking" || k == "reasoning_effort"):
+				// Anthropic's thinking budget and OpenAI's reasoning
+				// effort: the Gemini encoder makes them thinkingConfig.
+				jsonx.SetMember(&extra, k, v)
 			case familyKeys[k] && t.client.Family() == t.target.Family():
 				jsonx.SetMember(&extra, k, v)
 			case k == "store" && t.client == llm.FormatOpenAI && t.target == llm.FormatResponses:
@@ -318,6 +328,8 @@ func (t *prep) topLevel(r *llm.Request) {
 			}
 			r.ToolChoice = &c
 		}
+	case llm.FormatGemini:
+		t.gemini(r)
 	case llm.FormatAnthropic:
 		if r.N > 1 {
 			t.unsupported("n")
@@ -489,7 +501,7 @@ func (t *prep) tools(r *llm.Request) {
 			// custom, namespace …) is sent by Codex and the AI SDK on every
 			// turn whether the task needs it or not: dropped and named
 			// (X-Mesh-Dropped), refused only under reject (issue 24).
-			if t.target == llm.FormatOpenAI && t.client == llm.FormatAnthropic {
+			if (t.target == llm.FormatOpenAI || t.target == llm.FormatGemini) && t.client == llm.FormatAnthropic {
 				t.lost("server_tool:" + tl.Type)
 			} else {
 				t.unsupported("tool:" + tl.Type)
@@ -614,7 +626,7 @@ func (t *prep) message(m *llm.Message) {
 		}
 		m.Extra = nil
 	}
-	if m.Name != "" && t.target == llm.FormatAnthropic {
+	if m.Name != "" && (t.target == llm.FormatAnthropic || t.target == llm.FormatGemini) {
 		t.hint("message.name")
 		m.Name = ""
 	}
@@ -691,14 +703,27 @@ func (t *prep) block(b *llm.Block, role llm.Role, inResult bool) bool {
 	case llm.BlockText:
 		t.blockExtra(b)
 	case llm.BlockImage:
-		if inResult && t.target == llm.FormatOpenAI {
-			// OpenAI tool messages carry text parts only.
+		if inResult && (t.target == llm.FormatOpenAI || t.target == llm.FormatGemini) {
+			// OpenAI tool messages carry text parts only; Gemini's
+			// functionResponse is a JSON object.
 			t.lost("tool_result_image")
 			return false
 		}
 		if b.Image == nil {
 			t.lost("image_block")
 			return false
+		}
+		if b.Image.Kind == "url" && t.target == llm.FormatGemini {
+			// The Gemini API reads fileData only from its Files API and
+			// a few hosts, not any URL: the image would not be seen.
+			t.lost("image_url")
+			return false
+		}
+		if b.Image.Detail != "" && t.target == llm.FormatGemini {
+			t.hint("image_detail")
+			img := *b.Image
+			img.Detail = ""
+			b.Image = &img
 		}
 		if b.Image.Detail != "" && t.target == llm.FormatAnthropic {
 			t.hint("image_detail")
@@ -733,7 +758,7 @@ func (t *prep) block(b *llm.Block, role llm.Role, inResult bool) bool {
 			b.Content = content
 		}
 	case llm.BlockThinking, llm.BlockRedactedThinking:
-		if t.target.Family() == llm.FormatOpenAI || (b.Type == llm.BlockThinking && b.Signature == "") {
+		if t.target.Family() == llm.FormatOpenAI || t.target == llm.FormatGemini || (b.Type == llm.BlockThinking && b.Signature == "") {
 			// OpenAI has no reasoning input; Anthropic rejects unsigned thinking.
 			// A past turn's thinking is opaque state of the family that made it
 			// (issue 24): left out and named, never a refusal — Anthropic itself
