@@ -2,6 +2,7 @@ package structured
 
 import (
 	"encoding/json"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -131,10 +132,10 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 		used = append(used, i)
 	}
 	for i, c := range cls {
-		if negated(c.text) || conditional(c.text) {
-			continue
+		if negated(c.text) || conditional(c.text) || tableRowRe.MatchString(c.text) {
+			continue // a table's rows are read whole, by tableKeys
 		}
-		if !demand[i] && !schemaClauseRe.MatchString(c.text) {
+		if !demand[i] && !schemaClauseRe.MatchString(hanFalseKeyWords.Replace(c.text)) {
 			if i > 0 && demand[i-1] {
 				if ks, l := includeKeys(c.text); len(ks) > 0 {
 					addKeys(i, ks)
@@ -147,12 +148,39 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 			continue
 		}
 		ks := keysIn(c.text)
-		if endsWithColon(c.text) && (demand[i] || listIntroRe.MatchString(c.text)) && !slices.ContainsFunc(ks, notKeyWord) {
-			// "Output format (JSON):" names no key: "format" is a word
-			// of the heading; the bullets below are the keys.
-			if bk := bulletKeys(systemPrompt, cls[i+1:]); len(bk) > 0 {
-				ks = bk
-				bulletTypes(cls[i+1:], types)
+		if t := hanFalseKeyWords.Replace(c.text); t != c.text && len(keysIn(t)) == 0 {
+			ks = nil // "提取关键信息": 关键 is "crucial", not a key
+		}
+		if !slices.ContainsFunc(ks, notKeyWord) {
+			// "Output format (JSON):" names no key: "format" is a word of
+			// the heading; the lines below may hold the keys.
+			ks = nil
+			if endsWithColon(c.text) {
+				if _, tk, tt := tableKeys(cls[i+1:]); len(tk) > 0 {
+					ks = tk
+					maps.Copy(types, tt)
+				} else if bk := bulletKeys(systemPrompt, cls[i+1:]); len(bk) > 0 && (demand[i] || listIntroRe.MatchString(c.text)) {
+					ks = bk
+					bulletTypes(cls[i+1:], types)
+				} else if lk, lt, w := keyLines(cls[i+1:]); len(lk) > 0 {
+					ks = lk
+					maps.Copy(types, lt)
+					loose = loose || !w
+				}
+			}
+		}
+		if len(ks) == 0 && demand[i] {
+			sk, st, w, l := spanKeys(c.text)
+			if len(sk) > 0 {
+				ks = sk
+				maps.Copy(types, st)
+				loose = loose || l || !w
+			} else if i > 0 && anaphoraRe.MatchString(stripBullet(c.text)) {
+				// "Find the a, the b and the c. Return them as JSON."
+				if pk := proseKeys(cls[i-1].text); len(pk) > 0 {
+					addKeys(i-1, pk)
+					loose = true
+				}
 			}
 		}
 		addKeys(i, ks)
@@ -203,6 +231,7 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 		}
 		return &Implied{Schema: json.RawMessage(schema), Sentence: sentence, Sources: dedupe(sources)}, true
 	}
+	noteTypes(sentence, keys, types)
 	props := make(map[string]map[string]any, len(keys))
 	for _, k := range keys {
 		p := map[string]any{}
@@ -359,13 +388,20 @@ func namedInPrompt(prompt, k string) bool {
 }
 
 // isDemand reports whether clause c demands JSON as the answer's format.
+//
+// The clause is read without a leading bullet or step number ("4. Return a
+// JSON object …") and with example objects left out ("Return {…} as
+// JSON"). JSON someone else sends is no demand, and JSON the task reads is
+// none unless the clause also makes it the answer's format ("Summarize the
+// call as a JSON object", "把点单转成 JSON").
 func isDemand(c string) bool {
-	if !containsFoldASCII(c, "json") || !demandRe.MatchString(c) || negatedRe.MatchString(c) || conditional(c) || historyRe.MatchString(c) || senderRe.MatchString(c) {
+	c = stripObjects(stripBullet(c))
+	if !containsFoldASCII(c, "json") || !demandRe.MatchString(c) && !taskDemandRe.MatchString(c) || negatedRe.MatchString(c) || conditional(c) || historyRe.MatchString(c) || senderRe.MatchString(c) || howToRe.MatchString(c) {
 		return false
 	}
 	// "Parse the receipt and reply in JSON": the task reads the input, the
 	// answer is JSON.
-	return !topicRe.MatchString(c) || andDemandRe.MatchString(c)
+	return !topicRe.MatchString(intoJSONRe.ReplaceAllString(c, " as FORMAT")) || andDemandRe.MatchString(c)
 }
 
 // exampleDemand reports whether clause i shows the answer by an example
@@ -439,9 +475,9 @@ var (
 	demandRe = regexp.MustCompile(`(?i)` +
 		// English: a directive verb whose object is JSON: "Respond in JSON",
 		// "Please always return a JSON object", "format your answer as JSON".
-		`(?:^(?:[^,，]{0,60}[,，:：]\s*)?|\b(?:please|always|only|kindly|then|and|must|should|shall|will|to|strictly|simply|just|(?:could|can|would)\s+you)\s+)` +
+		`(?:^(?:[^,，]{0,60}[,，:：]\s*)?|^(?:for\s+(?:each|every|any)|after\s+(?:each|every)|on\s+(?:each|every))\b[^,.;:]{0,40}?\s+|\b(?:please|always|only|kindly|then|and|must|should|shall|will|to|strictly|simply|just|so|(?:could|can|would)\s+you)\s+)` +
 		`(?:(?:please|always|only|kindly|then|and|you\s+(?:must|should|shall|will|need\s+to|have\s+to|are\s+to)|make\s+sure\s+(?:to|you)|be\s+sure\s+to|remember\s+to)\s+)*` +
-		`(?:respond|reply|answer|return|output|format|produce|emit|give|provide|write|generate|structure|send|deliver|print|express|present|put)\b` +
+		`(?:respond|reply|answer|return|output|format|produce|emit|give|provide|write|generate|structure|send|deliver|print|express|present|put|spit\s+out)\b` +
 		`(?:\s+(?:only|always|strictly|exclusively|back|me|us))*` +
 		`(?:\s+` + jsonAdj + `json\b|[^.\n]{0,50}?\b(?:in|as|using|into|with|in\s+the\s+form\s+of)\s+` + jsonAdj + `json\b)` +
 		// "The output must be valid JSON", "answers should be JSON objects".
@@ -456,7 +492,7 @@ var (
 		`|\b(?:you\s+(?:always\s+|only\s+)?(?:respond|reply|answer|return|output|write)|(?:assistant|model|bot|agent)\s+(?:always\s+|only\s+)?(?:responds|replies|answers|returns|outputs|writes))\s+(?:only\s+)?(?:in|with|using|as)\s+` + jsonAdj + `json\b` +
 		// "Use JSON for your answer", "use JSON format in every response".
 		`|\buse\s+` + jsonAdj + `json(?:\s+format)?\s+(?:for|in|when)\s+(?:your|the|all|every|each)\s+` + outputNoun + `\b` +
-		`|^\s*(?:json|json\s+only|json\s+output|json\s+format|json\s+response)\s*[:：.!]?\s*$|^\s*json\s*(?:only|object|output|format|response)?\s*[:：]|^\s*json\s+only\b` +
+		`|^\s*(?:json|json\s+only|json\s+output|json\s+format|json\s+response|(?:an?\s+)?json\s+object)\s*[:：.!]?\s*$|^\s*json\s*(?:only|object|output|format|response)?\s*[:：]|^\s*json\s+only\b` +
 		// "Describe the film as JSON with seven fields", "Your JSON response
 		// contains …".
 		`|\b(?:as|into)\s+` + jsonAdj + `json\s+(?:object\s+)?(?:with|containing|having)\b|\byour\s+json\s+(?:response|answer|output|reply)\b` +
@@ -466,10 +502,22 @@ var (
 		`|(?:以|用|按|使用|采用|按照)\s*(?:标准|合法|严格|纯)?(?:的)?\s*json\s*(?:格式|对象|结构|数组)?\s*(?:的形式|形式)?\s*(?:来|进行)?\s*(?:返回|输出|回答|回复|响应|给出|作答|提供|表示|呈现)` +
 		`|(?:^|[，,：:]|请|务必|必须|只|仅|需要|需|应|应当|应该|直接|都|一律|要)\s*(?:以|用)?\s*(?:返回|输出|回答|回复|给出|生成|提供)\s*(?:一个|一段|一份)?\s*(?:[^。\n，,]{0,60}?的)?\s*(?:如下|以下|下面)?\s*(?:的)?\s*(?:合法的|有效的|标准的|严格的|纯|格式正确的)?\s*json` +
 		`|json\s*格式\s*(?:返回|输出|回答|回复)` +
+		// "回答时使用 JSON 格式", "把点单整理成 JSON", "按下表字段输出 JSON".
+		`|(?:回答|输出|返回|回复)时?\s*(?:请|须|必须|需|要|一律)?\s*(?:使用|用|采用|以)\s*json` +
+		`|(?:转成|转为|转换为|转换成|转化为|整理成|整理为|拆分为|拆分成|写成)\s*(?:一个|一份)?\s*(?:合法的|标准的|有效的)?\s*json` +
+		`|(?:按|按照|依照|参照)[^，,。\n]{0,12}?(?:输出|返回|给出)\s*json` +
 		// "总结请用 JSON，包含 …": a bare directive to use JSON.
 		`|(?:请|务必|必须|需要|需|都|一律)\s*(?:使用|用|以|采用)\s*json\s*(?:格式)?\s*(?:[，,：:]|$)` +
 		`|(?:输出|返回|回答|回复|响应|答案|结果)(?:的)?(?:内容)?(?:格式)?\s*(?:必须|应该|应当|应|需要|需|须|只能|一律|均|都)?\s*(?:是|为|采用|使用|用)\s*(?:一个)?\s*(?:合法的|有效的|标准的|严格的|纯)?\s*json` +
 		`|(?:输出|返回|回答|回复)(?:的)?(?:格式|要求|格式要求)\s*[:：]\s*(?:合法的|标准的|严格的)?\s*json`)
+	// taskDemandRe is a task whose answer is to be JSON: "Summarize the
+	// call notes as a JSON object", "Turn the receipt into JSON".
+	taskDemandRe = regexp.MustCompile(`(?i)^(?:please\s+)?(?:summari[sz]e|describe|classify|extract|analy[sz]e|list|convert|turn|transform|split|break\s+down|render|encode|package|report|capture|record|represent|rewrite|restructure|organi[sz]e|map|tag|rate|score|grade|evaluate|assess|parse)\b[^.\n]{0,60}?\b(?:as|into)\s+` + jsonAdj + `json\b`)
+	// intoJSONRe is JSON as the format something is made into: "as a JSON
+	// object", "into JSON", "转成 JSON".
+	intoJSONRe = regexp.MustCompile(`(?i)\b(?:as|into|in)\s+` + jsonAdj + `json\b|(?:转成|转为|转换为|转换成|转化为|整理成|整理为|拆分为|拆分成)\s*(?:一个|一份)?\s*json`)
+	// howToRe is JSON as a skill taught: "how to write a JSON object".
+	howToRe = regexp.MustCompile(`(?i)\bhow\s+to\s+(?:\w+\s+){0,2}?(?:write|return|output|produce|format|build|create|generate)\b[^.\n]{0,20}\bjson\b|如何[^。\n]{0,10}json|怎么[^。\n]{0,10}json|怎样[^。\n]{0,10}json`)
 	// topicRe marks a clause where JSON is the subject matter, not the
 	// answer's format: "write a JSON parser", "convert this JSON to YAML".
 	topicRe = regexp.MustCompile(`(?i)\bjson[\s-]+(?:parsers?|parsing|schemas?|files?|specs?|specification|librar(?:y|ies)|encoders?|decoders?|seriali[sz]\w*|deseriali[sz]\w*|validators?|tools?|modules?|packages?|standard|syntax|rfc|configs?|configuration|logs?|payloads?\s+(?:you|they)|documents?\s+(?:you|they|the\s+user)|inputs?|data\s+(?:you|they|the\s+user))\b` +
@@ -482,7 +530,7 @@ var (
 	andDemandRe = regexp.MustCompile(`(?i)\band\s+(?:then\s+)?(?:respond|reply|answer|return|output|give|write)\b[^.\n]{0,30}?\bjson\b|\binto\s+` + jsonAdj + `json\s+(?:object\s+)?(?:with|containing|having)\b`)
 	// senderRe marks JSON someone else sends: "The user will send JSON
 	// payloads".
-	senderRe = regexp.MustCompile(`(?i)\b(?:the\s+user|users|clients?|customers?|they|we|partners?|the\s+webhook)\s+(?:will\s+|may\s+|might\s+|can\s+|often\s+)?(?:send|sends|paste|pastes|post|posts|upload|uploads|submit|submits)\b`)
+	senderRe = regexp.MustCompile(`(?i)\b(?:the\s+user|users|clients?|customers?|they|we|partners?|the\s+webhook)\s+(?:will\s+|may\s+|might\s+|can\s+|often\s+)?(?:send|sends|paste|pastes|post|posts|upload|uploads|submit|submits)\b(?:[^,.;:\n]{0,40}\bjson\b|\s*[.;]?$)`)
 	// negatedRe marks a clause that refuses JSON as the format.
 	negatedRe = regexp.MustCompile(`(?i)\b(?:don'?t|do\s+not|never|not|no\s+need\s+to|avoid|refrain\s+from|stop)\s+(?:\w+\s+){0,3}?(?:respond|reply|answer|return|output|use|using|format|produce|give|write|generate|send|wrap|emit|provide)\b[^.\n]{0,30}?\bjson\b` +
 		`|\b(?:not|never|instead\s+of|rather\s+than|other\s+than|no|without|avoid)\s+(?:in\s+|as\s+|any\s+|using\s+)?(?:a\s+)?json\b` +
@@ -517,6 +565,8 @@ var (
 		`|` + labelStart + `(?:use|follow|match)\s+(?:this|the\s+following|the\s+format\s+below)\s+(?:json\s+)?(?:format|shape|structure|template|schema)?\s*[:：]?` +
 		`|` + labelStart + `(?:输出|返回|回复|回答|响应)(?:的)?(?:示例|样例|例子|格式|模板|结构)\s*(?:如下|为|是)?\s*[:：]` +
 		`|` + labelStart + `(?:按|按照|参照|依照|参考)\s*(?:如下|以下|下面的?|这个|这种|该|下列)?\s*(?:的)?\s*(?:json\s*)?(?:格式|结构|形式|样式|示例|模板)\s*(?:来)?\s*(?:返回|输出|回复|回答|给出|生成)?\s*[:：]?)\s*$`)
+	// outputWordRe is a word that introduces the answer.
+	outputWordRe = regexp.MustCompile(`(?i)\b(?:respond|reply|answer|return|output|json|format)\b|输出|返回|回复|回答|格式`)
 	jsonObjectRe = regexp.MustCompile(`(?i)\bjson\s+object\b|json\s*对象`)
 	jsonArrayRe  = regexp.MustCompile(`(?i)\bjson\s+(?:array|list)\b|json\s*数组`)
 
@@ -578,7 +628,9 @@ var (
 	// backticked, snake_case or camelCase, or named by "called"/"named".
 	writtenKeyRe = regexp.MustCompile("`([A-Za-z_][A-Za-z0-9_.-]*)`" + `|"([A-Za-z_][A-Za-z0-9_.-]*)"|“([A-Za-z_][A-Za-z0-9_.-]*)”|\b([A-Za-z][a-z0-9]*(?:_[A-Za-z0-9]+)+|[a-z]+[A-Z][A-Za-z0-9]*)\b|(?i:\b(?:called|named)\s+([A-Za-z_][A-Za-z0-9_]*))`)
 	// namedKeyRe is a key named by a noun of its own.
-	namedKeyRe = regexp.MustCompile("(?i)\\b(?:key|field|property|attribute)\\s+(?:(?:called|named)\\s+)?(?:`([A-Za-z_][A-Za-z0-9_]*)`|\"([A-Za-z_][A-Za-z0-9_]*)\")|\\b(?:key|field|property|attribute)\\s+(?:called|named)\\s+([A-Za-z_][A-Za-z0-9_]*)")
+	namedKeyRe = regexp.MustCompile("(?i)\\b(?:key|field|property|attribute)\\s+(?:(?:called|named)\\s+)?(?:`([A-Za-z_][A-Za-z0-9_]*)`|\"([A-Za-z_][A-Za-z0-9_]*)\")|\\b(?:key|field|property|attribute)\\s+(?:called|named)\\s+([A-Za-z_][A-Za-z0-9_]*)" +
+		// `a "reply" key`, "an `escalate` field".
+		"|\\b(?:an?|the)\\s+(?:`([A-Za-z_][A-Za-z0-9_]*)`|\"([A-Za-z_][A-Za-z0-9_]*)\"|“([A-Za-z_][A-Za-z0-9_]*)”)\\s+(?:key|field|property|attribute)\\b")
 	// quotedListRe is a list of quoted keys; quotedIntroRe what may stand
 	// before it.
 	quotedListRe  = regexp.MustCompile(quotedKey + `(?:\s*(?:\([^()]*\))?\s*(?:,|，|、|;|&|\band\b|和|及|与|以及)+\s*(?:(?:a|an|the)\s+)?` + quotedKey + `)+`)
@@ -937,7 +989,7 @@ func templateKeys(text string, cls []clause) (int, []string, map[string]string) 
 		if open < 0 {
 			continue
 		}
-		if inputRe.MatchString(c.text[:open]) || (i > 0 && inputRe.MatchString(cls[i-1].text)) || negated(c.text) {
+		if describesInput(c.text[:open]) || (i > 0 && strings.TrimSpace(c.text[:open]) == "" && describesInput(cls[i-1].text)) || (i > 0 && inputRe.MatchString(cls[i-1].text) && !outputWordRe.MatchString(c.text[:open]) && !endsWithColon(cls[i-1].text)) || negated(c.text) {
 			continue
 		}
 		if before := strings.TrimRight(c.text[:open], " \t\r\n"); strings.HasSuffix(before, "[") {
@@ -951,6 +1003,21 @@ func templateKeys(text string, cls []clause) (int, []string, map[string]string) 
 		}
 	}
 	return 0, nil, nil
+}
+
+// describesInput reports whether the text before an example object says
+// it is input. Only the last part of a sentence introduces the object:
+// "对用户输入做意图识别，输出 JSON，格式为 {…}" and "For each clause the user
+// pastes, classify it and reply with JSON only: {…}" show the answer.
+func describesInput(before string) bool {
+	if !inputRe.MatchString(before) {
+		return false
+	}
+	seg := strings.TrimRight(before, " \t\r\n:：")
+	if k := strings.LastIndexAny(seg, ",，;；"); k >= 0 {
+		seg = seg[k:]
+	}
+	return inputRe.MatchString(seg) || !outputWordRe.MatchString(seg)
 }
 
 // objectKeys reads the top-level keys of the object that starts s, and the
@@ -1017,6 +1084,9 @@ func valueType(s string, t token) string {
 		return "array"
 	case tkOpenObj:
 		return "object"
+	case tkBare:
+		// {"spam": bool, "reason": string}: the type written as the value.
+		return typeNames[strings.ToLower(s[t.start:t.end])]
 	}
 	return ""
 }
