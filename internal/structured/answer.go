@@ -36,7 +36,7 @@ var (
 	// "that has", a count and a noun, a colon or a dash.
 	spanIntroRe = regexp.MustCompile(`(?i)\bjson\b(?:\s+(?:object|format|document|payload|response|reply|answer|output|only|record|entry))*` +
 		`(?:\s*[(（][^()（）]{0,30}[)）])?` +
-		`(?:\s+(?:with|containing|including|holding|having|that\s+(?:has|have|holds|contains|includes)|which\s+(?:has|holds|contains|includes)|of)\b)?` +
+		`(?:\s+(?:with|containing|including|holding|having|that\s+(?:has|have|holds|contains|includes)|which\s+(?:has|holds|contains|includes)|of|made\s+(?:up\s+)?of|consisting\s+of|composed\s+of)\b)?` +
 		`(?:\s+(?:only|exactly|just|the|these|following|both))*` +
 		`(?:\s+(\d{1,2}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve))?` +
 		`(?:\s+(?:top-level|separate|distinct|required))?` +

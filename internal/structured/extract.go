@@ -417,7 +417,13 @@ func exampleDemand(cls []clause, i int) bool {
 	}
 	before := c[:open]
 	if strings.TrimSpace(before) == "" && i > 0 {
-		before = cls[i-1].text
+		// The label is the clause before, over a code fence's opening
+		// line ("Respond using this format:", "```json", "{…}").
+		j := i - 1
+		if fenceRe.MatchString(cls[j].text) && j > 0 {
+			j--
+		}
+		before = cls[j].text
 	}
 	if !exampleIntroRe.MatchString(before) || negatedRe.MatchString(before) || conditional(before) || inputRe.MatchString(before) {
 		return false
@@ -485,7 +491,9 @@ var (
 		// "Output format: JSON", "The response format is JSON".
 		`|\b(?:output|response|answer|reply|return)\s+format\s*(?:is|should\s+be|must\s+be|=|[:：-])\s*` + jsonAdj + `json\b` +
 		// "Output format (JSON):", "Returns: a JSON object with …".
-		`|\b(?:output|response|answer|reply|return)\s+format\s*[(（]\s*json\s*[)）]|^\s*(?:returns?|outputs?)\s*[:：]\s*` + jsonAdj + `json\b` +
+		`|\b(?:output|response|answer|reply|return)\s+format\s*[(（]\s*json\s*[)）]|^\s*(?:(?:your|the)\s+)?(?:returns?|outputs?|reply|answer|response)\s*[:：]\s*` + jsonAdj + `json\b` +
+		// "The JSON you return needs …", "Each answer is a JSON object".
+		`|\bjson\s+(?:that\s+)?you\s+(?:return|output|produce|send\s+back|give|write|generate)\b|\b(?:each|every|your)\s+` + outputNoun + `\s+(?:is|are)\s+(?:always\s+)?` + jsonAdj + `json\b` +
 		// "JSON, fields as follows:" under an output-format heading.
 		`|^\s*json\s*(?:object|对象)?\s*[，,]\s*(?:字段|键名|键|属性|fields?\b|keys?\b)` +
 		// "The assistant replies in JSON", "You always answer with JSON".
@@ -504,7 +512,7 @@ var (
 		`|json\s*格式\s*(?:返回|输出|回答|回复)` +
 		// "回答时使用 JSON 格式", "把点单整理成 JSON", "按下表字段输出 JSON".
 		`|(?:回答|输出|返回|回复)时?\s*(?:请|须|必须|需|要|一律)?\s*(?:使用|用|采用|以)\s*json` +
-		`|(?:转成|转为|转换为|转换成|转化为|整理成|整理为|拆分为|拆分成|写成)\s*(?:一个|一份)?\s*(?:合法的|标准的|有效的)?\s*json` +
+		`|(?:把|将)[^，,。\n]{0,30}?(?:转成|转为|转换为|转换成|转化为|整理成|整理为|拆分为|拆分成|写成)\s*(?:一个|一份)?\s*(?:合法的|标准的|有效的)?\s*json\s*(?:对象|格式|数组)?\s*(?:$|[^的\s\p{Han}]|[，,。：:])` +
 		`|(?:按|按照|依照|参照)[^，,。\n]{0,12}?(?:输出|返回|给出)\s*json` +
 		// "总结请用 JSON，包含 …": a bare directive to use JSON.
 		`|(?:请|务必|必须|需要|需|都|一律)\s*(?:使用|用|以|采用)\s*json\s*(?:格式)?\s*(?:[，,：:]|$)` +
@@ -517,7 +525,7 @@ var (
 	// object", "into JSON", "转成 JSON".
 	intoJSONRe = regexp.MustCompile(`(?i)\b(?:as|into|in)\s+` + jsonAdj + `json\b|(?:转成|转为|转换为|转换成|转化为|整理成|整理为|拆分为|拆分成)\s*(?:一个|一份)?\s*json`)
 	// howToRe is JSON as a skill taught: "how to write a JSON object".
-	howToRe = regexp.MustCompile(`(?i)\bhow\s+to\s+(?:\w+\s+){0,2}?(?:write|return|output|produce|format|build|create|generate)\b[^.\n]{0,20}\bjson\b|如何[^。\n]{0,10}json|怎么[^。\n]{0,10}json|怎样[^。\n]{0,10}json`)
+	howToRe = regexp.MustCompile(`(?i)\bhow\s+(?:to|do\s+(?:i|you|we)|can\s+(?:i|you|we))\s+\w+[^.\n:;,]{0,40}\bjson\b|(?:如何|怎么|怎样|的方法|的工具)[^。\n，,：:]{0,20}json|json\s*(?:对象|格式)?\s*的(?:方法|工具|技巧|步骤)`)
 	// topicRe marks a clause where JSON is the subject matter, not the
 	// answer's format: "write a JSON parser", "convert this JSON to YAML".
 	topicRe = regexp.MustCompile(`(?i)\bjson[\s-]+(?:parsers?|parsing|schemas?|files?|specs?|specification|librar(?:y|ies)|encoders?|decoders?|seriali[sz]\w*|deseriali[sz]\w*|validators?|tools?|modules?|packages?|standard|syntax|rfc|configs?|configuration|logs?|payloads?\s+(?:you|they)|documents?\s+(?:you|they|the\s+user)|inputs?|data\s+(?:you|they|the\s+user))\b` +
@@ -557,7 +565,7 @@ var (
 	// "Example output:" label, "输出格式：", "按如下格式输出：".
 	exampleIntroRe = regexp.MustCompile(`(?i)(?:^(?:[^,，.]{0,40}[,，:：—]\s*)?(?:please\s+)?(?:always\s+|only\s+|just\s+)*(?:respond|reply|answer|return|output|format\s+(?:your|the)\s+(?:answer|response|output|reply))\b` +
 		`(?:\s+(?:only|always|just|exactly|strictly|back|me|us|it|(?:your|the)\s+(?:answer|response|output|reply|result)s?|(?:(?:in|with|using|as)\s+)?(?:a\s+|an\s+)?(?:valid\s+)?json(?:\s+(?:object|format))?))*` +
-		`\s*(?:\blike|\bwith|\bas|\bsuch\s+as|\bin\s+this\s+(?:shape|format|form)|[:：])` +
+		`\s*(?:\blike|\bwith|\bas|\bsuch\s+as|\b(?:in|using|with|per|following|matching)\s+(?:this|the\s+following)\s+(?:json\s+)?(?:shape|format|form|structure|template|schema)\s*[:：]?|[:：])` +
 		// The labels start the clause or follow a comma: "the log's
 		// output format: {…}" labels someone else's output.
 		`|` + labelStart + `(?:example|sample|expected)\s+(?:json\s+)?(?:output|response|answer|reply|result)\s*[:：]?` +
@@ -565,6 +573,8 @@ var (
 		`|` + labelStart + `(?:use|follow|match)\s+(?:this|the\s+following|the\s+format\s+below)\s+(?:json\s+)?(?:format|shape|structure|template|schema)?\s*[:：]?` +
 		`|` + labelStart + `(?:输出|返回|回复|回答|响应)(?:的)?(?:示例|样例|例子|格式|模板|结构)\s*(?:如下|为|是)?\s*[:：]` +
 		`|` + labelStart + `(?:按|按照|参照|依照|参考)\s*(?:如下|以下|下面的?|这个|这种|该|下列)?\s*(?:的)?\s*(?:json\s*)?(?:格式|结构|形式|样式|示例|模板)\s*(?:来)?\s*(?:返回|输出|回复|回答|给出|生成)?\s*[:：]?)\s*$`)
+	// fenceRe is the opening line of a fenced code block.
+	fenceRe = regexp.MustCompile("^(?:```|~~~)\\s*[A-Za-z]*$")
 	// outputWordRe is a word that introduces the answer.
 	outputWordRe = regexp.MustCompile(`(?i)\b(?:respond|reply|answer|return|output|json|format)\b|输出|返回|回复|回答|格式`)
 	jsonObjectRe = regexp.MustCompile(`(?i)\bjson\s+object\b|json\s*对象`)
@@ -635,12 +645,12 @@ var (
 	// before it.
 	quotedListRe  = regexp.MustCompile(quotedKey + `(?:\s*(?:\([^()]*\))?\s*(?:,|，|、|;|&|\band\b|和|及|与|以及)+\s*(?:(?:a|an|the)\s+)?` + quotedKey + `)+`)
 	quotedKeyRe   = regexp.MustCompile(quotedKey)
-	quotedIntroRe = regexp.MustCompile(`(?i)(?:\b(?:need|needs|with|for|include|includes|including|contain|contains|containing|has|have|having|return|returns|give\s+me|provide|output|keys?|fields?|properties)|[:：—–]|\s-)\s*(?:(?:a|an|the|both|exactly|just|only)\s+)*$`)
+	quotedIntroRe = regexp.MustCompile(`(?i)(?:\b(?:need|needs|want|wants|expect|expects|with|for|include|includes|including|contain|contains|containing|has|have|having|return|returns|give\s+me|provide|output|keys?|fields?|properties)|[:：—–]|\s-)\s*(?:(?:a|an|the|both|exactly|just|only)\s+)*$`)
 	// identKeyRe is an identifier-like key, the only kind sent upstream.
 	identKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
 	bulletRe   = regexp.MustCompile(`^(?:[-*•·+]|\d{1,2}[.)、．]|[（(]\d{1,2}[)）])\s*(?:\*\*)?["'` + "`" + `“]?([A-Za-z_][A-Za-z0-9_.]*|\p{Han}{1,12})["'` + "`" + `”]?(?:\*\*)?(?:\s*$|\s*[:：(（\-–—,，=]|\s+[(（])`)
 	identRe    = regexp.MustCompile(`^(?:[A-Za-z_][A-Za-z0-9_.-]{0,63}|[\p{Han}A-Za-z0-9_]{1,12})$`)
-	hanStopRe  = regexp.MustCompile(`[的了吗呢请不并把被让若就都也还须必该每各]|以下|如下|下列|下面|这些|上述|包含|包括|输出|返回|格式|内容`)
+	hanStopRe  = regexp.MustCompile(`[的了吗呢请不并把被让若就都也还须必该每各]|以下|如下|下列|下面|这些|上述|包含|包括|输出|返回|格式|内容|说明`)
 	listSepRe  = regexp.MustCompile(`\s*(?:,|，|、|;|；|/|\||\band\b|\bor\b|以及|和|及|与|或)\s*`)
 	// itemTailRe is what may follow the last key of a list: "… and c in
 	// it", "… 和 c 两个字段".
@@ -1028,18 +1038,37 @@ func objectKeys(s string) ([]string, map[string]string) {
 	var ks []string
 	ts := map[string]string{}
 	depth := 0
+	// names are the items of an object written as a set of names, "{name,
+	// email}": no colon, only identifiers between commas.
+	var names []string
+	onlyNames := true
 	for j := 0; j < len(toks); j++ {
 		t := toks[j]
 		switch t.kind {
 		case tkOpenObj, tkOpenArr:
 			depth++
+			if depth > 1 {
+				onlyNames = false
+			}
 			continue
 		case tkCloseObj, tkCloseArr:
 			depth--
 			if depth == 0 {
+				if len(ks) == 0 && onlyNames && len(names) > 1 {
+					return names, ts
+				}
 				return ks, ts
 			}
 			continue
+		}
+		if depth == 1 {
+			switch {
+			case t.kind == tkComma:
+			case t.kind == tkBare && identKeyRe.MatchString(s[t.start:t.end]) && (j+1 < len(toks) && (toks[j+1].kind == tkComma || toks[j+1].kind == tkCloseObj)):
+				names = append(names, s[t.start:t.end])
+			default:
+				onlyNames = false
+			}
 		}
 		if depth != 1 || j+1 >= len(toks) || toks[j+1].kind != tkColon || (t.kind != tkString && t.kind != tkBare) {
 			continue
@@ -1136,7 +1165,9 @@ func constrainKey(k, c string, p map[string]any) bool {
 				lo, _ := strconv.Atoi(m[1])
 				hi, _ := strconv.Atoi(m[2])
 				if lo < hi {
-					p["type"] = "number"
+					if p["type"] != "integer" {
+						p["type"] = "number"
+					}
 					p["minimum"] = lo
 					p["maximum"] = hi
 					return true
