@@ -456,3 +456,43 @@ func hasHan(s string) bool {
 }
 
 func hasPrefixFold(s, p string) bool { return len(s) >= len(p) && indexFoldASCII(s[:len(p)], p) == 0 }
+
+var (
+	// slotVerbRe starts a sentence that says where each part of the answer
+	// goes: "Put the result in verdict and your reasoning in explanation",
+	// `The headline goes in "headline"`.
+	slotVerbRe = regexp.MustCompile(`(?i)\b(?:put|puts|place|store|stores|write|goes|go|belongs?|record|save)\b`)
+	// slotRe is one destination: "in verdict", `in "headline"`, "under the
+	// key `body`".
+	slotRe = regexp.MustCompile("(?i)\\b(?:in|under|into)\\s+(?:the\\s+)?(?:(?:key|field|property)\\s+)?(?:\"([A-Za-z_][A-Za-z0-9_]*)\"|`([A-Za-z_][A-Za-z0-9_]*)`|“([A-Za-z_][A-Za-z0-9_]*)”|([a-z_][a-z0-9_]*)\\s*(?:[,;.]|\\band\\b|$))")
+	// slotProseWords are what "in …" names in prose, never a key.
+	slotProseWords = []string{"markdown", "brackets", "order", "bullets", "quotes", "parentheses", "lowercase", "uppercase", "full", "detail", "json", "yaml", "html", "text", "prose", "caps", "italics", "bold", "mind", "general", "particular", "short", "brief", "total", "advance", "time", "turn", "sequence", "english", "chinese", "words", "sentences", "paragraphs", "it", "them", "there", "here"}
+)
+
+// slotKeys reads keys from a sentence that says where each part of the
+// answer goes: "Put the result in verdict and your reasoning in
+// explanation". At least two destinations; loose unless every one is
+// quoted or backticked.
+func slotKeys(c string) (keys []string, loose bool) {
+	loc := slotVerbRe.FindStringIndex(c)
+	if loc == nil {
+		return nil, false
+	}
+	for _, m := range slotRe.FindAllStringSubmatch(c[loc[0]:], -1) {
+		k := m[1] + m[2] + m[3]
+		if k == "" {
+			k = m[4]
+			if slices.Contains(slotProseWords, k) || slices.Contains(grammarWords, k) {
+				return nil, false
+			}
+			loose = true
+		}
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) < 2 {
+		return nil, false
+	}
+	return keys, loose
+}

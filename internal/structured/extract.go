@@ -140,9 +140,14 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 				if ks, l := includeKeys(c.text); len(ks) > 0 {
 					addKeys(i, ks)
 					loose = loose || l
-				} else {
+				} else if qk := quotedKeys(c.text); len(qk) > 0 {
 					// "Reply in JSON; we need `a` and `b`."
-					addKeys(i, quotedKeys(c.text))
+					addKeys(i, qk)
+				} else if sk, l := slotKeys(c.text); len(sk) > 0 {
+					// "Put the result in verdict and the reasoning in
+					// explanation."
+					addKeys(i, sk)
+					loose = loose || l
 				}
 			}
 			continue
@@ -231,7 +236,7 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 		}
 		return &Implied{Schema: json.RawMessage(schema), Sentence: sentence, Sources: dedupe(sources)}, true
 	}
-	noteTypes(sentence, keys, types)
+	noteTypes(systemPrompt, keys, types)
 	props := make(map[string]map[string]any, len(keys))
 	for _, k := range keys {
 		p := map[string]any{}
@@ -500,7 +505,7 @@ var (
 		`|\b(?:you\s+(?:always\s+|only\s+)?(?:respond|reply|answer|return|output|write)|(?:assistant|model|bot|agent)\s+(?:always\s+|only\s+)?(?:responds|replies|answers|returns|outputs|writes))\s+(?:only\s+)?(?:in|with|using|as)\s+` + jsonAdj + `json\b` +
 		// "Use JSON for your answer", "use JSON format in every response".
 		`|\buse\s+` + jsonAdj + `json(?:\s+format)?\s+(?:for|in|when)\s+(?:your|the|all|every|each)\s+` + outputNoun + `\b` +
-		`|^\s*(?:json|json\s+only|json\s+output|json\s+format|json\s+response|(?:an?\s+)?json\s+object)\s*[:：.!]?\s*$|^\s*json\s*(?:only|object|output|format|response)?\s*[:：]|^\s*json\s+only\b` +
+		`|^\s*(?:json|json\s+only|json\s+output|json\s+format|json\s+response|(?:an?\s+)?json\s+object)\s*[:：.!]?\s*$|^\s*json\s*(?:only|object|output|format|response)?\s*[:：]\s*(?:$|[{\[` + "`" + `"“]|[A-Za-z_][A-Za-z0-9_]*\s*(?:[,，、;(（:：]|$)|字段|键|包含|包括)|^\s*json\s+only\b` +
 		// "Describe the film as JSON with seven fields", "Your JSON response
 		// contains …".
 		`|\b(?:as|into)\s+` + jsonAdj + `json\s+(?:object\s+)?(?:with|containing|having)\b|\byour\s+json\s+(?:response|answer|output|reply)\b` +
@@ -884,7 +889,7 @@ func listItems(s string, strict bool) []string {
 			if strict {
 				return nil
 			}
-			if m := itemWordRe.FindStringSubmatch(it); m != nil && len(out) > 0 && keyLike(m[1]) && !slices.Contains(out, m[1]) {
+			if m := itemWordRe.FindStringSubmatch(it); m != nil && len(out) > 0 && keyLike(m[1]) && notKeyWord(m[1]) && !slices.Contains(out, m[1]) {
 				out = append(out, m[1])
 			}
 			break
@@ -1087,7 +1092,11 @@ func objectKeys(s string) ([]string, map[string]string) {
 			ks = append(ks, k)
 		}
 		if j+2 < len(toks) {
-			if typ := valueType(s, toks[j+2]); typ != "" {
+			v := toks[j+2]
+			if v.kind == tkBad && s[v.start] == '<' && j+4 < len(toks) && toks[j+4].kind == tkBad && s[toks[j+4].start] == '>' {
+				v = toks[j+3] // "salary": <number>
+			}
+			if typ := valueType(s, v); typ != "" {
 				ts[k] = typ
 			}
 		}
