@@ -159,10 +159,15 @@ func spanItems(span string) (keys []string, types map[string]string, written, lo
 		}
 		k, note, art, quoted, ok := spanItem(it)
 		if !ok || slices.Contains(grammarWords, strings.ToLower(k)) || slices.Contains(keys, k) {
-			if len(keys) >= 2 {
-				break
+			if len(keys) < 2 {
+				return nil, nil, false, false
 			}
-			return nil, nil, false, false
+			if m := itemWordRe.FindStringSubmatch(it); m != nil && keyLike(m[1]) && notKeyWord(m[1]) && !slices.Contains(keys, m[1]) {
+				// "fields id, name, price in EUR": price ends the list,
+				// and the reading is a guess.
+				keys, loose = append(keys, m[1]), true
+			}
+			break
 		}
 		keys = append(keys, k)
 		if art {
@@ -349,7 +354,13 @@ func tableKeys(rest []clause) (int, []string, map[string]string) {
 		}
 		ks = append(ks, k)
 		if tc >= 0 && tc < len(row) {
-			if t := noteType(row[tc]); t != "" {
+			t := noteType(row[tc])
+			if t == "" && !slices.Contains(keyHeaders[:5], strings.ToLower(strings.Trim(header[kc], "*` "))) && !hasHan(header[kc]) {
+				// Under "name", a type column of other words ("| apple |
+				// fruit |") says the rows are data, not keys.
+				return 0, nil, nil
+			}
+			if t != "" {
 				types[k] = t
 			}
 		}

@@ -26,6 +26,8 @@ var spanCases = []struct {
 	{"返回 JSON 对象：name（字符串）、cost（整数）、finished（布尔值）。", []string{"name", "cost", "finished"}, map[string]string{"name": "string", "cost": "integer", "finished": "boolean"}, true, false},
 	{"请以 JSON 格式给出 total_score（整数）和 comment，不要输出其他内容。", []string{"total_score", "comment"}, map[string]string{"total_score": "integer"}, true, false},
 	{"返回一个 JSON 对象——city、weather。", []string{"city", "weather"}, map[string]string{}, false, false},
+	// A list cut by a phrase: its first word is read, as a guess.
+	{"Output a JSON object with: id, name, price in EUR.", []string{"id", "name", "price"}, map[string]string{}, false, true},
 	// No key list: a stated count that does not match, prose after the
 	// colon, a list of one, nothing after JSON.
 	{"Output a JSON object with three arrays: people, places.", nil, nil, false, false},
@@ -92,6 +94,7 @@ var tableCases = []struct {
 	{"| plan | price |\n|---|---|\n| basic | 10 |", nil, nil},
 	{"| name | price |\n|---|---|\n| basic | 10 |", nil, nil},
 	{"| field | type |\n|---|---|\n| full name | string |", nil, nil},
+	{"| name | type |\n|---|---|\n| apple | fruit |", nil, nil},
 }
 
 func TestTableKeys(t *testing.T) {
