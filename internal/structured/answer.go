@@ -34,7 +34,7 @@ var (
 	// spanIntroRe ends where a demand starts listing the answer's keys:
 	// after JSON (and the noun it goes with) and "with", "containing",
 	// "that has", a count and a noun, a colon or a dash.
-	spanIntroRe = regexp.MustCompile(`(?i)\bjson\b(?:\s+(?:object|format|document|payload|response|reply|answer|output|only|record|entry))*` +
+	spanIntroRe = regexp.MustCompile(`(?i)\bjson\b(?:\s+(?:object|format|document|payload|response|reply|answer|output|only|record|entry|dict|dictionary|map|structure|blob))*` +
 		`(?:\s*[(（][^()（）]{0,30}[)）])?` +
 		`(?:\s+(?:with|containing|including|holding|having|that\s+(?:has|have|holds|contains|includes)|which\s+(?:has|holds|contains|includes)|of|made\s+(?:up\s+)?of|consisting\s+of|composed\s+of)\b)?` +
 		`(?:\s+(?:only|exactly|just|the|these|following|both))*` +
@@ -254,7 +254,7 @@ func splitTop(s string) []string {
 // noteType reads the JSON type a note states first: "(an integer)",
 // "(bool)", "(list of strings)", "（整数）", "布尔值，…"; "" for none.
 func noteType(note string) string {
-	note = strings.TrimSpace(note)
+	note = strings.TrimLeft(strings.TrimSpace(note), "<")
 	names := []string{"string", "integer", "number", "boolean", "array", "object"}
 	if m := enTypeRe.FindStringSubmatch(note); m != nil {
 		for i, g := range m[1:] {
@@ -410,8 +410,8 @@ func proseKeys(c string) []string {
 }
 
 // noteTypes adds to types the type a note right after a key states in
-// text: "score (integer 1-6)", "`approved` (bool)", "hire（布尔值）". A key
-// keeps the type it has.
+// text: "score (integer 1-6)", "`approved` (bool)", "hire（布尔值）", "`items`
+// is an array of …". A key keeps the type it has.
 func noteTypes(text string, keys []string, types map[string]string) {
 	for _, k := range keys {
 		if types[k] != "" {
@@ -428,6 +428,14 @@ func noteTypes(text string, keys []string, types map[string]string) {
 				continue
 			}
 			rest := strings.TrimLeft(text[from:], "\"'`”* ")
+			if v, ok := strings.CutPrefix(rest, "is "); ok {
+				// "`items` is an array of missing SKUs"
+				if t := noteType(v); t != "" {
+					types[k] = t
+					break
+				}
+				continue
+			}
 			if !strings.HasPrefix(rest, "(") && !strings.HasPrefix(rest, "（") {
 				continue
 			}
@@ -506,4 +514,27 @@ func slotKeys(c string) (keys []string, loose bool) {
 		return nil, false
 	}
 	return keys, loose
+}
+
+// describedKeyRe is a quoted or backticked key followed by what it holds:
+// "`status` is \"ok\" or \"partial\"", `"items" lists the SKUs`.
+var describedKeyRe = regexp.MustCompile("(?:`([A-Za-z_][A-Za-z0-9_]*)`|\"([A-Za-z_][A-Za-z0-9_]*)\"|“([A-Za-z_][A-Za-z0-9_]*)”)\\s+(?:is|are|holds?|contains?|lists?|has|gives?|should|must|will|=|means|represents|equals)\\b")
+
+// describedKeys reads keys each written in quotes and followed by what it
+// holds: "Return a JSON payload where `status` is \"ok\" or \"partial\" and
+// `items` is an array of missing SKUs." At least two.
+func describedKeys(c string) []string {
+	if !strings.ContainsAny(c, "`\"“") {
+		return nil
+	}
+	var ks []string
+	for _, m := range describedKeyRe.FindAllStringSubmatch(stripObjects(c), -1) {
+		if k := m[1] + m[2] + m[3]; !slices.Contains(ks, k) && notKeyWord(k) {
+			ks = append(ks, k)
+		}
+	}
+	if len(ks) < 2 {
+		return nil
+	}
+	return ks
 }

@@ -127,6 +127,19 @@ func TestSlotKeys(t *testing.T) {
 	}
 }
 
+func TestDescribedKeys(t *testing.T) {
+	for c, want := range map[string][]string{
+		"Return a JSON payload where `status` is \"ok\" or \"partial\" and `items` is an array of missing SKUs.": {"status", "items"},
+		`"verdict" must be yes or no; "reason" holds one sentence.`:                                              {"verdict", "reason"},
+		"The `id` is a string.":                  nil,
+		`Say "hello" is fine and "bye" is rude.`: {"hello", "bye"},
+	} {
+		if got := describedKeys(c); !slices.Equal(got, want) {
+			t.Errorf("describedKeys(%q) = %q, want %q", c, got, want)
+		}
+	}
+}
+
 func TestNoteType(t *testing.T) {
 	for note, want := range map[string]string{
 		"an integer": "integer", "integer 1-6": "integer", "bool": "boolean", "true/false": "boolean",
@@ -219,6 +232,7 @@ func FuzzAnswerSpans(f *testing.F) {
 		ks, _ = slotKeys(s)
 		check("slotKeys", ks)
 		check("proseKeys", proseKeys(s))
+		check("describedKeys", describedKeys(s))
 		noteType(s)
 	})
 }

@@ -143,6 +143,8 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 				} else if qk := quotedKeys(c.text); len(qk) > 0 {
 					// "Reply in JSON; we need `a` and `b`."
 					addKeys(i, qk)
+				} else if dk := describedKeys(c.text); len(dk) > 0 {
+					addKeys(i, dk) // "`status` is … and `items` is …"
 				} else if sk, l := slotKeys(c.text); len(sk) > 0 {
 					// "Put the result in verdict and the reasoning in
 					// explanation."
@@ -180,6 +182,8 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 				ks = sk
 				maps.Copy(types, st)
 				loose = loose || l || !w
+			} else if dk := describedKeys(c.text); len(dk) > 0 {
+				ks = dk // "a JSON payload where `status` is … and `items` is …"
 			} else if i > 0 && anaphoraRe.MatchString(stripBullet(c.text)) {
 				// "Find the a, the b and the c. Return them as JSON."
 				if pk := proseKeys(cls[i-1].text); len(pk) > 0 {
@@ -488,7 +492,7 @@ var (
 		// "Please always return a JSON object", "format your answer as JSON".
 		`(?:^(?:[^,，]{0,60}[,，:：]\s*)?|^(?:for\s+(?:each|every|any)|after\s+(?:each|every)|on\s+(?:each|every))\b[^,.;:]{0,40}?\s+|\b(?:please|always|only|kindly|then|and|must|should|shall|will|to|strictly|simply|just|so|(?:could|can|would)\s+you)\s+)` +
 		`(?:(?:please|always|only|kindly|then|and|you\s+(?:must|should|shall|will|need\s+to|have\s+to|are\s+to)|make\s+sure\s+(?:to|you)|be\s+sure\s+to|remember\s+to)\s+)*` +
-		`(?:respond|reply|answer|return|output|format|produce|emit|give|provide|write|generate|structure|send|deliver|print|express|present|put|spit\s+out)\b` +
+		`(?:respond|reply|answer|return|output|format|produce|emit|give|provide|write|generate|structure|send|deliver|print|express|present|put|spit\s+out|create|make|draft|compose)\b` +
 		`(?:\s+(?:only|always|strictly|exclusively|back|me|us))*` +
 		`(?:\s+` + jsonAdj + `json\b|[^.\n]{0,50}?\b(?:in|as|using|into|with|in\s+the\s+form\s+of)\s+` + jsonAdj + `json\b)` +
 		// "The output must be valid JSON", "answers should be JSON objects".
@@ -496,7 +500,7 @@ var (
 		// "Output format: JSON", "The response format is JSON".
 		`|\b(?:output|response|answer|reply|return)\s+format\s*(?:is|should\s+be|must\s+be|=|[:：-])\s*` + jsonAdj + `json\b` +
 		// "Output format (JSON):", "Returns: a JSON object with …".
-		`|\b(?:output|response|answer|reply|return)\s+format\s*[(（]\s*json\s*[)）]|^\s*(?:(?:your|the)\s+)?(?:returns?|outputs?|reply|answer|response)\s*[:：]\s*` + jsonAdj + `json\b` +
+		`|^\s*(?:#+\s*)?(?:output\s+)?format\s*[:：]\s*json\s*[.。]?\s*$|\b(?:output|response|answer|reply|return)\s+(?:format|schema|structure|shape)\s*[(（]\s*json\s*[)）]|^\s*(?:(?:your|the)\s+)?(?:returns?|outputs?|reply|answer|response)\s*[:：]\s*` + jsonAdj + `json\b` +
 		// "The JSON you return needs …", "Each answer is a JSON object".
 		`|\bjson\s+(?:that\s+)?you\s+(?:return|output|produce|send\s+back|give|write|generate)\b|\b(?:each|every|your)\s+` + outputNoun + `\s+(?:is|are)\s+(?:always\s+)?` + jsonAdj + `json\b` +
 		// "JSON, fields as follows:" under an output-format heading.
@@ -536,7 +540,7 @@ var (
 	topicRe = regexp.MustCompile(`(?i)\bjson[\s-]+(?:parsers?|parsing|schemas?|files?|specs?|specification|librar(?:y|ies)|encoders?|decoders?|seriali[sz]\w*|deseriali[sz]\w*|validators?|tools?|modules?|packages?|standard|syntax|rfc|configs?|configuration|logs?|payloads?\s+(?:you|they)|documents?\s+(?:you|they|the\s+user)|inputs?|data\s+(?:you|they|the\s+user))\b` +
 		`|^(?:[^,，]{0,40}[,，]\s*)?(?:please\s+)?(?:parse|read|convert|validate|analy[sz]e|summari[sz]e|explain|translate|debug|fix|load|decode|compare|review|transform|turn|rewrite|migrate)\b[^.\n]{0,30}\bjson\b` +
 		`|\bjson\b[^.\n]{0,40}\b(?:into|to)\s+(?:yaml|xml|csv|toml|prose|plain|a\s+table|markdown|english)` +
-		`|(?:解析|读取|转换|校验|验证|分析|解释|翻译|调试|修复|比较|转成|转为|转化)[^。\n，,]{0,10}json|json[^。\n，,]{0,15}(?:转换|转成|转为|转化)`)
+		`|json\s*(?:文件|数据|字符串|文本)?\s*(?:中|里|内|当中)|(?:解析|读取|转换|校验|验证|分析|解释|翻译|调试|修复|比较|转成|转为|转化)[^。\n，,]{0,10}json|json[^。\n，,]{0,15}(?:转换|转成|转为|转化)`)
 	// andDemandRe is a demand joined to a task about the input: "Read the
 	// complaint and respond in JSON", "Parse the CV line into JSON with
 	// five fields".
@@ -674,7 +678,7 @@ var (
 	enNumbers = []string{"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"}
 	// grammarWords are words of a sentence, never a key the prompt means:
 	// a schema with one is not sure.
-	grammarWords  = append([]string{"a", "an", "and", "or", "with", "of", "to", "in", "as", "for", "is", "are", "be", "must", "should", "include", "contain", "one", "two", "three", "four", "five", "field", "key", "object", "format"}, stopWords...)
+	grammarWords  = append([]string{"a", "an", "and", "or", "with", "of", "to", "in", "as", "for", "is", "are", "be", "must", "should", "include", "contain", "one", "two", "three", "four", "five", "field", "key", "object", "format", "schema", "structure", "shape", "template"}, stopWords...)
 	stopWords     = []string{"the", "it", "its", "this", "that", "these", "those", "them", "all", "both", "only", "exactly", "following", "everything", "nothing", "any", "some", "no", "more", "prose", "json", "keys", "key", "fields", "field", "properties", "attributes", "etc", "other", "each", "every", "your", "their", "which", "what", "how"}
 	inputRe       = regexp.MustCompile(`(?i)\b(?:input|inputs|receive|receives|received|you\s+(?:will\s+)?(?:get|be\s+given|be\s+sent)|is\s+given|are\s+given|provided\s+(?:by|as)|the\s+user\s+(?:sends|will\s+send|pastes|provides)|request\s+body|looks\s+like\s+this\s+when)\b|输入|收到|给定|用户(?:会|将)?(?:发送|提供|粘贴)|传入`)
 	numberRangeRe = `\s*(?:\(|（)?\s*(?:is|are|must be|should be|of|from|between|on a scale of|scale of|ranges? from|为|是|取值为|范围为|在|:|：)?\s*(?:from|between)?\s*(-?\d+)\s*(?:-|–|—|~|～|to|and|through|到|至)\s*(-?\d+)`
@@ -878,6 +882,9 @@ func listItems(s string, strict bool) []string {
 	var out []string
 	for _, it := range listSepRe.Split(s, -1) {
 		it = strings.Trim(strings.TrimSpace(it), "\"'`“”‘’「」*[]")
+		if !strings.ContainsAny(it, "(（") {
+			it = strings.TrimRight(it, ")）") // "(keys: lang, confidence)"
+		}
 		if m := typeNoteRe.FindStringSubmatch(it); m != nil {
 			it = m[1]
 		}
