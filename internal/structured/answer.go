@@ -63,7 +63,7 @@ var (
 	// two words before the key ("a one-sentence summary"), the key,
 	// optionally quoted and followed by a noun for keys (`a "reply" key`),
 	// then an optional note.
-	spanItemRe = regexp.MustCompile("^(?i:((?:an?|the|its|their|your)\\s+(?:[A-Za-z][A-Za-z-]*\\s+){0,2})?)(?:\"([A-Za-z_][A-Za-z0-9_]*)\"|`([A-Za-z_][A-Za-z0-9_]*)`|“([A-Za-z_][A-Za-z0-9_]*)”|'([A-Za-z_][A-Za-z0-9_]*)'|([A-Za-z_][A-Za-z0-9_]*))(?i:\\s+(?:key|field|property|attribute))?\\s*(.*)$")
+	spanItemRe = regexp.MustCompile("^(?i:((?:an?|the|its|their|your)\\s+(?:[A-Za-z][A-Za-z-]*\\s+){0,2})?)(?:\"([A-Za-z_][A-Za-z0-9_]*)\"|`([A-Za-z_][A-Za-z0-9_]*)`|“([A-Za-z_][A-Za-z0-9_]*)”|'([A-Za-z_][A-Za-z0-9_]*)'|([A-Za-z_][A-Za-z0-9_]*))(?i:\\s+(key|field|property|attribute|string|array|list|number|integer|boolean|bool|object)\\b)?\\s*(.*)$")
 	// enTypeRe and zhTypeRe read a JSON type from the start of a note:
 	// "(an integer)", "(bool)", "(array of 4 strings)", "（布尔值，…）".
 	enTypeRe = regexp.MustCompile(`(?i)^(?:an?\s+|the\s+)?(?:(string|str|text)|(integer|int|whole\s+number)|(number|float|decimal|double|numeric)|(boolean|bool|true\s*/\s*false|true\s+or\s+false)|(array|list)|(object|dict|map))\b`)
@@ -197,7 +197,13 @@ func spanItem(it string) (key, note string, article, quoted, ok bool) {
 		}
 	}
 	quoted = m[6] == ""
-	rest := strings.TrimSpace(m[7])
+	rest := strings.TrimSpace(m[8])
+	if t := noteType(m[7]); t != "" {
+		if !quoted {
+			return "", "", false, false, false // "a summary string": prose
+		}
+		note = m[7] // "a `tags` array"
+	}
 	switch {
 	case rest == "":
 	case strings.HasPrefix(rest, "(") || strings.HasPrefix(rest, "（"):
@@ -305,6 +311,12 @@ func keyLines(rest []clause) (ks []string, types map[string]string, written bool
 		return nil, nil, false
 	}
 	return ks, types, written
+}
+
+// listLine reports whether line is a line of a key list: a bullet, a
+// `key: note` line or a table row.
+func listLine(line string) bool {
+	return bulletRe.MatchString(line) || keyLineRe.MatchString(line) || bulletOnlyRe.MatchString(line) || tableRowRe.MatchString(line)
 }
 
 // enumOfBools reports a note that is "true or false" in words.
@@ -428,6 +440,11 @@ func noteTypes(text string, keys []string, types map[string]string) {
 				continue
 			}
 			rest := strings.TrimLeft(text[from:], "\"'`”* ")
+			if v := strings.TrimLeft(rest, ":：—–- "); len(v) < len(rest) && noteType(v) != "" && strings.IndexAny(v, ",;\n") != 0 {
+				// "* `title` – string", "name: string"
+				types[k] = noteType(v)
+				break
+			}
 			if v, ok := strings.CutPrefix(rest, "is "); ok {
 				// "`items` is an array of missing SKUs"
 				if t := noteType(v); t != "" {

@@ -131,8 +131,9 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 		}
 		used = append(used, i)
 	}
+	consumed := make([]bool, len(cls)) // lines read as a list of keys
 	for i, c := range cls {
-		if negated(c.text) || conditional(c.text) || tableRowRe.MatchString(c.text) {
+		if consumed[i] || negated(c.text) || conditional(c.text) || tableRowRe.MatchString(c.text) {
 			continue // a table's rows are read whole, by tableKeys
 		}
 		if !demand[i] && !schemaClauseRe.MatchString(hanFalseKeyWords.Replace(c.text)) {
@@ -173,6 +174,13 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 					ks = lk
 					maps.Copy(types, lt)
 					loose = loose || !w
+				}
+				if len(ks) > 0 {
+					// "- key_points: a list of key points" is a key and its
+					// note: no line of the list is read again.
+					for j := i + 1; j < len(cls) && listLine(cls[j].text); j++ {
+						consumed[j] = true
+					}
 				}
 			}
 		}
@@ -502,7 +510,7 @@ var (
 		// "Output format (JSON):", "Returns: a JSON object with …".
 		`|^\s*(?:#+\s*)?(?:output\s+)?format\s*[:：]\s*json\s*[.。]?\s*$|\b(?:output|response|answer|reply|return)\s+(?:format|schema|structure|shape)\s*[(（]\s*json\s*[)）]|^\s*(?:(?:your|the)\s+)?(?:returns?|outputs?|reply|answer|response)\s*[:：]\s*` + jsonAdj + `json\b` +
 		// "The JSON you return needs …", "Each answer is a JSON object".
-		`|\bjson\s+(?:that\s+)?you\s+(?:return|output|produce|send\s+back|give|write|generate)\b|\b(?:each|every|your)\s+` + outputNoun + `\s+(?:is|are)\s+(?:always\s+)?` + jsonAdj + `json\b` +
+		`|\bjson\s+(?:that\s+)?you\s+(?:return|output|produce|send\s+back|give|write|generate)\b|\b(?:each|every|your)\s+` + outputNoun + `\s+(?:is|are)\s+(?:always\s+)?` + jsonAdj + `json(?:\s+(?:object|array|document|dict)\b|\s*$|\s*[.,;:!])` +
 		// "JSON, fields as follows:" under an output-format heading.
 		`|^\s*json\s*(?:object|对象)?\s*[，,]\s*(?:字段|键名|键|属性|fields?\b|keys?\b)` +
 		// "The assistant replies in JSON", "You always answer with JSON".
@@ -519,6 +527,8 @@ var (
 		`|(?:以|用|按|使用|采用|按照)\s*(?:标准|合法|严格|纯)?(?:的)?\s*json\s*(?:格式|对象|结构|数组)?\s*(?:的形式|形式)?\s*(?:来|进行)?\s*(?:返回|输出|回答|回复|响应|给出|作答|提供|表示|呈现)` +
 		`|(?:^|[，,：:]|请|务必|必须|只|仅|需要|需|应|应当|应该|直接|都|一律|要)\s*(?:以|用)?\s*(?:返回|输出|回答|回复|给出|生成|提供)\s*(?:一个|一段|一份)?\s*(?:[^。\n，,]{0,60}?的)?\s*(?:如下|以下|下面)?\s*(?:的)?\s*(?:合法的|有效的|标准的|严格的|纯|格式正确的)?\s*json` +
 		`|json\s*格式\s*(?:返回|输出|回答|回复)` +
+		// "1. 使用 JSON 格式；" under "输出要求：", "- Use JSON format."
+		`|^(?:使用|采用|用)\s*json\s*(?:格式)?\s*(?:输出|返回|回答)?\s*$|^use\s+(?:the\s+)?json(?:\s+format)?\s*[.!]?\s*$` +
 		// "回答时使用 JSON 格式", "把点单整理成 JSON", "按下表字段输出 JSON".
 		`|(?:回答|输出|返回|回复)时?\s*(?:请|须|必须|需|要|一律)?\s*(?:使用|用|采用|以)\s*json` +
 		`|(?:把|将)[^，,。\n]{0,30}?(?:转成|转为|转换为|转换成|转化为|整理成|整理为|拆分为|拆分成|写成)\s*(?:一个|一份)?\s*(?:合法的|标准的|有效的)?\s*json\s*(?:对象|格式|数组)?\s*(?:$|[^的\s\p{Han}]|[，,。：:])` +
@@ -579,7 +589,9 @@ var (
 		// output format: {…}" labels someone else's output.
 		`|` + labelStart + `(?:example|sample|expected)\s+(?:json\s+)?(?:output|response|answer|reply|result)\s*[:：]?` +
 		`|` + labelStart + `(?:output|response|answer|reply|return)\s+(?:example|sample|format|shape|template)\s*(?:[(（]\s*json\s*[)）])?\s*[:：]` +
-		`|` + labelStart + `(?:use|follow|match)\s+(?:this|the\s+following|the\s+format\s+below)\s+(?:json\s+)?(?:format|shape|structure|template|schema)?\s*[:：]?` +
+		// A heading: "## Response format" over a fenced example.
+		`|^#+\s*(?:\*\*)?(?:output|response|answer|reply|return)\s+(?:example|sample|format|shape|template|schema)(?:\s*[(（]\s*json\s*[)）])?\s*(?:\*\*)?` +
+		`|` + labelStart + `(?:use|follow|match)\s+(?:this|the\s+following|the\s+format\s+below)\s+(?:json\s+)?(?:format|shape|structure|template|schema)?(?:\s+and\s+(?:fill|complete|replace)[^.:：]{0,40})?\s*[:：]?` +
 		`|` + labelStart + `(?:输出|返回|回复|回答|响应)(?:的)?(?:示例|样例|例子|格式|模板|结构)\s*(?:如下|为|是)?\s*[:：]` +
 		`|` + labelStart + `(?:按|按照|参照|依照|参考)\s*(?:如下|以下|下面的?|这个|这种|该|下列)?\s*(?:的)?\s*(?:json\s*)?(?:格式|结构|形式|样式|示例|模板)\s*(?:来)?\s*(?:返回|输出|回复|回答|给出|生成)?\s*[:：]?)\s*$`)
 	// fenceRe is the opening line of a fenced code block.
@@ -1104,6 +1116,9 @@ func objectKeys(s string) ([]string, map[string]string) {
 				v = toks[j+3] // "salary": <number>
 			}
 			if typ := valueType(s, v); typ != "" {
+				if v.kind == tkBare && j+4 < len(toks) && toks[j+3].kind == tkOpenArr && toks[j+4].kind == tkCloseArr {
+					typ = "array" // "tags": string[]
+				}
 				ts[k] = typ
 			}
 		}

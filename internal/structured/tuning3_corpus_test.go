@@ -9,8 +9,8 @@ const (
 
 // TestImpliedTuning3Corpus runs ExtractConstraints over phrasings the
 // reader's engineer wrote from scratch in session 8 (testdata/
-// implied_*_tuning3.txt) in three batches, each before changing the reader
-// for it (first measured 13/43, 26/33, 17/20 and 12/18), in new words and
+// implied_*_tuning3.txt) in five batches, each before changing the reader
+// for it (first measured 13/43, 26/33, 17/20, 12/18 and 12/17), in new words and
 // domains for the kinds of phrasing the second held-out corpus showed
 // missing: key lists after "with:", "—" or "：", typed items ("a
 // (string)", "name（字符串）"), counted nouns ("three lists:"), numbered
