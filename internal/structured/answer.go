@@ -123,15 +123,26 @@ func spanKeys(c string) (keys []string, types map[string]string, written, loose 
 			found, span = true, c[m[1]:]
 		}
 	}
-	if !found {
-		return nil, nil, false, false
+	if ks, ts, w, l := spanItems(span); !found || len(ks) == 0 {
+		// "输出 JSON，键名用英文：title、content", "Respond in JSON, using
+		// snake_case keys: a, b": the list is after the demand's last colon.
+		k := strings.LastIndexAny(c, ":：")
+		if k < 0 || strings.ContainsAny(c[k:], "{}") {
+			return nil, nil, false, false
+		}
+		_, n := utf8.DecodeRuneInString(c[k:])
+		span = c[k+n:]
+	} else {
+		keys, types, written, loose = ks, ts, w, l
 	}
 	if count == 0 {
 		if m := countRe.FindStringSubmatch(c); m != nil {
 			count = countValue(m[1] + m[2])
 		}
 	}
-	keys, types, written, loose = spanItems(span)
+	if len(keys) == 0 {
+		keys, types, written, loose = spanItems(span)
+	}
 	if len(keys) == 0 || count != 0 && count != len(keys) || count == 0 && len(keys) < 2 {
 		return nil, nil, false, false
 	}

@@ -26,6 +26,9 @@ var spanCases = []struct {
 	{"返回 JSON 对象：name（字符串）、cost（整数）、finished（布尔值）。", []string{"name", "cost", "finished"}, map[string]string{"name": "string", "cost": "integer", "finished": "boolean"}, true, false},
 	{"请以 JSON 格式给出 total_score（整数）和 comment，不要输出其他内容。", []string{"total_score", "comment"}, map[string]string{"total_score": "integer"}, true, false},
 	{"返回一个 JSON 对象——city、weather。", []string{"city", "weather"}, map[string]string{}, false, false},
+	// The list after the demand's last colon.
+	{"输出 JSON，键名用英文：title、content。", []string{"title", "content"}, map[string]string{}, false, false},
+	{"Respond in JSON, using snake_case keys: first_name, last_name.", []string{"first_name", "last_name"}, map[string]string{}, true, false},
 	// A list cut by a phrase: its first word is read, as a guess.
 	{"Output a JSON object with: id, name, price in EUR.", []string{"id", "name", "price"}, map[string]string{}, false, true},
 	// No key list: a stated count that does not match, prose after the

@@ -163,7 +163,7 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 			// "Output format (JSON):" names no key: "format" is a word of
 			// the heading; the lines below may hold the keys.
 			ks = nil
-			if endsWithColon(c.text) {
+			if endsWithColon(c.text) || belowRe.MatchString(c.text) {
 				if _, tk, tt := tableKeys(cls[i+1:]); len(tk) > 0 {
 					ks = tk
 					maps.Copy(types, tt)
@@ -594,6 +594,9 @@ var (
 		`|` + labelStart + `(?:use|follow|match)\s+(?:this|the\s+following|the\s+format\s+below)\s+(?:json\s+)?(?:format|shape|structure|template|schema)?(?:\s+and\s+(?:fill|complete|replace)[^.:：]{0,40})?\s*[:：]?` +
 		`|` + labelStart + `(?:输出|返回|回复|回答|响应)(?:的)?(?:示例|样例|例子|格式|模板|结构)\s*(?:如下|为|是)?\s*[:：]` +
 		`|` + labelStart + `(?:按|按照|参照|依照|参考)\s*(?:如下|以下|下面的?|这个|这种|该|下列)?\s*(?:的)?\s*(?:json\s*)?(?:格式|结构|形式|样式|示例|模板)\s*(?:来)?\s*(?:返回|输出|回复|回答|给出|生成)?\s*[:：]?)\s*$`)
+	// belowRe ends a clause that introduces the lines below it without a
+	// colon: "… with the keys listed below.", "… as follows."
+	belowRe = regexp.MustCompile(`(?i)\b(?:below|as\s+follows|the\s+following)\s*[.。]?$|如下\s*[。.]?$`)
 	// fenceRe is the opening line of a fenced code block.
 	fenceRe = regexp.MustCompile("^(?:```|~~~)\\s*[A-Za-z]*$")
 	// outputWordRe is a word that introduces the answer.
@@ -651,7 +654,7 @@ var (
 	// articleRe is an article or possessive before a key read from prose.
 	articleRe = regexp.MustCompile(`(?i)^(?:the|a|an|its|your|their)\s+`)
 	// countRe is a stated number of keys: "two fields", "3 keys", "三个字段".
-	countRe = regexp.MustCompile(`(?i)\b(\d{1,2}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\s+(?:(?:top-level|json|required|separate|distinct|string)\s+)?(?:fields|keys|properties|members|attributes|entries)\b|(\d{1,2}|[一二两三四五六七八九十]{1,2})\s*个\s*(?:顶层)?\s*(?:字段|键名|键|属性|key|field)`)
+	countRe = regexp.MustCompile(`(?i)\b(\d{1,2}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\s+(?:(?:top-level|json|required|separate|distinct|string)\s+)?(?:fields|keys|properties|members|attributes|entries)\b|(\d{1,2}|[一二两三四五六七八九十]{1,2})\s*(?:个\s*(?:顶层)?\s*(?:字段|键名|键|属性|key|field)|项)`)
 	// numeralRe is a count, never a key: "两", "三个" (a bare number may
 	// be an enumeration value: "priority is one of 1, 2, 3").
 	numeralRe = regexp.MustCompile(`^(?:[一二两三四五六七八九十几]+\s*个?|\d+\s*个)$`)
@@ -675,7 +678,7 @@ var (
 	listSepRe  = regexp.MustCompile(`\s*(?:,|，|、|;|；|/|\||\band\b|\bor\b|以及|和|及|与|或)\s*`)
 	// itemTailRe is what may follow the last key of a list: "… and c in
 	// it", "… 和 c 两个字段".
-	itemTailRe = regexp.MustCompile(`(?i)\s+(?:(?:in|inside|within|to|for)\s+(?:it|the\s+(?:json|object|output|response|answer)|your\s+(?:answer|response|output|reply|json))|only|as\s+well|too)$|\s*等?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性|fields?|keys?)$`)
+	itemTailRe = regexp.MustCompile(`(?i)\s+(?:(?:in|inside|within|to|for)\s+(?:it|the\s+(?:json|object|output|response|answer)|your\s+(?:answer|response|output|reply|json))|only|as\s+well|too)$|\s*等?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性|fields?|keys?)$|\s*(?:\d+|[一二两三四五六七八九十几]+)\s*个?\s*项$`)
 	// hanParenIdentRe is a Chinese label with its key in parentheses:
 	// "标题（title）".
 	hanParenIdentRe = regexp.MustCompile(`\p{Han}{1,12}\s*[（(]\s*([A-Za-z_][A-Za-z0-9_]*)\s*[)）]`)
@@ -926,7 +929,11 @@ func keyLike(it string) bool {
 	if !identRe.MatchString(it) || slices.Contains(stopWords, strings.ToLower(it)) || numeralRe.MatchString(it) {
 		return false
 	}
-	return it[0] < utf8.RuneSelf || !hanStopRe.MatchString(it)
+	if it[0] < utf8.RuneSelf {
+		// "b_ratio两项": a key is written in one script.
+		return !hasHan(it)
+	}
+	return !hanStopRe.MatchString(it) && !strings.ContainsAny(it, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 }
 
 // bulletKeys reads the key names of a bullet list that follows a clause
