@@ -136,6 +136,9 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 		if consumed[i] || negated(c.text) || conditional(c.text) || tableRowRe.MatchString(c.text) {
 			continue // a table's rows are read whole, by tableKeys
 		}
+		if !demand[i] && otherOwnerRe.MatchString(c.text) && !answerWordRe.MatchString(c.text) {
+			continue // "its arguments are JSON with keys query and top_k"
+		}
 		if !demand[i] && !schemaClauseRe.MatchString(hanFalseKeyWords.Replace(c.text)) {
 			if i > 0 && demand[i-1] {
 				if ks, l := includeKeys(c.text); len(ks) > 0 {
@@ -572,8 +575,9 @@ var (
 	// proseRe asks for an answer in prose.
 	proseRe = regexp.MustCompile(`(?i)\b(?:in|with|using)\s+(?:plain\s+|natural\s+|normal\s+)?(?:english|prose|natural\s+language|plain\s+text|markdown|sentences)\b|自然语言|纯文本|用中文回答|用文字回答|段落形式`)
 	// everyTimeRe is a "when" that holds for every answer: "When you
-	// answer", "When I send you a topic", "每次回答时".
-	everyTimeRe = regexp.MustCompile(`(?i)^\s*(?:when|whenever)\s+(?:you\s+(?:answer|respond|reply|output)|(?:i|we|the\s+user|users)\s+(?:send|sends|give|gives|paste|pastes|provide|provides|share|shares)\b)`)
+	// answer", "When I send you a topic", "When you have enough
+	// information", "每次回答时".
+	everyTimeRe = regexp.MustCompile(`(?i)^\s*(?:when|whenever)\s+(?:you\s+(?:answer|respond|reply|output)|you\s+(?:have|are|'re)\s+(?:enough|done|finished|ready|gathered)|(?:you\s+are\s+)?(?:done|finished|ready)\b|(?:i|we|the\s+user|users)\s+(?:send|sends|give|gives|paste|pastes|provide|provides|share|shares)\b)`)
 	// askRe is a condition on what the user asks for.
 	askRe = regexp.MustCompile(`(?i)\b(?:asks?|asked|wants?|requests?|requested|explicitly|requires?|prefers?)\b`)
 	// historyRe marks a clause about a former demand: "last week we asked
@@ -599,6 +603,11 @@ var (
 	belowRe = regexp.MustCompile(`(?i)\b(?:below|as\s+follows|the\s+following)\s*[.。]?$|如下\s*[。.]?$`)
 	// fenceRe is the opening line of a fenced code block.
 	fenceRe = regexp.MustCompile("^(?:```|~~~)\\s*[A-Za-z]*$")
+	// otherOwnerRe is a clause about the keys of something other than the
+	// answer: a tool's arguments, the input, an API, logs, a form.
+	otherOwnerRe = regexp.MustCompile(`(?i)\b(?:arguments?|parameters?|params|inputs?|requests?|tools?|functions?|api|apis|endpoints?|logs?|config(?:uration)?|database|tables?|csv|forms?|webhooks?|events?)\b[^.;:]{0,40}\b(?:keys?|fields?|properties|columns)\b|(?:参数|输入|请求|工具|接口|日志|配置|数据库|表格|表单)[^。；]{0,20}(?:字段|键|属性|包含)`)
+	// answerWordRe names the answer.
+	answerWordRe = regexp.MustCompile(`(?i)\b(?:respond|reply|answer|return|output|response)\b|输出|返回|回复|回答`)
 	// outputWordRe is a word that introduces the answer.
 	outputWordRe = regexp.MustCompile(`(?i)\b(?:respond|reply|answer|return|output|json|format)\b|输出|返回|回复|回答|格式`)
 	jsonObjectRe = regexp.MustCompile(`(?i)\bjson\s+object\b|json\s*对象`)
