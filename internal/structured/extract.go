@@ -605,7 +605,11 @@ var (
 	fenceRe = regexp.MustCompile("^(?:```|~~~)\\s*[A-Za-z]*$")
 	// otherOwnerRe is a clause about the keys of something other than the
 	// answer: a tool's arguments, the input, an API, logs, a form.
-	otherOwnerRe = regexp.MustCompile(`(?i)\b(?:arguments?|parameters?|params|inputs?|requests?|tools?|functions?|api|apis|endpoints?|logs?|config(?:uration)?|database|tables?|csv|forms?|webhooks?|events?)\b[^.;:]{0,40}\b(?:keys?|fields?|properties|columns)\b|(?:参数|输入|请求|工具|接口|日志|配置|数据库|表格|表单)[^。；]{0,20}(?:字段|键|属性|包含)`)
+	otherOwnerRe = regexp.MustCompile(`(?i)\b(?:arguments?|parameters?|params|inputs?|requests?|tools?|functions?|api|apis|endpoints?|logs?|config(?:uration)?|database|tables?|csv|forms?|webhooks?|events?)\b[^.;:]{0,40}\b(?:keys?|fields?|properties|columns)\b|(?:参数|输入|请求|工具|接口|日志|配置|数据库|表格|表单)[^。；]{0,20}(?:字段|键|属性|包含)` +
+		// What the task reads: "Each ticket arrives with the fields …",
+		// "工单包含 title、content 两个字段".
+		`|^(?:(?:each|every|the|a|an|your)\s+)?(?:incoming\s+)?(?:tickets?|messages?|emails?|records?|rows?|items?|orders?|documents?|entr(?:y|ies)|receipts?|reviews?|reports?|posts?|products?|submissions?|applications?|payloads?)\s+(?:arrives?|comes?|has|have|contains?|includes?|holds?|carries|carry)\b` +
+		`|^(?:每条|每个|每份|每封|用户的?)?\s*(?:工单|消息|邮件|记录|订单|文档|请求|数据|商品|评论|简历|帖子|申请)\s*(?:中|里)?\s*(?:包含|包括|含有|都有|有)`)
 	// answerWordRe names the answer.
 	answerWordRe = regexp.MustCompile(`(?i)\b(?:respond|reply|answer|return|output|response)\b|输出|返回|回复|回答`)
 	// outputWordRe is a word that introduces the answer.
