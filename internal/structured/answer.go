@@ -198,6 +198,9 @@ func spanItems(span string) (keys []string, types map[string]string, written, lo
 // spanItem parses one item of a key list.
 func spanItem(it string) (key, note string, article, quoted, ok bool) {
 	it = strings.TrimRight(strings.TrimSpace(it), ".。!！")
+	if m := hanLabelKeyRe.FindStringSubmatch(it); m != nil {
+		return m[1], "", false, true, true // "摘要（summary）": the key written out
+	}
 	m := spanItemRe.FindStringSubmatch(it)
 	if m == nil {
 		return "", "", false, false, false
@@ -548,17 +551,32 @@ func slotKeys(c string) (keys []string, loose bool) {
 // "`status` is \"ok\" or \"partial\"", `"items" lists the SKUs`.
 var describedKeyRe = regexp.MustCompile("(?:`([A-Za-z_][A-Za-z0-9_]*)`|\"([A-Za-z_][A-Za-z0-9_]*)\"|“([A-Za-z_][A-Za-z0-9_]*)”)\\s+(?:is|are|holds?|contains?|lists?|has|gives?|should|must|will|=|means|represents|equals)\\b")
 
+// hanLabelKeyRe is a Chinese label with its key in parentheses, alone:
+// "摘要（summary）".
+var hanLabelKeyRe = regexp.MustCompile(`^\p{Han}{1,12}\s*[（(]\s*([A-Za-z_][A-Za-z0-9_]*)\s*[)）]$`)
+
+// zhDescribedKeyRe is a key written in a Chinese sentence and followed by
+// what it holds: "其中 score 为分数，level 为等级".
+var zhDescribedKeyRe = regexp.MustCompile(`(?:^|[，,；;：:]|其中)\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:为|是|表示|代表|指|填)`)
+
 // describedKeys reads keys each written in quotes and followed by what it
 // holds: "Return a JSON payload where `status` is \"ok\" or \"partial\" and
-// `items` is an array of missing SKUs." At least two.
+// `items` is an array of missing SKUs.", "其中 score 为分数，level 为等级".
+// At least two.
 func describedKeys(c string) []string {
-	if !strings.ContainsAny(c, "`\"“") {
-		return nil
-	}
 	var ks []string
-	for _, m := range describedKeyRe.FindAllStringSubmatch(stripObjects(c), -1) {
-		if k := m[1] + m[2] + m[3]; !slices.Contains(ks, k) && notKeyWord(k) {
-			ks = append(ks, k)
+	if strings.ContainsAny(c, "`\"“") {
+		for _, m := range describedKeyRe.FindAllStringSubmatch(stripObjects(c), -1) {
+			if k := m[1] + m[2] + m[3]; !slices.Contains(ks, k) && notKeyWord(k) {
+				ks = append(ks, k)
+			}
+		}
+	}
+	if len(ks) == 0 && hasHan(c) {
+		for _, m := range zhDescribedKeyRe.FindAllStringSubmatch(stripObjects(c), -1) {
+			if k := m[1]; !slices.Contains(ks, k) && notKeyWord(k) && !strings.EqualFold(k, "json") {
+				ks = append(ks, k)
+			}
 		}
 	}
 	if len(ks) < 2 {

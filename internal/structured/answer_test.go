@@ -26,6 +26,7 @@ var spanCases = []struct {
 	{"返回 JSON 对象：name（字符串）、cost（整数）、finished（布尔值）。", []string{"name", "cost", "finished"}, map[string]string{"name": "string", "cost": "integer", "finished": "boolean"}, true, false},
 	{"请以 JSON 格式给出 total_score（整数）和 comment，不要输出其他内容。", []string{"total_score", "comment"}, map[string]string{"total_score": "integer"}, true, false},
 	{"返回一个 JSON 对象——city、weather。", []string{"city", "weather"}, map[string]string{}, false, false},
+	{"用 JSON 输出摘要（summary）和标签（tags）。", []string{"summary", "tags"}, map[string]string{}, true, false},
 	// The list after the demand's last colon.
 	{"输出 JSON，键名用英文：title、content。", []string{"title", "content"}, map[string]string{}, false, false},
 	{"Respond in JSON, using snake_case keys: first_name, last_name.", []string{"first_name", "last_name"}, map[string]string{}, true, false},
@@ -136,6 +137,8 @@ func TestDescribedKeys(t *testing.T) {
 		`"verdict" must be yes or no; "reason" holds one sentence.`:                                              {"verdict", "reason"},
 		"The `id` is a string.":                  nil,
 		`Say "hello" is fine and "bye" is rude.`: {"hello", "bye"},
+		"返回 JSON，其中 score 为分数，level 为等级。":        {"score", "level"},
+		"返回 JSON，格式为 json 对象。":                   nil,
 	} {
 		if got := describedKeys(c); !slices.Equal(got, want) {
 			t.Errorf("describedKeys(%q) = %q, want %q", c, got, want)
