@@ -34,9 +34,11 @@ var (
 	// spanIntroRe ends where a demand starts listing the answer's keys:
 	// after JSON (and the noun it goes with) and "with", "containing",
 	// "that has", a count and a noun, a colon or a dash.
-	spanIntroRe = regexp.MustCompile(`(?i)\bjson\b(?:\s+(?:object|format|document|payload|response|reply|answer|output|only|record|entry|dict|dictionary|map|structure|blob))*` +
+	spanIntroRe = regexp.MustCompile(`(?i)(?:\bjson\b(?:\s+(?:object|format|document|payload|response|reply|answer|output|only|record|entry|dict|dictionary|map|structure|blob))*` +
 		`(?:\s*[(（][^()（）]{0,30}[)）])?` +
-		`(?:\s+(?:with|containing|including|holding|having|that\s+(?:has|have|holds|contains|includes)|which\s+(?:has|holds|contains|includes)|of|made\s+(?:up\s+)?of|consisting\s+of|composed\s+of)\b)?` +
+		`(?:\s+(?:with|containing|including|holding|having|that\s+(?:has|have|holds|contains|includes)|which\s+(?:has|holds|contains|includes)|of|made\s+(?:up\s+)?of|consisting\s+of|composed\s+of|keyed\s+by)\b)?` +
+		// "The object has two members: a and b".
+		`|\b(?:object|output|response|answer|reply|result)\s+(?:has|have|holds|contains|includes|(?:should|must|will)\s+(?:have|hold|contain|include))\b)` +
 		`(?:\s+(?:only|exactly|just|the|these|following|both))*` +
 		`(?:\s+(\d{1,2}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve))?` +
 		`(?:\s+(?:top-level|separate|distinct|required))?` +
@@ -94,7 +96,10 @@ func stripBullet(c string) string {
 // introduce them. written reports that the keys are written as keys (a
 // type note, quotes, snake_case or camelCase, or a noun for keys before
 // them); loose that an item was read out of a noun phrase.
-func spanKeys(c string) (keys []string, types map[string]string, written, loose bool) {
+//
+// lastColon lets the list stand after the clause's last colon when no
+// introducing words are found (for a demand: "输出 JSON，键名用英文：a、b").
+func spanKeys(c string, lastColon bool) (keys []string, types map[string]string, written, loose bool) {
 	c = stripBullet(c)
 	span, count, noun, found := "", 0, "", false
 	if m := spanIntroRe.FindStringSubmatchIndex(c); m != nil {
@@ -123,7 +128,9 @@ func spanKeys(c string) (keys []string, types map[string]string, written, loose 
 			found, span = true, c[m[1]:]
 		}
 	}
-	if ks, ts, w, l := spanItems(span); !found || len(ks) == 0 {
+	if ks, ts, w, l := spanItems(span); (!found || len(ks) == 0) && !lastColon {
+		return nil, nil, false, false
+	} else if !found || len(ks) == 0 {
 		// "输出 JSON，键名用英文：title、content", "Respond in JSON, using
 		// snake_case keys: a, b": the list is after the demand's last colon.
 		k := strings.LastIndexAny(c, ":：")
@@ -155,7 +162,7 @@ func spanKeys(c string) (keys []string, types map[string]string, written, loose 
 
 // introWordRe is an introducing word inside a span intro without a colon:
 // "a JSON object with a, b", "JSON containing a and b".
-var introWordRe = regexp.MustCompile(`(?i)\b(?:with|containing|including|holding|having|has|have|holds|contains|includes)\s*$`)
+var introWordRe = regexp.MustCompile(`(?i)\b(?:with|containing|including|holding|having|has|have|holds|contains|includes|keyed\s+by|of)\s*$`)
 
 // spanItems parses a key list item by item: `key [note]`, separated by
 // commas, 、, ， or "and"/和, notes in parentheses or after a colon or
@@ -298,7 +305,10 @@ func noteType(note string) string {
 // bulleted key alone. It stops at the first other line and needs two keys.
 // written reports that the keys are written as keys: a type in a note, a
 // bullet, quotes, snake_case or camelCase.
-func keyLines(rest []clause) (ks []string, types map[string]string, written bool) {
+//
+// With bare, a line may hold a key alone, without a bullet ("键如下：" over
+// "city" and "district").
+func keyLines(rest []clause, bare bool) (ks []string, types map[string]string, written bool) {
 	types = map[string]string{}
 	for _, c := range rest {
 		k, note := "", ""
@@ -306,6 +316,8 @@ func keyLines(rest []clause) (ks []string, types map[string]string, written bool
 			k, note = m[1], strings.Trim(m[2], "()（） ")
 		} else if m := bulletOnlyRe.FindStringSubmatch(c.text); m != nil {
 			k = m[1]
+		} else if bare && identKeyRe.MatchString(c.text) {
+			k = c.text
 		} else {
 			break
 		}

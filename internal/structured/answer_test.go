@@ -43,7 +43,7 @@ var spanCases = []struct {
 
 func TestSpanKeys(t *testing.T) {
 	for _, c := range spanCases {
-		ks, ts, written, loose := spanKeys(c.clause)
+		ks, ts, written, loose := spanKeys(c.clause, true)
 		if !slices.Equal(ks, c.keys) {
 			t.Errorf("spanKeys(%q) = %q, want %q", c.clause, ks, c.keys)
 			continue
@@ -76,7 +76,7 @@ var keyLineCases = []struct {
 
 func TestKeyLines(t *testing.T) {
 	for _, c := range keyLineCases {
-		ks, ts, written := keyLines(clauses(c.lines))
+		ks, ts, written := keyLines(clauses(c.lines), false)
 		if !slices.Equal(ks, c.keys) || ks != nil && (!maps.Equal(ts, c.types) || written != c.written) {
 			t.Errorf("keyLines(%q) = %q %v %v, want %q %v %v", c.lines, ks, ts, written, c.keys, c.types, c.written)
 		}
@@ -229,9 +229,9 @@ func FuzzAnswerSpans(f *testing.F) {
 				}
 			}
 		}
-		ks, _, _, _ := spanKeys(s)
+		ks, _, _, _ := spanKeys(s, true)
 		check("spanKeys", ks)
-		ks, _, _ = keyLines(clauses(s))
+		ks, _, _ = keyLines(clauses(s), true)
 		check("keyLines", ks)
 		_, ks, _ = tableKeys(clauses(s))
 		check("tableKeys", ks)

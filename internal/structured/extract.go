@@ -173,10 +173,17 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 				} else if bk := bulletKeys(systemPrompt, cls[i+1:]); len(bk) > 0 && (demand[i] || listIntroRe.MatchString(c.text)) {
 					ks = bk
 					bulletTypes(cls[i+1:], types)
-				} else if lk, lt, w := keyLines(cls[i+1:]); len(lk) > 0 {
+				} else if lk, lt, w := keyLines(cls[i+1:], keyNounRe.MatchString(c.text)); len(lk) > 0 {
 					ks = lk
 					maps.Copy(types, lt)
 					loose = loose || !w
+				} else if i+1 < len(cls) {
+					// "Respond in JSON with these keys:" over "mood, color,
+					// song".
+					if lk := listItems(cls[i+1].text, true); len(lk) > 1 && !slices.ContainsFunc(lk, func(k string) bool { return !identKeyRe.MatchString(k) || !notKeyWord(k) }) {
+						ks = lk
+						consumed[i+1] = true
+					}
 				}
 				if len(ks) > 0 {
 					// "- key_points: a list of key points" is a key and its
@@ -187,12 +194,13 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 				}
 			}
 		}
-		if len(ks) == 0 && demand[i] {
-			sk, st, w, l := spanKeys(c.text)
+		if len(ks) == 0 {
+			sk, st, w, l := spanKeys(c.text, demand[i])
 			if len(sk) > 0 {
 				ks = sk
 				maps.Copy(types, st)
 				loose = loose || l || !w
+			} else if !demand[i] {
 			} else if dk := describedKeys(c.text); len(dk) > 0 {
 				ks = dk // "a JSON payload where `status` is … and `items` is …"
 			} else if i > 0 && anaphoraRe.MatchString(stripBullet(c.text)) {
@@ -415,7 +423,7 @@ func namedInPrompt(prompt, k string) bool {
 // none unless the clause also makes it the answer's format ("Summarize the
 // call as a JSON object", "把点单转成 JSON").
 func isDemand(c string) bool {
-	c = stripObjects(stripBullet(c))
+	c = strings.ReplaceAll(stripObjects(stripBullet(c)), "**", "")
 	if !containsFoldASCII(c, "json") || !demandRe.MatchString(c) && !taskDemandRe.MatchString(c) || negatedRe.MatchString(c) || conditional(c) || historyRe.MatchString(c) || senderRe.MatchString(c) || howToRe.MatchString(c) {
 		return false
 	}
@@ -513,7 +521,7 @@ var (
 		// "Output format (JSON):", "Returns: a JSON object with …".
 		`|^\s*(?:#+\s*)?(?:output\s+)?format\s*[:：]\s*json\s*[.。]?\s*$|\b(?:output|response|answer|reply|return)\s+(?:format|schema|structure|shape)\s*[(（]\s*json\s*[)）]|^\s*(?:(?:your|the)\s+)?(?:returns?|outputs?|reply|answer|response)\s*[:：]\s*` + jsonAdj + `json\b` +
 		// "The JSON you return needs …", "Each answer is a JSON object".
-		`|\bjson\s+(?:that\s+)?you\s+(?:return|output|produce|send\s+back|give|write|generate)\b|\b(?:each|every|your)\s+` + outputNoun + `\s+(?:is|are)\s+(?:always\s+)?` + jsonAdj + `json(?:\s+(?:object|array|document|dict)\b|\s*$|\s*[.,;:!])` +
+		`|\bjson\s+(?:that\s+)?you\s+(?:return|output|produce|send\s+back|give|write|generate)\b|\byour\s+json\s+(?:should|must|will)\s+(?:look|be\s+shaped|follow|match)\b|\b(?:each|every|your)\s+` + outputNoun + `\s+(?:is|are)\s+(?:always\s+)?` + jsonAdj + `json(?:\s+(?:object|array|document|dict)\b|\s*$|\s*[.,;:!])` +
 		// "JSON, fields as follows:" under an output-format heading.
 		`|^\s*json\s*(?:object|对象)?\s*[，,]\s*(?:字段|键名|键|属性|fields?\b|keys?\b)` +
 		// "The assistant replies in JSON", "You always answer with JSON".
@@ -596,6 +604,9 @@ var (
 		// A heading: "## Response format" over a fenced example.
 		`|^#+\s*(?:\*\*)?(?:output|response|answer|reply|return)\s+(?:example|sample|format|shape|template|schema)(?:\s*[(（]\s*json\s*[)）])?\s*(?:\*\*)?` +
 		`|` + labelStart + `(?:use|follow|match)\s+(?:this|the\s+following|the\s+format\s+below)\s+(?:json\s+)?(?:format|shape|structure|template|schema)?(?:\s+and\s+(?:fill|complete|replace)[^.:：]{0,40})?\s*[:：]?` +
+		`|` + labelStart + `json\s*(?:格式|结构|示例|模板|样例)\s*(?:如下|为|是)\s*[:：]` +
+		// "Your JSON should look like this:"
+		`|\b(?:your|the)\s+(?:json|answer|response|output|reply)\s+(?:should|must|will)\s+look\s+like(?:\s+this)?\s*[:：]?` +
 		`|` + labelStart + `(?:输出|返回|回复|回答|响应)(?:的)?(?:示例|样例|例子|格式|模板|结构)\s*(?:如下|为|是)?\s*[:：]` +
 		`|` + labelStart + `(?:按|按照|参照|依照|参考)\s*(?:如下|以下|下面的?|这个|这种|该|下列)?\s*(?:的)?\s*(?:json\s*)?(?:格式|结构|形式|样式|示例|模板)\s*(?:来)?\s*(?:返回|输出|回复|回答|给出|生成)?\s*[:：]?)\s*$`)
 	// belowRe ends a clause that introduces the lines below it without a
@@ -610,6 +621,8 @@ var (
 		// "工单包含 title、content 两个字段".
 		`|^(?:(?:each|every|the|a|an|your)\s+)?(?:incoming\s+)?(?:tickets?|messages?|emails?|records?|rows?|items?|orders?|documents?|entr(?:y|ies)|receipts?|reviews?|reports?|posts?|products?|submissions?|applications?|payloads?)\s+(?:arrives?|comes?|has|have|contains?|includes?|holds?|carries|carry)\b` +
 		`|^(?:每条|每个|每份|每封|用户的?)?\s*(?:工单|消息|邮件|记录|订单|文档|请求|数据|商品|评论|简历|帖子|申请)\s*(?:中|里)?\s*(?:包含|包括|含有|都有|有)`)
+	// keyNounRe names keys.
+	keyNounRe = regexp.MustCompile(`(?i)\b(?:keys?|fields?|properties|attributes)\b|键|字段|属性`)
 	// answerWordRe names the answer.
 	answerWordRe = regexp.MustCompile(`(?i)\b(?:respond|reply|answer|return|output|response)\b|输出|返回|回复|回答`)
 	// outputWordRe is a word that introduces the answer.
