@@ -523,10 +523,10 @@ var (
 	// slotVerbRe starts a sentence that says where each part of the answer
 	// goes: "Put the result in verdict and your reasoning in explanation",
 	// `The headline goes in "headline"`.
-	slotVerbRe = regexp.MustCompile(`(?i)\b(?:put|puts|place|store|stores|write|goes|go|belongs?|record|save)\b`)
+	slotVerbRe = regexp.MustCompile(`(?i)\b(?:put|puts|place|store|stores|write|goes|go|belongs?|record|save)\b|放在|放到|填在|填入|写在|写入|存入|存在`)
 	// slotRe is one destination: "in verdict", `in "headline"`, "under the
-	// key `body`".
-	slotRe = regexp.MustCompile("(?i)\\b(?:in|under|into)\\s+(?:the\\s+)?(?:(?:key|field|property)\\s+)?(?:\"([A-Za-z_][A-Za-z0-9_]*)\"|`([A-Za-z_][A-Za-z0-9_]*)`|“([A-Za-z_][A-Za-z0-9_]*)”|([a-z_][a-z0-9_]*)\\s*(?:[,;.]|\\band\\b|$))")
+	// key `body`", "放在 title 中".
+	slotRe = regexp.MustCompile("(?i)(?:放在|放到|填在|填入|写在|写入|存入|存在)\\s*([A-Za-z_][A-Za-z0-9_]*)|\\b(?:in|under|into)\\s+(?:the\\s+)?(?:(?:key|field|property)\\s+)?(?:\"([A-Za-z_][A-Za-z0-9_]*)\"|`([A-Za-z_][A-Za-z0-9_]*)`|“([A-Za-z_][A-Za-z0-9_]*)”|([a-z_][a-z0-9_]*)\\s*(?:[,;.]|\\band\\b|$))")
 	// slotProseWords are what "in …" names in prose, never a key.
 	slotProseWords = []string{"markdown", "brackets", "order", "bullets", "quotes", "parentheses", "lowercase", "uppercase", "full", "detail", "json", "yaml", "html", "text", "prose", "caps", "italics", "bold", "mind", "general", "particular", "short", "brief", "total", "advance", "time", "turn", "sequence", "english", "chinese", "words", "sentences", "paragraphs", "it", "them", "there", "here"}
 )
@@ -541,9 +541,9 @@ func slotKeys(c string) (keys []string, loose bool) {
 		return nil, false
 	}
 	for _, m := range slotRe.FindAllStringSubmatch(c[loc[0]:], -1) {
-		k := m[1] + m[2] + m[3]
+		k := m[1] + m[2] + m[3] + m[4] // 放在 title 中, `in "headline"`
 		if k == "" {
-			k = m[4]
+			k = m[5]
 			if slices.Contains(slotProseWords, k) || slices.Contains(grammarWords, k) {
 				return nil, false
 			}
@@ -595,4 +595,54 @@ func describedKeys(c string) []string {
 		return nil
 	}
 	return ks
+}
+
+// zhIdentRunRe is a run of identifiers in Chinese text: "字段名用英文
+// answer、evidence".
+var zhIdentRunRe = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*(?:\s*(?:、|，|,|和|及|与|以及)\s*[A-Za-z_][A-Za-z0-9_]*)+`)
+
+// writtenKeysNear reads, as a last resort, the keys a demand (clause i)
+// and the sentences right after it write as keys: quoted or backticked,
+// snake_case or camelCase, or a run of identifiers in Chinese text. A
+// following sentence counts while it writes a key and is no demand of its
+// own. At least two keys, none a grammar word.
+func writtenKeysNear(cls []clause, i int, demand []bool) map[int][]string {
+	out := map[int][]string{}
+	var seen []string
+	for j := i; j < len(cls) && j < i+4; j++ {
+		if j > i && (demand[j] || otherOwnerRe.MatchString(cls[j].text)) {
+			break
+		}
+		c := stripObjects(cls[j].text)
+		var ks []string
+		add := func(k string) {
+			if k != "" && notKeyWord(k) && !strings.EqualFold(k, "json") && !slices.Contains(seen, k) {
+				seen = append(seen, k)
+				ks = append(ks, k)
+			}
+		}
+		if mayWriteKey(c) {
+			for _, m := range writtenKeyRe.FindAllStringSubmatch(c, -1) {
+				add(m[1] + m[2] + m[3] + m[4] + m[5])
+			}
+		}
+		if hasHan(c) {
+			for _, run := range zhIdentRunRe.FindAllString(c, -1) {
+				for _, k := range splitTop(run) {
+					add(strings.TrimSpace(k))
+				}
+			}
+		}
+		if len(ks) == 0 {
+			if j > i {
+				break
+			}
+			continue
+		}
+		out[j] = ks
+	}
+	if len(seen) < 2 {
+		return nil
+	}
+	return out
 }

@@ -120,6 +120,7 @@ var slotCases = []struct {
 	{`The headline goes in "headline" and the text in "body".`, []string{"headline", "body"}, false},
 	{"Write the summary in markdown and the title in plain text.", nil, false},
 	{"Put citations in brackets.", nil, false},
+	{"标题放在 title 中，正文放在 body 中。", []string{"title", "body"}, false},
 }
 
 func TestSlotKeys(t *testing.T) {
@@ -142,6 +143,37 @@ func TestDescribedKeys(t *testing.T) {
 	} {
 		if got := describedKeys(c); !slices.Equal(got, want) {
 			t.Errorf("describedKeys(%q) = %q, want %q", c, got, want)
+		}
+	}
+}
+
+// TestWrittenKeysNear: the last resort reads the keys a demand and the
+// sentences after it write as keys, at least two, stopping at a sentence
+// that writes none or is about something else.
+func TestWrittenKeysNear(t *testing.T) {
+	for prompt, want := range map[string][]string{
+		"Find the window and answer in JSON, giving start_date first and end_date second.":          {"start_date", "end_date"},
+		`Write a cover line as JSON. Use "headline" for the main line. Use "dek" for the subtitle.`: {"headline", "dek"},
+		"请回答问题并以 JSON 返回，字段名用英文 answer、evidence。":                                                   {"answer", "evidence"},
+		"Answer in JSON. Mention the user_id once.":                                                 nil,
+		"Answer in JSON. Keep it short. The log has fields user_id and created_at.":                 nil,
+	} {
+		cls := clauses(prompt)
+		demand := make([]bool, len(cls))
+		for i, c := range cls {
+			demand[i] = isDemand(c.text)
+		}
+		var got []string
+		for i, d := range demand {
+			if d {
+				for j := i; j < len(cls); j++ {
+					got = append(got, writtenKeysNear(cls, i, demand)[j]...)
+				}
+				break
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("writtenKeysNear(%q) = %q, want %q", prompt, got, want)
 		}
 	}
 }

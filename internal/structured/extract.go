@@ -213,6 +213,28 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 		}
 		addKeys(i, ks)
 	}
+	if len(keys) == 0 {
+		// The last resort, a guess never sent upstream: the keys a demand
+		// and the sentences after it write as keys ("answer in JSON, giving
+		// start_date first and end_date second", `Use "headline" for the
+		// main line. Use "dek" for the subtitle.`).
+		for i, d := range demand {
+			if !d || negated(cls[i].text) || conditional(cls[i].text) {
+				continue
+			}
+			if sk, _ := slotKeys(cls[i].text); len(sk) > 0 {
+				addKeys(i, sk)
+			} else {
+				for j, ks := range writtenKeysNear(cls, i, demand) {
+					addKeys(j, ks)
+				}
+			}
+			if len(keys) > 0 {
+				loose = true
+				break
+			}
+		}
+	}
 	if j, raw, req, ok := schemaExample(cls); ok {
 		// The prompt shows a JSON Schema ("compatible with this schema:
 		// {…}", pydantic-ai's PromptedOutput): it is the schema, not an
@@ -521,7 +543,7 @@ var (
 		// "Output format (JSON):", "Returns: a JSON object with …".
 		`|^\s*(?:#+\s*)?(?:output\s+)?format\s*[:：]\s*json\s*[.。]?\s*$|\b(?:output|response|answer|reply|return)\s+(?:format|schema|structure|shape)\s*[(（]\s*json\s*[)）]|^\s*(?:(?:your|the)\s+)?(?:returns?|outputs?|reply|answer|response)\s*[:：]\s*` + jsonAdj + `json\b` +
 		// "The JSON you return needs …", "Each answer is a JSON object".
-		`|\bjson\s+(?:that\s+)?you\s+(?:return|output|produce|send\s+back|give|write|generate)\b|\byour\s+json\s+(?:should|must|will)\s+(?:look|be\s+shaped|follow|match)\b|\b(?:each|every|your)\s+` + outputNoun + `\s+(?:is|are)\s+(?:always\s+)?` + jsonAdj + `json(?:\s+(?:object|array|document|dict)\b|\s*$|\s*[.,;:!])` +
+		`|\bjson\s+(?:that\s+)?you\s+(?:return|output|produce|send\s+back|give|write|generate)\b|\byour\s+json\s+(?:should|must|will)\s+(?:look|be\s+shaped|follow|match)\b|^(?:the\s+)?(?:result|output|answer|reply|response)\s+(?:is|will\s+be)\s+` + jsonAdj + `json\s+(?:object|document)\b|\b(?:each|every|your)\s+` + outputNoun + `\s+(?:is|are)\s+(?:always\s+)?` + jsonAdj + `json(?:\s+(?:object|array|document|dict)\b|\s*$|\s*[.,;:!])` +
 		// "JSON, fields as follows:" under an output-format heading.
 		`|^\s*json\s*(?:object|对象)?\s*[，,]\s*(?:字段|键名|键|属性|fields?\b|keys?\b)` +
 		// "The assistant replies in JSON", "You always answer with JSON".
