@@ -92,7 +92,7 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 	worded := false // a demand says JSON, not only shows an example
 	kind := ""      // "object" or "array" for a demand without keys
 	for i, c := range cls {
-		if isDemand(c.text) {
+		if isDemand(c.text) || bareJSONObjectRe.MatchString(stripBullet(c.text)) && jsonHeadingAt(cls, i) {
 			worded = true
 		} else if !exampleDemand(cls, i) {
 			continue
@@ -307,6 +307,23 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 	return &Implied{Schema: b, Sentence: sentence, Required: keys, Sources: dedupe(sources), Count: count, Sure: sure}, true
 }
 
+// bareJSONObjectRe is a line that is only "JSON object." — a demand under
+// a format heading, a glossary entry elsewhere.
+var bareJSONObjectRe = regexp.MustCompile(`(?i)^\s*(?:an?\s+)?json\s+object\s*[.!]?\s*$`)
+
+// jsonHeadingAt reports whether the bare "JSON object." line at clause i
+// answers a heading about the output ("### Format", "## Output") or goes on
+// with its keys ("Keys: a, b").
+func jsonHeadingAt(cls []clause, i int) bool {
+	if i > 0 && outputHeadingRe.MatchString(cls[i-1].text) {
+		return true
+	}
+	return i+1 < len(cls) && keyNounRe.MatchString(cls[i+1].text) && cls[i+1].start-cls[i].end < 3
+}
+
+// outputHeadingRe is a heading about the answer's format.
+var outputHeadingRe = regexp.MustCompile(`(?i)^#+\s*(?:output|format|response|answer|reply|return)(?:\s+format)?\s*:?$`)
+
 // statedCount returns the number of keys the used clauses state ("two
 // fields", "3 keys", "三个字段"), 0 when none does or they disagree.
 func statedCount(cls []clause, used []int) int {
@@ -445,7 +462,7 @@ func namedInPrompt(prompt, k string) bool {
 // none unless the clause also makes it the answer's format ("Summarize the
 // call as a JSON object", "把点单转成 JSON").
 func isDemand(c string) bool {
-	c = strings.ReplaceAll(stripObjects(stripBullet(c)), "**", "")
+	c = jsonLikeRe.ReplaceAllString(strings.ReplaceAll(stripObjects(stripBullet(c)), "**", ""), "jsonlike")
 	if !containsFoldASCII(c, "json") || !demandRe.MatchString(c) && !taskDemandRe.MatchString(c) || negatedRe.MatchString(c) || conditional(c) || historyRe.MatchString(c) || senderRe.MatchString(c) || howToRe.MatchString(c) {
 		return false
 	}
@@ -550,7 +567,7 @@ var (
 		`|\b(?:you\s+(?:always\s+|only\s+)?(?:respond|reply|answer|return|output|write)|(?:assistant|model|bot|agent)\s+(?:always\s+|only\s+)?(?:responds|replies|answers|returns|outputs|writes))\s+(?:only\s+)?(?:in|with|using|as)\s+` + jsonAdj + `json\b` +
 		// "Use JSON for your answer", "use JSON format in every response".
 		`|\buse\s+` + jsonAdj + `json(?:\s+format)?\s+(?:for|in|when)\s+(?:your|the|all|every|each)\s+` + outputNoun + `\b` +
-		`|^\s*(?:json|json\s+only|json\s+output|json\s+format|json\s+response|(?:an?\s+)?json\s+object)\s*[:：.!]?\s*$|^\s*json\s*(?:only|object|output|format|response)?\s*[:：]\s*(?:$|[{\[` + "`" + `"“]|[A-Za-z_][A-Za-z0-9_]*\s*(?:[,，、;(（:：]|$)|字段|键|包含|包括)|^\s*json\s+only\b` +
+		`|^\s*(?:json|json\s+only|json\s+output|json\s+format|json\s+response)\s*[:：.!]?\s*$|^\s*json\s*(?:only|object|output|format|response)?\s*[:：]\s*(?:$|[{\[` + "`" + `"“]|[A-Za-z_][A-Za-z0-9_]*\s*(?:[,，、;(（:：]|$)|字段|键|包含|包括)|^\s*json\s+only\b` +
 		// "Describe the film as JSON with seven fields", "Your JSON response
 		// contains …".
 		`|\b(?:as|into)\s+` + jsonAdj + `json\s+(?:object\s+)?(?:with|containing|having)\b|\byour\s+json\s+(?:response|answer|output|reply)\b` +
@@ -596,7 +613,7 @@ var (
 		`|\b(?:not|never|instead\s+of|rather\s+than|other\s+than|no|without|avoid)\s+(?:in\s+|as\s+|any\s+|using\s+)?(?:a\s+)?json\b` +
 		`|\bjson\b[^.\n]{0,25}\b(?:not|isn'?t|never)\s+(?:needed|required|necessary|wanted|allowed|expected|appropriate|helpful)` +
 		`|\bjson\b[^.\n]{0,25}\b(?:is|are)\s+(?:forbidden|prohibited|not\s+allowed)` +
-		`|(?:不要|不用|别|勿|无需|不需要|不必|禁止|不得|避免|不能|不可以|请勿|切勿|不应)\s*(?:再)?\s*(?:使用|用|以|采用|按|返回|输出|回复|回答|给出|生成|写成|写|输出成)?\s*(?:任何)?\s*json` +
+		`|(?:不要|不用|别|勿|无需|不需要|不必|禁止|不得|避免|不能|不可以|请勿|切勿|不应)\s*(?:再)?\s*(?:使用|用|以|采用|按|返回|输出|回复|回答|给出|生成|写成|写|输出成)?\s*(?:任何)?\s*(?:\p{Han}{0,4}的)?\s*json` +
 		`|(?:而不是|不是|非|并非)\s*json|json\s*(?:格式)?\s*(?:是)?(?:不需要|不必要|没有必要)`)
 	conditionalRe = regexp.MustCompile(`(?i)^\s*(?:if|when|whenever|unless|whether|in\s+case|only\s+if|should\s+the\s+user)\b|\bif\b[^.\n]{0,40}\b(?:asks?|wants?|requests?|needs?|explicitly|requires?)\b|\bwhen\s+(?:the\s+user|asked|requested|they)\b|\bunless\b|^\s*(?:如果|若|假如|当|如|除非|只有当|仅当|一旦)|(?:时|的话)\s*[，,]?\s*(?:才|再|就)|(?:要求|需要)\s*(?:时|的话)`)
 	// goesOnRe is a sentence that may go on with a demand's keys: it talks
@@ -643,6 +660,9 @@ var (
 		// "工单包含 title、content 两个字段".
 		`|^(?:(?:each|every|the|a|an|your)\s+)?(?:incoming\s+)?(?:tickets?|messages?|emails?|records?|rows?|items?|orders?|documents?|entr(?:y|ies)|receipts?|reviews?|reports?|posts?|products?|submissions?|applications?|payloads?)\s+(?:arrives?|comes?|has|have|contains?|includes?|holds?|carries|carry)\b` +
 		`|^(?:每条|每个|每份|每封|用户的?)?\s*(?:工单|消息|邮件|记录|订单|文档|请求|数据|商品|评论|简历|帖子|申请)\s*(?:中|里)?\s*(?:包含|包括|含有|都有|有)`)
+	// jsonLikeRe is JSON as a likeness, no format: "a JSON-like list",
+	// "类似 JSON 的格式".
+	jsonLikeRe = regexp.MustCompile(`(?i)\bjson-(?:like|ish|style|esque|escaped|compatible|y)\b|(?:类似|像)\s*json\s*的?`)
 	// keyNounRe names keys.
 	keyNounRe = regexp.MustCompile(`(?i)\b(?:keys?|fields?|properties|attributes)\b|键|字段|属性`)
 	// answerWordRe names the answer.
