@@ -290,6 +290,9 @@ func noteType(note string) string {
 			}
 		}
 	}
+	if k := strings.LastIndex(note, "的"); k >= 0 && zhTypeRe.MatchString(note[k+len("的"):]) {
+		note = note[k+len("的"):] // "0-100 的整数"
+	}
 	if m := zhTypeRe.FindStringSubmatch(note); m != nil {
 		for i, g := range m[1:] {
 			if g != "" {
@@ -471,7 +474,7 @@ func noteTypes(text string, keys []string, types map[string]string) {
 				types[k] = noteType(v)
 				break
 			}
-			if v, ok := strings.CutPrefix(rest, "is "); ok {
+			if v, ok := cutAnyPrefix(strings.TrimLeft(rest, " "), "is ", "为", "是"); ok {
 				// "`items` is an array of missing SKUs"
 				if t := noteType(v); t != "" {
 					types[k] = t
@@ -492,6 +495,17 @@ func noteTypes(text string, keys []string, types map[string]string) {
 			}
 		}
 	}
+}
+
+// cutAnyPrefix is strings.CutPrefix with the first of several prefixes s
+// has.
+func cutAnyPrefix(s string, prefixes ...string) (string, bool) {
+	for _, p := range prefixes {
+		if after, ok := strings.CutPrefix(s, p); ok {
+			return after, true
+		}
+	}
+	return s, false
 }
 
 // writtenKey reports a key spelled as only a key is: snake_case or

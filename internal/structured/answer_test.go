@@ -183,7 +183,7 @@ func TestNoteType(t *testing.T) {
 		"an integer": "integer", "integer 1-6": "integer", "bool": "boolean", "true/false": "boolean",
 		"array of 4 strings": "array", "list of strings": "array", "number 0-1": "number", "string, may be empty": "string",
 		"整数": "integer", "布尔值，材料是否齐全": "boolean", "字符串": "string",
-		"ISO code": "", "P1–P4": "", "the message to the rider": "", "stringent rules": "", "菜品数组": "",
+		"0-100 的整数": "integer", "ISO code": "", "P1–P4": "", "the message to the rider": "", "stringent rules": "", "菜品数组": "",
 	} {
 		if got := noteType(note); got != want {
 			t.Errorf("noteType(%q) = %q, want %q", note, got, want)
