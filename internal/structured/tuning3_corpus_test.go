@@ -12,20 +12,19 @@ const (
 // implied_*_tuning3.txt), in thirteen batches, each written before the
 // reader was changed for it and measured once first: 13/43, 26/33, 17/20,
 // 12/18, 12/17, 9/12, 5/6, 9/11, 10/12, 5/12, 6/12, 14/14 and 12/12 exact
-// key sets, with 3, 3, 1, 2, 2, 0, 0, 1, 0, 0, 0, 0 and 0 false schemas,
-// and 13 negatives aimed at the new demand rules, 3 of which first gave a
-// schema
-// (the first batch before
-// any change; each later one after the changes the earlier ones led to: an
-// estimate of how the reader does on phrasings it has not seen, biased
-// because their author knew the reader and aimed at its gaps). They cover, in new words and domains, the kinds of
+// key sets, with 3, 3, 1, 2, 2, 0, 0, 1, 0, 0, 0, 0 and 0 false schemas;
+// 13 more negatives aimed at the new demand rules first gave 3. The first
+// batch ran on the reader before any change, each later one after the
+// changes the earlier ones led to: an estimate of how the reader does on
+// phrasings it has not seen, biased because their author knew the reader
+// and aimed at its gaps. They cover, in new words and domains, the kinds of
 // phrasing the second held-out corpus missed — key lists after "with:",
 // "—" or "：", typed items ("a (string)", "name（字符串）"), counted nouns
 // ("three lists:"), numbered steps, key lines under a demand, markdown
 // tables, tolerant example objects — and distractors: the fields of the
-// input, a tool's arguments, JSON as a topic. A tuning set: the reader
-// must read all of it (the exact key set and the stated types), and no
-// negative may yield a schema.
+// input, a tool's arguments, JSON as a topic or a likeness. A tuning set:
+// the reader must read all of it (the exact key set and the stated types),
+// and no negative may yield a schema.
 func TestImpliedTuning3Corpus(t *testing.T) {
 	measureHeldOut(t, tuning3Positives, tuning3Negatives, 220, 150, 1, 0)
 	for _, p := range readPhrasings(t, tuning3Positives) {
