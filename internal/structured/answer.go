@@ -86,6 +86,10 @@ var (
 // mark, so "4. Return a JSON object …" and "- Respond only with JSON" read
 // as the directives they are.
 func stripBullet(c string) string {
+	r, _ := utf8.DecodeRuneInString(strings.TrimLeft(c, " \t"))
+	if !strings.ContainsRune("-*•·+#（(0123456789", r) {
+		return c // the cheap common case: no bullet
+	}
 	if loc := leadBulletRe.FindStringIndex(c); loc != nil {
 		return c[loc[1]:]
 	}

@@ -462,7 +462,16 @@ func namedInPrompt(prompt, k string) bool {
 // none unless the clause also makes it the answer's format ("Summarize the
 // call as a JSON object", "把点单转成 JSON").
 func isDemand(c string) bool {
-	c = jsonLikeRe.ReplaceAllString(strings.ReplaceAll(stripObjects(stripBullet(c)), "**", ""), "jsonlike")
+	if !containsFoldASCII(c, "json") {
+		return false // the cheap common case
+	}
+	c = stripObjects(stripBullet(c))
+	if strings.Contains(c, "**") {
+		c = strings.ReplaceAll(c, "**", "")
+	}
+	if containsFoldASCII(c, "json-") || strings.Contains(c, "类似") || strings.Contains(c, "像") {
+		c = jsonLikeRe.ReplaceAllString(c, "jsonlike")
+	}
 	if !containsFoldASCII(c, "json") || !demandRe.MatchString(c) && !taskDemandRe.MatchString(c) || negatedRe.MatchString(c) || conditional(c) || historyRe.MatchString(c) || senderRe.MatchString(c) || howToRe.MatchString(c) {
 		return false
 	}
