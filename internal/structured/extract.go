@@ -72,6 +72,18 @@ type Implied struct {
 //     field `a` holds …"), and a list of quoted or backticked keys after
 //     "need", "give me", "with", "for", "include" … ("I need `a` and `b`").
 //
+// When these find no key, the span the prompt marks as the answer's keys is
+// read (answer.go): the rest of the demand after "with:", "—", "：", a count
+// and a noun ("three arrays:"), or its last colon; the lines under a clause
+// ending in a colon, bulleted or not ("dish — the name", "port: integer");
+// a markdown table's key column (never its header row); "Return them as
+// JSON" after a list; "`a` is …" / "其中 a 为…"; "Put X in a and Y in b";
+// and, as a last resort that is never sure, the keys the demand and the
+// sentences after it write as keys. Items are parsed as `key [note]`, the
+// note giving the key's JSON type ("(integer)", "（布尔值）", "– string").
+// Keys of what the task reads (a tool's arguments, "Each ticket arrives with
+// the fields …") are not the answer's.
+//
 // Lists are separated by 、 ， , ; and 和 及 与 以及; a parenthesised note
 // after a key is dropped, and a list ends at its first item that is not
 // key-like. Enumerations and ranges on the keys follow ("risk_level must be
