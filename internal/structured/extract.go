@@ -618,9 +618,14 @@ var (
 	howToRe = regexp.MustCompile(`(?i)\bhow\s+(?:to|do\s+(?:i|you|we)|can\s+(?:i|you|we))\s+\w+[^.\n:;,]{0,40}\bjson\b|(?:如何|怎么|怎样|的方法|的工具)[^。\n，,：:]{0,20}json|json\s*(?:对象|格式)?\s*的(?:方法|工具|技巧|步骤)`)
 	// topicRe marks a clause where JSON is the subject matter, not the
 	// answer's format: "write a JSON parser", "convert this JSON to YAML".
-	topicRe = regexp.MustCompile(`(?i)\bjson[\s-]+(?:parsers?|parsing|schemas?|files?|specs?|specification|librar(?:y|ies)|encoders?|decoders?|seriali[sz]\w*|deseriali[sz]\w*|validators?|tools?|modules?|packages?|standard|syntax|rfc|configs?|configuration|logs?|payloads?\s+(?:you|they)|documents?\s+(?:you|they|the\s+user)|inputs?|data\s+(?:you|they|the\s+user))\b` +
+	topicRe = regexp.MustCompile(`(?i)\bjson[\s-]+(?:examples?|snippets?|samples?|excerpts?|fragments?|parsers?|parsing|schemas?|files?|specs?|specification|librar(?:y|ies)|encoders?|decoders?|seriali[sz]\w*|deseriali[sz]\w*|validators?|tools?|modules?|packages?|standard|syntax|rfc|configs?|configuration|logs?|payloads?\s+(?:you|they)|documents?\s+(?:you|they|the\s+user)|inputs?|data\s+(?:you|they|the\s+user))\b` +
 		`|^(?:[^,，]{0,40}[,，]\s*)?(?:please\s+)?(?:parse|read|convert|validate|analy[sz]e|summari[sz]e|explain|translate|debug|fix|load|decode|compare|review|transform|turn|rewrite|migrate)\b[^.\n]{0,30}\bjson\b` +
 		`|\bjson\b[^.\n]{0,40}\b(?:into|to)\s+(?:yaml|xml|csv|toml|prose|plain|a\s+table|markdown|english)` +
+		// JSON beside another format: "Present JSON and Protobuf side by
+		// side".
+		`|\bjson\s+(?:and|or|vs\.?|versus)\s+(?:xml|yaml|protobuf|protocol\s+buffers|csv|toml|msgpack|bson|avro|thrift|html|markdown)\b` +
+		// JSON as an attribute: "JSON 格式的例子", "JSON 数据的含义".
+		`|json\s*(?:格式|对象|数据)?\s*的\s*(?:例子|数据|文件|字符串|文档|工具|库|方法|概念|知识|问题|区别|含义|语法)` +
 		`|json\s*(?:文件|数据|字符串|文本)?\s*(?:中|里|内|当中)|(?:解析|读取|转换|校验|验证|分析|解释|翻译|调试|修复|比较|转成|转为|转化)[^。\n，,]{0,10}json|json[^。\n，,]{0,15}(?:转换|转成|转为|转化)`)
 	// andDemandRe is a demand joined to a task about the input: "Read the
 	// complaint and respond in JSON", "Parse the CV line into JSON with
@@ -636,7 +641,7 @@ var (
 		`|\bjson\b[^.\n]{0,25}\b(?:is|are)\s+(?:forbidden|prohibited|not\s+allowed)` +
 		`|(?:不要|不用|别|勿|无需|不需要|不必|禁止|不得|避免|不能|不可以|请勿|切勿|不应)\s*(?:再)?\s*(?:使用|用|以|采用|按|返回|输出|回复|回答|给出|生成|写成|写|输出成)?\s*(?:任何)?\s*(?:\p{Han}{0,4}的)?\s*json` +
 		`|(?:而不是|不是|非|并非)\s*json|json\s*(?:格式)?\s*(?:是)?(?:不需要|不必要|没有必要)`)
-	conditionalRe = regexp.MustCompile(`(?i)^\s*(?:if|when|whenever|unless|whether|in\s+case|only\s+if|should\s+the\s+user)\b|\bif\b[^.\n]{0,40}\b(?:asks?|wants?|requests?|needs?|explicitly|requires?)\b|\bwhen\s+(?:the\s+user|asked|requested|they)\b|\bunless\b|^\s*(?:如果|若|假如|当|如|除非|只有当|仅当|一旦)|(?:时|的话)\s*[，,]?\s*(?:才|再|就)|(?:要求|需要)\s*(?:时|的话)`)
+	conditionalRe = regexp.MustCompile(`(?i)\bonly\s+(?:when|if)\b|^\s*(?:if|when|whenever|unless|whether|in\s+case|only\s+if|should\s+the\s+user)\b|\bif\b[^.\n]{0,40}\b(?:asks?|wants?|requests?|needs?|explicitly|requires?)\b|\bwhen\s+(?:the\s+user|asked|requested|they)\b|\bunless\b|^\s*(?:如果|若|假如|当|如|除非|只有当|仅当|一旦)|(?:时|的话)\s*[，,]?\s*(?:才|再|就)|(?:要求|需要)\s*(?:时|的话)`)
 	// goesOnRe is a sentence that may go on with a demand's keys: it talks
 	// about keys, says what the answer includes, or starts with "also".
 	goesOnRe = regexp.MustCompile(`(?i)\b(?:keys?|fields?|properties|attributes|include|includes|contain|contains|add|plus)\b|^\s*(?:also|and|additionally|in\s+addition|besides|as\s+well)\b|字段|键|属性|包含|包括|另外|此外|还要|还需|同时`)
