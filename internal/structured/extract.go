@@ -208,6 +208,13 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 		}
 		if len(ks) == 0 {
 			sk, st, w, l := spanKeys(c.text, demand[i])
+			if end := systemPrompt[:c.end]; len(sk) == 0 && i+1 < len(cls) && (strings.HasSuffix(end, ";") || strings.HasSuffix(end, "；")) {
+				// "Reply in JSON: answer — your answer; sources — list of
+				// URLs.": the list goes on past the semicolon.
+				if sk, st, w, l = spanKeys(c.text+", "+cls[i+1].text, demand[i]); len(sk) > 0 {
+					consumed[i+1] = true
+				}
+			}
 			if len(sk) > 0 {
 				ks = sk
 				maps.Copy(types, st)
@@ -768,7 +775,7 @@ var (
 	identKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
 	bulletRe   = regexp.MustCompile(`^(?:[-*•·+]|\d{1,2}[.)、．]|[（(]\d{1,2}[)）])\s*(?:\*\*)?["'` + "`" + `“]?([A-Za-z_][A-Za-z0-9_.]*|\p{Han}{1,12})["'` + "`" + `”]?(?:\*\*)?(?:\s*$|\s*[:：(（\-–—,，=]|\s+[(（])`)
 	identRe    = regexp.MustCompile(`^(?:[A-Za-z_][A-Za-z0-9_.-]{0,63}|[\p{Han}A-Za-z0-9_]{1,12})$`)
-	hanStopRe  = regexp.MustCompile(`[的了吗呢请不并把被让若就都也还须必该每各]|以下|如下|下列|下面|这些|上述|包含|包括|输出|返回|格式|内容|说明`)
+	hanStopRe  = regexp.MustCompile(`[的了吗呢请不并把被让若就都也还须必该每各]|以下|如下|下列|下面|这些|上述|包含|包括|输出|返回|格式|内容|说明|见|下表|表格`)
 	listSepRe  = regexp.MustCompile(`\s*(?:,|，|、|;|；|/|\||\band\b|\bor\b|以及|和|及|与|或)\s*`)
 	// itemTailRe is what may follow the last key of a list: "… and c in
 	// it", "… 和 c 两个字段".
