@@ -46,7 +46,7 @@ var (
 		`\s*([:：]|—+|–|\s-\s|$|\s)`)
 	// zhSpanIntroRe is the Chinese counterpart: "JSON 对象：", "以 JSON 输出：",
 	// "以 JSON 格式给出 a 和 b", "JSON 对象——a、b".
-	zhSpanIntroRe = regexp.MustCompile(`(?i)json\s*(?:对象|格式|数组|结构)?\s*(?:的形式|形式)?\s*(?:来)?\s*(?:返回|输出|给出|提供|回答|回复|生成)?\s*(?:一个)?\s*(?:[:：]|——|—)?\s*`)
+	zhSpanIntroRe = regexp.MustCompile(`(?i)json\s*(?:对象|格式|数组|结构)?\s*(?:的形式|形式)?\s*(?:来)?\s*(?:返回|输出|给出|提供|回答|回复|生成)?\s*(?:一个)?\s*(?:(?:\d+|[一二两三四五六七八九十]+)\s*个?\s*(?:字段|键名|键|属性|项)\s*)?(?:[:：]|——|—)?\s*`)
 	// anaphoraRe is a demand whose object points back at a list: "Return
 	// them as JSON".
 	anaphoraRe = regexp.MustCompile(`(?i)^(?:please\s+|then\s+)*(?:return|output|give|provide|send|put|format|list|report|present|package)\s+(?:them|these|those|it\s+all|all\s+of\s+(?:them|these)|these\s+(?:fields|values|items|details|facts))\s+(?:all\s+)?(?:back\s+)?(?:as|in)\s+` + jsonAdj + `json\b`)
