@@ -491,7 +491,7 @@ func isDemand(c string) bool {
 	if containsFoldASCII(c, "json-") || strings.Contains(c, "类似") || strings.Contains(c, "像") {
 		c = jsonLikeRe.ReplaceAllString(c, "jsonlike")
 	}
-	if !containsFoldASCII(c, "json") || !demandRe.MatchString(c) && !taskDemandRe.MatchString(c) || negatedRe.MatchString(c) || conditional(c) || historyRe.MatchString(c) || senderRe.MatchString(c) || howToRe.MatchString(c) {
+	if !containsFoldASCII(c, "json") || !demandRe.MatchString(c) && !taskDemandRe.MatchString(c) || negatedRe.MatchString(c) || conditional(c) || historyRe.MatchString(c) || senderRe.MatchString(c) || howToRe.MatchString(c) || keptAsRe.MatchString(c) {
 		return false
 	}
 	// "Parse the receipt and reply in JSON": the task reads the input, the
@@ -621,6 +621,9 @@ var (
 	// intoJSONRe is JSON as the format something is made into: "as a JSON
 	// object", "into JSON", "转成 JSON".
 	intoJSONRe = regexp.MustCompile(`(?i)\b(?:as|into|in)\s+` + jsonAdj + `json\b|(?:转成|转为|转换为|转换成|转化为|整理成|整理为|拆分为|拆分成)\s*(?:一个|一份)?\s*json`)
+	// keptAsRe is JSON as the form something is kept in, not the answer's:
+	// "The inventory is tracked as a JSON object with keys …".
+	keptAsRe = regexp.MustCompile(`(?i)\b(?:is|are|was|were|be|been|gets?)\s+(?:\w+ly\s+)?(?:tracked|stored|kept|logged|saved|recorded|represented|encoded|serialized|serialised|sent|received|persisted|cached|exported|imported)\s+(?:as|in)\s+` + jsonAdj + `json\b`)
 	// howToRe is JSON as a skill taught: "how to write a JSON object".
 	howToRe = regexp.MustCompile(`(?i)\bhow\s+(?:to|do\s+(?:i|you|we)|can\s+(?:i|you|we))\s+\w+[^.\n:;,]{0,40}\bjson\b|(?:如何|怎么|怎样|的方法|的工具)[^。\n，,：:]{0,20}json|json\s*(?:对象|格式)?\s*的(?:方法|工具|技巧|步骤)`)
 	// topicRe marks a clause where JSON is the subject matter, not the

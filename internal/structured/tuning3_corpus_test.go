@@ -15,7 +15,9 @@ const (
 // 8/10 and 6/8 exact key sets, with 3, 3, 1, 2, 2, 0, 0, 1, 0, 0, 0, 0, 0,
 // 0, 0 and 0 false schemas;
 // 13 more negatives aimed at the new demand rules first gave 3, and 8
-// with JSON as an attribute ("JSON examples") 4. The first
+// with JSON as an attribute ("JSON examples") 4, and 15 in the second
+// held-out corpus's manner 1 ("tracked as a JSON object with keys …"). The
+// first
 // batch ran on the reader before any change, each later one after the
 // changes the earlier ones led to: an estimate of how the reader does on
 // phrasings it has not seen, biased because their author knew the reader
@@ -28,7 +30,7 @@ const (
 // the reader must read all of it (the exact key set and the stated types),
 // and no negative may yield a schema.
 func TestImpliedTuning3Corpus(t *testing.T) {
-	measureHeldOut(t, tuning3Positives, tuning3Negatives, 250, 170, 1, 0)
+	measureHeldOut(t, tuning3Positives, tuning3Negatives, 250, 180, 1, 0)
 	for _, p := range readPhrasings(t, tuning3Positives) {
 		if im, ok := ExtractConstraints(p.prompt); ok && sameKeys(im.Required, p.required) && !typesMatch(t, im, p.types) {
 			t.Errorf("%s: schema %s, want types %v", p.name, im.Schema, p.types)
