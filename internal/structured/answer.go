@@ -75,8 +75,10 @@ var (
 	tableSepRe = regexp.MustCompile(`^\|(?:\s*:?-{2,}:?\s*\|)+$`)
 	// keyHeaders name a table column holding keys; typeHeaders one
 	// holding their types.
-	keyHeaders  = []string{"key", "keys", "field", "fields", "field name", "name", "property", "attribute", "column", "字段", "字段名", "键", "键名", "属性", "参数", "参数名"}
-	typeHeaders = []string{"type", "data type", "json type", "类型", "数据类型"}
+	keyHeaders = []string{"key", "keys", "field", "fields", "field name", "name", "property", "attribute", "column", "字段", "字段名", "键", "键名", "属性", "参数", "参数名"}
+	// keyOnlyHeaders name a column that can hold nothing but keys.
+	keyOnlyHeaders = []string{"key", "keys", "field", "fields", "field name"}
+	typeHeaders    = []string{"type", "data type", "json type", "类型", "数据类型"}
 	// hanFalseKeyWords are Chinese words that hold 键 without meaning a
 	// key: 关键 (crucial), 键盘 (keyboard), 按键 (button).
 	hanFalseKeyWords = strings.NewReplacer("关键", "关要", "键盘", "盘盘", "按键", "按按")
@@ -363,9 +365,9 @@ func enumOfBools(note string) bool {
 // …), and their types from a "type" column. The header row is never a key;
 // a table without a key column, or a key cell that is not an identifier,
 // gives nothing.
-func tableKeys(rest []clause) (int, []string, map[string]string) {
+func tableKeys(rest []clause) ([]string, map[string]string) {
 	if len(rest) < 3 || !tableRowRe.MatchString(rest[0].text) || !tableSepRe.MatchString(strings.ReplaceAll(rest[1].text, " ", "")) {
-		return 0, nil, nil
+		return nil, nil
 	}
 	header := cells(rest[0].text)
 	kc, tc := -1, -1
@@ -379,31 +381,29 @@ func tableKeys(rest []clause) (int, []string, map[string]string) {
 		}
 	}
 	if kc < 0 {
-		return 0, nil, nil
+		return nil, nil
 	}
 	var ks []string
 	types := map[string]string{}
-	n := 2
 	for _, c := range rest[2:] {
 		if !tableRowRe.MatchString(c.text) {
 			break
 		}
-		n++
 		row := cells(c.text)
 		if kc >= len(row) {
-			return 0, nil, nil
+			return nil, nil
 		}
 		k := strings.Trim(row[kc], "*`\"' ")
 		if !identKeyRe.MatchString(k) || slices.Contains(ks, k) {
-			return 0, nil, nil
+			return nil, nil
 		}
 		ks = append(ks, k)
 		if tc >= 0 && tc < len(row) {
 			t := noteType(row[tc])
-			if t == "" && !slices.Contains(keyHeaders[:5], strings.ToLower(strings.Trim(header[kc], "*` "))) && !hasHan(header[kc]) {
+			if t == "" && !slices.Contains(keyOnlyHeaders, strings.ToLower(strings.Trim(header[kc], "*` "))) && !hasHan(header[kc]) {
 				// Under "name", a type column of other words ("| apple |
 				// fruit |") says the rows are data, not keys.
-				return 0, nil, nil
+				return nil, nil
 			}
 			if t != "" {
 				types[k] = t
@@ -411,9 +411,9 @@ func tableKeys(rest []clause) (int, []string, map[string]string) {
 		}
 	}
 	if len(ks) == 0 {
-		return 0, nil, nil
+		return nil, nil
 	}
-	return n, ks, types
+	return ks, types
 }
 
 func isTypeHeader(h string) bool {

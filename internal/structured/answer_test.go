@@ -103,7 +103,7 @@ var tableCases = []struct {
 
 func TestTableKeys(t *testing.T) {
 	for _, c := range tableCases {
-		_, ks, ts := tableKeys(clauses(c.table))
+		ks, ts := tableKeys(clauses(c.table))
 		if !slices.Equal(ks, c.keys) || ks != nil && !maps.Equal(ts, c.types) {
 			t.Errorf("tableKeys(%q) = %q %v, want %q %v", c.table, ks, ts, c.keys, c.types)
 		}
@@ -265,7 +265,7 @@ func FuzzAnswerSpans(f *testing.F) {
 		check("spanKeys", ks)
 		ks, _, _ = keyLines(clauses(s), true)
 		check("keyLines", ks)
-		_, ks, _ = tableKeys(clauses(s))
+		ks, _ = tableKeys(clauses(s))
 		check("tableKeys", ks)
 		ks, _ = slotKeys(s)
 		check("slotKeys", ks)

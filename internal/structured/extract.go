@@ -179,7 +179,7 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 			// the heading; the lines below may hold the keys.
 			ks = nil
 			if endsWithColon(c.text) || belowRe.MatchString(c.text) {
-				if _, tk, tt := tableKeys(cls[i+1:]); len(tk) > 0 {
+				if tk, tt := tableKeys(cls[i+1:]); len(tk) > 0 {
 					ks = tk
 					maps.Copy(types, tt)
 				} else if bk := bulletKeys(systemPrompt, cls[i+1:]); len(bk) > 0 && (demand[i] || listIntroRe.MatchString(c.text)) {
