@@ -62,9 +62,10 @@ func FuzzGuardedSpans(f *testing.F) {
 
 // FuzzExtractConstraints: ExtractConstraints never panics; a schema it
 // returns compiles, lists exactly Required as its required keys, and its
-// Sentence is text of the prompt. Seeded from the phrasing corpus.
+// Sentence is text of the prompt; a sure schema's keys are identifiers the
+// prompt writes. Seeded from the phrasing corpora.
 func FuzzExtractConstraints(f *testing.F) {
-	for _, path := range []string{positivePhrasings, negativePhrasings, freshPositives, freshNegatives, heldOutPositives, heldOutNegatives} {
+	for _, path := range []string{positivePhrasings, negativePhrasings, freshPositives, freshNegatives, heldOutPositives, heldOutNegatives, heldOut2Positives, heldOut2Negatives, tuning3Positives, tuning3Negatives} {
 		for _, p := range readPhrasings(f, path) {
 			f.Add(p.prompt)
 		}
@@ -73,6 +74,15 @@ func FuzzExtractConstraints(f *testing.F) {
 		im, ok := ExtractConstraints(prompt)
 		if !ok {
 			return
+		}
+		if im.Sure {
+			// A sure schema is sent upstream: every key an identifier the
+			// prompt writes as a word of its own.
+			for _, k := range im.Required {
+				if !identKeyRe.MatchString(k) || !namedInPrompt(prompt, k) {
+					t.Fatalf("sure schema with key %q not written in the prompt %q", k, prompt)
+				}
+			}
 		}
 		if _, err := Compile(im.Schema); err != nil {
 			t.Fatalf("implied schema %s does not compile: %v", im.Schema, err)
