@@ -93,10 +93,38 @@ type Implied struct {
 // JSON", "the JSON spec says", "parse the JSON below"), a negated or
 // conditional clause ("do not answer in JSON", "if asked, return JSON") and a
 // JSON example the prompt describes as input yield nothing. ok is false when
-// the prompt demands no JSON. ExtractConstraints is safe for concurrent use.
+// the prompt demands no JSON or names no key of the answer: a demand for JSON
+// without keys ("Respond only in valid JSON.", "a JSON array of strings") is
+// no key schema; ExtractJSONDemand reports it. ExtractConstraints is safe for
+// concurrent use.
 func ExtractConstraints(systemPrompt string) (*Implied, bool) {
+	im, keyed, ok := extract(systemPrompt)
+	if !ok || !keyed {
+		return nil, false
+	}
+	return im, true
+}
+
+// ExtractJSONDemand reports a system prompt's demand for a JSON answer that
+// names no key ("Respond only in valid JSON.", "Output a JSON object.",
+// "以 JSON 数组形式输出"): its Schema is {} or {"type":"object"} /
+// {"type":"array"}, its Required empty, and it is never Sure (never sent
+// upstream). It serves to validate and repair the answer as JSON. ok is false
+// when the prompt demands no JSON or when ExtractConstraints reads keys from
+// it.
+func ExtractJSONDemand(systemPrompt string) (*Implied, bool) {
+	im, keyed, ok := extract(systemPrompt)
+	if !ok || keyed {
+		return nil, false
+	}
+	return im, true
+}
+
+// extract is ExtractConstraints and ExtractJSONDemand: keyed is false for a
+// demand without keys.
+func extract(systemPrompt string) (im *Implied, keyed, ok bool) {
 	if !containsFoldASCII(systemPrompt, "json") && !strings.Contains(systemPrompt, "{") {
-		return nil, false // the cheap common case
+		return nil, false, false // the cheap common case
 	}
 	cls := clauses(systemPrompt)
 	demand := make([]bool, len(cls))
@@ -122,7 +150,7 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 	if !demanded || !worded && proseRe.MatchString(systemPrompt) {
 		// An example object alone does not outweigh "answer in plain
 		// English" / "请用自然语言回答".
-		return nil, false
+		return nil, false, false
 	}
 	var (
 		keys  []string
@@ -266,7 +294,7 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 			}
 		}
 		at, srcs = append(at, j), append(srcs, cls[j].text)
-		return &Implied{Schema: raw, Sentence: sentenceOf(systemPrompt, cls, at), Required: req, Sources: dedupe(srcs), Sure: true}, true
+		return &Implied{Schema: raw, Sentence: sentenceOf(systemPrompt, cls, at), Required: req, Sources: dedupe(srcs), Sure: true}, true, true
 	}
 	if i, ks, ts := templateKeys(systemPrompt, cls); len(ks) > 0 {
 		addKeys(i, ks)
@@ -282,6 +310,9 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 			bulletTypes(cls[i+1:], types)
 		}
 	}
+	// "不要有任何解释", "数字保持为数字类型": a clause of Chinese prose is
+	// no key; a Chinese key is a short noun phrase ("风险等级", "是否赔付").
+	keys = slices.DeleteFunc(keys, hanProse)
 	var sources []string
 	for i, d := range demand {
 		if d && (len(used) == 0 || len(sources) == 0) {
@@ -298,7 +329,7 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 		if kind != "" {
 			schema = `{"type":"` + kind + `"}`
 		}
-		return &Implied{Schema: json.RawMessage(schema), Sentence: sentence, Sources: dedupe(sources)}, true
+		return &Implied{Schema: json.RawMessage(schema), Sentence: sentence, Sources: dedupe(sources)}, false, true
 	}
 	noteTypes(systemPrompt, keys, types)
 	props := make(map[string]map[string]any, len(keys))
@@ -316,15 +347,36 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 	}
 	b, err := json.Marshal(map[string]any{"type": "object", "properties": props, "required": keys})
 	if err != nil {
-		return nil, false
+		return nil, false, false
 	}
 	count := statedCount(cls, used)
 	sure := (count == 0 || count == len(keys)) && !loose && accounted(cls, used, keys)
 	for _, k := range keys {
 		sure = sure && identKeyRe.MatchString(k) && !slices.Contains(grammarWords, strings.ToLower(k)) && namedInPrompt(systemPrompt, k)
 	}
-	return &Implied{Schema: b, Sentence: sentence, Required: keys, Sources: dedupe(sources), Count: count, Sure: sure}, true
+	return &Implied{Schema: b, Sentence: sentence, Required: keys, Sources: dedupe(sources), Count: count, Sure: sure}, true, true
 }
+
+// hanProse reports whether a key read from a prompt is a fragment of a
+// Chinese sentence rather than a key: longer than 8 characters, or holding a
+// verb, a negation or a particle no noun-phrase key has (为 "be", 放 "put",
+// 不 "not", 的, 任何 "any", 保持 "keep" …).
+func hanProse(k string) bool {
+	if !hasHan(k) {
+		return false
+	}
+	if utf8.RuneCountInString(k) > 8 {
+		return true
+	}
+	for _, w := range hanProseWords {
+		if strings.Contains(k, w) {
+			return true
+		}
+	}
+	return false
+}
+
+var hanProseWords = []string{"为", "放", "把", "将", "请", "不", "的", "了", "任何", "保持", "需", "要", "必须", "输出", "返回", "包含", "使用", "写"}
 
 // bareJSONObjectRe is a line that is only "JSON object." — a demand under
 // a format heading, a glossary entry elsewhere.
