@@ -132,6 +132,9 @@ func extract(systemPrompt string) (im *Implied, keyed, ok bool) {
 	worded := false // a demand says JSON, not only shows an example
 	kind := ""      // "object" or "array" for a demand without keys
 	for i, c := range cls {
+		if codeDemandRe.MatchString(c.text) {
+			continue // "写一个函数，…返回序列化后的 JSON 字符串": the code's JSON
+		}
 		if isDemand(c.text) || bareJSONObjectRe.MatchString(stripBullet(c.text)) && jsonHeadingAt(cls, i) {
 			worded = true
 		} else if !exampleDemand(cls, i) {
@@ -296,7 +299,9 @@ func extract(systemPrompt string) (im *Implied, keyed, ok bool) {
 		at, srcs = append(at, j), append(srcs, cls[j].text)
 		return &Implied{Schema: raw, Sentence: sentenceOf(systemPrompt, cls, at), Required: req, Sources: dedupe(srcs), Sure: true}, true, true
 	}
+	exampleAt := -1 // the clause of an example object the keys came from
 	if i, ks, ts := templateKeys(systemPrompt, cls); len(ks) > 0 {
+		exampleAt = i
 		addKeys(i, ks)
 		for k, t := range ts {
 			types[k] = t
@@ -350,7 +355,7 @@ func extract(systemPrompt string) (im *Implied, keyed, ok bool) {
 		return nil, false, false
 	}
 	count := statedCount(cls, used)
-	sure := (count == 0 || count == len(keys)) && !loose && accounted(cls, used, keys)
+	sure := (count == 0 || count == len(keys)) && !loose && accounted(cls, used, keys) && closedSpan(systemPrompt, cls, used, keys, exampleAt)
 	for _, k := range keys {
 		sure = sure && identKeyRe.MatchString(k) && !slices.Contains(grammarWords, strings.ToLower(k)) && namedInPrompt(systemPrompt, k)
 	}

@@ -56,3 +56,49 @@ func TestImpliedHanProseIsNoKey(t *testing.T) {
 		t.Errorf("Chinese keys lost: %v %v", im, ok)
 	}
 }
+
+// TestImpliedPartialReadNeverSure: the third held-out corpus's sure false
+// schemas (measured blind in session 8) were partial reads sent upstream:
+// rating where rating, pros and cons were asked, level1 and level2 where
+// level3 too, facts without preferences, a value's example object read as
+// the answer, and the fields of a dict a Python function receives. A
+// reading is sure only when its span is closed and complete.
+func TestImpliedPartialReadNeverSure(t *testing.T) {
+	tests := []string{
+		"Analyze the product review. Return a JSON object containing the predicted star rating (key: rating, integer 1-5), a list of pros (key: pros) and a list of cons (key: cons).",
+		"Map the product to our three-level taxonomy. Return JSON with level1, level2 and level3 categories.",
+		"From the conversation, extract durable facts about the user and their stated preferences. Output JSON with facts and preferences arrays.",
+		"You turn search requests into parameters. Your response is a JSON object:\n  query    string   free-text part\n  filters  object   e.g. {\"min_bedrooms\": 2, \"max_price\": 500000}\n  sort     string   one of price_asc, newest",
+		"Return JSON with the keys title, author, year, etc.",
+		"输出 JSON，包含 title、author 等字段。",
+		"Write a Python function that receives a dict with name and age fields. Then respond in JSON with keys code and tests.",
+	}
+	for _, p := range tests {
+		if im, ok := ExtractConstraints(p); ok && im.Sure {
+			t.Errorf("%q: sure schema %s, want a partial read never sent", p, im.Schema)
+		}
+	}
+	// A code demand with JSON in the code's sentence is no demand at all.
+	for _, p := range []string{
+		"请用 Python 写一个函数，接收包含 name 和 age 字段的字典，返回序列化后的 JSON 字符串，并附上单元测试。",
+		"Write a Go function that returns JSON with keys id and name.",
+	} {
+		if im, ok := ExtractConstraints(p); ok {
+			t.Errorf("%q: schema %s, want none (the JSON is the code's)", p, im.Schema)
+		}
+		if im, ok := ExtractJSONDemand(p); ok {
+			t.Errorf("%q: JSON demand %s, want none (the JSON is the code's)", p, im.Schema)
+		}
+	}
+	// Closed spans stay sure.
+	for _, p := range []string{
+		"Return a JSON object with the keys intent, entities and confidence.",
+		"Return JSON with keys answer and sources, and keep it short.",
+		"Output JSON with two fields: city and country.",
+		"仅输出 JSON，包含两个字段：question 和 answer。",
+	} {
+		if im, ok := ExtractConstraints(p); !ok || !im.Sure {
+			t.Errorf("%q: not sure (%v), want a sure schema", p, im)
+		}
+	}
+}
