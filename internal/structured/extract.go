@@ -202,6 +202,14 @@ func extract(systemPrompt string) (im *Implied, keyed, ok bool) {
 			continue
 		}
 		ks := keysIn(c.text)
+		if len(ks) > 0 && !slices.ContainsFunc(ks, func(k string) bool { return !typeWord(k) && !hanProse(k) }) {
+			ks = nil // "containing a reason string and an approved boolean": types, not keys
+		}
+		if demand[i] {
+			if pk := parenKeys(c.text); len(pk) > len(ks) {
+				ks = pk // "return JSON (name, email, company)"
+			}
+		}
 		if t := hanFalseKeyWords.Replace(c.text); t != c.text && len(keysIn(t)) == 0 {
 			ks = nil // "提取关键信息": 关键 is "crucial", not a key
 		}
@@ -239,6 +247,9 @@ func extract(systemPrompt string) (im *Implied, keyed, ok bool) {
 		}
 		if len(ks) == 0 {
 			sk, st, w, l := spanKeys(c.text, demand[i])
+			if slices.ContainsFunc(sk, hanProse) || len(sk) > 0 && !slices.ContainsFunc(sk, func(k string) bool { return !typeWord(k) }) {
+				sk = nil // "sql 字段写查询语句", "a reason string": no span of keys
+			}
 			if end := systemPrompt[:c.end]; len(sk) == 0 && i+1 < len(cls) && (strings.HasSuffix(end, ";") || strings.HasSuffix(end, "；")) {
 				// "Reply in JSON: answer — your answer; sources — list of
 				// URLs.": the list goes on past the semicolon.
@@ -253,6 +264,11 @@ func extract(systemPrompt string) (im *Implied, keyed, ok bool) {
 			} else if !demand[i] {
 			} else if dk := describedKeys(c.text); len(dk) > 0 {
 				ks = dk // "a JSON payload where `status` is … and `items` is …"
+			} else if nk := notedKeys(c.text); len(nk) > 0 {
+				ks = nk // "含 name（商品名）、price（价格）"
+			} else if nk := nounKeys(c.text); len(nk) > 0 {
+				ks = nk // "with a subject field and a body field"
+				loose = true
 			} else if i > 0 && anaphoraRe.MatchString(stripBullet(c.text)) {
 				// "Find the a, the b and the c. Return them as JSON."
 				if pk := proseKeys(cls[i-1].text); len(pk) > 0 {
