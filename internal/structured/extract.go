@@ -135,7 +135,7 @@ func extract(systemPrompt string) (im *Implied, keyed, ok bool) {
 		if codeDemandRe.MatchString(c.text) {
 			continue // "写一个函数，…返回序列化后的 JSON 字符串": the code's JSON
 		}
-		if isDemand(c.text) || bareJSONObjectRe.MatchString(stripBullet(c.text)) && jsonHeadingAt(cls, i) {
+		if isDemand(c.text) || terseDemandRe.MatchString(stripBullet(c.text)) && !negated(c.text) || bareJSONObjectRe.MatchString(stripBullet(c.text)) && jsonHeadingAt(cls, i) {
 			worded = true
 		} else if !exampleDemand(cls, i) {
 			continue
@@ -398,6 +398,11 @@ func hanProse(k string) bool {
 }
 
 var hanProseWords = []string{"为", "放", "把", "将", "请", "不", "的", "了", "任何", "保持", "需", "要", "必须", "输出", "返回", "包含", "使用", "写"}
+
+// terseDemandRe is a demand written as a label or a noun phrase:
+// "Format: JSON object.", "JSON output with a, b, c.", "JSON, two keys:",
+// "JSON keys: a, b".
+var terseDemandRe = regexp.MustCompile(`(?i)^\s*(?:(?:output\s+|response\s+|answer\s+)?format\s*[:：]\s*(?:an?\s+)?(?:single\s+)?json\b|json\s+(?:output|response|answer|reply)\s+with\b|json\s*[,，]\s*(?:\w+\s+)?(?:keys|fields)\s*[:：]|json\s+(?:keys|fields)\s*[:：]|(?:输出|返回|回答)?格式\s*[:：]\s*json\b)`)
 
 // bareJSONObjectRe is a line that is only "JSON object." — a demand under
 // a format heading, a glossary entry elsewhere.
@@ -676,7 +681,7 @@ var (
 		`|(?:按|按照|参照|依照)\s*(?:如下|以下|下面的?|这个|这种|该|下列)?\s*(?:的)?\s*(?:json\s*)?(?:格式|结构|形式|样式|示例|模板)\s*(?:来)?\s*(?:返回|输出|回复|回答|给出|生成)` +
 		// Chinese: 以/用/按 JSON (格式) 返回/输出…, 返回/输出 JSON, JSON格式返回.
 		`|(?:以|用|按|使用|采用|按照)\s*(?:标准|合法|严格|纯)?(?:的)?\s*json\s*(?:格式|对象|结构|数组)?\s*(?:的形式|形式)?\s*(?:来|进行)?\s*(?:返回|输出|回答|回复|响应|给出|作答|提供|表示|呈现)` +
-		`|(?:^|[，,：:]|请|务必|必须|只|仅|需要|需|应|应当|应该|直接|都|一律|要)\s*(?:以|用)?\s*(?:返回|输出|回答|回复|给出|生成|提供)\s*(?:一个|一段|一份)?\s*(?:[^。\n，,]{0,60}?的)?\s*(?:如下|以下|下面)?\s*(?:的)?\s*(?:合法的|有效的|标准的|严格的|纯|格式正确的)?\s*json` +
+		`|(?:^|[，,：:]|请|务必|必须|只|仅|需要|需|应|应当|应该|直接|都|一律|要|并|后|再|然后)\s*(?:以|用)?\s*(?:返回|输出|回答|回复|给出|生成|提供)\s*(?:一个|一段|一份)?\s*(?:[^。\n，,]{0,60}?的)?\s*(?:如下|以下|下面)?\s*(?:的)?\s*(?:合法的|有效的|标准的|严格的|纯|格式正确的)?\s*json` +
 		`|json\s*格式\s*(?:返回|输出|回答|回复)` +
 		// "1. 使用 JSON 格式；" under "输出要求：", "- Use JSON format."
 		`|^(?:使用|采用|用)\s*json\s*(?:格式)?\s*(?:输出|返回|回答)?\s*$|^use\s+(?:the\s+)?json(?:\s+format)?\s*[.!]?\s*$` +
@@ -733,7 +738,7 @@ var (
 	// everyTimeRe is a "when" that holds for every answer: "When you
 	// answer", "When I send you a topic", "When you have enough
 	// information", "每次回答时".
-	everyTimeRe = regexp.MustCompile(`(?i)^\s*(?:when|whenever)\s+(?:you\s+(?:answer|respond|reply|output)|you\s+(?:have|are|'re)\s+(?:enough|done|finished|ready|gathered)|(?:you\s+are\s+)?(?:done|finished|ready)\b|(?:i|we|the\s+user|users)\s+(?:send|sends|give|gives|paste|pastes|provide|provides|share|shares)\b)`)
+	everyTimeRe = regexp.MustCompile(`(?i)^\s*(?:when|whenever)\s+(?:you\s+(?:answer|respond|reply|output)|you\s+(?:have|are|'re)\s+(?:enough|done|finished|ready|gathered)|(?:you\s+are\s+)?(?:done|finished|ready)\b|(?:i|we|the\s+user|users)\s+(?:send|sends|give|gives|paste|pastes|provide|provides|share|shares)\b|(?:the\s+|a\s+|an\s+|each\s+|every\s+)(?:user|player|student|customer|client|caller|visitor|patient|employee|human)\s+[a-z]+s\b)`)
 	// askRe is a condition on what the user asks for.
 	askRe = regexp.MustCompile(`(?i)\b(?:asks?|asked|wants?|requests?|requested|explicitly|requires?|prefers?)\b`)
 	// historyRe marks a clause about a former demand: "last week we asked

@@ -17,8 +17,11 @@ const (
 // (ExtractJSONDemand), Chinese prose is no key, Sure needs a closed and
 // complete key span, a clause asking for code is no demand, and keys are
 // read from a parenthesised list after JSON, from "a subject field and a
-// body field", and from "name（商品名）、price（价格）" lists. The floor below is
-// what that reader reaches.
+// body field", and from "name（商品名）、price（价格）" lists, and terse
+// demands ("Format: JSON object.", "JSON output with …", "When the player
+// declares an action, reply in JSON …", "…并返回 JSON") are read: 164/196 =
+// 83.7 %, 147 sure, 0 false schemas. The floor below is what that reader
+// reaches.
 func TestImpliedHeldOut3Corpus(t *testing.T) {
-	measureHeldOut(t, heldOut3Positives, heldOut3Negatives, 190, 85, 0.80, 0)
+	measureHeldOut(t, heldOut3Positives, heldOut3Negatives, 190, 85, 0.83, 0)
 }
