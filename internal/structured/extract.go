@@ -352,6 +352,14 @@ func extract(systemPrompt string) (im *Implied, keyed, ok bool) {
 		}
 		return &Implied{Schema: json.RawMessage(schema), Sentence: sentence, Sources: dedupe(sources)}, false, true
 	}
+	if exampleAt < 0 {
+		if more := missedKeys(cls, used, keys); len(more) > 0 {
+			// "a list of pros (key: pros)", "facts and preferences
+			// arrays": read, never sure.
+			keys = append(keys, more...)
+			loose = true
+		}
+	}
 	noteTypes(systemPrompt, keys, types)
 	props := make(map[string]map[string]any, len(keys))
 	for _, k := range keys {

@@ -102,3 +102,27 @@ func TestImpliedPartialReadNeverSure(t *testing.T) {
 		}
 	}
 }
+
+// TestImpliedMissedKeysReadNotSure: the keys a partial reading left out in
+// its own clause ("(key: pros)", "and preferences arrays", "and level3
+// categories") are added, and such a reading is never sure.
+func TestImpliedMissedKeysReadNotSure(t *testing.T) {
+	tests := []struct {
+		prompt string
+		want   []string
+	}{
+		{"Analyze the product review. Return a JSON object containing the predicted star rating (key: rating, integer 1-5), a list of pros (key: pros) and a list of cons (key: cons).", []string{"rating", "pros", "cons"}},
+		{"Map the product to our three-level taxonomy. Return JSON with level1, level2 and level3 categories.", []string{"level1", "level2", "level3"}},
+		{"Output JSON with facts and preferences arrays.", []string{"facts", "preferences"}},
+	}
+	for _, tt := range tests {
+		im, ok := ExtractConstraints(tt.prompt)
+		if !ok || !slices.Equal(im.Required, tt.want) || im.Sure {
+			t.Errorf("%q: %v, want keys %q, not sure", tt.prompt, im, tt.want)
+		}
+	}
+	// "i.e." is no item of the list.
+	if im, ok := ExtractConstraints("Output JSON mapping query → intent, i.e. an object with the keys query and intent."); !ok || !slices.Equal(im.Required, []string{"query", "intent"}) {
+		t.Errorf("i.e. read as a key: %v", im)
+	}
+}

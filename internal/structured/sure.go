@@ -57,9 +57,47 @@ func closedSpan(prompt string, cls []clause, used []int, keys []string, exampleA
 	return true
 }
 
+// missedKeys returns the keys a used clause names that the reading left
+// out: marked after "key:" ("a list of pros (key: pros)"), or one more item
+// of the list after the last key ("facts and preferences arrays"). They are
+// added to a reading that is then never sure.
+func missedKeys(cls []clause, used []int, keys []string) []string {
+	var more []string
+	add := func(k string) {
+		if identKeyRe.MatchString(k) && notKeyWord(k) && !typeWord(k) && !slices.Contains(keys, k) && !slices.Contains(more, k) {
+			more = append(more, k)
+		}
+	}
+	for _, i := range used {
+		c := stripObjects(cls[i].text)
+		for _, m := range markedKeyRe.FindAllStringSubmatch(c, -1) {
+			if m[1] != "" {
+				add(m[1])
+			}
+		}
+		if end := lastKeyEnd(c, keys); end >= 0 {
+			if m := moreItemRe.FindStringSubmatch(c[end:]); m != nil {
+				add(m[1])
+			}
+		}
+	}
+	return more
+}
+
 // lastKeyEndsList reports whether the clause's list of keys ends at the last
 // key it holds: no ", x" / "and x" / "和x" follows it as one more item.
 func lastKeyEndsList(c string, keys []string) bool {
+	end := lastKeyEnd(c, keys)
+	if end < 0 {
+		return true
+	}
+	m := moreItemRe.FindStringSubmatch(c[end:])
+	return m == nil || slices.Contains(keys, m[1]) || !notKeyWord(m[1]) || typeWord(m[1])
+}
+
+// lastKeyEnd returns the end of the last key written as a word in c, -1
+// when c writes none.
+func lastKeyEnd(c string, keys []string) int {
 	end := -1
 	for _, k := range keys {
 		for from := 0; ; {
@@ -74,11 +112,7 @@ func lastKeyEndsList(c string, keys []string) bool {
 			}
 		}
 	}
-	if end < 0 {
-		return true
-	}
-	m := moreItemRe.FindStringSubmatch(c[end:])
-	return m == nil || slices.Contains(keys, m[1]) || !notKeyWord(m[1]) || typeWord(m[1])
+	return end
 }
 
 // wordAt reports whether c[j:j+n] is a word of its own.
@@ -116,5 +150,5 @@ var (
 	markedKeyRe = regexp.MustCompile(`(?i:\b(?:key|field|property)\s*[:=]\s*)([A-Za-z_][A-Za-z0-9_]*)|\b([A-Za-z]+[0-9]+[A-Za-z0-9_]*)\b`)
 	// moreItemRe is one more item of a list after a key: a separator, a
 	// word and the list's end or a note.
-	moreItemRe = regexp.MustCompile(`^\s*(?:[)）]\s*)?(?:,\s*(?:and\s+|or\s+|plus\s+)?|\s+(?:and|or|plus|&)\s+|[、，]\s*|\s*(?:和|及|与|以及)\s*)(?:the\s+|an?\s+)?([A-Za-z_][A-Za-z0-9_-]*)\s*(?:[(（]|\b(?:arrays?|lists?|fields?|keys?|categories|strings?|objects?|values?|properties|columns|scores?)\b|[.。;；,，]|$)`)
+	moreItemRe = regexp.MustCompile(`^\s*(?:[)）]\s*)?(?:,\s*(?:and\s+|or\s+|plus\s+)?|\s+(?:and|or|plus|&)\s+|[、，]\s*|\s*(?:和|及|与|以及)\s*)(?:the\s+|an?\s+)?([A-Za-z_][A-Za-z0-9_-]+)\s*(?:[(（]|\b(?:arrays?|lists?|fields?|keys?|categories|strings?|objects?|values?|properties|columns|scores?)\b|[.。;；,，]|$)`)
 )
