@@ -132,7 +132,7 @@ func extract(systemPrompt string) (im *Implied, keyed, ok bool) {
 	worded := false // a demand says JSON, not only shows an example
 	kind := ""      // "object" or "array" for a demand without keys
 	for i, c := range cls {
-		if codeDemandRe.MatchString(c.text) {
+		if asksForCode(c.text) {
 			continue // "写一个函数，…返回序列化后的 JSON 字符串": the code's JSON
 		}
 		if isDemand(c.text) || terseDemandRe.MatchString(stripBullet(c.text)) && !negated(c.text) || bareJSONObjectRe.MatchString(stripBullet(c.text)) && jsonHeadingAt(cls, i) {

@@ -23,7 +23,7 @@ import (
 // code's, not the answer's), and when the keys come from an example object
 // that is the example of one value ("filters  object  e.g. {…}").
 func closedSpan(prompt string, cls []clause, used []int, keys []string, exampleAt int) bool {
-	if codeDemandRe.MatchString(prompt) {
+	if asksForCode(prompt) {
 		return false
 	}
 	if exampleAt >= 0 {
@@ -83,6 +83,19 @@ func missedKeys(cls []clause, used []int, keys []string) []string {
 	}
 	return more
 }
+
+// asksForCode reports whether s asks for code ("Write a Python function",
+// "用 Python 写一个函数"); the regexp runs only when a word for code is there.
+func asksForCode(s string) bool {
+	for _, w := range codeWords {
+		if containsFoldASCII(s, w) {
+			return codeDemandRe.MatchString(s)
+		}
+	}
+	return false
+}
+
+var codeWords = []string{"function", "script", "program", "class", "method", "test", "函数", "脚本", "程序", "类", "方法", "测试"}
 
 // lastKeyEndsList reports whether the clause's list of keys ends at the last
 // key it holds: no ", x" / "and x" / "和x" follows it as one more item.
