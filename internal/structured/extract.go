@@ -15,7 +15,7 @@ type Implied struct {
 	// Schema is a draft 2020-12 JSON Schema: an object with the demanded
 	// keys as required properties, types taken from a JSON example,
 	// enumerations and ranges on them; {} or {"type":"object"} /
-	// {"type":"array"} for a demand that names no keys.
+	// {"type":"array"} for a demand that names no keys (ExtractJSONDemand).
 	Schema json.RawMessage
 	// Sentence is the system-prompt text the schema came from, as written:
 	// from the first to the last clause that demanded JSON or named keys
@@ -38,7 +38,10 @@ type Implied struct {
 	// clauses (and a next sentence about keys) write as a key — quoted or
 	// backticked, snake_case or camelCase, or after "called"/"named" — so
 	// "a key called answer and a key called sources" read as answer alone
-	// is not sure. An implied schema that is not sure still serves to
+	// is not sure; and the span is closed and complete (closedSpan: no
+	// key marked and left out, no further list item, no "etc."/"…"/"等",
+	// not what the task receives, not a code demand, not a value's
+	// example object). An implied schema that is not sure still serves to
 	// validate and repair the answer; it is never sent.
 	Sure bool
 }
