@@ -758,7 +758,7 @@ var (
 	// exampleIntroRe is the text right before an example of the answer:
 	// a directive to answer "like", "with", "as" or "such as" it, an
 	// "Example output:" label, "输出格式：", "按如下格式输出：".
-	exampleIntroRe = regexp.MustCompile(`(?i)(?:^(?:[^,，.]{0,40}[,，:：—]\s*)?(?:please\s+)?(?:always\s+|only\s+|just\s+)*(?:respond|reply|answer|return|output|format\s+(?:your|the)\s+(?:answer|response|output|reply))\b` +
+	exampleIntroRe = regexp.MustCompile(`(?i)(?:^(?:[^,，.]{0,40}[,，:：—]\s*|[^,，.:：]{0,60}\sand\s+)?(?:please\s+)?(?:always\s+|only\s+|just\s+)*(?:respond|reply|answer|return|output|format\s+(?:your|the)\s+(?:answer|response|output|reply))\b` +
 		`(?:\s+(?:only|always|just|exactly|strictly|back|me|us|it|(?:your|the)\s+(?:answer|response|output|reply|result)s?|(?:(?:in|with|using|as)\s+)?(?:a\s+|an\s+)?(?:valid\s+)?json(?:\s+(?:object|format))?))*` +
 		`\s*(?:\blike|\bwith|\bas|\bsuch\s+as|\b(?:in|using|with|per|following|matching)\s+(?:this|the\s+following)\s+(?:json\s+)?(?:shape|format|form|structure|template|schema)\s*[:：]?|[:：])` +
 		// The labels start the clause or follow a comma: "the log's

@@ -29,8 +29,15 @@ const (
 // JSON.", "JSON output with …", "When a customer writes in, …"): 8/10 keys,
 // 4 sure, 0 false. Missed: "提取信息并返回 JSON（姓名、电话）" (a demand after
 // 并/后) and "格式：JSON，键为 …". After the change for it: the whole corpus
-// 29/30, 18 sure, 0 false schemas on 18 negatives; the example object under
-// "格式如下：" without the word JSON is still not read.
+// 29/30, 18 sure, 0 false schemas on 18 negatives.
+//
+// Third batch (*/t4c/*, 10 everyday positives, */t4cn/* 6 negatives: a JSON
+// tutorial, YAML keys, JSON to CSV, 不要使用 JSON, JSON to check, fields of a
+// table to explain), first sight on the reader after the second batch:
+// 9/10 keys, 9 sure, 0 false. Missed: "Check the report and answer in this
+// format:" over a fenced example (the verb after "… and"). After the change
+// for it: 39/40, 28 sure, 0 false schemas on 24 negatives; the example
+// object under "格式如下：" without the word JSON is still not read.
 func TestImpliedTuning4Corpus(t *testing.T) {
-	measureHeldOut(t, tuning4Positives, tuning4Negatives, 30, 18, 0.96, 0)
+	measureHeldOut(t, tuning4Positives, tuning4Negatives, 40, 24, 0.97, 0)
 }
