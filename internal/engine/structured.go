@@ -260,7 +260,13 @@ func (e *Engine) outputSpecFor(ctx context.Context, req *llm.Request, b *Behavio
 	}
 	if !e.structOpts.DisableImplied && len(req.Tools) == 0 {
 		if sys := req.SystemText(); sys != "" {
-			if imp, ok := structured.ExtractConstraints(sys); ok {
+			imp, ok := structured.ExtractConstraints(sys)
+			if !ok {
+				// "Respond only in JSON.": no keys, the answer is still
+				// validated and repaired as JSON, never sent upstream.
+				imp, ok = structured.ExtractJSONDemand(sys)
+			}
+			if ok {
 				sp, err := compile(imp.Schema, "implied")
 				if err != nil {
 					return nil, nil // an implied schema we cannot compile is no contract
