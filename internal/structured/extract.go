@@ -2,6 +2,7 @@ package structured
 
 import (
 	"encoding/json"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -14,7 +15,7 @@ type Implied struct {
 	// Schema is a draft 2020-12 JSON Schema: an object with the demanded
 	// keys as required properties, types taken from a JSON example,
 	// enumerations and ranges on them; {} or {"type":"object"} /
-	// {"type":"array"} for a demand that names no keys.
+	// {"type":"array"} for a demand that names no keys (ExtractJSONDemand).
 	Schema json.RawMessage
 	// Sentence is the system-prompt text the schema came from, as written:
 	// from the first to the last clause that demanded JSON or named keys
@@ -37,7 +38,10 @@ type Implied struct {
 	// clauses (and a next sentence about keys) write as a key — quoted or
 	// backticked, snake_case or camelCase, or after "called"/"named" — so
 	// "a key called answer and a key called sources" read as answer alone
-	// is not sure. An implied schema that is not sure still serves to
+	// is not sure; and the span is closed and complete (closedSpan: no
+	// key marked and left out, no further list item, no "etc."/"…"/"等",
+	// not what the task receives, not a code demand, not a value's
+	// example object). An implied schema that is not sure still serves to
 	// validate and repair the answer; it is never sent.
 	Sure bool
 }
@@ -71,6 +75,18 @@ type Implied struct {
 //     field `a` holds …"), and a list of quoted or backticked keys after
 //     "need", "give me", "with", "for", "include" … ("I need `a` and `b`").
 //
+// When these find no key, the span the prompt marks as the answer's keys is
+// read (answer.go): the rest of the demand after "with:", "—", "：", a count
+// and a noun ("three arrays:"), or its last colon; the lines under a clause
+// ending in a colon, bulleted or not ("dish — the name", "port: integer");
+// a markdown table's key column (never its header row); "Return them as
+// JSON" after a list; "`a` is …" / "其中 a 为…"; "Put X in a and Y in b";
+// and, as a last resort that is never sure, the keys the demand and the
+// sentences after it write as keys. Items are parsed as `key [note]`, the
+// note giving the key's JSON type ("(integer)", "（布尔值）", "– string").
+// Keys of what the task reads (a tool's arguments, "Each ticket arrives with
+// the fields …") are not the answer's.
+//
 // Lists are separated by 、 ， , ; and 和 及 与 以及; a parenthesised note
 // after a key is dropped, and a list ends at its first item that is not
 // key-like. Enumerations and ranges on the keys follow ("risk_level must be
@@ -80,10 +96,38 @@ type Implied struct {
 // JSON", "the JSON spec says", "parse the JSON below"), a negated or
 // conditional clause ("do not answer in JSON", "if asked, return JSON") and a
 // JSON example the prompt describes as input yield nothing. ok is false when
-// the prompt demands no JSON. ExtractConstraints is safe for concurrent use.
+// the prompt demands no JSON or names no key of the answer: a demand for JSON
+// without keys ("Respond only in valid JSON.", "a JSON array of strings") is
+// no key schema; ExtractJSONDemand reports it. ExtractConstraints is safe for
+// concurrent use.
 func ExtractConstraints(systemPrompt string) (*Implied, bool) {
+	im, keyed, ok := extract(systemPrompt)
+	if !ok || !keyed {
+		return nil, false
+	}
+	return im, true
+}
+
+// ExtractJSONDemand reports a system prompt's demand for a JSON answer that
+// names no key ("Respond only in valid JSON.", "Output a JSON object.",
+// "以 JSON 数组形式输出"): its Schema is {} or {"type":"object"} /
+// {"type":"array"}, its Required empty, and it is never Sure (never sent
+// upstream). It serves to validate and repair the answer as JSON. ok is false
+// when the prompt demands no JSON or when ExtractConstraints reads keys from
+// it.
+func ExtractJSONDemand(systemPrompt string) (*Implied, bool) {
+	im, keyed, ok := extract(systemPrompt)
+	if !ok || keyed {
+		return nil, false
+	}
+	return im, true
+}
+
+// extract is ExtractConstraints and ExtractJSONDemand: keyed is false for a
+// demand without keys.
+func extract(systemPrompt string) (im *Implied, keyed, ok bool) {
 	if !containsFoldASCII(systemPrompt, "json") && !strings.Contains(systemPrompt, "{") {
-		return nil, false // the cheap common case
+		return nil, false, false // the cheap common case
 	}
 	cls := clauses(systemPrompt)
 	demand := make([]bool, len(cls))
@@ -91,7 +135,10 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 	worded := false // a demand says JSON, not only shows an example
 	kind := ""      // "object" or "array" for a demand without keys
 	for i, c := range cls {
-		if isDemand(c.text) {
+		if asksForCode(c.text) {
+			continue // "写一个函数，…返回序列化后的 JSON 字符串": the code's JSON
+		}
+		if isDemand(c.text) || terseDemandRe.MatchString(stripBullet(c.text)) && !negated(c.text) || bareJSONObjectRe.MatchString(stripBullet(c.text)) && jsonHeadingAt(cls, i) {
 			worded = true
 		} else if !exampleDemand(cls, i) {
 			continue
@@ -109,7 +156,7 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 	if !demanded || !worded && proseRe.MatchString(systemPrompt) {
 		// An example object alone does not outweigh "answer in plain
 		// English" / "请用自然语言回答".
-		return nil, false
+		return nil, false, false
 	}
 	var (
 		keys  []string
@@ -130,32 +177,132 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 		}
 		used = append(used, i)
 	}
+	consumed := make([]bool, len(cls)) // lines read as a list of keys
 	for i, c := range cls {
-		if negated(c.text) || conditional(c.text) {
-			continue
+		if consumed[i] || negated(c.text) || conditional(c.text) || tableRowRe.MatchString(c.text) {
+			continue // a table's rows are read whole, by tableKeys
 		}
-		if !demand[i] && !schemaClauseRe.MatchString(c.text) {
+		if !demand[i] && otherOwnerRe.MatchString(c.text) && !answerWordRe.MatchString(c.text) {
+			continue // "its arguments are JSON with keys query and top_k"
+		}
+		if !demand[i] && !schemaClauseRe.MatchString(hanFalseKeyWords.Replace(c.text)) {
 			if i > 0 && demand[i-1] {
 				if ks, l := includeKeys(c.text); len(ks) > 0 {
 					addKeys(i, ks)
 					loose = loose || l
-				} else {
+				} else if qk := quotedKeys(c.text); len(qk) > 0 {
 					// "Reply in JSON; we need `a` and `b`."
-					addKeys(i, quotedKeys(c.text))
+					addKeys(i, qk)
+				} else if dk := describedKeys(c.text); len(dk) > 0 {
+					addKeys(i, dk) // "`status` is … and `items` is …"
+				} else if sk, l := slotKeys(c.text); len(sk) > 0 {
+					// "Put the result in verdict and the reasoning in
+					// explanation."
+					addKeys(i, sk)
+					loose = loose || l
 				}
 			}
 			continue
 		}
 		ks := keysIn(c.text)
-		if endsWithColon(c.text) && (demand[i] || listIntroRe.MatchString(c.text)) && !slices.ContainsFunc(ks, notKeyWord) {
-			// "Output format (JSON):" names no key: "format" is a word
-			// of the heading; the bullets below are the keys.
-			if bk := bulletKeys(systemPrompt, cls[i+1:]); len(bk) > 0 {
-				ks = bk
-				bulletTypes(cls[i+1:], types)
+		if len(ks) > 0 && !slices.ContainsFunc(ks, func(k string) bool { return !typeWord(k) && !hanProse(k) }) {
+			ks = nil // "containing a reason string and an approved boolean": types, not keys
+		}
+		if demand[i] {
+			if pk := parenKeys(c.text); len(pk) > len(ks) {
+				ks = pk // "return JSON (name, email, company)"
+			}
+		}
+		if t := hanFalseKeyWords.Replace(c.text); t != c.text && len(keysIn(t)) == 0 {
+			ks = nil // "提取关键信息": 关键 is "crucial", not a key
+		}
+		if !slices.ContainsFunc(ks, notKeyWord) {
+			// "Output format (JSON):" names no key: "format" is a word of
+			// the heading; the lines below may hold the keys.
+			ks = nil
+			if endsWithColon(c.text) || belowRe.MatchString(c.text) {
+				if tk, tt := tableKeys(cls[i+1:]); len(tk) > 0 {
+					ks = tk
+					maps.Copy(types, tt)
+				} else if bk := bulletKeys(systemPrompt, cls[i+1:]); len(bk) > 0 && (demand[i] || listIntroRe.MatchString(c.text)) {
+					ks = bk
+					bulletTypes(cls[i+1:], types)
+				} else if lk, lt, w := keyLines(cls[i+1:], keyNounRe.MatchString(c.text)); len(lk) > 0 {
+					ks = lk
+					maps.Copy(types, lt)
+					loose = loose || !w
+				} else if i+1 < len(cls) {
+					// "Respond in JSON with these keys:" over "mood, color,
+					// song".
+					if lk := listItems(cls[i+1].text, true); len(lk) > 1 && !slices.ContainsFunc(lk, func(k string) bool { return !identKeyRe.MatchString(k) || !notKeyWord(k) }) {
+						ks = lk
+						consumed[i+1] = true
+					}
+				}
+				if len(ks) > 0 {
+					// "- key_points: a list of key points" is a key and its
+					// note: no line of the list is read again.
+					for j := i + 1; j < len(cls) && listLine(cls[j].text); j++ {
+						consumed[j] = true
+					}
+				}
+			}
+		}
+		if len(ks) == 0 {
+			sk, st, w, l := spanKeys(c.text, demand[i])
+			if slices.ContainsFunc(sk, hanProse) || len(sk) > 0 && !slices.ContainsFunc(sk, func(k string) bool { return !typeWord(k) }) {
+				sk = nil // "sql 字段写查询语句", "a reason string": no span of keys
+			}
+			if end := systemPrompt[:c.end]; len(sk) == 0 && i+1 < len(cls) && (strings.HasSuffix(end, ";") || strings.HasSuffix(end, "；")) {
+				// "Reply in JSON: answer — your answer; sources — list of
+				// URLs.": the list goes on past the semicolon.
+				if sk, st, w, l = spanKeys(c.text+", "+cls[i+1].text, demand[i]); len(sk) > 0 {
+					consumed[i+1] = true
+				}
+			}
+			if len(sk) > 0 {
+				ks = sk
+				maps.Copy(types, st)
+				loose = loose || l || !w
+			} else if !demand[i] {
+			} else if dk := describedKeys(c.text); len(dk) > 0 {
+				ks = dk // "a JSON payload where `status` is … and `items` is …"
+			} else if nk := notedKeys(c.text); len(nk) > 0 {
+				ks = nk // "含 name（商品名）、price（价格）"
+			} else if nk := nounKeys(c.text); len(nk) > 0 {
+				ks = nk // "with a subject field and a body field"
+				loose = true
+			} else if i > 0 && anaphoraRe.MatchString(stripBullet(c.text)) {
+				// "Find the a, the b and the c. Return them as JSON."
+				if pk := proseKeys(cls[i-1].text); len(pk) > 0 {
+					addKeys(i-1, pk)
+					loose = true
+				}
 			}
 		}
 		addKeys(i, ks)
+	}
+	if len(keys) == 0 {
+		// The last resort, a guess never sent upstream: the keys a demand
+		// and the sentences after it write as keys ("answer in JSON, giving
+		// start_date first and end_date second", `Use "headline" for the
+		// main line. Use "dek" for the subtitle.`).
+		for i, d := range demand {
+			if !d || negated(cls[i].text) || conditional(cls[i].text) {
+				continue
+			}
+			if sk, _ := slotKeys(cls[i].text); len(sk) > 0 {
+				addKeys(i, sk)
+			} else {
+				for j, ks := range writtenKeysNear(cls, i, demand) {
+					addKeys(j, ks)
+				}
+			}
+			if len(keys) > 0 {
+				loose = true
+				break
+			}
+		}
 	}
 	if j, raw, req, ok := schemaExample(cls); ok {
 		// The prompt shows a JSON Schema ("compatible with this schema:
@@ -169,9 +316,11 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 			}
 		}
 		at, srcs = append(at, j), append(srcs, cls[j].text)
-		return &Implied{Schema: raw, Sentence: sentenceOf(systemPrompt, cls, at), Required: req, Sources: dedupe(srcs), Sure: true}, true
+		return &Implied{Schema: raw, Sentence: sentenceOf(systemPrompt, cls, at), Required: req, Sources: dedupe(srcs), Sure: true}, true, true
 	}
+	exampleAt := -1 // the clause of an example object the keys came from
 	if i, ks, ts := templateKeys(systemPrompt, cls); len(ks) > 0 {
+		exampleAt = i
 		addKeys(i, ks)
 		for k, t := range ts {
 			types[k] = t
@@ -185,6 +334,9 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 			bulletTypes(cls[i+1:], types)
 		}
 	}
+	// "不要有任何解释", "数字保持为数字类型": a clause of Chinese prose is
+	// no key; a Chinese key is a short noun phrase ("风险等级", "是否赔付").
+	keys = slices.DeleteFunc(keys, hanProse)
 	var sources []string
 	for i, d := range demand {
 		if d && (len(used) == 0 || len(sources) == 0) {
@@ -201,8 +353,17 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 		if kind != "" {
 			schema = `{"type":"` + kind + `"}`
 		}
-		return &Implied{Schema: json.RawMessage(schema), Sentence: sentence, Sources: dedupe(sources)}, true
+		return &Implied{Schema: json.RawMessage(schema), Sentence: sentence, Sources: dedupe(sources)}, false, true
 	}
+	if exampleAt < 0 {
+		if more := missedKeys(cls, used, keys); len(more) > 0 {
+			// "a list of pros (key: pros)", "facts and preferences
+			// arrays": read, never sure.
+			keys = append(keys, more...)
+			loose = true
+		}
+	}
+	noteTypes(systemPrompt, keys, types)
 	props := make(map[string]map[string]any, len(keys))
 	for _, k := range keys {
 		p := map[string]any{}
@@ -218,15 +379,58 @@ func ExtractConstraints(systemPrompt string) (*Implied, bool) {
 	}
 	b, err := json.Marshal(map[string]any{"type": "object", "properties": props, "required": keys})
 	if err != nil {
-		return nil, false
+		return nil, false, false
 	}
 	count := statedCount(cls, used)
-	sure := (count == 0 || count == len(keys)) && !loose && accounted(cls, used, keys)
+	sure := (count == 0 || count == len(keys)) && !loose && accounted(cls, used, keys) && closedSpan(systemPrompt, cls, used, keys, exampleAt)
 	for _, k := range keys {
 		sure = sure && identKeyRe.MatchString(k) && !slices.Contains(grammarWords, strings.ToLower(k)) && namedInPrompt(systemPrompt, k)
 	}
-	return &Implied{Schema: b, Sentence: sentence, Required: keys, Sources: dedupe(sources), Count: count, Sure: sure}, true
+	return &Implied{Schema: b, Sentence: sentence, Required: keys, Sources: dedupe(sources), Count: count, Sure: sure}, true, true
 }
+
+// hanProse reports whether a key read from a prompt is a fragment of a
+// Chinese sentence rather than a key: longer than 8 characters, or holding a
+// verb, a negation or a particle no noun-phrase key has (为 "be", 放 "put",
+// 不 "not", 的, 任何 "any", 保持 "keep" …).
+func hanProse(k string) bool {
+	if !hasHan(k) {
+		return false
+	}
+	if utf8.RuneCountInString(k) > 8 {
+		return true
+	}
+	for _, w := range hanProseWords {
+		if strings.Contains(k, w) {
+			return true
+		}
+	}
+	return false
+}
+
+var hanProseWords = []string{"为", "放", "把", "将", "请", "不", "的", "了", "任何", "保持", "需", "要", "必须", "输出", "返回", "包含", "使用", "写"}
+
+// terseDemandRe is a demand written as a label or a noun phrase:
+// "Format: JSON object.", "JSON output with a, b, c.", "JSON, two keys:",
+// "JSON keys: a, b".
+var terseDemandRe = regexp.MustCompile(`(?i)^\s*(?:(?:output\s+|response\s+|answer\s+)?format\s*[:：]\s*(?:an?\s+)?(?:single\s+)?json\b|json\s+(?:output|response|answer|reply)\s+with\b|json\s*[,，]\s*(?:\w+\s+)?(?:keys|fields)\s*[:：]|json\s+(?:keys|fields)\s*[:：]|(?:输出|返回|回答)?格式\s*[:：]\s*json\b)`)
+
+// bareJSONObjectRe is a line that is only "JSON object." — a demand under
+// a format heading, a glossary entry elsewhere.
+var bareJSONObjectRe = regexp.MustCompile(`(?i)^\s*(?:an?\s+)?json\s+object\s*[.!]?\s*$`)
+
+// jsonHeadingAt reports whether the bare "JSON object." line at clause i
+// answers a heading about the output ("### Format", "## Output") or goes on
+// with its keys ("Keys: a, b").
+func jsonHeadingAt(cls []clause, i int) bool {
+	if i > 0 && outputHeadingRe.MatchString(cls[i-1].text) {
+		return true
+	}
+	return i+1 < len(cls) && keyNounRe.MatchString(cls[i+1].text) && cls[i+1].start-cls[i].end < 3
+}
+
+// outputHeadingRe is a heading about the answer's format.
+var outputHeadingRe = regexp.MustCompile(`(?i)^#+\s*(?:output|format|response|answer|reply|return)(?:\s+format)?\s*:?$`)
 
 // statedCount returns the number of keys the used clauses state ("two
 // fields", "3 keys", "三个字段"), 0 when none does or they disagree.
@@ -359,13 +563,29 @@ func namedInPrompt(prompt, k string) bool {
 }
 
 // isDemand reports whether clause c demands JSON as the answer's format.
+//
+// The clause is read without a leading bullet or step number ("4. Return a
+// JSON object …") and with example objects left out ("Return {…} as
+// JSON"). JSON someone else sends is no demand, and JSON the task reads is
+// none unless the clause also makes it the answer's format ("Summarize the
+// call as a JSON object", "把点单转成 JSON").
 func isDemand(c string) bool {
-	if !containsFoldASCII(c, "json") || !demandRe.MatchString(c) || negatedRe.MatchString(c) || conditional(c) || historyRe.MatchString(c) || senderRe.MatchString(c) {
+	if !containsFoldASCII(c, "json") {
+		return false // the cheap common case
+	}
+	c = stripObjects(stripBullet(c))
+	if strings.Contains(c, "**") {
+		c = strings.ReplaceAll(c, "**", "")
+	}
+	if containsFoldASCII(c, "json-") || strings.Contains(c, "类似") || strings.Contains(c, "像") {
+		c = jsonLikeRe.ReplaceAllString(c, "jsonlike")
+	}
+	if !containsFoldASCII(c, "json") || !demandRe.MatchString(c) && !taskDemandRe.MatchString(c) || negatedRe.MatchString(c) || conditional(c) || historyRe.MatchString(c) || senderRe.MatchString(c) || howToRe.MatchString(c) || keptAsRe.MatchString(c) {
 		return false
 	}
 	// "Parse the receipt and reply in JSON": the task reads the input, the
 	// answer is JSON.
-	return !topicRe.MatchString(c) || andDemandRe.MatchString(c)
+	return !topicRe.MatchString(intoJSONRe.ReplaceAllString(c, " as FORMAT")) || andDemandRe.MatchString(c)
 }
 
 // exampleDemand reports whether clause i shows the answer by an example
@@ -381,7 +601,13 @@ func exampleDemand(cls []clause, i int) bool {
 	}
 	before := c[:open]
 	if strings.TrimSpace(before) == "" && i > 0 {
-		before = cls[i-1].text
+		// The label is the clause before, over a code fence's opening
+		// line ("Respond using this format:", "```json", "{…}").
+		j := i - 1
+		if fenceRe.MatchString(cls[j].text) && j > 0 {
+			j--
+		}
+		before = cls[j].text
 	}
 	if !exampleIntroRe.MatchString(before) || negatedRe.MatchString(before) || conditional(before) || inputRe.MatchString(before) {
 		return false
@@ -439,9 +665,9 @@ var (
 	demandRe = regexp.MustCompile(`(?i)` +
 		// English: a directive verb whose object is JSON: "Respond in JSON",
 		// "Please always return a JSON object", "format your answer as JSON".
-		`(?:^(?:[^,，]{0,60}[,，:：]\s*)?|\b(?:please|always|only|kindly|then|and|must|should|shall|will|to|strictly|simply|just|(?:could|can|would)\s+you)\s+)` +
+		`(?:^(?:[^,，]{0,60}[,，:：]\s*)?|^(?:for\s+(?:each|every|any)|after\s+(?:each|every)|on\s+(?:each|every))\b[^,.;:]{0,40}?\s+|\b(?:please|always|only|kindly|then|and|must|should|shall|will|to|strictly|simply|just|so|(?:could|can|would)\s+you)\s+)` +
 		`(?:(?:please|always|only|kindly|then|and|you\s+(?:must|should|shall|will|need\s+to|have\s+to|are\s+to)|make\s+sure\s+(?:to|you)|be\s+sure\s+to|remember\s+to)\s+)*` +
-		`(?:respond|reply|answer|return|output|format|produce|emit|give|provide|write|generate|structure|send|deliver|print|express|present|put)\b` +
+		`(?:respond|reply|answer|return|output|format|produce|emit|give|provide|write|generate|structure|send|deliver|print|express|present|put|spit\s+out|create|make|draft|compose)\b` +
 		`(?:\s+(?:only|always|strictly|exclusively|back|me|us))*` +
 		`(?:\s+` + jsonAdj + `json\b|[^.\n]{0,50}?\b(?:in|as|using|into|with|in\s+the\s+form\s+of)\s+` + jsonAdj + `json\b)` +
 		// "The output must be valid JSON", "answers should be JSON objects".
@@ -449,14 +675,16 @@ var (
 		// "Output format: JSON", "The response format is JSON".
 		`|\b(?:output|response|answer|reply|return)\s+format\s*(?:is|should\s+be|must\s+be|=|[:：-])\s*` + jsonAdj + `json\b` +
 		// "Output format (JSON):", "Returns: a JSON object with …".
-		`|\b(?:output|response|answer|reply|return)\s+format\s*[(（]\s*json\s*[)）]|^\s*(?:returns?|outputs?)\s*[:：]\s*` + jsonAdj + `json\b` +
+		`|^\s*(?:#+\s*)?(?:output\s+)?format\s*[:：]\s*json\s*[.。]?\s*$|\b(?:output|response|answer|reply|return)\s+(?:format|schema|structure|shape)\s*[(（]\s*json\s*[)）]|^\s*(?:(?:your|the)\s+)?(?:returns?|outputs?|reply|answer|response)\s*[:：]\s*` + jsonAdj + `json\b` +
+		// "The JSON you return needs …", "Each answer is a JSON object".
+		`|\bjson\s+(?:that\s+)?you\s+(?:return|output|produce|send\s+back|give|write|generate)\b|\byour\s+json\s+(?:should|must|will)\s+(?:look|be\s+shaped|follow|match)\b|^(?:the\s+)?(?:result|output|answer|reply|response)\s+(?:is|will\s+be)\s+` + jsonAdj + `json\s+(?:object|document)\b|\b(?:each|every|your)\s+` + outputNoun + `\s+(?:is|are)\s+(?:always\s+)?` + jsonAdj + `json(?:\s+(?:object|array|document|dict)\b|\s*$|\s*[.,;:!])` +
 		// "JSON, fields as follows:" under an output-format heading.
 		`|^\s*json\s*(?:object|对象)?\s*[，,]\s*(?:字段|键名|键|属性|fields?\b|keys?\b)` +
 		// "The assistant replies in JSON", "You always answer with JSON".
 		`|\b(?:you\s+(?:always\s+|only\s+)?(?:respond|reply|answer|return|output|write)|(?:assistant|model|bot|agent)\s+(?:always\s+|only\s+)?(?:responds|replies|answers|returns|outputs|writes))\s+(?:only\s+)?(?:in|with|using|as)\s+` + jsonAdj + `json\b` +
 		// "Use JSON for your answer", "use JSON format in every response".
 		`|\buse\s+` + jsonAdj + `json(?:\s+format)?\s+(?:for|in|when)\s+(?:your|the|all|every|each)\s+` + outputNoun + `\b` +
-		`|^\s*(?:json|json\s+only|json\s+output|json\s+format|json\s+response)\s*[:：.!]?\s*$|^\s*json\s*(?:only|object|output|format|response)?\s*[:：]|^\s*json\s+only\b` +
+		`|^\s*(?:json|json\s+only|json\s+output|json\s+format|json\s+response)\s*[:：.!]?\s*$|^\s*json\s*(?:only|object|output|format|response)?\s*[:：]\s*(?:$|[{\[` + "`" + `"“]|[A-Za-z_][A-Za-z0-9_]*\s*(?:[,，、;(（:：]|$)|字段|键|包含|包括)|^\s*json\s+only\b` +
 		// "Describe the film as JSON with seven fields", "Your JSON response
 		// contains …".
 		`|\b(?:as|into)\s+` + jsonAdj + `json\s+(?:object\s+)?(?:with|containing|having)\b|\byour\s+json\s+(?:response|answer|output|reply)\b` +
@@ -464,41 +692,64 @@ var (
 		`|(?:按|按照|参照|依照)\s*(?:如下|以下|下面的?|这个|这种|该|下列)?\s*(?:的)?\s*(?:json\s*)?(?:格式|结构|形式|样式|示例|模板)\s*(?:来)?\s*(?:返回|输出|回复|回答|给出|生成)` +
 		// Chinese: 以/用/按 JSON (格式) 返回/输出…, 返回/输出 JSON, JSON格式返回.
 		`|(?:以|用|按|使用|采用|按照)\s*(?:标准|合法|严格|纯)?(?:的)?\s*json\s*(?:格式|对象|结构|数组)?\s*(?:的形式|形式)?\s*(?:来|进行)?\s*(?:返回|输出|回答|回复|响应|给出|作答|提供|表示|呈现)` +
-		`|(?:^|[，,：:]|请|务必|必须|只|仅|需要|需|应|应当|应该|直接|都|一律|要)\s*(?:以|用)?\s*(?:返回|输出|回答|回复|给出|生成|提供)\s*(?:一个|一段|一份)?\s*(?:[^。\n，,]{0,60}?的)?\s*(?:如下|以下|下面)?\s*(?:的)?\s*(?:合法的|有效的|标准的|严格的|纯|格式正确的)?\s*json` +
+		`|(?:^|[，,：:]|请|务必|必须|只|仅|需要|需|应|应当|应该|直接|都|一律|要|并|后|再|然后)\s*(?:以|用)?\s*(?:返回|输出|回答|回复|给出|生成|提供)\s*(?:一个|一段|一份)?\s*(?:[^。\n，,]{0,60}?的)?\s*(?:如下|以下|下面)?\s*(?:的)?\s*(?:合法的|有效的|标准的|严格的|纯|格式正确的)?\s*json` +
 		`|json\s*格式\s*(?:返回|输出|回答|回复)` +
+		// "1. 使用 JSON 格式；" under "输出要求：", "- Use JSON format."
+		`|^(?:使用|采用|用)\s*json\s*(?:格式)?\s*(?:输出|返回|回答)?\s*$|^use\s+(?:the\s+)?json(?:\s+format)?\s*[.!]?\s*$` +
+		// "回答时使用 JSON 格式", "把点单整理成 JSON", "按下表字段输出 JSON".
+		`|(?:回答|输出|返回|回复)时?\s*(?:请|须|必须|需|要|一律)?\s*(?:使用|用|采用|以)\s*json` +
+		`|(?:把|将)[^，,。\n]{0,30}?(?:转成|转为|转换为|转换成|转化为|整理成|整理为|拆分为|拆分成|写成)\s*(?:一个|一份)?\s*(?:合法的|标准的|有效的)?\s*json\s*(?:对象|格式|数组)?\s*(?:$|[^的\s\p{Han}]|[，,。：:])` +
+		`|(?:按|按照|依照|参照)[^，,。\n]{0,12}?(?:输出|返回|给出)\s*json` +
 		// "总结请用 JSON，包含 …": a bare directive to use JSON.
 		`|(?:请|务必|必须|需要|需|都|一律)\s*(?:使用|用|以|采用)\s*json\s*(?:格式)?\s*(?:[，,：:]|$)` +
-		`|(?:输出|返回|回答|回复|响应|答案|结果)(?:的)?(?:内容)?(?:格式)?\s*(?:必须|应该|应当|应|需要|需|须|只能|一律|均|都)?\s*(?:是|为|采用|使用|用)\s*(?:一个)?\s*(?:合法的|有效的|标准的|严格的|纯)?\s*json` +
+		`|(?:输出|返回|回答|回复|响应|答案|结果)(?:的)?(?:内容)?(?:格式)?\s*(?:必须|应该|应当|应|需要|需|须|只能|一律|均|都)?\s*(?:是|为|采用|使用|用)\s*(?:一个)?\s*(?:合法的?|有效的?|标准的?|严格的?|纯)?\s*json` +
 		`|(?:输出|返回|回答|回复)(?:的)?(?:格式|要求|格式要求)\s*[:：]\s*(?:合法的|标准的|严格的)?\s*json`)
+	// taskDemandRe is a task whose answer is to be JSON: "Summarize the
+	// call notes as a JSON object", "Turn the receipt into JSON".
+	taskDemandRe = regexp.MustCompile(`(?i)^(?:please\s+)?(?:summari[sz]e|describe|classify|extract|analy[sz]e|list|convert|turn|transform|split|break\s+down|render|encode|package|report|capture|record|represent|rewrite|restructure|organi[sz]e|map|tag|rate|score|grade|evaluate|assess|parse)\b[^.\n]{0,60}?\b(?:as|into)\s+` + jsonAdj + `json\b`)
+	// intoJSONRe is JSON as the format something is made into: "as a JSON
+	// object", "into JSON", "转成 JSON".
+	intoJSONRe = regexp.MustCompile(`(?i)\b(?:as|into|in)\s+` + jsonAdj + `json\b|(?:转成|转为|转换为|转换成|转化为|整理成|整理为|拆分为|拆分成)\s*(?:一个|一份)?\s*json`)
+	// keptAsRe is JSON as the form something is kept in, not the answer's:
+	// "The inventory is tracked as a JSON object with keys …".
+	keptAsRe = regexp.MustCompile(`(?i)\b(?:is|are|was|were|be|been|gets?)\s+(?:\w+ly\s+)?(?:tracked|stored|kept|logged|saved|recorded|represented|encoded|serialized|serialised|sent|received|persisted|cached|exported|imported)\s+(?:as|in)\s+` + jsonAdj + `json\b`)
+	// howToRe is JSON as a skill taught: "how to write a JSON object".
+	howToRe = regexp.MustCompile(`(?i)\bhow\s+(?:to|do\s+(?:i|you|we)|can\s+(?:i|you|we))\s+\w+[^.\n:;,]{0,40}\bjson\b|(?:如何|怎么|怎样|的方法|的工具)[^。\n，,：:]{0,20}json|json\s*(?:对象|格式)?\s*的(?:方法|工具|技巧|步骤)`)
 	// topicRe marks a clause where JSON is the subject matter, not the
 	// answer's format: "write a JSON parser", "convert this JSON to YAML".
-	topicRe = regexp.MustCompile(`(?i)\bjson[\s-]+(?:parsers?|parsing|schemas?|files?|specs?|specification|librar(?:y|ies)|encoders?|decoders?|seriali[sz]\w*|deseriali[sz]\w*|validators?|tools?|modules?|packages?|standard|syntax|rfc|configs?|configuration|logs?|payloads?\s+(?:you|they)|documents?\s+(?:you|they|the\s+user)|inputs?|data\s+(?:you|they|the\s+user))\b` +
+	topicRe = regexp.MustCompile(`(?i)\bjson[\s-]+(?:examples?|snippets?|samples?|excerpts?|fragments?|parsers?|parsing|schemas?|files?|specs?|specification|librar(?:y|ies)|encoders?|decoders?|seriali[sz]\w*|deseriali[sz]\w*|validators?|tools?|modules?|packages?|standard|syntax|rfc|configs?|configuration|logs?|payloads?\s+(?:you|they)|documents?\s+(?:you|they|the\s+user)|inputs?|data\s+(?:you|they|the\s+user))\b` +
 		`|^(?:[^,，]{0,40}[,，]\s*)?(?:please\s+)?(?:parse|read|convert|validate|analy[sz]e|summari[sz]e|explain|translate|debug|fix|load|decode|compare|review|transform|turn|rewrite|migrate)\b[^.\n]{0,30}\bjson\b` +
 		`|\bjson\b[^.\n]{0,40}\b(?:into|to)\s+(?:yaml|xml|csv|toml|prose|plain|a\s+table|markdown|english)` +
-		`|(?:解析|读取|转换|校验|验证|分析|解释|翻译|调试|修复|比较|转成|转为|转化)[^。\n，,]{0,10}json|json[^。\n，,]{0,15}(?:转换|转成|转为|转化)`)
+		// JSON beside another format: "Present JSON and Protobuf side by
+		// side".
+		`|\bjson\s+(?:and|or|vs\.?|versus)\s+(?:xml|yaml|protobuf|protocol\s+buffers|csv|toml|msgpack|bson|avro|thrift|html|markdown)\b` +
+		// JSON as an attribute: "JSON 格式的例子", "JSON 数据的含义".
+		`|json\s*(?:格式|对象|数据)?\s*的\s*(?:例子|数据|文件|字符串|文档|工具|库|方法|概念|知识|问题|区别|含义|语法)` +
+		`|json\s*(?:文件|数据|字符串|文本)?\s*(?:中|里|内|当中)|(?:解析|读取|转换|校验|验证|分析|解释|翻译|调试|修复|比较|转成|转为|转化)[^。\n，,]{0,10}json|json[^。\n，,]{0,15}(?:转换|转成|转为|转化)`)
 	// andDemandRe is a demand joined to a task about the input: "Read the
 	// complaint and respond in JSON", "Parse the CV line into JSON with
 	// five fields".
 	andDemandRe = regexp.MustCompile(`(?i)\band\s+(?:then\s+)?(?:respond|reply|answer|return|output|give|write)\b[^.\n]{0,30}?\bjson\b|\binto\s+` + jsonAdj + `json\s+(?:object\s+)?(?:with|containing|having)\b`)
 	// senderRe marks JSON someone else sends: "The user will send JSON
 	// payloads".
-	senderRe = regexp.MustCompile(`(?i)\b(?:the\s+user|users|clients?|customers?|they|we|partners?|the\s+webhook)\s+(?:will\s+|may\s+|might\s+|can\s+|often\s+)?(?:send|sends|paste|pastes|post|posts|upload|uploads|submit|submits)\b`)
+	senderRe = regexp.MustCompile(`(?i)\b(?:the\s+user|users|clients?|customers?|they|we|partners?|the\s+webhook)\s+(?:will\s+|may\s+|might\s+|can\s+|often\s+)?(?:send|sends|paste|pastes|post|posts|upload|uploads|submit|submits)\b(?:[^,.;:\n]{0,40}\bjson\b|\s*[.;]?$)`)
 	// negatedRe marks a clause that refuses JSON as the format.
 	negatedRe = regexp.MustCompile(`(?i)\b(?:don'?t|do\s+not|never|not|no\s+need\s+to|avoid|refrain\s+from|stop)\s+(?:\w+\s+){0,3}?(?:respond|reply|answer|return|output|use|using|format|produce|give|write|generate|send|wrap|emit|provide)\b[^.\n]{0,30}?\bjson\b` +
 		`|\b(?:not|never|instead\s+of|rather\s+than|other\s+than|no|without|avoid)\s+(?:in\s+|as\s+|any\s+|using\s+)?(?:a\s+)?json\b` +
 		`|\bjson\b[^.\n]{0,25}\b(?:not|isn'?t|never)\s+(?:needed|required|necessary|wanted|allowed|expected|appropriate|helpful)` +
 		`|\bjson\b[^.\n]{0,25}\b(?:is|are)\s+(?:forbidden|prohibited|not\s+allowed)` +
-		`|(?:不要|不用|别|勿|无需|不需要|不必|禁止|不得|避免|不能|不可以|请勿|切勿|不应)\s*(?:再)?\s*(?:使用|用|以|采用|按|返回|输出|回复|回答|给出|生成|写成|写|输出成)?\s*(?:任何)?\s*json` +
+		`|(?:不要|不用|别|勿|无需|不需要|不必|禁止|不得|避免|不能|不可以|请勿|切勿|不应)\s*(?:再)?\s*(?:使用|用|以|采用|按|返回|输出|回复|回答|给出|生成|写成|写|输出成)?\s*(?:任何)?\s*(?:\p{Han}{0,4}的)?\s*json` +
 		`|(?:而不是|不是|非|并非)\s*json|json\s*(?:格式)?\s*(?:是)?(?:不需要|不必要|没有必要)`)
-	conditionalRe = regexp.MustCompile(`(?i)^\s*(?:if|when|whenever|unless|whether|in\s+case|only\s+if|should\s+the\s+user)\b|\bif\b[^.\n]{0,40}\b(?:asks?|wants?|requests?|needs?|explicitly|requires?)\b|\bwhen\s+(?:the\s+user|asked|requested|they)\b|\bunless\b|^\s*(?:如果|若|假如|当|如|除非|只有当|仅当|一旦)|(?:时|的话)\s*[，,]?\s*(?:才|再|就)|(?:要求|需要)\s*(?:时|的话)`)
+	conditionalRe = regexp.MustCompile(`(?i)\bonly\s+(?:when|if)\b|^\s*(?:if|when|whenever|unless|whether|in\s+case|only\s+if|should\s+the\s+user)\b|\bif\b[^.\n]{0,40}\b(?:asks?|wants?|requests?|needs?|explicitly|requires?)\b|\bwhen\s+(?:the\s+user|asked|requested|they)\b|\bunless\b|^\s*(?:如果|若|假如|当|如|除非|只有当|仅当|一旦)|(?:时|的话)\s*[，,]?\s*(?:才|再|就)|(?:要求|需要)\s*(?:时|的话)`)
 	// goesOnRe is a sentence that may go on with a demand's keys: it talks
 	// about keys, says what the answer includes, or starts with "also".
 	goesOnRe = regexp.MustCompile(`(?i)\b(?:keys?|fields?|properties|attributes|include|includes|contain|contains|add|plus)\b|^\s*(?:also|and|additionally|in\s+addition|besides|as\s+well)\b|字段|键|属性|包含|包括|另外|此外|还要|还需|同时`)
 	// proseRe asks for an answer in prose.
 	proseRe = regexp.MustCompile(`(?i)\b(?:in|with|using)\s+(?:plain\s+|natural\s+|normal\s+)?(?:english|prose|natural\s+language|plain\s+text|markdown|sentences)\b|自然语言|纯文本|用中文回答|用文字回答|段落形式`)
 	// everyTimeRe is a "when" that holds for every answer: "When you
-	// answer", "When I send you a topic", "每次回答时".
-	everyTimeRe = regexp.MustCompile(`(?i)^\s*(?:when|whenever)\s+(?:you\s+(?:answer|respond|reply|output)|(?:i|we|the\s+user|users)\s+(?:send|sends|give|gives|paste|pastes|provide|provides|share|shares)\b)`)
+	// answer", "When I send you a topic", "When you have enough
+	// information", "每次回答时".
+	everyTimeRe = regexp.MustCompile(`(?i)^\s*(?:when|whenever)\s+(?:you\s+(?:answer|respond|reply|output)|you\s+(?:have|are|'re)\s+(?:enough|done|finished|ready|gathered)|(?:you\s+are\s+)?(?:done|finished|ready)\b|(?:i|we|the\s+user|users)\s+(?:send|sends|give|gives|paste|pastes|provide|provides|share|shares)\b|(?:the\s+|a\s+|an\s+|each\s+|every\s+)(?:user|player|student|customer|client|caller|visitor|patient|employee|human)\s+[a-z]+s\b)`)
 	// askRe is a condition on what the user asks for.
 	askRe = regexp.MustCompile(`(?i)\b(?:asks?|asked|wants?|requests?|requested|explicitly|requires?|prefers?)\b`)
 	// historyRe marks a clause about a former demand: "last week we asked
@@ -507,16 +758,42 @@ var (
 	// exampleIntroRe is the text right before an example of the answer:
 	// a directive to answer "like", "with", "as" or "such as" it, an
 	// "Example output:" label, "输出格式：", "按如下格式输出：".
-	exampleIntroRe = regexp.MustCompile(`(?i)(?:^(?:[^,，.]{0,40}[,，:：—]\s*)?(?:please\s+)?(?:always\s+|only\s+|just\s+)*(?:respond|reply|answer|return|output|format\s+(?:your|the)\s+(?:answer|response|output|reply))\b` +
+	exampleIntroRe = regexp.MustCompile(`(?i)(?:^(?:[^,，.]{0,40}[,，:：—]\s*|[^,，.:：]{0,60}\sand\s+)?(?:please\s+)?(?:always\s+|only\s+|just\s+)*(?:respond|reply|answer|return|output|format\s+(?:your|the)\s+(?:answer|response|output|reply))\b` +
 		`(?:\s+(?:only|always|just|exactly|strictly|back|me|us|it|(?:your|the)\s+(?:answer|response|output|reply|result)s?|(?:(?:in|with|using|as)\s+)?(?:a\s+|an\s+)?(?:valid\s+)?json(?:\s+(?:object|format))?))*` +
-		`\s*(?:\blike|\bwith|\bas|\bsuch\s+as|\bin\s+this\s+(?:shape|format|form)|[:：])` +
+		`\s*(?:\blike|\bwith|\bas|\bsuch\s+as|\b(?:in|using|with|per|following|matching)\s+(?:this|the\s+following)\s+(?:json\s+)?(?:shape|format|form|structure|template|schema)\s*[:：]?|[:：])` +
 		// The labels start the clause or follow a comma: "the log's
 		// output format: {…}" labels someone else's output.
 		`|` + labelStart + `(?:example|sample|expected)\s+(?:json\s+)?(?:output|response|answer|reply|result)\s*[:：]?` +
 		`|` + labelStart + `(?:output|response|answer|reply|return)\s+(?:example|sample|format|shape|template)\s*(?:[(（]\s*json\s*[)）])?\s*[:：]` +
-		`|` + labelStart + `(?:use|follow|match)\s+(?:this|the\s+following|the\s+format\s+below)\s+(?:json\s+)?(?:format|shape|structure|template|schema)?\s*[:：]?` +
+		// A heading: "## Response format" over a fenced example.
+		`|^#+\s*(?:\*\*)?(?:output|response|answer|reply|return)\s+(?:example|sample|format|shape|template|schema)(?:\s*[(（]\s*json\s*[)）])?\s*(?:\*\*)?` +
+		`|` + labelStart + `(?:use|follow|match)\s+(?:this|the\s+following|the\s+format\s+below)\s+(?:json\s+)?(?:format|shape|structure|template|schema)?(?:\s+and\s+(?:fill|complete|replace)[^.:：]{0,40})?\s*[:：]?` +
+		`|` + labelStart + `json\s*(?:格式|结构|示例|模板|样例)\s*(?:如下|为|是)\s*[:：]` +
+		// "Your JSON should look like this:"
+		`|\b(?:your|the)\s+(?:json|answer|response|output|reply)\s+(?:should|must|will)\s+look\s+like(?:\s+this)?\s*[:：]?` +
 		`|` + labelStart + `(?:输出|返回|回复|回答|响应)(?:的)?(?:示例|样例|例子|格式|模板|结构)\s*(?:如下|为|是)?\s*[:：]` +
 		`|` + labelStart + `(?:按|按照|参照|依照|参考)\s*(?:如下|以下|下面的?|这个|这种|该|下列)?\s*(?:的)?\s*(?:json\s*)?(?:格式|结构|形式|样式|示例|模板)\s*(?:来)?\s*(?:返回|输出|回复|回答|给出|生成)?\s*[:：]?)\s*$`)
+	// belowRe ends a clause that introduces the lines below it without a
+	// colon: "… with the keys listed below.", "… as follows."
+	belowRe = regexp.MustCompile(`(?i)\b(?:below|as\s+follows|the\s+following)\s*[.。]?$|如下\s*[。.]?$`)
+	// fenceRe is the opening line of a fenced code block.
+	fenceRe = regexp.MustCompile("^(?:```|~~~)\\s*[A-Za-z]*$")
+	// otherOwnerRe is a clause about the keys of something other than the
+	// answer: a tool's arguments, the input, an API, logs, a form.
+	otherOwnerRe = regexp.MustCompile(`(?i)\b(?:arguments?|parameters?|params|inputs?|requests?|tools?|functions?|api|apis|endpoints?|logs?|config(?:uration)?|database|tables?|csv|forms?|webhooks?|events?)\b[^.;:]{0,40}\b(?:keys?|fields?|properties|columns)\b|(?:参数|输入|请求|工具|接口|日志|配置|数据库|表格|表单)[^。；]{0,20}(?:字段|键|属性|包含)` +
+		// What the task reads: "Each ticket arrives with the fields …",
+		// "工单包含 title、content 两个字段".
+		`|^(?:(?:each|every|the|a|an|your)\s+)?(?:incoming\s+)?(?:tickets?|messages?|emails?|records?|rows?|items?|orders?|documents?|entr(?:y|ies)|receipts?|reviews?|reports?|posts?|products?|submissions?|applications?|payloads?)\s+(?:arrives?|comes?|has|have|contains?|includes?|holds?|carries|carry)\b` +
+		`|^(?:每条|每个|每份|每封|用户的?)?\s*(?:工单|消息|邮件|记录|订单|文档|请求|数据|商品|评论|简历|帖子|申请)\s*(?:中|里)?\s*(?:包含|包括|含有|都有|有)`)
+	// jsonLikeRe is JSON as a likeness, no format: "a JSON-like list",
+	// "类似 JSON 的格式".
+	jsonLikeRe = regexp.MustCompile(`(?i)\bjson-(?:like|ish|style|esque|escaped|compatible|y)\b|(?:类似|像)\s*json\s*的?`)
+	// keyNounRe names keys.
+	keyNounRe = regexp.MustCompile(`(?i)\b(?:keys?|fields?|properties|attributes)\b|键|字段|属性`)
+	// answerWordRe names the answer.
+	answerWordRe = regexp.MustCompile(`(?i)\b(?:respond|reply|answer|return|output|response)\b|输出|返回|回复|回答`)
+	// outputWordRe is a word that introduces the answer.
+	outputWordRe = regexp.MustCompile(`(?i)\b(?:respond|reply|answer|return|output|json|format)\b|输出|返回|回复|回答|格式`)
 	jsonObjectRe = regexp.MustCompile(`(?i)\bjson\s+object\b|json\s*对象`)
 	jsonArrayRe  = regexp.MustCompile(`(?i)\bjson\s+(?:array|list)\b|json\s*数组`)
 
@@ -570,7 +847,7 @@ var (
 	// articleRe is an article or possessive before a key read from prose.
 	articleRe = regexp.MustCompile(`(?i)^(?:the|a|an|its|your|their)\s+`)
 	// countRe is a stated number of keys: "two fields", "3 keys", "三个字段".
-	countRe = regexp.MustCompile(`(?i)\b(\d{1,2}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\s+(?:(?:top-level|json|required|separate|distinct|string)\s+)?(?:fields|keys|properties|members|attributes|entries)\b|(\d{1,2}|[一二两三四五六七八九十]{1,2})\s*个\s*(?:顶层)?\s*(?:字段|键名|键|属性|key|field)`)
+	countRe = regexp.MustCompile(`(?i)\b(\d{1,2}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\s+(?:(?:top-level|json|required|separate|distinct|string)\s+)?(?:fields|keys|properties|members|attributes|entries)\b|(\d{1,2}|[一二两三四五六七八九十]{1,2})\s*(?:个\s*(?:顶层)?\s*(?:字段|键名|键|属性|key|field)|项)`)
 	// numeralRe is a count, never a key: "两", "三个" (a bare number may
 	// be an enumeration value: "priority is one of 1, 2, 3").
 	numeralRe = regexp.MustCompile(`^(?:[一二两三四五六七八九十几]+\s*个?|\d+\s*个)$`)
@@ -578,21 +855,23 @@ var (
 	// backticked, snake_case or camelCase, or named by "called"/"named".
 	writtenKeyRe = regexp.MustCompile("`([A-Za-z_][A-Za-z0-9_.-]*)`" + `|"([A-Za-z_][A-Za-z0-9_.-]*)"|“([A-Za-z_][A-Za-z0-9_.-]*)”|\b([A-Za-z][a-z0-9]*(?:_[A-Za-z0-9]+)+|[a-z]+[A-Z][A-Za-z0-9]*)\b|(?i:\b(?:called|named)\s+([A-Za-z_][A-Za-z0-9_]*))`)
 	// namedKeyRe is a key named by a noun of its own.
-	namedKeyRe = regexp.MustCompile("(?i)\\b(?:key|field|property|attribute)\\s+(?:(?:called|named)\\s+)?(?:`([A-Za-z_][A-Za-z0-9_]*)`|\"([A-Za-z_][A-Za-z0-9_]*)\")|\\b(?:key|field|property|attribute)\\s+(?:called|named)\\s+([A-Za-z_][A-Za-z0-9_]*)")
+	namedKeyRe = regexp.MustCompile("(?i)\\b(?:key|field|property|attribute)\\s+(?:(?:called|named)\\s+)?(?:`([A-Za-z_][A-Za-z0-9_]*)`|\"([A-Za-z_][A-Za-z0-9_]*)\")|\\b(?:key|field|property|attribute)\\s+(?:called|named)\\s+([A-Za-z_][A-Za-z0-9_]*)" +
+		// `a "reply" key`, "an `escalate` field".
+		"|\\b(?:an?|the)\\s+(?:`([A-Za-z_][A-Za-z0-9_]*)`|\"([A-Za-z_][A-Za-z0-9_]*)\"|“([A-Za-z_][A-Za-z0-9_]*)”)\\s+(?:key|field|property|attribute)\\b")
 	// quotedListRe is a list of quoted keys; quotedIntroRe what may stand
 	// before it.
 	quotedListRe  = regexp.MustCompile(quotedKey + `(?:\s*(?:\([^()]*\))?\s*(?:,|，|、|;|&|\band\b|和|及|与|以及)+\s*(?:(?:a|an|the)\s+)?` + quotedKey + `)+`)
 	quotedKeyRe   = regexp.MustCompile(quotedKey)
-	quotedIntroRe = regexp.MustCompile(`(?i)(?:\b(?:need|needs|with|for|include|includes|including|contain|contains|containing|has|have|having|return|returns|give\s+me|provide|output|keys?|fields?|properties)|[:：—–]|\s-)\s*(?:(?:a|an|the|both|exactly|just|only)\s+)*$`)
+	quotedIntroRe = regexp.MustCompile(`(?i)(?:\b(?:need|needs|want|wants|expect|expects|with|for|include|includes|including|contain|contains|containing|has|have|having|return|returns|give\s+me|provide|output|keys?|fields?|properties)|[:：—–]|\s-)\s*(?:(?:a|an|the|both|exactly|just|only)\s+)*$`)
 	// identKeyRe is an identifier-like key, the only kind sent upstream.
 	identKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
 	bulletRe   = regexp.MustCompile(`^(?:[-*•·+]|\d{1,2}[.)、．]|[（(]\d{1,2}[)）])\s*(?:\*\*)?["'` + "`" + `“]?([A-Za-z_][A-Za-z0-9_.]*|\p{Han}{1,12})["'` + "`" + `”]?(?:\*\*)?(?:\s*$|\s*[:：(（\-–—,，=]|\s+[(（])`)
 	identRe    = regexp.MustCompile(`^(?:[A-Za-z_][A-Za-z0-9_.-]{0,63}|[\p{Han}A-Za-z0-9_]{1,12})$`)
-	hanStopRe  = regexp.MustCompile(`[的了吗呢请不并把被让若就都也还须必该每各]|以下|如下|下列|下面|这些|上述|包含|包括|输出|返回|格式|内容`)
+	hanStopRe  = regexp.MustCompile(`[的了吗呢请不并把被让若就都也还须必该每各]|以下|如下|下列|下面|这些|上述|包含|包括|输出|返回|格式|内容|说明|见|下表|表格`)
 	listSepRe  = regexp.MustCompile(`\s*(?:,|，|、|;|；|/|\||\band\b|\bor\b|以及|和|及|与|或)\s*`)
 	// itemTailRe is what may follow the last key of a list: "… and c in
 	// it", "… 和 c 两个字段".
-	itemTailRe = regexp.MustCompile(`(?i)\s+(?:(?:in|inside|within|to|for)\s+(?:it|the\s+(?:json|object|output|response|answer)|your\s+(?:answer|response|output|reply|json))|only|as\s+well|too)$|\s*等?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性|fields?|keys?)$`)
+	itemTailRe = regexp.MustCompile(`(?i)\s+(?:(?:in|inside|within|to|for)\s+(?:it|the\s+(?:json|object|output|response|answer)|your\s+(?:answer|response|output|reply|json))|only|as\s+well|too)$|\s*等?\s*(?:\d+|[一二两三四五六七八九十几]+)?\s*个?\s*(?:字段|键名|键|属性|fields?|keys?)$|\s*(?:\d+|[一二两三四五六七八九十几]+)\s*个?\s*项$`)
 	// hanParenIdentRe is a Chinese label with its key in parentheses:
 	// "标题（title）".
 	hanParenIdentRe = regexp.MustCompile(`\p{Han}{1,12}\s*[（(]\s*([A-Za-z_][A-Za-z0-9_]*)\s*[)）]`)
@@ -607,7 +886,7 @@ var (
 	enNumbers = []string{"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"}
 	// grammarWords are words of a sentence, never a key the prompt means:
 	// a schema with one is not sure.
-	grammarWords  = append([]string{"a", "an", "and", "or", "with", "of", "to", "in", "as", "for", "is", "are", "be", "must", "should", "include", "contain", "one", "two", "three", "four", "five", "field", "key", "object", "format"}, stopWords...)
+	grammarWords  = append([]string{"a", "an", "and", "or", "with", "of", "to", "in", "as", "for", "is", "are", "be", "must", "should", "include", "contain", "one", "two", "three", "four", "five", "field", "key", "object", "format", "schema", "structure", "shape", "template"}, stopWords...)
 	stopWords     = []string{"the", "it", "its", "this", "that", "these", "those", "them", "all", "both", "only", "exactly", "following", "everything", "nothing", "any", "some", "no", "more", "prose", "json", "keys", "key", "fields", "field", "properties", "attributes", "etc", "other", "each", "every", "your", "their", "which", "what", "how"}
 	inputRe       = regexp.MustCompile(`(?i)\b(?:input|inputs|receive|receives|received|you\s+(?:will\s+)?(?:get|be\s+given|be\s+sent)|is\s+given|are\s+given|provided\s+(?:by|as)|the\s+user\s+(?:sends|will\s+send|pastes|provides)|request\s+body|looks\s+like\s+this\s+when)\b|输入|收到|给定|用户(?:会|将)?(?:发送|提供|粘贴)|传入`)
 	numberRangeRe = `\s*(?:\(|（)?\s*(?:is|are|must be|should be|of|from|between|on a scale of|scale of|ranges? from|为|是|取值为|范围为|在|:|：)?\s*(?:from|between)?\s*(-?\d+)\s*(?:-|–|—|~|～|to|and|through|到|至)\s*(-?\d+)`
@@ -811,6 +1090,9 @@ func listItems(s string, strict bool) []string {
 	var out []string
 	for _, it := range listSepRe.Split(s, -1) {
 		it = strings.Trim(strings.TrimSpace(it), "\"'`“”‘’「」*[]")
+		if !strings.ContainsAny(it, "(（") {
+			it = strings.TrimRight(it, ")）") // "(keys: lang, confidence)"
+		}
 		if m := typeNoteRe.FindStringSubmatch(it); m != nil {
 			it = m[1]
 		}
@@ -822,7 +1104,7 @@ func listItems(s string, strict bool) []string {
 			if strict {
 				return nil
 			}
-			if m := itemWordRe.FindStringSubmatch(it); m != nil && len(out) > 0 && keyLike(m[1]) && !slices.Contains(out, m[1]) {
+			if m := itemWordRe.FindStringSubmatch(it); m != nil && len(out) > 0 && keyLike(m[1]) && notKeyWord(m[1]) && !slices.Contains(out, m[1]) {
 				out = append(out, m[1])
 			}
 			break
@@ -840,7 +1122,11 @@ func keyLike(it string) bool {
 	if !identRe.MatchString(it) || slices.Contains(stopWords, strings.ToLower(it)) || numeralRe.MatchString(it) {
 		return false
 	}
-	return it[0] < utf8.RuneSelf || !hanStopRe.MatchString(it)
+	if it[0] < utf8.RuneSelf {
+		// "b_ratio两项": a key is written in one script.
+		return !hasHan(it)
+	}
+	return !hanStopRe.MatchString(it) && !strings.ContainsAny(it, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 }
 
 // bulletKeys reads the key names of a bullet list that follows a clause
@@ -937,7 +1223,7 @@ func templateKeys(text string, cls []clause) (int, []string, map[string]string) 
 		if open < 0 {
 			continue
 		}
-		if inputRe.MatchString(c.text[:open]) || (i > 0 && inputRe.MatchString(cls[i-1].text)) || negated(c.text) {
+		if describesInput(c.text[:open]) || (i > 0 && strings.TrimSpace(c.text[:open]) == "" && describesInput(cls[i-1].text)) || (i > 0 && inputRe.MatchString(cls[i-1].text) && !outputWordRe.MatchString(c.text[:open]) && !endsWithColon(cls[i-1].text)) || negated(c.text) {
 			continue
 		}
 		if before := strings.TrimRight(c.text[:open], " \t\r\n"); strings.HasSuffix(before, "[") {
@@ -953,6 +1239,21 @@ func templateKeys(text string, cls []clause) (int, []string, map[string]string) 
 	return 0, nil, nil
 }
 
+// describesInput reports whether the text before an example object says
+// it is input. Only the last part of a sentence introduces the object:
+// "对用户输入做意图识别，输出 JSON，格式为 {…}" and "For each clause the user
+// pastes, classify it and reply with JSON only: {…}" show the answer.
+func describesInput(before string) bool {
+	if !inputRe.MatchString(before) {
+		return false
+	}
+	seg := strings.TrimRight(before, " \t\r\n:：")
+	if k := strings.LastIndexAny(seg, ",，;；"); k >= 0 {
+		seg = seg[k:]
+	}
+	return inputRe.MatchString(seg) || !outputWordRe.MatchString(seg)
+}
+
 // objectKeys reads the top-level keys of the object that starts s, and the
 // JSON type of each example value (none for a placeholder like "..." or
 // null). It returns nothing when a key is not key-like.
@@ -961,18 +1262,37 @@ func objectKeys(s string) ([]string, map[string]string) {
 	var ks []string
 	ts := map[string]string{}
 	depth := 0
+	// names are the items of an object written as a set of names, "{name,
+	// email}": no colon, only identifiers between commas.
+	var names []string
+	onlyNames := true
 	for j := 0; j < len(toks); j++ {
 		t := toks[j]
 		switch t.kind {
 		case tkOpenObj, tkOpenArr:
 			depth++
+			if depth > 1 {
+				onlyNames = false
+			}
 			continue
 		case tkCloseObj, tkCloseArr:
 			depth--
 			if depth == 0 {
+				if len(ks) == 0 && onlyNames && len(names) > 1 {
+					return names, ts
+				}
 				return ks, ts
 			}
 			continue
+		}
+		if depth == 1 {
+			switch {
+			case t.kind == tkComma:
+			case t.kind == tkBare && identKeyRe.MatchString(s[t.start:t.end]) && (j+1 < len(toks) && (toks[j+1].kind == tkComma || toks[j+1].kind == tkCloseObj)):
+				names = append(names, s[t.start:t.end])
+			default:
+				onlyNames = false
+			}
 		}
 		if depth != 1 || j+1 >= len(toks) || toks[j+1].kind != tkColon || (t.kind != tkString && t.kind != tkBare) {
 			continue
@@ -991,7 +1311,14 @@ func objectKeys(s string) ([]string, map[string]string) {
 			ks = append(ks, k)
 		}
 		if j+2 < len(toks) {
-			if typ := valueType(s, toks[j+2]); typ != "" {
+			v := toks[j+2]
+			if v.kind == tkBad && s[v.start] == '<' && j+4 < len(toks) && toks[j+4].kind == tkBad && s[toks[j+4].start] == '>' {
+				v = toks[j+3] // "salary": <number>
+			}
+			if typ := valueType(s, v); typ != "" {
+				if v.kind == tkBare && j+4 < len(toks) && toks[j+3].kind == tkOpenArr && toks[j+4].kind == tkCloseArr {
+					typ = "array" // "tags": string[]
+				}
 				ts[k] = typ
 			}
 		}
@@ -1017,6 +1344,9 @@ func valueType(s string, t token) string {
 		return "array"
 	case tkOpenObj:
 		return "object"
+	case tkBare:
+		// {"spam": bool, "reason": string}: the type written as the value.
+		return typeNames[strings.ToLower(s[t.start:t.end])]
 	}
 	return ""
 }
@@ -1066,7 +1396,9 @@ func constrainKey(k, c string, p map[string]any) bool {
 				lo, _ := strconv.Atoi(m[1])
 				hi, _ := strconv.Atoi(m[2])
 				if lo < hi {
-					p["type"] = "number"
+					if p["type"] != "integer" {
+						p["type"] = "number"
+					}
 					p["minimum"] = lo
 					p["maximum"] = hi
 					return true

@@ -13,6 +13,7 @@ func TestExtractConstraints(t *testing.T) {
 		prompt     string
 		wantSchema string
 		wantKeys   []string
+		keyless    bool // a demand without keys: ExtractJSONDemand, not ExtractConstraints
 	}{
 		{
 			name:       "english bracketed keys with enum",
@@ -86,14 +87,31 @@ func TestExtractConstraints(t *testing.T) {
 			wantSchema: `{"properties":{"priority":{"enum":[1,2,3]}},"required":["priority"],"type":"object"}`,
 			wantKeys:   []string{"priority"},
 		},
-		{name: "demand without keys", prompt: "Respond in JSON.", wantSchema: `{}`},
-		{name: "prose after fields is not a key", prompt: "Return JSON with fields that describe the user.", wantSchema: `{}`},
-		{name: "json object without keys", prompt: "Your answer must be a JSON object.", wantSchema: `{"type":"object"}`},
-		{name: "json array without keys", prompt: "Return a JSON array of the names.", wantSchema: `{"type":"array"}`},
+		{name: "demand without keys", prompt: "Respond in JSON.", wantSchema: `{}`, keyless: true},
+		{name: "prose after fields is not a key", prompt: "Return JSON with fields that describe the user.", wantSchema: `{}`, keyless: true},
+		{name: "json object without keys", prompt: "Your answer must be a JSON object.", wantSchema: `{"type":"object"}`, keyless: true},
+		{name: "json array without keys", prompt: "Return a JSON array of the names.", wantSchema: `{"type":"array"}`, keyless: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// A demand without keys is no key schema (a negative of the
+			// corpora yields none); ExtractJSONDemand reports it.
 			im, ok := ExtractConstraints(tt.prompt)
+			dm, dok := ExtractJSONDemand(tt.prompt)
+			if tt.keyless {
+				if ok {
+					t.Fatalf("ExtractConstraints(%q) = %s, want no key schema", tt.prompt, im.Schema)
+				}
+				if !dok {
+					t.Fatalf("ExtractJSONDemand(%q) found nothing", tt.prompt)
+				}
+				if dm.Sure {
+					t.Errorf("ExtractJSONDemand(%q) is sure", tt.prompt)
+				}
+				im, ok = dm, dok
+			} else if dok {
+				t.Errorf("ExtractJSONDemand(%q) = %s for a prompt with keys", tt.prompt, dm.Schema)
+			}
 			if !ok {
 				t.Fatalf("ExtractConstraints(%q) found nothing", tt.prompt)
 			}

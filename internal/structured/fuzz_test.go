@@ -62,17 +62,40 @@ func FuzzGuardedSpans(f *testing.F) {
 
 // FuzzExtractConstraints: ExtractConstraints never panics; a schema it
 // returns compiles, lists exactly Required as its required keys, and its
-// Sentence is text of the prompt. Seeded from the phrasing corpus.
+// Sentence is text of the prompt; a sure schema's keys are identifiers the
+// prompt writes. ExtractJSONDemand answers exactly when ExtractConstraints
+// does not but the prompt demands JSON, never sure, never with keys. Seeded
+// from the phrasing corpora.
 func FuzzExtractConstraints(f *testing.F) {
-	for _, path := range []string{positivePhrasings, negativePhrasings, freshPositives, freshNegatives, heldOutPositives, heldOutNegatives} {
+	for _, path := range []string{positivePhrasings, negativePhrasings, freshPositives, freshNegatives, heldOutPositives, heldOutNegatives, heldOut2Positives, heldOut2Negatives, tuning3Positives, tuning3Negatives, heldOut3Positives, heldOut3Negatives, tuning4Positives, tuning4Negatives} {
 		for _, p := range readPhrasings(f, path) {
 			f.Add(p.prompt)
 		}
 	}
 	f.Fuzz(func(t *testing.T, prompt string) {
 		im, ok := ExtractConstraints(prompt)
+		if dm, dok := ExtractJSONDemand(prompt); dok {
+			if ok {
+				t.Fatalf("both a key schema %s and a keyless demand %s for %q", im.Schema, dm.Schema, prompt)
+			}
+			if dm.Sure || len(dm.Required) > 0 {
+				t.Fatalf("keyless demand %s sure %v keys %q for %q", dm.Schema, dm.Sure, dm.Required, prompt)
+			}
+		}
 		if !ok {
 			return
+		}
+		if len(im.Required) == 0 && !im.Sure {
+			t.Fatalf("key schema %s without keys for %q", im.Schema, prompt)
+		}
+		if im.Sure {
+			// A sure schema is sent upstream: every key an identifier the
+			// prompt writes as a word of its own.
+			for _, k := range im.Required {
+				if !identKeyRe.MatchString(k) || !namedInPrompt(prompt, k) {
+					t.Fatalf("sure schema with key %q not written in the prompt %q", k, prompt)
+				}
+			}
 		}
 		if _, err := Compile(im.Schema); err != nil {
 			t.Fatalf("implied schema %s does not compile: %v", im.Schema, err)

@@ -27,23 +27,24 @@ func TestImpliedHeldOutCorpus(t *testing.T) {
 	measureHeldOut(t, heldOutPositives, heldOutNegatives, 80, 40, 0.95, 0)
 }
 
-// TestImpliedHeldOut2Corpus measures ExtractConstraints the same way on a
-// second held-out corpus (testdata/implied_*_heldout2.txt), written blind
-// while the reader was being improved against the other corpora: its author
-// never opened extract.go nor saw the reader's results on these cases. About
-// 55 English and 35 Chinese positives across legal, medical, gaming,
-// logistics, HR, e-commerce, education and devops prompts, and negatives that
-// mention JSON, YAML, CSV, fields, keys, schemas, APIs, tables or lists in
-// other senses. The issue's targets are recall ≥ 95 % and 0 false schemas.
+// TestImpliedHeldOut2Corpus runs ExtractConstraints over the second held-out
+// corpus (testdata/implied_*_heldout2.txt), written blind while the reader
+// was being improved against the other corpora: its author never opened
+// extract.go nor saw the reader's results on these cases. About 55 English
+// and 35 Chinese positives across legal, medical, gaming, logistics, HR,
+// e-commerce, education and devops prompts, and negatives that mention
+// JSON, YAML, CSV, fields, keys, schemas, APIs, tables or lists in other
+// senses.
 //
-// Measured once, blind, after the reader was tuned on the first held-out
-// corpus (session 7): recall 64/92 = 69.6 %, 1 false schema — the target is
-// MISSED, and BENCHMARKS.md and the issue note say so. This test guards that
-// measured floor against regression (recall ≥ 69 %, at most 1 false schema);
-// it is not the target. The corpus is no longer blind once a change to the
-// reader is made while reading its misses: measure on a new blind corpus.
+// Measured once, blind, in session 7: recall 64/92 = 69.6 %, 1 false schema
+// (a markdown table's header cells read as sure keys). In session 8 (branch
+// reader3) the reader was changed while reading its misses, so it is now a
+// TUNING set like the others, and this test guards what the tuned reader
+// reaches (92/92, 0 false schemas); it no longer measures generalisation.
+// The figure that counts is the one measured once on the third blind corpus
+// (implied_*_heldout3*).
 func TestImpliedHeldOut2Corpus(t *testing.T) {
-	measureHeldOut(t, heldOut2Positives, heldOut2Negatives, 90, 50, 0.69, 1)
+	measureHeldOut(t, heldOut2Positives, heldOut2Negatives, 90, 50, 1, 0)
 }
 
 // measureHeldOut runs ExtractConstraints over a held-out corpus, logs

@@ -59,6 +59,9 @@ func TestImpliedSureOnlyWhenUnambiguous(t *testing.T) {
 	for _, tt := range tests {
 		im, ok := ExtractConstraints(tt.prompt)
 		if !ok {
+			im, ok = ExtractJSONDemand(tt.prompt) // "Respond in JSON.": no keys
+		}
+		if !ok {
 			t.Errorf("%q: no schema", tt.prompt)
 			continue
 		}

@@ -186,7 +186,13 @@ func SpecFor(ctx context.Context, comp *Compiler, c Settings, req *llm.Request, 
 	}
 	if !c.DisableImplied && len(req.Tools) == 0 {
 		if sys := req.SystemText(); sys != "" {
-			if imp, ok := ExtractConstraints(sys); ok {
+			imp, ok := ExtractConstraints(sys)
+			if !ok {
+				// "Respond only in JSON.": no keys, the answer is still
+				// validated and repaired as JSON, never sent upstream.
+				imp, ok = ExtractJSONDemand(sys)
+			}
+			if ok {
 				sp, err := compile(imp.Schema, "implied")
 				if err != nil {
 					return nil, nil // an implied schema we cannot compile is no contract
