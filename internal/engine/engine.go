@@ -610,7 +610,7 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 	}
 	spec, err := e.outputSpecFor(ctx, req, call.Behavior)
 	if err != nil {
-		return nil, err.(*llm.APIError), false
+		return nil, asAPIError(err), false
 	}
 	x := newExec(e, rs, req, call, rec)
 	*xp = x
@@ -679,7 +679,7 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 		}
 		if spec != nil {
 			if resp, err = x.checkStructured(ctx, spec, resp); err != nil {
-				return nil, err.(*llm.APIError), false
+				return nil, asAPIError(err), false
 			}
 		}
 		*served = won.ep
@@ -700,7 +700,7 @@ func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Recor
 		if e.structOpts.RelaxedStreams && !won.tool {
 			st.relaxed = spec
 		} else if err := st.strict(ctx, spec); err != nil {
-			ae = err.(*llm.APIError)
+			ae = asAPIError(err)
 			st.schemaErr = ae
 			st.Close()
 			return nil, ae, true

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
+	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/route"
 	"github.com/keelmesh/keel/internal/wire/translate"
@@ -74,6 +74,8 @@ type exec struct {
 	sealed    bool
 	firstPick bool
 	cands     []route.Candidate
+	// whys says, per candidate in cands, why its view made it unavailable.
+	whys      []unavailability
 	decisions []route.Decision
 	// lossy caches, per wire format, whether translating the request into
 	// it would lose content (translate.Report.Lost).
@@ -124,7 +126,7 @@ type attempt struct {
 
 	res  *provider.Result
 	err  error
-	fail *failure
+	fail *policy.Failure
 	// first holds the events read before the first content event.
 	first []*llm.Event
 	ttft  time.Duration
@@ -139,9 +141,9 @@ type attempt struct {
 // own context, cancelled when it is discarded.
 type step func(ctx context.Context, x *exec, t *try) (*attempt, error)
 
-type policy func(next step) step
+type wrapper func(next step) step
 
-func chain(ps ...policy) step {
+func chain(ps ...wrapper) step {
 	s := step(send)
 	for i := len(ps) - 1; i >= 0; i-- {
 		s = ps[i](s)
@@ -187,8 +189,8 @@ func fallbackPolicy(next step) step {
 	return func(ctx context.Context, x *exec, t *try) (*attempt, error) {
 		for {
 			a, err := next(ctx, x, t)
-			f := classify(err)
-			if a == nil || f == nil || f.decide != decideFallback || ctx.Err() != nil {
+			f := policy.Classify(err)
+			if a == nil || f == nil || f.Decision != policy.DecideFallback || ctx.Err() != nil {
 				return a, err
 			}
 			x.mu.Lock()
@@ -224,9 +226,9 @@ func retryPolicy(next step) step {
 			if ctx.Err() != nil {
 				return a, ctx.Err()
 			}
-			var nc *noCandidate
+			var nc *policy.NoCandidate
 			if errors.As(err, &nc) {
-				if nc.filtered || nc.exhausted || x.shadow {
+				if nc.Filtered || nc.Exhausted || x.shadow {
 					return nil, x.noCandidate(nc)
 				}
 				if !t.allowTried && x.anyAvailable(e.now()) {
@@ -260,8 +262,8 @@ func retryPolicy(next step) step {
 				t.allowTried = true
 				continue
 			}
-			f := classify(err)
-			if f.decide != decideRetry || x.shadow {
+			f := policy.Classify(err)
+			if f.Decision != policy.DecideRetry || x.shadow {
 				return a, err
 			}
 			x.mu.Lock()
@@ -274,7 +276,7 @@ func retryPolicy(next step) step {
 			if t.kind == "primary" {
 				t.kind = "retry"
 			}
-			if f.refusal && untried {
+			if f.Refusal && untried {
 				t.allowTried = false
 				continue // failover: the refused work was never done
 			}
@@ -287,7 +289,7 @@ func retryPolicy(next step) step {
 				t.allowTried = false
 				continue
 			}
-			d := e.backoff.Delay(x.retries-1, f.retryAfter)
+			d := e.backoff.Delay(x.retries-1, f.RetryAfter)
 			if dl, ok := ctx.Deadline(); ok && e.now().Add(d).After(dl) {
 				return a, x.exhausted(llm.MeshTimeout, "no endpoint can be tried again before the deadline")
 			}
@@ -317,22 +319,23 @@ func routePolicy(next step) step {
 		}
 		if x.attempts >= e.maxAttempts {
 			x.mu.Unlock()
-			return nil, &noCandidate{exhausted: true}
+			return nil, &policy.NoCandidate{Exhausted: true}
 		}
 		i := -1
 		if p := x.pin; p >= 0 {
 			// The caller chose the first endpoint (a fragment's replicas
 			// start on distinct ones); it is used while it is available.
 			x.pin = -1
-			if why, _ := x.rs.cands[p].view.Load().unavailable(e.now()); why == "" && !x.tried[p] {
+			if why, _ := x.rs.cands[p].view.Load().unavailable(e.now()); why == unavailNone && !x.tried[p] {
 				i = p
 			}
 		}
 		if i < 0 {
 			var err error
 			if i, err = x.pick(t.allowTried); err != nil {
+				nc := &policy.NoCandidate{Err: err, Filtered: errors.Is(err, route.ErrAllFiltered), BreakerOpen: x.breakerLeftOut()}
 				x.mu.Unlock()
-				return nil, &noCandidate{err: err, filtered: errors.Is(err, route.ErrAllFiltered)}
+				return nil, nc
 			}
 		}
 		ep := x.rs.cands[i]
@@ -365,7 +368,7 @@ func breakerPolicy(next step) step {
 			x.rec.Attempts[a.recIdx].Outcome = "breaker_open"
 			x.rec.Attempts[a.recIdx].End = a.start
 			x.mu.Unlock()
-			return nil, &failure{reason: "breaker_open", decide: decideRetry, refusal: true, err: fmt.Errorf("endpoint %s: %w", a.ep.ID, err)}
+			return nil, policy.BreakerOpen(fmt.Errorf("endpoint %s: %w", a.ep.ID, err))
 		}
 		x.mu.Lock()
 		x.attempts++
@@ -388,12 +391,10 @@ func send(ctx context.Context, x *exec, t *try) (*attempt, error) {
 	}
 	a.end = x.e.now()
 	if a.err != nil {
-		a.fail = classify(a.err)
-		if a.fail.reason == "canceled" && a.ctx.Err() != nil && ctx.Err() == nil {
+		a.fail = policy.Classify(a.err)
+		if a.fail.Kind == policy.KindCanceled && a.ctx.Err() != nil && ctx.Err() == nil {
 			// Cancelled because another attempt won, not by the caller.
-			cp := *a.fail
-			cp.reason = "cancelled_loser"
-			a.fail = &cp
+			a.fail = policy.Loser(a.fail)
 		}
 		a.settle(a.fail)
 		return a, a.fail
@@ -432,47 +433,66 @@ func (x *exec) modelCall(a *attempt, t *try) (*provider.Result, error) {
 	return res, err
 }
 
-// noCandidate says no endpoint could be booked for an attempt.
-type noCandidate struct {
-	err error
-	// filtered: no endpoint meets the request's constraints at all;
-	// exhausted: the call's attempts are spent.
-	filtered, exhausted bool
-}
-
-func (n *noCandidate) Error() string {
-	if n.exhausted {
-		return "attempts exhausted"
-	}
-	return n.err.Error()
-}
-
-func (n *noCandidate) Unwrap() error { return n.err }
-
-func (x *exec) noCandidate(nc *noCandidate) error {
+// noCandidate is the call's error when no endpoint could be booked.
+func (x *exec) noCandidate(nc *policy.NoCandidate) error {
 	switch {
-	case nc.exhausted:
+	case nc.Exhausted:
 		return x.exhausted(llm.MeshFallbackExhausted, "every attempt failed")
-	case nc.filtered && x.attempts == 0:
+	case nc.Filtered && x.attempts == 0:
 		return &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest,
-			Message: "no endpoint of " + x.rs.name + " meets the request's constraints: " + nc.err.Error()}
-	case nc.filtered:
-		return x.exhausted(llm.MeshFallbackExhausted, "no other model can serve the request: "+nc.err.Error())
-	case x.attempts == 0 && strings.Contains(nc.err.Error(), "breaker_open"):
-		return &meshError{code: llm.MeshCircuitOpen, why: nc.err.Error(), last: x.lastErr}
+			Message: "no endpoint of " + x.rs.name + " meets the request's constraints: " + nc.Err.Error()}
+	case nc.Filtered:
+		return x.exhausted(llm.MeshFallbackExhausted, "no other model can serve the request: "+nc.Err.Error())
+	case x.attempts == 0 && nc.BreakerOpen:
+		return &policy.MeshError{Code: llm.MeshCircuitOpen, Why: nc.Err.Error(), Last: x.lastErr}
 	}
-	return x.exhausted(llm.MeshFallbackExhausted, nc.err.Error())
+	return x.exhausted(llm.MeshFallbackExhausted, nc.Err.Error())
 }
 
 // pick chooses the next endpoint from the candidates' published views;
 // allowTried lets endpoints already tried in this run compete again.
 // Called with x.mu held.
 func (x *exec) pick(allowTried bool) (int, error) {
-	now := x.e.now()
+	x.candidates(allowTried, x.e.now())
+	x.preferLossless()
+	ch, err := route.PickAppend(x.decisions, x.cands, x.policy, x.e.rnd)
+	if err != nil && errors.Is(err, route.ErrAllUnavailable) && x.relaxEjected() {
+		ch, err = route.PickAppend(x.decisions, x.cands, x.policy, x.e.rnd)
+	}
+	x.decisions = ch.Decisions
+	if !x.firstPick {
+		x.firstPick = true
+		x.rec.Candidates = make([]Candidate, 0, len(ch.Decisions))
+		for i, d := range ch.Decisions {
+			x.rec.Candidates = append(x.rec.Candidates, Candidate{Endpoint: d.ID, ExpectedMS: d.Score,
+				InFlight: x.cands[i].InFlight, Chosen: d.Reason == route.ReasonChosen, Reason: reasonText(d)})
+		}
+	}
+	if err != nil {
+		return -1, err
+	}
+	return ch.Index, nil
+}
+
+// breakerLeftOut reports whether the last pick left a candidate out for
+// its open breaker. Called with x.mu held.
+func (x *exec) breakerLeftOut() bool {
+	for i, d := range x.decisions {
+		if d.Reason == route.ReasonUnavailable && x.whys[i] == unavailBreakerOpen {
+			return true
+		}
+	}
+	return false
+}
+
+// candidates fills x.cands (and x.whys) from the candidates' published
+// views at now. Called with x.mu held.
+func (x *exec) candidates(allowTried bool, now time.Time) {
 	if x.cands == nil {
 		x.cands = make([]route.Candidate, 0, len(x.rs.cands))
+		x.whys = make([]unavailability, 0, len(x.rs.cands))
 	}
-	x.cands = x.cands[:0]
+	x.cands, x.whys = x.cands[:0], x.whys[:0]
 	warmBest := time.Duration(0)
 	for _, ep := range x.rs.cands {
 		if v := ep.view.Load(); !v.cold {
@@ -481,12 +501,7 @@ func (x *exec) pick(allowTried bool) (int, error) {
 			}
 		}
 	}
-	others := false
-	for i := range x.rs.cands {
-		if !x.avoid[i] {
-			others = true
-		}
-	}
+	others := slices.Contains(x.avoid, false)
 	primary := x.rs.cands[0].Model
 	for i, ep := range x.rs.cands {
 		v := ep.view.Load()
@@ -502,6 +517,7 @@ func (x *exec) pick(allowTried bool) (int, error) {
 			c.ExpectedLatency = warmBest
 		}
 		why, _ := v.unavailable(now)
+		kept := unavailNone
 		switch {
 		case x.legacy && ep.Model != primary:
 			c.Available, c.Unavailable = false, "safety_valve"
@@ -509,44 +525,31 @@ func (x *exec) pick(allowTried bool) (int, error) {
 			c.Available, c.Unavailable = false, "failed_stream"
 		case x.tried[i] && !allowTried:
 			c.Available, c.Unavailable = false, "tried"
-		case why != "":
-			c.Available, c.Unavailable = false, why
+		case why != unavailNone:
+			c.Available, c.Unavailable, kept = false, why.String(), why
 		case x.overloaded[ep.Model] >= 2 && x.otherModel(ep.Model, now):
 			c.Available, c.Unavailable = false, "model_overloaded"
 		}
-		x.cands = append(x.cands, c)
+		x.cands, x.whys = append(x.cands, c), append(x.whys, kept)
 	}
-	x.preferLossless()
-	ch, err := route.PickAppend(x.decisions, x.cands, x.policy, x.e.rnd)
-	if err != nil && errors.Is(err, route.ErrAllUnavailable) {
-		// Panic routing, as Envoy does past its panic threshold: when every
-		// otherwise suitable endpoint is only ejected as an outlier,
-		// ejection says nothing about which is better; send anyway (the
-		// retry budget still caps the load) rather than fail every call.
-		relaxed := false
-		for i := range x.cands {
-			if x.cands[i].Unavailable == "ejected" {
-				x.cands[i].Available, x.cands[i].Unavailable = true, ""
-				relaxed = true
-			}
-		}
-		if relaxed {
-			ch, err = route.PickAppend(x.decisions, x.cands, x.policy, x.e.rnd)
-		}
-	}
-	x.decisions = ch.Decisions
-	if !x.firstPick {
-		x.firstPick = true
-		x.rec.Candidates = make([]Candidate, 0, len(ch.Decisions))
-		for i, d := range ch.Decisions {
-			x.rec.Candidates = append(x.rec.Candidates, Candidate{Endpoint: d.ID, ExpectedMS: d.Score,
-				InFlight: x.cands[i].InFlight, Chosen: d.Reason == route.ReasonChosen, Reason: reasonText(d)})
+}
+
+// relaxEjected makes available again every candidate that is only
+// ejected, and reports whether there was one: panic routing, as Envoy
+// does past its panic threshold. When every otherwise suitable endpoint is
+// only ejected as an outlier, ejection says nothing about which is
+// better; send anyway (the retry budget still caps the load) rather than
+// fail every call. Called with x.mu held.
+func (x *exec) relaxEjected() bool {
+	relaxed := false
+	for i := range x.cands {
+		if x.whys[i] == unavailEjected && !x.cands[i].Available {
+			x.cands[i].Available, x.cands[i].Unavailable = true, ""
+			x.whys[i] = unavailNone
+			relaxed = true
 		}
 	}
-	if err != nil {
-		return -1, err
-	}
-	return ch.Index, nil
+	return relaxed
 }
 
 // preferLossless makes unavailable, while an available endpoint can carry
@@ -625,7 +628,7 @@ func (x *exec) availableLocked(now time.Time, ok func(i int, ep *endpoint) bool)
 		if !ok(i, ep) {
 			continue
 		}
-		if why, _ := ep.view.Load().unavailable(now); why == "" {
+		if why, _ := ep.view.Load().unavailable(now); why == unavailNone {
 			return true
 		}
 	}
@@ -644,7 +647,7 @@ func (x *exec) soonest(now time.Time) time.Time {
 		}
 		// Only a retry-after is waited for: an open breaker or an ejection
 		// is a fault, and failing fast is its point.
-		if why, until := ep.view.Load().unavailable(now); why == "cooling" && until.After(now) && (best.IsZero() || until.Before(best)) {
+		if why, until := ep.view.Load().unavailable(now); why == unavailCooling && until.After(now) && (best.IsZero() || until.Before(best)) {
 			best = until
 		}
 	}
@@ -668,7 +671,7 @@ func (a *attempt) peekContent(res *provider.Result) error {
 		if err == io.EOF {
 			if len(a.first) == 0 {
 				res.Stream.Close()
-				return errEmptyStream
+				return policy.ErrEmptyStream
 			}
 			return nil // a complete answer without content
 		}
@@ -693,7 +696,7 @@ func (a *attempt) peekContent(res *provider.Result) error {
 // handed over. A failure is settled when it happens (on whichever
 // goroutine ran the attempt), a success when the answer is delivered (for
 // a stream, when it ends). Every attempt is settled or discarded once.
-func (a *attempt) settle(f *failure) {
+func (a *attempt) settle(f *policy.Failure) {
 	x := a.x
 	x.mu.Lock()
 	if a.settled {
@@ -702,45 +705,10 @@ func (a *attempt) settle(f *failure) {
 	}
 	a.settled = true
 	x.mu.Unlock()
-	o := health.Outcome{Latency: a.end.Sub(a.start), TTFT: a.ttft, NoLatency: x.side != nil && !x.side.Latency}
-	if a.res != nil {
-		o.Status, o.Header = a.res.Status, a.res.Header
-	}
-	ok := true
-	if f != nil {
-		var pe *provider.Error
-		if errors.As(f.err, &pe) {
-			switch pe.Kind {
-			case provider.KindConnect:
-				o.Kind = health.KindConnect
-			case provider.KindReset:
-				o.Kind = health.KindReset
-			case provider.KindTimeout:
-				o.Kind = health.KindTimeout
-			default:
-				o.Kind = f.reason
-			}
-		}
-		if f.status != 0 {
-			o.Status = f.status
-		}
-		o.RetryAfter = f.retryAfter
-		// Only faults of the endpoint count against it, not the caller's
-		// bad request or its leaving.
-		o.Failure = f.decide == decideRetry && f.reason != "breaker_open"
-		// Capacity signals are not faults for the breaker: retry-after
-		// cooldowns handle them (a breaker opened on a 429 burst would keep
-		// the endpoint out long after it). Nor is unreachability: the
-		// prober brings the endpoint back, not the breaker's interval.
-		ok = !o.Failure || f.capacity || f.unreachable
-		if f.reason == "canceled" || f.reason == "cancelled_loser" {
-			o = health.Outcome{Cancelled: true, Latency: o.Latency}
-			ok = true
-		}
-	}
+	o, ok := a.outcome(f)
 	a.hdone(o)
 	a.bdone(ok)
-	if f != nil && f.unreachable {
+	if f != nil && f.Unreachable {
 		x.e.markDown(a.ep)
 	}
 	a.ep.publish()
@@ -748,20 +716,72 @@ func (a *attempt) settle(f *failure) {
 		ev := AttemptEvent{RequestID: x.call.RequestID, Endpoint: a.ep.ID, Model: a.ep.Model, Region: a.ep.Region, Kind: a.kind,
 			Outcome: "ok", Status: o.Status, Duration: a.end.Sub(a.start), Shadow: x.shadow}
 		if f != nil {
-			ev.Outcome, ev.RetryAfter = f.reason, f.retryAfter
+			ev.Outcome, ev.RetryAfter = f.Reason, f.RetryAfter
 		}
 		x.e.events.attempt(ev)
 	}
+	x.noteOutcome(a, f, o.Status)
+}
+
+// outcome is what health (o) and the breaker (ok) learn from the attempt
+// ending with f (nil for a success).
+func (a *attempt) outcome(f *policy.Failure) (o health.Outcome, ok bool) {
+	o = health.Outcome{Latency: a.end.Sub(a.start), TTFT: a.ttft, NoLatency: a.x.side != nil && !a.x.side.Latency}
+	if a.res != nil {
+		o.Status, o.Header = a.res.Status, a.res.Header
+	}
+	if f == nil {
+		return o, true
+	}
+	if f.Cancelled() {
+		return health.Outcome{Cancelled: true, Latency: o.Latency}, true
+	}
+	var pe *provider.Error
+	if errors.As(f.Err, &pe) {
+		o.Kind = healthKind(pe.Kind, f.Reason)
+	}
+	if f.Status != 0 {
+		o.Status = f.Status
+	}
+	o.RetryAfter = f.RetryAfter
+	// Only faults of the endpoint count against it, not the caller's bad
+	// request or its leaving.
+	o.Failure = f.EndpointFault()
+	// Capacity signals are not faults for the breaker: retry-after
+	// cooldowns handle them (a breaker opened on a 429 burst would keep the
+	// endpoint out long after it). Nor is unreachability: the prober brings
+	// the endpoint back, not the breaker's interval.
+	return o, !o.Failure || f.Capacity || f.Unreachable
+}
+
+// healthKind names a provider error's kind for health (reason for the
+// kinds health does not tell apart).
+func healthKind(k provider.Kind, reason string) string {
+	switch k {
+	case provider.KindConnect:
+		return health.KindConnect
+	case provider.KindReset:
+		return health.KindReset
+	case provider.KindTimeout:
+		return health.KindTimeout
+	}
+	return reason
+}
+
+// noteOutcome keeps what the call learns from a's outcome (its last
+// failure, a model's capacity refusals) and writes the outcome into the
+// record unless it was handed over.
+func (x *exec) noteOutcome(a *attempt, f *policy.Failure, status int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if f != nil && f.reason != "cancelled_loser" {
-		if f.reason != "canceled" {
+	if f != nil && f.Kind != policy.KindCancelledLoser {
+		if f.Kind != policy.KindCanceled {
 			x.lastErr = f
 			if x.rec.Fallback == "" && !x.sealed {
-				x.rec.Fallback = f.reason
+				x.rec.Fallback = f.Reason
 			}
 		}
-		if f.capacity {
+		if f.Capacity {
 			if x.overloaded == nil {
 				x.overloaded = map[string]int{}
 			}
@@ -773,11 +793,11 @@ func (a *attempt) settle(f *failure) {
 	}
 	r := &x.rec.Attempts[a.recIdx]
 	r.End = a.end
-	r.Status = o.Status
+	r.Status = status
 	if f == nil {
 		r.Outcome = "ok"
 	} else {
-		r.Outcome = f.reason
+		r.Outcome = f.Reason
 	}
 	a.noteUsage(r)
 }
@@ -855,7 +875,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // exhausted builds the error for "no more attempts", keeping the last
 // upstream error's status and type so SDKs classify it as they would have.
 func (x *exec) exhausted(code, why string) error {
-	return &meshError{code: code, why: why, last: x.lastErr, attempts: x.attempts}
+	return &policy.MeshError{Code: code, Why: why, Last: x.lastErr, Attempts: x.attempts}
 }
 
 // clientError turns a failed call into the client's error.
@@ -868,24 +888,24 @@ func (x *exec) clientError(ctx context.Context, err error) *llm.APIError {
 		return &llm.APIError{Status: 499, Type: llm.ErrAPI, MeshCode: llm.MeshTimeout, Message: "request cancelled: " + context.Cause(ctx).Error()}
 	}
 	var ae *llm.APIError
-	var me *meshError
+	var me *policy.MeshError
 	if errors.As(err, &me) {
-		out := &llm.APIError{Status: http.StatusServiceUnavailable, Type: llm.ErrOverloaded, MeshCode: me.code}
-		if me.code == llm.MeshTimeout {
+		out := &llm.APIError{Status: http.StatusServiceUnavailable, Type: llm.ErrOverloaded, MeshCode: me.Code}
+		if me.Code == llm.MeshTimeout {
 			out.Status, out.Type = http.StatusGatewayTimeout, llm.ErrTimeout
 		}
 		var pe *provider.Error
-		if errors.As(me.last, &pe) && pe.API != nil {
+		if errors.As(me.Last, &pe) && pe.API != nil {
 			out.Status, out.Type, out.Code, out.Param, out.RawType = pe.API.Status, pe.API.Type, pe.API.Code, pe.API.Param, pe.API.RawType
 			if out.Status == http.StatusOK {
 				out.Status = llm.TypeStatus(out.Type)
 			}
-		} else if me.last != nil && me.code != llm.MeshTimeout {
+		} else if me.Last != nil && me.Code != llm.MeshTimeout {
 			out.Status, out.Type = http.StatusBadGateway, llm.ErrAPI
 		}
-		out.Message = fmt.Sprintf("%s after %d attempts", me.why, x.attempts)
-		if me.last != nil {
-			out.Message += "; last: " + me.last.Error()
+		out.Message = fmt.Sprintf("%s after %d attempts", me.Why, x.attempts)
+		if me.Last != nil {
+			out.Message += "; last: " + me.Last.Error()
 		}
 		return out
 	}
@@ -896,6 +916,16 @@ func (x *exec) clientError(ctx context.Context, err error) *llm.APIError {
 	if errors.As(err, &pe) && pe.API != nil {
 		out := *pe.API // a non-retryable upstream answer passes through unchanged
 		return &out
+	}
+	return &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted, Message: err.Error()}
+}
+
+// asAPIError is err as the client's error: the *llm.APIError it is or
+// wraps (the structured-output stages answer only those), else a 502
+// naming it.
+func asAPIError(err error) *llm.APIError {
+	if ae, ok := errors.AsType[*llm.APIError](err); ok {
+		return ae
 	}
 	return &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted, Message: err.Error()}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/wire/anthropic"
 	"github.com/keelmesh/keel/internal/wire/openai"
@@ -84,9 +85,9 @@ func TestContextErrorsByProvider(t *testing.T) {
 			} else {
 				ae = anthropic.ParseError(tc.status, h, []byte(tc.body))
 			}
-			f := classify(&provider.Error{Kind: provider.KindStatus, Endpoint: "e", API: ae})
-			if got := f.decide == decideFallback && f.reason == "context_length_exceeded"; got != tc.fallback {
-				t.Errorf("parsed %+v: decide %v reason %q, want a context fallback %v", *ae, f.decide, f.reason, tc.fallback)
+			f := policy.Classify(&provider.Error{Kind: provider.KindStatus, Endpoint: "e", API: ae})
+			if got := f.Decision == policy.DecideFallback && f.Kind == policy.KindContextExceeded && f.Reason == "context_length_exceeded"; got != tc.fallback {
+				t.Errorf("parsed %+v: decision %v kind %v reason %q, want a context fallback %v", *ae, f.Decision, f.Kind, f.Reason, tc.fallback)
 			}
 		})
 	}

@@ -70,20 +70,37 @@ func (ep *endpoint) publish() {
 	}
 }
 
-// unavailable says why ep must not be sent to at now ("" when it may),
-// and when that ends (zero when only a probe can tell).
-func (v *epView) unavailable(now time.Time) (string, time.Time) {
+// unavailability says why an endpoint's view keeps it from being sent to.
+type unavailability uint8
+
+const (
+	unavailNone unavailability = iota
+	unavailDown
+	unavailBreakerOpen
+	unavailCooling
+	unavailEjected
+)
+
+// String is the reason routing and the record name (route.Candidate's
+// Unavailable, EndpointStatus.State).
+func (u unavailability) String() string {
+	return [...]string{"", "unreachable", StateBreakerOpen, StateCooling, StateEjected}[u]
+}
+
+// unavailable says why ep must not be sent to at now (unavailNone when it
+// may), and when that ends (zero when only a probe can tell).
+func (v *epView) unavailable(now time.Time) (unavailability, time.Time) {
 	switch {
 	case v.down:
-		return "unreachable", time.Time{}
+		return unavailDown, time.Time{}
 	case v.breakerOpen && now.Before(v.openUntil):
-		return "breaker_open", v.openUntil
+		return unavailBreakerOpen, v.openUntil
 	case now.Before(v.coolingUntil):
-		return "cooling", v.coolingUntil
+		return unavailCooling, v.coolingUntil
 	case now.Before(v.ejectedUntil):
-		return "ejected", v.ejectedUntil
+		return unavailEjected, v.ejectedUntil
 	}
-	return "", time.Time{}
+	return unavailNone, time.Time{}
 }
 
 // Endpoint states, as EndpointStatus.State reports them.
@@ -101,15 +118,15 @@ const (
 // (including an open breaker whose interval has ended), else healthy.
 func (v *epView) state(now time.Time) string {
 	switch why, _ := v.unavailable(now); why {
-	case "unreachable":
+	case unavailDown:
 		return StateDown
-	case "":
+	case unavailNone:
 		if v.halfOpen || v.breakerOpen {
 			return StateHalfOpen
 		}
 		return StateHealthy
 	default:
-		return why
+		return why.String()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/structured"
 	"github.com/keelmesh/keel/internal/wire"
@@ -225,7 +226,7 @@ func (s *Stream) next() (*llm.Event, error) {
 			// gets the wire's error event, never a glued answer.
 			s.cur.end = s.x.e.now()
 			s.costAttempt()
-			s.cur.settle(&failure{reason: "continuation_diverged", err: err})
+			s.cur.settle(policy.Diverged(err))
 			s.failed = true
 			s.endErr = &llm.APIError{Status: http.StatusOK, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted,
 				Message: "upstream stream failed and could not be continued: " + err.Error()}
@@ -355,7 +356,7 @@ func (s *Stream) splice(ev *llm.Event) (ev2 *llm.Event, drop bool, err error) {
 	case llm.EventBlockStart:
 		if ev.Index < len(s.pending) {
 			if ev.Block != nil && ev.Block.Type != llm.BlockText {
-				return nil, false, errDiverged
+				return nil, false, policy.ErrDiverged
 			}
 			s.idxMap[ev.Index] = ev.Index
 			return nil, true, nil
@@ -365,7 +366,7 @@ func (s *Stream) splice(ev *llm.Event) (ev2 *llm.Event, drop bool, err error) {
 			break
 		}
 		if ev.DeltaType != llm.DeltaText {
-			return nil, false, errDiverged
+			return nil, false, policy.ErrDiverged
 		}
 		p, d := s.pending[k], ev.Delta
 		switch {
@@ -378,11 +379,11 @@ func (s *Stream) splice(ev *llm.Event) (ev2 *llm.Event, drop bool, err error) {
 			cp.Delta = d[len(p):]
 			return cp, false, nil
 		}
-		return nil, false, errDiverged
+		return nil, false, policy.ErrDiverged
 	case llm.EventBlockStop:
 		if inPending {
 			if s.pending[k] != "" {
-				return nil, false, errDiverged
+				return nil, false, policy.ErrDiverged
 			}
 			if !s.blocks[k].open {
 				return nil, true, nil // the client has this block's end already
@@ -391,7 +392,7 @@ func (s *Stream) splice(ev *llm.Event) (ev2 *llm.Event, drop bool, err error) {
 	case llm.EventMessageDelta, llm.EventMessageStop:
 		for _, p := range s.pending {
 			if p != "" {
-				return nil, false, errDiverged
+				return nil, false, policy.ErrDiverged
 			}
 		}
 	}
@@ -520,7 +521,7 @@ func reindex(ev *llm.Event, k int) *llm.Event {
 // text the client has.
 func (s *Stream) recover(cause error) *llm.APIError {
 	x := s.x
-	f := classify(cause)
+	f := policy.Classify(cause)
 	s.cur.end = x.e.now()
 	s.costAttempt()
 	s.cur.settle(f)
@@ -528,12 +529,12 @@ func (s *Stream) recover(cause error) *llm.APIError {
 	s.cur.res.Stream.Close()
 	fail := func(why string) *llm.APIError {
 		return &llm.APIError{Status: http.StatusOK, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted,
-			Message: fmt.Sprintf("upstream stream failed (%s) and %s", f.reason, why)}
+			Message: fmt.Sprintf("upstream stream failed (%s) and %s", f.Reason, why)}
 	}
 	if s.ctx.Err() != nil {
 		return &llm.APIError{Status: http.StatusOK, Type: llm.ErrTimeout, MeshCode: llm.MeshTimeout, Message: "stream cancelled or past its deadline"}
 	}
-	if f.decide == decideFail {
+	if f.Decision == policy.DecideFail {
 		return fail("the failure is not retryable")
 	}
 	if x.e.recoveryOff.Load() || x.legacy {
@@ -551,7 +552,7 @@ func (s *Stream) recover(cause error) *llm.APIError {
 	}
 	if !x.rs.retries.TryWithdraw() {
 		return &llm.APIError{Status: http.StatusOK, Type: llm.ErrAPI, MeshCode: llm.MeshBudgetExhausted,
-			Message: fmt.Sprintf("upstream stream failed (%s) and the retry budget is exhausted", f.reason)}
+			Message: fmt.Sprintf("upstream stream failed (%s) and the retry budget is exhausted", f.Reason)}
 	}
 	x.retries++
 	x.rec.Retries++
@@ -567,7 +568,7 @@ func (s *Stream) recover(cause error) *llm.APIError {
 	if err != nil {
 		ae := x.clientError(s.ctx, err)
 		ae.Status = http.StatusOK
-		ae.Message = "upstream stream failed (" + f.reason + ") and could not be continued: " + ae.Message
+		ae.Message = "upstream stream failed (" + f.Reason + ") and could not be continued: " + ae.Message
 		return ae
 	}
 	x.rec.Recovered++
