@@ -35,6 +35,7 @@ import (
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
+	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/resilience"
@@ -190,7 +191,6 @@ type Engine struct {
 	pii         *piiState
 	maxAttempts int
 	timeout     time.Duration
-	backoff     *resilience.Backoff
 	hedge       resilience.HedgePolicy
 	opts        Resilience
 	hedgingOff  atomic.Bool
@@ -273,7 +273,7 @@ func New(o Options) (*Engine, error) {
 	}
 	e := &Engine{
 		client: o.Client, classify: o.Classify, complexityFn: o.Complexity, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices, cache: o.Cache, cachePol: o.CachePolicy, semantic: o.Semantic,
-		maxAttempts: r.MaxAttempts, timeout: r.Timeout, backoff: backoff, hedge: r.Hedge, opts: r,
+		maxAttempts: r.MaxAttempts, timeout: r.Timeout, hedge: r.Hedge, opts: r,
 		routes: map[string]*routeState{}, passthrough: o.Passthrough, shared: o.Shared, byID: map[string]*endpoint{},
 		kick: make(chan struct{}, 1),
 	}
@@ -295,7 +295,7 @@ func New(o Options) (*Engine, error) {
 	if e.probeInt <= 0 {
 		e.probeInt = defaultProbeInterval
 	}
-	e.chain = chain(fallbackPolicy, retryPolicy, hedgePolicy, routePolicy, breakerPolicy)
+	e.chain = newChain(&policy.Retry{MaxAttempts: r.MaxAttempts, Backoff: backoff, Now: now})
 	e.hedgingOff.Store(r.DisableHedging)
 	e.recoveryOff.Store(r.DisableRecovery)
 

@@ -54,14 +54,18 @@ type exec struct {
 	// implied by its system prompt.
 	spec *outputSpec
 
+	// retry is the retry policy's state; retries the call's retries of
+	// work (the route's retry budget), shared with continuations and
+	// re-asks. Each guards itself.
+	retry   policy.RetryState
+	retries policy.Retries
+
 	mu sync.Mutex // guards following (and rec.Attempts while hedges run)
 	// tried marks endpoints tried in the current run; avoid those that
 	// failed a stream (never continued on while another exists).
 	tried    []bool
 	avoid    []bool
 	attempts int
-	waits    int
-	retries  int
 	lastErr  error
 	// overloaded counts capacity refusals per model in this call: a model
 	// that refused on two endpoints is overloaded as a whole and the call
@@ -84,21 +88,24 @@ type exec struct {
 
 // try is one pass through the policy chain: what to send and how.
 type try struct {
-	req  *llm.Request
-	kind string
+	req *llm.Request
+	// pass is what the policies steer: the attempt kind, whether tried
+	// endpoints may compete again, the wait before the attempt.
+	pass policy.Pass
 	// cont, when set, is the text the client already has: each endpoint
 	// gets a continuation request of its own kind (see continuationFor).
 	cont *string
 	// contOut is the output tokens the client already has (see
 	// continuationFor).
-	contOut    int
-	wait       time.Duration
-	allowTried bool
+	contOut int
 	// hg is the call's hedger while the hedge policy runs.
 	hg *hedger
 	// booked is the attempt the route policy booked for the inner steps.
 	booked *attempt
 }
+
+// Pass is what the policies steer (policy.Try).
+func (t *try) Pass() *policy.Pass { return &t.pass }
 
 // attempt is one upstream attempt in flight or done.
 type attempt struct {
@@ -133,28 +140,30 @@ type attempt struct {
 	end   time.Time
 }
 
-// step runs the rest of the chain; policy wraps a step (failsafe-go's
-// executor). The chain is folded once per engine, outermost first:
-// fallback → retry → hedge → route → breaker → send. The per-attempt
-// timeouts (response header, adaptive stream idle, request) are the
-// provider client's, per endpoint; the route policy gives each attempt its
-// own context, cancelled when it is discarded.
-type step func(ctx context.Context, x *exec, t *try) (*attempt, error)
+// step runs the rest of the chain (failsafe-go's executor). The chain is
+// folded once per engine, outermost first: fallback → retry → hedge →
+// route → breaker → send (newChain). The per-attempt timeouts (response
+// header, adaptive stream idle, request) are the provider client's, per
+// endpoint; the route policy gives each attempt its own context, cancelled
+// when it is discarded.
+type step = policy.Step[*exec, *try, *attempt]
 
-type wrapper func(next step) step
-
-func chain(ps ...wrapper) step {
-	s := step(send)
-	for i := len(ps) - 1; i >= 0; i-- {
-		s = ps[i](s)
-	}
-	return s
+// newChain folds the attempt policies around send.
+func newChain(r *policy.Retry) step {
+	return policy.Chain(send,
+		policy.Fallback[*exec, *try, *attempt],
+		policy.RetryPolicy[*exec, *try, *attempt](r),
+		hedgePolicy,
+		routePolicy,
+		policy.Breaker[*exec, *try, *attempt])
 }
 
 func newExec(e *Engine, rs *routeState, req *llm.Request, call Call, rec *Record) *exec {
 	n := len(rs.cands)
 	b := make([]bool, 2*n)
-	return &exec{e: e, rs: rs, req: req, call: call, rec: rec, tried: b[:n:n], avoid: b[n:], pin: -1}
+	x := &exec{e: e, rs: rs, req: req, call: call, rec: rec, tried: b[:n:n], avoid: b[n:], pin: -1}
+	x.retries.Init(rs.retries, e.maxAttempts)
+	return x
 }
 
 // errSealed is what an attempt asked for after its call ended gets.
@@ -176,131 +185,51 @@ func (x *exec) finish(served *endpoint, ae *llm.APIError) {
 // run sends req through the chain until one attempt succeeds, the
 // failures say stop, or ctx ends.
 func (x *exec) run(ctx context.Context, req *llm.Request, kind string) (*attempt, error) {
-	return x.runTry(ctx, &try{req: req, kind: kind})
+	return x.runTry(ctx, &try{req: req, pass: policy.Pass{Kind: kind}})
 }
 
 func (x *exec) runTry(ctx context.Context, t *try) (*attempt, error) {
 	return x.e.chain(ctx, x, t)
 }
 
-// fallbackPolicy moves the call to another model when only one may serve:
-// a prompt too long for this model's context window.
-func fallbackPolicy(next step) step {
-	return func(ctx context.Context, x *exec, t *try) (*attempt, error) {
-		for {
-			a, err := next(ctx, x, t)
-			f := policy.Classify(err)
-			if a == nil || f == nil || f.Decision != policy.DecideFallback || ctx.Err() != nil {
-				return a, err
-			}
-			x.mu.Lock()
-			if a != nil && a.ep.ContextWindow >= x.policy.MinContextWindow {
-				x.policy.MinContextWindow = a.ep.ContextWindow + 1
-			}
-			x.mu.Unlock()
-			t.kind, t.allowTried = "fallback", false
-		}
+// Outgrow makes the call's routing ask for a bigger context window than
+// a's endpoint has (the fallback policy, after a context error).
+func (x *exec) Outgrow(a *attempt) {
+	x.mu.Lock()
+	if a.ep.ContextWindow >= x.policy.MinContextWindow {
+		x.policy.MinContextWindow = a.ep.ContextWindow + 1
 	}
+	x.mu.Unlock()
 }
 
-// maxCooldownWait bounds a wait for an endpoint's retry-after when the
-// call has no deadline.
-const maxCooldownWait = 30 * time.Second
+// The retry policy's view of the call (policy.RetryCall).
 
-// retryPolicy tries again after a retryable failure. Failover after a fast
-// refusal (429, 529, 503, connection refused: no work done) to an untried
-// endpoint is free; a retry of work (a 500, a timeout, a cut, or the same
-// endpoint again) draws on the route's retry budget, so amplification stays
-// bounded (gRPC retry throttling). When every endpoint is cooling down,
-// ejected or open, it waits for the one that comes back first if that is
-// within the call's deadline, rather than failing a call no attempt was
-// made for.
-func retryPolicy(next step) step {
-	return func(ctx context.Context, x *exec, t *try) (*attempt, error) {
-		e := x.e
-		for {
-			a, err := next(ctx, x, t)
-			if err == nil {
-				return a, nil
-			}
-			if ctx.Err() != nil {
-				return a, ctx.Err()
-			}
-			var nc *policy.NoCandidate
-			if errors.As(err, &nc) {
-				if nc.Filtered || nc.Exhausted || x.shadow {
-					return nil, x.noCandidate(nc)
-				}
-				if !t.allowTried && x.anyAvailable(e.now()) {
-					// Only endpoints an earlier pass tried are left (a
-					// re-ask, a one-endpoint route): they may serve again.
-					t.allowTried = true
-					continue
-				}
-				until := x.soonest(e.now())
-				d := until.Sub(e.now())
-				if until.IsZero() || d <= 0 || x.waits >= e.maxAttempts {
-					return nil, x.noCandidate(nc)
-				}
-				if x.waits > 0 && !x.rs.retries.TryWithdraw() {
-					// The first wait for a retry-after is free (nothing was
-					// sent); waiting again, behind other calls' refusals, is
-					// a retry like any other.
-					return nil, x.exhausted(llm.MeshBudgetExhausted, "retry budget exhausted while every endpoint is cooling down")
-				}
-				if dl, ok := ctx.Deadline(); ok && e.now().Add(d).After(dl) {
-					return nil, x.exhausted(llm.MeshTimeout, "no endpoint can be tried again before the deadline")
-				} else if !ok && d > maxCooldownWait {
-					return nil, x.noCandidate(nc)
-				}
-				x.waits++
-				if err := sleep(ctx, d); err != nil {
-					return nil, err
-				}
-				x.rec.QueueWait += d
-				t.wait += d
-				t.allowTried = true
-				continue
-			}
-			f := policy.Classify(err)
-			if f.Decision != policy.DecideRetry || x.shadow {
-				return a, err
-			}
-			x.mu.Lock()
-			spent := x.attempts >= e.maxAttempts
-			x.mu.Unlock()
-			if spent {
-				return a, x.exhausted(llm.MeshFallbackExhausted, "every attempt failed")
-			}
-			untried := x.hasUntried(e.now())
-			if t.kind == "primary" {
-				t.kind = "retry"
-			}
-			if f.Refusal && untried {
-				t.allowTried = false
-				continue // failover: the refused work was never done
-			}
-			if !x.rs.retries.TryWithdraw() {
-				return a, x.exhausted(llm.MeshBudgetExhausted, "retry budget exhausted")
-			}
-			x.retries++
-			x.rec.Retries++
-			if untried {
-				t.allowTried = false
-				continue
-			}
-			d := e.backoff.Delay(x.retries-1, f.RetryAfter)
-			if dl, ok := ctx.Deadline(); ok && e.now().Add(d).After(dl) {
-				return a, x.exhausted(llm.MeshTimeout, "no endpoint can be tried again before the deadline")
-			}
-			if err := sleep(ctx, d); err != nil {
-				return nil, err
-			}
-			x.rec.QueueWait += d
-			t.wait += d
-			t.allowTried = true
-		}
+func (x *exec) RetryState() *policy.RetryState { return &x.retry }
+func (x *exec) Retries() *policy.Retries       { return &x.retries }
+func (x *exec) OneShot() bool                  { return x.shadow }
+func (x *exec) Waited(d time.Duration) {
+	x.mu.Lock()
+	x.rec.QueueWait += d
+	x.mu.Unlock()
+}
+
+// Attempts is the attempts made so far.
+func (x *exec) Attempts() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.attempts
+}
+
+// TakeRetry takes a retry of work (policy.Retries.Take: the call's
+// attempt cap, the route's retry budget) and counts it in the record.
+func (x *exec) TakeRetry() error {
+	if err := x.retries.Take(x.Attempts()); err != nil {
+		return err
 	}
+	x.mu.Lock()
+	x.rec.Retries++
+	x.mu.Unlock()
+	return nil
 }
 
 // routePolicy picks the endpoint for one attempt and books it: tried,
@@ -310,7 +239,7 @@ func routePolicy(next step) step {
 	return func(ctx context.Context, x *exec, t *try) (*attempt, error) {
 		e := x.e
 		x.mu.Lock()
-		if x.sealed || t.kind == "hedge" && t.hg != nil && t.hg.closed {
+		if x.sealed || t.pass.Kind == "hedge" && t.hg != nil && t.hg.closed {
 			// A hedge launched as the call ended, or as its pass was
 			// decided: the record is the observers' (or a stream's reader's)
 			// now, and the call needs no more attempts.
@@ -332,7 +261,7 @@ func routePolicy(next step) step {
 		}
 		if i < 0 {
 			var err error
-			if i, err = x.pick(t.allowTried); err != nil {
+			if i, err = x.pick(t.pass.AllowTried); err != nil {
 				nc := &policy.NoCandidate{Err: err, Filtered: errors.Is(err, route.ErrAllFiltered), BreakerOpen: x.breakerLeftOut()}
 				x.mu.Unlock()
 				return nil, nc
@@ -340,13 +269,13 @@ func routePolicy(next step) step {
 		}
 		ep := x.rs.cands[i]
 		x.tried[i] = true
-		a := &attempt{x: x, ep: ep, idx: i, kind: t.kind, start: e.now(), recIdx: len(x.rec.Attempts)}
+		a := &attempt{x: x, ep: ep, idx: i, kind: t.pass.Kind, start: e.now(), recIdx: len(x.rec.Attempts)}
 		a.ctx, a.cancel = context.WithCancel(ctx)
-		x.rec.Attempts = append(x.rec.Attempts, Attempt{Endpoint: ep.ID, Model: ep.Model, Region: ep.Region, Provider: ep.Provider, Start: a.start, Kind: t.kind, Wait: t.wait})
+		x.rec.Attempts = append(x.rec.Attempts, Attempt{Endpoint: ep.ID, Model: ep.Model, Region: ep.Region, Provider: ep.Provider, Start: a.start, Kind: t.pass.Kind, Wait: t.pass.Wait})
 		x.mu.Unlock()
-		t.wait = 0
+		t.pass.Wait = 0
 		if t.hg != nil {
-			t.hg.booked(a, t.kind == "hedge")
+			t.hg.booked(a, t.pass.Kind == "hedge")
 		}
 		t.booked = a
 		a2, err := next(ctx, x, t)
@@ -358,25 +287,25 @@ func routePolicy(next step) step {
 	}
 }
 
-// breakerPolicy asks the endpoint's breaker; a refusal is a failover.
-func breakerPolicy(next step) step {
-	return func(ctx context.Context, x *exec, t *try) (*attempt, error) {
-		a := t.booked
-		bdone, err := a.ep.breaker.Allow()
-		if err != nil {
-			x.mu.Lock()
-			x.rec.Attempts[a.recIdx].Outcome = "breaker_open"
-			x.rec.Attempts[a.recIdx].End = a.start
-			x.mu.Unlock()
-			return nil, policy.BreakerOpen(fmt.Errorf("endpoint %s: %w", a.ep.ID, err))
-		}
+// Admit asks the breaker of the endpoint booked for t (policy.Breaker):
+// a refusal is recorded on the attempt; an admitted attempt is counted
+// and its outcome callbacks taken.
+func (x *exec) Admit(t *try) error {
+	a := t.booked
+	bdone, err := a.ep.breaker.Allow()
+	if err != nil {
 		x.mu.Lock()
-		x.attempts++
+		x.rec.Attempts[a.recIdx].Outcome = "breaker_open"
+		x.rec.Attempts[a.recIdx].End = a.start
 		x.mu.Unlock()
-		a.bdone = bdone
-		a.hdone = a.ep.health.Begin()
-		return next(ctx, x, t)
+		return fmt.Errorf("endpoint %s: %w", a.ep.ID, err)
 	}
+	x.mu.Lock()
+	x.attempts++
+	x.mu.Unlock()
+	a.bdone = bdone
+	a.hdone = a.ep.health.Begin()
+	return nil
 }
 
 // send makes the attempt: the request adapted to the endpoint, the call,
@@ -408,7 +337,7 @@ func (x *exec) modelCall(a *attempt, t *try) (*provider.Result, error) {
 	if t.cont != nil {
 		req, a.splice = x.continuationFor(a.ep, *t.cont, t.contOut)
 	} else if x.spec != nil {
-		if r2, tool := x.askSchema(req, a.ep, t.kind); r2 != req {
+		if r2, tool := x.askSchema(req, a.ep, t.pass.Kind); r2 != req {
 			req, a.tool = r2, tool
 			x.mu.Lock()
 			if !x.sealed && x.rec.Structured != nil { // a fragment's replica has no Structured
@@ -433,20 +362,20 @@ func (x *exec) modelCall(a *attempt, t *try) (*provider.Result, error) {
 	return res, err
 }
 
-// noCandidate is the call's error when no endpoint could be booked.
-func (x *exec) noCandidate(nc *policy.NoCandidate) error {
+// NoCandidate is the call's error when no endpoint could be booked.
+func (x *exec) NoCandidate(nc *policy.NoCandidate) error {
 	switch {
 	case nc.Exhausted:
-		return x.exhausted(llm.MeshFallbackExhausted, "every attempt failed")
+		return x.Exhausted(llm.MeshFallbackExhausted, "every attempt failed")
 	case nc.Filtered && x.attempts == 0:
 		return &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest,
 			Message: "no endpoint of " + x.rs.name + " meets the request's constraints: " + nc.Err.Error()}
 	case nc.Filtered:
-		return x.exhausted(llm.MeshFallbackExhausted, "no other model can serve the request: "+nc.Err.Error())
+		return x.Exhausted(llm.MeshFallbackExhausted, "no other model can serve the request: "+nc.Err.Error())
 	case x.attempts == 0 && nc.BreakerOpen:
 		return &policy.MeshError{Code: llm.MeshCircuitOpen, Why: nc.Err.Error(), Last: x.lastErr}
 	}
-	return x.exhausted(llm.MeshFallbackExhausted, nc.Err.Error())
+	return x.Exhausted(llm.MeshFallbackExhausted, nc.Err.Error())
 }
 
 // pick chooses the next endpoint from the candidates' published views;
@@ -601,17 +530,17 @@ func (x *exec) otherModel(m string, now time.Time) bool {
 	return x.availableLocked(now, func(i int, ep *endpoint) bool { return ep.Model != m && !x.avoid[i] })
 }
 
-// hasUntried reports whether an endpoint not yet tried in this run is
+// HasUntried reports whether an endpoint not yet tried in this run is
 // available now.
-func (x *exec) hasUntried(now time.Time) bool {
+func (x *exec) HasUntried(now time.Time) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.availableLocked(now, func(i int, ep *endpoint) bool { return !x.tried[i] && !x.avoid[i] && x.allowed(ep) })
 }
 
-// anyAvailable reports whether an endpoint is available now, tried or not
+// AnyAvailable reports whether an endpoint is available now, tried or not
 // (one that failed a stream only when it is the route's only endpoint).
-func (x *exec) anyAvailable(now time.Time) bool {
+func (x *exec) AnyAvailable(now time.Time) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	others := slices.Contains(x.avoid, false)
@@ -635,9 +564,9 @@ func (x *exec) availableLocked(now time.Time, ok func(i int, ep *endpoint) bool)
 	return false
 }
 
-// soonest is when the first endpoint cooling down after a retry-after
+// Soonest is when the first endpoint cooling down after a retry-after
 // comes back; zero when none is cooling.
-func (x *exec) soonest(now time.Time) time.Time {
+func (x *exec) Soonest(now time.Time) time.Time {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var best time.Time
@@ -858,23 +787,9 @@ func (a *attempt) discard() {
 // release frees a finished non-streaming winner.
 func (a *attempt) release() { a.cancel() }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// exhausted builds the error for "no more attempts", keeping the last
+// Exhausted builds the error for "no more attempts", keeping the last
 // upstream error's status and type so SDKs classify it as they would have.
-func (x *exec) exhausted(code, why string) error {
+func (x *exec) Exhausted(code, why string) error {
 	return &policy.MeshError{Code: code, Why: why, Last: x.lastErr, Attempts: x.attempts}
 }
 

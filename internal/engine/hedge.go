@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/policy"
 )
 
 // maxHedges bounds the hedges per attempt: a second one when the first
@@ -35,7 +36,7 @@ func hedgePolicy(next step) step {
 // hedgeable reports whether this pass may be hedged.
 func (x *exec) hedgeable(t *try) bool {
 	e := x.e
-	return (t.kind == "primary" || t.kind == "retry") && !x.legacy && !x.shadow && !e.hedgingOff.Load() && len(x.rs.cands) >= 2 &&
+	return (t.pass.Kind == "primary" || t.pass.Kind == "retry") && !x.legacy && !x.shadow && !e.hedgingOff.Load() && len(x.rs.cands) >= 2 &&
 		(x.call.Behavior == nil || x.call.Behavior.Hedge == nil || *x.call.Behavior.Hedge)
 }
 
@@ -102,7 +103,7 @@ func (hg *hedger) fire() {
 	x.mu.Lock()
 	room := x.attempts < x.e.maxAttempts
 	x.mu.Unlock()
-	if !room || !x.hasUntried(x.e.now()) || !x.rs.hedges.TryWithdraw() {
+	if !room || !x.HasUntried(x.e.now()) || !x.rs.hedges.TryWithdraw() {
 		return
 	}
 	x.mu.Lock()
@@ -114,7 +115,7 @@ func (hg *hedger) fire() {
 	x.mu.Unlock()
 	hg.launched++
 	hg.pending++
-	ht := &try{req: hg.req, kind: "hedge", hg: hg}
+	ht := &try{req: hg.req, pass: policy.Pass{Kind: "hedge"}, hg: hg}
 	go func() {
 		a, err := hg.next(hg.ctx, x, ht)
 		if err == nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/resilience"
 )
@@ -497,7 +498,7 @@ func TestHedgeAfterTheCallEndedBooksNothing(t *testing.T) {
 		sent = true
 		return nil, errors.New("not reached")
 	})
-	a, err := step(context.Background(), x, &try{req: x.req, kind: "hedge"})
+	a, err := step(context.Background(), x, &try{req: x.req, pass: policy.Pass{Kind: "hedge"}})
 	if a != nil || !errors.Is(err, errSealed) || sent {
 		t.Errorf("after the seal: attempt %v, error %v, sent %v; want none, errSealed, not sent", a, err, sent)
 	}

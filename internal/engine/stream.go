@@ -547,15 +547,13 @@ func (s *Stream) recover(cause error) *llm.APIError {
 		}
 		delivered += b.text.String()
 	}
-	if x.attempts >= x.e.maxAttempts {
-		return fail(fmt.Sprintf("%d attempts were made", x.attempts))
-	}
-	if !x.rs.retries.TryWithdraw() {
+	switch err := x.TakeRetry(); {
+	case errors.Is(err, policy.ErrAttemptsSpent):
+		return fail(fmt.Sprintf("%d attempts were made", x.Attempts()))
+	case err != nil:
 		return &llm.APIError{Status: http.StatusOK, Type: llm.ErrAPI, MeshCode: llm.MeshBudgetExhausted,
 			Message: fmt.Sprintf("upstream stream failed (%s) and the retry budget is exhausted", f.Reason)}
 	}
-	x.retries++
-	x.rec.Retries++
 	x.mu.Lock()
 	x.avoid[s.cur.idx] = true
 	clear(x.tried)
@@ -564,7 +562,7 @@ func (s *Stream) recover(cause error) *llm.APIError {
 	// remember what the client already received.
 	s.priorOutput += s.deltas
 	s.deltas = 0
-	a, err := x.runTry(s.ctx, &try{req: x.req, kind: "continuation", cont: &delivered, contOut: s.priorOutput})
+	a, err := x.runTry(s.ctx, &try{req: x.req, pass: policy.Pass{Kind: "continuation"}, cont: &delivered, contOut: s.priorOutput})
 	if err != nil {
 		ae := x.clientError(s.ctx, err)
 		ae.Status = http.StatusOK

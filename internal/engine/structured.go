@@ -336,11 +336,9 @@ func (x *exec) checkStructured(ctx context.Context, sp *outputSpec, resp *llm.Re
 	// again with the same limit it would be cut again. Direct, the client
 	// gets it with finish_reason length; so it does here.
 	cut := resp.StopReason == llm.StopMaxTokens
-	if !cut && !e.structOpts.DisableReask && x.attempts < e.maxAttempts && x.rs.retries.TryWithdraw() {
+	if !cut && !e.structOpts.DisableReask && x.TakeRetry() == nil {
 		e.smetrics.Reasked.Add(1)
 		x.rec.Reasked = true
-		x.retries++
-		x.rec.Retries++
 		rq := reaskRequest(x.req, sp, doc, res.Violations, ok)
 		x.escalate()
 		if a, err := x.run(ctx, rq, "reask"); err == nil {
