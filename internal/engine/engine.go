@@ -211,7 +211,7 @@ type Engine struct {
 	// kick asks the lease goroutine for a round before its tick (a
 	// budget's lease ran dry).
 	kick        chan struct{}
-	fleet       fleet
+	fleet       registry
 	models      []ModelInfo
 	passthrough []*provider.Endpoint
 	// chain is the attempt path, folded once (see step).
@@ -453,9 +453,9 @@ func (e *Engine) Endpoints() []EndpointStatus {
 	out := make([]EndpointStatus, 0, len(eps))
 	now := e.now()
 	for _, ep := range eps {
-		br := ep.breaker.State().String() // an ended open interval turns half-open here, republishing the view
+		br := ep.Breaker.State().String() // an ended open interval turns half-open here, republishing the view
 		out = append(out, EndpointStatus{ID: ep.ID, Model: ep.Model, Region: ep.Region, Provider: ep.Provider,
-			Breaker: br, State: ep.view.Load().state(now), Health: ep.health.Snapshot()})
+			Breaker: br, State: ep.View().State(now), Health: ep.Health.Snapshot()})
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
@@ -79,7 +80,7 @@ type exec struct {
 	firstPick bool
 	cands     []route.Candidate
 	// whys says, per candidate in cands, why its view made it unavailable.
-	whys      []unavailability
+	whys      []fleet.Unavailability
 	decisions []route.Decision
 	// lossy caches, per wire format, whether translating the request into
 	// it would lose content (translate.Report.Lost).
@@ -255,7 +256,7 @@ func routePolicy(next step) step {
 			// The caller chose the first endpoint (a fragment's replicas
 			// start on distinct ones); it is used while it is available.
 			x.pin = -1
-			if why, _ := x.rs.cands[p].view.Load().unavailable(e.now()); why == unavailNone && !x.tried[p] {
+			if why, _ := x.rs.cands[p].View().Unavailable(e.now()); why == fleet.Available && !x.tried[p] {
 				i = p
 			}
 		}
@@ -292,7 +293,7 @@ func routePolicy(next step) step {
 // and its outcome callbacks taken.
 func (x *exec) Admit(t *try) error {
 	a := t.booked
-	bdone, err := a.ep.breaker.Allow()
+	bdone, err := a.ep.Breaker.Allow()
 	if err != nil {
 		x.mu.Lock()
 		x.rec.Attempts[a.recIdx].Outcome = "breaker_open"
@@ -304,7 +305,7 @@ func (x *exec) Admit(t *try) error {
 	x.attempts++
 	x.mu.Unlock()
 	a.bdone = bdone
-	a.hdone = a.ep.health.Begin()
+	a.hdone = a.ep.Health.Begin()
 	return nil
 }
 
@@ -407,7 +408,7 @@ func (x *exec) pick(allowTried bool) (int, error) {
 // its open breaker. Called with x.mu held.
 func (x *exec) breakerLeftOut() bool {
 	for i, d := range x.decisions {
-		if d.Reason == route.ReasonUnavailable && x.whys[i] == unavailBreakerOpen {
+		if d.Reason == route.ReasonUnavailable && x.whys[i] == fleet.BreakerOpen {
 			return true
 		}
 	}
@@ -419,34 +420,34 @@ func (x *exec) breakerLeftOut() bool {
 func (x *exec) candidates(allowTried bool, now time.Time) {
 	if x.cands == nil {
 		x.cands = make([]route.Candidate, 0, len(x.rs.cands))
-		x.whys = make([]unavailability, 0, len(x.rs.cands))
+		x.whys = make([]fleet.Unavailability, 0, len(x.rs.cands))
 	}
 	x.cands, x.whys = x.cands[:0], x.whys[:0]
 	warmBest := time.Duration(0)
 	for _, ep := range x.rs.cands {
-		if v := ep.view.Load(); !v.cold {
-			if warmBest == 0 || v.expected < warmBest {
-				warmBest = v.expected
+		if v := ep.View(); !v.Cold {
+			if warmBest == 0 || v.Expected < warmBest {
+				warmBest = v.Expected
 			}
 		}
 	}
 	others := slices.Contains(x.avoid, false)
 	primary := x.rs.cands[0].Model
 	for i, ep := range x.rs.cands {
-		v := ep.view.Load()
+		v := ep.View()
 		c := route.Candidate{
 			ID: ep.ID, Model: ep.Model, Region: ep.Region, Order: i,
 			Capability: ep.Capability, ContextWindow: ep.ContextWindow, Domains: ep.Domains,
-			ExpectedLatency: v.expected, InFlight: ep.health.InFlight(),
+			ExpectedLatency: v.Expected, InFlight: ep.Health.InFlight(),
 			Available: true,
 		}
-		if warmBest > 0 && v.cold {
+		if warmBest > 0 && v.Cold {
 			// Optimistic start: an endpoint with no success yet ties with
 			// the best warm one, so it gets tried and learns its latency.
 			c.ExpectedLatency = warmBest
 		}
-		why, _ := v.unavailable(now)
-		kept := unavailNone
+		why, _ := v.Unavailable(now)
+		kept := fleet.Available
 		switch {
 		case x.legacy && ep.Model != primary:
 			c.Available, c.Unavailable = false, "safety_valve"
@@ -454,7 +455,7 @@ func (x *exec) candidates(allowTried bool, now time.Time) {
 			c.Available, c.Unavailable = false, "failed_stream"
 		case x.tried[i] && !allowTried:
 			c.Available, c.Unavailable = false, "tried"
-		case why != unavailNone:
+		case why != fleet.Available:
 			c.Available, c.Unavailable, kept = false, why.String(), why
 		case x.overloaded[ep.Model] >= 2 && x.otherModel(ep.Model, now):
 			c.Available, c.Unavailable = false, "model_overloaded"
@@ -472,9 +473,9 @@ func (x *exec) candidates(allowTried bool, now time.Time) {
 func (x *exec) relaxEjected() bool {
 	relaxed := false
 	for i := range x.cands {
-		if x.whys[i] == unavailEjected && !x.cands[i].Available {
+		if x.whys[i] == fleet.Ejected && !x.cands[i].Available {
 			x.cands[i].Available, x.cands[i].Unavailable = true, ""
-			x.whys[i] = unavailNone
+			x.whys[i] = fleet.Available
 			relaxed = true
 		}
 	}
@@ -557,7 +558,7 @@ func (x *exec) availableLocked(now time.Time, ok func(i int, ep *endpoint) bool)
 		if !ok(i, ep) {
 			continue
 		}
-		if why, _ := ep.view.Load().unavailable(now); why == unavailNone {
+		if why, _ := ep.View().Unavailable(now); why == fleet.Available {
 			return true
 		}
 	}
@@ -576,7 +577,7 @@ func (x *exec) Soonest(now time.Time) time.Time {
 		}
 		// Only a retry-after is waited for: an open breaker or an ejection
 		// is a fault, and failing fast is its point.
-		if why, until := ep.view.Load().unavailable(now); why == unavailCooling && until.After(now) && (best.IsZero() || until.Before(best)) {
+		if why, until := ep.View().Unavailable(now); why == fleet.Cooling && until.After(now) && (best.IsZero() || until.Before(best)) {
 			best = until
 		}
 	}
@@ -640,7 +641,7 @@ func (a *attempt) settle(f *policy.Failure) {
 	if f != nil && f.Unreachable {
 		x.e.markDown(a.ep)
 	}
-	a.ep.publish()
+	a.ep.Publish()
 	if x.e.events.attemptObs != nil {
 		ev := AttemptEvent{RequestID: x.call.RequestID, Endpoint: a.ep.ID, Model: a.ep.Model, Region: a.ep.Region, Kind: a.kind,
 			Outcome: "ok", Status: o.Status, Duration: a.end.Sub(a.start), Shadow: x.shadow}
@@ -781,7 +782,7 @@ func (a *attempt) discard() {
 	x.mu.Unlock()
 	a.hdone(health.Outcome{Cancelled: true, Latency: x.e.now().Sub(a.start)})
 	a.bdone(true)
-	a.ep.publish()
+	a.ep.Publish()
 }
 
 // release frees a finished non-streaming winner.

@@ -87,7 +87,7 @@ func (hg *hedger) booked(a *attempt, hedge bool) {
 		return
 	}
 	hg.inline = a
-	hg.delay = hg.x.e.hedge.Delay(a.ep.health.P95(hg.x.req.Stream))
+	hg.delay = hg.x.e.hedge.Delay(a.ep.Health.P95(hg.x.req.Stream))
 	hg.t = time.AfterFunc(hg.delay, hg.fire)
 }
 
