@@ -99,8 +99,8 @@ type try struct {
 	// contOut is the output tokens the client already has (see
 	// continuationFor).
 	contOut int
-	// hg is the call's hedger while the hedge policy runs.
-	hg *hedger
+	// hg is the pass's hedger while the hedge policy runs.
+	hg policy.Booker[*attempt]
 	// booked is the attempt the route policy booked for the inner steps.
 	booked *attempt
 }
@@ -154,7 +154,7 @@ func newChain(r *policy.Retry) step {
 	return policy.Chain(send,
 		policy.Fallback[*exec, *try, *attempt],
 		policy.RetryPolicy[*exec, *try, *attempt](r),
-		hedgePolicy,
+		policy.Hedge[*exec, *try, *attempt],
 		routePolicy,
 		policy.Breaker[*exec, *try, *attempt])
 }
@@ -240,7 +240,7 @@ func routePolicy(next step) step {
 	return func(ctx context.Context, x *exec, t *try) (*attempt, error) {
 		e := x.e
 		x.mu.Lock()
-		if x.sealed || t.pass.Kind == "hedge" && t.hg != nil && t.hg.closed {
+		if x.sealed || t.pass.Kind == "hedge" && t.hg != nil && t.hg.Closed() {
 			// A hedge launched as the call ended, or as its pass was
 			// decided: the record is the observers' (or a stream's reader's)
 			// now, and the call needs no more attempts.
@@ -276,7 +276,7 @@ func routePolicy(next step) step {
 		x.mu.Unlock()
 		t.pass.Wait = 0
 		if t.hg != nil {
-			t.hg.booked(a, t.pass.Kind == "hedge")
+			t.hg.Booked(a, t.pass.Kind == "hedge")
 		}
 		t.booked = a
 		a2, err := next(ctx, x, t)
