@@ -102,6 +102,7 @@ func TestLoserKeepsTheOriginal(t *testing.T) {
 		t.Errorf("Loser changed the original: %+v", f)
 	}
 }
+
 // TestContextErrorsByProvider: each provider's "prompt too long" answer,
 // as it arrives on the wire and as Keel's parser for that wire reads it, is
 // a fallback to a model with a bigger window; other 400s that mention
@@ -179,4 +180,3 @@ func TestContextErrorsByProvider(t *testing.T) {
 		})
 	}
 }
-
