@@ -794,46 +794,18 @@ func (x *exec) Exhausted(code, why string) error {
 	return &policy.MeshError{Code: code, Why: why, Last: x.lastErr, Attempts: x.attempts}
 }
 
-// clientError turns a failed call into the client's error.
+// clientError turns a failed call into the client's error: its deadline
+// or its caller's leaving, else policy.ClientError.
 func (x *exec) clientError(ctx context.Context, err error) *llm.APIError {
+	attempts := x.Attempts()
 	if errors.Is(context.Cause(ctx), errDeadline) {
 		return &llm.APIError{Status: http.StatusGatewayTimeout, Type: llm.ErrTimeout, MeshCode: llm.MeshTimeout,
-			Message: fmt.Sprintf("deadline passed after %d attempts", x.attempts)}
+			Message: fmt.Sprintf("deadline passed after %d attempts", attempts)}
 	}
 	if ctx.Err() != nil {
 		return &llm.APIError{Status: 499, Type: llm.ErrAPI, MeshCode: llm.MeshTimeout, Message: "request cancelled: " + context.Cause(ctx).Error()}
 	}
-	var ae *llm.APIError
-	var me *policy.MeshError
-	if errors.As(err, &me) {
-		out := &llm.APIError{Status: http.StatusServiceUnavailable, Type: llm.ErrOverloaded, MeshCode: me.Code}
-		if me.Code == llm.MeshTimeout {
-			out.Status, out.Type = http.StatusGatewayTimeout, llm.ErrTimeout
-		}
-		var pe *provider.Error
-		if errors.As(me.Last, &pe) && pe.API != nil {
-			out.Status, out.Type, out.Code, out.Param, out.RawType = pe.API.Status, pe.API.Type, pe.API.Code, pe.API.Param, pe.API.RawType
-			if out.Status == http.StatusOK {
-				out.Status = llm.TypeStatus(out.Type)
-			}
-		} else if me.Last != nil && me.Code != llm.MeshTimeout {
-			out.Status, out.Type = http.StatusBadGateway, llm.ErrAPI
-		}
-		out.Message = fmt.Sprintf("%s after %d attempts", me.Why, x.attempts)
-		if me.Last != nil {
-			out.Message += "; last: " + me.Last.Error()
-		}
-		return out
-	}
-	if errors.As(err, &ae) {
-		return ae
-	}
-	var pe *provider.Error
-	if errors.As(err, &pe) && pe.API != nil {
-		out := *pe.API // a non-retryable upstream answer passes through unchanged
-		return &out
-	}
-	return &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted, Message: err.Error()}
+	return policy.ClientError(err, attempts)
 }
 
 // asAPIError is err as the client's error: the *llm.APIError it is or
