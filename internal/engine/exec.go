@@ -79,8 +79,10 @@ type exec struct {
 	sealed    bool
 	firstPick bool
 	cands     []route.Candidate
-	// whys says, per candidate in cands, why its view made it unavailable.
+	// whys says, per candidate in cands, why its view made it unavailable
+	// (in whyBuf for routes of up to 16 endpoints: no allocation).
 	whys      []fleet.Unavailability
+	whyBuf    [16]fleet.Unavailability
 	decisions []route.Decision
 	// lossy caches, per wire format, whether translating the request into
 	// it would lose content (translate.Report.Lost).
@@ -420,7 +422,7 @@ func (x *exec) breakerLeftOut() bool {
 func (x *exec) candidates(allowTried bool, now time.Time) {
 	if x.cands == nil {
 		x.cands = make([]route.Candidate, 0, len(x.rs.cands))
-		x.whys = make([]fleet.Unavailability, 0, len(x.rs.cands))
+		x.whys = x.whyBuf[:0]
 	}
 	x.cands, x.whys = x.cands[:0], x.whys[:0]
 	warmBest := time.Duration(0)

@@ -86,12 +86,14 @@ type Hedger[C HedgeCall[T, A], T Try, A comparable] struct {
 	t       T
 	results chan hedgeResult[A]
 
-	mu        sync.Mutex
-	timer     *time.Timer
-	delay     time.Duration
-	inline    A
+	mu    sync.Mutex
+	timer *time.Timer
+	delay time.Duration
+	// all is the pass's attempts, the inline one first, then the booked
+	// hedges (in buf: a pass books at most 1 + MaxHedges).
+	all       []A
+	buf       [1 + MaxHedges]A
 	hasInline bool
-	hedges    []A // booked hedges
 	launched  int
 	pending   int // hedge goroutines not yet reported
 	winner    A
@@ -114,7 +116,7 @@ func (hg *Hedger[C, T, A]) Booked(a A, hedge bool) {
 	hg.mu.Lock()
 	defer hg.mu.Unlock()
 	if hedge {
-		hg.hedges = append(hg.hedges, a)
+		hg.all = append(hg.all, a)
 		if hg.done || hg.hasWinner {
 			hg.c.Cancel(a) // booked after the race was decided
 		}
@@ -123,7 +125,7 @@ func (hg *Hedger[C, T, A]) Booked(a A, hedge bool) {
 	if hg.hasInline || hg.done {
 		return
 	}
-	hg.inline, hg.hasInline = a, true
+	hg.all, hg.hasInline = append(hg.buf[:0], a), true
 	hg.delay = hg.c.HedgeDelay(a)
 	hg.timer = time.AfterFunc(hg.delay, hg.fire)
 }
@@ -163,10 +165,7 @@ func (hg *Hedger[C, T, A]) won(a A) bool {
 	if hg.timer != nil {
 		hg.timer.Stop()
 	}
-	if hg.hasInline && hg.inline != a {
-		hg.c.Cancel(hg.inline)
-	}
-	for _, h := range hg.hedges {
+	for _, h := range hg.all {
 		if h != a {
 			hg.c.Cancel(h)
 		}
@@ -230,15 +229,11 @@ func (hg *Hedger[C, T, A]) decide(w A, has bool) A {
 		hg.timer.Stop()
 	}
 	hg.closed.Store(true)
-	all := make([]A, 0, 1+len(hg.hedges))
-	if hg.hasInline {
-		all = append(all, hg.inline)
-	}
-	all = append(all, hg.hedges...)
-	hg.c.EndRace(w, all)
+	hg.c.EndRace(w, hg.all)
 	n := hg.pending
 	hg.pending = 0
-	hedges := all[len(all)-len(hg.hedges):]
+	// (A hedge booked after this appends past these; hedges keeps them.)
+	all := hg.all
 	hg.mu.Unlock()
 	if n > 0 {
 		go func() {
@@ -254,8 +249,8 @@ func (hg *Hedger[C, T, A]) decide(w A, has bool) A {
 		hg.c.Winner(w)
 	}
 	if hg.hasInline {
-		for _, h := range hedges {
-			hg.c.Hedged(hg.inline, h, hg.delay, has && h == w)
+		for _, h := range all[1:] {
+			hg.c.Hedged(all[0], h, hg.delay, has && h == w)
 		}
 	}
 	return w
