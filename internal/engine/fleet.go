@@ -1,12 +1,10 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/llm"
@@ -201,84 +199,21 @@ func (e *Engine) breakerChanged(ep *endpoint, from, to resilience.State) {
 	e.events.breaker(BreakerEvent{Endpoint: ep.ID, From: from, To: to, Time: e.now()})
 }
 
-// Probe backoff for an unreachable endpoint: the first probe soon after it
-// went down (in case it was a blip), then doubling up to the probe
-// interval, so a region that returns gets traffic again within one
-// interval (default 50ms) of answering.
+// Probe timing (package fleet).
 const (
-	firstProbe           = 5 * time.Millisecond
-	defaultProbeInterval = 50 * time.Millisecond
-	// probeTimeout bounds one probe (a GET of the models list).
-	probeTimeout = 2 * time.Second
+	firstProbe           = fleet.FirstProbe
+	defaultProbeInterval = fleet.DefaultProbeInterval
 )
 
 // markDown takes ep out of rotation until a probe reaches it, and tells
 // the other replicas when the mesh shares state.
-func (e *Engine) markDown(ep *endpoint) { e.setDown(ep, true) }
+func (e *Engine) markDown(ep *endpoint) { e.prober().SetDown(ep, true) }
 
-// setDown takes ep out of rotation until a probe reaches it; local says
-// this replica saw the failure (so it publishes it). At most one prober
-// runs per endpoint; it stops when the endpoint answers or another replica
-// reports it reachable.
-func (e *Engine) setDown(ep *endpoint, local bool) {
-	if e.closed.Load() || !ep.MarkDown() {
-		return
-	}
-	if local && e.shared != nil {
-		e.shared.Publish(Observation{Endpoint: ep.ID, Kind: ObsDown})
-	}
-	if local {
-		e.log.Warn("endpoint unreachable; probing until it answers", "endpoint", ep.ID, "interval", e.probeInt.String())
-	} else {
-		e.log.Warn("endpoint unreachable (seen by another replica); probing until it answers", "endpoint", ep.ID, "interval", e.probeInt.String())
-	}
-	if !ep.StartProbing() {
-		return // the prober of an earlier outage still runs: it takes this one
-	}
-	e.probes.Add(1)
-	go e.probe(ep)
-}
+// setDown takes ep out of rotation until a probe reaches it (local: this
+// replica saw it fail).
+func (e *Engine) setDown(ep *endpoint, local bool) { e.prober().SetDown(ep, local) }
 
-// probe probes ep until it answers or is no longer down: the first probe
-// soon, then backing off to the probe interval.
-func (e *Engine) probe(ep *endpoint) {
-	defer e.probes.Done()
-	d := min(firstProbe, e.probeInt)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-e.stop:
-			return
-		case <-t.C:
-		}
-		if !ep.Down() {
-			// Another replica found it reachable.
-			ep.StopProbing()
-			if !ep.Down() || !ep.StartProbing() {
-				return
-			}
-			// Down again meanwhile, and no other prober took it.
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-		err := e.client.Probe(ctx, ep.Endpoint)
-		cancel()
-		if err == nil {
-			ep.Health.Restore()
-			ep.StopProbing()
-			if ep.MarkUp() {
-				ep.Publish()
-				if e.shared != nil {
-					e.shared.Publish(Observation{Endpoint: ep.ID, Kind: ObsUp})
-				}
-				e.log.Info("endpoint reachable again", "endpoint", ep.ID)
-			}
-			if !ep.Down() || !ep.StartProbing() {
-				return
-			}
-			// Down again meanwhile: keep probing.
-		}
-		d = min(2*d, e.probeInt)
-		t.Reset(d)
-	}
+// prober is the engine's prober of unreachable endpoints.
+func (e *Engine) prober() *fleet.Prober {
+	return &fleet.Prober{Probe: e.client.Probe, Interval: e.probeInt, Shared: e.shared, Log: e.log, Stop: e.stop, WG: &e.probes, Closed: e.closed.Load}
 }
