@@ -14,7 +14,7 @@
 // to an Observer, and, when several replicas share state (Options.Shared,
 // a SharedState such as store/redis), publishes what it observes of its
 // endpoints and leases its retry and hedge budgets through it, never on a
-// call's path (shared.go).
+// call's path (package fleet).
 package engine
 
 import (

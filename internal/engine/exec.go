@@ -22,8 +22,12 @@ import (
 )
 
 // exec is one client call's attempts: which endpoints were tried, the
-// budgets spent, the failures seen. The call's goroutine runs the policy
-// chain; hedge goroutines book their attempts through mu.
+// failures seen, the record they are written into. The call's goroutine
+// runs the policy chain; hedge goroutines book their attempts through mu.
+// The policies (package policy) keep their own state (policy.RetryState,
+// policy.Retries, a policy.Hedger per hedged pass) and see the call only
+// through the interfaces they declare (policy.RetryCall, HedgeCall,
+// FallbackCall, BreakerCall), which exec implements here and in hedge.go.
 type exec struct {
 	e      *Engine
 	rs     *routeState
