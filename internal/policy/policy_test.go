@@ -268,7 +268,7 @@ func TestRetryCooldownLimits(t *testing.T) {
 	t.Run("a second wait takes a token", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			c := &fakeCall{soonest: time.Now().Add(time.Second)}
-			c.st.waits = 1
+			c.st.waits.Store(1)
 			s := &script{results: []error{cooling}}
 			c.retries.budget = budget(t, 1)
 			c.retries.Wait() // another call took the one token

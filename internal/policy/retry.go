@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
@@ -28,11 +29,12 @@ type Retry struct {
 	Now         func() time.Time
 }
 
-// RetryState is one call's state of the retry policy; the call's
-// goroutine alone uses it.
+// RetryState is one call's state of the retry policy. Safe for
+// concurrent use (a continuation may run on another goroutine than the
+// call's).
 type RetryState struct {
 	// waits counts the waits for an endpoint cooling down.
-	waits int
+	waits atomic.Int32
 }
 
 // RetryCall is what the retry policy needs of the call it serves.
@@ -118,10 +120,10 @@ func (r *Retry) noCandidate(ctx context.Context, c RetryCall, p *Pass, nc *NoCan
 	st := c.RetryState()
 	until := c.Soonest(now)
 	d := until.Sub(now)
-	if until.IsZero() || d <= 0 || st.waits >= r.MaxAttempts {
+	if until.IsZero() || d <= 0 || int(st.waits.Load()) >= r.MaxAttempts {
 		return c.NoCandidate(nc)
 	}
-	if st.waits > 0 && !c.Retries().Wait() {
+	if st.waits.Load() > 0 && !c.Retries().Wait() {
 		// The first wait for a retry-after is free (nothing was sent);
 		// waiting again, behind other calls' refusals, is a retry like
 		// any other.
@@ -132,7 +134,7 @@ func (r *Retry) noCandidate(ctx context.Context, c RetryCall, p *Pass, nc *NoCan
 	} else if !ok && d > MaxCooldownWait {
 		return c.NoCandidate(nc)
 	}
-	st.waits++
+	st.waits.Add(1)
 	if err := sleep(ctx, d); err != nil {
 		return err
 	}
