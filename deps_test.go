@@ -23,9 +23,10 @@ func TestImportRules(t *testing.T) {
 		mod + "/internal/resilience":     nil,
 		mod + "/config":                  {"github.com/goccy/go-yaml", mod + "/internal/resilience", mod + "/internal/health", mod + "/internal/pricing", mod + "/internal/cache", mod + "/internal/shadow", mod + "/internal/pii", mod + "/internal/convstate"},
 		mod + "/internal/pricing":        nil,
-		mod + "/internal/cache":          nil,
-		mod + "/internal/shadow":         nil,
-		mod + "/internal/semcache":       {"github.com/coder/hnsw"},
+		mod + "/internal/cache":          {mod + "/internal/llm", mod + "/internal/pipeline", mod + "/internal/provider"},
+		mod + "/internal/pipeline":       {mod + "/internal/llm", mod + "/internal/provider"},
+		mod + "/internal/shadow":         {mod + "/internal/llm", mod + "/internal/pipeline"},
+		mod + "/internal/semcache":       {"github.com/coder/hnsw", mod + "/internal/cache", mod + "/internal/llm", mod + "/internal/pipeline"},
 		mod + "/internal/wire/anthropic": {mod + "/internal/llm", mod + "/internal/sse", mod + "/internal/jsonx"},
 		mod + "/internal/wire/openai":    {mod + "/internal/llm", mod + "/internal/sse", mod + "/internal/jsonx"},
 		mod + "/internal/wire/responses": {mod + "/internal/llm", mod + "/internal/sse", mod + "/internal/jsonx"},
@@ -38,7 +39,7 @@ func TestImportRules(t *testing.T) {
 		mod + "/internal/classify":   {mod + "/internal/llm"},
 		mod + "/internal/health":     nil,
 		mod + "/internal/route":      nil,
-		mod + "/internal/pii":        nil,
+		mod + "/internal/pii":        {mod + "/internal/llm", mod + "/internal/pipeline"},
 		mod + "/internal/convstate":  {mod + "/internal/llm", mod + "/internal/jsonx"},
 	}
 	forbidden := map[string][]string{

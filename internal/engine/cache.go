@@ -1,181 +1,88 @@
 package engine
 
 import (
-	"crypto/sha256"
-	"encoding/json"
 	"net/http"
-	"strings"
 
 	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/llm"
-	"github.com/keelmesh/keel/internal/provider"
+	"github.com/keelmesh/keel/internal/pipeline"
+	"github.com/keelmesh/keel/internal/semcache"
 )
 
-// Cache stores complete answers for the exact response cache, by a key the
-// engine computes from the canonical request (cacheKey). *cache.LRU
-// implements it in process; internal/store/redis's Cache for a fleet.
-// Implementations must be safe for concurrent use, and Get runs on the
-// call's path before routing: one that does I/O bounds it (a miss is
-// always a correct answer) and Put must not wait for it.
-type Cache interface {
-	// Get returns the entry stored under key, if any and not expired.
-	Get(key string) (*CacheEntry, bool)
-	// Put stores e under key; size is its approximate size in bytes.
-	Put(key string, e *CacheEntry, size int64)
-}
-
-// CacheEntry is one stored answer. It is not modified after Put: every
-// hit shares it.
-type CacheEntry struct {
-	// Response is the complete answer as the first client received it.
-	Response *llm.Response
-	// Endpoint is the endpoint that served it (X-Mesh-Model, -Region and
-	// -Provider of a hit).
-	Endpoint *provider.Endpoint
-}
+// The response caches are stages of their packages (internal/cache: the
+// exact cache; internal/semcache: the semantic cache); these names keep
+// the engine's API.
+type (
+	// Cache stores complete answers for the exact response cache.
+	Cache = cache.Store
+	// CacheEntry is one stored answer.
+	CacheEntry = cache.Entry
+	// Semantic is the semantic cache of the aliases that set
+	// SemanticThreshold: an embedder and an index.
+	Semantic = semcache.Semantic
+	// SemanticIndex stores cache entries by embedding in spaces.
+	SemanticIndex = semcache.EntryIndex
+)
 
 // Record.Cache values (X-Mesh-Cache).
 const (
 	// CacheHit: the answer came from the cache; no upstream call.
-	CacheHit = "hit"
+	CacheHit = cache.Hit
 	// CacheMiss: the request was looked up and not found; the answer is
 	// stored.
-	CacheMiss = "miss"
-	// CacheBypass: the cache was not read, because the request is not
-	// safe to cache under the policy (temperature, tools, n > 1), or the
-	// client said so (mesh_behavior.cache: false, Cache-Control: no-cache
-	// or no-store).
-	CacheBypass = "bypass"
+	CacheMiss = cache.Miss
+	// CacheBypass: the cache was not read (the policy, or the client).
+	CacheBypass = cache.Bypass
 )
 
-// cacheUse is what the cache does for one call.
-type cacheUse struct {
-	key         string
-	read, write bool
-	// sem, when set, stores the answer in the semantic cache too.
-	sem *semUse
-}
+// Record.SemanticCache values: the semantic cache's part in a call of an
+// alias that has it on, after the exact cache missed.
+const (
+	SemanticHit   = semcache.StatusHit
+	SemanticMiss  = semcache.StatusMiss
+	SemanticError = semcache.StatusError
+)
 
-// cacheFor decides whether the call reads and writes the cache and sets
-// rec.Cache to miss or bypass; it leaves rec.Cache empty when the engine
-// has no cache.
-//
-// mesh_behavior.cache: false and Cache-Control: no-store neither read nor
-// write; Cache-Control: no-cache does not read but stores the fresh answer
-// (HTTP's meaning: do not serve a stored answer without asking the origin).
-func (e *Engine) cacheFor(req *llm.Request, call Call, rec *Record) cacheUse {
-	if e.cache == nil {
-		return cacheUse{}
+// cacheStages builds the exact and the semantic cache's stages over the
+// engine's record (nil when off).
+func (e *Engine) cacheStages(o Options) (exact, semantic pipeline.Stage) {
+	replay := func(r *llm.Response) pipeline.Events { return pipeline.Slice(synthesize(r, 64)) }
+	storable := func(pc *pipeline.Call) bool {
+		c := callOf(pc)
+		return !c.rec.SchemaViolation && !c.fused
 	}
-	rec.Cache = CacheBypass
-	if b := call.Behavior; b != nil && b.Cache != nil && !*b.Cache {
-		return cacheUse{}
-	}
-	if !e.cachePol.AnyTemperature && (req.Temperature == nil || *req.Temperature != 0) {
-		return cacheUse{}
-	}
-	if len(req.Tools) > 0 && !e.cachePol.AllowTools || req.N > 1 {
-		return cacheUse{}
-	}
-	u := cacheUse{read: true, write: true}
-	for _, v := range call.ClientHeader.Values("Cache-Control") {
-		for d := range strings.SplitSeq(v, ",") {
-			switch strings.ToLower(strings.TrimSpace(d)) {
-			case "no-store":
-				u.read, u.write = false, false
-			case "no-cache":
-				u.read = false
+	exact = cache.NewStage(o.Cache, o.CachePolicy, cache.Hooks{
+		Record: func(pc *pipeline.Call, p cache.Part) {
+			rec := &callOf(pc).rec
+			rec.Cache = p.Status
+			if p.Entry != nil {
+				rec.servedFromCache(p.Entry)
 			}
-		}
+		},
+		Skip:     func(pc *pipeline.Call) bool { return callOf(pc).shadowRun },
+		Storable: storable,
+		Replay:   replay,
+	})
+	if o.Cache == nil {
+		return nil, nil
 	}
-	if !u.read && !u.write {
-		return cacheUse{}
-	}
-	key, ok := e.cacheKey(req, call)
-	if !ok {
-		return cacheUse{}
-	}
-	u.key = key
-	if u.read {
-		rec.Cache = CacheMiss
-	}
-	return u
-}
-
-// cacheKey is the SHA-256 of the canonical request without what does not
-// change the answer: the stream flag and stream options, the raw
-// mesh_behavior (its parsed form counts, less cache and debug), and how
-// the client spelled content and stop (a string or a list). The wire
-// format, the model, the anthropic-version and anthropic-beta headers
-// (passed upstream) and, unless the policy shares entries, the virtual key
-// are part of it. ok is false when the request does not encode (it is then
-// not cached).
-func (e *Engine) cacheKey(req *llm.Request, call Call) (key string, ok bool) {
-	r := *req
-	r.Stream, r.IncludeUsage, r.StreamOptionsExtra, r.MeshBehavior = false, false, nil, nil
-	r.SystemIsString, r.StopIsString, r.MaxTokensLegacy = false, false, false
-	if slicesAny(r.Messages, func(m *llm.Message) bool { return m.ContentIsString }) {
-		r.Messages = append([]llm.Message(nil), r.Messages...)
-		for i := range r.Messages {
-			r.Messages[i].ContentIsString = false
-		}
-	}
-	k := struct {
-		Key           string      `json:",omitempty"`
-		Version, Beta []string    `json:",omitempty"`
-		Behavior      *Behavior   `json:",omitempty"`
-		Request       llm.Request `json:"R"`
-	}{Request: r}
-	if !e.cachePol.SharedAcrossKeys {
-		k.Key = call.KeyID
-	}
-	if h := call.ClientHeader; h != nil {
-		k.Version, k.Beta = h.Values("Anthropic-Version"), h.Values("Anthropic-Beta")
-	}
-	if b := call.Behavior; b != nil {
-		bc := *b
-		bc.Cache, bc.Debug = nil, false
-		k.Behavior = &bc
-	}
-	j, err := json.Marshal(&k)
-	if err != nil {
-		return "", false
-	}
-	sum := sha256.Sum256(j)
-	return string(sum[:]), true
-}
-
-func slicesAny[T any](s []T, f func(*T) bool) bool {
-	for i := range s {
-		if f(&s[i]) {
-			return true
-		}
-	}
-	return false
-}
-
-// cacheable reports whether an answer may be stored: a complete, valid one.
-func cacheable(resp *llm.Response, rec *Record) bool {
-	return resp != nil && resp.StopReason != "" && !rec.SchemaViolation
-}
-
-// cachePut stores resp as the answer to u's key.
-func (e *Engine) cachePut(u cacheUse, resp *llm.Response, ep *provider.Endpoint) {
-	ent := &CacheEntry{Response: resp, Endpoint: ep}
-	e.cache.Put(u.key, ent, responseSize(resp))
-	if u.sem != nil {
-		e.semantic.Index.Add(u.sem.space, u.sem.vec, ent)
-	}
-}
-
-// responseSize approximates the memory an answer holds: its upstream bytes,
-// its content and a fixed overhead.
-func responseSize(r *llm.Response) int64 {
-	n := 512 + len(r.Raw) + len(r.ID) + len(r.Model) + len(r.StopSequence)
-	for _, b := range r.Content {
-		n += 64 + len(b.Text) + len(b.Thinking) + len(b.Signature) + len(b.Input) + len(b.ID) + len(b.Name)
-	}
-	return int64(n)
+	semantic = semcache.NewStage(o.Semantic, o.CachePolicy, semcache.Hooks{
+		Log: e.log,
+		Record: func(pc *pipeline.Call, p semcache.Part) {
+			rec := &callOf(pc).rec
+			rec.SemanticCache = p.Status
+			if p.Entry != nil {
+				rec.CacheSimilarity = p.Similarity
+				rec.servedFromCache(p.Entry)
+			}
+		},
+		Threshold: func(pc *pipeline.Call) float32 { return callOf(pc).semThreshold },
+		Missed:    func(pc *pipeline.Call) bool { return callOf(pc).rec.Cache == CacheMiss },
+		Domain:    func(pc *pipeline.Call) string { return callOf(pc).rec.Domain },
+		Storable:  storable,
+		Replay:    replay,
+	})
+	return exact, semantic
 }
 
 // servedFromCache marks rec as answered from the cache by ent: status 200, no

@@ -24,7 +24,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -35,6 +34,7 @@ import (
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
+	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/provider"
@@ -42,7 +42,6 @@ import (
 	"github.com/keelmesh/keel/internal/route"
 	"github.com/keelmesh/keel/internal/shadow"
 	"github.com/keelmesh/keel/internal/structured"
-	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
 // Alias is an ordered chain of model names served under one name.
@@ -181,14 +180,11 @@ type Engine struct {
 	now      func() time.Time
 	rnd      func(int) int
 	prices   func(string) (pricing.Price, bool)
-	cache    Cache
-	cachePol cache.Policy
-	semantic *Semantic
-	// semDown is set while the semantic cache's embeddings fail (said
-	// once per outage).
-	semDown atomic.Bool
-	// pii is Options.PII built; nil when detection is off.
-	pii         *piiState
+	// exactStage and semanticStage are the response caches (nil when
+	// off).
+	exactStage, semanticStage pipeline.Stage
+	// piiStage is Options.PII built.
+	piiStage    pipeline.Stage
 	maxAttempts int
 	timeout     time.Duration
 	hedge       resilience.HedgePolicy
@@ -216,10 +212,13 @@ type Engine struct {
 	passthrough []*provider.Endpoint
 	// chain is the attempt path, folded once (see step).
 	chain step
+	// handler is the call pipeline, composed once (pipeline.go); inner is
+	// its part below the client-facing stages, which a shadow call runs.
+	handler, inner pipeline.Handler
 	// shadows runs shadow calls; nil when no alias has a shadow.
-	shadows *shadowPool
-	// inflight counts client calls in flight (kept only with shadows).
-	inflight atomic.Int64
+	// shadowRoutes holds the aliases' shadow policies by name.
+	shadows      *shadow.Pool
+	shadowRoutes map[string]*shadow.Route
 	// embed holds the embedding models' routes (Side calls only).
 	embed map[string]*routeState
 	// sideMu guards sides: each route's candidates that can serve a kind
@@ -272,7 +271,7 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: backoff: %w", err)
 	}
 	e := &Engine{
-		client: o.Client, classify: o.Classify, complexityFn: o.Complexity, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices, cache: o.Cache, cachePol: o.CachePolicy, semantic: o.Semantic,
+		client: o.Client, classify: o.Classify, complexityFn: o.Complexity, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices,
 		maxAttempts: r.MaxAttempts, timeout: r.Timeout, hedge: r.Hedge, opts: r,
 		routes: map[string]*routeState{}, passthrough: o.Passthrough, shared: o.Shared, byID: map[string]*endpoint{},
 		kick: make(chan struct{}, 1),
@@ -280,7 +279,7 @@ func New(o Options) (*Engine, error) {
 	if e.smetrics == nil {
 		e.smetrics = &structured.Metrics{}
 	}
-	if e.pii, err = newPII(o.PII); err != nil {
+	if e.piiStage, err = e.newPIIStage(o.PII); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e.stop = make(chan struct{})
@@ -299,13 +298,54 @@ func New(o Options) (*Engine, error) {
 	e.hedgingOff.Store(r.DisableHedging)
 	e.recoveryOff.Store(r.DisableRecovery)
 
+	byModel, infos, err := e.addModels(o.Endpoints)
+	if err != nil {
+		return nil, err
+	}
+	aliasNames := make([]string, 0, len(o.Aliases))
+	for a := range o.Aliases {
+		aliasNames = append(aliasNames, a)
+	}
+	sort.Strings(aliasNames)
+	for _, a := range aliasNames {
+		if err := e.addAlias(a, o.Aliases[a], byModel, infos, o); err != nil {
+			return nil, err
+		}
+	}
+	sort.SliceStable(e.models, func(i, j int) bool { return e.models[i].Name < e.models[j].Name })
+	if err := e.start(o); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// start composes the call pipeline once every route exists and starts the
+// shadow pool and the replica sharing.
+func (e *Engine) start(o Options) error {
+	if err := e.newShadows(o.Aliases, o.Shadow); err != nil {
+		return err
+	}
+	e.compose(o)
+	if e.shared != nil {
+		e.shared.Start(e.applyShared, e.sharedNow)
+		e.probes.Add(1)
+		go e.runShared()
+	}
+	return nil
+}
+
+// addModels adds the configured endpoints and a route per model (an
+// embedding model's serves Side calls only); it returns the endpoints by
+// model name and each model's listing.
+func (e *Engine) addModels(pes []*provider.Endpoint) (map[string][]*endpoint, map[string]*ModelInfo, error) {
 	infos := map[string]*ModelInfo{}
 	var order []string
 	byModel := map[string][]*endpoint{}
-	for _, pe := range o.Endpoints {
+	for _, pe := range pes {
 		ep, err := e.newEndpoint(pe)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		e.fleet.eps = append(e.fleet.eps, ep)
 		e.byID[ep.ID] = ep
@@ -323,7 +363,7 @@ func New(o Options) (*Engine, error) {
 	for _, m := range order {
 		rs, err := e.newRoute(m, byModel[m], route.LatencyOptimal)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if byModel[m][0].Embedding {
 			// Embedding models serve Side calls only (side.go): a model
@@ -338,77 +378,73 @@ func New(o Options) (*Engine, error) {
 		}
 		e.models = append(e.models, *infos[m])
 	}
-	aliasNames := make([]string, 0, len(o.Aliases))
-	for a := range o.Aliases {
-		aliasNames = append(aliasNames, a)
+	return byModel, infos, nil
+}
+
+// addAlias adds alias a's route: its models' endpoints in chain order.
+func (e *Engine) addAlias(a string, spec Alias, byModel map[string][]*endpoint, infos map[string]*ModelInfo, o Options) error {
+	if _, clash := byModel[a]; clash {
+		return fmt.Errorf("engine: alias %q has the name of a model", a)
 	}
-	sort.Strings(aliasNames)
-	for _, a := range aliasNames {
-		if _, clash := byModel[a]; clash {
-			return nil, fmt.Errorf("engine: alias %q has the name of a model", a)
+	if t := spec.Tiering; t != nil && len(spec.Models) == 0 {
+		for _, m := range []string{t.Middle, t.Strong, t.Cheap} {
+			spec.Models = appendNew(spec.Models, m)
 		}
-		spec := o.Aliases[a]
-		if t := spec.Tiering; t != nil && len(spec.Models) == 0 {
-			for _, m := range []string{t.Middle, t.Strong, t.Cheap} {
-				spec.Models = appendNew(spec.Models, m)
-			}
-		}
-		if len(spec.Models) == 0 {
-			return nil, fmt.Errorf("engine: alias %q names no model", a)
-		}
-		var chain []*endpoint
-		for _, m := range spec.Models {
-			eps := byModel[m]
-			if len(eps) == 0 {
-				return nil, fmt.Errorf("engine: alias %q names unknown model %q", a, m)
-			}
-			if eps[0].Embedding {
-				return nil, fmt.Errorf("engine: alias %q names embedding model %q (an alias is a chain of chat models)", a, m)
-			}
-			chain = append(chain, eps...)
-		}
-		strat := route.LatencyOptimal
-		switch spec.Strategy {
-		case "", "latency", "latency_optimal":
-		case "ordered":
-			strat = route.Ordered
-		default:
-			return nil, fmt.Errorf("engine: alias %q: unknown strategy %q (want ordered or latency)", a, spec.Strategy)
-		}
-		rs, err := e.newRoute(a, chain, strat)
-		if err != nil {
-			return nil, err
-		}
-		rs.translation = spec.Translation
-		if spec.SemanticThreshold > 0 {
-			if o.Cache == nil || o.Semantic == nil {
-				return nil, fmt.Errorf("engine: alias %q: the semantic cache needs Options.Cache and Options.Semantic", a)
-			}
-			rs.semThreshold = float32(spec.SemanticThreshold)
-		}
-		if spec.Tiering != nil {
-			if rs.tiers, err = e.newTiers(a, spec.Tiering, byModel); err != nil {
-				return nil, err
-			}
-			for _, t := range rs.tiers.routes {
-				t.translation = spec.Translation
-			}
-		}
-		e.routes[a] = rs
-		first := infos[spec.Models[0]]
-		e.models = append(e.models, ModelInfo{Name: a, Alias: true, Capability: first.Capability, ContextWindow: first.ContextWindow, Regions: first.Regions})
 	}
-	sort.SliceStable(e.models, func(i, j int) bool { return e.models[i].Name < e.models[j].Name })
-	if err := e.newShadows(o.Aliases, o.Shadow); err != nil {
-		e.Close()
-		return nil, err
+	chain, err := aliasChain(a, spec.Models, byModel)
+	if err != nil {
+		return err
 	}
-	if e.shared != nil {
-		e.shared.Start(e.applyShared, e.sharedNow)
-		e.probes.Add(1)
-		go e.runShared()
+	strat := route.LatencyOptimal
+	switch spec.Strategy {
+	case "", "latency", "latency_optimal":
+	case "ordered":
+		strat = route.Ordered
+	default:
+		return fmt.Errorf("engine: alias %q: unknown strategy %q (want ordered or latency)", a, spec.Strategy)
 	}
-	return e, nil
+	rs, err := e.newRoute(a, chain, strat)
+	if err != nil {
+		return err
+	}
+	rs.translation = spec.Translation
+	if spec.SemanticThreshold > 0 {
+		if o.Cache == nil || o.Semantic == nil {
+			return fmt.Errorf("engine: alias %q: the semantic cache needs Options.Cache and Options.Semantic", a)
+		}
+		rs.semThreshold = float32(spec.SemanticThreshold)
+	}
+	if spec.Tiering != nil {
+		if rs.tiers, err = e.newTiers(a, spec.Tiering, byModel); err != nil {
+			return err
+		}
+		for _, t := range rs.tiers.routes {
+			t.translation = spec.Translation
+		}
+	}
+	e.routes[a] = rs
+	first := infos[spec.Models[0]]
+	e.models = append(e.models, ModelInfo{Name: a, Alias: true, Capability: first.Capability, ContextWindow: first.ContextWindow, Regions: first.Regions})
+	return nil
+}
+
+// aliasChain is the endpoints of models, in order.
+func aliasChain(a string, models []string, byModel map[string][]*endpoint) ([]*endpoint, error) {
+	if len(models) == 0 {
+		return nil, fmt.Errorf("engine: alias %q names no model", a)
+	}
+	var chain []*endpoint
+	for _, m := range models {
+		eps := byModel[m]
+		if len(eps) == 0 {
+			return nil, fmt.Errorf("engine: alias %q names unknown model %q", a, m)
+		}
+		if eps[0].Embedding {
+			return nil, fmt.Errorf("engine: alias %q names embedding model %q (an alias is a chain of chat models)", a, m)
+		}
+		chain = append(chain, eps...)
+	}
+	return chain, nil
 }
 
 func contains(s []string, v string) bool {
@@ -496,52 +532,20 @@ type Outcome struct {
 	Record *Record
 }
 
-// Do serves req. Errors are *llm.APIError values ready for the client,
-// with MeshCode set when Keel decided the outcome.
+// Do serves req: one call through the composed chain (pipeline.go). Errors
+// are *llm.APIError values ready for the client, with MeshCode set when
+// Keel decided the outcome. The call is finished here, once: when Do
+// returns an error or a response, or when the returned Stream is closed.
 func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome, error) {
-	rec := &Record{RequestID: call.RequestID, Start: e.now(), Format: req.Format, Model: req.Model, Stream: req.Stream, Behavior: call.Behavior, TraceParent: call.TraceParent, Request: req,
-		KeyID: call.KeyID, Team: call.Team, done: call.Done}
-	// Preprocess: personal data is found and redacted before anything
-	// else reads the request (routing, cache, classification, upstream,
-	// the shadow path).
-	req, red, ae := e.piiStage(ctx, req, call, rec)
-	if ae != nil {
-		e.finish(rec, nil, ae)
-		return nil, ae
+	c := e.newCall(req, call)
+	ans, err := e.handler.Serve(ctx, &c.pc)
+	out := e.outcome(c, ans, err)
+	if out == nil || out.Stream == nil {
+		e.finishCall(c) // a stream's Close finishes it
 	}
-	if e.shadows != nil {
-		e.shadowStart(req, call, rec)
+	if out == nil {
+		return nil, c.err
 	}
-	var x *exec
-	var served *endpoint
-	cancel := context.CancelFunc(func() {})
-	out, ae, handed := e.do(ctx, req, call, rec, &x, &served, &cancel)
-	if handed {
-		// A stream finishes the call when it is closed.
-		if ae != nil {
-			return nil, ae
-		}
-		if red != nil && red.Len() > 0 {
-			out.Stream.pii = newStreamPII(red, piiJSONText(req, rec))
-		}
-		return out, nil
-	}
-	// One finish for every other way out: cancel, seal, report.
-	cancel()
-	if x != nil {
-		x.seal()
-	}
-	if ae != nil {
-		e.finish(rec, nil, ae)
-		return nil, ae
-	}
-	if out != nil {
-		rec.Response = out.Response // the placeholders, never the values
-		if red != nil && red.Len() > 0 && out.Response != nil {
-			out.Response = restoreResponse(out.Response, red, piiJSONText(req, rec))
-		}
-	}
-	e.finish(rec, served, nil)
 	return out, nil
 }
 
@@ -549,191 +553,6 @@ func (e *Engine) Do(ctx context.Context, req *llm.Request, call Call) (*Outcome,
 // not serve: OpenAI's own for an unknown model (PROTOCOLS.md §6.1), which
 // SDK users branch on.
 const codeModelNotFound = "model_not_found"
-
-// do is Do's body; Do finishes the call unless handed is set (a stream
-// took the call over). It sets *xp when the call gets an exec, *served to
-// the endpoint credited with the answer, and *cancel to the deadline's
-// cancel.
-func (e *Engine) do(ctx context.Context, req *llm.Request, call Call, rec *Record, xp **exec, served **endpoint, cancel *context.CancelFunc) (out *Outcome, ae *llm.APIError, handed bool) {
-	if e.classify != nil {
-		rec.Domain = e.classify(promptText(req))
-	}
-	rs := e.routes[req.Model]
-	if rs == nil && len(e.passthrough) > 0 && req.Model != "" {
-		var err error
-		if rs, err = e.passthroughRoute(req.Model, req.Format); errors.Is(err, ErrNoProvider) {
-			return nil, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Code: codeModelNotFound, Message: "model " + req.Model + ": " + err.Error()}, false
-		} else if err != nil {
-			return nil, &llm.APIError{Status: http.StatusServiceUnavailable, Type: llm.ErrOverloaded, MeshCode: llm.MeshFallbackExhausted,
-				Message: "model " + req.Model + ": " + err.Error()}, false
-		}
-	}
-	if rs == nil {
-		return nil, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Code: codeModelNotFound, Message: e.notServed("model", req.Model)}, false
-	}
-	semThreshold := rs.semThreshold
-	var tiers *tiers
-	tier := 0
-	if rs.tiers != nil {
-		tiers = rs.tiers
-		rs, tier = e.tierRoute(rs, promptText(req), rec)
-	}
-	var cu cacheUse
-	if !rec.shadowRun {
-		cu = e.cacheFor(req, call, rec)
-	}
-	if cu.read {
-		if ent, ok := e.cache.Get(cu.key); ok {
-			return e.cacheHit(ctx, rs, req, call, rec, ent, xp)
-		}
-		if ent, ok := e.semanticLookup(ctx, semThreshold, req, call, rec, &cu); ok {
-			return e.cacheHit(ctx, rs, req, call, rec, ent, xp)
-		}
-	}
-	timeout := e.timeout
-	if call.Timeout > 0 {
-		timeout = call.Timeout
-	}
-	if timeout > 0 {
-		ctx, *cancel = context.WithTimeoutCause(ctx, timeout, errDeadline)
-	}
-	if !rec.shadowRun {
-		rs.retries.OnRequest()
-		rs.hedges.OnRequest()
-	}
-	rec.PrimaryModel, rec.primaryCap = rs.cands[0].Model, rs.cands[0].Capability
-	if b := call.Behavior; b != nil && b.CalibrationID != "" {
-		if _, ok := e.cals.ByID(b.CalibrationID); e.cals == nil || !ok {
-			return nil, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: "mesh_behavior.calibration_id",
-				Message: fmt.Sprintf("mesh_behavior.calibration_id: no calibration %q (keel calibrate stores them)", b.CalibrationID)}, false
-		}
-	}
-	spec, err := e.outputSpecFor(ctx, req, call.Behavior)
-	if err != nil {
-		return nil, asAPIError(err), false
-	}
-	x := newExec(e, rs, req, call, rec)
-	*xp = x
-	x.tiers, x.tier = tiers, tier
-	x.policy = e.policy(rs, call.Behavior)
-	x.policy.Domain = rec.Domain
-	x.shadow = rec.shadowRun
-	rec.Stage = e.stageFor(req, call)
-	if rec.shadowLegacy {
-		rec.Stage = StageMonitor
-	}
-	if rec.Stage == StageMonitor || !e.valve.cfg.Disabled && e.valve.open(rec.Start) {
-		// Monitor-only rollout, or the safety valve is open: the plain
-		// path to the primary model.
-		x.legacy = true
-		rec.Legacy = true
-	}
-	if rec.Stage != StageFull {
-		spec = nil // answers pass untouched below the full stage
-	}
-	if spec != nil {
-		rec.Structured = spec.record()
-		rec.SchemaSource = rec.Structured.Source
-		if !x.legacy && spec.upstream(req) {
-			x.spec = spec
-		}
-	}
-	if rec.Stage == StageFull && !x.legacy {
-		if doc, idx, ok := e.wantsFragments(req, call.Behavior); ok {
-			resp, err := e.fragmented(ctx, x, doc, idx, spec)
-			if err != nil {
-				return nil, x.clientError(ctx, err), false
-			}
-			if resp != nil {
-				*served = x.fragServed
-				out = &Outcome{Endpoint: x.fragServed.Endpoint, Record: rec}
-				if !req.Stream {
-					out.Response = resp
-					return out, nil, false
-				}
-				st := &Stream{ctx: ctx, cancel: *cancel, x: x, synth: synthesize(resp, 64), synthMode: true, idxMap: map[int]int{}}
-				u := resp.Usage
-				st.finalUsage, st.finished = &u, true
-				out.Stream = st
-				return out, nil, true
-			}
-		}
-	}
-	won, err := x.run(ctx, req, "primary")
-	if err != nil {
-		return nil, x.clientError(ctx, err), false
-	}
-	out = &Outcome{Endpoint: won.ep.Endpoint, Header: won.res.Header, Record: rec}
-	for _, d := range won.res.Dropped {
-		if !slices.Contains(rec.Dropped, d) {
-			rec.Dropped = append(rec.Dropped, d)
-		}
-	}
-	if won.res.Stream == nil {
-		won.settle(nil)
-		won.release()
-		resp := won.res.Response
-		rec.Usage = resp.Usage
-		if won.tool {
-			translate.FoldOutputTool(resp)
-		}
-		if spec != nil {
-			if resp, err = x.checkStructured(ctx, spec, resp); err != nil {
-				return nil, asAPIError(err), false
-			}
-		}
-		*served = won.ep
-		if x.reasked != nil {
-			*served, out.Endpoint = x.reasked, x.reasked.Endpoint
-		}
-		out.Response = resp
-		if cu.write && cacheable(resp, rec) {
-			e.cachePut(cu, resp, won.ep.Endpoint)
-		}
-		return out, nil, false
-	}
-	st := newStream(ctx, *cancel, x, won)
-	if spec != nil {
-		// A relaxed stream passes through, unless the answer came as the
-		// forced output tool (JSON mode emulated on an Anthropic endpoint):
-		// that must be folded into text, which strict mode does.
-		if e.structOpts.RelaxedStreams && !won.tool {
-			st.relaxed = spec
-		} else if err := st.strict(ctx, spec); err != nil {
-			ae = asAPIError(err)
-			st.schemaErr = ae
-			st.Close()
-			return nil, ae, true
-		}
-		if x.reasked != nil {
-			out.Endpoint = x.reasked.Endpoint
-		}
-	}
-	if cu.write {
-		st.store = &streamStore{use: cu}
-	}
-	out.Stream = st
-	return out, nil, true
-}
-
-// cacheHit answers the call with ent: the stored answer, or for a stream
-// the stored answer re-emitted as events. No upstream call, no cost.
-func (e *Engine) cacheHit(ctx context.Context, rs *routeState, req *llm.Request, call Call, rec *Record, ent *CacheEntry, xp **exec) (*Outcome, *llm.APIError, bool) {
-	rec.PrimaryModel = rs.cands[0].Model
-	rec.servedFromCache(ent)
-	out := &Outcome{Endpoint: ent.Endpoint, Record: rec}
-	if !req.Stream {
-		out.Response = ent.Response
-		return out, nil, false
-	}
-	x := newExec(e, rs, req, call, rec)
-	*xp = x
-	resp := ent.Response
-	u := resp.Usage
-	out.Stream = &Stream{ctx: ctx, cancel: func() {}, x: x, synth: synthesize(resp, 64), synthMode: true, idxMap: map[int]int{},
-		finalUsage: &u, finished: true, hit: ent}
-	return out, nil, true
-}
 
 var errDeadline = errors.New("the call's deadline (X-Mesh-Timeout or resilience timeout) passed")
 
@@ -760,7 +579,16 @@ func (e *Engine) Refused(req *llm.Request, call Call, ae *llm.APIError) {
 	}
 }
 
-// finish completes rec and hands it to the observer.
+// finishCall is the one place a client call is finished: its record
+// completed and handed to Done, the safety valve, the observers and the
+// shadow pool.
+func (e *Engine) finishCall(c *callState) {
+	e.finish(&c.rec, c.served, c.err)
+	e.shadowFinish(c)
+}
+
+// finish completes rec and hands it to Done, the valve and the observers
+// (Do's finishCall, and Side's calls).
 func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
 	rec.Duration = e.now().Sub(rec.Start)
 	if served != nil {
@@ -792,9 +620,6 @@ func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
 	if e.obs != nil {
 		e.obs.RequestDone(rec)
 	}
-	if e.shadows != nil {
-		e.shadowFinish(rec)
-	}
 }
 
 // callCost is what every attempt of rec that reported usage cost, or the
@@ -815,7 +640,7 @@ func (e *Engine) Close() {
 	if e.closed.CompareAndSwap(false, true) {
 		close(e.stop)
 		if e.shadows != nil {
-			e.shadows.shed(errShadowClosed)
+			e.shadows.Close()
 		}
 	}
 	e.probes.Wait()

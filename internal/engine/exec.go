@@ -814,16 +814,6 @@ func (x *exec) clientError(ctx context.Context, err error) *llm.APIError {
 	return policy.ClientError(err, attempts)
 }
 
-// asAPIError is err as the client's error: the *llm.APIError it is or
-// wraps (the structured-output stages answer only those), else a 502
-// naming it.
-func asAPIError(err error) *llm.APIError {
-	if ae, ok := errors.AsType[*llm.APIError](err); ok {
-		return ae
-	}
-	return &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted, Message: err.Error()}
-}
-
 // normalize adapts req to ep: a calibrated temperature when ep's model
 // differs from the one the caller named (or a calibration_id asks), and
 // the sampling parameters ep's model and API version accept. What it did

@@ -38,8 +38,6 @@ type routeState struct {
 	hedges      *resilience.Budget
 	// tiers, set on a tiered alias, holds the routes its calls take.
 	tiers *tiers
-	// shadow, set on an alias with a shadow policy, is that policy.
-	shadow *shadowRoute
 	// semThreshold, > 0 on an alias with the semantic cache on, is the
 	// lowest similarity it serves.
 	semThreshold float32

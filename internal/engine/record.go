@@ -107,15 +107,6 @@ type Record struct {
 	KeyID, Team string
 	// done is Call.Done.
 	done func(*Record)
-	// inflight is set when the call is counted in Engine.inflight;
-	// shadowOf, when the call is shadowed, is its alias's shadow policy,
-	// shadowCall the call to repeat (shadow.go). shadowRun marks the
-	// Record of a shadow call itself (never handed to observers), and
-	// shadowLegacy one on the legacy path.
-	inflight                bool
-	shadowOf                *shadowRoute
-	shadowCall              Call
-	shadowRun, shadowLegacy bool
 
 	// Repairs lists structured-output repair steps applied to the answer.
 	Repairs []string

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/http"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -261,44 +260,6 @@ func TestShadowShedUnderLoad(t *testing.T) {
 			t.Errorf("outcomes %v", n)
 		}
 	})
-}
-
-// TestShadowSampledStickyByKey: the same key is always or never shadowed,
-// about Percent of keys are, and the virtual key wins over the credential
-// and the end user.
-func TestShadowSampledStickyByKey(t *testing.T) {
-	sr := &shadowRoute{alias: "a", cut: 1000} // 10 %
-	hit := 0
-	for i := range 10000 {
-		k := fmt.Sprintf("key-%d", i)
-		s := sr.sampled(k)
-		if s != sr.sampled(k) {
-			t.Fatal("not sticky")
-		}
-		if s {
-			hit++
-		}
-	}
-	if hit < 900 || hit > 1100 { // sd 30
-		t.Errorf("%d of 10000 keys sampled at 10 %%", hit)
-	}
-	req := &llm.Request{UserID: "u"}
-	hdr := http.Header{"X-Api-Key": {"sk-x"}}
-	for _, c := range []struct {
-		call Call
-		want string
-	}{
-		{Call{KeyID: "k1", ClientHeader: hdr, RequestID: "r"}, "key:k1"},
-		{Call{ClientHeader: hdr, RequestID: "r"}, "cred:sk-x"},
-		{Call{RequestID: "r"}, "user:u"},
-	} {
-		if got := shadowKey(req, c.call); got != c.want {
-			t.Errorf("shadowKey = %q, want %q", got, c.want)
-		}
-	}
-	if got := shadowKey(&llm.Request{}, Call{RequestID: "r"}); got != "req:r" {
-		t.Errorf("shadowKey = %q, want req:r", got)
-	}
 }
 
 // TestShadowConfigErrors: a bad policy or an unknown target fails New.

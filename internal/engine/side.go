@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/provider"
 )
 
@@ -85,8 +86,10 @@ func (e *Engine) Side(ctx context.Context, s Side, call Call) (*SideOutcome, err
 		return nil, fmt.Errorf("model %s: %w", s.Model, ErrNoSideEndpoint)
 	}
 	req := &llm.Request{Format: s.Format, Model: s.Model}
-	rec := &Record{RequestID: call.RequestID, Start: e.now(), Format: s.Format, Model: s.Model, Behavior: call.Behavior,
+	c := &callState{call: call}
+	c.rec = Record{RequestID: call.RequestID, Start: e.now(), Format: s.Format, Model: s.Model, Behavior: call.Behavior,
 		TraceParent: call.TraceParent, KeyID: call.KeyID, Team: call.Team, Side: s.Kind, done: call.Done}
+	rec := &c.rec
 	timeout := e.timeout
 	if call.Timeout > 0 {
 		timeout = call.Timeout
@@ -97,7 +100,7 @@ func (e *Engine) Side(ctx context.Context, s Side, call Call) (*SideOutcome, err
 		defer cancel()
 	}
 	if s.Texts != nil {
-		sent, _, ae := e.piiStage(ctx, s.Texts, call, rec)
+		sent, ae := e.redactSide(ctx, c, s.Texts)
 		rec.Request = nil // not a model call's request: the log has no prompt for it
 		if ae == nil && sent != s.Texts {
 			if err := s.Redact(sent); err != nil {
@@ -128,6 +131,23 @@ func (e *Engine) Side(ctx context.Context, s Side, call Call) (*SideOutcome, err
 	}
 	x.finish(won.ep, nil)
 	return &SideOutcome{Endpoint: won.ep.Endpoint, Result: won.res, Record: rec}, nil
+}
+
+// redactSide runs the personal-data stage over a Side call's texts (as a
+// request) and returns what may be sent.
+func (e *Engine) redactSide(ctx context.Context, c *callState, texts *llm.Request) (*llm.Request, *llm.APIError) {
+	call := c.call
+	pc := pipeline.Call{Request: texts, ID: call.RequestID, Header: call.ClientHeader, Behavior: call.Behavior, TraceParent: call.TraceParent,
+		KeyID: call.KeyID, Team: call.Team, Record: c}
+	sent := texts
+	_, err := e.piiStage(pipeline.HandlerFunc(func(_ context.Context, pc *pipeline.Call) (*pipeline.Answer, error) {
+		sent = pc.Request
+		return &pipeline.Answer{}, nil
+	})).Serve(ctx, &pc)
+	if err != nil {
+		return nil, asAPIError(err)
+	}
+	return sent, nil
 }
 
 // sideRoute is the route of s's model restricted to the endpoints that

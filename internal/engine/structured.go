@@ -459,7 +459,7 @@ func nonEmpty(s string) string {
 }
 
 // accumulate builds the complete answer from a stream's events.
-func accumulate(s *Stream) (*llm.Response, error) {
+func accumulate(s *relay) (*llm.Response, error) {
 	var a llm.Accumulator
 	for {
 		ev, err := s.Next()

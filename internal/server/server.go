@@ -29,7 +29,6 @@ import (
 
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
-	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/sse"
 	"github.com/keelmesh/keel/internal/wire"
 )
@@ -485,7 +484,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 	if err != nil {
 		if final != nil {
 			w.Header().Set("X-Mesh-Cost", FormatCost(final.Cost))
-			setErrorMeshHeaders(w.Header(), final)
+			errorHeaders(w.Header(), final)
 		}
 		ae := cutError(r, asAPIError(err))
 		if ae.MeshCode != "" && ae.MeshCode != llm.MeshBadRequest {
@@ -496,43 +495,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		s.logRequest(r, rid, req, nil, ae, start)
 		return
 	}
-	setMeshHeaders(&hs, out.Endpoint.Model, out.Endpoint.Region, out.Endpoint.Provider, out.Record)
-	if t := TierHeader(out.Record); t != "" {
-		hs.Set("X-Mesh-Tier", t)
-	}
-	if c := out.Record.Cache; c != "" {
-		// Known before the first byte, streams included: a header, never a trailer.
-		hs.Set("X-Mesh-Cache", c)
-	}
-	if sim := engine.SimilarityHeader(out.Record); sim != "" {
-		hs.Set("X-Mesh-Cache-Similarity", sim)
-	}
-	if p := PIIHeader(out.Record); p != "" {
-		hs.Set("X-Mesh-PII", p)
-	}
-	if len(out.Record.Dropped) > 0 {
-		hs.Set("X-Mesh-Dropped", strings.Join(out.Record.Dropped, ","))
-	}
-	if len(out.Record.Repairs) > 0 {
-		hs.Set("X-Mesh-Repaired", strings.Join(out.Record.Repairs, ","))
-	}
-	if out.Record.Calibrated {
-		hs.Set("X-Mesh-Normalization-Offset", normalize.FormatOffset(out.Record.NormalizationOffset))
-	}
-	if out.Record.Normalized != "" {
-		hs.Set("X-Mesh-Normalized", out.Record.Normalized)
-	}
-	if out.Record.Reasked {
-		hs.Set("X-Mesh-Reasked", "true")
-	}
-	if src := out.Record.SchemaSource; src != "" {
-		hs.Set("X-Mesh-Schema", src)
-	}
-	if out.Record.SchemaViolation {
-		// Set before a stream is sent only by strict mode, which checks
-		// the whole answer first; relaxed mode reports in a trailer.
-		hs.Set("X-Mesh-Schema-Violation", SchemaViolationHeader(out.Record))
-	}
+	answerHeaders(&hs, out.Endpoint, out.Record)
 	codec := wire.For(f)
 	if id := upstreamRequestID(out.Header); id != "" {
 		hs.Set(codec.RequestIDHeader(), id)
@@ -586,70 +549,6 @@ func (s *headerSet) Set(k, v string) {
 	s.vals = append(s.vals, v)
 	n := len(s.vals)
 	s.h[k] = s.vals[n-1 : n : n]
-}
-
-// meshTrailers are the X-Mesh headers whose final value a stream can only
-// know at its end (a continuation elsewhere changes them): a stream sends
-// their first values in its header and declares them as trailers, which
-// carry the final values, once each. X-Mesh-Cost is in the trailer only.
-var meshTrailers = []string{"X-Mesh-Model", "X-Mesh-Region", "X-Mesh-Provider", "X-Mesh-Attempts", "X-Mesh-Fallback", "X-Mesh-Hedged", "X-Mesh-Recovered", "X-Mesh-Schema-Valid", "X-Mesh-Cost"}
-
-func setMeshHeaders(h interface{ Set(k, v string) }, model, region, prov string, rec *engine.Record) {
-	h.Set("X-Mesh-Model", model)
-	h.Set("X-Mesh-Region", region)
-	h.Set("X-Mesh-Provider", prov)
-	h.Set("X-Mesh-Attempts", strconv.Itoa(len(rec.Attempts)))
-	if rec.Fallback != "" {
-		h.Set("X-Mesh-Fallback", rec.Fallback)
-	}
-	if rec.Hedges > 0 {
-		if rec.HedgeWon {
-			h.Set("X-Mesh-Hedged", "won")
-		} else {
-			h.Set("X-Mesh-Hedged", "lost")
-		}
-	}
-	if rec.Recovered > 0 {
-		h.Set("X-Mesh-Recovered", strconv.Itoa(rec.Recovered))
-	}
-	if rec.Legacy {
-		h.Set("X-Mesh-Mode", "legacy")
-	}
-	if rec.Fragments > 0 {
-		h.Set("X-Mesh-Fragments", strconv.Itoa(rec.FragmentsOK)+"/"+strconv.Itoa(rec.Fragments))
-		if len(rec.LostRanges) > 0 {
-			h.Set("X-Mesh-Fragments-Lost", strings.Join(rec.LostRanges, ","))
-		}
-		if rec.FusionConflicts > 0 {
-			h.Set("X-Mesh-Fusion-Conflicts", strconv.Itoa(rec.FusionConflicts))
-		}
-	}
-	if rec.Stage != "" && rec.Stage != "full" {
-		h.Set("X-Mesh-Stage", rec.Stage)
-	}
-}
-
-// setErrorMeshHeaders says, on an error Keel answers, what the call tried:
-// X-Mesh-Attempts always, and from its last attempt X-Mesh-Model,
-// X-Mesh-Region and X-Mesh-Provider; X-Mesh-Fallback, X-Mesh-Dropped and
-// X-Mesh-Normalized when they apply.
-func setErrorMeshHeaders(h http.Header, rec *engine.Record) {
-	h.Set("X-Mesh-Attempts", strconv.Itoa(len(rec.Attempts)))
-	if n := len(rec.Attempts); n > 0 {
-		last := rec.Attempts[n-1]
-		h.Set("X-Mesh-Model", last.Model)
-		h.Set("X-Mesh-Region", last.Region)
-		h.Set("X-Mesh-Provider", last.Provider)
-	}
-	if rec.Fallback != "" {
-		h.Set("X-Mesh-Fallback", rec.Fallback)
-	}
-	if len(rec.Dropped) > 0 {
-		h.Set("X-Mesh-Dropped", strings.Join(rec.Dropped, ","))
-	}
-	if rec.Normalized != "" {
-		h.Set("X-Mesh-Normalized", rec.Normalized)
-	}
 }
 
 // MinTimeout is the smallest X-Mesh-Timeout accepted: a deadline shorter
@@ -722,7 +621,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f llm.Format, re
 		delete(h, k)
 	}
 	served := st.Served()
-	setMeshHeaders(streamTrailer{h}, served.Model, served.Region, served.Provider, st.Record())
+	routingHeaders(streamTrailer{h}, served.Model, served.Region, served.Provider, st.Record())
 	if valid, ok := st.SchemaValid(); ok {
 		streamTrailer{h}.Set("X-Mesh-Schema-Valid", strconv.FormatBool(valid))
 	}
@@ -816,80 +715,3 @@ func wireModel(m engine.ModelInfo) wire.Model {
 }
 
 func isTrue(v string) bool { return v == "true" || v == "1" || v == "True" || v == "TRUE" }
-
-// SchemaViolationHeader is the X-Mesh-Schema-Violation value of a call
-// whose answer stayed invalid and was delivered as the model gave it: the
-// keys the schema requires, comma-separated (a key with bytes outside
-// printable ASCII, or a comma, percent-encoded as UTF-8: 姓名 is
-// %E5%A7%93%E5%90%8D), or "true" for a schema that names none (JSON mode:
-// any JSON object).
-func SchemaViolationHeader(rec *engine.Record) string {
-	st := rec.Structured
-	if st == nil || len(st.Required) == 0 {
-		return "true"
-	}
-	keys := make([]string, len(st.Required))
-	for i, k := range st.Required {
-		keys[i] = headerSafe(k)
-	}
-	return strings.Join(keys, ",")
-}
-
-// headerSafe percent-encodes the bytes of s that a header value should not
-// carry raw (outside printable ASCII, the comma, the percent sign).
-func headerSafe(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x21 || c > 0x7e || c == ',' || c == '%' {
-			fmt.Fprintf(&b, "%%%02X", c)
-			continue
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
-}
-
-// PIIHeader is the X-Mesh-PII value of a call in which personal data was
-// found: the action, then each kind with its count in the order first
-// found ("redact; EMAIL=1, PHONE=2"); empty when nothing was found. Kinds
-// and counts only, never a value.
-func PIIHeader(r *engine.Record) string {
-	if r.PII == nil || len(r.PII.Findings) == 0 {
-		return ""
-	}
-	var kinds []string
-	counts := map[string]int{}
-	for _, f := range r.PII.Findings {
-		if counts[f.Kind] == 0 {
-			kinds = append(kinds, f.Kind)
-		}
-		counts[f.Kind]++
-	}
-	var b strings.Builder
-	b.WriteString(r.PII.Action)
-	for i, k := range kinds {
-		if i == 0 {
-			b.WriteString("; ")
-		} else {
-			b.WriteString(", ")
-		}
-		b.WriteString(k + "=" + strconv.Itoa(counts[k]))
-	}
-	return b.String()
-}
-
-// TierHeader is the X-Mesh-Tier value of a call to a tiered alias:
-// "<class>/<tier>" (simple/cheap, medium/middle, complex/strong), with
-// "; escalated" when a failed validation moved the re-ask up a tier; empty
-// for any other call.
-func TierHeader(r *engine.Record) string {
-	if r.Tier == "" {
-		return ""
-	}
-	v := r.Complexity + "/" + r.Tier
-	if r.Escalated {
-		v += "; escalated"
-	}
-	return v
-}

@@ -237,10 +237,8 @@ func (s *Server) runSide(w http.ResponseWriter, r *http.Request, caller Caller, 
 	}
 	rec := out.Record
 	hs := headerSet{h: w.Header(), vals: make([]string, 0, 8)}
-	setMeshHeaders(&hs, out.Endpoint.Model, out.Endpoint.Region, out.Endpoint.Provider, rec)
-	if p := PIIHeader(rec); p != "" {
-		hs.Set("X-Mesh-PII", p)
-	}
+	routingHeaders(&hs, out.Endpoint.Model, out.Endpoint.Region, out.Endpoint.Provider, rec)
+	piiHeaders(&hs, rec)
 	hs.Set("X-Mesh-Cost", FormatCost(rec.Cost))
 	if id := upstreamRequestID(out.Result.Header); id != "" {
 		hs.Set(wire.For(c.f).RequestIDHeader(), id)

@@ -1,0 +1,381 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/pipeline"
+	"github.com/keelmesh/keel/internal/provider"
+	"github.com/keelmesh/keel/internal/shadow"
+	"github.com/keelmesh/keel/internal/wire/translate"
+)
+
+// callState is one client call in the engine: the pipeline's Call, the
+// engine's Call (Done), the Record the finish reports, and what the
+// resolve stage and the core decided for it.
+type callState struct {
+	pc   pipeline.Call
+	call Call
+	rec  Record
+
+	// rs is the route the call runs on (after tiering); tiers the tiered
+	// alias it named (nil otherwise) and tier the index of rs in it;
+	// semThreshold the named route's semantic-cache threshold.
+	rs           *routeState
+	tiers        *tiers
+	tier         int
+	semThreshold float32
+
+	// x is the call's attempts (nil before the core ran); relay its
+	// stream when it streams from an upstream; fused is set for a fused
+	// (fragmented) answer, which no cache stores.
+	x     *exec
+	relay *relay
+	fused bool
+	// served is the endpoint credited with the answer and err the client's
+	// error: set by the core (by a stream at its Close) and read by the
+	// finish.
+	served *endpoint
+	err    *llm.APIError
+
+	// shadow is the shadow stage's part (nil without shadows);
+	// shadowRun marks a shadow call itself (never finished), shadowLegacy
+	// one on the legacy path.
+	shadow                  *shadow.Part
+	shadowRun, shadowLegacy bool
+}
+
+// callOf is the engine's state of a pipeline call.
+func callOf(pc *pipeline.Call) *callState { return pc.Record.(*callState) }
+
+func (e *Engine) newCall(req *llm.Request, call Call) *callState {
+	c := &callState{call: call}
+	c.rec = Record{RequestID: call.RequestID, Start: e.now(), Format: req.Format, Model: req.Model, Stream: req.Stream, Behavior: call.Behavior, TraceParent: call.TraceParent, Request: req,
+		KeyID: call.KeyID, Team: call.Team, done: call.Done}
+	c.pc = pipeline.Call{Request: req, ID: call.RequestID, Header: call.ClientHeader, Behavior: call.Behavior, Timeout: call.Timeout,
+		TraceParent: call.TraceParent, KeyID: call.KeyID, Team: call.Team, Record: c}
+	return c
+}
+
+// outcome is the client's Outcome of the chain's answer, or nil with c.err
+// set.
+func (e *Engine) outcome(c *callState, ans *pipeline.Answer, err error) *Outcome {
+	if err != nil {
+		c.served, c.err = nil, asAPIError(err)
+		return nil
+	}
+	out := &Outcome{Endpoint: ans.Endpoint, Header: ans.Header, Record: &c.rec, Response: ans.Response}
+	if ans.Events != nil {
+		out.Response = nil
+		out.Stream = &Stream{ev: ans.Events, c: c, ans: ans, e: e}
+	}
+	return out
+}
+
+// asAPIError is err as the client's error: stages return *llm.APIError.
+func asAPIError(err error) *llm.APIError {
+	var ae *llm.APIError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	return &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted, Message: err.Error()}
+}
+
+// Stream is a streamed answer as the client receives it: the chain's
+// events (restored, stored, relayed), finished when closed. A Stream is
+// used by one goroutine; Close must be called.
+type Stream struct {
+	ev     pipeline.Events
+	c      *callState
+	ans    *pipeline.Answer
+	e      *Engine
+	closed bool
+}
+
+// Next returns the next event for the client; io.EOF after message_stop.
+// After an error event Next returns io.EOF. The event is the caller's
+// until the next call to Next: it must copy what it keeps of it.
+func (s *Stream) Next() (*llm.Event, error) {
+	if s.closed {
+		return nil, io.EOF
+	}
+	return s.ev.Next()
+}
+
+// Ready reports whether Next returns an event without waiting on an
+// upstream (events already read, a replayed answer, the rest of an
+// upstream chunk). A writer need not flush before a ready event.
+func (s *Stream) Ready() bool { return !s.closed && pipeline.Ready(s.ev) }
+
+// Close ends the stream, cancels the upstream and finishes the call: the
+// chain's events are closed (each stage's wrapper, then the relay), then
+// the call is finished, once.
+func (s *Stream) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	err := s.ev.Close()
+	s.e.finishCall(s.c)
+	return err
+}
+
+// Record returns the call's record; final after Close.
+func (s *Stream) Record() *Record { return &s.c.rec }
+
+// Served is the endpoint serving the stream now.
+func (s *Stream) Served() *provider.Endpoint { return s.ans.ServedBy() }
+
+// SchemaValid reports, for a relaxed structured stream after its end,
+// whether the answer was valid; ok is false when no schema applied.
+func (s *Stream) SchemaValid() (valid, ok bool) {
+	if s.c.relay == nil {
+		return false, false
+	}
+	return s.c.relay.SchemaValid()
+}
+
+// compose builds the call pipeline once, outermost first (ARCHITECTURE.md):
+// personal data and shadow sampling face the client; below them, the part
+// a shadow call runs too: route resolution, the caches, then the core
+// (deadline, structured output, rollout and valve, fragmentation, the
+// attempt chain and the stream relay). A stage that is off is nil and
+// costs nothing.
+func (e *Engine) compose(o Options) {
+	e.exactStage, e.semanticStage = e.cacheStages(o)
+	outer, inner := e.stages()
+	e.inner = pipeline.Chain(pipeline.HandlerFunc(e.serve), inner...)
+	e.handler = pipeline.Chain(e.inner, outer...)
+}
+
+// stages lists the pipeline's stages, outermost first: those that face the
+// client, and those a shadow call runs too.
+func (e *Engine) stages() (outer, inner []pipeline.Stage) {
+	return []pipeline.Stage{e.piiStage, e.shadowStage()}, []pipeline.Stage{e.resolveStage, e.exactStage, e.semanticStage}
+}
+
+// resolveStage finds the call's route (its domain, the model or alias,
+// the tier) and, on the way back, keeps a non-streamed answer in the
+// record as the stages below gave it (placeholders, never the values).
+func (e *Engine) resolveStage(next pipeline.Handler) pipeline.Handler {
+	return pipeline.HandlerFunc(func(ctx context.Context, pc *pipeline.Call) (*pipeline.Answer, error) {
+		c := callOf(pc)
+		if ae := e.resolve(c, pc.Request); ae != nil {
+			return nil, ae
+		}
+		ans, err := next.Serve(ctx, pc)
+		if err == nil && ans.Events == nil {
+			c.rec.Response = ans.Response
+		}
+		return ans, err
+	})
+}
+
+// resolve sets the call's route, tier and domain.
+func (e *Engine) resolve(c *callState, req *llm.Request) *llm.APIError {
+	rec := &c.rec
+	if e.classify != nil {
+		rec.Domain = e.classify(promptText(req))
+	}
+	rs := e.routes[req.Model]
+	if rs == nil && len(e.passthrough) > 0 && req.Model != "" {
+		var err error
+		if rs, err = e.passthroughRoute(req.Model, req.Format); errors.Is(err, ErrNoProvider) {
+			return &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Code: codeModelNotFound, Message: "model " + req.Model + ": " + err.Error()}
+		} else if err != nil {
+			return &llm.APIError{Status: http.StatusServiceUnavailable, Type: llm.ErrOverloaded, MeshCode: llm.MeshFallbackExhausted,
+				Message: "model " + req.Model + ": " + err.Error()}
+		}
+	}
+	if rs == nil {
+		return &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Code: codeModelNotFound, Message: e.notServed("model", req.Model)}
+	}
+	c.semThreshold = rs.semThreshold
+	if rs.tiers != nil {
+		c.tiers = rs.tiers
+		rs, c.tier = e.tierRoute(rs, promptText(req), rec)
+	}
+	c.rs = rs
+	rec.PrimaryModel, rec.primaryCap = rs.cands[0].Model, rs.cands[0].Capability
+	return nil
+}
+
+// serve is the chain's core: the call's deadline, then its attempts. A
+// call that ends here (an error, a response) has its deadline cancelled
+// and its record sealed; a stream does both when it is closed.
+func (e *Engine) serve(ctx context.Context, pc *pipeline.Call) (*pipeline.Answer, error) {
+	c := callOf(pc)
+	cancel := context.CancelFunc(func() {})
+	timeout := e.timeout
+	if c.call.Timeout > 0 {
+		timeout = c.call.Timeout
+	}
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errDeadline)
+	}
+	ans, err := e.attempt(ctx, c, pc.Request, cancel)
+	if err != nil || ans.Events == nil {
+		cancel()
+		if c.x != nil {
+			c.x.seal()
+		}
+	}
+	return ans, err
+}
+
+// attempt runs the call on its route: structured output, the rollout stage
+// and the valve, fragmentation, then the attempt chain.
+func (e *Engine) attempt(ctx context.Context, c *callState, req *llm.Request, cancel context.CancelFunc) (*pipeline.Answer, error) {
+	rec, rs, call := &c.rec, c.rs, c.call
+	if !c.shadowRun {
+		rs.retries.OnRequest()
+		rs.hedges.OnRequest()
+	}
+	if b := call.Behavior; b != nil && b.CalibrationID != "" {
+		if _, ok := e.cals.ByID(b.CalibrationID); e.cals == nil || !ok {
+			return nil, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest, Param: "mesh_behavior.calibration_id",
+				Message: fmt.Sprintf("mesh_behavior.calibration_id: no calibration %q (keel calibrate stores them)", b.CalibrationID)}
+		}
+	}
+	spec, err := e.outputSpecFor(ctx, req, call.Behavior)
+	if err != nil {
+		return nil, err
+	}
+	x := newExec(e, rs, req, call, rec)
+	c.x = x
+	x.tiers, x.tier = c.tiers, c.tier
+	x.policy = e.policy(rs, call.Behavior)
+	x.policy.Domain = rec.Domain
+	x.shadow = c.shadowRun
+	spec = e.stage(c, spec)
+	if rec.Stage == StageFull && !x.legacy {
+		if ans, ok, err := e.fuse(ctx, c, req, spec, cancel); ok {
+			return ans, err
+		}
+	}
+	won, err := x.run(ctx, req, "primary")
+	if err != nil {
+		return nil, x.clientError(ctx, err)
+	}
+	for _, d := range won.res.Dropped {
+		if !slices.Contains(rec.Dropped, d) {
+			rec.Dropped = append(rec.Dropped, d)
+		}
+	}
+	if won.res.Stream == nil {
+		return e.answer(ctx, c, won, spec)
+	}
+	return e.stream(ctx, c, won, spec, cancel)
+}
+
+// stage sets the call's rollout stage and whether it takes the legacy
+// path, and returns the output contract that applies at that stage.
+func (e *Engine) stage(c *callState, spec *outputSpec) *outputSpec {
+	rec, x := &c.rec, c.x
+	rec.Stage = e.stageFor(x.req, c.call)
+	if c.shadowLegacy {
+		rec.Stage = StageMonitor
+	}
+	if rec.Stage == StageMonitor || !e.valve.cfg.Disabled && e.valve.open(rec.Start) {
+		// Monitor-only rollout, or the safety valve is open: the plain
+		// path to the primary model.
+		x.legacy = true
+		rec.Legacy = true
+	}
+	if rec.Stage != StageFull {
+		return nil // answers pass untouched below the full stage
+	}
+	if spec != nil {
+		rec.Structured = spec.record()
+		rec.SchemaSource = rec.Structured.Source
+		if !x.legacy && spec.upstream(x.req) {
+			x.spec = spec
+		}
+	}
+	return spec
+}
+
+// fuse answers a long input by fragments when the call asks for it; ok is
+// false when it does not (or nothing was fused).
+func (e *Engine) fuse(ctx context.Context, c *callState, req *llm.Request, spec *outputSpec, cancel context.CancelFunc) (ans *pipeline.Answer, ok bool, err error) {
+	x := c.x
+	doc, idx, want := e.wantsFragments(req, c.call.Behavior)
+	if !want {
+		return nil, false, nil
+	}
+	resp, ferr := e.fragmented(ctx, x, doc, idx, spec)
+	if ferr != nil {
+		return nil, true, x.clientError(ctx, ferr)
+	}
+	if resp == nil {
+		return nil, false, nil
+	}
+	c.served, c.fused = x.fragServed, true
+	ans = &pipeline.Answer{Endpoint: x.fragServed.Endpoint}
+	if !req.Stream {
+		ans.Response = resp
+		return ans, true, nil
+	}
+	// Its attempts were settled as they finished.
+	ans.Events = pipeline.Finally(pipeline.Slice(synthesize(resp, 64)), func() {
+		cancel()
+		x.seal()
+	})
+	return ans, true, nil
+}
+
+// answer is a non-streamed winner's answer, checked against the output
+// contract.
+func (e *Engine) answer(ctx context.Context, c *callState, won *attempt, spec *outputSpec) (*pipeline.Answer, error) {
+	x := c.x
+	won.settle(nil)
+	won.release()
+	resp := won.res.Response
+	c.rec.Usage = resp.Usage
+	if won.tool {
+		translate.FoldOutputTool(resp)
+	}
+	if spec != nil {
+		var err error
+		if resp, err = x.checkStructured(ctx, spec, resp); err != nil {
+			return nil, err
+		}
+	}
+	ans := &pipeline.Answer{Endpoint: won.ep.Endpoint, Header: won.res.Header, Response: resp}
+	c.served = won.ep
+	if x.reasked != nil {
+		c.served, ans.Endpoint = x.reasked, x.reasked.Endpoint
+	}
+	return ans, nil
+}
+
+// stream is a streamed winner's answer: the relay, or the validated
+// answer replayed (strict structured output).
+func (e *Engine) stream(ctx context.Context, c *callState, won *attempt, spec *outputSpec, cancel context.CancelFunc) (*pipeline.Answer, error) {
+	x := c.x
+	st := newRelay(ctx, cancel, c, won)
+	c.relay = st
+	ans := &pipeline.Answer{Endpoint: won.ep.Endpoint, Header: won.res.Header, Events: st, Served: st.Served}
+	if spec == nil {
+		return ans, nil
+	}
+	// A relaxed stream passes through, unless the answer came as the
+	// forced output tool (JSON mode emulated on an Anthropic endpoint):
+	// that must be folded into text, which strict mode does.
+	if e.structOpts.RelaxedStreams && !won.tool {
+		st.relax(spec)
+	} else if err := st.strict(ctx, spec); err != nil {
+		st.schemaErr = asAPIError(err)
+		st.Close()
+		return nil, st.schemaErr
+	}
+	if x.reasked != nil {
+		ans.Endpoint = x.reasked.Endpoint
+	}
+	return ans, nil
+}
