@@ -34,9 +34,12 @@ func TestImportRules(t *testing.T) {
 		mod + "/internal/wire/translate": {mod + "/internal/llm", mod + "/internal/jsonx"},
 		mod + "/internal/wire": {mod + "/internal/llm", mod + "/internal/sse", mod + "/internal/jsonx",
 			mod + "/internal/wire/anthropic", mod + "/internal/wire/openai", mod + "/internal/wire/responses"},
-		mod + "/internal/structured": {"github.com/santhosh-tekuri/jsonschema/v6", mod + "/internal/llm"},
-		mod + "/internal/fragment":   {mod + "/internal/llm"},
+		// Stage packages: their logic, the pipeline contract and the leaves
+		// they read, never the engine.
+		mod + "/internal/structured": {"github.com/santhosh-tekuri/jsonschema/v6", mod + "/internal/llm", mod + "/internal/pipeline", mod + "/internal/wire/translate"},
+		mod + "/internal/fragment":   {mod + "/internal/llm", mod + "/internal/pipeline", mod + "/internal/provider", mod + "/internal/structured"},
 		mod + "/internal/classify":   {mod + "/internal/llm"},
+		mod + "/internal/rollout":    {mod + "/internal/llm", mod + "/internal/pipeline", mod + "/internal/resilience"},
 		mod + "/internal/health":     nil,
 		mod + "/internal/route":      nil,
 		mod + "/internal/pii":        {mod + "/internal/llm", mod + "/internal/pipeline"},

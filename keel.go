@@ -176,8 +176,6 @@ func New(cfg *config.Config, opts ...Option) (*Mesh, error) {
 	}
 	m.smetrics = &structured.Metrics{}
 	sopts := structuredOptions(cfg.StructuredOutput)
-	// The compile semaphore is process-wide; the last mesh built sizes it.
-	structured.SetLimits(sopts.Limits)
 	clf := classify.Default()
 	if len(cfg.Classifier.Lexicons) > 0 {
 		var copts []classify.Option

@@ -12,6 +12,7 @@ import (
 	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/shadow"
+	"github.com/keelmesh/keel/internal/structured"
 	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
@@ -33,10 +34,18 @@ type callState struct {
 
 	// x is the call's attempts (nil before the core ran); relay its
 	// stream when it streams from an upstream; fused is set for a fused
-	// (fragmented) answer, which no cache stores.
-	x     *exec
-	relay *relay
-	fused bool
+	// (fragmented) answer, which no cache stores; cancel ends the call's
+	// deadline.
+	x      *exec
+	relay  *relay
+	fused  bool
+	cancel context.CancelFunc
+	// structured is the structured-output stage's part (nil when no
+	// contract applied), reask the call's re-ask path and frag its
+	// fragment replicas.
+	structured *structured.Part
+	reask      *reasker
+	frag       *replicas
 	// served is the endpoint credited with the answer and err the client's
 	// error: set by the core (by a stream at its Close) and read by the
 	// finish.
@@ -133,30 +142,26 @@ func (s *Stream) Served() *provider.Endpoint { return s.ans.ServedBy() }
 
 // SchemaValid reports, for a relaxed structured stream after its end,
 // whether the answer was valid; ok is false when no schema applied.
-func (s *Stream) SchemaValid() (valid, ok bool) {
-	if s.c.relay == nil {
-		return false, false
-	}
-	return s.c.relay.SchemaValid()
-}
+func (s *Stream) SchemaValid() (valid, ok bool) { return s.c.structured.SchemaValid() }
 
 // compose builds the call pipeline once, outermost first (ARCHITECTURE.md):
 // personal data and shadow sampling face the client; below them, the part
-// a shadow call runs too: route resolution, the caches, then the core
-// (deadline, structured output, rollout and valve, fragmentation, the
-// attempt chain and the stream relay). A stage that is off is nil and
-// costs nothing.
+// a shadow call runs too: route resolution, the caches, the call's
+// admission (deadline, budgets, calibration), the rollout stage and valve,
+// structured output, fragmentation, then the core (the attempt chain and
+// the stream relay). A stage that is off is nil and costs nothing.
 func (e *Engine) compose(o Options) {
 	e.exactStage, e.semanticStage = e.cacheStages(o)
 	outer, inner := e.stages()
-	e.inner = pipeline.Chain(pipeline.HandlerFunc(e.serve), inner...)
+	e.inner = pipeline.Chain(pipeline.HandlerFunc(e.core), inner...)
 	e.handler = pipeline.Chain(e.inner, outer...)
 }
 
 // stages lists the pipeline's stages, outermost first: those that face the
 // client, and those a shadow call runs too.
 func (e *Engine) stages() (outer, inner []pipeline.Stage) {
-	return []pipeline.Stage{e.piiStage, e.shadowStage()}, []pipeline.Stage{e.resolveStage, e.exactStage, e.semanticStage}
+	return []pipeline.Stage{e.piiStage, e.shadowStage()},
+		[]pipeline.Stage{e.resolveStage, e.exactStage, e.semanticStage, e.admit, e.rolloutStage(), e.structuredStage(), e.fragmentStage()}
 }
 
 // resolveStage finds the call's route (its domain, the model or alias,
@@ -205,32 +210,34 @@ func (e *Engine) resolve(c *callState, req *llm.Request) *llm.APIError {
 	return nil
 }
 
-// serve is the chain's core: the call's deadline, then its attempts. A
-// call that ends here (an error, a response) has its deadline cancelled
-// and its record sealed; a stream does both when it is closed.
-func (e *Engine) serve(ctx context.Context, pc *pipeline.Call) (*pipeline.Answer, error) {
-	c := callOf(pc)
-	cancel := context.CancelFunc(func() {})
-	timeout := e.timeout
-	if c.call.Timeout > 0 {
-		timeout = c.call.Timeout
-	}
-	if timeout > 0 {
-		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errDeadline)
-	}
-	ans, err := e.attempt(ctx, c, pc.Request, cancel)
-	if err != nil || ans.Events == nil {
-		cancel()
-		if c.x != nil {
-			c.x.seal()
+// admit starts the call's attempts: its deadline, its route's budgets,
+// its calibration, its exec. A call that ends below (an error, a
+// response) has its deadline cancelled and its record sealed here; a
+// stream does both when it is closed.
+func (e *Engine) admit(next pipeline.Handler) pipeline.Handler {
+	return pipeline.HandlerFunc(func(ctx context.Context, pc *pipeline.Call) (*pipeline.Answer, error) {
+		c := callOf(pc)
+		c.cancel = func() {}
+		timeout := e.timeout
+		if c.call.Timeout > 0 {
+			timeout = c.call.Timeout
 		}
-	}
-	return ans, err
+		if timeout > 0 {
+			ctx, c.cancel = context.WithTimeoutCause(ctx, timeout, errDeadline)
+		}
+		ans, err := e.admitted(ctx, c, pc, next)
+		if err != nil || ans.Events == nil || c.fused {
+			// A fused stream is made: its attempts all ended.
+			c.cancel()
+			if c.x != nil {
+				c.x.seal()
+			}
+		}
+		return ans, err
+	})
 }
 
-// attempt runs the call on its route: structured output, the rollout stage
-// and the valve, fragmentation, then the attempt chain.
-func (e *Engine) attempt(ctx context.Context, c *callState, req *llm.Request, cancel context.CancelFunc) (*pipeline.Answer, error) {
+func (e *Engine) admitted(ctx context.Context, c *callState, pc *pipeline.Call, next pipeline.Handler) (*pipeline.Answer, error) {
 	rec, rs, call := &c.rec, c.rs, c.call
 	if !c.shadowRun {
 		rs.retries.OnRequest()
@@ -242,22 +249,19 @@ func (e *Engine) attempt(ctx context.Context, c *callState, req *llm.Request, ca
 				Message: fmt.Sprintf("mesh_behavior.calibration_id: no calibration %q (keel calibrate stores them)", b.CalibrationID)}
 		}
 	}
-	spec, err := e.outputSpecFor(ctx, req, call.Behavior)
-	if err != nil {
-		return nil, err
-	}
-	x := newExec(e, rs, req, call, rec)
+	x := newExec(e, rs, pc.Request, call, rec)
 	c.x = x
 	x.tiers, x.tier = c.tiers, c.tier
 	x.policy = e.policy(rs, call.Behavior)
 	x.policy.Domain = rec.Domain
 	x.shadow = c.shadowRun
-	spec = e.stage(c, spec)
-	if rec.Stage == StageFull && !x.legacy {
-		if ans, ok, err := e.fuse(ctx, c, req, spec, cancel); ok {
-			return ans, err
-		}
-	}
+	return next.Serve(ctx, pc)
+}
+
+// core runs the admitted call on its route: the attempt chain.
+func (e *Engine) core(ctx context.Context, pc *pipeline.Call) (*pipeline.Answer, error) {
+	c := callOf(pc)
+	rec, x, req := &c.rec, c.x, pc.Request
 	won, err := x.run(ctx, req, "primary")
 	if err != nil {
 		return nil, x.clientError(ctx, err)
@@ -268,71 +272,14 @@ func (e *Engine) attempt(ctx context.Context, c *callState, req *llm.Request, ca
 		}
 	}
 	if won.res.Stream == nil {
-		return e.answer(ctx, c, won, spec)
+		return e.answer(c, won), nil
 	}
-	return e.stream(ctx, c, won, spec, cancel)
+	return e.stream(ctx, c, won, c.cancel), nil
 }
 
-// stage sets the call's rollout stage and whether it takes the legacy
-// path, and returns the output contract that applies at that stage.
-func (e *Engine) stage(c *callState, spec *outputSpec) *outputSpec {
-	rec, x := &c.rec, c.x
-	rec.Stage = e.stageFor(x.req, c.call)
-	if c.shadowLegacy {
-		rec.Stage = StageMonitor
-	}
-	if rec.Stage == StageMonitor || !e.valve.cfg.Disabled && e.valve.open(rec.Start) {
-		// Monitor-only rollout, or the safety valve is open: the plain
-		// path to the primary model.
-		x.legacy = true
-		rec.Legacy = true
-	}
-	if rec.Stage != StageFull {
-		return nil // answers pass untouched below the full stage
-	}
-	if spec != nil {
-		rec.Structured = spec.record()
-		rec.SchemaSource = rec.Structured.Source
-		if !x.legacy && spec.upstream(x.req) {
-			x.spec = spec
-		}
-	}
-	return spec
-}
-
-// fuse answers a long input by fragments when the call asks for it; ok is
-// false when it does not (or nothing was fused).
-func (e *Engine) fuse(ctx context.Context, c *callState, req *llm.Request, spec *outputSpec, cancel context.CancelFunc) (ans *pipeline.Answer, ok bool, err error) {
-	x := c.x
-	doc, idx, want := e.wantsFragments(req, c.call.Behavior)
-	if !want {
-		return nil, false, nil
-	}
-	resp, ferr := e.fragmented(ctx, x, doc, idx, spec)
-	if ferr != nil {
-		return nil, true, x.clientError(ctx, ferr)
-	}
-	if resp == nil {
-		return nil, false, nil
-	}
-	c.served, c.fused = x.fragServed, true
-	ans = &pipeline.Answer{Endpoint: x.fragServed.Endpoint}
-	if !req.Stream {
-		ans.Response = resp
-		return ans, true, nil
-	}
-	// Its attempts were settled as they finished.
-	ans.Events = pipeline.Finally(pipeline.Slice(synthesize(resp, 64)), func() {
-		cancel()
-		x.seal()
-	})
-	return ans, true, nil
-}
-
-// answer is a non-streamed winner's answer, checked against the output
-// contract.
-func (e *Engine) answer(ctx context.Context, c *callState, won *attempt, spec *outputSpec) (*pipeline.Answer, error) {
-	x := c.x
+// answer is a non-streamed winner's answer, a forced output tool folded
+// into text.
+func (e *Engine) answer(c *callState, won *attempt) *pipeline.Answer {
 	won.settle(nil)
 	won.release()
 	resp := won.res.Response
@@ -340,42 +287,13 @@ func (e *Engine) answer(ctx context.Context, c *callState, won *attempt, spec *o
 	if won.tool {
 		translate.FoldOutputTool(resp)
 	}
-	if spec != nil {
-		var err error
-		if resp, err = x.checkStructured(ctx, spec, resp); err != nil {
-			return nil, err
-		}
-	}
-	ans := &pipeline.Answer{Endpoint: won.ep.Endpoint, Header: won.res.Header, Response: resp}
 	c.served = won.ep
-	if x.reasked != nil {
-		c.served, ans.Endpoint = x.reasked, x.reasked.Endpoint
-	}
-	return ans, nil
+	return &pipeline.Answer{Endpoint: won.ep.Endpoint, Header: won.res.Header, Response: resp}
 }
 
-// stream is a streamed winner's answer: the relay, or the validated
-// answer replayed (strict structured output).
-func (e *Engine) stream(ctx context.Context, c *callState, won *attempt, spec *outputSpec, cancel context.CancelFunc) (*pipeline.Answer, error) {
-	x := c.x
+// stream is a streamed winner's answer: the relay.
+func (e *Engine) stream(ctx context.Context, c *callState, won *attempt, cancel context.CancelFunc) *pipeline.Answer {
 	st := newRelay(ctx, cancel, c, won)
 	c.relay = st
-	ans := &pipeline.Answer{Endpoint: won.ep.Endpoint, Header: won.res.Header, Events: st, Served: st.Served}
-	if spec == nil {
-		return ans, nil
-	}
-	// A relaxed stream passes through, unless the answer came as the
-	// forced output tool (JSON mode emulated on an Anthropic endpoint):
-	// that must be folded into text, which strict mode does.
-	if e.structOpts.RelaxedStreams && !won.tool {
-		st.relax(spec)
-	} else if err := st.strict(ctx, spec); err != nil {
-		st.schemaErr = asAPIError(err)
-		st.Close()
-		return nil, st.schemaErr
-	}
-	if x.reasked != nil {
-		ans.Endpoint = x.reasked.Endpoint
-	}
-	return ans, nil
+	return &pipeline.Answer{Endpoint: won.ep.Endpoint, Header: won.res.Header, Events: st, Served: st.Served}
 }

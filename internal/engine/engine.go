@@ -39,6 +39,7 @@ import (
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/resilience"
+	"github.com/keelmesh/keel/internal/rollout"
 	"github.com/keelmesh/keel/internal/route"
 	"github.com/keelmesh/keel/internal/shadow"
 	"github.com/keelmesh/keel/internal/structured"
@@ -174,12 +175,15 @@ type Engine struct {
 	normOff      bool
 	// smetrics counts validated, repaired, re-asked and failed answers.
 	smetrics *structured.Metrics
-	log      *slog.Logger
-	obs      Observer
-	events   events // obs under its optional interfaces (events.go)
-	now      func() time.Time
-	rnd      func(int) int
-	prices   func(string) (pricing.Price, bool)
+	// schemas compiles client schemas under structOpts.Limits, with this
+	// engine's own compile slots.
+	schemas *structured.Compiler
+	log     *slog.Logger
+	obs     Observer
+	events  events // obs under its optional interfaces (events.go)
+	now     func() time.Time
+	rnd     func(int) int
+	prices  func(string) (pricing.Price, bool)
 	// exactStage and semanticStage are the response caches (nil when
 	// off).
 	exactStage, semanticStage pipeline.Stage
@@ -192,8 +196,8 @@ type Engine struct {
 	hedgingOff  atomic.Bool
 	recoveryOff atomic.Bool
 
-	valve    *valve
-	rollout  atomic.Pointer[Rollout]
+	valve    *rollout.Valve
+	rollout  *rollout.Plan
 	stop     chan struct{}
 	probes   sync.WaitGroup
 	closed   atomic.Bool
@@ -279,15 +283,13 @@ func New(o Options) (*Engine, error) {
 	if e.smetrics == nil {
 		e.smetrics = &structured.Metrics{}
 	}
+	e.schemas = structured.NewCompiler(o.Structured.Limits)
 	if e.piiStage, err = e.newPIIStage(o.PII); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e.stop = make(chan struct{})
-	e.valve, e.events = newValve(r.Valve), newEvents(o.Observer)
-	if r.Rollout.Stage == "" && r.Rollout.Percent == 0 {
-		r.Rollout = Rollout{Stage: StageFull, Percent: 100}
-	}
-	if err := e.SetRollout(r.Rollout); err != nil {
+	e.valve, e.events = rollout.NewValve(r.Valve), newEvents(o.Observer)
+	if e.rollout, err = rollout.NewPlan(r.Rollout); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e.probeInt = r.ProbeInterval
@@ -387,9 +389,7 @@ func (e *Engine) addAlias(a string, spec Alias, byModel map[string][]*endpoint, 
 		return fmt.Errorf("engine: alias %q has the name of a model", a)
 	}
 	if t := spec.Tiering; t != nil && len(spec.Models) == 0 {
-		for _, m := range []string{t.Middle, t.Strong, t.Cheap} {
-			spec.Models = appendNew(spec.Models, m)
-		}
+		spec.Models = t.AliasModels()
 	}
 	chain, err := aliasChain(a, spec.Models, byModel)
 	if err != nil {
@@ -607,16 +607,7 @@ func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
 	if rec.done != nil {
 		rec.done(rec)
 	}
-	if !e.valve.cfg.Disabled && !rec.Legacy && (rec.Err == nil || rec.Err.MeshCode != "") {
-		// Calls the client got wrong (400s) say nothing about the mesh. The
-		// valve counts fallbacks to a weaker model — the cascade it exists
-		// to stop — not a region failover within the model, nor a fallback
-		// to an equal or stronger one (dropping to the plain path then
-		// would turn a survivable whole-model overload into errors).
-		if ev, rate, n := e.valve.observe(rec.Start, rec.Downgraded); ev != "" {
-			e.alert(ev, rate, n)
-		}
-	}
+	e.countValve(rec)
 	if e.obs != nil {
 		e.obs.RequestDone(rec)
 	}
@@ -646,19 +637,5 @@ func (e *Engine) Close() {
 	e.probes.Wait()
 }
 
-// promptText is the text the domain classifier reads: the system prompt and
-// the last user turn.
-func promptText(req *llm.Request) string {
-	sys := req.SystemText()
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if req.Messages[i].Role == llm.RoleUser {
-			if t := req.Messages[i].Text(); t != "" {
-				if sys == "" {
-					return t
-				}
-				return sys + "\n\n" + t
-			}
-		}
-	}
-	return sys
-}
+// promptText is the text the domain classifier reads (llm.Request.PromptText).
+func promptText(req *llm.Request) string { return req.PromptText() }

@@ -133,9 +133,7 @@ func valveEngine(t *testing.T, cfg ValveConfig, obs Observer, now *time.Time) *E
 
 // countCall feeds one finished call to the valve the way finish does.
 func countCall(e *Engine, fallback bool) {
-	if ev, rate, n := e.valve.observe(e.now(), fallback); ev != "" {
-		e.alert(ev, rate, n)
-	}
+	e.countValve(&Record{Start: e.now(), Downgraded: fallback})
 }
 
 // TestValveEmitsEvents: the valve reports its opening (with the rate, the

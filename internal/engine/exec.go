@@ -47,10 +47,8 @@ type exec struct {
 	tiers *tiers
 	tier  int
 	// reasked is the endpoint whose re-asked answer replaced the first
-	// (checkStructured): the one credited with the answer.
+	// (the structured stage): the one credited with the answer.
 	reasked *endpoint
-	// fragServed is the endpoint credited with a fused answer.
-	fragServed *endpoint
 	// side, when set, is the Side call whose attempt replaces the model
 	// call (side.go).
 	side *Side

@@ -88,7 +88,7 @@ func TestRequestEntersEachStageOnce(t *testing.T) {
 			}
 			// Re-compose the engine's own stages with a tracer before each.
 			outer, inner := e.stages()
-			names := []string{"pii", "shadow", "resolve", "cache", "semcache"}
+			names := []string{"pii", "shadow", "resolve", "cache", "semcache", "admit", "rollout", "structured", "fragment"}
 			var traced []pipeline.Stage
 			for i, st := range append(outer, inner...) {
 				if st == nil {
@@ -97,7 +97,7 @@ func TestRequestEntersEachStageOnce(t *testing.T) {
 				traced = append(traced, trace(names[i]), st)
 			}
 			traced = append(traced, trace("core"))
-			e.inner = pipeline.Chain(pipeline.HandlerFunc(e.serve), traced[2*len(outer):]...)
+			e.inner = pipeline.Chain(pipeline.HandlerFunc(e.core), traced[2*len(outer):]...)
 			e.handler = pipeline.Chain(e.inner, traced[:2*len(outer)]...)
 
 			r := call(t, e, ask(llm.FormatAnthropic, "al", stream))
@@ -107,10 +107,22 @@ func TestRequestEntersEachStageOnce(t *testing.T) {
 			if err := e.DrainShadows(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			want := []string{"down pii", "down shadow", "down resolve", "down cache", "down semcache", "down core",
-				"up core", "up semcache", "up cache", "up resolve", "up shadow", "up pii",
-				// the shadow call, after the client's: the inner stages only
-				"down resolve", "down cache", "down semcache", "down core", "up core", "up semcache", "up cache", "up resolve"}
+			below := []string{"resolve", "cache", "semcache", "admit", "rollout", "structured", "fragment", "core"}
+			var want []string
+			for _, n := range append([]string{"pii", "shadow"}, below...) {
+				want = append(want, "down "+n)
+			}
+			for i := len(below) - 1; i >= 0; i-- {
+				want = append(want, "up "+below[i])
+			}
+			want = append(want, "up shadow", "up pii")
+			// the shadow call, after the client's: the below stages only
+			for _, n := range below {
+				want = append(want, "down "+n)
+			}
+			for i := len(below) - 1; i >= 0; i-- {
+				want = append(want, "up "+below[i])
+			}
 			if fmt.Sprint(trail) != fmt.Sprint(want) {
 				t.Fatalf("trail\n%v\nwant\n%v", trail, want)
 			}

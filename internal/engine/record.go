@@ -3,7 +3,9 @@ package engine
 import (
 	"time"
 
+	"github.com/keelmesh/keel/internal/fragment"
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/structured"
 )
 
 // Observer receives one Record per finished client call (for a stream: when
@@ -162,45 +164,17 @@ type Record struct {
 	Response *llm.Response
 }
 
-// Structured describes the output contract of a call.
-type Structured struct {
-	// Source is "given" or "implied"; Origin names where a given schema
-	// came from (mesh_behavior.output_schema, response_format.json_schema,
-	// output_config.format, forced_tool).
-	Source, Origin string
-	// Sentence is the system-prompt text an implied schema was read from.
-	Sentence string
-	// Required lists the keys the schema requires at its top level.
-	Required []string
-	// Schema is the JSON Schema validated against.
-	Schema []byte
-	// Sent says the schema was also sent upstream in the endpoint's form.
-	Sent bool
-	// InvalidAnswer is the first answer that failed validation, cut at
-	// 4 KiB.
-	InvalidAnswer string
-}
+// Structured describes the output contract of a call (structured.Trace).
+type Structured = structured.Trace
 
-// FragmentDetail is one fragment of a fragmented call.
-type FragmentDetail struct {
-	// Start and End delimit the fragment's own bytes [Start, End) of the
-	// document.
-	Start, End int
-	// Endpoints lists every endpoint its replicas sent an attempt to.
-	Endpoints []string
-	// Outcome is FragmentOK, FragmentInvalid or FragmentFailed.
-	Outcome string
-}
+// FragmentDetail is one fragment of a fragmented call (fragment.Detail).
+type FragmentDetail = fragment.Detail
 
-// Fragment outcomes.
+// Fragment outcomes (fragment.OutcomeOK …).
 const (
-	// FragmentOK: a replica's answer went into the fused answer.
-	FragmentOK = "ok"
-	// FragmentInvalid: replicas answered, but none with a usable answer
-	// (not a JSON object where one was asked for).
-	FragmentInvalid = "invalid"
-	// FragmentFailed: every replica failed.
-	FragmentFailed = "failed"
+	FragmentOK      = fragment.OutcomeOK
+	FragmentInvalid = fragment.OutcomeInvalid
+	FragmentFailed  = fragment.OutcomeFailed
 )
 
 // Attempt is one upstream attempt.

@@ -10,6 +10,7 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/provider"
+	"github.com/keelmesh/keel/internal/structured"
 )
 
 // Defect 13.2: mesh_behavior.output_schema validated the answer but never
@@ -223,6 +224,31 @@ func TestViolationMessageNamesARealPath(t *testing.T) {
 		}
 		if strings.Contains(ae.Message, ": : ") || !strings.Contains(ae.Message, "could not be repaired: (root): not valid JSON") {
 			t.Errorf("message %q, want the root path named", ae.Message)
+		}
+	})
+}
+
+// Issue 26: the schema limits were process-wide (structured.SetLimits), so
+// the last mesh built, or a reload, sized every other mesh's compile slots.
+// Each engine applies its own limits and slots (structured.Compiler; the
+// slots' independence is tested there): a schema one engine refuses,
+// another built after it with wider limits accepts, and the first still
+// refuses it.
+func TestSchemaLimitsArePerEngine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := &scripted{id: "a", format: llm.FormatOpenAI, script: always(openaiJSON(`{"risk_level":"high","confidence_score":0.9}`))}
+		h := newHarness(t, a)
+		narrow := h.engine(Options{Structured: StructuredOptions{Limits: structured.Limits{MaxProperties: 1, MaxConcurrentCompiles: 1}}}, h.endpoints("m", "a")...)
+		wide := h.engine(Options{Structured: StructuredOptions{Limits: structured.Limits{MaxProperties: 10, MaxConcurrentCompiles: 4}}}, h.endpoints("m", "a")...)
+		if _, ae := callWith(t, wide, ask(llm.FormatOpenAI, "m", false), &Behavior{OutputSchema: riskSchema}); ae != nil {
+			t.Fatalf("engine with max 10 properties: %v", ae)
+		}
+		_, ae := callWith(t, narrow, ask(llm.FormatOpenAI, "m", false), &Behavior{OutputSchema: riskSchema})
+		if ae == nil || ae.Status != 400 || !strings.Contains(ae.Message, "structured_output.max_schema_properties") {
+			t.Fatalf("engine with max 1 property, built before the other: %v, want 400 naming max_schema_properties", ae)
+		}
+		if got := narrow.schemas.Limits(); got.MaxProperties != 1 || got.MaxConcurrentCompiles != 1 {
+			t.Errorf("narrow engine's limits %+v after the wide one was built, want MaxProperties 1 and 1 compile slot", got)
 		}
 	})
 }

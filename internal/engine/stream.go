@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strings"
 
@@ -10,14 +9,11 @@ import (
 	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
 	rl "github.com/keelmesh/keel/internal/relay"
-	"github.com/keelmesh/keel/internal/structured"
 	"github.com/keelmesh/keel/internal/wire"
-	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
 // relay is a streamed call's innermost Events: the stream relay
-// (internal/relay) over the call's attempts (legs), or, after strict
-// structured output, the validated answer replayed. Close settles the last
+// (internal/relay) over the call's attempts (legs). Close settles the last
 // attempt, completes the record's stream fields and tells end how the
 // stream ended; it does not finish the call (Engine.Do's finish does, once
 // the outermost stream is closed). A relay is used by one goroutine.
@@ -27,17 +23,6 @@ type relay struct {
 	c      *callState
 	cancel context.CancelFunc
 	closed bool
-
-	// synth, when set, replaces the upstream: a buffered, validated answer
-	// re-emitted as events (strict structured output); usage is then its
-	// usage.
-	synth     []*llm.Event
-	synthMode bool
-	usage     *llm.Usage
-	// relaxed, when set, is validated at the end of a streamed-through answer.
-	relaxed *outputSpec
-	// schemaErr is set when a strict structured answer was refused.
-	schemaErr *llm.APIError
 }
 
 // newRelay relays the answer of c's winning attempt a; cancel is the
@@ -53,86 +38,17 @@ func newRelay(ctx context.Context, cancel context.CancelFunc, c *callState, a *a
 func (s *relay) end(served *endpoint, ae *llm.APIError) { s.c.served, s.c.err = served, ae }
 
 // Next returns the next event for the client; io.EOF after its end.
-func (s *relay) Next() (*llm.Event, error) {
-	if !s.synthMode {
-		return s.r.Next()
-	}
-	s.legs.Recycle()
-	if len(s.synth) == 0 {
-		return nil, io.EOF
-	}
-	ev := s.synth[0]
-	s.synth = s.synth[1:]
-	return ev, nil
-}
+func (s *relay) Next() (*llm.Event, error) { return s.r.Next() }
 
 // Ready reports whether Next returns without waiting on an upstream.
-func (s *relay) Ready() bool {
-	if s.synthMode {
-		return len(s.synth) > 0
-	}
-	return s.r.Ready()
-}
-
-// strict buffers the whole answer, validates and repairs it (re-asking
-// once if needed), and replaces the stream by the result.
-func (s *relay) strict(ctx context.Context, sp *outputSpec) error {
-	resp, err := accumulate(s)
-	if failed, endErr := s.r.Failed(); err != nil || failed {
-		if endErr != nil {
-			return endErr
-		}
-		if ae, ok := err.(*llm.APIError); ok {
-			return ae
-		}
-		return &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted, Message: "upstream stream failed"}
-	}
-	x := s.legs.x
-	x.rec.Usage = resp.Usage
-	if s.legs.cur != nil && s.legs.cur.tool {
-		translate.FoldOutputTool(resp)
-	}
-	resp, err = x.checkStructured(ctx, sp, resp)
-	if err != nil {
-		return err
-	}
-	s.synth = synthesize(resp, 64)
-	s.synthMode = true
-	u := resp.Usage
-	s.usage = &u
-	return nil
-}
-
-// relax validates the streamed-through answer against sp at its end.
-// Relaxed mode delivers the answer as streamed: a repair that would change
-// it cannot be applied any more.
-func (s *relay) relax(sp *outputSpec) {
-	s.relaxed = sp
-	x := s.legs.x
-	s.r.AtStop(sp.tool != "", func(text string) {
-		res := structured.Repair(text, sp.schema, structured.Options{})
-		x.e.smetrics.Observe(res)
-		if !res.Valid || res.Changed {
-			x.rec.SchemaViolation = true
-			x.e.smetrics.Failed.Add(1)
-		}
-	})
-}
-
-// SchemaValid reports, for a relaxed structured stream after its end,
-// whether the answer was valid; ok is false when no schema applied.
-func (s *relay) SchemaValid() (valid, ok bool) {
-	if s.relaxed == nil || !s.r.Finished() {
-		return false, false
-	}
-	return !s.legs.x.rec.SchemaViolation, true
-}
+func (s *relay) Ready() bool { return s.r.Ready() }
 
 // Served is the endpoint serving the stream now.
 func (s *relay) Served() *provider.Endpoint { return s.served().Endpoint }
 
 // served is the endpoint credited with the answer: the one whose re-asked
-// answer replaced the first (strict structured streams), else the current.
+// answer replaced the first (the structured stage's strict streams), else
+// the current.
 func (s *relay) served() *endpoint {
 	if x := s.legs.x; x.reasked != nil {
 		return x.reasked
@@ -156,22 +72,18 @@ func (s *relay) Close() error {
 	s.cancel()
 	x.seal()
 	rec := x.rec
-	if s.usage != nil {
-		rec.Usage = *s.usage
-	} else if u, ok := s.r.Usage(); ok {
+	if u, ok := s.r.Usage(); ok {
 		rec.Usage = u
 	}
 	rec.TTFT = cur.ttft
 	failed, endErr := s.r.Failed()
-	if !failed && s.schemaErr == nil {
+	if !failed {
 		// The answer as the client received it, for the request log.
 		rec.Response = s.r.Received()
 	}
 	switch {
 	case failed:
 		s.end(nil, endErr)
-	case s.schemaErr != nil:
-		s.end(nil, s.schemaErr)
 	case !s.r.Finished():
 		s.end(s.served(), &llm.APIError{Status: 499, Type: llm.ErrAPI, Message: "client closed the stream"})
 	default:

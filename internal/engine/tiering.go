@@ -7,53 +7,28 @@ import (
 	"github.com/keelmesh/keel/internal/route"
 )
 
-// Tiering routes an alias's calls by the complexity of the prompt: a simple
-// prompt to the Cheap model, a medium one to Middle, a complex one to
-// Strong (classify.Complexity). Each tier's route is an ordered chain: its
-// model first, then the stronger tiers, then the weaker ones, so an
-// unavailable tier falls back upwards before it falls back downwards.
-type Tiering struct {
-	Cheap, Middle, Strong string
-	// Escalate sends the re-ask of an answer that failed validation (a
-	// schema violation the repair could not fix) to the next tier up
-	// instead of the same one.
-	Escalate bool
-}
-
-// Tier names, by complexity class (Record.Tier, X-Mesh-Tier).
-var tierNames = [3]string{"cheap", "middle", "strong"}
+// Tiering routes an alias's calls by the complexity of the prompt
+// (classify.Tiering).
+type Tiering = complexity.Tiering
 
 // tiers is a tiered alias's routes, by complexity class.
 type tiers struct {
-	routes   [3]*routeState
-	escalate bool
+	routes [complexity.Tiers]*routeState
+	cfg    Tiering
 }
 
 // newTiers builds the tier routes of alias a from the endpoints by model.
 func (e *Engine) newTiers(a string, t *Tiering, byModel map[string][]*endpoint) (*tiers, error) {
-	models := [3]string{t.Cheap, t.Middle, t.Strong}
-	for i, m := range models {
-		if m == "" {
-			return nil, fmt.Errorf("engine: alias %q: tiering names no %s model", a, tierNames[i])
-		}
-		if len(byModel[m]) == 0 {
-			return nil, fmt.Errorf("engine: alias %q: tiering names unknown model %q", a, m)
-		}
+	if err := t.Check(a, func(m string) bool { return len(byModel[m]) > 0 }); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
 	}
-	ts := &tiers{escalate: t.Escalate}
-	for i := range models {
-		var order []string
-		for j := i; j < len(models); j++ {
-			order = appendNew(order, models[j])
-		}
-		for j := i - 1; j >= 0; j-- {
-			order = appendNew(order, models[j])
-		}
+	ts := &tiers{cfg: *t}
+	for i := range ts.routes {
 		var chain []*endpoint
-		for _, m := range order {
+		for _, m := range t.Order(i) {
 			chain = append(chain, byModel[m]...)
 		}
-		rs, err := e.newRoute(a+"/"+tierNames[i], chain, route.Ordered)
+		rs, err := e.newRoute(a+"/"+complexity.TierNames[i], chain, route.Ordered)
 		if err != nil {
 			return nil, err
 		}
@@ -62,29 +37,26 @@ func (e *Engine) newTiers(a string, t *Tiering, byModel map[string][]*endpoint) 
 	return ts, nil
 }
 
-func appendNew(s []string, v string) []string {
-	if contains(s, v) {
-		return s
-	}
-	return append(s, v)
-}
-
 // tierRoute classifies req's prompt and returns the route of its tier,
 // noting the class and tier in rec.
 func (e *Engine) tierRoute(rs *routeState, prompt string, rec *Record) (*routeState, int) {
 	c := e.complexity(prompt)
-	k := min(max(int(c), 0), 2)
-	rec.Complexity, rec.Tier = c.String(), tierNames[k]
+	k := complexity.Tier(c)
+	rec.Complexity, rec.Tier = c.String(), complexity.TierNames[k]
 	return rs.tiers.routes[k], k
 }
 
 // escalate moves the call to the next tier up before a re-ask, when its
 // alias escalates and a stronger tier is left; it reports whether it did.
 func (x *exec) escalate() bool {
-	if x.tiers == nil || !x.tiers.escalate || x.tier >= len(x.tiers.routes)-1 {
+	if x.tiers == nil {
 		return false
 	}
-	x.tier++
+	next, ok := x.tiers.cfg.Escalation(x.tier)
+	if !ok {
+		return false
+	}
+	x.tier = next
 	rs := x.tiers.routes[x.tier]
 	n := len(rs.cands)
 	b := make([]bool, 2*n)
@@ -94,7 +66,7 @@ func (x *exec) escalate() bool {
 	x.overloaded = nil
 	x.mu.Unlock()
 	x.policy.Strategy = rs.strategy
-	x.rec.Tier, x.rec.Escalated = tierNames[x.tier], true
+	x.rec.Tier, x.rec.Escalated = complexity.TierNames[x.tier], true
 	return true
 }
 

@@ -13,7 +13,12 @@
 // lost input ranges are reported, never hidden.
 //
 // Both functions are pure: they do no I/O, never block, keep no state and are
-// safe for concurrent use. The package imports only the standard library.
+// safe for concurrent use.
+//
+// NewStage is the call pipeline's fragmentation stage: it splits a call's
+// long document, fans the fragments out to distinct endpoints through the
+// attempt path it is given (a consumer-side Replicas), and answers with the
+// fused answer; it never imports the engine.
 package fragment
 
 import (

@@ -177,6 +177,24 @@ func (r *Request) SystemText() string {
 	return strings.Join(parts, "\n\n")
 }
 
+// PromptText is the text a prompt reader (the domain and complexity
+// classifiers, structured-output repair) reads: the system prompt and the
+// last user turn with text, joined by a blank line.
+func (r *Request) PromptText() string {
+	sys := r.SystemText()
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == RoleUser {
+			if t := r.Messages[i].Text(); t != "" {
+				if sys == "" {
+					return t
+				}
+				return sys + "\n\n" + t
+			}
+		}
+	}
+	return sys
+}
+
 // Message is one turn.
 type Message struct {
 	Role    Role

@@ -139,13 +139,6 @@ type Relay struct {
 	own       llm.Usage
 	ownOut    bool
 	ownDeltas int
-
-	// text collects the answer's text (and, with toolJSON, a tool call's
-	// arguments) for atStop, when set.
-	collect  bool
-	toolJSON bool
-	text     strings.Builder
-	atStop   func(text string)
 }
 
 type clientBlock struct {
@@ -164,12 +157,6 @@ func New(up Upstream, r Retries) *Relay {
 // Init makes a zero Relay (one held by value) relay up's answer, taking
 // a continuation's retry from r.
 func (s *Relay) Init(up Upstream, r Retries) { s.up, s.retries, s.idxMap = up, r, map[int]int{} }
-
-// AtStop has f called with the answer's text (and, with toolJSON, the
-// forced tool call's arguments) when its message_stop passes.
-func (s *Relay) AtStop(toolJSON bool, f func(text string)) {
-	s.collect, s.toolJSON, s.atStop = true, toolJSON, f
-}
 
 // Finished reports whether the answer reached its message_stop; Failed
 // whether the stream ended with an error event, and that error.
@@ -440,9 +427,6 @@ func (s *Relay) forward(ev *llm.Event) (*llm.Event, bool) {
 		return s.messageDelta(ev), true
 	case llm.EventMessageStop:
 		s.finished = true
-		if s.atStop != nil {
-			s.atStop(s.text.String())
-		}
 		return ev, true
 	}
 	return ev, true
@@ -490,11 +474,6 @@ func (s *Relay) blockDelta(ev *llm.Event) (*llm.Event, bool) {
 			}
 		}
 		s.blocks[k].text.WriteString(text)
-		if s.collect {
-			s.text.WriteString(text)
-		}
-	} else if ev.DeltaType == llm.DeltaInputJSON && s.collect && s.toolJSON {
-		s.text.WriteString(ev.Delta)
 	}
 	return reindex(ev, k), true
 }

@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -69,8 +68,8 @@ type Limits struct {
 	// Config key: structured_output.max_schema_expansion.
 	MaxExpansion int
 	// MaxConcurrentCompiles bounds how many distinct schemas compile at
-	// once across the process; callers beyond it wait (under their
-	// context). Default: half of GOMAXPROCS, at least one, so a flood of
+	// once through one Compiler (one mesh); callers beyond it wait (under
+	// their context). Default: half of GOMAXPROCS, at least one, so a flood of
 	// distinct schemas leaves the other cores to the traffic.
 	// Config key: structured_output.max_concurrent_schema_compiles.
 	MaxConcurrentCompiles int
@@ -111,25 +110,6 @@ func (l Limits) withDefaults() Limits {
 		MaxExpansion:          pick(l.MaxExpansion, d.MaxExpansion),
 		MaxConcurrentCompiles: pick(l.MaxConcurrentCompiles, d.MaxConcurrentCompiles),
 	}
-}
-
-var current atomic.Pointer[Limits]
-
-// SetLimits sets the limits Compile applies (zero fields: defaults). It is
-// safe for concurrent use; compiles already running finish under the limits
-// they started with.
-func SetLimits(l Limits) {
-	l = l.withDefaults()
-	current.Store(&l)
-	setCompileSlots(l.MaxConcurrentCompiles)
-}
-
-// CurrentLimits returns the limits Compile applies, defaults filled in.
-func CurrentLimits() Limits {
-	if l := current.Load(); l != nil {
-		return *l
-	}
-	return DefaultLimits()
 }
 
 // ErrSchemaLimit is matched (errors.Is) by every *LimitError.

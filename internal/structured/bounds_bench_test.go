@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// compileFresh is CompileContext without the cache: the cost a schema never
+// compileFresh is Compiler.Compile without the cache: the cost a schema never
 // seen before puts on a core.
 func compileFresh(raw []byte, lim Limits) error {
 	canon, err := prescan(raw, lim)
@@ -73,7 +73,7 @@ func BenchmarkHostileSchemas(b *testing.B) {
 func BenchmarkHostileValidate(b *testing.B) {
 	fan := mustCompile(b, fanOut(3, 10))
 	near := mustCompile(b, fanOut(4, 8)) // 9,362 applications
-	// The doubling recursion is refused by CompileContext; compile it
+	// The doubling recursion is refused by Compiler.Compile; compile it
 	// directly to measure what the refusal prevents.
 	rec, err := compile(json.RawMessage(`{"$defs":{"n":{"allOf":[{"$ref":"#/$defs/x"},{"$ref":"#/$defs/x"}]},"x":{"type":"object","properties":{"c":{"$ref":"#/$defs/n"}}}},"$ref":"#/$defs/n"}`))
 	if err != nil {

@@ -182,7 +182,7 @@ func hostileCases() []hostileCase {
 func TestHostileSchemas(t *testing.T) {
 	for _, tc := range hostileCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := CompileContext(context.Background(), json.RawMessage(tc.schema), Limits{})
+			_, err := NewCompiler(Limits{}).Compile(context.Background(), json.RawMessage(tc.schema))
 			var le *LimitError
 			switch tc.limit {
 			case "":
@@ -235,27 +235,33 @@ func TestRefCycleValidates(t *testing.T) {
 	}
 }
 
-func TestSetLimits(t *testing.T) {
-	defer SetLimits(Limits{})
-	SetLimits(Limits{MaxDepth: 5})
-	if got := CurrentLimits(); got.MaxDepth != 5 || got.MaxBytes != DefaultLimits().MaxBytes {
-		t.Errorf("CurrentLimits %+v, want MaxDepth 5 and the other defaults", got)
+// A Compiler applies its own limits, whatever other Compilers apply: two
+// meshes (or a mesh and its reload) never change each other's.
+func TestCompilerLimits(t *testing.T) {
+	c := NewCompiler(Limits{MaxDepth: 5})
+	if got := c.Limits(); got.MaxDepth != 5 || got.MaxBytes != DefaultLimits().MaxBytes {
+		t.Errorf("Limits %+v, want MaxDepth 5 and the other defaults", got)
 	}
-	if _, err := Compile(json.RawMessage(nested(5))); err != nil {
+	other := NewCompiler(Limits{MaxDepth: 100})
+	if _, err := other.Compile(context.Background(), json.RawMessage(nested(6))); err != nil {
+		t.Errorf("depth 6 under MaxDepth 100: %v", err)
+	}
+	if _, err := c.Compile(context.Background(), json.RawMessage(nested(5))); err != nil {
 		t.Errorf("depth 5: %v", err)
 	}
-	_, err := Compile(json.RawMessage(nested(6)))
+	_, err := c.Compile(context.Background(), json.RawMessage(nested(6)))
 	if got, want := fmt.Sprint(err), "schema nesting depth exceeds 5 (structured_output.max_schema_depth)"; got != want {
 		t.Errorf("(-got +want)\n-%s\n+%s", got, want)
 	}
+	if _, err := Compile(json.RawMessage(nested(6))); err != nil {
+		t.Errorf("Compile (the defaults) after a Compiler with MaxDepth 5: %v", err)
+	}
 	// A cached schema is held to the limits of the call, not of its compile.
-	SetLimits(Limits{})
-	if _, err := Compile(json.RawMessage(fanOut(3, 10))); err != nil {
+	if _, err := NewCompiler(Limits{}).Compile(context.Background(), json.RawMessage(fanOut(3, 10))); err != nil {
 		t.Fatal(err)
 	}
-	SetLimits(Limits{MaxExpansion: 1000})
 	var le *LimitError
-	if _, err := Compile(json.RawMessage(fanOut(3, 10))); !errors.As(err, &le) || le.Limit != "structured_output.max_schema_expansion" || le.Max != 1000 {
+	if _, err := NewCompiler(Limits{MaxExpansion: 1000}).Compile(context.Background(), json.RawMessage(fanOut(3, 10))); !errors.As(err, &le) || le.Limit != "structured_output.max_schema_expansion" || le.Max != 1000 {
 		t.Errorf("cached fan-out under MaxExpansion 1000: %v (%+v), want the expansion limit at 1000", err, le)
 	}
 }
@@ -271,10 +277,10 @@ func TestCanonicalCacheKey(t *testing.T) {
 	}
 }
 
-func TestCompileContextDone(t *testing.T) {
+func TestCompileDone(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := CompileContext(ctx, json.RawMessage(riskSchema), Limits{}); !errors.Is(err, context.Canceled) {
+	if _, err := NewCompiler(Limits{}).Compile(ctx, json.RawMessage(riskSchema)); !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}
 }
@@ -283,53 +289,84 @@ func TestCompileContextDone(t *testing.T) {
 // (-count).
 var runs atomic.Int64
 
-// With every compile slot taken, a caller with a new schema waits under its
-// context and gives up when it ends; the abandoned compile does not poison
-// the cache, and once a slot frees the schema compiles.
+// With every compile slot of a Compiler taken, a caller with a new schema
+// waits under its context and gives up when it ends; the abandoned compile
+// does not poison the cache, and once a slot frees the schema compiles.
+// Another Compiler's slots are its own: it compiles meanwhile.
 func TestCompileSlotsWaitUnderContext(t *testing.T) {
-	held := holdAllSlots(t)
+	c := NewCompiler(Limits{MaxConcurrentCompiles: 2})
+	held := holdAllSlots(t, c)
+	if held != 2 {
+		t.Errorf("held %d slots, want 2", held)
+	}
 	schema := json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"slot_test":{"type":"boolean"}},"$comment":"%d"}`, runs.Add(1)))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	_, err := CompileContext(ctx, schema, Limits{})
+	_, err := c.Compile(ctx, schema)
+	other := json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"other":{"type":"boolean"}},"$comment":"%d"}`, runs.Add(1)))
+	if _, err := NewCompiler(Limits{MaxConcurrentCompiles: 2}).Compile(context.Background(), other); err != nil {
+		t.Errorf("another Compiler while the first's slots are taken: %v", err)
+	}
 	for range held {
-		releaseSlot()
+		c.releaseSlot()
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v with every slot taken, want context.DeadlineExceeded", err)
 	}
-	if _, err := CompileContext(context.Background(), schema, Limits{}); err != nil {
+	if _, err := c.Compile(context.Background(), schema); err != nil {
 		t.Fatalf("after the slots freed: %v", err)
 	}
 }
 
-// holdAllSlots takes every compile slot and returns how many it took.
-func holdAllSlots(t *testing.T) int {
+// holdAllSlots takes every free compile slot of c and returns how many it
+// took.
+func holdAllSlots(t *testing.T, c *Compiler) int {
 	t.Helper()
-	if err := acquireSlot(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	slotsMu.Lock()
-	n := slotsN
-	slotsMu.Unlock()
-	for range n - 1 {
-		if err := acquireSlot(context.Background()); err != nil {
-			t.Fatal(err)
+	n := 0
+	for {
+		select {
+		case <-c.slots:
+			n++
+		default:
+			return n
 		}
 	}
-	return n
 }
 
-// The semaphore and the flights' locks were made outside any
-// testing/synctest bubble, so a compile in one bubble can wait for, or be
-// waited for by, a compile anywhere: resizing the semaphore inside a bubble
-// makes no channel, and a lock taken inside one serves outside it.
+// MaxConcurrentCompiles sizes a Compiler's slots, at least one and at most
+// maxCompileSlots.
+func TestCompilerSlots(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		n    int
+		want int
+	}{
+		{"one", 1, 1},
+		{"three", 3, 3},
+		{"default", 0, DefaultLimits().MaxConcurrentCompiles},
+		{"capped", 10000, maxCompileSlots},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewCompiler(Limits{MaxConcurrentCompiles: tc.n})
+			if got := holdAllSlots(t, c); got != tc.want {
+				t.Errorf("%d slots, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// The flights' locks and the default Compiler's slots were made outside
+// any testing/synctest bubble, so a compile in one bubble can wait for, or
+// be waited for by, a compile anywhere; a Compiler made outside a bubble
+// serves inside it and outside.
 func TestCompileNotBoundToABubble(t *testing.T) {
-	defer SetLimits(Limits{})
 	var lock chan struct{}
+	c := NewCompiler(Limits{MaxConcurrentCompiles: 1})
 	synctest.Test(t, func(t *testing.T) {
-		SetLimits(Limits{MaxConcurrentCompiles: 3})
 		if _, err := Compile(json.RawMessage(fmt.Sprintf(`{"$comment":"bubble %d"}`, runs.Add(1)))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Compile(context.Background(), json.RawMessage(fmt.Sprintf(`{"$comment":"bubble %d"}`, runs.Add(1)))); err != nil {
 			t.Fatal(err)
 		}
 		key := [32]byte{1, byte(runs.Add(1))}
@@ -347,31 +384,15 @@ func TestCompileNotBoundToABubble(t *testing.T) {
 	default:
 		t.Error("a free flight lock is full")
 	}
-	SetLimits(Limits{MaxConcurrentCompiles: 1})
-	if n := holdAllSlots(t); n != 1 {
-		t.Errorf("%d slots after SetLimits(1), want 1", n)
+	if n := holdAllSlots(t, c); n != 1 {
+		t.Errorf("%d slots free after the bubble, want 1", n)
 	}
-	releaseSlot()
-	if _, err := Compile(json.RawMessage(fmt.Sprintf(`{"$comment":"outside %d"}`, runs.Add(1)))); err != nil {
+	c.releaseSlot()
+	if _, err := c.Compile(context.Background(), json.RawMessage(fmt.Sprintf(`{"$comment":"outside %d"}`, runs.Add(1)))); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// SetLimits shrinking the semaphore while its slots are held drops the
-// owed tokens as they come back.
-func TestCompileSlotsShrinkWhileHeld(t *testing.T) {
-	defer SetLimits(Limits{})
-	SetLimits(Limits{MaxConcurrentCompiles: 4})
-	held := holdAllSlots(t)
-	SetLimits(Limits{MaxConcurrentCompiles: 2})
-	for range held {
-		releaseSlot()
-	}
-	if n := holdAllSlots(t); n != 2 || len(compileTokens) != 0 {
-		t.Errorf("took %d slots (%d left free) after shrinking to 2 while 4 were held, want 2 and 0", n, len(compileTokens))
-	}
-	for range 2 {
-		releaseSlot()
+	if _, err := Compile(json.RawMessage(fmt.Sprintf(`{"$comment":"outside %d"}`, runs.Add(1)))); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -428,7 +449,7 @@ func TestCompileFlightsSettle(t *testing.T) {
 			if i%3 == 0 {
 				go cancel()
 			}
-			s, err := CompileContext(ctx, schema, Limits{})
+			s, err := defaultCompiler.Compile(ctx, schema)
 			switch {
 			case err == nil && s == nil:
 				errs[i] = errors.New("nil schema and nil error")

@@ -58,8 +58,10 @@ type flight struct {
 	refs int // guarded by compileCache.mu: the leader and the followers not yet gone
 }
 
-// flightLocks are the flights' locks, made at package initialisation like
-// compileTokens (see there). A flight takes one and the last of its leader
+// flightLocks are the flights' locks, made at package initialisation, so
+// that they belong to no testing/synctest bubble (a channel made inside one
+// bubble cannot be used from another, and a flight may be shared by
+// compiles in different bubbles). A flight takes one and the last of its leader
 // and followers puts it back; when all maxFlights are in use, further
 // distinct schemas compile without sharing (a duplicate among them may then
 // compile twice, under the same semaphore).
@@ -157,92 +159,63 @@ var compiles atomic.Int64
 // it waited for a compile slot); the followers retry.
 var errAbandoned = errors.New("compile abandoned")
 
-// compileTokens holds the free compile slots: a compile takes a token and
-// puts it back. The channel is made once, at package initialisation, so
-// that it belongs to no testing/synctest bubble (a channel made inside one
-// bubble cannot be used from another, and tests compile schemas in many);
-// SetLimits resizes the semaphore by adding tokens, or by taking free ones
-// and owing the rest (a held token owed is dropped on release).
-// MaxConcurrentCompiles is capped at maxCompileSlots.
+// A Compiler compiles client schemas under its own Limits, with its own
+// compile slots: at most MaxConcurrentCompiles of its schemas compile at
+// once. Two Compilers (two meshes, or a mesh and the one a reload builds)
+// never change each other's limits or slots; they share only the cache of
+// outcomes, whose key holds the limits. A Compiler is immutable and safe for
+// concurrent use. Its slots are a channel made by NewCompiler: a Compiler
+// made inside a testing/synctest bubble is used only inside it, one made
+// outside serves every bubble.
+type Compiler struct {
+	lim   Limits
+	slots chan struct{} // free compile slots: a compile takes a token and puts it back
+}
+
+// maxCompileSlots caps MaxConcurrentCompiles.
 const maxCompileSlots = 256
 
-var compileTokens = make(chan struct{}, maxCompileSlots)
-
-var (
-	slotsMu   sync.Mutex // guards following
-	slotsN    int        // the semaphore's size
-	slotsDebt int        // held tokens to drop on release after a shrink
-)
-
-// setCompileSlots sizes the compile semaphore to n (1 … maxCompileSlots).
-func setCompileSlots(n int) {
-	slotsMu.Lock()
-	defer slotsMu.Unlock()
-	resizeSlotsLocked(n)
+// NewCompiler returns a Compiler applying l (zero fields: DefaultLimits).
+func NewCompiler(l Limits) *Compiler {
+	l = l.withDefaults()
+	n := min(max(l.MaxConcurrentCompiles, 1), maxCompileSlots)
+	c := &Compiler{lim: l, slots: make(chan struct{}, n)}
+	for range n {
+		c.slots <- struct{}{}
+	}
+	return c
 }
 
-func resizeSlotsLocked(n int) {
-	n = min(max(n, 1), maxCompileSlots)
-	for ; slotsN < n; slotsN++ {
-		if slotsDebt > 0 {
-			slotsDebt--
-		} else {
-			compileTokens <- struct{}{} // never blocks: free tokens ≤ slotsN < cap
-		}
-	}
-	for ; slotsN > n; slotsN-- {
-		select {
-		case <-compileTokens:
-		default:
-			slotsDebt++
-		}
-	}
-}
+// Limits returns the limits c applies, defaults filled in.
+func (c *Compiler) Limits() Limits { return c.lim }
 
-// acquireSlot waits for a compile slot under ctx.
-func acquireSlot(ctx context.Context) error {
-	slotsMu.Lock()
-	if slotsN == 0 {
-		resizeSlotsLocked(DefaultLimits().MaxConcurrentCompiles)
-	}
-	slotsMu.Unlock()
+// acquireSlot waits for one of c's compile slots under ctx.
+func (c *Compiler) acquireSlot(ctx context.Context) error {
 	select {
-	case <-compileTokens:
+	case <-c.slots:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-func releaseSlot() {
-	slotsMu.Lock()
-	owed := slotsDebt > 0
-	if owed {
-		slotsDebt--
-	}
-	slotsMu.Unlock()
-	if !owed {
-		compileTokens <- struct{}{}
-	}
-}
+func (c *Compiler) releaseSlot() { c.slots <- struct{}{} }
 
-// CompileContext checks raw against lim (zero fields: defaults) and
-// compiles it. A schema over a limit is rejected with a *LimitError before
+// Compile checks raw against c's limits and compiles it. A schema over a limit is rejected with a *LimitError before
 // the compiler sees it; a schema that is not valid JSON or not a valid JSON
 // Schema, or that references anything outside itself, with an error wrapping
 // ErrSchema. The outcome is cached by the SHA-256 of the schema without
-// insignificant whitespace (and of lim); concurrent callers with the same
-// schema share one compile, and at most MaxConcurrentCompiles schemas
-// compile at once (the slots are process-wide: SetLimits sizes them, not
-// lim).
+// insignificant whitespace (and of the limits); concurrent callers with the
+// same schema share one compile (whichever Compiler they call), and at most
+// MaxConcurrentCompiles schemas compile at once through c.
 // ctx is checked before and after the compile and bounds the wait for a slot
 // or for another caller's compile; the compile itself, bounded by the limits,
-// is not interruptible. CompileContext is safe for concurrent use.
-func CompileContext(ctx context.Context, raw json.RawMessage, lim Limits) (*Schema, error) {
+// is not interruptible. Compile is safe for concurrent use.
+func (c *Compiler) Compile(ctx context.Context, raw json.RawMessage) (*Schema, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("compiling schema: %w", err)
 	}
-	lim = lim.withDefaults()
+	lim := c.lim
 	canon, err := prescan(raw, lim)
 	if err != nil {
 		return nil, err
@@ -265,16 +238,16 @@ func CompileContext(ctx context.Context, raw json.RawMessage, lim Limits) (*Sche
 			}
 		}
 		if lead {
-			if err := acquireSlot(ctx); err != nil {
+			if err := c.acquireSlot(ctx); err != nil {
 				cache.finish(key, f, compiled{err: errAbandoned}, true)
 				return nil, fmt.Errorf("compiling schema: %w", err)
 			}
 			if hit, ok := cache.peek(key); ok && f == nil {
-				releaseSlot()
+				c.releaseSlot()
 				res = hit // compiled by another caller while this one, unshared, waited
 			} else {
 				res = compileCounted(canon, raw, lim)
-				releaseSlot()
+				c.releaseSlot()
 				cache.finish(key, f, res, false)
 			}
 			if err := ctx.Err(); err != nil {
@@ -315,7 +288,7 @@ func compileCounted(canon, raw []byte, lim Limits) (res compiled) {
 }
 
 // cacheKey is the SHA-256 of the canonical schema and the limits it is
-// checked under: a SetLimits never meets an outcome decided under others.
+// checked under: a Compiler never meets an outcome decided under other limits.
 func cacheKey(canon []byte, lim Limits) [32]byte {
 	h := sha256.New()
 	h.Write(canon)

@@ -117,13 +117,13 @@ type Result struct {
 // with no steps, after one parse and one validation. A nil s accepts any
 // well-formed JSON. Repair is safe for concurrent use.
 func Repair(answer string, s *Schema, opt Options) Result {
-	return repairWith(answer, s, opt, pipeline)
+	return repairWith(answer, s, opt, repairSteps)
 }
 
 // stepFunc is one repair step; it edits r.text and records what it did.
 type stepFunc func(r *repairer)
 
-var pipeline = []stepFunc{
+var repairSteps = []stepFunc{
 	(*repairer).extract,
 	(*repairer).closeTruncated,
 	(*repairer).trailingCommas,

@@ -214,7 +214,7 @@ func TestGuardRejectsNormaliser(t *testing.T) {
 		r.text = strings.ReplaceAll(r.text, `"$152.37"`, `"152.37 USD"`)
 		r.record("normalise_currency", "rewrote $152.37")
 	}
-	steps := append(append([]stepFunc(nil), pipeline...), normalise)
+	steps := append(append([]stepFunc(nil), repairSteps...), normalise)
 	tests := []struct {
 		name   string
 		answer string

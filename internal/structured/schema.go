@@ -17,7 +17,7 @@ import (
 // ErrSchema reports a schema that is not valid JSON, not a valid draft
 // 2020-12 JSON Schema, or that references a document outside itself. Errors
 // returned by Compile wrap it, except a *LimitError (ErrSchemaLimit) and, from
-// CompileContext, the context's error.
+// Compiler.Compile, the context's error.
 var ErrSchema = errors.New("invalid output schema")
 
 // Schema is a compiled JSON Schema (draft 2020-12 unless the document's
@@ -43,15 +43,16 @@ const (
 // modify the returned bytes.
 func (s *Schema) Raw() json.RawMessage { return s.raw }
 
-// Compile compiles a JSON Schema under the package's current limits
-// (SetLimits; DefaultLimits until then) without a deadline: it is
-// CompileContext(context.Background(), schema, CurrentLimits()). Compiled
+// Compile compiles a JSON Schema under DefaultLimits without a deadline,
+// through a Compiler of the package's own (made at initialisation, so it
+// serves every testing/synctest bubble; its limits never change: a mesh
+// compiles through the Compiler its config sizes). Compiled
 // schemas are cached, so compiling the same schema on every request costs
 // one linear scan, one hash and one map lookup. The schema may not reference
 // external documents: every $ref must resolve inside it (a gateway does not
 // fetch URLs named by a client). Compile is safe for concurrent use.
 func Compile(schema json.RawMessage) (*Schema, error) {
-	return CompileContext(context.Background(), schema, CurrentLimits())
+	return defaultCompiler.Compile(context.Background(), schema)
 }
 
 // noLoader refuses every external document.

@@ -7,27 +7,18 @@ import (
 
 // StreamValidator collects the text deltas, or the tool-input JSON deltas
 // (Anthropic input_json_delta.partial_json, OpenAI tool_calls arguments), of
-// one streamed answer that must be JSON, and validates the whole at the end.
-//
-// Relaxed mode: the engine forwards every delta to the client as it arrives
-// and calls Finish at the end of the stream; the Result reports whether what
-// the client received was valid (the engine puts that in the final event or
-// header) and cannot change it.
-//
-// Strict mode (the default of the engine): the engine forwards nothing while
-// the answer streams, calls FinishStrict at the end, and emits the deltas it
-// returns. Their concatenation is the repaired document byte for byte, so a
-// client that reassembles tool-input JSON from deltas gets the repaired JSON;
-// an answer that needed no repair is re-emitted in its original deltas. When
-// the Result is not valid, nothing has reached the client and the engine
-// re-asks.
+// one streamed answer that must be JSON, and validates the whole at the end:
+// the relaxed-stream check of the structured-output stage, which forwards
+// every delta to the client as it arrives; the Result reports whether what
+// the client received was valid (the X-Mesh-Schema-Valid trailer) and
+// cannot change it. (A strict stream is buffered whole and checked as a
+// response: NewStage.)
 //
 // A StreamValidator belongs to one stream: it is not safe for concurrent use.
 type StreamValidator struct {
-	s      *Schema
-	opt    Options
-	buf    strings.Builder
-	deltas []string
+	s   *Schema
+	opt Options
+	buf strings.Builder
 }
 
 // NewStreamValidator returns a validator for one stream against s (nil: any
@@ -37,38 +28,12 @@ func NewStreamValidator(s *Schema, opt Options) *StreamValidator {
 }
 
 // Add appends one delta.
-func (v *StreamValidator) Add(delta string) {
-	v.buf.WriteString(delta)
-	v.deltas = append(v.deltas, delta)
-}
+func (v *StreamValidator) Add(delta string) { v.buf.WriteString(delta) }
 
-// Len returns the number of bytes collected so far.
-func (v *StreamValidator) Len() int { return v.buf.Len() }
-
-// Finish validates (and, for the report, repairs) the collected text: the
-// relaxed-mode check. Result.Valid && !Result.Changed means the client
-// received a valid answer.
+// Finish validates (and, for the report, repairs) the collected text.
+// Result.Valid && !Result.Changed means the client received a valid answer.
 func (v *StreamValidator) Finish() Result {
 	return Repair(v.buf.String(), v.s, v.opt)
-}
-
-// FinishStrict repairs the collected text and returns the deltas to emit:
-// the original deltas when the answer was valid as received, the repaired
-// document cut into deltas no longer than the longest delta received when it
-// was repaired, and nil when it could not be made valid.
-func (v *StreamValidator) FinishStrict() (Result, []string) {
-	r := v.Finish()
-	switch {
-	case !r.Valid:
-		return r, nil
-	case !r.Changed:
-		return r, append([]string(nil), v.deltas...)
-	}
-	longest := 1
-	for _, d := range v.deltas {
-		longest = max(longest, len(d))
-	}
-	return r, Deltas(r.Output, longest)
 }
 
 // Deltas cuts doc into consecutive pieces of at most size bytes (at least one

@@ -24,31 +24,9 @@ func TestStreamValidator(t *testing.T) {
 			for _, d := range tt.deltas {
 				sv.Add(d)
 			}
-			if sv.Len() != len(strings.Join(tt.deltas, "")) {
-				t.Errorf("Len = %d", sv.Len())
-			}
 			relaxed := sv.Finish()
 			if relaxed.Valid != tt.wantValid || relaxed.Changed != tt.wantChange {
 				t.Errorf("Finish: valid %v changed %v, want %v %v", relaxed.Valid, relaxed.Changed, tt.wantValid, tt.wantChange)
-			}
-			r, out := sv.FinishStrict()
-			if !tt.wantValid {
-				if out != nil {
-					t.Errorf("strict mode emitted %q for an invalid answer", out)
-				}
-				return
-			}
-			// The client reassembles the deltas: it must get the repaired document.
-			if d := diff(strings.Join(out, ""), string(r.Output)); d != "" {
-				t.Errorf("reassembled deltas %s", d)
-			}
-			if vs := risk.Validate([]byte(strings.Join(out, ""))); vs != nil {
-				t.Errorf("reassembled deltas invalid: %v", vs)
-			}
-			if !tt.wantChange {
-				if d := diffJSON(out, tt.deltas); d != "" {
-					t.Errorf("valid answer not re-emitted in its own deltas %s", d)
-				}
 			}
 		})
 	}
