@@ -10,6 +10,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
+	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/shadow"
 	"github.com/keelmesh/keel/internal/structured"
@@ -262,7 +263,7 @@ func (e *Engine) admitted(ctx context.Context, c *callState, pc *pipeline.Call, 
 func (e *Engine) core(ctx context.Context, pc *pipeline.Call) (*pipeline.Answer, error) {
 	c := callOf(pc)
 	rec, x, req := &c.rec, c.x, pc.Request
-	won, err := x.run(ctx, req, "primary")
+	won, err := x.run(ctx, req, policy.AttemptPrimary)
 	if err != nil {
 		return nil, x.clientError(ctx, err)
 	}

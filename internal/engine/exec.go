@@ -117,7 +117,7 @@ type attempt struct {
 	x      *exec
 	ep     *endpoint
 	idx    int
-	kind   string
+	kind   policy.AttemptKind
 	start  time.Time
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -189,7 +189,7 @@ func (x *exec) finish(served *endpoint, ae *llm.APIError) {
 
 // run sends req through the chain until one attempt succeeds, the
 // failures say stop, or ctx ends.
-func (x *exec) run(ctx context.Context, req *llm.Request, kind string) (*attempt, error) {
+func (x *exec) run(ctx context.Context, req *llm.Request, kind policy.AttemptKind) (*attempt, error) {
 	return x.runTry(ctx, &try{req: req, pass: policy.Pass{Kind: kind}})
 }
 
@@ -244,7 +244,7 @@ func routePolicy(next step) step {
 	return func(ctx context.Context, x *exec, t *try) (*attempt, error) {
 		e := x.e
 		x.mu.Lock()
-		if x.sealed || t.pass.Kind == "hedge" && t.hg != nil && t.hg.Closed() {
+		if x.sealed || t.pass.Kind == policy.AttemptHedge && t.hg != nil && t.hg.Closed() {
 			// A hedge launched as the call ended, or as its pass was
 			// decided: the record is the observers' (or a stream's reader's)
 			// now, and the call needs no more attempts.
@@ -276,11 +276,11 @@ func routePolicy(next step) step {
 		x.tried[i] = true
 		a := &attempt{x: x, ep: ep, idx: i, kind: t.pass.Kind, start: e.now(), recIdx: len(x.rec.Attempts)}
 		a.ctx, a.cancel = context.WithCancel(ctx)
-		x.rec.Attempts = append(x.rec.Attempts, Attempt{Endpoint: ep.ID, Model: ep.Model, Region: ep.Region, Provider: ep.Provider, Start: a.start, Kind: t.pass.Kind, Wait: t.pass.Wait})
+		x.rec.Attempts = append(x.rec.Attempts, Attempt{Endpoint: ep.ID, Model: ep.Model, Region: ep.Region, Provider: ep.Provider, Start: a.start, Kind: t.pass.Kind.String(), Wait: t.pass.Wait})
 		x.mu.Unlock()
 		t.pass.Wait = 0
 		if t.hg != nil {
-			t.hg.Booked(a, t.pass.Kind == "hedge")
+			t.hg.Booked(a, t.pass.Kind == policy.AttemptHedge)
 		}
 		t.booked = a
 		a2, err := next(ctx, x, t)
@@ -647,7 +647,7 @@ func (a *attempt) settle(f *policy.Failure) {
 	}
 	a.ep.Publish()
 	if x.e.events.attemptObs != nil {
-		ev := AttemptEvent{RequestID: x.call.RequestID, Endpoint: a.ep.ID, Model: a.ep.Model, Region: a.ep.Region, Kind: a.kind,
+		ev := AttemptEvent{RequestID: x.call.RequestID, Endpoint: a.ep.ID, Model: a.ep.Model, Region: a.ep.Region, Kind: a.kind.String(),
 			Outcome: "ok", Status: o.Status, Duration: a.end.Sub(a.start), Shadow: x.shadow}
 		if f != nil {
 			ev.Outcome, ev.RetryAfter = f.Reason, f.RetryAfter

@@ -12,7 +12,7 @@ import (
 // Hedgeable reports whether the pass t may be hedged.
 func (x *exec) Hedgeable(t *try) bool {
 	e := x.e
-	return (t.pass.Kind == "primary" || t.pass.Kind == "retry") && !x.legacy && !x.shadow && !e.hedgingOff.Load() && len(x.rs.cands) >= 2 &&
+	return (t.pass.Kind == policy.AttemptPrimary || t.pass.Kind == policy.AttemptRetry) && !x.legacy && !x.shadow && !e.hedgingOff.Load() && len(x.rs.cands) >= 2 &&
 		(x.call.Behavior == nil || x.call.Behavior.Hedge == nil || *x.call.Behavior.Hedge)
 }
 
@@ -21,7 +21,7 @@ func (x *exec) Hedging(t *try, hg policy.Booker[*attempt]) { t.hg = hg }
 
 // HedgeTry is the pass a hedge of t runs.
 func (x *exec) HedgeTry(t *try, hg policy.Booker[*attempt]) *try {
-	return &try{req: t.req, pass: policy.Pass{Kind: "hedge"}, hg: hg}
+	return &try{req: t.req, pass: policy.Pass{Kind: policy.AttemptHedge}, hg: hg}
 }
 
 // HedgeDelay is the adaptive hedge delay for the first attempt a: its

@@ -498,7 +498,7 @@ func TestHedgeAfterTheCallEndedBooksNothing(t *testing.T) {
 		sent = true
 		return nil, errors.New("not reached")
 	})
-	a, err := step(context.Background(), x, &try{req: x.req, pass: policy.Pass{Kind: "hedge"}})
+	a, err := step(context.Background(), x, &try{req: x.req, pass: policy.Pass{Kind: policy.AttemptHedge}})
 	if a != nil || !errors.Is(err, errSealed) || sent {
 		t.Errorf("after the seal: attempt %v, error %v, sent %v; want none, errSealed, not sent", a, err, sent)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
+	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
 )
 
@@ -118,7 +119,7 @@ func (e *Engine) Side(ctx context.Context, s Side, call Call) (*SideOutcome, err
 	x := newExec(e, rs, req, call, rec)
 	x.policy = e.policy(rs, call.Behavior)
 	x.side = &s
-	won, err := x.run(ctx, req, "primary")
+	won, err := x.run(ctx, req, policy.AttemptPrimary)
 	if err != nil {
 		ae := x.clientError(ctx, err)
 		x.finish(nil, ae)

@@ -194,7 +194,7 @@ func (l *legs) Continue(cut rl.Cut) (rl.Leg, *llm.APIError) {
 	clear(x.tried)
 	x.mu.Unlock()
 	delivered := cut.Delivered
-	a, err := x.runTry(l.ctx, &try{req: x.req, pass: policy.Pass{Kind: "continuation"}, cont: &delivered, contOut: cut.Output})
+	a, err := x.runTry(l.ctx, &try{req: x.req, pass: policy.Pass{Kind: policy.AttemptContinuation}, cont: &delivered, contOut: cut.Output})
 	if err != nil {
 		return rl.Leg{}, x.clientError(l.ctx, err)
 	}

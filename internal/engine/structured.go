@@ -6,6 +6,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
+	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/structured"
 	"github.com/keelmesh/keel/internal/wire"
@@ -23,12 +24,12 @@ type outputSpec = structured.Spec
 // output tool (whose call is folded back into text). Continuations,
 // fragments and merge calls are sent as they are, except that JSON mode,
 // the client's own demand, reaches every fragment.
-func (x *exec) askSchema(req *llm.Request, ep *endpoint, kind string) (*llm.Request, bool) {
+func (x *exec) askSchema(req *llm.Request, ep *endpoint, kind policy.AttemptKind) (*llm.Request, bool) {
 	sp := x.spec
-	if sp != nil && sp.JSONMode && kind != "merge" {
+	if sp != nil && sp.JSONMode && kind != policy.AttemptMerge {
 		return x.askJSONMode(req, ep)
 	}
-	if sp == nil || kind == "fragment" || kind == "merge" {
+	if sp == nil || kind == policy.AttemptFragment || kind == policy.AttemptMerge {
 		return req, false
 	}
 	switch ep.StructuredOutputs {
@@ -152,7 +153,7 @@ func (r *reasker) Reask(ctx context.Context, rq *llm.Request) (*pipeline.Answer,
 		return nil, false
 	}
 	x.escalate()
-	a, err := x.run(ctx, rq, "reask")
+	a, err := x.run(ctx, rq, policy.AttemptReask)
 	if err != nil {
 		return nil, true
 	}

@@ -9,9 +9,8 @@ import (
 // the attempt kind the next booking records, whether endpoints already
 // tried in this run may compete again, and the wait that preceded it.
 type Pass struct {
-	// Kind is the attempt kind: primary, retry, fallback, hedge,
-	// continuation, reask, fragment, merge …
-	Kind       string
+	// Kind is the attempt kind the next booking records.
+	Kind       AttemptKind
 	AllowTried bool
 	// Wait is the time waited before the next attempt (backoff or a
 	// cooldown); the booking records it and resets it.

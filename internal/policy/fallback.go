@@ -25,7 +25,7 @@ func Fallback[C FallbackCall[A], T Try, A comparable](next Step[C, T, A]) Step[C
 			}
 			c.Outgrow(a)
 			p := t.Pass()
-			p.Kind, p.AllowTried = "fallback", false
+			p.Kind, p.AllowTried = AttemptFallback, false
 		}
 	}
 }

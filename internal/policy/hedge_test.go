@@ -14,7 +14,7 @@ import (
 // hatt is an attempt of the hedge tests.
 type hatt struct {
 	n      int
-	kind   string
+	kind   AttemptKind
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -52,10 +52,10 @@ type hcall struct {
 	start     time.Time
 }
 
-func (c *hcall) Hedgeable(t *htry) bool            { return t.p.Kind == "primary" }
+func (c *hcall) Hedgeable(t *htry) bool            { return t.p.Kind == AttemptPrimary }
 func (c *hcall) Hedging(t *htry, hg Booker[*hatt]) { t.hg = hg }
 func (c *hcall) HedgeTry(t *htry, hg Booker[*hatt]) *htry {
-	return &htry{p: Pass{Kind: "hedge"}, hg: hg}
+	return &htry{p: Pass{Kind: AttemptHedge}, hg: hg}
 }
 func (c *hcall) HedgeDelay(*hatt) time.Duration { return c.delay }
 func (c *hcall) BookHedge() bool {
@@ -100,7 +100,7 @@ func (c *hcall) Hedged(inline, h *hatt, delay time.Duration, won bool) {
 // send books the next scripted attempt for t and plays its leg.
 func (c *hcall) send(ctx context.Context, _ *hcall, t *htry) (*hatt, error) {
 	c.mu.Lock()
-	if t.p.Kind == "hedge" && t.hg.Closed() {
+	if t.p.Kind == AttemptHedge && t.hg.Closed() {
 		c.mu.Unlock()
 		return nil, errors.New("closed")
 	}
@@ -110,7 +110,7 @@ func (c *hcall) send(ctx context.Context, _ *hcall, t *htry) (*hatt, error) {
 	l := c.legs[a.n]
 	c.mu.Unlock()
 	if t.hg != nil {
-		t.hg.Booked(a, t.p.Kind == "hedge")
+		t.hg.Booked(a, t.p.Kind == AttemptHedge)
 	}
 	tm := time.NewTimer(l.latency)
 	defer tm.Stop()
@@ -125,7 +125,7 @@ func (c *hcall) send(ctx context.Context, _ *hcall, t *htry) (*hatt, error) {
 func hedgeRun(ctx context.Context, c *hcall) (*hatt, error, time.Duration) {
 	step := Chain(c.send, Hedge[*hcall, *htry, *hatt])
 	start := time.Now()
-	a, err := step(ctx, c, &htry{p: Pass{Kind: "primary"}})
+	a, err := step(ctx, c, &htry{p: Pass{Kind: AttemptPrimary}})
 	return a, err, time.Since(start)
 }
 
@@ -156,7 +156,7 @@ func TestHedgeWinsTheRace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := &hcall{delay: 200 * time.Millisecond, hedges: 2, legs: []leg{{latency: time.Second}, {latency: 100 * time.Millisecond}}}
 		a, err, took := hedgeRun(t.Context(), c)
-		if err != nil || a.kind != "hedge" || took != 300*time.Millisecond {
+		if err != nil || a.kind != AttemptHedge || took != 300*time.Millisecond {
 			t.Fatalf("attempt %v, error %v after %v; want the hedge at 300ms (delay 200ms + 100ms)", a, err, took)
 		}
 		synctest.Wait()
@@ -257,7 +257,7 @@ func TestHedgeBookedAfterTheDecisionIsCancelled(t *testing.T) {
 		if !hg.Closed() {
 			t.Fatal("open after the decision")
 		}
-		late := &hatt{n: 9, kind: "hedge"}
+		late := &hatt{n: 9, kind: AttemptHedge}
 		late.ctx, late.cancel = context.WithCancel(t.Context())
 		hg.Booked(late, true)
 		if late.ctx.Err() == nil {

@@ -63,7 +63,7 @@ func (c *fakeCall) String() string       { return fmt.Sprintf("%d attempts", c.a
 
 // seen is one pass as next saw it.
 type seen struct {
-	Kind       string
+	Kind       AttemptKind
 	AllowTried bool
 	Wait       time.Duration
 	At         time.Duration // virtual time since the call started
@@ -124,7 +124,7 @@ func retryRunWith(t *testing.T, ctx context.Context, c *fakeCall, s *script) (*f
 	r := &Retry{MaxAttempts: 4, Backoff: bo, Now: time.Now}
 	s.start = time.Now()
 	step := Chain(s.next, RetryPolicy[*fakeCall, *fakeTry, *fakeAttempt](r))
-	return step(ctx, c, &fakeTry{p: Pass{Kind: "primary"}})
+	return step(ctx, c, &fakeTry{p: Pass{Kind: AttemptPrimary}})
 }
 
 func meshCode(err error) string {
@@ -143,7 +143,7 @@ func TestRetryFailoverAfterRefusalIsFree(t *testing.T) {
 		if err != nil || a.n != 2 {
 			t.Fatalf("attempt %v, error %v; want the third pass's success", a, err)
 		}
-		want := []seen{{Kind: "primary"}, {Kind: "retry"}, {Kind: "retry"}}
+		want := []seen{{Kind: AttemptPrimary}, {Kind: AttemptRetry}, {Kind: AttemptRetry}}
 		if fmt.Sprint(s.passes) != fmt.Sprint(want) {
 			t.Errorf("passes (-got +want):\n-%v\n+%v", s.passes, want)
 		}
@@ -164,7 +164,7 @@ func TestRetryOfWorkDrawsTheBudgetAndBacksOff(t *testing.T) {
 			t.Fatalf("attempt %v, error %v; want the third pass's success", a, err)
 		}
 		ms := time.Millisecond
-		want := []seen{{Kind: "primary"}, {"retry", true, 50 * ms, 50 * ms}, {"retry", true, 100 * ms, 150 * ms}}
+		want := []seen{{Kind: AttemptPrimary}, {AttemptRetry, true, 50 * ms, 50 * ms}, {AttemptRetry, true, 100 * ms, 150 * ms}}
 		if fmt.Sprint(s.passes) != fmt.Sprint(want) {
 			t.Errorf("passes (-got +want):\n-%v\n+%v", s.passes, want)
 		}
@@ -181,7 +181,7 @@ func TestRetryToUntriedNeedsNoBackoff(t *testing.T) {
 		if _, err := retryRun(t, t.Context(), c, s, 5); err != nil {
 			t.Fatal(err)
 		}
-		if want := []seen{{Kind: "primary"}, {Kind: "retry"}}; fmt.Sprint(s.passes) != fmt.Sprint(want) {
+		if want := []seen{{Kind: AttemptPrimary}, {Kind: AttemptRetry}}; fmt.Sprint(s.passes) != fmt.Sprint(want) {
 			t.Errorf("passes (-got +want):\n-%v\n+%v", s.passes, want)
 		}
 		if c.retries.Count() != 1 {
@@ -242,7 +242,7 @@ func TestRetryAllowsTriedWhenOnlyTheyAreLeft(t *testing.T) {
 		if _, err := retryRun(t, t.Context(), c, s, 1); err != nil {
 			t.Fatal(err)
 		}
-		if want := []seen{{Kind: "primary"}, {Kind: "primary", AllowTried: true}}; fmt.Sprint(s.passes) != fmt.Sprint(want) {
+		if want := []seen{{Kind: AttemptPrimary}, {Kind: AttemptPrimary, AllowTried: true}}; fmt.Sprint(s.passes) != fmt.Sprint(want) {
 			t.Errorf("passes (-got +want):\n-%v\n+%v", s.passes, want)
 		}
 	})
@@ -256,7 +256,7 @@ func TestRetryWaitsForACooldown(t *testing.T) {
 		if _, err := retryRun(t, t.Context(), c, s, 1); err != nil {
 			t.Fatal(err)
 		}
-		want := []seen{{Kind: "primary"}, {"primary", true, 2 * time.Second, 2 * time.Second}}
+		want := []seen{{Kind: AttemptPrimary}, {AttemptPrimary, true, 2 * time.Second, 2 * time.Second}}
 		if fmt.Sprint(s.passes) != fmt.Sprint(want) || c.waited != 2*time.Second {
 			t.Errorf("passes (-got +want):\n-%v\n+%v\nwaited %v", s.passes, want, c.waited)
 		}
@@ -328,11 +328,11 @@ func TestFallbackOutgrowsTheWindow(t *testing.T) {
 		tooLong := &provider.Error{Kind: provider.KindStatus, API: &llm.APIError{Status: 400, Type: llm.ErrInvalidRequest, Code: "context_length_exceeded"}}
 		s.results[0] = tooLong
 		step := Chain(s.next, Fallback[*fakeCall, *fakeTry, *fakeAttempt])
-		a, err := step(t.Context(), c, &fakeTry{p: Pass{Kind: "primary", AllowTried: true}})
+		a, err := step(t.Context(), c, &fakeTry{p: Pass{Kind: AttemptPrimary, AllowTried: true}})
 		if err != nil || a.n != 1 {
 			t.Fatalf("attempt %v, error %v; want the second pass's success", a, err)
 		}
-		if want := []seen{{Kind: "primary", AllowTried: true}, {Kind: "fallback"}}; fmt.Sprint(s.passes) != fmt.Sprint(want) {
+		if want := []seen{{Kind: AttemptPrimary, AllowTried: true}, {Kind: AttemptFallback}}; fmt.Sprint(s.passes) != fmt.Sprint(want) {
 			t.Errorf("passes (-got +want):\n-%v\n+%v", s.passes, want)
 		}
 		if fmt.Sprint(c.outgrown) != "[1000]" {
@@ -354,7 +354,7 @@ func TestFallbackLeavesOtherFailures(t *testing.T) {
 			c := &fakeCall{}
 			s := &script{results: []error{tc.err}, start: time.Now()}
 			step := Chain(s.next, Fallback[*fakeCall, *fakeTry, *fakeAttempt])
-			if _, err := step(context.Background(), c, &fakeTry{p: Pass{Kind: "primary"}}); err != tc.err || len(c.outgrown) != 0 {
+			if _, err := step(context.Background(), c, &fakeTry{p: Pass{Kind: AttemptPrimary}}); err != tc.err || len(c.outgrown) != 0 {
 				t.Errorf("error %v, outgrown %v; want the pass's own error, none", err, c.outgrown)
 			}
 		})

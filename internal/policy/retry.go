@@ -154,8 +154,8 @@ func (r *Retry) again(ctx context.Context, c RetryCall, p *Pass, f *Failure) (v 
 		return giveUp, c.Exhausted(llm.MeshFallbackExhausted, "every attempt failed")
 	}
 	untried := c.HasUntried(r.Now())
-	if p.Kind == "primary" {
-		p.Kind = "retry"
+	if p.Kind == AttemptPrimary {
+		p.Kind = AttemptRetry
 	}
 	if f.Refusal && untried {
 		p.AllowTried = false
