@@ -134,7 +134,7 @@ func (s *stage) put(c *pipeline.Call, key string, resp *llm.Response, ep *provid
 	if resp == nil || resp.StopReason == "" || s.Storable != nil && !s.Storable(c) {
 		return
 	}
-	s.store.Put(key, &Entry{Response: resp, Endpoint: ep}, ResponseSize(resp))
+	s.store.Put(key, &Entry{Response: resp, Endpoint: ep}, responseSize(resp))
 }
 
 // Replayed is the answer ent gives a call: the stored response, or for a
@@ -257,9 +257,9 @@ func Key(req *llm.Request, c *pipeline.Call, pol Policy) (key string, ok bool) {
 	return string(sum[:]), true
 }
 
-// ResponseSize approximates the memory an answer holds: its upstream bytes,
+// responseSize approximates the memory an answer holds: its upstream bytes,
 // its content and a fixed overhead.
-func ResponseSize(r *llm.Response) int64 {
+func responseSize(r *llm.Response) int64 {
 	n := 512 + len(r.Raw) + len(r.ID) + len(r.Model) + len(r.StopSequence)
 	for _, b := range r.Content {
 		n += 64 + len(b.Text) + len(b.Thinking) + len(b.Signature) + len(b.Input) + len(b.ID) + len(b.Name)

@@ -1,12 +1,12 @@
-// Package engine runs one client call through the mesh: it finds personal
-// data in the request and redacts it before anything else reads it (pii.go;
-// the values are restored in the answer), resolves the
-// requested model or alias to candidate endpoints, picks one from live
-// health, sends attempts through the provider client with budgeted retries,
-// per-endpoint breakers and hedging, continues a stream that breaks
-// mid-way on another endpoint, and hands back one answer or one coherent
-// stream. A share of an alias's calls may also be sent on a shadow path
-// once the client has its answer, and the answers diffed (shadow.go).
+// Package engine is the core of the call pipeline (ARCHITECTURE.md): it
+// composes the stages — personal data (internal/pii), shadow sampling
+// (internal/shadow), route resolution, the exact and semantic caches
+// (internal/cache, internal/semcache), then its core: the deadline,
+// structured output, the rollout stage and valve, fragmentation, and the
+// attempt chain (budgeted retries, per-endpoint breakers, hedging) whose
+// streamed answer the relay (internal/relay) forwards and continues on
+// another endpoint when it breaks mid-way — and finishes every call in one
+// place (finishCall), whatever way it ends.
 //
 // An Engine is safe for concurrent use. Do blocks until an answer (or the
 // first content event of a stream) arrives or ctx ends. The engine imports
@@ -579,17 +579,16 @@ func (e *Engine) Refused(req *llm.Request, call Call, ae *llm.APIError) {
 	}
 }
 
-// finishCall is the one place a client call is finished: its record
-// completed and handed to Done, the safety valve, the observers and the
-// shadow pool.
+// finishCall is the one place a client call is finished, whatever way it
+// ended: its attempts sealed, its record completed and handed to Done,
+// the safety valve and the observers, then to the shadow pool. Do calls
+// it when it returns an error or a response, the client's Stream when it
+// is closed, Side when its call ends.
 func (e *Engine) finishCall(c *callState) {
-	e.finish(&c.rec, c.served, c.err)
-	e.shadowFinish(c)
-}
-
-// finish completes rec and hands it to Done, the valve and the observers
-// (Do's finishCall, and Side's calls).
-func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
+	if c.x != nil {
+		c.x.seal()
+	}
+	rec, served, ae := &c.rec, c.served, c.err
 	rec.Duration = e.now().Sub(rec.Start)
 	if served != nil {
 		rec.ServedBy, rec.ServedModel, rec.ServedRegion, rec.ServedProvider = served.ID, served.Model, served.Region, served.Provider
@@ -611,6 +610,7 @@ func (e *Engine) finish(rec *Record, served *endpoint, ae *llm.APIError) {
 	if e.obs != nil {
 		e.obs.RequestDone(rec)
 	}
+	e.shadowFinish(c)
 }
 
 // callCost is what every attempt of rec that reported usage cost, or the

@@ -181,12 +181,6 @@ func (x *exec) seal() {
 	x.mu.Unlock()
 }
 
-// finish seals the record and reports the call.
-func (x *exec) finish(served *endpoint, ae *llm.APIError) {
-	x.seal()
-	x.e.finish(x.rec, served, ae)
-}
-
 // run sends req through the chain until one attempt succeeds, the
 // failures say stop, or ctx ends.
 func (x *exec) run(ctx context.Context, req *llm.Request, kind policy.AttemptKind) (*attempt, error) {

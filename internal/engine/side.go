@@ -109,7 +109,8 @@ func (e *Engine) Side(ctx context.Context, s Side, call Call) (*SideOutcome, err
 			}
 		}
 		if ae != nil {
-			e.finish(rec, nil, ae)
+			c.err = ae
+			e.finishCall(c)
 			return nil, ae
 		}
 	}
@@ -117,20 +118,22 @@ func (e *Engine) Side(ctx context.Context, s Side, call Call) (*SideOutcome, err
 	rs.hedges.OnRequest()
 	rec.PrimaryModel, rec.primaryCap = rs.cands[0].Model, rs.cands[0].Capability
 	x := newExec(e, rs, req, call, rec)
+	c.x = x
 	x.policy = e.policy(rs, call.Behavior)
 	x.side = &s
 	won, err := x.run(ctx, req, policy.AttemptPrimary)
 	if err != nil {
-		ae := x.clientError(ctx, err)
-		x.finish(nil, ae)
-		return nil, ae
+		c.err = x.clientError(ctx, err)
+		e.finishCall(c)
+		return nil, c.err
 	}
 	won.settle(nil)
 	won.release()
 	if r := won.res.Response; r != nil {
 		rec.Usage = r.Usage
 	}
-	x.finish(won.ep, nil)
+	c.served = won.ep
+	e.finishCall(c)
 	return &SideOutcome{Endpoint: won.ep.Endpoint, Result: won.res, Record: rec}, nil
 }
 

@@ -147,15 +147,8 @@ type clientBlock struct {
 	open bool
 }
 
-// New relays up's answer; a continuation takes a retry from r.
-func New(up Upstream, r Retries) *Relay {
-	s := &Relay{}
-	s.Init(up, r)
-	return s
-}
-
-// Init makes a zero Relay (one held by value) relay up's answer, taking
-// a continuation's retry from r.
+// Init makes a zero Relay relay up's answer (a Relay is held by value in
+// the caller's stream), taking a continuation's retry from r.
 func (s *Relay) Init(up Upstream, r Retries) { s.up, s.retries, s.idxMap = up, r, map[int]int{} }
 
 // Finished reports whether the answer reached its message_stop; Failed

@@ -178,7 +178,7 @@ func TestRelayContinues(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := &fakeUp{legs: [][]*llm.Event{{start(5), textStart(0), td(0, "Hello"), td(0, " ")}, tc.leg2}, kinds: []Leg{tc.kind}}
-			s := New(up, up)
+			s := relayOf(up)
 			text, types, errEv := client(t, s)
 			if errEv != nil || text != "Hello world." {
 				t.Fatalf("text %q, error %v", text, errEv)
@@ -216,7 +216,7 @@ func TestRelayContinues(t *testing.T) {
 // nothing more.
 func TestRelayEndsWithAnErrorEvent(t *testing.T) {
 	refused := &fakeUp{legs: [][]*llm.Event{{start(5), textStart(0), td(0, "Hello")}}, refuse: &llm.APIError{Status: 200, Message: "no"}}
-	s := New(refused, refused)
+	s := relayOf(refused)
 	if _, _, errEv := client(t, s); errEv == nil || errEv.Message != "no" {
 		t.Fatalf("error event %v", errEv)
 	}
@@ -225,7 +225,7 @@ func TestRelayEndsWithAnErrorEvent(t *testing.T) {
 		t.Fatal("a failed stream's leg was settled again at Close")
 	}
 	diverging := &fakeUp{legs: [][]*llm.Event{{start(5), textStart(0), td(0, "Hello")}, {start(5), textStart(0), td(0, "Goodbye")}}, kinds: []Leg{{Splice: true}}}
-	s = New(diverging, diverging)
+	s = relayOf(diverging)
 	if _, _, errEv := client(t, s); errEv == nil || diverging.diverged != 1 {
 		t.Fatalf("error event %v, diverged %d", errEv, diverging.diverged)
 	}
@@ -262,7 +262,7 @@ func TestRelayContinuationIsARetry(t *testing.T) {
 			200, llm.MeshFallbackExhausted, "upstream stream failed (stream_cut) and could not be continued: no endpoint", 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := New(tc.up, tc.up)
+			s := relayOf(tc.up)
 			_, _, errEv := client(t, s)
 			if errEv == nil || errEv.Status != tc.status || errEv.MeshCode != tc.meshCode || errEv.Message != tc.message {
 				t.Fatalf("error event %+v, want status %d, %s, %q", errEv, tc.status, tc.meshCode, tc.message)
@@ -281,7 +281,7 @@ func TestRelayContinuationIsARetry(t *testing.T) {
 // finished, with the output it sent counted a token per delta.
 func TestRelayClientLeaves(t *testing.T) {
 	up := &fakeUp{legs: [][]*llm.Event{{start(5), textStart(0), td(0, "a"), td(0, "b"), td(0, "c")}}}
-	s := New(up, up)
+	s := relayOf(up)
 	for range 4 {
 		s.Next()
 	}
@@ -293,4 +293,11 @@ func TestRelayClientLeaves(t *testing.T) {
 	if up.lent == 0 {
 		t.Fatal("no event was lent unchanged")
 	}
+}
+
+// relayOf relays up's answer.
+func relayOf(up *fakeUp) *Relay {
+	s := &Relay{}
+	s.Init(up, up)
+	return s
 }
