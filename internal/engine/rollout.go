@@ -29,7 +29,7 @@ func (e *Engine) Rollout() Rollout { return e.rollout.Get() }
 // the record and the call's exec.
 func (e *Engine) rolloutStage() pipeline.Stage {
 	return rollout.NewStage(e.rollout, e.valve, rollout.Hooks{
-		Record: func(pc *pipeline.Call, p *rollout.Part) {
+		Record: func(pc *pipeline.Call, p rollout.Part) {
 			c := callOf(pc)
 			c.rec.Stage = p.Stage
 			if p.Path.Legacy {

@@ -19,7 +19,7 @@ type Part struct {
 type Hooks struct {
 	// Record is told the call's part once it is decided, before the
 	// stages below run.
-	Record func(c *pipeline.Call, p *Part)
+	Record func(c *pipeline.Call, p Part)
 	// Start is when the call started: the valve is read at that time.
 	Start func(c *pipeline.Call) time.Time
 	// Monitor reports a call held to the monitor stage whatever its key
@@ -38,7 +38,7 @@ func NewStage(plan *Plan, valve *Valve, h Hooks) pipeline.Stage {
 			if h.Monitor(c) {
 				stage = StageMonitor
 			}
-			h.Record(c, &Part{Stage: stage, Path: PathFor(stage, valve.Open(h.Start(c)))})
+			h.Record(c, Part{Stage: stage, Path: PathFor(stage, valve.Open(h.Start(c)))})
 			return next.Serve(ctx, c)
 		})
 	}

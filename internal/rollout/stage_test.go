@@ -58,7 +58,7 @@ func TestStage(t *testing.T) {
 				return &pipeline.Answer{Response: resp}, nil
 			})
 			h := pipeline.Chain(next, NewStage(plan, tc.valve, Hooks{
-				Record:  func(_ *pipeline.Call, p *Part) { got = p },
+				Record:  func(_ *pipeline.Call, p Part) { got = &p },
 				Start:   func(*pipeline.Call) time.Time { return t0 },
 				Monitor: func(*pipeline.Call) bool { return tc.monitor },
 			}))
