@@ -26,8 +26,9 @@ type callState struct {
 	rec  Record
 
 	// rs is the route the call runs on (after tiering); tiers the tiered
-	// alias it named (nil otherwise) and tier the index of rs in it;
-	// semThreshold the named route's semantic-cache threshold.
+	// alias it named (nil otherwise) and tier the index of the route its
+	// attempts run on (escalate moves it up); semThreshold the named
+	// route's semantic-cache threshold.
 	rs           *routeState
 	tiers        *tiers
 	tier         int
@@ -47,6 +48,9 @@ type callState struct {
 	structured *structured.Part
 	reask      *reasker
 	frag       *replicas
+	// reasked is the endpoint whose re-asked answer replaced the first
+	// (the structured stage): the one credited with the answer.
+	reasked *endpoint
 	// served is the endpoint credited with the answer and err the client's
 	// error: set by the core (by a stream at its Close) and read by the
 	// finish.
@@ -252,7 +256,6 @@ func (e *Engine) admitted(ctx context.Context, c *callState, pc *pipeline.Call, 
 	}
 	x := newExec(e, rs, pc.Request, call, rec)
 	c.x = x
-	x.tiers, x.tier = c.tiers, c.tier
 	x.policy = e.policy(rs, call.Behavior)
 	x.policy.Domain = rec.Domain
 	x.shadow = c.shadowRun

@@ -42,13 +42,6 @@ type exec struct {
 	// shadow marks a shadow call: one attempt, never retried, failed over
 	// or hedged (shadow.go).
 	shadow bool
-	// tiers is the call's tiered alias (nil for any other name), tier the
-	// index of the route it runs on (escalate moves it up).
-	tiers *tiers
-	tier  int
-	// reasked is the endpoint whose re-asked answer replaced the first
-	// (the structured stage): the one credited with the answer.
-	reasked *endpoint
 	// side, when set, is the Side call whose attempt replaces the model
 	// call (side.go).
 	side *Side

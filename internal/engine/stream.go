@@ -50,8 +50,8 @@ func (s *relay) Served() *provider.Endpoint { return s.served().Endpoint }
 // answer replaced the first (the structured stage's strict streams), else
 // the current.
 func (s *relay) served() *endpoint {
-	if x := s.legs.x; x.reasked != nil {
-		return x.reasked
+	if s.c.reasked != nil {
+		return s.c.reasked
 	}
 	return s.legs.cur.ep
 }

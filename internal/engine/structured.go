@@ -116,7 +116,7 @@ func (e *Engine) structuredStage() pipeline.Stage {
 			}
 			rec.Repairs, rec.Reasked, rec.SchemaViolation = p.Repairs, p.Reasked, p.Violation
 			if p.Replaced {
-				c.x.reasked, c.served = c.reask.ep, c.reask.ep
+				c.reasked, c.served = c.reask.ep, c.reask.ep
 			}
 		},
 		Answers:    func(pc *pipeline.Call) bool { return callOf(pc).rec.Stage == StageFull },
@@ -124,7 +124,7 @@ func (e *Engine) structuredStage() pipeline.Stage {
 		OutputTool: func(pc *pipeline.Call) bool { c := callOf(pc); return c.relay != nil && c.relay.legs.cur.tool },
 		Reasker: func(pc *pipeline.Call) structured.Reasker {
 			c := callOf(pc)
-			c.reask = &reasker{x: c.x}
+			c.reask = &reasker{c: c}
 			return c.reask
 		},
 		Buffered: func(pc *pipeline.Call, resp *llm.Response, err error) {
@@ -139,20 +139,20 @@ func (e *Engine) structuredStage() pipeline.Stage {
 	})
 }
 
-// reasker sends a re-ask as one more attempt of x (structured.Reasker):
+// reasker sends a re-ask as one more attempt of c (structured.Reasker):
 // when the attempt and retry budgets allow, up a tier when the alias
 // escalates. ep is the endpoint that answered it.
 type reasker struct {
-	x  *exec
+	c  *callState
 	ep *endpoint
 }
 
 func (r *reasker) Reask(ctx context.Context, rq *llm.Request) (*pipeline.Answer, bool) {
-	x := r.x
+	x := r.c.x
 	if x.TakeRetry() != nil {
 		return nil, false
 	}
-	x.escalate()
+	r.c.escalate()
 	a, err := x.run(ctx, rq, policy.AttemptReask)
 	if err != nil {
 		return nil, true
