@@ -33,6 +33,9 @@ type callState struct {
 	tiers        *tiers
 	tier         int
 	semThreshold float32
+	// primaryCap is the capability of the route's first model: a call
+	// served by a weaker one was downgraded (the valve counts those).
+	primaryCap int
 
 	// x is the call's attempts (nil before the core ran); relay its
 	// stream when it streams from an upstream; fused is set for a fused
@@ -70,7 +73,7 @@ func callOf(pc *pipeline.Call) *callState { return pc.Record.(*callState) }
 func (e *Engine) newCall(req *llm.Request, call Call) *callState {
 	c := &callState{call: call}
 	c.rec = Record{RequestID: call.RequestID, Start: e.now(), Format: req.Format, Model: req.Model, Stream: req.Stream, Behavior: call.Behavior, TraceParent: call.TraceParent, Request: req,
-		KeyID: call.KeyID, Team: call.Team, done: call.Done}
+		KeyID: call.KeyID, Team: call.Team}
 	c.pc = pipeline.Call{Request: req, ID: call.RequestID, Header: call.ClientHeader, Behavior: call.Behavior, Timeout: call.Timeout,
 		TraceParent: call.TraceParent, KeyID: call.KeyID, Team: call.Team, Record: c}
 	return c
@@ -211,7 +214,7 @@ func (e *Engine) resolve(c *callState, req *llm.Request) *llm.APIError {
 		rs, c.tier = e.tierRoute(rs, promptText(req), rec)
 	}
 	c.rs = rs
-	rec.PrimaryModel, rec.primaryCap = rs.cands[0].Model, rs.cands[0].Capability
+	rec.PrimaryModel, c.primaryCap = rs.cands[0].Model, rs.cands[0].Capability
 	return nil
 }
 

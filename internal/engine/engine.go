@@ -593,7 +593,7 @@ func (e *Engine) finishCall(c *callState) {
 	if served != nil {
 		rec.ServedBy, rec.ServedModel, rec.ServedRegion, rec.ServedProvider = served.ID, served.Model, served.Region, served.Provider
 		rec.ModelFallback = rec.PrimaryModel != "" && served.Model != rec.PrimaryModel
-		rec.Downgraded = rec.ModelFallback && served.Capability < rec.primaryCap
+		rec.Downgraded = rec.ModelFallback && served.Capability < c.primaryCap
 		if rec.Status == 0 {
 			rec.Status = http.StatusOK
 		}
@@ -603,8 +603,8 @@ func (e *Engine) finishCall(c *callState) {
 		rec.Status = ae.Status
 	}
 	rec.Cost = e.callCost(rec, served)
-	if rec.done != nil {
-		rec.done(rec)
+	if done := c.call.Done; done != nil {
+		done(rec)
 	}
 	e.countValve(rec)
 	if e.obs != nil {

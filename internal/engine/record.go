@@ -56,7 +56,6 @@ type Record struct {
 	// Downgraded is set when the model that served ranks below the
 	// primary in capability: the fallbacks the safety valve counts.
 	Downgraded bool
-	primaryCap int
 	// Stage is the rollout stage the call ran in: monitor, hedging or full.
 	Stage string
 	// Legacy is set when the safety valve restricted the call to the
@@ -107,8 +106,6 @@ type Record struct {
 	// KeyID and Team name the virtual key the call was made with (Call);
 	// empty for an unmetered call.
 	KeyID, Team string
-	// done is Call.Done.
-	done func(*Record)
 
 	// Repairs lists structured-output repair steps applied to the answer.
 	Repairs []string

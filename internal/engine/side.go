@@ -89,7 +89,7 @@ func (e *Engine) Side(ctx context.Context, s Side, call Call) (*SideOutcome, err
 	req := &llm.Request{Format: s.Format, Model: s.Model}
 	c := &callState{call: call}
 	c.rec = Record{RequestID: call.RequestID, Start: e.now(), Format: s.Format, Model: s.Model, Behavior: call.Behavior,
-		TraceParent: call.TraceParent, KeyID: call.KeyID, Team: call.Team, Side: s.Kind, done: call.Done}
+		TraceParent: call.TraceParent, KeyID: call.KeyID, Team: call.Team, Side: s.Kind}
 	rec := &c.rec
 	timeout := e.timeout
 	if call.Timeout > 0 {
@@ -116,7 +116,7 @@ func (e *Engine) Side(ctx context.Context, s Side, call Call) (*SideOutcome, err
 	}
 	rs.retries.OnRequest()
 	rs.hedges.OnRequest()
-	rec.PrimaryModel, rec.primaryCap = rs.cands[0].Model, rs.cands[0].Capability
+	rec.PrimaryModel, c.primaryCap = rs.cands[0].Model, rs.cands[0].Capability
 	x := newExec(e, rs, req, call, rec)
 	c.x = x
 	x.policy = e.policy(rs, call.Behavior)
