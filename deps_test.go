@@ -36,7 +36,7 @@ func TestImportRules(t *testing.T) {
 			mod + "/internal/wire/anthropic", mod + "/internal/wire/openai", mod + "/internal/wire/responses"},
 		// Stage packages: their logic, the pipeline contract and the leaves
 		// they read, never the engine.
-		mod + "/internal/structured": {"github.com/santhosh-tekuri/jsonschema/v6", mod + "/internal/llm", mod + "/internal/pipeline", mod + "/internal/wire/translate"},
+		mod + "/internal/structured": {"github.com/santhosh-tekuri/jsonschema/v6", mod + "/internal/llm", mod + "/internal/pipeline", mod + "/internal/provider", mod + "/internal/wire/translate"},
 		mod + "/internal/fragment":   {mod + "/internal/llm", mod + "/internal/pipeline", mod + "/internal/provider", mod + "/internal/structured"},
 		mod + "/internal/classify":   {mod + "/internal/llm"},
 		mod + "/internal/rollout":    {mod + "/internal/llm", mod + "/internal/pipeline", mod + "/internal/resilience"},

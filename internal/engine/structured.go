@@ -7,7 +7,6 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/policy"
-	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/structured"
 	"github.com/keelmesh/keel/internal/wire"
 	"github.com/keelmesh/keel/internal/wire/translate"
@@ -19,82 +18,12 @@ type StructuredOptions = structured.Config
 // outputSpec is a call's output contract (structured.Spec).
 type outputSpec = structured.Spec
 
-// askSchema returns req asking ep's model for the call's schema in the
-// form ep takes (provider.SchemaMode), and whether that is the forced
-// output tool (whose call is folded back into text). Continuations,
-// fragments and merge calls are sent as they are, except that JSON mode,
-// the client's own demand, reaches every fragment.
+// askSchema returns req asking ep's model for the call's contract in the
+// form ep takes (structured.Spec.Ask), and whether that is the forced
+// output tool (whose call is folded back into text).
 func (x *exec) askSchema(req *llm.Request, ep *endpoint, kind policy.AttemptKind) (*llm.Request, bool) {
-	sp := x.spec
-	if sp != nil && sp.JSONMode && kind != policy.AttemptMerge {
-		return x.askJSONMode(req, ep)
-	}
-	if sp == nil || kind == policy.AttemptFragment || kind == policy.AttemptMerge {
-		return req, false
-	}
-	switch ep.StructuredOutputs {
-	case provider.SchemaNone:
-		return req, false
-	case provider.SchemaTool:
-		if len(req.Tools) > 0 || req.Stream && x.e.structOpts.RelaxedStreams {
-			// The client's own tools, or a stream passed through as it
-			// comes: a forced tool call would change the answer's shape.
-			return req, false
-		}
-		return translate.WithOutputTool(req, sp.Raw), true
-	}
-	// The client's format: translation takes it to ep's.
-	out, err := translate.WithOutputSchema(req, req.Format, sp.Raw)
-	if err != nil {
-		return req, false
-	}
-	return out, false
-}
-
-// jsonModeInstruction tells a model without a JSON mode what OpenAI's
-// json_object would have made it do.
-const jsonModeInstruction = "Respond with a single valid JSON object and nothing else: no prose, no code fences."
-
-// askJSONMode returns req in the form ep understands for OpenAI JSON mode.
-// An endpoint whose API has a JSON mode (OpenAI response_format
-// json_object) gets req as it is. An Anthropic-format endpoint has none
-// (the Messages API rejects response_format, and translation would drop
-// it): with an instructor-style schema member whose root is an object with
-// properties, Anthropic structured outputs with that schema (json_schema,
-// translated to output_config.format) on a native endpoint; otherwise a
-// forced output tool with the schema, or an open object, as input (folded
-// back into the text: LiteLLM's emulation), where the endpoint takes tools
-// and the request has no tools of its own and no thinking or reasoning
-// (Anthropic refuses a forced tool with thinking on); a stream answered so
-// is buffered and folded even under relaxed streams (engine.go); otherwise
-// an instruction in the system prompt. The json_object format is removed,
-// so nothing is dropped.
-func (x *exec) askJSONMode(req *llm.Request, ep *endpoint) (*llm.Request, bool) {
-	sp := x.spec
-	if wire.For(ep.Format).JSONMode() || req.ResponseFormat == nil || req.ResponseFormat.Type != "json_object" {
-		return req, false
-	}
-	out := *req
-	out.ResponseFormat = nil
-	_, thinking := req.Extra["thinking"]
-	_, effort := req.Extra["reasoning_effort"]
-	if _, r := req.Extra["reasoning"]; r {
-		effort = true
-	}
-	withSchema := sp.Source == "response_format.json_object.schema"
-	switch {
-	case withSchema && ep.StructuredOutputs == provider.SchemaNative && translate.ObjectRoot(sp.Raw):
-		out.ResponseFormat = &llm.ResponseFormat{Type: "json_schema", Name: translate.OutputSchemaName, Schema: sp.Raw}
-		return &out, false
-	case ep.StructuredOutputs != provider.SchemaNone && len(req.Tools) == 0 && !thinking && !effort:
-		return translate.WithOutputTool(&out, sp.Raw), true
-	}
-	text := jsonModeInstruction
-	if withSchema {
-		text += " It must match this JSON Schema: " + string(sp.Raw)
-	}
-	out.Messages = append([]llm.Message{{Role: llm.RoleSystem, Content: []llm.Block{{Type: llm.BlockText, Text: text}}}}, req.Messages...)
-	return &out, false
+	t := structured.Target{Mode: ep.StructuredOutputs, JSONMode: wire.For(ep.Format).JSONMode()}
+	return x.spec.Ask(req, t, kind.String(), x.e.structOpts.RelaxedStreams)
 }
 
 // StructuredMetrics returns the structured-output counters.
