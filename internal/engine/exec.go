@@ -24,10 +24,11 @@ import (
 // exec is one client call's attempts: which endpoints were tried, the
 // failures seen, the record they are written into. The call's goroutine
 // runs the policy chain; hedge goroutines book their attempts through mu.
-// The policies (package policy) keep their own state (policy.RetryState,
-// policy.Retries, a policy.Hedger per hedged pass) and see the call only
-// through the interfaces they declare (policy.RetryCall, HedgeCall,
-// FallbackCall, BreakerCall), which exec implements here and in hedge.go.
+// The policies keep their own state (policy.RetryState, policy.Retries, a
+// policy.Hedger per hedged pass, the route policy's picks) and see the
+// call only through the interfaces they declare (policy.RetryCall,
+// HedgeCall, FallbackCall, BreakerCall), which exec implements here and
+// in hedge.go.
 type exec struct {
 	e      *Engine
 	rs     *routeState
@@ -56,24 +57,32 @@ type exec struct {
 	retry   policy.RetryState
 	retries policy.Retries
 
-	mu sync.Mutex // guards following (and rec.Attempts while hedges run)
-	// tried marks endpoints tried in the current run; avoid those that
-	// failed a stream (never continued on while another exists).
-	tried    []bool
-	avoid    []bool
+	mu       sync.Mutex // guards following (and rec.Attempts while hedges run)
 	attempts int
 	lastErr  error
+	// sealed is set when the record is handed to observers: attempts
+	// still finishing (drained losers) no longer write into it.
+	sealed bool
+	// picks is the route policy's state.
+	picks picks
+}
+
+// picks is what the route policy keeps of one call's picks (guarded by
+// its exec's mu: hedges pick and book concurrently).
+type picks struct {
+	// tried marks endpoints tried in the current run; avoid those that
+	// failed a stream (never continued on while another exists).
+	tried []bool
+	avoid []bool
 	// overloaded counts capacity refusals per model in this call: a model
 	// that refused on two endpoints is overloaded as a whole and the call
 	// falls back to the next model.
 	overloaded map[string]int
 	// pin, when ≥ 0, is the candidate the next attempt goes to.
 	pin int
-	// sealed is set when the record is handed to observers: attempts
-	// still finishing (drained losers) no longer write into it.
-	sealed    bool
-	firstPick bool
-	cands     []route.Candidate
+	// recorded is set once the first pick's candidates are in the record.
+	recorded bool
+	cands    []route.Candidate
 	// whys says, per candidate in cands, why its view made it unavailable
 	// (in whyBuf for routes of up to 16 endpoints: no allocation).
 	whys      []fleet.Unavailability
@@ -159,7 +168,7 @@ func newChain(r *policy.Retry) step {
 func newExec(e *Engine, rs *routeState, req *llm.Request, call Call, rec *Record) *exec {
 	n := len(rs.cands)
 	b := make([]bool, 2*n)
-	x := &exec{e: e, rs: rs, req: req, call: call, rec: rec, tried: b[:n:n], avoid: b[n:], pin: -1}
+	x := &exec{e: e, rs: rs, req: req, call: call, rec: rec, picks: picks{tried: b[:n:n], avoid: b[n:], pin: -1}}
 	x.retries.Init(rs.retries, e.maxAttempts)
 	return x
 }
@@ -243,11 +252,11 @@ func routePolicy(next step) step {
 			return nil, &policy.NoCandidate{Exhausted: true}
 		}
 		i := -1
-		if p := x.pin; p >= 0 {
+		if p := x.picks.pin; p >= 0 {
 			// The caller chose the first endpoint (a fragment's replicas
 			// start on distinct ones); it is used while it is available.
-			x.pin = -1
-			if why, _ := x.rs.cands[p].View().Unavailable(e.now()); why == fleet.Available && !x.tried[p] {
+			x.picks.pin = -1
+			if why, _ := x.rs.cands[p].View().Unavailable(e.now()); why == fleet.Available && !x.picks.tried[p] {
 				i = p
 			}
 		}
@@ -260,7 +269,7 @@ func routePolicy(next step) step {
 			}
 		}
 		ep := x.rs.cands[i]
-		x.tried[i] = true
+		x.picks.tried[i] = true
 		a := &attempt{x: x, ep: ep, idx: i, kind: t.pass.Kind, start: e.now(), recIdx: len(x.rec.Attempts)}
 		a.ctx, a.cancel = context.WithCancel(ctx)
 		x.rec.Attempts = append(x.rec.Attempts, Attempt{Endpoint: ep.ID, Model: ep.Model, Region: ep.Region, Provider: ep.Provider, Start: a.start, Kind: t.pass.Kind.String(), Wait: t.pass.Wait})
@@ -376,17 +385,17 @@ func (x *exec) NoCandidate(nc *policy.NoCandidate) error {
 func (x *exec) pick(allowTried bool) (int, error) {
 	x.candidates(allowTried, x.e.now())
 	x.preferLossless()
-	ch, err := route.PickAppend(x.decisions, x.cands, x.policy, x.e.rnd)
+	ch, err := route.PickAppend(x.picks.decisions, x.picks.cands, x.policy, x.e.rnd)
 	if err != nil && errors.Is(err, route.ErrAllUnavailable) && x.relaxEjected() {
-		ch, err = route.PickAppend(x.decisions, x.cands, x.policy, x.e.rnd)
+		ch, err = route.PickAppend(x.picks.decisions, x.picks.cands, x.policy, x.e.rnd)
 	}
-	x.decisions = ch.Decisions
-	if !x.firstPick {
-		x.firstPick = true
+	x.picks.decisions = ch.Decisions
+	if !x.picks.recorded {
+		x.picks.recorded = true
 		x.rec.Candidates = make([]Candidate, 0, len(ch.Decisions))
 		for i, d := range ch.Decisions {
 			x.rec.Candidates = append(x.rec.Candidates, Candidate{Endpoint: d.ID, ExpectedMS: d.Score,
-				InFlight: x.cands[i].InFlight, Chosen: d.Reason == route.ReasonChosen, Reason: reasonText(d)})
+				InFlight: x.picks.cands[i].InFlight, Chosen: d.Reason == route.ReasonChosen, Reason: reasonText(d)})
 		}
 	}
 	if err != nil {
@@ -398,22 +407,22 @@ func (x *exec) pick(allowTried bool) (int, error) {
 // breakerLeftOut reports whether the last pick left a candidate out for
 // its open breaker. Called with x.mu held.
 func (x *exec) breakerLeftOut() bool {
-	for i, d := range x.decisions {
-		if d.Reason == route.ReasonUnavailable && x.whys[i] == fleet.BreakerOpen {
+	for i, d := range x.picks.decisions {
+		if d.Reason == route.ReasonUnavailable && x.picks.whys[i] == fleet.BreakerOpen {
 			return true
 		}
 	}
 	return false
 }
 
-// candidates fills x.cands (and x.whys) from the candidates' published
+// candidates fills x.picks.cands (and x.picks.whys) from the candidates' published
 // views at now. Called with x.mu held.
 func (x *exec) candidates(allowTried bool, now time.Time) {
-	if x.cands == nil {
-		x.cands = make([]route.Candidate, 0, len(x.rs.cands))
-		x.whys = x.whyBuf[:0]
+	if x.picks.cands == nil {
+		x.picks.cands = make([]route.Candidate, 0, len(x.rs.cands))
+		x.picks.whys = x.picks.whyBuf[:0]
 	}
-	x.cands, x.whys = x.cands[:0], x.whys[:0]
+	x.picks.cands, x.picks.whys = x.picks.cands[:0], x.picks.whys[:0]
 	warmBest := time.Duration(0)
 	for _, ep := range x.rs.cands {
 		if v := ep.View(); !v.Cold {
@@ -422,7 +431,7 @@ func (x *exec) candidates(allowTried bool, now time.Time) {
 			}
 		}
 	}
-	others := slices.Contains(x.avoid, false)
+	others := slices.Contains(x.picks.avoid, false)
 	primary := x.rs.cands[0].Model
 	for i, ep := range x.rs.cands {
 		v := ep.View()
@@ -442,16 +451,16 @@ func (x *exec) candidates(allowTried bool, now time.Time) {
 		switch {
 		case x.legacy && ep.Model != primary:
 			c.Available, c.Unavailable = false, "safety_valve"
-		case x.avoid[i] && others:
+		case x.picks.avoid[i] && others:
 			c.Available, c.Unavailable = false, "failed_stream"
-		case x.tried[i] && !allowTried:
+		case x.picks.tried[i] && !allowTried:
 			c.Available, c.Unavailable = false, "tried"
 		case why != fleet.Available:
 			c.Available, c.Unavailable, kept = false, why.String(), why
-		case x.overloaded[ep.Model] >= 2 && x.otherModel(ep.Model, now):
+		case x.picks.overloaded[ep.Model] >= 2 && x.otherModel(ep.Model, now):
 			c.Available, c.Unavailable = false, "model_overloaded"
 		}
-		x.cands, x.whys = append(x.cands, c), append(x.whys, kept)
+		x.picks.cands, x.picks.whys = append(x.picks.cands, c), append(x.picks.whys, kept)
 	}
 }
 
@@ -463,10 +472,10 @@ func (x *exec) candidates(allowTried bool, now time.Time) {
 // fail every call. Called with x.mu held.
 func (x *exec) relaxEjected() bool {
 	relaxed := false
-	for i := range x.cands {
-		if x.whys[i] == fleet.Ejected && !x.cands[i].Available {
-			x.cands[i].Available, x.cands[i].Unavailable = true, ""
-			x.whys[i] = fleet.Available
+	for i := range x.picks.cands {
+		if x.picks.whys[i] == fleet.Ejected && !x.picks.cands[i].Available {
+			x.picks.cands[i].Available, x.picks.cands[i].Unavailable = true, ""
+			x.picks.whys[i] = fleet.Available
 			relaxed = true
 		}
 	}
@@ -478,11 +487,11 @@ func (x *exec) relaxEjected() bool {
 // to an OpenAI-format endpoint, say): routing prefers the endpoints that
 // can express the request, and a lossy one is used only when none is left
 // (where translation then refuses or, under translation: drop, drops and
-// names the content). Called with x.mu held, after x.cands is built.
+// names the content). Called with x.mu held, after x.picks.cands is built.
 func (x *exec) preferLossless() {
 	lossless := false
-	for i := range x.cands {
-		if x.cands[i].Available && !x.lossyFor(x.rs.cands[i].Format) {
+	for i := range x.picks.cands {
+		if x.picks.cands[i].Available && !x.lossyFor(x.rs.cands[i].Format) {
 			lossless = true
 			break
 		}
@@ -490,9 +499,9 @@ func (x *exec) preferLossless() {
 	if !lossless {
 		return
 	}
-	for i := range x.cands {
-		if x.cands[i].Available && x.lossyFor(x.rs.cands[i].Format) {
-			x.cands[i].Available, x.cands[i].Unavailable = false, "lossy_translation"
+	for i := range x.picks.cands {
+		if x.picks.cands[i].Available && x.lossyFor(x.rs.cands[i].Format) {
+			x.picks.cands[i].Available, x.picks.cands[i].Unavailable = false, "lossy_translation"
 		}
 	}
 }
@@ -503,14 +512,14 @@ func (x *exec) lossyFor(f llm.Format) bool {
 	if f == x.req.Format || f == llm.FormatUnknown {
 		return false
 	}
-	l, ok := x.lossy[f]
+	l, ok := x.picks.lossy[f]
 	if !ok {
 		_, rep, err := translate.Prepare(x.req, f, translate.Policy{Unsupported: translate.Drop})
 		l = err == nil && len(rep.Lost) > 0
-		if x.lossy == nil {
-			x.lossy = map[llm.Format]bool{}
+		if x.picks.lossy == nil {
+			x.picks.lossy = map[llm.Format]bool{}
 		}
-		x.lossy[f] = l
+		x.picks.lossy[f] = l
 	}
 	return l
 }
@@ -519,7 +528,7 @@ func (x *exec) lossyFor(f llm.Format) bool {
 // available now (so m's overload can be routed around). Called with x.mu
 // held.
 func (x *exec) otherModel(m string, now time.Time) bool {
-	return x.availableLocked(now, func(i int, ep *endpoint) bool { return ep.Model != m && !x.avoid[i] })
+	return x.availableLocked(now, func(i int, ep *endpoint) bool { return ep.Model != m && !x.picks.avoid[i] })
 }
 
 // HasUntried reports whether an endpoint not yet tried in this run is
@@ -527,7 +536,7 @@ func (x *exec) otherModel(m string, now time.Time) bool {
 func (x *exec) HasUntried(now time.Time) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.availableLocked(now, func(i int, ep *endpoint) bool { return !x.tried[i] && !x.avoid[i] && x.allowed(ep) })
+	return x.availableLocked(now, func(i int, ep *endpoint) bool { return !x.picks.tried[i] && !x.picks.avoid[i] && x.allowed(ep) })
 }
 
 // AnyAvailable reports whether an endpoint is available now, tried or not
@@ -535,8 +544,8 @@ func (x *exec) HasUntried(now time.Time) bool {
 func (x *exec) AnyAvailable(now time.Time) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	others := slices.Contains(x.avoid, false)
-	return x.availableLocked(now, func(i int, ep *endpoint) bool { return !(x.avoid[i] && others) && x.allowed(ep) })
+	others := slices.Contains(x.picks.avoid, false)
+	return x.availableLocked(now, func(i int, ep *endpoint) bool { return !(x.picks.avoid[i] && others) && x.allowed(ep) })
 }
 
 // allowed reports whether the safety valve's plain path allows ep.
@@ -563,7 +572,7 @@ func (x *exec) Soonest(now time.Time) time.Time {
 	defer x.mu.Unlock()
 	var best time.Time
 	for i, ep := range x.rs.cands {
-		if x.avoid[i] || !x.allowed(ep) {
+		if x.picks.avoid[i] || !x.allowed(ep) {
 			continue
 		}
 		// Only a retry-after is waited for: an open breaker or an ejection
@@ -703,10 +712,10 @@ func (x *exec) noteOutcome(a *attempt, f *policy.Failure, status int) {
 			}
 		}
 		if f.Capacity {
-			if x.overloaded == nil {
-				x.overloaded = map[string]int{}
+			if x.picks.overloaded == nil {
+				x.picks.overloaded = map[string]int{}
 			}
-			x.overloaded[a.ep.Model]++
+			x.picks.overloaded[a.ep.Model]++
 		}
 	}
 	if x.sealed {

@@ -75,13 +75,13 @@ func (r *replicas) Replica(req *llm.Request, used []bool) fragment.Replica {
 	if x.spec != nil && x.spec.JSONMode {
 		rx.spec = x.spec
 	}
-	copy(rx.tried, used)
+	copy(rx.picks.tried, used)
 	rx.mu.Lock()
 	first, err := rx.pick(false)
 	rx.mu.Unlock()
 	if err == nil {
 		used[first] = true
-		rx.pin = first
+		rx.picks.pin = first
 	}
 	return &replica{r: r, rx: rx, req: req, won: -1}
 }

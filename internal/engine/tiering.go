@@ -68,8 +68,8 @@ func (x *exec) moveTo(rs *routeState) {
 	b := make([]bool, 2*n)
 	x.mu.Lock()
 	x.rs = rs
-	x.tried, x.avoid, x.pin = b[:n:n], b[n:], -1
-	x.overloaded = nil
+	x.picks.tried, x.picks.avoid, x.picks.pin = b[:n:n], b[n:], -1
+	x.picks.overloaded = nil
 	x.mu.Unlock()
 	x.policy.Strategy = rs.strategy
 }
