@@ -17,6 +17,7 @@ import (
 	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
+	rl "github.com/keelmesh/keel/internal/relay"
 	"github.com/keelmesh/keel/internal/route"
 	"github.com/keelmesh/keel/internal/wire/translate"
 )
@@ -100,10 +101,10 @@ type try struct {
 	// endpoints may compete again, the wait before the attempt.
 	pass policy.Pass
 	// cont, when set, is the text the client already has: each endpoint
-	// gets a continuation request of its own kind (see continuationFor).
+	// gets a continuation request of its own kind (relay.ContinueRequest).
 	cont *string
 	// contOut is the output tokens the client already has (see
-	// continuationFor).
+	// relay.ContinueRequest).
 	contOut int
 	// hg is the pass's hedger while the hedge policy runs.
 	hg policy.Booker[*attempt]
@@ -336,7 +337,7 @@ func send(ctx context.Context, x *exec, t *try) (*attempt, error) {
 func (x *exec) modelCall(a *attempt, t *try) (*provider.Result, error) {
 	req := t.req
 	if t.cont != nil {
-		req, a.splice = x.continuationFor(a.ep, *t.cont, t.contOut)
+		req, a.splice = rl.ContinueRequest(x.req, a.ep.ContinuationKind(), *t.cont, t.contOut)
 	} else if x.spec != nil {
 		if r2, tool := x.askSchema(req, a.ep, t.pass.Kind); r2 != req {
 			req, a.tool = r2, tool

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/policy"
@@ -184,7 +183,7 @@ func (l *legs) Stop(cause error, u llm.Usage) (string, *llm.APIError) {
 // Continue continues the answer from cut on another endpoint (the relay
 // took the retry). The endpoint that failed the stream is not used again
 // while another exists. Each endpoint gets the continuation its kind
-// allows (continuationFor); one that cannot continue is re-asked for the
+// allows (relay.ContinueRequest); one that cannot continue is re-asked for the
 // whole answer, which is spliced on only if it starts with exactly the
 // text the client has.
 func (l *legs) Continue(cut rl.Cut) (rl.Leg, *llm.APIError) {
@@ -219,55 +218,4 @@ func (l *legs) cost(u llm.Usage) {
 	r := &x.rec.Attempts[l.cur.recIdx]
 	r.InputTokens, r.OutputTokens = u.PromptTokens(), u.OutputTokens
 	r.Cost = x.e.cost(l.cur.ep, u)
-}
-
-// continuationFor is the request that continues delivered on ep, by ep's
-// continuation kind; splice is set when ep cannot continue an answer and
-// is re-asked for the whole of it.
-// A continuation asks only for the tokens the client has left: out is the
-// output already delivered (content deltas, one token each on the servers
-// that send a token per chunk; a lower bound where a delta holds several).
-func (x *exec) continuationFor(ep *endpoint, delivered string, out int) (req *llm.Request, splice bool) {
-	switch ep.ContinuationKind() {
-	case provider.ContinueNone:
-		// OpenAI starts a new answer after a trailing assistant message:
-		// ask again and keep only what follows the text already sent.
-		return x.req, true
-	case provider.ContinueFinalMessage:
-		// vLLM / SGLang continue the final message only when told to.
-		r := continuation(x.req, delivered, out)
-		r.ContinueFinalMessage = true
-		return r, false
-	case provider.ContinuePrefix:
-		// DeepSeek / Mistral continue a final assistant message marked
-		// "prefix": true.
-		r := continuation(x.req, delivered, out)
-		if n := len(r.Messages); n > 0 && r.Messages[n-1].Role == llm.RoleAssistant {
-			r.Messages[n-1].Prefix = true
-		}
-		return r, false
-	}
-	return continuation(x.req, delivered, out), false // Anthropic prefill
-}
-
-// continuation is req with the text the client already has as an assistant
-// prefill (appended to the client's own prefill if it sent one), asking
-// for the client's max_tokens less the out tokens it has (at least one).
-func continuation(req *llm.Request, prefill string, had int) *llm.Request {
-	out := *req
-	if out.HasMaxTokens {
-		out.MaxTokens = max(1, req.MaxTokens-had)
-	}
-	trimmed := strings.TrimRight(prefill, " \t\r\n")
-	msgs := make([]llm.Message, len(req.Messages), len(req.Messages)+1)
-	copy(msgs, req.Messages)
-	if n := len(msgs); n > 0 && msgs[n-1].Role == llm.RoleAssistant {
-		last := msgs[n-1]
-		text := strings.TrimRight(last.Text()+trimmed, " \t\r\n")
-		msgs[n-1] = llm.Message{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockText, Text: text}}}
-	} else if trimmed != "" {
-		msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockText, Text: trimmed}}})
-	}
-	out.Messages = msgs
-	return &out
 }
