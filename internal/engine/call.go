@@ -10,6 +10,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
+	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/shadow"
 	"github.com/keelmesh/keel/internal/structured"
@@ -25,8 +26,9 @@ type callState struct {
 	rec  Record
 
 	// rs is the route the call runs on (after tiering); tiers the tiered
-	// alias it named (nil otherwise) and tier the index of rs in it;
-	// semThreshold the named route's semantic-cache threshold.
+	// alias it named (nil otherwise) and tier the index of the route its
+	// attempts run on (escalate moves it up); semThreshold the named
+	// route's semantic-cache threshold.
 	rs           *routeState
 	tiers        *tiers
 	tier         int
@@ -49,6 +51,9 @@ type callState struct {
 	structured *structured.Part
 	reask      *reasker
 	frag       *replicas
+	// reasked is the endpoint whose re-asked answer replaced the first
+	// (the structured stage): the one credited with the answer.
+	reasked *endpoint
 	// served is the endpoint credited with the answer and err the client's
 	// error: set by the core (by a stream at its Close) and read by the
 	// finish.
@@ -254,7 +259,6 @@ func (e *Engine) admitted(ctx context.Context, c *callState, pc *pipeline.Call, 
 	}
 	x := newExec(e, rs, pc.Request, call, rec)
 	c.x = x
-	x.tiers, x.tier = c.tiers, c.tier
 	x.policy = e.policy(rs, call.Behavior)
 	x.policy.Domain = rec.Domain
 	x.shadow = c.shadowRun
@@ -265,7 +269,7 @@ func (e *Engine) admitted(ctx context.Context, c *callState, pc *pipeline.Call, 
 func (e *Engine) core(ctx context.Context, pc *pipeline.Call) (*pipeline.Answer, error) {
 	c := callOf(pc)
 	rec, x, req := &c.rec, c.x, pc.Request
-	won, err := x.run(ctx, req, "primary")
+	won, err := x.run(ctx, req, policy.AttemptPrimary)
 	if err != nil {
 		return nil, x.clientError(ctx, err)
 	}

@@ -14,7 +14,7 @@
 // to an Observer, and, when several replicas share state (Options.Shared,
 // a SharedState such as store/redis), publishes what it observes of its
 // endpoints and leases its retry and hedge budgets through it, never on a
-// call's path (shared.go).
+// call's path (package fleet).
 package engine
 
 import (
@@ -35,6 +35,7 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/pipeline"
+	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/resilience"
@@ -190,7 +191,6 @@ type Engine struct {
 	piiStage    pipeline.Stage
 	maxAttempts int
 	timeout     time.Duration
-	backoff     *resilience.Backoff
 	hedge       resilience.HedgePolicy
 	opts        Resilience
 	hedgingOff  atomic.Bool
@@ -211,7 +211,7 @@ type Engine struct {
 	// kick asks the lease goroutine for a round before its tick (a
 	// budget's lease ran dry).
 	kick        chan struct{}
-	fleet       fleet
+	fleet       registry
 	models      []ModelInfo
 	passthrough []*provider.Endpoint
 	// chain is the attempt path, folded once (see step).
@@ -276,7 +276,7 @@ func New(o Options) (*Engine, error) {
 	}
 	e := &Engine{
 		client: o.Client, classify: o.Classify, complexityFn: o.Complexity, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices,
-		maxAttempts: r.MaxAttempts, timeout: r.Timeout, backoff: backoff, hedge: r.Hedge, opts: r,
+		maxAttempts: r.MaxAttempts, timeout: r.Timeout, hedge: r.Hedge, opts: r,
 		routes: map[string]*routeState{}, passthrough: o.Passthrough, shared: o.Shared, byID: map[string]*endpoint{},
 		kick: make(chan struct{}, 1),
 	}
@@ -296,7 +296,7 @@ func New(o Options) (*Engine, error) {
 	if e.probeInt <= 0 {
 		e.probeInt = defaultProbeInterval
 	}
-	e.chain = chain(fallbackPolicy, retryPolicy, hedgePolicy, routePolicy, breakerPolicy)
+	e.chain = newChain(&policy.Retry{MaxAttempts: r.MaxAttempts, Backoff: backoff, Now: now})
 	e.hedgingOff.Store(r.DisableHedging)
 	e.recoveryOff.Store(r.DisableRecovery)
 
@@ -489,9 +489,9 @@ func (e *Engine) Endpoints() []EndpointStatus {
 	out := make([]EndpointStatus, 0, len(eps))
 	now := e.now()
 	for _, ep := range eps {
-		br := ep.breaker.State().String() // an ended open interval turns half-open here, republishing the view
+		br := ep.Breaker.State().String() // an ended open interval turns half-open here, republishing the view
 		out = append(out, EndpointStatus{ID: ep.ID, Model: ep.Model, Region: ep.Region, Provider: ep.Provider,
-			Breaker: br, State: ep.view.Load().state(now), Health: ep.health.Snapshot()})
+			Breaker: br, State: ep.View().State(now), Health: ep.Health.Snapshot()})
 	}
 	return out
 }

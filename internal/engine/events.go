@@ -50,8 +50,7 @@ type AttemptEvent struct {
 	Endpoint  string
 	Model     string
 	Region    string
-	// Kind is "primary", "retry", "hedge", "fallback" or "continuation",
-	// as in Attempt.Kind.
+	// Kind is the attempt kind's label, as in Attempt.Kind.
 	Kind string
 	// Outcome is "ok" or the failure reason from the classification table,
 	// as in Attempt.Outcome.

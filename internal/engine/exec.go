@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,14 +14,20 @@ import (
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
+	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
+	rl "github.com/keelmesh/keel/internal/relay"
 	"github.com/keelmesh/keel/internal/route"
-	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
 // exec is one client call's attempts: which endpoints were tried, the
-// budgets spent, the failures seen. The call's goroutine runs the policy
-// chain; hedge goroutines book their attempts through mu.
+// failures seen, the record they are written into. The call's goroutine
+// runs the policy chain; hedge goroutines book their attempts through mu.
+// The policies keep their own state (policy.RetryState, policy.Retries, a
+// policy.Hedger per hedged pass, the route policy's picks) and see the
+// call only through the interfaces they declare (policy.RetryCall,
+// HedgeCall, FallbackCall, BreakerCall), which exec implements here and
+// in hedge.go.
 type exec struct {
 	e      *Engine
 	rs     *routeState
@@ -37,13 +42,6 @@ type exec struct {
 	// shadow marks a shadow call: one attempt, never retried, failed over
 	// or hedged (shadow.go).
 	shadow bool
-	// tiers is the call's tiered alias (nil for any other name), tier the
-	// index of the route it runs on (escalate moves it up).
-	tiers *tiers
-	tier  int
-	// reasked is the endpoint whose re-asked answer replaced the first
-	// (the structured stage): the one credited with the answer.
-	reasked *endpoint
 	// side, when set, is the Side call whose attempt replaces the model
 	// call (side.go).
 	side *Side
@@ -52,56 +50,49 @@ type exec struct {
 	// implied by its system prompt.
 	spec *outputSpec
 
-	mu sync.Mutex // guards following (and rec.Attempts while hedges run)
-	// tried marks endpoints tried in the current run; avoid those that
-	// failed a stream (never continued on while another exists).
-	tried    []bool
-	avoid    []bool
+	// retry is the retry policy's state; retries the call's retries of
+	// work (the route's retry budget), shared with continuations and
+	// re-asks. Each guards itself.
+	retry   policy.RetryState
+	retries policy.Retries
+
+	mu       sync.Mutex // guards following (and rec.Attempts while hedges run)
 	attempts int
-	waits    int
-	retries  int
 	lastErr  error
-	// overloaded counts capacity refusals per model in this call: a model
-	// that refused on two endpoints is overloaded as a whole and the call
-	// falls back to the next model.
-	overloaded map[string]int
-	// pin, when ≥ 0, is the candidate the next attempt goes to.
-	pin int
 	// sealed is set when the record is handed to observers: attempts
 	// still finishing (drained losers) no longer write into it.
-	sealed    bool
-	firstPick bool
-	cands     []route.Candidate
-	decisions []route.Decision
-	// lossy caches, per wire format, whether translating the request into
-	// it would lose content (translate.Report.Lost).
-	lossy map[llm.Format]bool
+	sealed bool
+	// picks is the route policy's state.
+	picks picks
 }
 
 // try is one pass through the policy chain: what to send and how.
 type try struct {
-	req  *llm.Request
-	kind string
+	req *llm.Request
+	// pass is what the policies steer: the attempt kind, whether tried
+	// endpoints may compete again, the wait before the attempt.
+	pass policy.Pass
 	// cont, when set, is the text the client already has: each endpoint
-	// gets a continuation request of its own kind (see continuationFor).
+	// gets a continuation request of its own kind (relay.ContinueRequest).
 	cont *string
 	// contOut is the output tokens the client already has (see
-	// continuationFor).
-	contOut    int
-	wait       time.Duration
-	allowTried bool
-	// hg is the call's hedger while the hedge policy runs.
-	hg *hedger
+	// relay.ContinueRequest).
+	contOut int
+	// hg is the pass's hedger while the hedge policy runs.
+	hg policy.Booker[*attempt]
 	// booked is the attempt the route policy booked for the inner steps.
 	booked *attempt
 }
+
+// Pass is what the policies steer (policy.Try).
+func (t *try) Pass() *policy.Pass { return &t.pass }
 
 // attempt is one upstream attempt in flight or done.
 type attempt struct {
 	x      *exec
 	ep     *endpoint
 	idx    int
-	kind   string
+	kind   policy.AttemptKind
 	start  time.Time
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -122,35 +113,37 @@ type attempt struct {
 
 	res  *provider.Result
 	err  error
-	fail *failure
+	fail *policy.Failure
 	// first holds the events read before the first content event.
 	first []*llm.Event
 	ttft  time.Duration
 	end   time.Time
 }
 
-// step runs the rest of the chain; policy wraps a step (failsafe-go's
-// executor). The chain is folded once per engine, outermost first:
-// fallback → retry → hedge → route → breaker → send. The per-attempt
-// timeouts (response header, adaptive stream idle, request) are the
-// provider client's, per endpoint; the route policy gives each attempt its
-// own context, cancelled when it is discarded.
-type step func(ctx context.Context, x *exec, t *try) (*attempt, error)
+// step runs the rest of the chain (failsafe-go's executor). The chain is
+// folded once per engine, outermost first: fallback → retry → hedge →
+// route → breaker → send (newChain). The per-attempt timeouts (response
+// header, adaptive stream idle, request) are the provider client's, per
+// endpoint; the route policy gives each attempt its own context, cancelled
+// when it is discarded.
+type step = policy.Step[*exec, *try, *attempt]
 
-type policy func(next step) step
-
-func chain(ps ...policy) step {
-	s := step(send)
-	for i := len(ps) - 1; i >= 0; i-- {
-		s = ps[i](s)
-	}
-	return s
+// newChain folds the attempt policies around send.
+func newChain(r *policy.Retry) step {
+	return policy.Chain(send,
+		policy.Fallback[*exec, *try, *attempt],
+		policy.RetryPolicy[*exec, *try, *attempt](r),
+		policy.Hedge[*exec, *try, *attempt],
+		routePolicy,
+		policy.Breaker[*exec, *try, *attempt])
 }
 
 func newExec(e *Engine, rs *routeState, req *llm.Request, call Call, rec *Record) *exec {
 	n := len(rs.cands)
 	b := make([]bool, 2*n)
-	return &exec{e: e, rs: rs, req: req, call: call, rec: rec, tried: b[:n:n], avoid: b[n:], pin: -1}
+	x := &exec{e: e, rs: rs, req: req, call: call, rec: rec, picks: picks{tried: b[:n:n], avoid: b[n:], pin: -1}}
+	x.retries.Init(rs.retries, e.maxAttempts)
+	return x
 }
 
 // errSealed is what an attempt asked for after its call ended gets.
@@ -165,207 +158,73 @@ func (x *exec) seal() {
 
 // run sends req through the chain until one attempt succeeds, the
 // failures say stop, or ctx ends.
-func (x *exec) run(ctx context.Context, req *llm.Request, kind string) (*attempt, error) {
-	return x.runTry(ctx, &try{req: req, kind: kind})
+func (x *exec) run(ctx context.Context, req *llm.Request, kind policy.AttemptKind) (*attempt, error) {
+	return x.runTry(ctx, &try{req: req, pass: policy.Pass{Kind: kind}})
 }
 
 func (x *exec) runTry(ctx context.Context, t *try) (*attempt, error) {
 	return x.e.chain(ctx, x, t)
 }
 
-// fallbackPolicy moves the call to another model when only one may serve:
-// a prompt too long for this model's context window.
-func fallbackPolicy(next step) step {
-	return func(ctx context.Context, x *exec, t *try) (*attempt, error) {
-		for {
-			a, err := next(ctx, x, t)
-			f := classify(err)
-			if a == nil || f == nil || f.decide != decideFallback || ctx.Err() != nil {
-				return a, err
-			}
-			x.mu.Lock()
-			if a != nil && a.ep.ContextWindow >= x.policy.MinContextWindow {
-				x.policy.MinContextWindow = a.ep.ContextWindow + 1
-			}
-			x.mu.Unlock()
-			t.kind, t.allowTried = "fallback", false
-		}
+// Outgrow makes the call's routing ask for a bigger context window than
+// a's endpoint has (the fallback policy, after a context error).
+func (x *exec) Outgrow(a *attempt) {
+	x.mu.Lock()
+	if a.ep.ContextWindow >= x.policy.MinContextWindow {
+		x.policy.MinContextWindow = a.ep.ContextWindow + 1
 	}
+	x.mu.Unlock()
 }
 
-// maxCooldownWait bounds a wait for an endpoint's retry-after when the
-// call has no deadline.
-const maxCooldownWait = 30 * time.Second
+// The retry policy's view of the call (policy.RetryCall).
 
-// retryPolicy tries again after a retryable failure. Failover after a fast
-// refusal (429, 529, 503, connection refused: no work done) to an untried
-// endpoint is free; a retry of work (a 500, a timeout, a cut, or the same
-// endpoint again) draws on the route's retry budget, so amplification stays
-// bounded (gRPC retry throttling). When every endpoint is cooling down,
-// ejected or open, it waits for the one that comes back first if that is
-// within the call's deadline, rather than failing a call no attempt was
-// made for.
-func retryPolicy(next step) step {
-	return func(ctx context.Context, x *exec, t *try) (*attempt, error) {
-		e := x.e
-		for {
-			a, err := next(ctx, x, t)
-			if err == nil {
-				return a, nil
-			}
-			if ctx.Err() != nil {
-				return a, ctx.Err()
-			}
-			var nc *noCandidate
-			if errors.As(err, &nc) {
-				if nc.filtered || nc.exhausted || x.shadow {
-					return nil, x.noCandidate(nc)
-				}
-				if !t.allowTried && x.anyAvailable(e.now()) {
-					// Only endpoints an earlier pass tried are left (a
-					// re-ask, a one-endpoint route): they may serve again.
-					t.allowTried = true
-					continue
-				}
-				until := x.soonest(e.now())
-				d := until.Sub(e.now())
-				if until.IsZero() || d <= 0 || x.waits >= e.maxAttempts {
-					return nil, x.noCandidate(nc)
-				}
-				if x.waits > 0 && !x.rs.retries.TryWithdraw() {
-					// The first wait for a retry-after is free (nothing was
-					// sent); waiting again, behind other calls' refusals, is
-					// a retry like any other.
-					return nil, x.exhausted(llm.MeshBudgetExhausted, "retry budget exhausted while every endpoint is cooling down")
-				}
-				if dl, ok := ctx.Deadline(); ok && e.now().Add(d).After(dl) {
-					return nil, x.exhausted(llm.MeshTimeout, "no endpoint can be tried again before the deadline")
-				} else if !ok && d > maxCooldownWait {
-					return nil, x.noCandidate(nc)
-				}
-				x.waits++
-				if err := sleep(ctx, d); err != nil {
-					return nil, err
-				}
-				x.rec.QueueWait += d
-				t.wait += d
-				t.allowTried = true
-				continue
-			}
-			f := classify(err)
-			if f.decide != decideRetry || x.shadow {
-				return a, err
-			}
-			x.mu.Lock()
-			spent := x.attempts >= e.maxAttempts
-			x.mu.Unlock()
-			if spent {
-				return a, x.exhausted(llm.MeshFallbackExhausted, "every attempt failed")
-			}
-			untried := x.hasUntried(e.now())
-			if t.kind == "primary" {
-				t.kind = "retry"
-			}
-			if f.refusal && untried {
-				t.allowTried = false
-				continue // failover: the refused work was never done
-			}
-			if !x.rs.retries.TryWithdraw() {
-				return a, x.exhausted(llm.MeshBudgetExhausted, "retry budget exhausted")
-			}
-			x.retries++
-			x.rec.Retries++
-			if untried {
-				t.allowTried = false
-				continue
-			}
-			d := e.backoff.Delay(x.retries-1, f.retryAfter)
-			if dl, ok := ctx.Deadline(); ok && e.now().Add(d).After(dl) {
-				return a, x.exhausted(llm.MeshTimeout, "no endpoint can be tried again before the deadline")
-			}
-			if err := sleep(ctx, d); err != nil {
-				return nil, err
-			}
-			x.rec.QueueWait += d
-			t.wait += d
-			t.allowTried = true
-		}
-	}
+func (x *exec) RetryState() *policy.RetryState { return &x.retry }
+func (x *exec) Retries() *policy.Retries       { return &x.retries }
+func (x *exec) OneShot() bool                  { return x.shadow }
+func (x *exec) Waited(d time.Duration) {
+	x.mu.Lock()
+	x.rec.QueueWait += d
+	x.mu.Unlock()
 }
 
-// routePolicy picks the endpoint for one attempt and books it: tried,
-// counted, recorded, in flight. Pick and booking hold x.mu, so a hedge
-// never books the endpoint the call's goroutine just booked.
-func routePolicy(next step) step {
-	return func(ctx context.Context, x *exec, t *try) (*attempt, error) {
-		e := x.e
+// Attempts is the attempts made so far.
+func (x *exec) Attempts() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.attempts
+}
+
+// TakeRetry takes a retry of work (policy.Retries.Take: the call's
+// attempt cap, the route's retry budget) and counts it in the record.
+func (x *exec) TakeRetry() error {
+	if err := x.retries.Take(x.Attempts()); err != nil {
+		return err
+	}
+	x.mu.Lock()
+	x.rec.Retries++
+	x.mu.Unlock()
+	return nil
+}
+
+// Admit asks the breaker of the endpoint booked for t (policy.Breaker):
+// a refusal is recorded on the attempt; an admitted attempt is counted
+// and its outcome callbacks taken.
+func (x *exec) Admit(t *try) error {
+	a := t.booked
+	bdone, err := a.ep.Breaker.Allow()
+	if err != nil {
 		x.mu.Lock()
-		if x.sealed || t.kind == "hedge" && t.hg != nil && t.hg.closed {
-			// A hedge launched as the call ended, or as its pass was
-			// decided: the record is the observers' (or a stream's reader's)
-			// now, and the call needs no more attempts.
-			x.mu.Unlock()
-			return nil, errSealed
-		}
-		if x.attempts >= e.maxAttempts {
-			x.mu.Unlock()
-			return nil, &noCandidate{exhausted: true}
-		}
-		i := -1
-		if p := x.pin; p >= 0 {
-			// The caller chose the first endpoint (a fragment's replicas
-			// start on distinct ones); it is used while it is available.
-			x.pin = -1
-			if why, _ := x.rs.cands[p].view.Load().unavailable(e.now()); why == "" && !x.tried[p] {
-				i = p
-			}
-		}
-		if i < 0 {
-			var err error
-			if i, err = x.pick(t.allowTried); err != nil {
-				x.mu.Unlock()
-				return nil, &noCandidate{err: err, filtered: errors.Is(err, route.ErrAllFiltered)}
-			}
-		}
-		ep := x.rs.cands[i]
-		x.tried[i] = true
-		a := &attempt{x: x, ep: ep, idx: i, kind: t.kind, start: e.now(), recIdx: len(x.rec.Attempts)}
-		a.ctx, a.cancel = context.WithCancel(ctx)
-		x.rec.Attempts = append(x.rec.Attempts, Attempt{Endpoint: ep.ID, Model: ep.Model, Region: ep.Region, Provider: ep.Provider, Start: a.start, Kind: t.kind, Wait: t.wait})
+		x.rec.Attempts[a.recIdx].Outcome = "breaker_open"
+		x.rec.Attempts[a.recIdx].End = a.start
 		x.mu.Unlock()
-		t.wait = 0
-		if t.hg != nil {
-			t.hg.booked(a, t.kind == "hedge")
-		}
-		t.booked = a
-		a2, err := next(ctx, x, t)
-		if a2 == nil && err != nil {
-			// Not sent (the breaker refused): the booking ends here.
-			a.cancel()
-		}
-		return a2, err
+		return fmt.Errorf("endpoint %s: %w", a.ep.ID, err)
 	}
-}
-
-// breakerPolicy asks the endpoint's breaker; a refusal is a failover.
-func breakerPolicy(next step) step {
-	return func(ctx context.Context, x *exec, t *try) (*attempt, error) {
-		a := t.booked
-		bdone, err := a.ep.breaker.Allow()
-		if err != nil {
-			x.mu.Lock()
-			x.rec.Attempts[a.recIdx].Outcome = "breaker_open"
-			x.rec.Attempts[a.recIdx].End = a.start
-			x.mu.Unlock()
-			return nil, &failure{reason: "breaker_open", decide: decideRetry, refusal: true, err: fmt.Errorf("endpoint %s: %w", a.ep.ID, err)}
-		}
-		x.mu.Lock()
-		x.attempts++
-		x.mu.Unlock()
-		a.bdone = bdone
-		a.hdone = a.ep.health.Begin()
-		return next(ctx, x, t)
-	}
+	x.mu.Lock()
+	x.attempts++
+	x.mu.Unlock()
+	a.bdone = bdone
+	a.hdone = a.ep.Health.Begin()
+	return nil
 }
 
 // send makes the attempt: the request adapted to the endpoint, the call,
@@ -380,12 +239,10 @@ func send(ctx context.Context, x *exec, t *try) (*attempt, error) {
 	}
 	a.end = x.e.now()
 	if a.err != nil {
-		a.fail = classify(a.err)
-		if a.fail.reason == "canceled" && a.ctx.Err() != nil && ctx.Err() == nil {
+		a.fail = policy.Classify(a.err)
+		if a.fail.Kind == policy.KindCanceled && a.ctx.Err() != nil && ctx.Err() == nil {
 			// Cancelled because another attempt won, not by the caller.
-			cp := *a.fail
-			cp.reason = "cancelled_loser"
-			a.fail = &cp
+			a.fail = policy.Loser(a.fail)
 		}
 		a.settle(a.fail)
 		return a, a.fail
@@ -397,9 +254,9 @@ func send(ctx context.Context, x *exec, t *try) (*attempt, error) {
 func (x *exec) modelCall(a *attempt, t *try) (*provider.Result, error) {
 	req := t.req
 	if t.cont != nil {
-		req, a.splice = x.continuationFor(a.ep, *t.cont, t.contOut)
+		req, a.splice = rl.ContinueRequest(x.req, a.ep.ContinuationKind(), *t.cont, t.contOut)
 	} else if x.spec != nil {
-		if r2, tool := x.askSchema(req, a.ep, t.kind); r2 != req {
+		if r2, tool := x.askSchema(req, a.ep, t.pass.Kind); r2 != req {
 			req, a.tool = r2, tool
 			x.mu.Lock()
 			if !x.sealed && x.rec.Structured != nil { // a fragment's replica has no Structured
@@ -424,232 +281,6 @@ func (x *exec) modelCall(a *attempt, t *try) (*provider.Result, error) {
 	return res, err
 }
 
-// noCandidate says no endpoint could be booked for an attempt.
-type noCandidate struct {
-	err error
-	// filtered: no endpoint meets the request's constraints at all;
-	// exhausted: the call's attempts are spent.
-	filtered, exhausted bool
-}
-
-func (n *noCandidate) Error() string {
-	if n.exhausted {
-		return "attempts exhausted"
-	}
-	return n.err.Error()
-}
-
-func (n *noCandidate) Unwrap() error { return n.err }
-
-func (x *exec) noCandidate(nc *noCandidate) error {
-	switch {
-	case nc.exhausted:
-		return x.exhausted(llm.MeshFallbackExhausted, "every attempt failed")
-	case nc.filtered && x.attempts == 0:
-		return &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest,
-			Message: "no endpoint of " + x.rs.name + " meets the request's constraints: " + nc.err.Error()}
-	case nc.filtered:
-		return x.exhausted(llm.MeshFallbackExhausted, "no other model can serve the request: "+nc.err.Error())
-	case x.attempts == 0 && strings.Contains(nc.err.Error(), "breaker_open"):
-		return &meshError{code: llm.MeshCircuitOpen, why: nc.err.Error(), last: x.lastErr}
-	}
-	return x.exhausted(llm.MeshFallbackExhausted, nc.err.Error())
-}
-
-// pick chooses the next endpoint from the candidates' published views;
-// allowTried lets endpoints already tried in this run compete again.
-// Called with x.mu held.
-func (x *exec) pick(allowTried bool) (int, error) {
-	now := x.e.now()
-	if x.cands == nil {
-		x.cands = make([]route.Candidate, 0, len(x.rs.cands))
-	}
-	x.cands = x.cands[:0]
-	warmBest := time.Duration(0)
-	for _, ep := range x.rs.cands {
-		if v := ep.view.Load(); !v.cold {
-			if warmBest == 0 || v.expected < warmBest {
-				warmBest = v.expected
-			}
-		}
-	}
-	others := false
-	for i := range x.rs.cands {
-		if !x.avoid[i] {
-			others = true
-		}
-	}
-	primary := x.rs.cands[0].Model
-	for i, ep := range x.rs.cands {
-		v := ep.view.Load()
-		c := route.Candidate{
-			ID: ep.ID, Model: ep.Model, Region: ep.Region, Order: i,
-			Capability: ep.Capability, ContextWindow: ep.ContextWindow, Domains: ep.Domains,
-			ExpectedLatency: v.expected, InFlight: ep.health.InFlight(),
-			Available: true,
-		}
-		if warmBest > 0 && v.cold {
-			// Optimistic start: an endpoint with no success yet ties with
-			// the best warm one, so it gets tried and learns its latency.
-			c.ExpectedLatency = warmBest
-		}
-		why, _ := v.unavailable(now)
-		switch {
-		case x.legacy && ep.Model != primary:
-			c.Available, c.Unavailable = false, "safety_valve"
-		case x.avoid[i] && others:
-			c.Available, c.Unavailable = false, "failed_stream"
-		case x.tried[i] && !allowTried:
-			c.Available, c.Unavailable = false, "tried"
-		case why != "":
-			c.Available, c.Unavailable = false, why
-		case x.overloaded[ep.Model] >= 2 && x.otherModel(ep.Model, now):
-			c.Available, c.Unavailable = false, "model_overloaded"
-		}
-		x.cands = append(x.cands, c)
-	}
-	x.preferLossless()
-	ch, err := route.PickAppend(x.decisions, x.cands, x.policy, x.e.rnd)
-	if err != nil && errors.Is(err, route.ErrAllUnavailable) {
-		// Panic routing, as Envoy does past its panic threshold: when every
-		// otherwise suitable endpoint is only ejected as an outlier,
-		// ejection says nothing about which is better; send anyway (the
-		// retry budget still caps the load) rather than fail every call.
-		relaxed := false
-		for i := range x.cands {
-			if x.cands[i].Unavailable == "ejected" {
-				x.cands[i].Available, x.cands[i].Unavailable = true, ""
-				relaxed = true
-			}
-		}
-		if relaxed {
-			ch, err = route.PickAppend(x.decisions, x.cands, x.policy, x.e.rnd)
-		}
-	}
-	x.decisions = ch.Decisions
-	if !x.firstPick {
-		x.firstPick = true
-		x.rec.Candidates = make([]Candidate, 0, len(ch.Decisions))
-		for i, d := range ch.Decisions {
-			x.rec.Candidates = append(x.rec.Candidates, Candidate{Endpoint: d.ID, ExpectedMS: d.Score,
-				InFlight: x.cands[i].InFlight, Chosen: d.Reason == route.ReasonChosen, Reason: reasonText(d)})
-		}
-	}
-	if err != nil {
-		return -1, err
-	}
-	return ch.Index, nil
-}
-
-// preferLossless makes unavailable, while an available endpoint can carry
-// the whole request, each endpoint whose wire format cannot (a document
-// to an OpenAI-format endpoint, say): routing prefers the endpoints that
-// can express the request, and a lossy one is used only when none is left
-// (where translation then refuses or, under translation: drop, drops and
-// names the content). Called with x.mu held, after x.cands is built.
-func (x *exec) preferLossless() {
-	lossless := false
-	for i := range x.cands {
-		if x.cands[i].Available && !x.lossyFor(x.rs.cands[i].Format) {
-			lossless = true
-			break
-		}
-	}
-	if !lossless {
-		return
-	}
-	for i := range x.cands {
-		if x.cands[i].Available && x.lossyFor(x.rs.cands[i].Format) {
-			x.cands[i].Available, x.cands[i].Unavailable = false, "lossy_translation"
-		}
-	}
-}
-
-// lossyFor reports whether translating the request to format f loses
-// content. Called with x.mu held.
-func (x *exec) lossyFor(f llm.Format) bool {
-	if f == x.req.Format || f == llm.FormatUnknown {
-		return false
-	}
-	l, ok := x.lossy[f]
-	if !ok {
-		_, rep, err := translate.Prepare(x.req, f, translate.Policy{Unsupported: translate.Drop})
-		l = err == nil && len(rep.Lost) > 0
-		if x.lossy == nil {
-			x.lossy = map[llm.Format]bool{}
-		}
-		x.lossy[f] = l
-	}
-	return l
-}
-
-// otherModel reports whether an endpoint of a model other than m is
-// available now (so m's overload can be routed around). Called with x.mu
-// held.
-func (x *exec) otherModel(m string, now time.Time) bool {
-	return x.availableLocked(now, func(i int, ep *endpoint) bool { return ep.Model != m && !x.avoid[i] })
-}
-
-// hasUntried reports whether an endpoint not yet tried in this run is
-// available now.
-func (x *exec) hasUntried(now time.Time) bool {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.availableLocked(now, func(i int, ep *endpoint) bool { return !x.tried[i] && !x.avoid[i] && x.allowed(ep) })
-}
-
-// anyAvailable reports whether an endpoint is available now, tried or not
-// (one that failed a stream only when it is the route's only endpoint).
-func (x *exec) anyAvailable(now time.Time) bool {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	others := slices.Contains(x.avoid, false)
-	return x.availableLocked(now, func(i int, ep *endpoint) bool { return !(x.avoid[i] && others) && x.allowed(ep) })
-}
-
-// allowed reports whether the safety valve's plain path allows ep.
-func (x *exec) allowed(ep *endpoint) bool { return !x.legacy || ep.Model == x.rs.cands[0].Model }
-
-// availableLocked reports whether a candidate that ok accepts is
-// available now by its published view. Called with x.mu held.
-func (x *exec) availableLocked(now time.Time, ok func(i int, ep *endpoint) bool) bool {
-	for i, ep := range x.rs.cands {
-		if !ok(i, ep) {
-			continue
-		}
-		if why, _ := ep.view.Load().unavailable(now); why == "" {
-			return true
-		}
-	}
-	return false
-}
-
-// soonest is when the first endpoint cooling down after a retry-after
-// comes back; zero when none is cooling.
-func (x *exec) soonest(now time.Time) time.Time {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	var best time.Time
-	for i, ep := range x.rs.cands {
-		if x.avoid[i] || !x.allowed(ep) {
-			continue
-		}
-		// Only a retry-after is waited for: an open breaker or an ejection
-		// is a fault, and failing fast is its point.
-		if why, until := ep.view.Load().unavailable(now); why == "cooling" && until.After(now) && (best.IsZero() || until.Before(best)) {
-			best = until
-		}
-	}
-	return best
-}
-
-func reasonText(d route.Decision) string {
-	if d.Detail != "" {
-		return string(d.Reason) + ": " + d.Detail
-	}
-	return string(d.Reason)
-}
-
 // peekContent reads a stream up to its first content event, so that a
 // stream failing before content (an error event inside a 200, a cut, a
 // silent upstream) is still a retryable failure and hedged streams race on
@@ -660,7 +291,7 @@ func (a *attempt) peekContent(res *provider.Result) error {
 		if err == io.EOF {
 			if len(a.first) == 0 {
 				res.Stream.Close()
-				return errEmptyStream
+				return policy.ErrEmptyStream
 			}
 			return nil // a complete answer without content
 		}
@@ -685,7 +316,7 @@ func (a *attempt) peekContent(res *provider.Result) error {
 // handed over. A failure is settled when it happens (on whichever
 // goroutine ran the attempt), a success when the answer is delivered (for
 // a stream, when it ends). Every attempt is settled or discarded once.
-func (a *attempt) settle(f *failure) {
+func (a *attempt) settle(f *policy.Failure) {
 	x := a.x
 	x.mu.Lock()
 	if a.settled {
@@ -694,70 +325,87 @@ func (a *attempt) settle(f *failure) {
 	}
 	a.settled = true
 	x.mu.Unlock()
-	o := health.Outcome{Latency: a.end.Sub(a.start), TTFT: a.ttft, NoLatency: x.side != nil && !x.side.Latency}
-	if a.res != nil {
-		o.Status, o.Header = a.res.Status, a.res.Header
-	}
-	ok := true
-	if f != nil {
-		var pe *provider.Error
-		if errors.As(f.err, &pe) {
-			switch pe.Kind {
-			case provider.KindConnect:
-				o.Kind = health.KindConnect
-			case provider.KindReset:
-				o.Kind = health.KindReset
-			case provider.KindTimeout:
-				o.Kind = health.KindTimeout
-			default:
-				o.Kind = f.reason
-			}
-		}
-		if f.status != 0 {
-			o.Status = f.status
-		}
-		o.RetryAfter = f.retryAfter
-		// Only faults of the endpoint count against it, not the caller's
-		// bad request or its leaving.
-		o.Failure = f.decide == decideRetry && f.reason != "breaker_open"
-		// Capacity signals are not faults for the breaker: retry-after
-		// cooldowns handle them (a breaker opened on a 429 burst would keep
-		// the endpoint out long after it). Nor is unreachability: the
-		// prober brings the endpoint back, not the breaker's interval.
-		ok = !o.Failure || f.capacity || f.unreachable
-		if f.reason == "canceled" || f.reason == "cancelled_loser" {
-			o = health.Outcome{Cancelled: true, Latency: o.Latency}
-			ok = true
-		}
-	}
+	o, ok := a.outcome(f)
 	a.hdone(o)
 	a.bdone(ok)
-	if f != nil && f.unreachable {
+	if f != nil && f.Unreachable {
 		x.e.markDown(a.ep)
 	}
-	a.ep.publish()
+	a.ep.Publish()
 	if x.e.events.attemptObs != nil {
-		ev := AttemptEvent{RequestID: x.call.RequestID, Endpoint: a.ep.ID, Model: a.ep.Model, Region: a.ep.Region, Kind: a.kind,
+		ev := AttemptEvent{RequestID: x.call.RequestID, Endpoint: a.ep.ID, Model: a.ep.Model, Region: a.ep.Region, Kind: a.kind.String(),
 			Outcome: "ok", Status: o.Status, Duration: a.end.Sub(a.start), Shadow: x.shadow}
 		if f != nil {
-			ev.Outcome, ev.RetryAfter = f.reason, f.retryAfter
+			ev.Outcome, ev.RetryAfter = f.Reason, f.RetryAfter
 		}
 		x.e.events.attempt(ev)
 	}
+	x.noteOutcome(a, f, o.Status)
+}
+
+// outcome is what health (o) and the breaker (ok) learn from the attempt
+// ending with f (nil for a success).
+func (a *attempt) outcome(f *policy.Failure) (o health.Outcome, ok bool) {
+	o = health.Outcome{Latency: a.end.Sub(a.start), TTFT: a.ttft, NoLatency: a.x.side != nil && !a.x.side.Latency}
+	if a.res != nil {
+		o.Status, o.Header = a.res.Status, a.res.Header
+	}
+	if f == nil {
+		return o, true
+	}
+	if f.Cancelled() {
+		return health.Outcome{Cancelled: true, Latency: o.Latency}, true
+	}
+	var pe *provider.Error
+	if errors.As(f.Err, &pe) {
+		o.Kind = healthKind(pe.Kind, f.Reason)
+	}
+	if f.Status != 0 {
+		o.Status = f.Status
+	}
+	o.RetryAfter = f.RetryAfter
+	// Only faults of the endpoint count against it, not the caller's bad
+	// request or its leaving.
+	o.Failure = f.EndpointFault()
+	// Capacity signals are not faults for the breaker: retry-after
+	// cooldowns handle them (a breaker opened on a 429 burst would keep the
+	// endpoint out long after it). Nor is unreachability: the prober brings
+	// the endpoint back, not the breaker's interval.
+	return o, !o.Failure || f.Capacity || f.Unreachable
+}
+
+// healthKind names a provider error's kind for health (reason for the
+// kinds health does not tell apart).
+func healthKind(k provider.Kind, reason string) string {
+	switch k {
+	case provider.KindConnect:
+		return health.KindConnect
+	case provider.KindReset:
+		return health.KindReset
+	case provider.KindTimeout:
+		return health.KindTimeout
+	}
+	return reason
+}
+
+// noteOutcome keeps what the call learns from a's outcome (its last
+// failure, a model's capacity refusals) and writes the outcome into the
+// record unless it was handed over.
+func (x *exec) noteOutcome(a *attempt, f *policy.Failure, status int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if f != nil && f.reason != "cancelled_loser" {
-		if f.reason != "canceled" {
+	if f != nil && f.Kind != policy.KindCancelledLoser {
+		if f.Kind != policy.KindCanceled {
 			x.lastErr = f
 			if x.rec.Fallback == "" && !x.sealed {
-				x.rec.Fallback = f.reason
+				x.rec.Fallback = f.Reason
 			}
 		}
-		if f.capacity {
-			if x.overloaded == nil {
-				x.overloaded = map[string]int{}
+		if f.Capacity {
+			if x.picks.overloaded == nil {
+				x.picks.overloaded = map[string]int{}
 			}
-			x.overloaded[a.ep.Model]++
+			x.picks.overloaded[a.ep.Model]++
 		}
 	}
 	if x.sealed {
@@ -765,11 +413,11 @@ func (a *attempt) settle(f *failure) {
 	}
 	r := &x.rec.Attempts[a.recIdx]
 	r.End = a.end
-	r.Status = o.Status
+	r.Status = status
 	if f == nil {
 		r.Outcome = "ok"
 	} else {
-		r.Outcome = f.reason
+		r.Outcome = f.Reason
 	}
 	a.noteUsage(r)
 }
@@ -824,72 +472,30 @@ func (a *attempt) discard() {
 	x.mu.Unlock()
 	a.hdone(health.Outcome{Cancelled: true, Latency: x.e.now().Sub(a.start)})
 	a.bdone(true)
-	a.ep.publish()
+	a.ep.Publish()
 }
 
 // release frees a finished non-streaming winner.
 func (a *attempt) release() { a.cancel() }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// exhausted builds the error for "no more attempts", keeping the last
+// Exhausted builds the error for "no more attempts", keeping the last
 // upstream error's status and type so SDKs classify it as they would have.
-func (x *exec) exhausted(code, why string) error {
-	return &meshError{code: code, why: why, last: x.lastErr, attempts: x.attempts}
+func (x *exec) Exhausted(code, why string) error {
+	return &policy.MeshError{Code: code, Why: why, Last: x.lastErr, Attempts: x.attempts}
 }
 
-// clientError turns a failed call into the client's error.
+// clientError turns a failed call into the client's error: its deadline
+// or its caller's leaving, else policy.ClientError.
 func (x *exec) clientError(ctx context.Context, err error) *llm.APIError {
+	attempts := x.Attempts()
 	if errors.Is(context.Cause(ctx), errDeadline) {
 		return &llm.APIError{Status: http.StatusGatewayTimeout, Type: llm.ErrTimeout, MeshCode: llm.MeshTimeout,
-			Message: fmt.Sprintf("deadline passed after %d attempts", x.attempts)}
+			Message: fmt.Sprintf("deadline passed after %d attempts", attempts)}
 	}
 	if ctx.Err() != nil {
 		return &llm.APIError{Status: 499, Type: llm.ErrAPI, MeshCode: llm.MeshTimeout, Message: "request cancelled: " + context.Cause(ctx).Error()}
 	}
-	var ae *llm.APIError
-	var me *meshError
-	if errors.As(err, &me) {
-		out := &llm.APIError{Status: http.StatusServiceUnavailable, Type: llm.ErrOverloaded, MeshCode: me.code}
-		if me.code == llm.MeshTimeout {
-			out.Status, out.Type = http.StatusGatewayTimeout, llm.ErrTimeout
-		}
-		var pe *provider.Error
-		if errors.As(me.last, &pe) && pe.API != nil {
-			out.Status, out.Type, out.Code, out.Param, out.RawType = pe.API.Status, pe.API.Type, pe.API.Code, pe.API.Param, pe.API.RawType
-			if out.Status == http.StatusOK {
-				out.Status = llm.TypeStatus(out.Type)
-			}
-		} else if me.last != nil && me.code != llm.MeshTimeout {
-			out.Status, out.Type = http.StatusBadGateway, llm.ErrAPI
-		}
-		out.Message = fmt.Sprintf("%s after %d attempts", me.why, x.attempts)
-		if me.last != nil {
-			out.Message += "; last: " + me.last.Error()
-		}
-		return out
-	}
-	if errors.As(err, &ae) {
-		return ae
-	}
-	var pe *provider.Error
-	if errors.As(err, &pe) && pe.API != nil {
-		out := *pe.API // a non-retryable upstream answer passes through unchanged
-		return &out
-	}
-	return &llm.APIError{Status: http.StatusBadGateway, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted, Message: err.Error()}
+	return policy.ClientError(err, attempts)
 }
 
 // normalize adapts req to ep: a calibrated temperature when ep's model

@@ -1,15 +1,12 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/keelmesh/keel/internal/health"
+	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/resilience"
@@ -17,101 +14,18 @@ import (
 	"github.com/keelmesh/keel/internal/wire"
 )
 
-// endpoint is an upstream with its live state. It lives in the fleet
-// registry for the engine's lifetime, so health, breaker, ejection and
-// cooldown carry across calls.
-type endpoint struct {
-	*provider.Endpoint
-	health  *health.Tracker
-	breaker *resilience.Breaker
-	// down is set while the endpoint is unreachable; a prober clears it.
-	down atomic.Bool
-	// view is what the picker reads: republished after every outcome of
-	// an attempt on the endpoint, and when it goes down or comes back.
-	view atomic.Pointer[epView]
-	// share, when the replicas share state, publishes what a new view
-	// shows that the fleet does not know yet (Engine.shareView); sh is
-	// what the fleet knows.
-	share func(*endpoint, *epView)
-	sh    sharedEP
-	// probing is set while a prober runs for the endpoint.
-	probing atomic.Bool
-}
-
-// epView is an endpoint's routing state at its last outcome: immutable
-// once published, so picking reads one pointer per candidate and takes no
-// lock (grpc-go's picker snapshots).
-type epView struct {
-	expected time.Duration
-	cold     bool
-	down     bool
-	// ejectedUntil, coolingUntil and openUntil end the ejection, the
-	// retry-after cooldown and the breaker's open interval.
-	ejectedUntil time.Time
-	coolingUntil time.Time
-	openUntil    time.Time
-	breakerOpen  bool
-	// halfOpen reports a breaker admitting only its probes.
-	halfOpen bool
-}
-
-// publish recomputes ep's view from its tracker and breaker. It runs on
-// outcome callbacks, never on the pick path.
-func (ep *endpoint) publish() {
-	v := &epView{expected: ep.health.ExpectedLatency(), cold: ep.health.Cold(), down: ep.down.Load()}
-	v.ejectedUntil, v.coolingUntil = ep.health.Until()
-	v.openUntil, v.breakerOpen = ep.breaker.OpenUntil()
-	// State is one atomic load unless the breaker is open (then OpenUntil
-	// said so and State is not asked).
-	v.halfOpen = !v.breakerOpen && ep.breaker.State() == resilience.HalfOpen
-	ep.view.Store(v)
-	if ep.share != nil {
-		ep.share(ep, v)
-	}
-}
-
-// unavailable says why ep must not be sent to at now ("" when it may),
-// and when that ends (zero when only a probe can tell).
-func (v *epView) unavailable(now time.Time) (string, time.Time) {
-	switch {
-	case v.down:
-		return "unreachable", time.Time{}
-	case v.breakerOpen && now.Before(v.openUntil):
-		return "breaker_open", v.openUntil
-	case now.Before(v.coolingUntil):
-		return "cooling", v.coolingUntil
-	case now.Before(v.ejectedUntil):
-		return "ejected", v.ejectedUntil
-	}
-	return "", time.Time{}
-}
+// endpoint is an upstream with its live state (package fleet).
+type endpoint = fleet.Endpoint
 
 // Endpoint states, as EndpointStatus.State reports them.
 const (
-	StateHealthy     = "healthy"
-	StateDown        = "down"
-	StateBreakerOpen = "breaker_open"
-	StateHalfOpen    = "half_open"
-	StateCooling     = "cooling"
-	StateEjected     = "ejected"
+	StateHealthy     = fleet.StateHealthy
+	StateDown        = fleet.StateDown
+	StateBreakerOpen = fleet.StateBreakerOpen
+	StateHalfOpen    = fleet.StateHalfOpen
+	StateCooling     = fleet.StateCooling
+	StateEjected     = fleet.StateEjected
 )
-
-// state names v at now from what unavailable tells the picker: the reason
-// ep is skipped, else half_open while its breaker admits only probes
-// (including an open breaker whose interval has ended), else healthy.
-func (v *epView) state(now time.Time) string {
-	switch why, _ := v.unavailable(now); why {
-	case "unreachable":
-		return StateDown
-	case "":
-		if v.halfOpen || v.breakerOpen {
-			return StateHalfOpen
-		}
-		return StateHealthy
-	default:
-		return why
-	}
-}
 
 // routeState is the candidate chain of one model or alias name, with the
 // route's retry and hedge budgets (shared by every call on the route).
@@ -133,10 +47,10 @@ type routeState struct {
 // new models cannot grow the registry without limit.
 const maxPassthrough = 512
 
-// fleet is the registry of every endpoint the engine sends to: the
+// registry is the registry of every endpoint the engine sends to: the
 // configured ones, fixed at New, and passthrough ones, created once per
 // (model, format) on first use and kept.
-type fleet struct {
+type registry struct {
 	eps []*endpoint
 
 	mu   sync.Mutex // guards following
@@ -152,37 +66,14 @@ type passKey struct {
 }
 
 func (e *Engine) newEndpoint(pe *provider.Endpoint) (*endpoint, error) {
-	hc := e.opts.Health
-	if hc.Now == nil {
-		hc.Now = e.now
+	cfg := fleet.Config{Health: e.opts.Health, Breaker: e.opts.Breaker, Shared: e.shared, OnBreaker: e.breakerChanged}
+	if cfg.Health.Now == nil {
+		cfg.Health.Now = e.now
 	}
-	h, err := health.New(hc)
-	if err != nil {
-		return nil, fmt.Errorf("engine: health: %w", err)
+	if cfg.Breaker.Now == nil {
+		cfg.Breaker.Now = e.now
 	}
-	ep := &endpoint{Endpoint: pe, health: h}
-	if e.shared != nil {
-		ep.share = e.shareView
-		ep.sh.headroom.Store(math.Float64bits(1))
-	}
-	bc := e.opts.Breaker
-	if bc.Now == nil {
-		bc.Now = e.now
-	}
-	user := bc.OnStateChange
-	bc.OnStateChange = func(from, to resilience.State) {
-		if user != nil {
-			user(from, to)
-		}
-		e.breakerChanged(ep, from, to)
-	}
-	b, err := resilience.NewBreaker(bc)
-	if err != nil {
-		return nil, fmt.Errorf("engine: breaker: %w", err)
-	}
-	ep.breaker = b
-	ep.publish()
-	return ep, nil
+	return fleet.New(pe, cfg)
 }
 
 func (e *Engine) newRoute(name string, cands []*endpoint, s route.Strategy) (*routeState, error) {
@@ -291,7 +182,7 @@ func (e *Engine) passthroughRoute(model string, format llm.Format) (*routeState,
 }
 
 // all returns every endpoint: configured, then passthrough.
-func (f *fleet) all() []*endpoint {
+func (f *registry) all() []*endpoint {
 	p := f.passEps.Load()
 	if p == nil {
 		return f.eps
@@ -300,96 +191,27 @@ func (f *fleet) all() []*endpoint {
 	return append(append(out, f.eps...), *p...)
 }
 
-// breakerChanged republishes ep's view and reports the transition.
+// breakerChanged reports a breaker's transition (its view was
+// republished).
 func (e *Engine) breakerChanged(ep *endpoint, from, to resilience.State) {
-	// The breaker reports transitions after releasing its lock, in order,
-	// so the view published here is the state just entered or a later one.
-	ep.publish()
-	if e.shared != nil && to == resilience.Closed && !ep.sh.remoteClose.Load() {
-		e.shared.Publish(Observation{Endpoint: ep.ID, Kind: ObsBreakerClosed})
-	}
 	e.events.breaker(BreakerEvent{Endpoint: ep.ID, From: from, To: to, Time: e.now()})
 }
 
-// Probe backoff for an unreachable endpoint: the first probe soon after it
-// went down (in case it was a blip), then doubling up to the probe
-// interval, so a region that returns gets traffic again within one
-// interval (default 50ms) of answering.
+// Probe timing (package fleet).
 const (
-	firstProbe           = 5 * time.Millisecond
-	defaultProbeInterval = 50 * time.Millisecond
-	// probeTimeout bounds one probe (a GET of the models list).
-	probeTimeout = 2 * time.Second
+	firstProbe           = fleet.FirstProbe
+	defaultProbeInterval = fleet.DefaultProbeInterval
 )
 
 // markDown takes ep out of rotation until a probe reaches it, and tells
 // the other replicas when the mesh shares state.
-func (e *Engine) markDown(ep *endpoint) { e.setDown(ep, true) }
+func (e *Engine) markDown(ep *endpoint) { e.prober().SetDown(ep, true) }
 
-// setDown takes ep out of rotation until a probe reaches it; local says
-// this replica saw the failure (so it publishes it). At most one prober
-// runs per endpoint; it stops when the endpoint answers or another replica
-// reports it reachable.
-func (e *Engine) setDown(ep *endpoint, local bool) {
-	if e.closed.Load() || !ep.down.CompareAndSwap(false, true) {
-		return
-	}
-	ep.publish()
-	if local && e.shared != nil {
-		e.shared.Publish(Observation{Endpoint: ep.ID, Kind: ObsDown})
-	}
-	if local {
-		e.log.Warn("endpoint unreachable; probing until it answers", "endpoint", ep.ID, "interval", e.probeInt.String())
-	} else {
-		e.log.Warn("endpoint unreachable (seen by another replica); probing until it answers", "endpoint", ep.ID, "interval", e.probeInt.String())
-	}
-	if !ep.probing.CompareAndSwap(false, true) {
-		return // the prober of an earlier outage still runs: it takes this one
-	}
-	e.probes.Add(1)
-	go e.probe(ep)
-}
+// setDown takes ep out of rotation until a probe reaches it (local: this
+// replica saw it fail).
+func (e *Engine) setDown(ep *endpoint, local bool) { e.prober().SetDown(ep, local) }
 
-// probe probes ep until it answers or is no longer down: the first probe
-// soon, then backing off to the probe interval.
-func (e *Engine) probe(ep *endpoint) {
-	defer e.probes.Done()
-	d := min(firstProbe, e.probeInt)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-e.stop:
-			return
-		case <-t.C:
-		}
-		if !ep.down.Load() {
-			// Another replica found it reachable.
-			ep.probing.Store(false)
-			if !ep.down.Load() || !ep.probing.CompareAndSwap(false, true) {
-				return
-			}
-			// Down again meanwhile, and no other prober took it.
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-		err := e.client.Probe(ctx, ep.Endpoint)
-		cancel()
-		if err == nil {
-			ep.health.Restore()
-			ep.probing.Store(false)
-			if ep.down.CompareAndSwap(true, false) {
-				ep.publish()
-				if e.shared != nil {
-					e.shared.Publish(Observation{Endpoint: ep.ID, Kind: ObsUp})
-				}
-				e.log.Info("endpoint reachable again", "endpoint", ep.ID)
-			}
-			if !ep.down.Load() || !ep.probing.CompareAndSwap(false, true) {
-				return
-			}
-			// Down again meanwhile: keep probing.
-		}
-		d = min(2*d, e.probeInt)
-		t.Reset(d)
-	}
+// prober is the engine's prober of unreachable endpoints.
+func (e *Engine) prober() *fleet.Prober {
+	return &fleet.Prober{Probe: e.client.Probe, Interval: e.probeInt, Shared: e.shared, Log: e.log, Stop: e.stop, WG: &e.probes, Closed: e.closed.Load}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/keelmesh/keel/internal/fragment"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
+	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/structured"
 	"github.com/keelmesh/keel/internal/wire/translate"
@@ -74,13 +75,13 @@ func (r *replicas) Replica(req *llm.Request, used []bool) fragment.Replica {
 	if x.spec != nil && x.spec.JSONMode {
 		rx.spec = x.spec
 	}
-	copy(rx.tried, used)
+	copy(rx.picks.tried, used)
 	rx.mu.Lock()
 	first, err := rx.pick(false)
 	rx.mu.Unlock()
 	if err == nil {
 		used[first] = true
-		rx.pin = first
+		rx.picks.pin = first
 	}
 	return &replica{r: r, rx: rx, req: req, won: -1}
 }
@@ -92,7 +93,7 @@ func (r *replicas) Merge(ctx context.Context, req *llm.Request) *llm.Response {
 	mx := newExec(x.e, x.rs, req, x.call, &Record{})
 	mx.policy = x.policy
 	var out *llm.Response
-	if a, err := mx.run(ctx, req, "merge"); err == nil {
+	if a, err := mx.run(ctx, req, policy.AttemptMerge); err == nil {
 		a.settle(nil)
 		a.release()
 		if a.res.Response.Text() != "" {
@@ -119,7 +120,7 @@ type replica struct {
 }
 
 func (p *replica) Run(ctx context.Context) (*llm.Response, error) {
-	a, err := p.rx.run(ctx, p.req, "fragment")
+	a, err := p.rx.run(ctx, p.req, policy.AttemptFragment)
 	var resp *llm.Response
 	at := -1
 	if err == nil {

@@ -113,10 +113,30 @@ func (h *harness) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if req.Method == http.MethodGet { // the prober
 		if s.up != nil && !s.up() {
-			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+			return nil, errRefused()
 		}
 		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(`{"data":[]}`)), Request: req}, nil
 	}
+	n, body := h.logCall(s, req)
+	if s.up != nil && !s.up() {
+		return nil, errRefused()
+	}
+	r := s.script(n, body)
+	if err := wait(req.Context(), r.delay); err != nil {
+		return nil, err
+	}
+	if r.reset {
+		return nil, errReset()
+	}
+	return r.response(req), nil
+}
+
+func errRefused() error {
+	return &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+}
+
+// logCall records req as s's next call: its index from 0 and its body.
+func (h *harness) logCall(s *scripted, req *http.Request) (int, map[string]any) {
 	var body map[string]any
 	if req.Body != nil {
 		b, _ := io.ReadAll(req.Body)
@@ -126,25 +146,30 @@ func (h *harness) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	n := len(s.calls)
 	s.calls = append(s.calls, callLog{at: time.Now(), body: body})
-	s.mu.Unlock()
-	if s.up != nil && !s.up() {
-		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	return n, body
+}
+
+// wait waits d, or returns ctx's error when it ends first.
+func wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
 	}
-	r := s.script(n, body)
-	if r.delay > 0 {
-		t := time.NewTimer(r.delay)
-		select {
-		case <-t.C:
-		case <-req.Context().Done():
-			t.Stop()
-			return nil, req.Context().Err()
-		}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	if r.reset {
-		return nil, errReset()
-	}
+}
+
+// response is the reply r as the upstream's answer to req: a JSON body,
+// or an event stream written as scripted.
+func (r reply) response(req *http.Request) *http.Response {
 	if r.status == 0 {
 		r.status = 200
 	}
@@ -156,22 +181,21 @@ func (h *harness) RoundTrip(req *http.Request) (*http.Response, error) {
 		if hdr.Get("Content-Type") == "" {
 			hdr.Set("Content-Type", "application/json")
 		}
-		return &http.Response{StatusCode: r.status, Header: hdr, Body: io.NopCloser(strings.NewReader(r.body)), ContentLength: int64(len(r.body)), Request: req}, nil
+		return &http.Response{StatusCode: r.status, Header: hdr, Body: io.NopCloser(strings.NewReader(r.body)), ContentLength: int64(len(r.body)), Request: req}
 	}
 	hdr.Set("Content-Type", "text/event-stream")
+	return &http.Response{StatusCode: r.status, Header: hdr, Body: r.stream(req.Context()), ContentLength: -1, Request: req}
+}
+
+// stream writes r's events with their gaps, then ends as scripted
+// (stalled until ctx ends, cut, or closed); ctx ending closes it.
+func (r reply) stream(ctx context.Context) io.ReadCloser {
 	pr, pw := io.Pipe()
-	ctx := req.Context()
 	go func() {
 		for _, ev := range r.events {
-			if ev.gap > 0 {
-				t := time.NewTimer(ev.gap)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-					t.Stop()
-					pw.CloseWithError(ctx.Err())
-					return
-				}
+			if err := wait(ctx, ev.gap); err != nil {
+				pw.CloseWithError(err)
+				return
 			}
 			if _, err := io.WriteString(pw, ev.data); err != nil {
 				return
@@ -191,7 +215,7 @@ func (h *harness) RoundTrip(req *http.Request) (*http.Response, error) {
 		<-ctx.Done()
 		pw.CloseWithError(ctx.Err())
 	}()
-	return &http.Response{StatusCode: r.status, Header: hdr, Body: pr, ContentLength: -1, Request: req}, nil
+	return pr
 }
 
 // endpoints turns the scripted upstreams into provider endpoints of model

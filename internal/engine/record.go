@@ -182,7 +182,9 @@ type Attempt struct {
 	Provider string
 	Start    time.Time
 	End      time.Time
-	// Kind is "primary", "retry", "hedge", "fallback" or "continuation".
+	// Kind is the attempt's policy.AttemptKind as its label: "primary",
+	// "retry", "hedge", "fallback", "continuation", "reask", "fragment"
+	// or "merge".
 	Kind string
 	// Outcome is "ok" or the failure reason from the classification table.
 	Outcome string

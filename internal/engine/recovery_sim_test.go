@@ -52,6 +52,30 @@ func TestStreamRecoveryByContinuationKind(t *testing.T) {
 }
 
 func recoveryCase(t *testing.T, kind provider.Continuation, upstream llm.Format, fault string, client llm.Format, temp float64) {
+	e, fleet, region := recoveryEngine(t, kind, upstream)
+	req := ask(client, "x", true)
+	req.Messages[0].Content[0].Text = "Tell me a long story about a lighthouse keeper."
+	req.MaxTokens = 40
+	tt := temp
+	req.Temperature = &tt
+	clean := call(t, e, req)
+	if !clean.stopped || clean.errEvent != nil || clean.text == "" {
+		t.Fatalf("clean call: %q stopped %v error %v", clean.text, clean.stopped, clean.errEvent)
+	}
+	if err := fleet.SetFaults([]sim.Fault{{Kind: fault, Region: region, AfterTokens: 6, Count: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	r := call(t, e, req)
+	if temp == 0 && (clean.text != call(t, e, req).text) {
+		t.Fatal("the simulator's answer at temperature 0 is not reproducible")
+	}
+	assertRecovered(t, r, clean, temp)
+}
+
+// recoveryEngine is an engine over a simulated model sim-x of the given
+// upstream format and continuation kind in two regions (alias x, ordered,
+// no hedging, no valve), the fleet and the first region, where faults go.
+func recoveryEngine(t *testing.T, kind provider.Continuation, upstream llm.Format) (*Engine, *sim.Fleet, string) {
 	cfg := sim.ZeroLatency()
 	for i := range cfg.Regions {
 		cfg.Regions[i].Latency = sim.LatencySpec{TTFT: sim.Duration(20 * time.Millisecond), PerToken: sim.Duration(5 * time.Millisecond)}
@@ -82,23 +106,16 @@ func recoveryCase(t *testing.T, kind provider.Continuation, upstream llm.Format,
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close()
-	req := ask(client, "x", true)
-	req.Messages[0].Content[0].Text = "Tell me a long story about a lighthouse keeper."
-	req.MaxTokens = 40
-	tt := temp
-	req.Temperature = &tt
-	clean := call(t, e, req)
-	if !clean.stopped || clean.errEvent != nil || clean.text == "" {
-		t.Fatalf("clean call: %q stopped %v error %v", clean.text, clean.stopped, clean.errEvent)
-	}
-	if err := fleet.SetFaults([]sim.Fault{{Kind: fault, Region: m.Regions[0], AfterTokens: 6, Count: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	r := call(t, e, req)
-	if temp == 0 && (clean.text != call(t, e, req).text) {
-		t.Fatal("the simulator's answer at temperature 0 is not reproducible")
-	}
+	t.Cleanup(e.Close)
+	return e, fleet, m.Regions[0]
+}
+
+// assertRecovered: the faulted stream r ended with a clean finish (the
+// clean answer exactly at temperature 0, one recovery) or, above
+// temperature 0 only, the error event; never both or neither, never a
+// duplicate.
+func assertRecovered(t *testing.T, r, clean result, temp float64) {
+	t.Helper()
 	switch {
 	case r.stopped && r.errEvent == nil:
 		if temp == 0 && r.text != clean.text {

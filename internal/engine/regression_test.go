@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/resilience"
 )
@@ -74,31 +75,39 @@ func TestOpenAIRecoveryNeverDuplicatesText(t *testing.T) {
 				if r.text != c.wantText || !r.stopped || r.errEvent != nil {
 					t.Fatalf("text %q (stopped %v, error %v), want %q once and a clean stop", r.text, r.stopped, r.errEvent, c.wantText)
 				}
-				body := b.lastBody()
-				msgs := body["messages"].([]any)
-				last := msgs[len(msgs)-1].(map[string]any)
-				switch c.kind {
-				case provider.ContinueNone:
-					if last["role"] != "user" {
-						t.Errorf("kind none: the re-ask ends with a %v message, want the client's own request", last["role"])
-					}
-					if r.usage.InputTokens != 11 {
-						t.Errorf("prompt tokens %d after recovery, want the original prompt's 11", r.usage.InputTokens)
-					}
-				case provider.ContinuePrefix:
-					if last["role"] != "assistant" || last["prefix"] != true {
-						t.Errorf("kind prefix: last message %v, want an assistant message with prefix: true", last)
-					}
-				case provider.ContinueFinalMessage:
-					if body["continue_final_message"] != true || body["add_generation_prompt"] != false {
-						t.Errorf("kind continue_final_message: body flags %v %v", body["continue_final_message"], body["add_generation_prompt"])
-					}
-				}
+				assertContinuationAsked(t, c.kind, b.lastBody(), r)
 				if r.rec.Recovered != 1 {
 					t.Errorf("recovered %d, want 1", r.rec.Recovered)
 				}
 			})
 		})
+	}
+}
+
+// assertContinuationAsked: the continuation's body is the one its kind
+// takes (none: the client's own request again, whose prompt tokens the
+// client gets; prefix: an assistant message marked prefix; final
+// message: vLLM's flags).
+func assertContinuationAsked(t *testing.T, kind provider.Continuation, body map[string]any, r result) {
+	t.Helper()
+	msgs := body["messages"].([]any)
+	last := msgs[len(msgs)-1].(map[string]any)
+	switch kind {
+	case provider.ContinueNone:
+		if last["role"] != "user" {
+			t.Errorf("kind none: the re-ask ends with a %v message, want the client's own request", last["role"])
+		}
+		if r.usage.InputTokens != 11 {
+			t.Errorf("prompt tokens %d after recovery, want the original prompt's 11", r.usage.InputTokens)
+		}
+	case provider.ContinuePrefix:
+		if last["role"] != "assistant" || last["prefix"] != true {
+			t.Errorf("kind prefix: last message %v, want an assistant message with prefix: true", last)
+		}
+	case provider.ContinueFinalMessage:
+		if body["continue_final_message"] != true || body["add_generation_prompt"] != false {
+			t.Errorf("kind continue_final_message: body flags %v %v", body["continue_final_message"], body["add_generation_prompt"])
+		}
 	}
 }
 
@@ -497,7 +506,7 @@ func TestHedgeAfterTheCallEndedBooksNothing(t *testing.T) {
 		sent = true
 		return nil, errors.New("not reached")
 	})
-	a, err := step(context.Background(), x, &try{req: x.req, kind: "hedge"})
+	a, err := step(context.Background(), x, &try{req: x.req, pass: policy.Pass{Kind: policy.AttemptHedge}})
 	if a != nil || !errors.Is(err, errSealed) || sent {
 		t.Errorf("after the seal: attempt %v, error %v, sent %v; want none, errSealed, not sent", a, err, sent)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
+	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
 )
 
@@ -120,7 +121,7 @@ func (e *Engine) Side(ctx context.Context, s Side, call Call) (*SideOutcome, err
 	c.x = x
 	x.policy = e.policy(rs, call.Behavior)
 	x.side = &s
-	won, err := x.run(ctx, req, "primary")
+	won, err := x.run(ctx, req, policy.AttemptPrimary)
 	if err != nil {
 		c.err = x.clientError(ctx, err)
 		e.finishCall(c)

@@ -2,11 +2,10 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
 	rl "github.com/keelmesh/keel/internal/relay"
 	"github.com/keelmesh/keel/internal/wire"
@@ -29,7 +28,7 @@ type relay struct {
 // call's deadline's.
 func newRelay(ctx context.Context, cancel context.CancelFunc, c *callState, a *attempt) *relay {
 	s := &relay{legs: legs{ctx: ctx, x: c.x, cur: a, buf: a.first}, c: c, cancel: cancel}
-	s.r.Init(&s.legs)
+	s.r.Init(&s.legs, c.x)
 	return s
 }
 
@@ -50,8 +49,8 @@ func (s *relay) Served() *provider.Endpoint { return s.served().Endpoint }
 // answer replaced the first (the structured stage's strict streams), else
 // the current.
 func (s *relay) served() *endpoint {
-	if x := s.legs.x; x.reasked != nil {
-		return x.reasked
+	if s.c.reasked != nil {
+		return s.c.reasked
 	}
 	return s.legs.cur.ep
 }
@@ -140,7 +139,7 @@ func (l *legs) Recycle() {
 func (l *legs) Diverged(u llm.Usage, err error) {
 	l.cur.end = l.x.e.now()
 	l.cost(u)
-	l.cur.settle(&failure{reason: "continuation_diverged", err: err})
+	l.cur.settle(policy.Diverged(err))
 }
 
 func (l *legs) End(u llm.Usage, finished bool) {
@@ -159,56 +158,44 @@ func (l *legs) End(u llm.Usage, finished bool) {
 	l.cur.discard()
 }
 
-// Continue continues the answer on another endpoint after cause, or says
-// why it cannot. The endpoint that failed the stream is not used again
-// while another exists. Each endpoint gets the continuation its kind
-// allows (continuationFor); one that cannot continue is re-asked for the
-// whole answer, which is spliced on only if it starts with exactly the
-// text the client has.
-func (l *legs) Continue(cause error, u llm.Usage, cut rl.Cut) (rl.Leg, *llm.APIError) {
+// Stop settles the current attempt after cause and names the failure;
+// its error says why the answer cannot be continued (the caller left or
+// the deadline passed, the failure is not retryable, recovery is off).
+func (l *legs) Stop(cause error, u llm.Usage) (string, *llm.APIError) {
 	x := l.x
-	f := classify(cause)
+	f := policy.Classify(cause)
 	l.cur.end = x.e.now()
 	l.cost(u)
 	l.cur.settle(f)
 	l.cur.cancel()
 	l.cur.res.Stream.Close()
-	fail := func(why string) *llm.APIError {
-		return &llm.APIError{Status: http.StatusOK, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted,
-			Message: fmt.Sprintf("upstream stream failed (%s) and %s", f.reason, why)}
+	switch {
+	case l.ctx.Err() != nil:
+		return f.Reason, &llm.APIError{Status: http.StatusOK, Type: llm.ErrTimeout, MeshCode: llm.MeshTimeout, Message: "stream cancelled or past its deadline"}
+	case f.Decision == policy.DecideFail:
+		return f.Reason, rl.CannotContinue(f.Reason, "the failure is not retryable")
+	case x.e.recoveryOff.Load() || x.legacy:
+		return f.Reason, rl.CannotContinue(f.Reason, "mid-stream recovery is off")
 	}
-	if l.ctx.Err() != nil {
-		return rl.Leg{}, &llm.APIError{Status: http.StatusOK, Type: llm.ErrTimeout, MeshCode: llm.MeshTimeout, Message: "stream cancelled or past its deadline"}
-	}
-	if f.decide == decideFail {
-		return rl.Leg{}, fail("the failure is not retryable")
-	}
-	if x.e.recoveryOff.Load() || x.legacy {
-		return rl.Leg{}, fail("mid-stream recovery is off")
-	}
-	if cut.Blocker != "" {
-		return rl.Leg{}, fail("a " + string(cut.Blocker) + " block cannot be continued")
-	}
-	if x.attempts >= x.e.maxAttempts {
-		return rl.Leg{}, fail(fmt.Sprintf("%d attempts were made", x.attempts))
-	}
-	if !x.rs.retries.TryWithdraw() {
-		return rl.Leg{}, &llm.APIError{Status: http.StatusOK, Type: llm.ErrAPI, MeshCode: llm.MeshBudgetExhausted,
-			Message: fmt.Sprintf("upstream stream failed (%s) and the retry budget is exhausted", f.reason)}
-	}
-	x.retries++
-	x.rec.Retries++
+	return f.Reason, nil
+}
+
+// Continue continues the answer from cut on another endpoint (the relay
+// took the retry). The endpoint that failed the stream is not used again
+// while another exists. Each endpoint gets the continuation its kind
+// allows (relay.ContinueRequest); one that cannot continue is re-asked for the
+// whole answer, which is spliced on only if it starts with exactly the
+// text the client has.
+func (l *legs) Continue(cut rl.Cut) (rl.Leg, *llm.APIError) {
+	x := l.x
 	x.mu.Lock()
-	x.avoid[l.cur.idx] = true
-	clear(x.tried)
+	x.picks.avoid[l.cur.idx] = true
+	clear(x.picks.tried)
 	x.mu.Unlock()
 	delivered := cut.Delivered
-	a, err := x.runTry(l.ctx, &try{req: x.req, kind: "continuation", cont: &delivered, contOut: cut.Output})
+	a, err := x.runTry(l.ctx, &try{req: x.req, pass: policy.Pass{Kind: policy.AttemptContinuation}, cont: &delivered, contOut: cut.Output})
 	if err != nil {
-		ae := x.clientError(l.ctx, err)
-		ae.Status = http.StatusOK
-		ae.Message = "upstream stream failed (" + f.reason + ") and could not be continued: " + ae.Message
-		return rl.Leg{}, ae
+		return rl.Leg{}, x.clientError(l.ctx, err)
 	}
 	x.rec.Recovered++
 	l.cur, l.buf = a, a.first
@@ -231,55 +218,4 @@ func (l *legs) cost(u llm.Usage) {
 	r := &x.rec.Attempts[l.cur.recIdx]
 	r.InputTokens, r.OutputTokens = u.PromptTokens(), u.OutputTokens
 	r.Cost = x.e.cost(l.cur.ep, u)
-}
-
-// continuationFor is the request that continues delivered on ep, by ep's
-// continuation kind; splice is set when ep cannot continue an answer and
-// is re-asked for the whole of it.
-// A continuation asks only for the tokens the client has left: out is the
-// output already delivered (content deltas, one token each on the servers
-// that send a token per chunk; a lower bound where a delta holds several).
-func (x *exec) continuationFor(ep *endpoint, delivered string, out int) (req *llm.Request, splice bool) {
-	switch ep.ContinuationKind() {
-	case provider.ContinueNone:
-		// OpenAI starts a new answer after a trailing assistant message:
-		// ask again and keep only what follows the text already sent.
-		return x.req, true
-	case provider.ContinueFinalMessage:
-		// vLLM / SGLang continue the final message only when told to.
-		r := continuation(x.req, delivered, out)
-		r.ContinueFinalMessage = true
-		return r, false
-	case provider.ContinuePrefix:
-		// DeepSeek / Mistral continue a final assistant message marked
-		// "prefix": true.
-		r := continuation(x.req, delivered, out)
-		if n := len(r.Messages); n > 0 && r.Messages[n-1].Role == llm.RoleAssistant {
-			r.Messages[n-1].Prefix = true
-		}
-		return r, false
-	}
-	return continuation(x.req, delivered, out), false // Anthropic prefill
-}
-
-// continuation is req with the text the client already has as an assistant
-// prefill (appended to the client's own prefill if it sent one), asking
-// for the client's max_tokens less the out tokens it has (at least one).
-func continuation(req *llm.Request, prefill string, had int) *llm.Request {
-	out := *req
-	if out.HasMaxTokens {
-		out.MaxTokens = max(1, req.MaxTokens-had)
-	}
-	trimmed := strings.TrimRight(prefill, " \t\r\n")
-	msgs := make([]llm.Message, len(req.Messages), len(req.Messages)+1)
-	copy(msgs, req.Messages)
-	if n := len(msgs); n > 0 && msgs[n-1].Role == llm.RoleAssistant {
-		last := msgs[n-1]
-		text := strings.TrimRight(last.Text()+trimmed, " \t\r\n")
-		msgs[n-1] = llm.Message{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockText, Text: text}}}
-	} else if trimmed != "" {
-		msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockText, Text: trimmed}}})
-	}
-	out.Messages = msgs
-	return &out
 }

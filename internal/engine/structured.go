@@ -6,6 +6,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
+	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/structured"
 	"github.com/keelmesh/keel/internal/wire"
 	"github.com/keelmesh/keel/internal/wire/translate"
@@ -20,9 +21,9 @@ type outputSpec = structured.Spec
 // askSchema returns req asking ep's model for the call's contract in the
 // form ep takes (structured.Spec.Ask), and whether that is the forced
 // output tool (whose call is folded back into text).
-func (x *exec) askSchema(req *llm.Request, ep *endpoint, kind string) (*llm.Request, bool) {
+func (x *exec) askSchema(req *llm.Request, ep *endpoint, kind policy.AttemptKind) (*llm.Request, bool) {
 	t := structured.Target{Mode: ep.StructuredOutputs, JSONMode: wire.For(ep.Format).JSONMode()}
-	return x.spec.Ask(req, t, kind, x.e.structOpts.RelaxedStreams)
+	return x.spec.Ask(req, t, kind.String(), x.e.structOpts.RelaxedStreams)
 }
 
 // StructuredMetrics returns the structured-output counters.
@@ -44,7 +45,7 @@ func (e *Engine) structuredStage() pipeline.Stage {
 			}
 			rec.Repairs, rec.Reasked, rec.SchemaViolation = p.Repairs, p.Reasked, p.Violation
 			if p.Replaced {
-				c.x.reasked, c.served = c.reask.ep, c.reask.ep
+				c.reasked, c.served = c.reask.ep, c.reask.ep
 			}
 		},
 		Answers:    func(pc *pipeline.Call) bool { return callOf(pc).rec.Stage == StageFull },
@@ -52,7 +53,7 @@ func (e *Engine) structuredStage() pipeline.Stage {
 		OutputTool: func(pc *pipeline.Call) bool { c := callOf(pc); return c.relay != nil && c.relay.legs.cur.tool },
 		Reasker: func(pc *pipeline.Call) structured.Reasker {
 			c := callOf(pc)
-			c.reask = &reasker{x: c.x}
+			c.reask = &reasker{c: c}
 			return c.reask
 		},
 		Buffered: func(pc *pipeline.Call, resp *llm.Response, err error) {
@@ -67,23 +68,21 @@ func (e *Engine) structuredStage() pipeline.Stage {
 	})
 }
 
-// reasker sends a re-ask as one more attempt of x (structured.Reasker):
+// reasker sends a re-ask as one more attempt of c (structured.Reasker):
 // when the attempt and retry budgets allow, up a tier when the alias
 // escalates. ep is the endpoint that answered it.
 type reasker struct {
-	x  *exec
+	c  *callState
 	ep *endpoint
 }
 
 func (r *reasker) Reask(ctx context.Context, rq *llm.Request) (*pipeline.Answer, bool) {
-	x := r.x
-	if x.attempts >= x.e.maxAttempts || !x.rs.retries.TryWithdraw() {
+	x := r.c.x
+	if x.TakeRetry() != nil {
 		return nil, false
 	}
-	x.retries++
-	x.rec.Retries++
-	x.escalate()
-	a, err := x.run(ctx, rq, "reask")
+	r.c.escalate()
+	a, err := x.run(ctx, rq, policy.AttemptReask)
 	if err != nil {
 		return nil, true
 	}

@@ -46,28 +46,32 @@ func (e *Engine) tierRoute(rs *routeState, prompt string, rec *Record) (*routeSt
 	return rs.tiers.routes[k], k
 }
 
-// escalate moves the call to the next tier up before a re-ask, when its
-// alias escalates and a stronger tier is left; it reports whether it did.
-func (x *exec) escalate() bool {
-	if x.tiers == nil {
-		return false
+// escalate moves the call's attempts to the next tier up before a
+// re-ask, when its alias escalates and a stronger tier is left.
+func (c *callState) escalate() {
+	if c.tiers == nil {
+		return
 	}
-	next, ok := x.tiers.cfg.Escalation(x.tier)
+	next, ok := c.tiers.cfg.Escalation(c.tier)
 	if !ok {
-		return false
+		return
 	}
-	x.tier = next
-	rs := x.tiers.routes[x.tier]
+	c.tier = next
+	c.x.moveTo(c.tiers.routes[next])
+	c.rec.Tier, c.rec.Escalated = complexity.TierNames[next], true
+}
+
+// moveTo has the call's further attempts run on rs (an escalated tier),
+// its endpoints all untried.
+func (x *exec) moveTo(rs *routeState) {
 	n := len(rs.cands)
 	b := make([]bool, 2*n)
 	x.mu.Lock()
 	x.rs = rs
-	x.tried, x.avoid, x.pin = b[:n:n], b[n:], -1
-	x.overloaded = nil
+	x.picks.tried, x.picks.avoid, x.picks.pin = b[:n:n], b[n:], -1
+	x.picks.overloaded = nil
 	x.mu.Unlock()
 	x.policy.Strategy = rs.strategy
-	x.rec.Tier, x.rec.Escalated = complexity.TierNames[x.tier], true
-	return true
 }
 
 // complexity is the configured classifier's, or the shipped one's.

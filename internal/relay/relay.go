@@ -7,25 +7,25 @@
 // coherent stream. When it cannot, the stream ends with an error event,
 // never a fake clean finish.
 //
-// The relay knows nothing of endpoints' health, budgets or retries: the
-// attempt path is behind Upstream (the engine's). A Relay is the
+// The relay knows nothing of endpoints' health or budgets: the attempt
+// path is behind Upstream (the engine's), and a continuation, a retry of
+// work, is taken from the call's Retries (policy.Retries: the attempt cap,
+// then the route's retry budget) like any other retry. A Relay is the
 // innermost pipeline.Events of a streamed call; it is used by one
 // goroutine.
 package relay
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
 )
-
-// ErrDiverged: a re-asked answer did not start with the text the client
-// already has, so it cannot be spliced on.
-var ErrDiverged = errors.New("the re-asked answer does not start with the text already sent")
 
 // Upstream is the attempt side of a relayed stream: the current leg (one
 // upstream attempt's answer) and what the attempt path does with legs.
@@ -44,13 +44,35 @@ type Upstream interface {
 	// Diverged settles the current leg, whose own usage was u, as a
 	// re-asked answer that differs from the text sent.
 	Diverged(u llm.Usage, err error)
-	// Continue settles the current leg (own usage u) after cause and
-	// continues the answer from cut on another endpoint, or returns why it
-	// cannot (the client's error, sent as the stream's error event).
-	Continue(cause error, u llm.Usage, cut Cut) (Leg, *llm.APIError)
+	// Stop settles the current leg (own usage u) after cause and names
+	// the failure (reason, its label); err, the client's error, when the
+	// answer cannot be continued whatever is left (the caller left or the
+	// deadline passed, the failure is not retryable, recovery is off).
+	Stop(cause error, u llm.Usage) (reason string, err *llm.APIError)
+	// Continue continues the answer from cut on another endpoint, a retry
+	// already taken, or returns the attempt path's error.
+	Continue(cut Cut) (Leg, *llm.APIError)
 	// End settles the last leg (own usage u): finished, or the client
 	// left before its end.
 	End(u llm.Usage, finished bool)
+}
+
+// Retries is what the relay needs of the call's retries of work
+// (policy.Retries through the call).
+type Retries interface {
+	// TakeRetry takes one: policy.ErrAttemptsSpent when the call made all
+	// its attempts, policy.ErrBudgetExhausted when the route's budget
+	// refuses.
+	TakeRetry() error
+	// Attempts is the number of attempts the call made.
+	Attempts() int
+}
+
+// CannotContinue is the client's error (the stream's error event) when an
+// answer that failed for reason cannot be continued, and why.
+func CannotContinue(reason, why string) *llm.APIError {
+	return &llm.APIError{Status: http.StatusOK, Type: llm.ErrAPI, MeshCode: llm.MeshFallbackExhausted,
+		Message: fmt.Sprintf("upstream stream failed (%s) and %s", reason, why)}
 }
 
 // Cut is what the client has when a leg fails: the text of its blocks, the
@@ -73,7 +95,8 @@ type Leg struct {
 
 // Relay is a committed answer stream (see the package doc).
 type Relay struct {
-	up Upstream
+	up      Upstream
+	retries Retries
 	// back holds events pushed back before the upstream's next.
 	back []*llm.Event
 
@@ -125,8 +148,8 @@ type clientBlock struct {
 }
 
 // Init makes a zero Relay relay up's answer (a Relay is held by value in
-// the caller's stream).
-func (s *Relay) Init(up Upstream) { s.up, s.idxMap = up, map[int]int{} }
+// the caller's stream), taking a continuation's retry from r.
+func (s *Relay) Init(up Upstream, r Retries) { s.up, s.retries, s.idxMap = up, r, map[int]int{} }
 
 // Finished reports whether the answer reached its message_stop; Failed
 // whether the stream ended with an error event, and that error.
@@ -308,7 +331,7 @@ func (s *Relay) dropEcho(ev *llm.Event) (ev2 *llm.Event, drop bool) {
 
 // spliceEvent filters an event of a re-asked answer while it repeats what
 // the client already has: drop is set for what the client has, ev2 is
-// what is left of ev, and ErrDiverged says the new answer differs from
+// what is left of ev, and policy.ErrDiverged says the new answer differs from
 // the text sent, so it cannot be spliced on.
 func (s *Relay) spliceEvent(ev *llm.Event) (ev2 *llm.Event, drop bool, err error) {
 	k, mapped := s.idxMap[ev.Index]
@@ -319,7 +342,7 @@ func (s *Relay) spliceEvent(ev *llm.Event) (ev2 *llm.Event, drop bool, err error
 	case llm.EventBlockStart:
 		if ev.Index < len(s.pending) {
 			if ev.Block != nil && ev.Block.Type != llm.BlockText {
-				return nil, false, ErrDiverged
+				return nil, false, policy.ErrDiverged
 			}
 			s.idxMap[ev.Index] = ev.Index
 			return nil, true, nil
@@ -332,7 +355,7 @@ func (s *Relay) spliceEvent(ev *llm.Event) (ev2 *llm.Event, drop bool, err error
 	case llm.EventBlockStop:
 		if inPending {
 			if s.pending[k] != "" {
-				return nil, false, ErrDiverged
+				return nil, false, policy.ErrDiverged
 			}
 			if !s.blocks[k].open {
 				return nil, true, nil // the client has this block's end already
@@ -341,7 +364,7 @@ func (s *Relay) spliceEvent(ev *llm.Event) (ev2 *llm.Event, drop bool, err error
 	case llm.EventMessageDelta, llm.EventMessageStop:
 		for _, p := range s.pending {
 			if p != "" {
-				return nil, false, ErrDiverged
+				return nil, false, policy.ErrDiverged
 			}
 		}
 	}
@@ -352,7 +375,7 @@ func (s *Relay) spliceEvent(ev *llm.Event) (ev2 *llm.Event, drop bool, err error
 // has to repeat.
 func (s *Relay) spliceDelta(ev *llm.Event, k int) (*llm.Event, bool, error) {
 	if ev.DeltaType != llm.DeltaText {
-		return nil, false, ErrDiverged
+		return nil, false, policy.ErrDiverged
 	}
 	p, d := s.pending[k], ev.Delta
 	switch {
@@ -365,7 +388,7 @@ func (s *Relay) spliceDelta(ev *llm.Event, k int) (*llm.Event, bool, error) {
 		cp.Delta = d[len(p):]
 		return cp, false, nil
 	}
-	return nil, false, ErrDiverged
+	return nil, false, policy.ErrDiverged
 }
 
 // forward maps an upstream event to the client's stream; emit is false
@@ -501,7 +524,7 @@ func (s *Relay) recover(cause error) *llm.APIError {
 	s.priorOutput += s.deltas
 	s.deltas = 0
 	cut.Output = s.priorOutput
-	leg, ae := s.up.Continue(cause, own, cut)
+	leg, ae := s.continueAfter(cause, own, cut)
 	if ae != nil {
 		s.priorOutput, s.deltas = prior, deltas
 		return ae
@@ -526,6 +549,33 @@ func (s *Relay) recover(cause error) *llm.APIError {
 		s.echo = leg.Echo
 	}
 	return nil
+}
+
+// continueAfter settles the current leg (own usage u) after cause and,
+// when the answer may be continued from cut (the upstream allows it, no
+// block that prefill cannot continue, a retry is left), has the upstream
+// continue it; else it returns the client's error.
+func (s *Relay) continueAfter(cause error, u llm.Usage, cut Cut) (Leg, *llm.APIError) {
+	reason, ae := s.up.Stop(cause, u)
+	if ae != nil {
+		return Leg{}, ae
+	}
+	if cut.Blocker != "" {
+		return Leg{}, CannotContinue(reason, "a "+string(cut.Blocker)+" block cannot be continued")
+	}
+	switch err := s.retries.TakeRetry(); {
+	case errors.Is(err, policy.ErrAttemptsSpent):
+		return Leg{}, CannotContinue(reason, fmt.Sprintf("%d attempts were made", s.retries.Attempts()))
+	case err != nil:
+		return Leg{}, &llm.APIError{Status: http.StatusOK, Type: llm.ErrAPI, MeshCode: llm.MeshBudgetExhausted,
+			Message: fmt.Sprintf("upstream stream failed (%s) and the retry budget is exhausted", reason)}
+	}
+	leg, ae := s.up.Continue(cut)
+	if ae != nil {
+		ae.Status = http.StatusOK
+		ae.Message = "upstream stream failed (" + reason + ") and could not be continued: " + ae.Message
+	}
+	return leg, ae
 }
 
 // noteOwn keeps what an event of the current leg says of its usage.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/policy"
 )
 
 // TestDropEcho: a continuation's start that repeats the prefill sent is
@@ -64,16 +65,21 @@ func render(ev *llm.Event) string {
 }
 
 // fakeUp is a scripted Upstream: legs of events; Continue moves to the
-// next leg (refuse makes it say no).
+// next leg (refuse makes Stop say no, fail makes Continue fail); it is the
+// call's Retries too (retryErr refuses a retry, taken counts those taken).
 type fakeUp struct {
 	legs     [][]*llm.Event
 	kinds    []Leg
 	refuse   *llm.APIError
+	fail     *llm.APIError
 	cuts     []Cut
 	usages   []llm.Usage
 	ended    []bool
 	diverged int
 	lent     int
+	retryErr error
+	taken    int
+	attempts int
 }
 
 func (f *fakeUp) Next() (*llm.Event, error) {
@@ -93,17 +99,31 @@ func (f *fakeUp) End(u llm.Usage, finished bool) {
 	f.usages = append(f.usages, u)
 	f.ended = append(f.ended, finished)
 }
-func (f *fakeUp) Continue(_ error, u llm.Usage, cut Cut) (Leg, *llm.APIError) {
+func (f *fakeUp) Stop(_ error, u llm.Usage) (string, *llm.APIError) {
 	f.usages = append(f.usages, u)
+	return "stream_cut", f.refuse
+}
+func (f *fakeUp) Continue(cut Cut) (Leg, *llm.APIError) {
 	f.cuts = append(f.cuts, cut)
-	if f.refuse != nil || len(f.legs) < 2 {
-		return Leg{}, f.refuse
+	if f.fail != nil {
+		return Leg{}, f.fail
+	}
+	if len(f.legs) < 2 {
+		return Leg{}, &llm.APIError{Status: 503, Message: "no other endpoint"}
 	}
 	f.legs = f.legs[1:]
 	k := f.kinds[0]
 	f.kinds = f.kinds[1:]
 	return k, nil
 }
+func (f *fakeUp) TakeRetry() error {
+	if f.retryErr != nil {
+		return f.retryErr
+	}
+	f.taken++
+	return nil
+}
+func (f *fakeUp) Attempts() int { return f.attempts }
 
 func start(in int) *llm.Event {
 	return &llm.Event{Type: llm.EventMessageStart, Message: &llm.Response{Usage: llm.Usage{InputTokens: in}}}
@@ -183,6 +203,9 @@ func TestRelayContinues(t *testing.T) {
 			if up.usages[0].OutputTokens != 2 || len(up.ended) != 1 || !up.ended[0] {
 				t.Fatalf("legs settled with %+v, ended %v", up.usages, up.ended)
 			}
+			if up.taken != 1 {
+				t.Fatalf("the continuation took %d retries, want 1", up.taken)
+			}
 		})
 	}
 }
@@ -211,6 +234,49 @@ func TestRelayEndsWithAnErrorEvent(t *testing.T) {
 	}
 }
 
+// TestRelayContinuationIsARetry: a continuation is a retry of work taken
+// from the call's Retries after the upstream allows it and only when no
+// block stands in the way; each refusal is the stream's error event with
+// the failure's reason, and nothing is continued.
+func TestRelayContinuationIsARetry(t *testing.T) {
+	cutText := [][]*llm.Event{{start(5), textStart(0), td(0, "Hello")}, {start(5), textStart(0), td(0, " world.")}}
+	cutTool := [][]*llm.Event{{start(5), {Type: llm.EventBlockStart, Index: 0, Block: &llm.Block{Type: llm.BlockToolUse}}}, {start(5)}}
+	for _, tc := range []struct {
+		name      string
+		up        *fakeUp
+		status    int
+		meshCode  string
+		message   string
+		taken     int
+		continued bool
+	}{
+		{"attempts spent", &fakeUp{legs: cutText, retryErr: policy.ErrAttemptsSpent, attempts: 3},
+			200, llm.MeshFallbackExhausted, "upstream stream failed (stream_cut) and 3 attempts were made", 0, false},
+		{"budget exhausted", &fakeUp{legs: cutText, retryErr: policy.ErrBudgetExhausted},
+			200, llm.MeshBudgetExhausted, "upstream stream failed (stream_cut) and the retry budget is exhausted", 0, false},
+		{"a tool block before any retry", &fakeUp{legs: cutTool},
+			200, llm.MeshFallbackExhausted, "upstream stream failed (stream_cut) and a tool_use block cannot be continued", 0, false},
+		{"the upstream refuses before any retry", &fakeUp{legs: cutText, refuse: &llm.APIError{Status: 200, MeshCode: llm.MeshTimeout, Message: "past its deadline"}},
+			200, llm.MeshTimeout, "past its deadline", 0, false},
+		{"the continuation fails", &fakeUp{legs: cutText, fail: &llm.APIError{Status: 503, MeshCode: llm.MeshFallbackExhausted, Message: "no endpoint"}},
+			200, llm.MeshFallbackExhausted, "upstream stream failed (stream_cut) and could not be continued: no endpoint", 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := relayOf(tc.up)
+			_, _, errEv := client(t, s)
+			if errEv == nil || errEv.Status != tc.status || errEv.MeshCode != tc.meshCode || errEv.Message != tc.message {
+				t.Fatalf("error event %+v, want status %d, %s, %q", errEv, tc.status, tc.meshCode, tc.message)
+			}
+			if tc.up.taken != tc.taken || (len(tc.up.cuts) > 0) != tc.continued {
+				t.Fatalf("retries taken %d (want %d), continued %v (want %v)", tc.up.taken, tc.taken, len(tc.up.cuts) > 0, tc.continued)
+			}
+			if failed, _ := s.Failed(); !failed {
+				t.Fatal("not failed")
+			}
+		})
+	}
+}
+
 // TestRelayClientLeaves: closed before its end, the leg is settled as not
 // finished, with the output it sent counted a token per delta.
 func TestRelayClientLeaves(t *testing.T) {
@@ -230,8 +296,8 @@ func TestRelayClientLeaves(t *testing.T) {
 }
 
 // relayOf relays up's answer.
-func relayOf(up Upstream) *Relay {
+func relayOf(up *fakeUp) *Relay {
 	s := &Relay{}
-	s.Init(up)
+	s.Init(up, up)
 	return s
 }
