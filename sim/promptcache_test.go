@@ -335,3 +335,28 @@ func TestPromptCacheStreamMessageStart(t *testing.T) {
 		t.Fatal("no message_start")
 	})
 }
+
+// WithPromptCache turns caching on for every model at its documented
+// minimum (Haiku 2,048 tokens, the others 1,024) and leaves the given
+// config as it was.
+func TestWithPromptCache(t *testing.T) {
+	base := DefaultConfig()
+	c := WithPromptCache(base)
+	for _, m := range c.Models {
+		want := 0
+		if m.Name == "sim-haiku" {
+			want = 2048
+		}
+		if m.PromptCache == nil || m.PromptCache.MinTokens != want || m.PromptCache.PerRegion {
+			t.Errorf("%s: prompt cache %+v, want min_tokens %d shared by regions", m.Name, m.PromptCache, want)
+		}
+	}
+	for _, m := range base.Models {
+		if m.PromptCache != nil {
+			t.Errorf("%s: WithPromptCache changed the config it was given", m.Name)
+		}
+	}
+	if _, err := New(c); err != nil {
+		t.Fatal(err)
+	}
+}
