@@ -131,3 +131,9 @@ func TestBill(t *testing.T) {
 		t.Errorf("Max keeps the dearer 1-hour write price: got %+v", m)
 	}
 }
+
+func TestValidateCacheWrite1h(t *testing.T) {
+	if err := (pricing.Price{InputPerMTok: 1, CacheWrite1hPerMTok: -2}).Validate(); err == nil {
+		t.Error("a negative 1-hour write price was accepted")
+	}
+}
