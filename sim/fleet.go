@@ -475,7 +475,8 @@ func (ep *endpoint) costMicroOf(u *llm.Usage) float64 {
 	in := ep.model.Price.InputPerMTok
 	w1h := u.CacheWrite1h()
 	return float64(u.InputTokens)*in + float64(u.OutputTokens)*ep.model.Price.OutputPerMTok +
-		float64(u.CacheReadTokens)*in/10 + float64(u.CacheWriteTokens-w1h)*in*1.25 + float64(w1h)*in*2
+		float64(u.CacheReadTokens)*in*CacheReadPriceFactor + float64(u.CacheWriteTokens-w1h)*in*CacheWrite5mPriceFactor +
+		float64(w1h)*in*CacheWrite1hPriceFactor
 }
 
 // rateWindow counts a call of tokens in the current one-minute rate-limit

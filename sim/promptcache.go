@@ -64,6 +64,15 @@ type PromptCache struct {
 	MinTokens int `json:"min_tokens,omitempty"`
 }
 
+// The fleet bills prompt-cache tokens as Anthropic prices them, as
+// multiples of a model's input price (platform.claude.com/docs/en/about-claude/pricing):
+// reads a tenth, 5-minute writes 1.25×, 1-hour writes 2× (EndpointStats.CostUSD).
+const (
+	CacheReadPriceFactor    = 0.1
+	CacheWrite5mPriceFactor = 1.25
+	CacheWrite1hPriceFactor = 2.0
+)
+
 // Anthropic's and OpenAI's documented figures (see PromptCache).
 const (
 	defaultMinCacheTokens = 1024

@@ -66,8 +66,12 @@ func TestBuiltinMatchesSimulator(t *testing.T) {
 	tab := pricing.New(nil)
 	for _, m := range sim.DefaultConfig().Models {
 		got, ok := tab.Lookup(m.Name)
-		if !ok || got.InputPerMTok != m.Price.InputPerMTok || got.OutputPerMTok != m.Price.OutputPerMTok {
-			t.Errorf("%s: built-in %+v (%v), simulator %+v", m.Name, got, ok, m.Price)
+		in := m.Price.InputPerMTok
+		if !ok || got.InputPerMTok != in || got.OutputPerMTok != m.Price.OutputPerMTok ||
+			!near(got.CacheReadPerMTok, in*sim.CacheReadPriceFactor) || !near(got.CacheWritePerMTok, in*sim.CacheWrite5mPriceFactor) ||
+			!near(got.CacheWrite1hPerMTok, in*sim.CacheWrite1hPriceFactor) {
+			t.Errorf("%s: built-in %+v (%v), simulator %+v (cache reads, 5-minute and 1-hour writes at %g, %g and %g× input)", m.Name, got, ok, m.Price,
+				sim.CacheReadPriceFactor, sim.CacheWrite5mPriceFactor, sim.CacheWrite1hPriceFactor)
 		}
 	}
 	for _, e := range pricing.Builtin() {

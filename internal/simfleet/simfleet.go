@@ -45,7 +45,11 @@ func Config(f *sim.Fleet, baseURL string) *config.Config {
 	}
 	for _, m := range f.Models() {
 		mc := config.Model{Name: m.Name, Capability: m.Capability, ContextWindow: m.ContextWindow,
-			Price: config.Price{InputPerMTok: m.Price.InputPerMTok, OutputPerMTok: m.Price.OutputPerMTok}}
+			// the fleet's prices, its prompt-cache tokens included
+			Price: config.Price{InputPerMTok: m.Price.InputPerMTok, OutputPerMTok: m.Price.OutputPerMTok,
+				CacheReadPerMTok:    m.Price.InputPerMTok * sim.CacheReadPriceFactor,
+				CacheWritePerMTok:   m.Price.InputPerMTok * sim.CacheWrite5mPriceFactor,
+				CacheWrite1hPerMTok: m.Price.InputPerMTok * sim.CacheWrite1hPriceFactor}}
 		anth := len(m.Formats) == 0
 		for _, fm := range m.Formats {
 			if fm == "anthropic" {
