@@ -191,7 +191,6 @@ type cachePlan struct {
 	steps     []boundary
 	openaiTTL time.Duration
 	maxAge    time.Duration
-	total     int
 }
 
 // tokenStream hashes a prompt word by word, as the simulator counts
@@ -199,7 +198,8 @@ type cachePlan struct {
 type tokenStream struct {
 	x      hasher
 	tokens int
-	// step, when set, is called at each token count it asks for next.
+	// onTok, when set, is called when the count reaches next (it moves
+	// next on).
 	next  int
 	onTok func()
 }
@@ -321,7 +321,6 @@ func planCache(seed int64, spec *PromptCache, fam llm.Format, req *llm.Request) 
 		return nil, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest,
 			Message: fmt.Sprintf("A maximum of %d blocks with cache_control may be provided. Found %d.", maxBreakpoints, len(p.bps))}
 	}
-	p.total = s.tokens
 	return p, nil
 }
 
