@@ -129,6 +129,13 @@ func TestReportCountsEveryToken(t *testing.T) {
 			t.Errorf("markdown report lacks %q:\n%s", want, md.String())
 		}
 	}
+	var html bytes.Buffer
+	if err := Render(&html, rep, "html"); err != nil {
+		t.Fatal(err)
+	}
+	if want := `<p id="fallback-cache-line">Fallbacks re-sent 1 prompts to another endpoint, costing $2.3250 (in the sums above). The providers&#39; prompt caches read 100000`; !strings.Contains(html.String(), want) {
+		t.Errorf("HTML report lacks %s", want)
+	}
 }
 
 func cents(v float64) int64 { return int64(v*100 + 0.5) }
