@@ -472,11 +472,11 @@ func (ep *endpoint) addTokens(u *llm.Usage) {
 // costMicroOf is u's cost in millionths of a dollar (see
 // EndpointStats.CostUSD).
 func (ep *endpoint) costMicroOf(u *llm.Usage) float64 {
-	in := ep.model.Price.InputPerMTok
+	p := &ep.model.Price
 	w1h := u.CacheWrite1h()
-	return float64(u.InputTokens)*in + float64(u.OutputTokens)*ep.model.Price.OutputPerMTok +
-		float64(u.CacheReadTokens)*in*CacheReadPriceFactor + float64(u.CacheWriteTokens-w1h)*in*CacheWrite5mPriceFactor +
-		float64(w1h)*in*CacheWrite1hPriceFactor
+	return float64(u.InputTokens)*p.InputPerMTok + float64(u.OutputTokens)*p.OutputPerMTok +
+		float64(u.CacheReadTokens)*p.CacheReadPerMTok() + float64(u.CacheWriteTokens-w1h)*p.CacheWrite5mPerMTok() +
+		float64(w1h)*p.CacheWrite1hPerMTok()
 }
 
 // rateWindow counts a call of tokens in the current one-minute rate-limit

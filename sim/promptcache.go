@@ -64,14 +64,18 @@ type PromptCache struct {
 	MinTokens int `json:"min_tokens,omitempty"`
 }
 
-// The fleet bills prompt-cache tokens as Anthropic prices them, as
-// multiples of a model's input price (platform.claude.com/docs/en/about-claude/pricing):
-// reads a tenth, 5-minute writes 1.25×, 1-hour writes 2× (EndpointStats.CostUSD).
-const (
-	CacheReadPriceFactor    = 0.1
-	CacheWrite5mPriceFactor = 1.25
-	CacheWrite1hPriceFactor = 2.0
-)
+// CacheReadPerMTok is what the fleet bills per million prompt tokens read
+// from the prompt cache (EndpointStats.CostUSD): a tenth of the input
+// price, as Anthropic prices it (platform.claude.com/docs/en/about-claude/pricing).
+func (p Price) CacheReadPerMTok() float64 { return p.InputPerMTok / 10 }
+
+// CacheWrite5mPerMTok is what the fleet bills per million prompt tokens
+// written with the 5-minute TTL: 1.25× the input price, as Anthropic's.
+func (p Price) CacheWrite5mPerMTok() float64 { return p.InputPerMTok * 1.25 }
+
+// CacheWrite1hPerMTok is what the fleet bills per million prompt tokens
+// written with the 1-hour TTL: 2× the input price, as Anthropic's.
+func (p Price) CacheWrite1hPerMTok() float64 { return p.InputPerMTok * 2 }
 
 // Anthropic's and OpenAI's documented figures (see PromptCache).
 const (

@@ -66,12 +66,11 @@ func TestBuiltinMatchesSimulator(t *testing.T) {
 	tab := pricing.New(nil)
 	for _, m := range sim.DefaultConfig().Models {
 		got, ok := tab.Lookup(m.Name)
-		in := m.Price.InputPerMTok
-		if !ok || got.InputPerMTok != in || got.OutputPerMTok != m.Price.OutputPerMTok ||
-			!near(got.CacheReadPerMTok, in*sim.CacheReadPriceFactor) || !near(got.CacheWritePerMTok, in*sim.CacheWrite5mPriceFactor) ||
-			!near(got.CacheWrite1hPerMTok, in*sim.CacheWrite1hPriceFactor) {
-			t.Errorf("%s: built-in %+v (%v), simulator %+v (cache reads, 5-minute and 1-hour writes at %g, %g and %g× input)", m.Name, got, ok, m.Price,
-				sim.CacheReadPriceFactor, sim.CacheWrite5mPriceFactor, sim.CacheWrite1hPriceFactor)
+		p := m.Price
+		if !ok || got.InputPerMTok != p.InputPerMTok || got.OutputPerMTok != p.OutputPerMTok || got.CacheReadPerMTok != p.CacheReadPerMTok() ||
+			got.CacheWritePerMTok != p.CacheWrite5mPerMTok() || got.CacheWrite1hPerMTok != p.CacheWrite1hPerMTok() {
+			t.Errorf("%s: built-in %+v (%v), simulator %+v (cache reads %g, 5-minute writes %g, 1-hour writes %g)", m.Name, got, ok, p,
+				p.CacheReadPerMTok(), p.CacheWrite5mPerMTok(), p.CacheWrite1hPerMTok())
 		}
 	}
 	for _, e := range pricing.Builtin() {

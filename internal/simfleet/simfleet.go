@@ -47,9 +47,8 @@ func Config(f *sim.Fleet, baseURL string) *config.Config {
 		mc := config.Model{Name: m.Name, Capability: m.Capability, ContextWindow: m.ContextWindow,
 			// the fleet's prices, its prompt-cache tokens included
 			Price: config.Price{InputPerMTok: m.Price.InputPerMTok, OutputPerMTok: m.Price.OutputPerMTok,
-				CacheReadPerMTok:    m.Price.InputPerMTok * sim.CacheReadPriceFactor,
-				CacheWritePerMTok:   m.Price.InputPerMTok * sim.CacheWrite5mPriceFactor,
-				CacheWrite1hPerMTok: m.Price.InputPerMTok * sim.CacheWrite1hPriceFactor}}
+				CacheReadPerMTok: m.Price.CacheReadPerMTok(), CacheWritePerMTok: m.Price.CacheWrite5mPerMTok(),
+				CacheWrite1hPerMTok: m.Price.CacheWrite1hPerMTok()}}
 		anth := len(m.Formats) == 0
 		for _, fm := range m.Formats {
 			if fm == "anthropic" {
