@@ -161,6 +161,12 @@ type ModelSpec struct {
 	// model's JSON answers by a bounded amount, as a newer version of a
 	// model does (see Drift). Nil, the default, leaves answers exact.
 	Drift *Drift `json:"drift,omitempty"`
+	// PromptCache, when set, makes the model's endpoints cache prompt
+	// prefixes as Anthropic (over its format) and OpenAI (over theirs) do,
+	// with the usage counts and the shorter time to first token of a hit
+	// (see PromptCache; WithPromptCache turns it on for every model). Nil,
+	// the default, caches nothing: every prompt token is input.
+	PromptCache *PromptCache `json:"prompt_cache,omitempty"`
 }
 
 // Price is in US dollars per million tokens.
@@ -187,6 +193,11 @@ type LatencySpec struct {
 	TTFTSigma float64  `json:"ttft_sigma"`
 	// PerToken is the time per output token after the first.
 	PerToken Duration `json:"per_token"`
+	// PrefillPerKTok is added to the time to first token for each
+	// thousand prompt tokens not read from the prompt cache (prefill grows
+	// with the prompt; a cache hit skips it for the tokens read). 0, the
+	// default, adds nothing.
+	PrefillPerKTok Duration `json:"prefill_per_ktok,omitempty"`
 	// With probability TailProb a call is TailFactor times slower.
 	TailProb   float64 `json:"tail_prob"`
 	TailFactor float64 `json:"tail_factor"`
@@ -212,6 +223,9 @@ func (l LatencySpec) merge(o LatencySpec) LatencySpec {
 	if o.TailFactor != 0 {
 		l.TailFactor = o.TailFactor
 	}
+	if o.PrefillPerKTok != 0 {
+		l.PrefillPerKTok = o.PrefillPerKTok
+	}
 	return l
 }
 
@@ -225,6 +239,8 @@ func (l LatencySpec) validate() error {
 		return fmt.Errorf("ttft_sigma: %g is negative", l.TTFTSigma)
 	case l.PerToken < 0:
 		return fmt.Errorf("per_token: %s is negative", l.PerToken)
+	case l.PrefillPerKTok < 0:
+		return fmt.Errorf("prefill_per_ktok: %s is negative", l.PrefillPerKTok)
 	case l.TailProb < 0 || l.TailProb > 1:
 		return fmt.Errorf("tail_prob: %g is outside [0, 1]", l.TailProb)
 	case l.TailFactor < 0:
@@ -397,6 +413,11 @@ func (c *Config) Validate() error {
 		if m.Drift != nil {
 			if err := m.Drift.validate(); err != nil {
 				return fmt.Errorf("%s.drift.%w", p, err)
+			}
+		}
+		if m.PromptCache != nil {
+			if err := m.PromptCache.validate(); err != nil {
+				return fmt.Errorf("%s.prompt_cache.%w", p, err)
 			}
 		}
 		if err := validStructuredOutputs(m.StructuredOutputs); err != nil {

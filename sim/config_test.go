@@ -121,6 +121,8 @@ func TestValidate(t *testing.T) {
 		{"fault kind", func(c *Config) { c.Faults = []Fault{{Kind: "meteor"}} }, `faults[0]: kind: unknown fault kind "meteor"`},
 		{"fault status", func(c *Config) { c.Faults = []Fault{{Kind: KindServerError, Status: 404}} }, "faults[0]: status: 404"},
 		{"fault rate", func(c *Config) { c.Faults = []Fault{{Kind: KindReset, Rate: 1.5}} }, "faults[0]: rate"},
+		{"prompt cache minimum", func(c *Config) { c.Models[1].PromptCache = &PromptCache{MinTokens: -1} }, "models[1].prompt_cache.min_tokens: -1 is negative"},
+		{"negative prefill", func(c *Config) { c.Regions[1].Latency.PrefillPerKTok = -1 }, "regions[1].latency.prefill_per_ktok"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

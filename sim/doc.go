@@ -69,6 +69,17 @@
 // numeric field of a share of its JSON answers by a bounded amount, as a
 // new version of a model does; shadow comparison is measured on it.
 //
+// Prompt caching (a model's PromptCache; WithPromptCache for every model)
+// is modelled as each wire's provider does it: Anthropic's cache_control
+// breakpoints with 5-minute and 1-hour TTLs, a minimum length, a 20-block
+// lookback and the cache_creation / cache_read usage counts; OpenAI's
+// automatic prefix caching from 1,024 tokens in 128-token steps with
+// cached_tokens in usage; per model, or per region as Bedrock and Vertex
+// AI cache. A hit skips LatencySpec.PrefillPerKTok for the tokens read,
+// so its time to first token is shorter (promptcache.go cites the
+// documentation of each behaviour). Time is the clock's (time.Now), so a
+// TTL passes in virtual time inside a testing/synctest bubble.
+//
 // Each endpoint (a model in a region) has a finite number of slots with a
 // FIFO queue beyond them, a lognormal time to first token, a per-token
 // delay and a heavy tail; faults (rate limits, overload, 5xx, resets,

@@ -31,6 +31,9 @@ type Fleet struct {
 	nFaults  atomic.Int32 // len(faults), read without the lock on the hot path
 	stored   storedResponses
 	tokens   tokens // the Google access tokens the token endpoint issued
+	// caches holds the prompt caches of the models that have one, by
+	// model and region ("" for a model's shared cache); built by New.
+	caches map[epKey]*promptStore
 
 	mu       sync.Mutex // guards following
 	faults   []*activeFault
@@ -56,6 +59,12 @@ type endpoint struct {
 	inFlight atomic.Int64
 	inTok    atomic.Int64
 	outTok   atomic.Int64
+	// cacheRead and cacheWrite count prompt tokens read from and written
+	// to the prompt cache (not in inTok).
+	cacheRead  atomic.Int64
+	cacheWrite atomic.Int64
+	// cache is the endpoint's prompt cache (nil without one).
+	cache *promptStore
 
 	mu        sync.Mutex // guards following
 	rng       rng
@@ -82,6 +91,7 @@ func New(cfg Config) (*Fleet, error) {
 		models:   map[string]*ModelSpec{},
 		regions:  map[string]*region{},
 		eps:      map[epKey]*endpoint{},
+		caches:   map[epKey]*promptStore{},
 		faultRNG: newRNG(hashString(uint64(cfg.Seed), "faults")),
 	}
 	for i := range f.cfg.Regions {
@@ -100,6 +110,16 @@ func New(cfg Config) (*Fleet, error) {
 				lat:      r.spec.Latency.merge(m.Latency),
 				byStatus: map[int]int64{},
 				byFault:  map[string]int64{},
+			}
+			if pc := m.PromptCache; pc != nil {
+				k := epKey{model: m.Name}
+				if pc.PerRegion {
+					k.region = rn
+				}
+				if f.caches[k] == nil {
+					f.caches[k] = &promptStore{}
+				}
+				ep.cache = f.caches[k]
 			}
 			ep.q.limit = ep.lat.Concurrency
 			ep.rng = newRNG(hashString(uint64(cfg.Seed), ep.name))
@@ -133,6 +153,12 @@ func cloneConfig(c Config) Config {
 	c.Auth.AWS = slices.Clone(c.Auth.AWS)
 	c.Auth.BedrockAPIKeys = slices.Clone(c.Auth.BedrockAPIKeys)
 	c.Auth.Google = slices.Clone(c.Auth.Google)
+	for i := range c.Models {
+		if pc := c.Models[i].PromptCache; pc != nil {
+			cp := *pc
+			c.Models[i].PromptCache = &cp
+		}
+	}
 	return c
 }
 
@@ -311,7 +337,15 @@ type EndpointStats struct {
 	QueueWaitMax Duration `json:"queue_wait_max"`
 	InputTokens  int64    `json:"input_tokens"`
 	OutputTokens int64    `json:"output_tokens"`
-	// CostUSD prices the tokens served at the model's price.
+	// CacheReadTokens and CacheWriteTokens are the prompt tokens read from
+	// and written to the prompt cache (see PromptCache), not counted in
+	// InputTokens.
+	CacheReadTokens  int64 `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+	// CostUSD prices the tokens served at the model's price: cache reads
+	// at a tenth of the input price, 5-minute writes at 1.25× and 1-hour
+	// writes at 2×, as Anthropic prices them (pricing's built-in entries
+	// for the simulator's models say the same).
 	CostUSD float64 `json:"cost_usd"`
 }
 
@@ -330,6 +364,8 @@ func (s *EndpointStats) add(o *EndpointStats) {
 	s.QueueWaitMax = max(s.QueueWaitMax, o.QueueWaitMax)
 	s.InputTokens += o.InputTokens
 	s.OutputTokens += o.OutputTokens
+	s.CacheReadTokens += o.CacheReadTokens
+	s.CacheWriteTokens += o.CacheWriteTokens
 	s.CostUSD += o.CostUSD
 }
 
@@ -357,15 +393,17 @@ func (f *Fleet) Endpoint(model, region string) (EndpointStats, bool) {
 
 func (ep *endpoint) stats() EndpointStats {
 	s := EndpointStats{
-		Endpoint:     ep.name,
-		Model:        ep.model.Name,
-		Region:       ep.region.spec.Name,
-		Requests:     ep.requests.Load(),
-		InFlight:     ep.inFlight.Load(),
-		InputTokens:  ep.inTok.Load(),
-		OutputTokens: ep.outTok.Load(),
-		ByStatus:     map[int]int64{},
-		ByFault:      map[string]int64{},
+		Endpoint:         ep.name,
+		Model:            ep.model.Name,
+		Region:           ep.region.spec.Name,
+		Requests:         ep.requests.Load(),
+		InFlight:         ep.inFlight.Load(),
+		InputTokens:      ep.inTok.Load(),
+		OutputTokens:     ep.outTok.Load(),
+		CacheReadTokens:  ep.cacheRead.Load(),
+		CacheWriteTokens: ep.cacheWrite.Load(),
+		ByStatus:         map[int]int64{},
+		ByFault:          map[string]int64{},
 	}
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
@@ -390,6 +428,8 @@ func (f *Fleet) Reset() {
 		ep.requests.Store(0)
 		ep.inTok.Store(0)
 		ep.outTok.Store(0)
+		ep.cacheRead.Store(0)
+		ep.cacheWrite.Store(0)
 		ep.mu.Lock()
 		clear(ep.byStatus)
 		clear(ep.byFault)
@@ -420,21 +460,38 @@ func (ep *endpoint) recordWait(d time.Duration) {
 
 // recordOK records a complete non-streaming answer: its status and its
 // tokens, under one lock.
-func (ep *endpoint) recordOK(in, out int) {
-	ep.inTok.Add(int64(in))
-	ep.outTok.Add(int64(out))
+func (ep *endpoint) recordOK(u *llm.Usage) {
+	ep.addTokens(u)
 	ep.mu.Lock()
 	ep.byStatus[http.StatusOK]++
-	ep.costMicro += float64(in)*ep.model.Price.InputPerMTok + float64(out)*ep.model.Price.OutputPerMTok
+	ep.costMicro += ep.costMicroOf(u)
 	ep.mu.Unlock()
 }
 
-func (ep *endpoint) recordTokens(in, out int) {
-	ep.inTok.Add(int64(in))
-	ep.outTok.Add(int64(out))
+func (ep *endpoint) recordTokens(u *llm.Usage) {
+	ep.addTokens(u)
 	ep.mu.Lock()
-	ep.costMicro += float64(in)*ep.model.Price.InputPerMTok + float64(out)*ep.model.Price.OutputPerMTok
+	ep.costMicro += ep.costMicroOf(u)
 	ep.mu.Unlock()
+}
+
+func (ep *endpoint) addTokens(u *llm.Usage) {
+	ep.inTok.Add(int64(u.InputTokens))
+	ep.outTok.Add(int64(u.OutputTokens))
+	if u.CacheReadTokens != 0 || u.CacheWriteTokens != 0 {
+		ep.cacheRead.Add(int64(u.CacheReadTokens))
+		ep.cacheWrite.Add(int64(u.CacheWriteTokens))
+	}
+}
+
+// costMicroOf is u's cost in millionths of a dollar (see
+// EndpointStats.CostUSD).
+func (ep *endpoint) costMicroOf(u *llm.Usage) float64 {
+	p := &ep.model.Price
+	w1h := u.CacheWrite1h()
+	return float64(u.InputTokens)*p.InputPerMTok + float64(u.OutputTokens)*p.OutputPerMTok +
+		float64(u.CacheReadTokens)*p.CacheReadPerMTok() + float64(u.CacheWriteTokens-w1h)*p.CacheWrite5mPerMTok() +
+		float64(w1h)*p.CacheWrite1hPerMTok()
 }
 
 // rateWindow counts a call of tokens in the current one-minute rate-limit

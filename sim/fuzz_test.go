@@ -39,3 +39,30 @@ func FuzzParseFaults(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCacheControl: any cache_control value is a breakpoint, nothing
+// (null) or a 400 in Anthropic's shape, never a panic; a breakpoint's TTL
+// is 5 minutes or an hour.
+func FuzzCacheControl(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"ephemeral"}`, `{"type":"ephemeral","ttl":"5m"}`, `{"type":"ephemeral","ttl":"1h"}`,
+		`{"type":"ephemeral","ttl":"2h"}`, `{"type":"persistent"}`, `null`, `[]`, `"x"`, `{"type":1}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		bp, ae := parseCacheControl([]byte(raw))
+		switch {
+		case ae != nil:
+			if ae.Status != http.StatusBadRequest || bp != nil {
+				t.Fatalf("%q: error %+v with breakpoint %v", raw, ae, bp)
+			}
+		case bp != nil:
+			if bp.ttl != ttl5m && bp.ttl != ttl1h {
+				t.Fatalf("%q: ttl %v", raw, bp.ttl)
+			}
+		case raw != "null":
+			t.Fatalf("%q: neither a breakpoint nor an error", raw)
+		}
+	})
+}

@@ -513,6 +513,15 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		writeAPIError(w, c, &e)
 		return
 	}
+	var plan *cachePlan
+	if spec.PromptCache != nil {
+		if plan, ae = planCache(f.cfg.Seed, spec.PromptCache, c.format.Family(), req); ae != nil {
+			e := *ae
+			e.RequestID = reqID
+			writeAPIError(w, c, &e)
+			return
+		}
+	}
 	rh.set("X-Sim-Region", regionName)
 	rh.set("X-Sim-Endpoint", ep.name)
 
@@ -642,6 +651,13 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 	rh.set("X-Sim-Queue-Ms", queueMs)
 
 	ttft, factor := ep.draw()
+	uncached := ans.usage.InputTokens
+	if plan != nil {
+		uncached -= plan.apply(ep.cache, time.Now(), spec.PromptCache.min(), &ans.usage)
+	}
+	if p := ep.lat.PrefillPerKTok; p > 0 {
+		ttft += time.Duration(int64(p) * int64(uncached) / 1000)
+	}
 	if fault != nil && fault.Kind == KindSlow {
 		s := fault.Factor
 		if s == 0 {
@@ -678,7 +694,7 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 		}
 		rh.set("Content-Type", "application/json")
 		rh.set("Content-Length", strconv.Itoa(len(b)))
-		ep.recordOK(ans.usage.InputTokens, ans.usage.OutputTokens)
+		ep.recordOK(&ans.usage)
 		call.done()
 		w.WriteHeader(http.StatusOK)
 		w.Write(b)
@@ -733,7 +749,10 @@ func (f *Fleet) writeStream(ctx context.Context, sw eventWriter, flush func() er
 		*ev = e
 		return sw.Write(ev) == nil
 	}
-	start := &llm.Response{ID: id, Model: ans.model, Created: time.Now().Unix(), Usage: llm.Usage{InputTokens: ans.usage.InputTokens}}
+	u := ans.usage
+	start := &llm.Response{ID: id, Model: ans.model, Created: time.Now().Unix(), Usage: llm.Usage{InputTokens: u.InputTokens,
+		CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens, CacheWrite5mTokens: u.CacheWrite5mTokens,
+		CacheWrite1hTokens: u.CacheWrite1hTokens, Extra: u.Extra}}
 	if !write(llm.Event{Type: llm.EventMessageStart, Message: start}) || !write(llm.Event{Type: llm.EventPing}) {
 		return
 	}
@@ -777,7 +796,7 @@ func (f *Fleet) writeStream(ctx context.Context, sw eventWriter, flush func() er
 	if !write(llm.Event{Type: llm.EventMessageDelta, StopReason: ans.stop, StopSequence: ans.stopSeq, Usage: &usage}) {
 		return
 	}
-	call.ep.recordTokens(ans.usage.InputTokens, ans.usage.OutputTokens)
+	call.ep.recordTokens(&ans.usage)
 	call.done()
 	write(llm.Event{Type: llm.EventMessageStop})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/report"
 	"github.com/keelmesh/keel/internal/store/sqlite"
 )
@@ -77,7 +78,8 @@ func runReport(cmd *cobra.Command, f *reportFlags, now time.Time) error {
 	}
 	defer rd.Close()
 	since := now.Add(-window)
-	rep, err := report.Build(rd.Query(cmd.Context(), since), report.Options{Since: since, Now: func() time.Time { return now }})
+	rep, err := report.Build(rd.Query(cmd.Context(), since), report.Options{Since: since, Now: func() time.Time { return now },
+		Prices: pricing.New(nil).Lookup}) // built-in list prices: what the prompt cache saved
 	if err != nil {
 		return fmt.Errorf("building report from %s: %w", f.db, err)
 	}

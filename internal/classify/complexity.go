@@ -83,9 +83,9 @@ var (
 	taskZH = []string{"解释", "写", "区别", "比较", "介绍", "什么是", "怎么", "如何", "为什么", "解方程", "讲讲", "注意什么", "原理", "有没有"}
 	// lookup: a fact or a one-line change (−1 each, at most −2).
 	lookupEN = []string{"what's the", "what is the", "who ", "how many", "translate", "convert", "spell", "define",
-		"synonym", "plural", "past tense", "which ", "what year", "what time", "is a ", "in one sentence", "one line", "short answer",
+		"synonym", "plural", "past tense", "which ", "what year", "what time", "is a ", "in one sentence", "in a sentence", "one line", "one-line", "briefly", "short answer",
 		"give me 3", "tell me a joke", "thanks", "hi", "hello", "ok"}
-	lookupZH = []string{"是哪", "翻译", "多少", "是谁", "谁", "哪个", "什么意思", "笑话", "起三个", "你好", "谢谢", "简单说", "原名", "是不是", "吗"}
+	lookupZH = []string{"是哪", "翻译", "多少", "是谁", "谁", "哪个", "什么意思", "笑话", "起三个", "你好", "谢谢", "简单说", "一句话", "原名", "是不是", "吗"}
 	// parts: another request joined to the first (+1 each, at most +3).
 	partsEN = []string{"then ", "including", "and how", "and what", "and why", "and explain", "consider", "as well as", "while ",
 		"each", "with the assumptions", "and the", "also"}

@@ -138,3 +138,30 @@ func ParseComplexity(s string) (Complexity, bool) {
 	}
 	return Simple, false
 }
+
+// TestComplexityAttached measures Complexity on
+// testdata/complexity_attached.txt, requests followed by pasted material
+// (issue 28 item 6's training split: the brevity cues "in a sentence",
+// "one-line", "briefly" and 一句话 were added on it, the tiering workloads
+// never looked at). An extraction with a short explanation stays medium
+// however long its attachment; reconciling, auditing or diagnosing it is
+// complex.
+func TestComplexityAttached(t *testing.T) {
+	c := Default()
+	var conf [3][3]int
+	for _, e := range readCorpus(t, "testdata/complexity_attached.txt") {
+		want, ok := ParseComplexity(e.label)
+		if !ok {
+			t.Fatalf("complexity_attached.txt:%d: unknown label %q", e.line, e.label)
+		}
+		got := c.Complexity(e.text)
+		conf[want][got]++
+		if got != want {
+			t.Logf("complexity_attached.txt:%d: %s, classified %s (score %d): %.70q", e.line, want, got, c.complexityScore(e.text), e.text)
+		}
+	}
+	t.Logf("attached: confusion (rows label, columns predicted simple/medium/complex): %v", conf)
+	if conf[Medium][Complex] > 0 || conf[Complex][Complex] != conf[Complex][0]+conf[Complex][1]+conf[Complex][2] {
+		t.Errorf("confusion %v: want every medium prompt below complex and every complex one complex", conf)
+	}
+}

@@ -15,9 +15,17 @@ func (e *Engine) priceOf(ep *endpoint) pricing.Price {
 	return p
 }
 
-// cost is u at ep's price, in USD.
+// cost is u at ep's price, in USD: every kind of token at its own price
+// (cache reads, 5-minute and 1-hour writes, reasoning inside output).
 func (e *Engine) cost(ep *endpoint, u llm.Usage) float64 {
-	return e.priceOf(ep).Cost(u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens)
+	return e.priceOf(ep).Bill(billed(u)).Total
+}
+
+// billed is u by the kinds a price bills.
+func billed(u llm.Usage) pricing.Tokens {
+	w1h := u.CacheWrite1h()
+	return pricing.Tokens{Input: u.InputTokens, CacheRead: u.CacheReadTokens, CacheWrite5m: u.CacheWriteTokens - w1h,
+		CacheWrite1h: w1h, Output: u.OutputTokens, Reasoning: u.ReasoningTokens}
 }
 
 // Price is the dearest price, kind by kind, among the endpoints a call

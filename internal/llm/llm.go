@@ -351,8 +351,31 @@ type Usage struct {
 	CacheReadTokens int
 	// CacheWriteTokens is Anthropic cache_creation_input_tokens / OpenAI cache_write_tokens.
 	CacheWriteTokens int
-	ReasoningTokens  int
-	Extra            Extra
+	// CacheWrite5mTokens and CacheWrite1hTokens split CacheWriteTokens by
+	// the time to live of the cache entries written (Anthropic
+	// usage.cache_creation.ephemeral_5m_input_tokens and
+	// ephemeral_1h_input_tokens; a 1-hour write costs more). Both are 0
+	// when the upstream gave no split: its writes are 5-minute ones, the
+	// default TTL. The object's other members stay in
+	// Extra["cache_creation"] ({} when it had none, so that an object of
+	// zeros is written back too).
+	// (omitempty keeps the canonical dumps of usages without a split as
+	// they were.)
+	CacheWrite5mTokens int `json:",omitempty"`
+	CacheWrite1hTokens int `json:",omitempty"`
+	// ReasoningTokens is the part of OutputTokens spent on reasoning
+	// (OpenAI completion_tokens_details.reasoning_tokens, Responses
+	// output_tokens_details.reasoning_tokens, Anthropic
+	// output_tokens_details.thinking_tokens): counted in OutputTokens, as
+	// every provider bills it as output.
+	ReasoningTokens int
+	Extra           Extra
+}
+
+// CacheWrite1h is the part of CacheWriteTokens written with the 1-hour
+// TTL, at most CacheWriteTokens; the rest are 5-minute writes.
+func (u Usage) CacheWrite1h() int {
+	return min(max(u.CacheWrite1hTokens, 0), max(u.CacheWriteTokens, 0))
 }
 
 // PromptTokens is the total prompt size, cached tokens included.

@@ -32,13 +32,18 @@ type Price struct {
 	// (Anthropic cache_creation_input_tokens, 5-minute writes); 0 means
 	// InputPerMTok.
 	CacheWritePerMTok float64 `yaml:"cache_write_per_mtok" json:"cache_write_per_mtok,omitempty"`
+	// CacheWrite1hPerMTok prices prompt tokens written to the cache with
+	// the 1-hour TTL (Anthropic cache_creation.ephemeral_1h_input_tokens:
+	// 2× the input price, against 1.25× for a 5-minute write); 0 means the
+	// 5-minute write price.
+	CacheWrite1hPerMTok float64 `yaml:"cache_write_1h_per_mtok" json:"cache_write_1h_per_mtok,omitempty"`
 }
 
 // IsZero reports whether p prices nothing (an unpriced model).
 func (p Price) IsZero() bool { return p == Price{} }
 
 // Cost is the price in USD of input (uncached prompt), output, cache-read
-// and cache-write tokens.
+// and cache-write (5-minute) tokens; Bill prices every kind.
 func (p Price) Cost(input, output, cacheRead, cacheWrite int) float64 {
 	p = p.effective()
 	return (float64(input)*p.InputPerMTok + float64(output)*p.OutputPerMTok + float64(cacheRead)*p.CacheReadPerMTok + float64(cacheWrite)*p.CacheWritePerMTok) / 1e6
@@ -48,9 +53,64 @@ func (p Price) Cost(input, output, cacheRead, cacheWrite int) float64 {
 // as the input price): what a reservation assumes when a call may be
 // served by either.
 func (p Price) Max(q Price) Price {
+	set1h := p.CacheWrite1hPerMTok != 0 || q.CacheWrite1hPerMTok != 0
 	p, q = p.effective(), q.effective()
-	return Price{InputPerMTok: max(p.InputPerMTok, q.InputPerMTok), OutputPerMTok: max(p.OutputPerMTok, q.OutputPerMTok),
+	m := Price{InputPerMTok: max(p.InputPerMTok, q.InputPerMTok), OutputPerMTok: max(p.OutputPerMTok, q.OutputPerMTok),
 		CacheReadPerMTok: max(p.CacheReadPerMTok, q.CacheReadPerMTok), CacheWritePerMTok: max(p.CacheWritePerMTok, q.CacheWritePerMTok)}
+	if set1h { // else 0: the 5-minute write price, the dearer one already
+		m.CacheWrite1hPerMTok = max(p.write1h(), q.write1h())
+	}
+	return m
+}
+
+// write1h is the effective 1-hour write price of an effective p.
+func (p Price) write1h() float64 {
+	if p.CacheWrite1hPerMTok == 0 {
+		return p.CacheWritePerMTok
+	}
+	return p.CacheWrite1hPerMTok
+}
+
+// Tokens is one answer's usage by the kinds providers bill, each counted
+// once: Input is the uncached prompt (Anthropic input_tokens; OpenAI
+// prompt_tokens less cached_tokens), CacheRead the prompt read from the
+// cache, CacheWrite5m and CacheWrite1h the prompt written to it with each
+// TTL, Output every generated token, Reasoning the part of Output spent on
+// reasoning (Anthropic's thinking and OpenAI's reasoning tokens are both
+// billed as output tokens: platform.claude.com/docs/en/build-with-claude/extended-thinking,
+// "Pricing"; developers.openai.com/api/docs/guides/reasoning, "reasoning
+// tokens … are billed as output tokens").
+type Tokens struct {
+	Input, CacheRead, CacheWrite5m, CacheWrite1h, Output, Reasoning int
+}
+
+// Bill is the cost in USD of Tokens at a Price, by kind. Total sums Input,
+// CacheRead, CacheWrite5m, CacheWrite1h and Output (Reasoning is the part
+// of Output spent on reasoning, not added again). CacheSaved is what the
+// prompt cache saved against sending the same prompt uncached: the reads
+// at the input price less their price, less the writes' premium over the
+// input price (negative when the writes cost more than the reads saved).
+type Bill struct {
+	Input, CacheRead, CacheWrite5m, CacheWrite1h, Output, Reasoning, Total, CacheSaved float64
+}
+
+// Bill prices t kind by kind.
+func (p Price) Bill(t Tokens) Bill {
+	p = p.effective()
+	w1h := p.write1h()
+	b := Bill{
+		Input:        float64(t.Input) * p.InputPerMTok / 1e6,
+		CacheRead:    float64(t.CacheRead) * p.CacheReadPerMTok / 1e6,
+		CacheWrite5m: float64(t.CacheWrite5m) * p.CacheWritePerMTok / 1e6,
+		CacheWrite1h: float64(t.CacheWrite1h) * w1h / 1e6,
+		Output:       float64(t.Output) * p.OutputPerMTok / 1e6,
+		Reasoning:    float64(t.Reasoning) * p.OutputPerMTok / 1e6,
+	}
+	b.Total = b.Input + b.CacheRead + b.CacheWrite5m + b.CacheWrite1h + b.Output
+	b.CacheSaved = (float64(t.CacheRead)*(p.InputPerMTok-p.CacheReadPerMTok) -
+		float64(t.CacheWrite5m)*(p.CacheWritePerMTok-p.InputPerMTok) -
+		float64(t.CacheWrite1h)*(w1h-p.InputPerMTok)) / 1e6
+	return b
 }
 
 // effective is p with its cache prices at 0 replaced by the input price.
@@ -66,7 +126,7 @@ func (p Price) effective() Price {
 
 // Validate reports the first negative, NaN or infinite figure.
 func (p Price) Validate() error {
-	for _, v := range [...]float64{p.InputPerMTok, p.OutputPerMTok, p.CacheReadPerMTok, p.CacheWritePerMTok} {
+	for _, v := range [...]float64{p.InputPerMTok, p.OutputPerMTok, p.CacheReadPerMTok, p.CacheWritePerMTok, p.CacheWrite1hPerMTok} {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			return fmt.Errorf("expected a price of 0 or more US dollars per million tokens, got %v", v)
 		}
@@ -172,9 +232,9 @@ func isVersion(s string) bool {
 // copied by hand: check them against the provider's page before relying on
 // a figure, and override any that changed in the config's pricing section.
 const (
-	SourceAnthropic = "platform.claude.com/docs/en/about-claude/pricing (5-minute cache writes), read 2026-11"
+	SourceAnthropic = "platform.claude.com/docs/en/about-claude/pricing (cache reads 0.1×, 5-minute writes 1.25×, 1-hour writes 2× the input price), read 2026-11"
 	SourceOpenAI    = "developers.openai.com/api/docs/pricing (cached input; no cache write surcharge), read 2026-11"
-	SourceSim       = "Keel's simulator (sim.DefaultConfig); cache reads at a tenth of input, writes at 1.25×, as Anthropic prices them"
+	SourceSim       = "Keel's simulator (sim.DefaultConfig); cache reads at a tenth of input, 5-minute writes at 1.25× and 1-hour writes at 2×, as Anthropic prices them"
 )
 
 // Builtin returns the built-in entries: the simulator's models, the Claude
@@ -182,13 +242,13 @@ const (
 // they must be checked (see the Source constants).
 func Builtin() []Entry {
 	a := func(model string, in, out float64) Entry {
-		return Entry{Model: model, Price: Price{InputPerMTok: in, OutputPerMTok: out, CacheReadPerMTok: in / 10, CacheWritePerMTok: in * 1.25}, Source: SourceAnthropic}
+		return Entry{Model: model, Price: Price{InputPerMTok: in, OutputPerMTok: out, CacheReadPerMTok: in / 10, CacheWritePerMTok: in * 1.25, CacheWrite1hPerMTok: in * 2}, Source: SourceAnthropic}
 	}
 	o := func(model string, in, out, cached float64) Entry {
 		return Entry{Model: model, Price: Price{InputPerMTok: in, OutputPerMTok: out, CacheReadPerMTok: cached, CacheWritePerMTok: in}, Source: SourceOpenAI}
 	}
 	s := func(model string, in, out float64) Entry {
-		return Entry{Model: model, Price: Price{InputPerMTok: in, OutputPerMTok: out, CacheReadPerMTok: in / 10, CacheWritePerMTok: in * 1.25}, Source: SourceSim}
+		return Entry{Model: model, Price: Price{InputPerMTok: in, OutputPerMTok: out, CacheReadPerMTok: in / 10, CacheWritePerMTok: in * 1.25, CacheWrite1hPerMTok: in * 2}, Source: SourceSim}
 	}
 	return []Entry{
 		s("sim-opus", 15, 75), s("sim-sonnet", 3, 15), s("sim-haiku", 0.8, 4), s("sim-llama", 0.2, 0.6), s("sim-claude", 3, 15),
@@ -197,7 +257,7 @@ func Builtin() []Entry {
 		a("claude-opus-4-1", 15, 75), a("claude-opus-4-0", 15, 75), a("claude-opus-4", 15, 75), a("claude-3-opus", 15, 75),
 		a("claude-sonnet-4-6", 3, 15), a("claude-sonnet-4-5", 3, 15), a("claude-sonnet-4-0", 3, 15), a("claude-sonnet-4", 3, 15),
 		a("claude-3-7-sonnet", 3, 15), a("claude-3-5-sonnet", 3, 15),
-		a("claude-haiku-4-5", 1, 5), a("claude-3-5-haiku", 0.8, 4), {Model: "claude-3-haiku", Price: Price{InputPerMTok: 0.25, OutputPerMTok: 1.25, CacheReadPerMTok: 0.03, CacheWritePerMTok: 0.3}, Source: SourceAnthropic},
+		a("claude-haiku-4-5", 1, 5), a("claude-3-5-haiku", 0.8, 4), {Model: "claude-3-haiku", Price: Price{InputPerMTok: 0.25, OutputPerMTok: 1.25, CacheReadPerMTok: 0.03, CacheWritePerMTok: 0.3, CacheWrite1hPerMTok: 0.5}, Source: SourceAnthropic},
 
 		o("gpt-4o", 2.5, 10, 1.25), o("gpt-4o-mini", 0.15, 0.6, 0.075),
 		o("gpt-4.1", 2, 8, 0.5), o("gpt-4.1-mini", 0.4, 1.6, 0.1), o("gpt-4.1-nano", 0.1, 0.4, 0.025),

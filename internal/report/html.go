@@ -231,7 +231,11 @@ func writeHTML(w io.Writer, r *Report) error {
 		a.Attempts, r.Requests, f3(a.PerRequest), a.Retries, a.Hedges, a.Hedged, a.HedgesWon, a.Recovered)
 	raw("</p>\n\n", string(c["amplification"]), "\n\n")
 
-	raw("<h2>Cost by model</h2>\n", `<p id="cost-line">`, escText(costLine(r.Cost)), "</p>\n\n", string(c["cost"]), "\n\n")
+	raw("<h2>Cost by model</h2>\n", `<p id="cost-line">`, escText(costLine(r.Cost)), "</p>\n\n")
+	if l := fallbackCacheLine(r.Cost); l != "" {
+		raw(`<p id="fallback-cache-line">`, escText(l), "</p>\n\n")
+	}
+	raw(string(c["cost"]), "\n\n")
 	raw("<table>\n<tr><th>model</th><th>requests</th><th>answers</th><th>hedging overhead</th><th>redundancy overhead</th><th>total</th><th>overhead share</th></tr>\n")
 	for _, m := range r.Cost.ByModel {
 		row(m.Model, n(m.Requests), usd(m.RecordedUSD), usd(m.HedgeOverheadUSD), usd(m.RedundancyOverheadUSD), usd(m.TotalUSD), pct(m.OverheadShare))

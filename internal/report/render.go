@@ -81,6 +81,24 @@ func costLine(c Cost) string {
 		usd(c.RecordedUSD), usd(c.HedgeOverheadUSD), c.HedgeLosers, usd(c.RedundancyOverheadUSD), c.RedundantAttempts, usd(c.TotalUSD))
 }
 
+// fallbackCacheLine says what fallbacks cost and what the providers'
+// prompt caches saved; "" when there was neither.
+func fallbackCacheLine(c Cost) string {
+	var parts []string
+	if c.FallbackAttempts > 0 {
+		parts = append(parts, fmt.Sprintf("Fallbacks re-sent %d prompts to another endpoint, costing %s (in the sums above).", c.FallbackAttempts, usd(c.FallbackUSD)))
+	}
+	if c.CacheReadTokens != 0 || c.CacheWriteTokens != 0 {
+		s := fmt.Sprintf("The providers' prompt caches read %d prompt tokens and wrote %d, saving %s against sending them uncached (writes at the 5-minute price).",
+			c.CacheReadTokens, c.CacheWriteTokens, usd(c.CacheSavedUSD))
+		if c.CacheUnpriced > 0 {
+			s += fmt.Sprintf(" %d requests with cache tokens were served by models without a price: not included.", c.CacheUnpriced)
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, " ")
+}
+
 // unpriced is the cost section's sentence on attempts without usage.
 func unpriced(c Cost) string {
 	if c.UnpricedAttempts == 0 {
@@ -198,6 +216,9 @@ func writeMarkdown(w io.Writer, r *Report) error {
 
 	c := r.Cost
 	p("## Cost\n\n%s\n\n", costLine(c))
+	if l := fallbackCacheLine(c); l != "" {
+		p("%s\n\n", l)
+	}
 	p("| model | requests | answers | hedging overhead | redundancy overhead | total | overhead share |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range c.ByModel {
 		p("| %s | %d | %s | %s | %s | %s | %s |\n", md(m.Model), m.Requests, usd(m.RecordedUSD), usd(m.HedgeOverheadUSD), usd(m.RedundancyOverheadUSD), usd(m.TotalUSD), pct(m.OverheadShare))

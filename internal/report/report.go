@@ -16,6 +16,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/store/sqlite"
 )
 
@@ -237,7 +238,24 @@ type Cost struct {
 	// UnpricedAttempts are extra attempts of logs written before
 	// per-attempt usage was recorded: their cost is unknown and not
 	// included.
-	UnpricedAttempts int         `json:"unpriced_attempts"`
+	UnpricedAttempts int `json:"unpriced_attempts"`
+	// FallbackUSD is the cost of the attempts sent to a fallback endpoint
+	// (kind "fallback"): the prompt each re-sent elsewhere and its answer,
+	// already in the sums above (as an answer, or redundancy when it
+	// failed in turn); FallbackAttempts counts them.
+	FallbackUSD      float64 `json:"fallback_usd"`
+	FallbackAttempts int     `json:"fallback_attempts"`
+	// CacheReadTokens and CacheWriteTokens are the answers' prompt tokens
+	// the providers read from and wrote to their prompt caches.
+	// CacheSavedUSD is what the reads saved against the same tokens sent
+	// uncached, less the writes' premium over the input price, at each
+	// serving model's price (Options.Prices; writes at the 5-minute price,
+	// as the log does not keep the TTL split); CacheUnpriced counts the
+	// requests with cache tokens whose model has no price (not included).
+	CacheReadTokens  int64       `json:"cache_read_tokens"`
+	CacheWriteTokens int64       `json:"cache_write_tokens"`
+	CacheSavedUSD    float64     `json:"cache_saved_usd"`
+	CacheUnpriced    int         `json:"cache_unpriced_requests"`
 	ByModel          []ModelCost `json:"by_model"`
 	Note             string      `json:"note"`
 }
@@ -289,6 +307,17 @@ type ModelCost struct {
 	TotalUSD              float64 `json:"total_usd"`
 	// OverheadShare is the overheads' share of TotalUSD.
 	OverheadShare float64 `json:"overhead_share"`
+	// FallbackUSD and CacheSavedUSD are Cost's, for this model.
+	FallbackUSD   float64 `json:"fallback_usd"`
+	CacheSavedUSD float64 `json:"cache_saved_usd"`
+}
+
+// lookupPrice is prices(model) when both are there.
+func lookupPrice(prices func(string) (pricing.Price, bool), model string) (pricing.Price, bool) {
+	if prices == nil || model == "" {
+		return pricing.Price{}, false
+	}
+	return prices(model)
 }
 
 // CostNote is the caveat every rendering of the cost section carries.
@@ -300,6 +329,9 @@ type Options struct {
 	Since time.Time
 	// Now stamps GeneratedAt (default time.Now).
 	Now func() time.Time
+	// Prices prices a served model, for what the prompt cache saved (nil:
+	// not priced, CacheSavedUSD 0).
+	Prices func(model string) (pricing.Price, bool)
 }
 
 // binTarget is the most normalisation histogram bins before widening.
@@ -432,8 +464,21 @@ func Build(rows iter.Seq2[*sqlite.Row, error], opt Options) (*Report, error) {
 		ks.Requests++
 		ks.USD += row.CostUSD
 		answer, answers, recorded, overhead := row.CostUSD, 0.0, false, 0.0
+		if row.TokensCacheRead != 0 || row.TokensCacheWrite != 0 {
+			r.Cost.CacheReadTokens += int64(row.TokensCacheRead)
+			r.Cost.CacheWriteTokens += int64(row.TokensCacheWrite)
+			if p, ok := lookupPrice(opt.Prices, row.ServedModel); ok {
+				mc.CacheSavedUSD += p.Bill(pricing.Tokens{CacheRead: row.TokensCacheRead, CacheWrite5m: row.TokensCacheWrite}).CacheSaved
+			} else {
+				r.Cost.CacheUnpriced++
+			}
+		}
 		for _, at := range row.Attempts {
 			byKind[at.Kind]++
+			if at.Kind == "fallback" {
+				r.Cost.FallbackAttempts++
+				mc.FallbackUSD += at.CostUSD
+			}
 			outcomes[at.Outcome]++
 			recorded = recorded || at.UsageRecorded
 			if failed(at.Outcome) {
@@ -520,6 +565,8 @@ func Build(rows iter.Seq2[*sqlite.Row, error], opt Options) (*Report, error) {
 		c.RecordedUSD += mc.RecordedUSD
 		c.HedgeOverheadUSD += mc.HedgeOverheadUSD
 		c.RedundancyOverheadUSD += mc.RedundancyOverheadUSD
+		c.FallbackUSD += mc.FallbackUSD
+		c.CacheSavedUSD += mc.CacheSavedUSD
 	}
 	c.TotalUSD = c.RecordedUSD + c.HedgeOverheadUSD + c.RedundancyOverheadUSD
 	r.Spend = spend(byKey)

@@ -45,7 +45,10 @@ func Config(f *sim.Fleet, baseURL string) *config.Config {
 	}
 	for _, m := range f.Models() {
 		mc := config.Model{Name: m.Name, Capability: m.Capability, ContextWindow: m.ContextWindow,
-			Price: config.Price{InputPerMTok: m.Price.InputPerMTok, OutputPerMTok: m.Price.OutputPerMTok}}
+			// the fleet's prices, its prompt-cache tokens included
+			Price: config.Price{InputPerMTok: m.Price.InputPerMTok, OutputPerMTok: m.Price.OutputPerMTok,
+				CacheReadPerMTok: m.Price.CacheReadPerMTok(), CacheWritePerMTok: m.Price.CacheWrite5mPerMTok(),
+				CacheWrite1hPerMTok: m.Price.CacheWrite1hPerMTok()}}
 		anth := len(m.Formats) == 0
 		for _, fm := range m.Formats {
 			if fm == "anthropic" {

@@ -116,6 +116,29 @@ func parseUsage(path *fpath, v []byte, u *llm.Usage) error {
 			u.CacheWriteTokens, err = integer(p, uv)
 		case "cache_read_input_tokens":
 			u.CacheReadTokens, err = integer(p, uv)
+		case "cache_creation":
+			// The split of the cache writes by TTL (platform.claude.com/docs/en/build-with-claude/prompt-caching,
+			// "1-hour cache duration"): typed, the other members kept in
+			// Extra, an object of nothing else as {} so that it is written back.
+			if len(uv) == 0 || uv[0] != '{' {
+				jsonx.SetMember(&u.Extra, k, uv)
+				return nil
+			}
+			rest := []byte{'{'}
+			err = eachMember(p, uv, func(dk string, dv []byte) error {
+				var err error
+				switch {
+				case dk == "ephemeral_5m_input_tokens" && !jsonx.IsNull(dv):
+					u.CacheWrite5mTokens, err = integer(join(p, dk), dv)
+				case dk == "ephemeral_1h_input_tokens" && !jsonx.IsNull(dv):
+					u.CacheWrite1hTokens, err = integer(join(p, dk), dv)
+				default:
+					rest = jsonx.AppendKey(rest, dk)
+					rest = append(rest, dv...)
+				}
+				return err
+			})
+			jsonx.SetMember(&u.Extra, k, append(rest, '}'))
 		case "output_tokens_details":
 			if len(uv) == 0 || uv[0] != '{' {
 				jsonx.SetMember(&u.Extra, k, uv)
@@ -191,9 +214,53 @@ func appendUsage(b []byte, path *fpath, u *llm.Usage, which usageFields) ([]byte
 	if details != nil {
 		detailsKey = "output_tokens_details"
 	}
-	b, err := appendExtraWith(b, path, u.Extra, detailsKey, details)
+	extra := u.Extra
+	if creation, err := appendCacheCreation(nil, join(path, "cache_creation"), u); err != nil {
+		return b, err
+	} else if creation != nil {
+		extra = make(llm.Extra, len(u.Extra)+1)
+		for k, v := range u.Extra {
+			extra[k] = v
+		}
+		extra["cache_creation"] = creation
+	}
+	b, err := appendExtraWith(b, path, extra, detailsKey, details)
 	if err != nil {
 		return b, err
+	}
+	return append(b, '}'), nil
+}
+
+// appendCacheCreation appends the usage's cache_creation object — the
+// typed TTL split, then the other members kept in Extra — when the split
+// is non-zero or the object was present; it appends nothing otherwise, and
+// Extra's value as it is when that is not an object and the split is 0.
+func appendCacheCreation(b []byte, path *fpath, u *llm.Usage) ([]byte, error) {
+	prev, had := u.Extra["cache_creation"]
+	if u.CacheWrite5mTokens == 0 && u.CacheWrite1hTokens == 0 {
+		if !had || len(jsonx.TrimSpace(prev)) == 0 || jsonx.TrimSpace(prev)[0] != '{' {
+			return nil, nil
+		}
+	}
+	b = append(b, `{"ephemeral_5m_input_tokens":`...)
+	b = jsonx.AppendInt(b, int64(u.CacheWrite5mTokens))
+	b = append(b, `,"ephemeral_1h_input_tokens":`...)
+	b = jsonx.AppendInt(b, int64(u.CacheWrite1hTokens))
+	if t := jsonx.TrimSpace(prev); len(t) > 0 && t[0] == '{' {
+		if !jsonx.Valid(t) {
+			return b, errAt(path, "not valid JSON")
+		}
+		err := eachMember(path, t, func(k string, v []byte) error {
+			if k == "ephemeral_5m_input_tokens" || k == "ephemeral_1h_input_tokens" {
+				return nil
+			}
+			b = jsonx.AppendKey(b, k)
+			b = append(b, v...)
+			return nil
+		})
+		if err != nil {
+			return b, err
+		}
 	}
 	return append(b, '}'), nil
 }

@@ -63,8 +63,9 @@ func TestParseResponseFields(t *testing.T) {
 		r := parse(t, "usage_cache")
 		mustEqual(t, "usage", r.Usage, llm.Usage{
 			InputTokens: 12, OutputTokens: 420, CacheWriteTokens: 1500, CacheReadTokens: 30000, ReasoningTokens: 300,
+			CacheWrite5mTokens: 1000, CacheWrite1hTokens: 500,
 			Extra: llm.Extra{
-				"cache_creation":        json.RawMessage(`{"ephemeral_5m_input_tokens": 1000, "ephemeral_1h_input_tokens": 500}`),
+				"cache_creation":        json.RawMessage(`{}`),
 				"output_tokens_details": json.RawMessage(`{"summarized_tokens":12}`),
 				"server_tool_use":       json.RawMessage(`{"web_search_requests": 1}`),
 				"service_tier":          json.RawMessage(`"standard"`),
@@ -101,6 +102,12 @@ func TestEncodeResponse(t *testing.T) {
 			Usage:   llm.Usage{InputTokens: 1, OutputTokens: 9, ReasoningTokens: 4, Extra: llm.Extra{"output_tokens_details": json.RawMessage(`{"b":1,"thinking_tokens":99}`), "a": json.RawMessage(`true`)}},
 			Extra:   llm.Extra{"z": json.RawMessage(`[]`), "container": json.RawMessage(`null`)}},
 			want: `{"id":"msg_2","type":"message","role":"assistant","model":"m","content":[{"type":"tool_use","id":"t","name":"f","input":{}}],"stop_reason":"max_tokens","stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":9,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"a":true,"output_tokens_details":{"thinking_tokens":4,"b":1}},"container":null,"z":[]}`},
+		{name: "cache writes of both TTLs", resp: llm.Response{ID: "msg_3", Model: "m",
+			Usage: llm.Usage{InputTokens: 5, OutputTokens: 2, CacheWriteTokens: 3000, CacheWrite5mTokens: 1000, CacheWrite1hTokens: 2000, CacheReadTokens: 7}},
+			want: `{"id":"msg_3","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":5,"output_tokens":2,"cache_creation_input_tokens":3000,"cache_read_input_tokens":7,"cache_creation":{"ephemeral_5m_input_tokens":1000,"ephemeral_1h_input_tokens":2000}}}`},
+		{name: "cache_creation of zeros and a member Keel does not know", resp: llm.Response{ID: "msg_4", Model: "m",
+			Usage: llm.Usage{Extra: llm.Extra{"cache_creation": json.RawMessage(`{"ephemeral_24h_input_tokens":0}`), "service_tier": json.RawMessage(`"standard"`)}}},
+			want: `{"id":"msg_4","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":0,"output_tokens":0,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":0,"ephemeral_24h_input_tokens":0},"service_tier":"standard"}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -257,16 +257,36 @@ func outputText(p []byte) (llm.Block, bool) {
 	return b, isText && hasText
 }
 
+// parseUsage reads a Responses usage object into u: input_tokens (cached
+// included) less input_tokens_details.cached_tokens is InputTokens,
+// output_tokens_details.reasoning_tokens is ReasoningTokens; the other
+// members of the two details objects stay in Extra under their object's
+// name (a partial object) and appendUsage writes them back, so nothing is
+// lost on a re-encoding (OpenAI's prompt caching guide:
+// developers.openai.com/api/docs/guides/prompt-caching, "usage.input_tokens_details.cached_tokens").
 func parseUsage(v []byte, u *llm.Usage) {
 	total := 0
-	detail := func(v []byte, name string) int {
+	details := func(k string, v []byte, name string) int {
 		n := 0
-		_ = jsonx.EachMember(v, func(k, dv []byte) error {
-			if len(k) == len(name)+2 && string(k[1:len(k)-1]) == name {
+		var rest []byte
+		_ = jsonx.EachMember(v, func(dk, dv []byte) error {
+			if len(dk) == len(name)+2 && string(dk[1:len(dk)-1]) == name {
 				n, _ = strconv.Atoi(string(dv))
+				return nil
 			}
+			if rest == nil {
+				rest = append(rest, '{')
+			} else {
+				rest = append(rest, ',')
+			}
+			rest = append(rest, dk...)
+			rest = append(rest, ':')
+			rest = append(rest, dv...)
 			return nil
 		})
+		if rest != nil {
+			setExtra(&u.Extra, k, append(rest, '}'))
+		}
 		return n
 	}
 	_ = jsonx.EachMember(v, func(kb, mv []byte) error {
@@ -276,9 +296,9 @@ func parseUsage(v []byte, u *llm.Usage) {
 		case `"output_tokens"`:
 			u.OutputTokens, _ = strconv.Atoi(string(mv))
 		case `"input_tokens_details"`:
-			u.CacheReadTokens = detail(mv, "cached_tokens")
+			u.CacheReadTokens = details("input_tokens_details", mv, "cached_tokens")
 		case `"output_tokens_details"`:
-			u.ReasoningTokens = detail(mv, "reasoning_tokens")
+			u.ReasoningTokens = details("output_tokens_details", mv, "reasoning_tokens")
 		case `"total_tokens"`:
 		default:
 			setExtra(&u.Extra, key(kb), mv)
@@ -513,16 +533,35 @@ func appendOutputItem(b []byte, bl *llm.Block, respID string, i int, status stri
 	return b
 }
 
+// appendMembers appends the members of the partial object obj (kept by
+// parseUsage) into the object open in b, which has a member already; a
+// value that is not an object appends nothing.
+func appendMembers(b []byte, obj json.RawMessage) []byte {
+	if t := jsonx.TrimSpace(obj); len(t) == 0 || t[0] != '{' {
+		return b
+	}
+	_ = jsonx.EachMember(obj, func(k, v []byte) error {
+		b = append(b, ',')
+		b = append(b, k...)
+		b = append(b, ':')
+		b = append(b, v...)
+		return nil
+	})
+	return b
+}
+
 func appendUsage(b []byte, u *llm.Usage) []byte {
 	in := u.PromptTokens()
 	b = append(b, `{"input_tokens":`...)
 	b = jsonx.AppendInt(b, int64(in))
 	b = append(b, `,"input_tokens_details":{"cached_tokens":`...)
 	b = jsonx.AppendInt(b, int64(u.CacheReadTokens))
+	b = appendMembers(b, u.Extra["input_tokens_details"])
 	b = append(b, `},"output_tokens":`...)
 	b = jsonx.AppendInt(b, int64(u.OutputTokens))
 	b = append(b, `,"output_tokens_details":{"reasoning_tokens":`...)
 	b = jsonx.AppendInt(b, int64(u.ReasoningTokens))
+	b = appendMembers(b, u.Extra["output_tokens_details"])
 	b = append(b, `},"total_tokens":`...)
 	b = jsonx.AppendInt(b, int64(in+u.OutputTokens))
 	b = appendExtra(b, u.Extra, func(k string) bool {
