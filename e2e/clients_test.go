@@ -320,8 +320,8 @@ func clientCases() []clientCase {
 		cases = append(cases,
 			clientCase{"clouds." + p.name + ".anthropic_create", checks(plainTurn(p.model), once)},
 			clientCase{"clouds." + p.name + ".anthropic_stream", checks(plainTurn(p.model), streamed)},
-			clientCase{"clouds." + p.name + ".openai_chat", once},
-			clientCase{"clouds." + p.name + ".openai_chat_stream", streamed},
+			clientCase{"clouds." + p.name + ".openai_chat", checks(plainTurn(p.model), once)},
+			clientCase{"clouds." + p.name + ".openai_chat_stream", checks(plainTurn(p.model), streamed)},
 		)
 	}
 	// The AI SDK's three providers and the simulator path each must reach.
