@@ -1,15 +1,20 @@
-// Claude on Amazon Bedrock and on Google Vertex AI through keel serve
-// (issue 27): the official @anthropic-ai/sdk (messages.create, stream) and
-// openai SDK (chat.completions, streamed and not) call models keel serves
-// from the simulator's Bedrock front (an API key; eventstream) and Vertex
-// front (a service account's OAuth2 token); the clients see Keel's APIs only.
+// Claude on Amazon Bedrock and on Google Vertex AI, GPT on Azure OpenAI,
+// Gemini on the Gemini API and on Vertex AI, through keel serve (issue 27):
+// the official @anthropic-ai/sdk (messages.create, stream) and openai SDK
+// (chat.completions, streamed and not) call models keel serves from the
+// simulator's fronts, each checking the platform's own authentication:
+// Bedrock (an API key; eventstream), Vertex (a service account's OAuth2
+// token; Claude's rawPredict and Gemini's generateContent), Azure OpenAI
+// (a deployment URL with api-version and api-key) and the Gemini API
+// (x-goog-api-key). The clients see Keel's APIs only.
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { keelURL, env, run, done, check } from './lib.mjs';
 
 const anthropic = new Anthropic({ baseURL: keelURL(), apiKey: 'sk-ant-keel-clients', maxRetries: 0, timeout: 30_000 });
 const openai = new OpenAI({ baseURL: keelURL() + '/v1', apiKey: 'sk-keel-clients', maxRetries: 0, timeout: 30_000 });
-// KEEL_CLOUD_MODELS is "bedrock=MODEL,vertex=MODEL".
+// KEEL_CLOUD_MODELS is "PLATFORM=MODEL,…": bedrock, vertex, azure, gemini,
+// vertex_gemini.
 const models = Object.fromEntries(env('KEEL_CLOUD_MODELS').split(',').map((kv) => kv.split('=')));
 
 for (const [p, model] of Object.entries(models)) {

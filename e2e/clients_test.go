@@ -42,6 +42,17 @@ const (
 	// Amazon Bedrock and Google Vertex AI fronts (simfleet.AddClouds).
 	bedrockModel = "sim-claude-bedrock"
 	vertexModel  = "sim-claude-vertex"
+	// azureModel is sim-llama on the simulator's Azure OpenAI front (the
+	// deployment azureDeployment), geminiModel and vertexGeminiModel
+	// sim-sonnet on its Gemini API and Gemini-on-Vertex fronts.
+	azureModel        = "sim-llama-azure"
+	geminiModel       = "sim-sonnet-gemini"
+	vertexGeminiModel = "sim-sonnet-vertex"
+	azureDeployment   = "gpt4o-prod"
+	// azureKey and geminiKey are the keys the simulator's Azure and
+	// Gemini fronts accept.
+	azureKey  = "az-clients-secret"
+	geminiKey = "g-clients-secret"
 )
 
 // keelConfig is keel serve's config; %[1]s is the simulator's URL. Every
@@ -74,11 +85,18 @@ models:
     endpoints: [{provider: sim-bedrock, upstream_model: "us.anthropic.sim-claude-v1:0"}]
   - name: ` + vertexModel + `
     endpoints: [{provider: sim-vertex, upstream_model: "sim-claude@20250929"}]
+  - name: ` + azureModel + `
+    endpoints: [{provider: sim-azure, upstream_model: ` + azureDeployment + `}]
+  - name: ` + geminiModel + `
+    endpoints: [{provider: sim-gemini, upstream_model: sim-sonnet}]
+  - name: ` + vertexGeminiModel + `
+    endpoints: [{provider: sim-vertex-gemini, upstream_model: sim-sonnet}]
 `
 
-// cloudProviders is keel serve's Bedrock and Vertex providers: %[1]s is
-// the simulator's URL, %[2]s the Bedrock API key, %[3]s the service
-// account's key file.
+// cloudProviders is keel serve's Bedrock, Vertex (Claude and Gemini),
+// Azure OpenAI (deployment URLs in eu-west, api-version, api-key) and
+// Gemini API (x-goog-api-key) providers: %[1]s is the simulator's URL,
+// %[2]s the Bedrock API key, %[3]s the service account's key file.
 const cloudProviders = `  - name: sim-bedrock
     type: anthropic
     base_url: %[1]s/r/bedrock
@@ -88,6 +106,19 @@ const cloudProviders = `  - name: sim-bedrock
     type: anthropic
     base_url: %[1]s/r/vertex
     vertex: {project: sim-project, region: us-east5, credentials_file: %[3]s}
+  - name: sim-vertex-gemini
+    type: gemini
+    base_url: %[1]s/r/vertex
+    vertex: {project: sim-project, region: us-central1, credentials_file: %[3]s}
+  - name: sim-azure
+    type: azure
+    base_url: %[1]s/r/eu-west
+    api_version: "2024-10-21"
+    api_key: ` + azureKey + `
+  - name: sim-gemini
+    type: gemini
+    base_url: %[1]s/r/us-east
+    api_key: ` + geminiKey + `
 `
 
 // scriptTimeout bounds one client script; suiteTimeout the whole suite
@@ -142,6 +173,16 @@ func TestClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// GPT on Azure OpenAI and Gemini on the Gemini API and on Vertex AI
+	// (issue 27): the fronts check their keys, api-version and the
+	// service account's OAuth2 token as the real services do.
+	cfg.Azure = &sim.AzureSpec{APIKeys: []string{azureKey}, Deployments: map[string]string{azureDeployment: chatModel}}
+	cfg.Gemini = &sim.GeminiSpec{APIKeys: []string{geminiKey}}
+	for i := range cfg.Models {
+		if cfg.Models[i].Name == "sim-sonnet" {
+			cfg.Models[i].Regions = append(cfg.Models[i].Regions, simfleet.VertexRegion)
+		}
+	}
 	fleet, err := sim.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +215,8 @@ func TestClients(t *testing.T) {
 		"KEEL_ANTHROPIC_MODEL=" + anthropicModel,
 		"KEEL_EMBED_MODEL=" + embedModel,
 		"KEEL_CODEX_MODELS=responses=" + responsesModel + ",anthropic=" + anthropicModel,
-		"KEEL_CLOUD_MODELS=bedrock=" + bedrockModel + ",vertex=" + vertexModel,
+		"KEEL_CLOUD_MODELS=bedrock=" + bedrockModel + ",vertex=" + vertexModel + ",azure=" + azureModel +
+			",gemini=" + geminiModel + ",vertex_gemini=" + vertexGeminiModel,
 		"KEEL_CANARY_PROXY=" + canarySrv.URL,
 		// The SDKs read no proxy variables, but the canary covers them too.
 		"HTTP_PROXY=" + canarySrv.URL, "HTTPS_PROXY=" + canarySrv.URL, "NO_PROXY=127.0.0.1,localhost",
@@ -257,18 +299,29 @@ func clientCases() []clientCase {
 		{"codex.exec.responses", servedOver("/r/us-east/v1/responses")},
 		{"codex.exec.anthropic", servedOver("/r/us-east/v1/messages")},
 	}
-	// Claude on Bedrock and on Vertex (issue 27), through the official
-	// SDKs in both client formats, streamed and not.
-	for _, p := range []struct{ name, json, stream string }{
-		{"bedrock", "/r/bedrock/model/us.anthropic.sim-claude-v1:0/invoke", "/r/bedrock/model/us.anthropic.sim-claude-v1:0/invoke-with-response-stream"},
-		{"vertex", "/r/vertex/v1/projects/sim-project/locations/us-east5/publishers/anthropic/models/sim-claude@20250929:rawPredict",
+	// Claude on Bedrock and on Vertex, GPT on Azure OpenAI, Gemini on
+	// the Gemini API and on Vertex (issue 27), through the official SDKs
+	// in both client formats, streamed and not.
+	const geminiPath = "/r/vertex/v1/projects/sim-project/locations/us-central1/publishers/google/models/sim-sonnet"
+	for _, p := range []struct{ name, model, json, stream string }{
+		{"bedrock", anthropicModel, "/r/bedrock/model/us.anthropic.sim-claude-v1:0/invoke", "/r/bedrock/model/us.anthropic.sim-claude-v1:0/invoke-with-response-stream"},
+		{"vertex", anthropicModel, "/r/vertex/v1/projects/sim-project/locations/us-east5/publishers/anthropic/models/sim-claude@20250929:rawPredict",
 			"/r/vertex/v1/projects/sim-project/locations/us-east5/publishers/anthropic/models/sim-claude@20250929:streamRawPredict"},
+		{"azure", chatModel, "/r/eu-west/openai/deployments/" + azureDeployment + "/chat/completions", "/r/eu-west/openai/deployments/" + azureDeployment + "/chat/completions"},
+		{"gemini", "sim-sonnet", "/r/us-east/v1beta/models/sim-sonnet:generateContent", "/r/us-east/v1beta/models/sim-sonnet:streamGenerateContent"},
+		{"vertex_gemini", "sim-sonnet", geminiPath + ":generateContent", geminiPath + ":streamGenerateContent"},
 	} {
+		once, streamed := servedOver(p.json), servedOver(p.stream)
+		if p.json == p.stream {
+			// One URL for both (Azure's deployment URL): the body's
+			// stream flag tells them apart.
+			once, streamed = checks(once, streamFlag(false)), checks(streamed, streamFlag(true))
+		}
 		cases = append(cases,
-			clientCase{"clouds." + p.name + ".anthropic_create", checks(plainTurn(anthropicModel), servedOver(p.json))},
-			clientCase{"clouds." + p.name + ".anthropic_stream", checks(plainTurn(anthropicModel), servedOver(p.stream))},
-			clientCase{"clouds." + p.name + ".openai_chat", servedOver(p.json)},
-			clientCase{"clouds." + p.name + ".openai_chat_stream", servedOver(p.stream)},
+			clientCase{"clouds." + p.name + ".anthropic_create", checks(plainTurn(p.model), once)},
+			clientCase{"clouds." + p.name + ".anthropic_stream", checks(plainTurn(p.model), streamed)},
+			clientCase{"clouds." + p.name + ".openai_chat", checks(plainTurn(p.model), once)},
+			clientCase{"clouds." + p.name + ".openai_chat_stream", checks(plainTurn(p.model), streamed)},
 		)
 	}
 	// The AI SDK's three providers and the simulator path each must reach.
@@ -363,6 +416,19 @@ func servedOver(path string) checkFunc {
 		t.Helper()
 		if ex := lastMarked(t, exs, caseOf(t)); ex.path != path {
 			t.Errorf("served over %s %s, want %s", ex.method, ex.path, path)
+		}
+	}
+}
+
+// streamFlag: the marked request's body asked for a stream, or not.
+func streamFlag(want bool) checkFunc {
+	return func(t *testing.T, _ callResult, exs []exchange, _ sim.Config) {
+		t.Helper()
+		var b struct {
+			Stream bool `json:"stream"`
+		}
+		if ex := lastMarked(t, exs, caseOf(t)); json.Unmarshal(ex.reqBody, &b) != nil || b.Stream != want {
+			t.Errorf("the upstream request's stream is %v (body %s), want %v", b.Stream, clip(ex.reqBody), want)
 		}
 	}
 }
@@ -632,8 +698,9 @@ type simAnswer struct {
 }
 
 // answer reads the simulator's answer in any of the wire formats it speaks,
-// a JSON body or an SSE stream: Anthropic Messages, OpenAI Chat Completions
-// and the OpenAI Responses API.
+// a JSON body or an SSE stream: Anthropic Messages, OpenAI Chat Completions,
+// the OpenAI Responses API and Gemini's generateContent (thought parts,
+// Gemini's thinking, are not the answer's text).
 func (ex exchange) answer() simAnswer {
 	var a simAnswer
 	var text strings.Builder
@@ -696,6 +763,18 @@ func (ex exchange) answer() simAnswer {
 				} `json:"tool_calls"`
 			} `json:"delta"`
 		} `json:"choices"`
+		Candidates []struct {
+			Content struct {
+				Parts []struct {
+					Text         string `json:"text"`
+					Thought      bool   `json:"thought"`
+					FunctionCall *struct {
+						Name string          `json:"name"`
+						Args json.RawMessage `json:"args"`
+					} `json:"functionCall"`
+				} `json:"parts"`
+			} `json:"content"`
+		} `json:"candidates"`
 	}
 	read := func(e ev) {
 		switch e.Type {
@@ -766,6 +845,17 @@ func (ex exchange) answer() simAnswer {
 					a.tools = append(a.tools, tc.Function.Name)
 				}
 				addArgs(tc.Index, tc.Function.Arguments)
+			}
+		}
+		for _, c := range e.Candidates { // Gemini, JSON and stream
+			for _, p := range c.Content.Parts {
+				switch {
+				case p.FunctionCall != nil:
+					a.tools = append(a.tools, p.FunctionCall.Name)
+					a.toolInputs = append(a.toolInputs, string(p.FunctionCall.Args))
+				case !p.Thought:
+					text.WriteString(p.Text)
+				}
 			}
 		}
 	}
