@@ -354,12 +354,6 @@ func listLine(line string) bool {
 	return bulletRe.MatchString(line) || keyLineRe.MatchString(line) || bulletOnlyRe.MatchString(line) || tableRowRe.MatchString(line)
 }
 
-// enumOfBools reports a note that is "true or false" in words.
-func enumOfBools(note string) bool {
-	n := strings.ToLower(strings.TrimSpace(note))
-	return n == "true/false" || n == "true or false" || n == "bool"
-}
-
 // tableKeys reads the keys of a markdown table that starts at rest[0]:
 // the cells of the column whose header names keys ("field", "key", "字段"
 // …), and their types from a "type" column. The header row is never a key;

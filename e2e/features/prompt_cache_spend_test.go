@@ -1,4 +1,4 @@
-package keel_test
+package features_test
 
 import (
 	"encoding/json"
