@@ -55,7 +55,7 @@ func ParseError(status int, h http.Header, body []byte) *llm.APIError {
 		})
 	}
 	if errObj == nil {
-		return anthropic.ParseError(status, h, body)
+		return relayed(status, h, body)
 	}
 	var msg, st string
 	code := ""
@@ -74,7 +74,7 @@ func ParseError(status int, h http.Header, body []byte) *llm.APIError {
 		return nil
 	})
 	if anthropicType && st == "" {
-		return anthropic.ParseError(status, h, body)
+		return relayed(status, h, body)
 	}
 	e := &llm.APIError{Status: status, Message: msg, RawType: st, RetryAfter: llm.ParseRetryAfter(h, time.Now())}
 	if t, ok := statusTypes[st]; ok {
@@ -90,6 +90,18 @@ func ParseError(status int, h http.Header, body []byte) *llm.APIError {
 		if code != "" {
 			e.Message += " (code " + code + ")"
 		}
+	}
+	return e
+}
+
+// relayed reads an error answer that is not in Google's shape (Anthropic's,
+// as Vertex relays it, or no JSON at all) with the Anthropic parser, and
+// names the status when the answer carries no message: the client always
+// gets a clear error.
+func relayed(status int, h http.Header, body []byte) *llm.APIError {
+	e := anthropic.ParseError(status, h, body)
+	if e.Message == "" {
+		e.Message = http.StatusText(status)
 	}
 	return e
 }
