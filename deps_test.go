@@ -52,7 +52,7 @@ var reach = map[string][]string{
 	// smithy-go core), never by hand.
 	mod + "/internal/wire/bedrock": slices.Concat(wireLeaf, []string{mod + "/internal/wire/anthropic", "github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream",
 		"github.com/aws/smithy-go"}),
-	mod + "/internal/wire/google":        slices.Concat(wireLeaf, []string{mod + "/internal/wire/anthropic"}),
+	mod + "/internal/wire/google":        slices.Concat(wireLeaf, []string{mod + "/internal/wire/anthropic", mod + "/internal/wire/gemini"}),
 	mod + "/internal/provider":           providerReach,
 	mod + "/internal/normalize/calstore": {mod + "/internal/llm", mod + "/internal/normalize", "modernc.org/sqlite"},
 	// config decodes into the policy packages' config structs (STYLE.md

@@ -30,6 +30,14 @@ var statusTypes = map[string]llm.ErrorType{
 	"UNKNOWN":             llm.ErrAPI,
 }
 
+// StatusType is the error type of Google's canonical status st
+// (google.rpc.Code), shared by the Gemini API and Vertex AI's error shape
+// (internal/wire/google); ok is false for a status not listed.
+func StatusType(st string) (t llm.ErrorType, ok bool) {
+	t, ok = statusTypes[st]
+	return t, ok
+}
+
 // typeStatuses is the status EncodeError writes per type.
 var typeStatuses = map[llm.ErrorType]string{
 	llm.ErrInvalidRequest: "INVALID_ARGUMENT",

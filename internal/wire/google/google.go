@@ -18,25 +18,8 @@ import (
 	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/wire/anthropic"
+	"github.com/keelmesh/keel/internal/wire/gemini"
 )
-
-// statusTypes maps a canonical status (google.rpc.Code) to Keel's error
-// type; an unlisted one takes the HTTP status's.
-var statusTypes = map[string]llm.ErrorType{
-	"INVALID_ARGUMENT":    llm.ErrInvalidRequest,
-	"FAILED_PRECONDITION": llm.ErrInvalidRequest,
-	"OUT_OF_RANGE":        llm.ErrInvalidRequest,
-	"UNAUTHENTICATED":     llm.ErrAuthentication,
-	"PERMISSION_DENIED":   llm.ErrPermission,
-	"NOT_FOUND":           llm.ErrNotFound,
-	"ALREADY_EXISTS":      llm.ErrConflict,
-	"ABORTED":             llm.ErrConflict,
-	"RESOURCE_EXHAUSTED":  llm.ErrRateLimit,
-	"UNAVAILABLE":         llm.ErrOverloaded,
-	"DEADLINE_EXCEEDED":   llm.ErrTimeout,
-	"INTERNAL":            llm.ErrAPI,
-	"UNKNOWN":             llm.ErrAPI,
-}
 
 // ParseError reads an error answer from a Google API: the Google shape
 // (type from status, else from code), an Anthropic-shaped body as the
@@ -77,7 +60,7 @@ func ParseError(status int, h http.Header, body []byte) *llm.APIError {
 		return relayed(status, h, body)
 	}
 	e := &llm.APIError{Status: status, Message: msg, RawType: st, RetryAfter: llm.ParseRetryAfter(h, time.Now())}
-	if t, ok := statusTypes[st]; ok {
+	if t, ok := gemini.StatusType(st); ok {
 		e.Type = t
 	} else {
 		e.Type = llm.StatusErrorType(status)
