@@ -196,9 +196,9 @@ func (e *Engine) resolve(c *callState, req *llm.Request) *llm.APIError {
 		rec.Domain = e.classify(promptText(req))
 	}
 	rs := e.routes[req.Model]
-	if rs == nil && len(e.passthrough) > 0 && req.Model != "" {
+	if rs == nil && len(e.fleet.Templates) > 0 && req.Model != "" {
 		var err error
-		if rs, err = e.passthroughRoute(req.Model, req.Format); errors.Is(err, ErrNoProvider) {
+		if rs, err = e.fleet.Passthrough(req.Model, req.Format); errors.Is(err, ErrNoProvider) {
 			return &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Code: codeModelNotFound, Message: "model " + req.Model + ": " + err.Error()}
 		} else if err != nil {
 			return &llm.APIError{Status: http.StatusServiceUnavailable, Type: llm.ErrOverloaded, MeshCode: llm.MeshFallbackExhausted,

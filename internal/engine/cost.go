@@ -36,7 +36,7 @@ func billed(u llm.Usage) pricing.Tokens {
 func (e *Engine) Price(model string) (p pricing.Price, ok bool) {
 	rs := e.routes[model]
 	if rs == nil {
-		if len(e.passthrough) == 0 || e.prices == nil {
+		if len(e.fleet.Templates) == 0 || e.prices == nil {
 			return pricing.Price{}, false
 		}
 		return e.prices(model)

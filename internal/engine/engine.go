@@ -31,6 +31,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/cache"
 	complexity "github.com/keelmesh/keel/internal/classify"
+	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
@@ -204,16 +205,12 @@ type Engine struct {
 	probeInt time.Duration
 
 	routes map[string]*routeState
-	// byID holds the configured endpoints by ID (for observations from
-	// other replicas).
-	byID   map[string]*endpoint
 	shared SharedState
-	// kick asks the lease goroutine for a round before its tick (a
-	// budget's lease ran dry).
-	kick        chan struct{}
-	fleet       registry
-	models      []ModelInfo
-	passthrough []*provider.Endpoint
+	// sharing joins the replicas' shared state (when shared is set).
+	sharing fleet.Sharing
+	// fleet holds every endpoint, passthrough routes included.
+	fleet  fleet.Registry[*routeState]
+	models []ModelInfo
 	// chain is the attempt path, folded once (see step).
 	chain step
 	// handler is the call pipeline, composed once (pipeline.go); inner is
@@ -274,12 +271,15 @@ func New(o Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: backoff: %w", err)
 	}
-	e := &Engine{
+	e := &Engine{stop: make(chan struct{}),
 		client: o.Client, classify: o.Classify, complexityFn: o.Complexity, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices,
 		maxAttempts: r.MaxAttempts, timeout: r.Timeout, hedge: r.Hedge, opts: r,
-		routes: map[string]*routeState{}, passthrough: o.Passthrough, shared: o.Shared, byID: map[string]*endpoint{},
-		kick: make(chan struct{}, 1),
+		routes: map[string]*routeState{}, shared: o.Shared,
 	}
+	e.fleet = fleet.Registry[*routeState]{Templates: o.Passthrough, Endpoint: e.newEndpoint,
+		Route: func(model string, ep *endpoint) (*routeState, error) { return e.newRoute(model, []*endpoint{ep}, route.Ordered) }}
+	e.sharing = fleet.Sharing{Shared: o.Shared, ByID: e.fleet.ByID, All: e.fleet.All, Budgets: e.budgets, Prober: e.prober, Log: log, Now: now,
+		Stop: e.stop, Closed: e.closed.Load}
 	if e.smetrics == nil {
 		e.smetrics = &structured.Metrics{}
 	}
@@ -287,7 +287,6 @@ func New(o Options) (*Engine, error) {
 	if e.piiStage, err = e.newPIIStage(o.PII); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	e.stop = make(chan struct{})
 	e.valve, e.events = rollout.NewValve(r.Valve), newEvents(o.Observer)
 	if e.rollout, err = rollout.NewPlan(r.Rollout); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -330,9 +329,7 @@ func (e *Engine) start(o Options) error {
 	}
 	e.compose(o)
 	if e.shared != nil {
-		e.shared.Start(e.applyShared, e.sharedNow)
-		e.probes.Add(1)
-		go e.runShared()
+		e.sharing.Start(&e.probes)
 	}
 	return nil
 }
@@ -349,8 +346,7 @@ func (e *Engine) addModels(pes []*provider.Endpoint) (map[string][]*endpoint, ma
 		if err != nil {
 			return nil, nil, err
 		}
-		e.fleet.eps = append(e.fleet.eps, ep)
-		e.byID[ep.ID] = ep
+		e.fleet.Add(ep)
 		byModel[pe.Model] = append(byModel[pe.Model], ep)
 		mi := infos[pe.Model]
 		if mi == nil {
@@ -485,7 +481,7 @@ type EndpointStatus struct {
 // Endpoints returns every endpoint's live state: the configured ones,
 // then the passthrough ones created so far.
 func (e *Engine) Endpoints() []EndpointStatus {
-	eps := e.fleet.all()
+	eps := e.fleet.All()
 	out := make([]EndpointStatus, 0, len(eps))
 	now := e.now()
 	for _, ep := range eps {

@@ -161,11 +161,11 @@ func (e *Engine) sideRoute(s Side) (*routeState, *llm.APIError) {
 	if s.Embedding {
 		rs = e.embed[s.Model]
 	}
-	if rs == nil && len(e.passthrough) > 0 && s.Model != "" {
+	if rs == nil && len(e.fleet.Templates) > 0 && s.Model != "" {
 		// No models declared: the provider of the call's format serves
 		// whatever name the client asks for.
 		var err error
-		rs, err = e.passthroughRoute(s.Model, s.Format)
+		rs, err = e.fleet.Passthrough(s.Model, s.Format)
 		switch {
 		case errors.Is(err, ErrNoProvider):
 			// Every name is some provider's here, but none of the

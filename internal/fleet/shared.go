@@ -2,7 +2,9 @@ package fleet
 
 import (
 	"context"
+	"log/slog"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -331,3 +333,72 @@ func (l *Leases) wait(t *time.Ticker) bool {
 }
 
 func milli(tokens float64) int64 { return int64(math.Round(tokens * 1000)) }
+
+// Sharing joins a replica to the fleet's shared state: it applies the
+// other replicas' observations, gives the store this replica's state to
+// republish after a reconnection, and runs the lease loop. Its fields are
+// set once, before Start.
+type Sharing struct {
+	Shared SharedState
+	// ByID finds an endpoint by ID, All lists every one, Budgets every
+	// route's budgets (routes may be added while it runs).
+	ByID    func(id string) *Endpoint
+	All     func() []*Endpoint
+	Budgets func() []Budget
+	// Prober takes an endpoint another replica saw down out of rotation.
+	Prober func() *Prober
+	Log    *slog.Logger
+	Now    func() time.Time
+	// Stop ends the lease loop; Closed reports the engine closing (an
+	// observation is then ignored).
+	Stop   <-chan struct{}
+	Closed func() bool
+
+	kickOnce sync.Once
+	kick     chan struct{}
+}
+
+// Start starts the store's delivery and the lease loop, counted by wg.
+func (s *Sharing) Start(wg *sync.WaitGroup) {
+	s.Shared.Start(s.apply, func() []Observation { return Current(s.All(), s.Now()) })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		l := Leases{Shared: s.Shared, Budgets: s.Budgets, Endpoints: s.All, Now: s.Now, Stop: s.Stop, Kick: s.kicks()}
+		l.Run()
+	}()
+}
+
+// Kick asks for a lease round now (a shared budget refused a withdrawal);
+// it never blocks.
+func (s *Sharing) Kick() {
+	select {
+	case s.kicks() <- struct{}{}:
+	default:
+	}
+}
+
+// kicks is the kick channel, made on first use (Kick may be called before
+// Start, by a budget's OnEmpty).
+func (s *Sharing) kicks() chan struct{} {
+	s.kickOnce.Do(func() { s.kick = make(chan struct{}, 1) })
+	return s.kick
+}
+
+// apply applies another replica's observation. It runs on the shared
+// state's goroutine; observations of unknown endpoints (another config, a
+// passthrough model not used here yet) are ignored.
+func (s *Sharing) apply(o Observation) {
+	ep := s.ByID(o.Endpoint)
+	if ep == nil || s.Closed() {
+		return
+	}
+	if o.Kind == ObsDown {
+		s.Prober().SetDown(ep, false)
+		ep.Publish()
+		return
+	}
+	if ep.Apply(o) {
+		s.Log.Info("endpoint reachable again (seen by another replica)", "endpoint", ep.ID)
+	}
+}
