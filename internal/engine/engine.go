@@ -277,7 +277,9 @@ func New(o Options) (*Engine, error) {
 		routes: map[string]*routeState{}, shared: o.Shared,
 	}
 	e.fleet = fleet.Registry[*routeState]{Templates: o.Passthrough, Endpoint: e.newEndpoint,
-		Route: func(model string, ep *endpoint) (*routeState, error) { return e.newRoute(model, []*endpoint{ep}, route.Ordered) }}
+		Route: func(model string, ep *endpoint) (*routeState, error) {
+			return e.newRoute(model, []*endpoint{ep}, route.Ordered)
+		}}
 	e.sharing = fleet.Sharing{Shared: o.Shared, ByID: e.fleet.ByID, All: e.fleet.All, Budgets: e.budgets, Prober: e.prober, Log: log, Now: now,
 		Stop: e.stop, Closed: e.closed.Load}
 	if e.smetrics == nil {
