@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"time"
-
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/rollout"
 )
@@ -14,49 +12,18 @@ import (
 type ValveConfig = resilience.ValveConfig
 
 // ValveState is the safety valve's state for the admin API and dashboards.
-type ValveState struct {
-	Enabled      bool      `json:"enabled"`
-	Open         bool      `json:"open"`
-	OpenUntil    time.Time `json:"open_until,omitzero"`
-	FallbackRate float64   `json:"fallback_rate"`
-	Requests     int       `json:"window_requests"`
-	Threshold    float64   `json:"threshold"`
-}
+type ValveState = rollout.State
 
 // Valve returns the safety valve's state.
-func (e *Engine) Valve() ValveState {
-	now := e.now()
-	rate, n := e.valve.Window(now)
-	s := ValveState{Enabled: e.valve.Enabled(), Open: e.valve.Open(now), FallbackRate: rate, Requests: n, Threshold: e.valve.Config().Threshold}
-	if s.Open {
-		s.OpenUntil = e.valve.OpenUntil()
-	}
-	return s
-}
+func (e *Engine) Valve() ValveState { return e.valve.State(e.now()) }
 
-// countValve counts a finished call toward the valve, when it counts
-// (rollout.Valve.Counts), and reports a transition.
+// countValve counts a finished call toward the valve, when it counts, and
+// logs and reports a transition (as a ValveEvent, on the request's
+// goroutine: the engine does no I/O for it).
 func (e *Engine) countValve(rec *Record) {
-	if !e.valve.Counts(rec.Legacy, rec.Err != nil, rec.Err != nil && rec.Err.MeshCode != "") {
-		return
+	failed := rec.Err != nil
+	if ev, ok := e.valve.Finished(rec.Start, rec.Legacy, failed, failed && rec.Err.MeshCode != "", rec.Downgraded, e.now); ok {
+		e.log.Warn("keel: "+ev.Event, "fallback_rate", ev.FallbackRate, "window_requests", ev.Requests, "threshold", ev.Threshold)
+		e.events.valve(ev)
 	}
-	if t, rate, n := e.valve.Observe(rec.Start, rec.Downgraded); t != rollout.Unchanged {
-		e.alert(t, rate, n)
-	}
-}
-
-// alert logs a valve transition and reports it as a ValveEvent, on the
-// request's goroutine: the engine does no I/O for it.
-func (e *Engine) alert(t rollout.Transition, rate float64, n int) {
-	event := ValveEventClosed
-	if t == rollout.Opened {
-		event = ValveEventOpen
-	}
-	threshold := e.valve.Config().Threshold
-	e.log.Warn("keel: "+event, "fallback_rate", rate, "window_requests", n, "threshold", threshold)
-	ev := ValveEvent{Event: event, FallbackRate: rate, Requests: n, Threshold: threshold, Time: e.now()}
-	if t == rollout.Opened {
-		ev.OpenUntil = e.valve.OpenUntil()
-	}
-	e.events.valve(ev)
 }

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/keelmesh/keel/internal/observe"
 	"github.com/keelmesh/keel/internal/resilience"
 )
 
@@ -140,4 +141,43 @@ func (v *Valve) Window(now time.Time) (rate float64, n int) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.rateLocked(now.Unix())
+}
+
+// State is the valve's state for the admin API and dashboards.
+type State struct {
+	Enabled      bool      `json:"enabled"`
+	Open         bool      `json:"open"`
+	OpenUntil    time.Time `json:"open_until,omitzero"`
+	FallbackRate float64   `json:"fallback_rate"`
+	Requests     int       `json:"window_requests"`
+	Threshold    float64   `json:"threshold"`
+}
+
+// State returns the valve's state at now.
+func (v *Valve) State(now time.Time) State {
+	rate, n := v.Window(now)
+	s := State{Enabled: v.Enabled(), Open: v.Open(now), FallbackRate: rate, Requests: n, Threshold: v.cfg.Threshold}
+	if s.Open {
+		s.OpenUntil = v.OpenUntil()
+	}
+	return s
+}
+
+// Finished counts a call that finished (started at start; legacy, failed,
+// meshErr and downgraded as for Counts and Observe) when it counts, and
+// returns the event of the transition it caused at now; ok is false when
+// the valve did not change.
+func (v *Valve) Finished(start time.Time, legacy, failed, meshErr, downgraded bool, now func() time.Time) (ev observe.ValveEvent, ok bool) {
+	if !v.Counts(legacy, failed, meshErr) {
+		return ev, false
+	}
+	t, rate, n := v.Observe(start, downgraded)
+	if t == Unchanged {
+		return ev, false
+	}
+	ev = observe.ValveEvent{Event: observe.ValveEventClosed, FallbackRate: rate, Requests: n, Threshold: v.cfg.Threshold, Time: now()}
+	if t == Opened {
+		ev.Event, ev.OpenUntil = observe.ValveEventOpen, v.OpenUntil()
+	}
+	return ev, true
 }

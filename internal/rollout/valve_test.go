@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmesh/keel/internal/observe"
 	"github.com/keelmesh/keel/internal/resilience"
 )
 
@@ -104,5 +105,44 @@ func TestValveDefaults(t *testing.T) {
 	}
 	if n := len(NewValve(resilience.ValveConfig{Window: time.Millisecond}).buckets); n != 1 {
 		t.Errorf("%d buckets for a window under a second, want 1", n)
+	}
+}
+
+// TestValveFinishedReportsTransitions: a call that does not count (legacy,
+// a client's error) changes nothing; the call that trips the valve
+// reports its opening with the hold's end, at the clock's time, and the
+// state says open until then; the first call after the hold reports the
+// closing.
+func TestValveFinishedReportsTransitions(t *testing.T) {
+	v := NewValve(resilience.ValveConfig{Threshold: 0.5, Window: 10 * time.Second, MinRequests: 2, Hold: 30 * time.Second})
+	at := t0.Add(time.Second)
+	clock := func() time.Time { return at }
+	if _, ok := v.Finished(t0, true, false, false, true, clock); ok {
+		t.Fatal("a legacy call changed the valve")
+	}
+	if _, ok := v.Finished(t0, false, true, false, true, clock); ok {
+		t.Fatal("a client's error changed the valve")
+	}
+	if _, ok := v.Finished(t0, false, false, false, true, clock); ok {
+		t.Fatal("one call tripped the valve")
+	}
+	ev, ok := v.Finished(t0, false, true, true, true, clock)
+	want := observe.ValveEvent{Event: observe.ValveEventOpen, FallbackRate: 1, Requests: 2, Threshold: 0.5, OpenUntil: t0.Add(30 * time.Second), Time: at}
+	if !ok || !ev.OpenUntil.Equal(want.OpenUntil) {
+		t.Fatalf("tripping call: %+v %v, want %+v", ev, ok, want)
+	}
+	if ev.OpenUntil = want.OpenUntil; ev != want {
+		t.Fatalf("tripping call: %+v, want %+v", ev, want)
+	}
+	s := v.State(t0)
+	if s.OpenUntil.Equal(want.OpenUntil) {
+		s.OpenUntil = want.OpenUntil
+	}
+	if s != (State{Enabled: true, Open: true, OpenUntil: want.OpenUntil, Threshold: 0.5}) {
+		t.Errorf("state while open: %+v", s)
+	}
+	ev, ok = v.Finished(t0.Add(30*time.Second), false, false, false, false, clock)
+	if !ok || ev.Event != observe.ValveEventClosed || !ev.OpenUntil.IsZero() || ev.Requests != 1 {
+		t.Errorf("after the hold: %+v %v, want a closing over 1 call", ev, ok)
 	}
 }
