@@ -24,7 +24,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -228,17 +227,8 @@ type Engine struct {
 	sides  map[sideKey]*routeState
 }
 
-// ModelInfo describes a name clients may call.
-type ModelInfo struct {
-	Name          string
-	Alias         bool
-	Capability    int
-	ContextWindow int
-	Regions       []string
-	// Embedding marks an embedding model: called through the Embeddings
-	// API (Side), never as a model call.
-	Embedding bool
-}
+// ModelInfo describes a name clients may call (fleet.ModelInfo).
+type ModelInfo = fleet.ModelInfo
 
 // New builds an Engine.
 func New(o Options) (*Engine, error) {
@@ -301,21 +291,9 @@ func New(o Options) (*Engine, error) {
 	e.hedgingOff.Store(r.DisableHedging)
 	e.recoveryOff.Store(r.DisableRecovery)
 
-	byModel, infos, err := e.addModels(o.Endpoints)
-	if err != nil {
+	if err := e.addRoutes(o); err != nil {
 		return nil, err
 	}
-	aliasNames := make([]string, 0, len(o.Aliases))
-	for a := range o.Aliases {
-		aliasNames = append(aliasNames, a)
-	}
-	sort.Strings(aliasNames)
-	for _, a := range aliasNames {
-		if err := e.addAlias(a, o.Aliases[a], byModel, infos, o); err != nil {
-			return nil, err
-		}
-	}
-	sort.SliceStable(e.models, func(i, j int) bool { return e.models[i].Name < e.models[j].Name })
 	if err := e.start(o); err != nil {
 		e.Close()
 		return nil, err
@@ -336,72 +314,53 @@ func (e *Engine) start(o Options) error {
 	return nil
 }
 
-// addModels adds the configured endpoints and a route per model (an
-// embedding model's serves Side calls only); it returns the endpoints by
-// model name and each model's listing.
-func (e *Engine) addModels(pes []*provider.Endpoint) (map[string][]*endpoint, map[string]*ModelInfo, error) {
-	infos := map[string]*ModelInfo{}
-	var order []string
-	byModel := map[string][]*endpoint{}
-	for _, pe := range pes {
+// addRoutes adds the configured endpoints and a route per model (an
+// embedding model's serves Side calls only) and per alias (fleet.Plan lays
+// out their chains).
+func (e *Engine) addRoutes(o Options) error {
+	eps := make([]*endpoint, 0, len(o.Endpoints))
+	for _, pe := range o.Endpoints {
 		ep, err := e.newEndpoint(pe)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		e.fleet.Add(ep)
-		byModel[pe.Model] = append(byModel[pe.Model], ep)
-		mi := infos[pe.Model]
-		if mi == nil {
-			mi = &ModelInfo{Name: pe.Model, Capability: pe.Capability, ContextWindow: pe.ContextWindow}
-			infos[pe.Model] = mi
-			order = append(order, pe.Model)
-		}
-		if !contains(mi.Regions, pe.Region) {
-			mi.Regions = append(mi.Regions, pe.Region)
-		}
+		eps = append(eps, ep)
 	}
-	for _, m := range order {
-		rs, err := e.newRoute(m, byModel[m], route.LatencyOptimal)
+	specs := make(map[string]fleet.AliasSpec, len(o.Aliases))
+	for name, a := range o.Aliases {
+		specs[name] = fleet.AliasSpec{Models: a.Models, Strategy: a.Strategy, Tiering: a.Tiering}
+	}
+	t, err := fleet.Plan(eps, specs)
+	if err != nil {
+		return err
+	}
+	e.models = t.List
+	for _, m := range t.Models {
+		rs, err := e.newRoute(m, t.ByModel[m], route.LatencyOptimal)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
-		if byModel[m][0].Embedding {
-			// Embedding models serve Side calls only (side.go): a model
-			// call naming one is not served.
+		if t.ByModel[m][0].Embedding {
 			if e.embed == nil {
 				e.embed = map[string]*routeState{}
 			}
 			e.embed[m] = rs
-			infos[m].Embedding = true
 		} else {
 			e.routes[m] = rs
 		}
-		e.models = append(e.models, *infos[m])
 	}
-	return byModel, infos, nil
+	for _, a := range t.Aliases {
+		if err := e.addAlias(a, o.Aliases[a], t.ByAlias[a], o); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// addAlias adds alias a's route: its models' endpoints in chain order.
-func (e *Engine) addAlias(a string, spec Alias, byModel map[string][]*endpoint, infos map[string]*ModelInfo, o Options) error {
-	if _, clash := byModel[a]; clash {
-		return fmt.Errorf("engine: alias %q has the name of a model", a)
-	}
-	if t := spec.Tiering; t != nil && len(spec.Models) == 0 {
-		spec.Models = t.AliasModels()
-	}
-	chain, err := aliasChain(a, spec.Models, byModel)
-	if err != nil {
-		return err
-	}
-	strat := route.LatencyOptimal
-	switch spec.Strategy {
-	case "", "latency", "latency_optimal":
-	case "ordered":
-		strat = route.Ordered
-	default:
-		return fmt.Errorf("engine: alias %q: unknown strategy %q (want ordered or latency)", a, spec.Strategy)
-	}
-	rs, err := e.newRoute(a, chain, strat)
+// addAlias adds alias a's route over its chain c, and its tiers' routes.
+func (e *Engine) addAlias(a string, spec Alias, c fleet.Chain, o Options) error {
+	rs, err := e.newRoute(a, c.Cands, c.Strategy)
 	if err != nil {
 		return err
 	}
@@ -413,45 +372,16 @@ func (e *Engine) addAlias(a string, spec Alias, byModel map[string][]*endpoint, 
 		rs.semThreshold = float32(spec.SemanticThreshold)
 	}
 	if spec.Tiering != nil {
-		if rs.tiers, err = e.newTiers(a, spec.Tiering, byModel); err != nil {
-			return err
-		}
-		for _, t := range rs.tiers.routes {
-			t.translation = spec.Translation
+		rs.tiers = &tiers{cfg: *spec.Tiering}
+		for i, tc := range c.Tiers {
+			if rs.tiers.routes[i], err = e.newRoute(a+"/"+complexity.TierNames[i], tc.Cands, tc.Strategy); err != nil {
+				return err
+			}
+			rs.tiers.routes[i].translation = spec.Translation
 		}
 	}
 	e.routes[a] = rs
-	first := infos[spec.Models[0]]
-	e.models = append(e.models, ModelInfo{Name: a, Alias: true, Capability: first.Capability, ContextWindow: first.ContextWindow, Regions: first.Regions})
 	return nil
-}
-
-// aliasChain is the endpoints of models, in order.
-func aliasChain(a string, models []string, byModel map[string][]*endpoint) ([]*endpoint, error) {
-	if len(models) == 0 {
-		return nil, fmt.Errorf("engine: alias %q names no model", a)
-	}
-	var chain []*endpoint
-	for _, m := range models {
-		eps := byModel[m]
-		if len(eps) == 0 {
-			return nil, fmt.Errorf("engine: alias %q names unknown model %q", a, m)
-		}
-		if eps[0].Embedding {
-			return nil, fmt.Errorf("engine: alias %q names embedding model %q (an alias is a chain of chat models)", a, m)
-		}
-		chain = append(chain, eps...)
-	}
-	return chain, nil
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // Models lists the names clients may call, sorted.

@@ -1,10 +1,7 @@
 package engine
 
 import (
-	"fmt"
-
 	complexity "github.com/keelmesh/keel/internal/classify"
-	"github.com/keelmesh/keel/internal/route"
 )
 
 // Tiering routes an alias's calls by the complexity of the prompt
@@ -15,26 +12,6 @@ type Tiering = complexity.Tiering
 type tiers struct {
 	routes [complexity.Tiers]*routeState
 	cfg    Tiering
-}
-
-// newTiers builds the tier routes of alias a from the endpoints by model.
-func (e *Engine) newTiers(a string, t *Tiering, byModel map[string][]*endpoint) (*tiers, error) {
-	if err := t.Check(a, func(m string) bool { return len(byModel[m]) > 0 }); err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
-	}
-	ts := &tiers{cfg: *t}
-	for i := range ts.routes {
-		var chain []*endpoint
-		for _, m := range t.Order(i) {
-			chain = append(chain, byModel[m]...)
-		}
-		rs, err := e.newRoute(a+"/"+complexity.TierNames[i], chain, route.Ordered)
-		if err != nil {
-			return nil, err
-		}
-		ts.routes[i] = rs
-	}
-	return ts, nil
 }
 
 // tierRoute classifies req's prompt and returns the route of its tier,
