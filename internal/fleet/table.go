@@ -45,7 +45,7 @@ type Chain struct {
 type Table struct {
 	// Models are the models in config order, each with its endpoints
 	// (its chain is latency-optimal).
-	Models []string
+	Models  []string
 	ByModel map[string][]*Endpoint
 	// Aliases are the aliases' names, sorted, and their chains.
 	Aliases []string
