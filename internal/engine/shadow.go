@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"sort"
 
 	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/shadow"
@@ -35,27 +34,13 @@ type ShadowOptions = shadow.PoolOptions
 // newShadows resolves each alias's shadow policy and starts the pool when
 // one has a shadow; it runs in New after every route exists.
 func (e *Engine) newShadows(aliases map[string]Alias, o ShadowOptions) error {
-	names := make([]string, 0, len(aliases))
-	for name := range aliases {
-		names = append(names, name)
+	configs := make(map[string]*shadow.Config, len(aliases))
+	for name, a := range aliases {
+		configs[name] = a.Shadow
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		c := aliases[name].Shadow
-		if c == nil {
-			continue
-		}
-		r, err := shadow.NewRoute(name, *c)
-		if err != nil {
-			return fmt.Errorf("engine: alias %q: %w", name, err)
-		}
-		if e.routes[r.Target] == nil {
-			return fmt.Errorf("engine: alias %q: shadow target %s is not a configured model or alias", name, c.Target)
-		}
-		if e.shadowRoutes == nil {
-			e.shadowRoutes = map[string]*shadow.Route{}
-		}
-		e.shadowRoutes[name] = r
+	var err error
+	if e.shadowRoutes, err = shadow.NewRoutes(configs, func(name string) bool { return e.routes[name] != nil }); err != nil {
+		return fmt.Errorf("engine: %w", err)
 	}
 	if len(e.shadowRoutes) > 0 {
 		e.shadows = shadow.NewPool(o, e.runShadow, e.events.shadow, e.now)

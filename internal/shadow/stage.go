@@ -3,7 +3,9 @@ package shadow
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,6 +82,34 @@ func NewRoute(alias string, c Config) (*Route, error) {
 		r.Target = t.Model
 	}
 	return r, nil
+}
+
+// NewRoutes resolves the shadow policy of each alias that has one
+// (configs by alias; nil: none); known reports whether a shadow target is
+// a configured model or alias. It returns nil when no alias has a shadow.
+func NewRoutes(configs map[string]*Config, known func(name string) bool) (map[string]*Route, error) {
+	names := make([]string, 0, len(configs))
+	for name, c := range configs {
+		if c != nil {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	var out map[string]*Route
+	for _, name := range names {
+		r, err := NewRoute(name, *configs[name])
+		if err != nil {
+			return nil, fmt.Errorf("alias %q: %w", name, err)
+		}
+		if !known(r.Target) {
+			return nil, fmt.Errorf("alias %q: shadow target %s is not a configured model or alias", name, configs[name].Target)
+		}
+		if out == nil {
+			out = map[string]*Route{}
+		}
+		out[name] = r
+	}
+	return out, nil
 }
 
 // Sampled reports whether the call with this key is shadowed.

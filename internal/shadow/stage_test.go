@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -110,4 +111,32 @@ func TestStageQueuesAtFinishAndCompares(t *testing.T) {
 			t.Fatalf("%d calls still counted in flight", p.inflight.Load())
 		}
 	})
+}
+
+// TestNewRoutes: an alias without a shadow gets no route; a legacy target
+// is the alias itself; a target the mesh does not serve and an invalid
+// policy are refused with the alias's name.
+func TestNewRoutes(t *testing.T) {
+	known := func(name string) bool { return name == "a" || name == "m" }
+	rs, err := NewRoutes(map[string]*Config{
+		"a": {Percent: 10, Target: Target{Model: "m"}},
+		"b": nil,
+		"l": {Percent: 5, Target: Target{Legacy: true}},
+	}, func(name string) bool { return known(name) || name == "l" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 || rs["a"].Target != "m" || rs["a"].Legacy || rs["l"].Target != "l" || !rs["l"].Legacy {
+		t.Errorf("routes %+v", rs)
+	}
+	if rs, err := NewRoutes(map[string]*Config{"b": nil}, known); rs != nil || err != nil {
+		t.Errorf("no shadow: %v %v, want nil nil", rs, err)
+	}
+	if _, err := NewRoutes(map[string]*Config{"a": {Percent: 10, Target: Target{Model: "x"}}}, known); err == nil ||
+		err.Error() != `alias "a": shadow target model:x is not a configured model or alias` {
+		t.Errorf("unknown target: %v", err)
+	}
+	if _, err := NewRoutes(map[string]*Config{"a": {Percent: 200, Target: Target{Model: "m"}}}, known); err == nil || !strings.HasPrefix(err.Error(), `alias "a": `) {
+		t.Errorf("invalid policy: %v", err)
+	}
 }
