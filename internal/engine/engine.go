@@ -399,30 +399,13 @@ func (e *Engine) SetRecovery(on bool) { e.recoveryOff.Store(!on) }
 // Recovery reports whether mid-stream continuation is on.
 func (e *Engine) Recovery() bool { return !e.recoveryOff.Load() }
 
-// EndpointStatus is one endpoint's live state, for gauges and dashboards.
-type EndpointStatus struct {
-	ID, Model, Region, Provider string
-	Breaker                     string
-	// State is what routing sees at the call: StateDown, StateBreakerOpen,
-	// StateHalfOpen, StateCooling, StateEjected or StateHealthy (the first
-	// that applies, in that order), from the view the picker reads.
-	State  string
-	Health health.Snapshot
-}
+// EndpointStatus is one endpoint's live state, for gauges and dashboards
+// (fleet.Status).
+type EndpointStatus = fleet.Status
 
 // Endpoints returns every endpoint's live state: the configured ones,
 // then the passthrough ones created so far.
-func (e *Engine) Endpoints() []EndpointStatus {
-	eps := e.fleet.All()
-	out := make([]EndpointStatus, 0, len(eps))
-	now := e.now()
-	for _, ep := range eps {
-		br := ep.Breaker.State().String() // an ended open interval turns half-open here, republishing the view
-		out = append(out, EndpointStatus{ID: ep.ID, Model: ep.Model, Region: ep.Region, Provider: ep.Provider,
-			Breaker: br, State: ep.View().State(now), Health: ep.Health.Snapshot()})
-	}
-	return out
-}
+func (e *Engine) Endpoints() []EndpointStatus { return fleet.Statuses(e.fleet.All(), e.now()) }
 
 // Call carries what the front knows about a client call besides the request.
 type Call struct {

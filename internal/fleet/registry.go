@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/wire"
@@ -162,4 +164,26 @@ func passthroughEndpoint(templates []*provider.Endpoint, model string, format ll
 		pe.ID += ":" + format.String()
 	}
 	return &pe, nil
+}
+
+// Status is one endpoint's live state, for gauges and dashboards.
+type Status struct {
+	ID, Model, Region, Provider string
+	Breaker                     string
+	// State is what routing sees at the call: StateDown, StateBreakerOpen,
+	// StateHalfOpen, StateCooling, StateEjected or StateHealthy (the first
+	// that applies, in that order), from the view the picker reads.
+	State  string
+	Health health.Snapshot
+}
+
+// Statuses returns the live state of eps at now.
+func Statuses(eps []*Endpoint, now time.Time) []Status {
+	out := make([]Status, 0, len(eps))
+	for _, ep := range eps {
+		br := ep.Breaker.State().String() // an ended open interval turns half-open here, republishing the view
+		out = append(out, Status{ID: ep.ID, Model: ep.Model, Region: ep.Region, Provider: ep.Provider,
+			Breaker: br, State: ep.View().State(now), Health: ep.Health.Snapshot()})
+	}
+	return out
 }
