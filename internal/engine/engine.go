@@ -22,8 +22,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -327,9 +329,9 @@ func (e *Engine) addRoutes(o Options) error {
 		e.fleet.Add(ep)
 		eps = append(eps, ep)
 	}
-	specs := make(map[string]fleet.AliasSpec, len(o.Aliases))
-	for name, a := range o.Aliases {
-		specs[name] = fleet.AliasSpec{Models: a.Models, Strategy: a.Strategy, Tiering: a.Tiering}
+	specs, err := aliasSpecs(o.Aliases, eps)
+	if err != nil {
+		return err
 	}
 	t, err := fleet.Plan(eps, specs)
 	if err != nil {
@@ -356,6 +358,30 @@ func (e *Engine) addRoutes(o Options) error {
 		}
 	}
 	return nil
+}
+
+// aliasSpecs are the aliases' chains as fleet.Plan takes them: a tiered
+// alias's models (Middle, Strong, Cheap when it names none) and its tiers'
+// models, its tiering checked against the configured models.
+func aliasSpecs(aliases map[string]Alias, eps []*endpoint) (map[string]fleet.AliasSpec, error) {
+	specs := make(map[string]fleet.AliasSpec, len(aliases))
+	for _, name := range slices.Sorted(maps.Keys(aliases)) {
+		a := aliases[name]
+		spec := fleet.AliasSpec{Models: a.Models, Strategy: a.Strategy}
+		if t := a.Tiering; t != nil {
+			if err := t.Check(name, func(m string) bool { return slices.ContainsFunc(eps, func(ep *endpoint) bool { return ep.Model == m }) }); err != nil {
+				return nil, fmt.Errorf("engine: %w", err)
+			}
+			if len(spec.Models) == 0 {
+				spec.Models = t.AliasModels()
+			}
+			for i := range complexity.Tiers {
+				spec.Tiers = append(spec.Tiers, t.Order(i))
+			}
+		}
+		specs[name] = spec
+	}
+	return specs, nil
 }
 
 // addAlias adds alias a's route over its chain c, and its tiers' routes.

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/keelmesh/keel/internal/classify"
 	"github.com/keelmesh/keel/internal/route"
 )
 
@@ -21,22 +20,22 @@ type ModelInfo struct {
 	Embedding bool
 }
 
-// AliasSpec is an alias as configured: its models in chain order, its
-// strategy ("ordered", or "latency", the default), and its tiering when it
-// routes each call by the prompt's complexity (Models may then be empty:
-// the chain is Middle, Strong, Cheap).
+// AliasSpec is an alias as configured: its models in chain order and its
+// strategy ("ordered", or "latency", the default); Tiers, for an alias
+// that routes each call by the prompt's complexity (classify.Tiering), are
+// each tier's models in chain order, cheapest tier first.
 type AliasSpec struct {
 	Models   []string
 	Strategy string
-	Tiering  *classify.Tiering
+	Tiers    [][]string
 }
 
 // Chain is one callable name's endpoints in the order they are tried.
 type Chain struct {
 	Cands    []*Endpoint
 	Strategy route.Strategy
-	// Tiers, on a tiered alias, are its tiers' chains (ordered), cheap
-	// first.
+	// Tiers, on a tiered alias, are its tiers' chains (ordered), in the
+	// order of AliasSpec.Tiers.
 	Tiers []Chain
 }
 
@@ -94,14 +93,10 @@ func Plan(eps []*Endpoint, aliases map[string]AliasSpec) (Table, error) {
 	return t, nil
 }
 
-// alias is alias a's chain (spec's models filled in from its tiering when
-// it names none).
+// alias is alias a's chain.
 func (t *Table) alias(a string, spec *AliasSpec) (Chain, error) {
 	if _, clash := t.ByModel[a]; clash {
 		return Chain{}, fmt.Errorf("engine: alias %q has the name of a model", a)
-	}
-	if tg := spec.Tiering; tg != nil && len(spec.Models) == 0 {
-		spec.Models = tg.AliasModels()
 	}
 	cands, err := t.chain(a, spec.Models)
 	if err != nil {
@@ -115,17 +110,12 @@ func (t *Table) alias(a string, spec *AliasSpec) (Chain, error) {
 	default:
 		return Chain{}, fmt.Errorf("engine: alias %q: unknown strategy %q (want ordered or latency)", a, spec.Strategy)
 	}
-	if tg := spec.Tiering; tg != nil {
-		if err := tg.Check(a, func(m string) bool { return len(t.ByModel[m]) > 0 }); err != nil {
-			return Chain{}, fmt.Errorf("engine: %w", err)
+	for _, models := range spec.Tiers {
+		var tier []*Endpoint
+		for _, m := range models {
+			tier = append(tier, t.ByModel[m]...)
 		}
-		for i := range classify.Tiers {
-			var tier []*Endpoint
-			for _, m := range tg.Order(i) {
-				tier = append(tier, t.ByModel[m]...)
-			}
-			c.Tiers = append(c.Tiers, Chain{Cands: tier, Strategy: route.Ordered})
-		}
+		c.Tiers = append(c.Tiers, Chain{Cands: tier, Strategy: route.Ordered})
 	}
 	return c, nil
 }

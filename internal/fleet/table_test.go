@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/keelmesh/keel/internal/classify"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/route"
@@ -30,8 +29,8 @@ func ids(eps []*Endpoint) []string {
 }
 
 // TestPlan: a model's chain is its endpoints in config order; an alias's
-// is its models' in its order, with its strategy; a tiered alias without
-// models chains middle, strong, cheap and has a chain per tier; the
+// is its models' in its order, with its strategy; a tiered alias has an
+// ordered chain per tier; the
 // listing is sorted, an alias listed with its first model's capability.
 func TestPlan(t *testing.T) {
 	eps := []*Endpoint{
@@ -43,7 +42,7 @@ func TestPlan(t *testing.T) {
 	}
 	tb, err := Plan(eps, map[string]AliasSpec{
 		"chain": {Models: []string{"small", "big"}, Strategy: "ordered"},
-		"auto":  {Tiering: &classify.Tiering{Cheap: "small", Middle: "mid", Strong: "big"}},
+		"auto":  {Models: []string{"mid", "big", "small"}, Tiers: [][]string{{"small", "mid", "big"}, {"mid", "big"}, {"big"}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +54,7 @@ func TestPlan(t *testing.T) {
 		t.Errorf("chain: %v %v %v", c.Strategy, ids(c.Cands), c.Tiers)
 	}
 	auto := tb.ByAlias["auto"]
-	if auto.Strategy != route.LatencyOptimal || !reflect.DeepEqual(ids(auto.Cands), []string{"mid/us", "big/us", "big/eu", "small/us"}) || len(auto.Tiers) != classify.Tiers {
+	if auto.Strategy != route.LatencyOptimal || !reflect.DeepEqual(ids(auto.Cands), []string{"mid/us", "big/us", "big/eu", "small/us"}) || len(auto.Tiers) != 3 {
 		t.Fatalf("auto: %v %v %d tiers", auto.Strategy, ids(auto.Cands), len(auto.Tiers))
 	}
 	if cheap := auto.Tiers[0]; cheap.Strategy != route.Ordered || ids(cheap.Cands)[0] != "small/us" {
@@ -97,7 +96,6 @@ func TestPlanRefuses(t *testing.T) {
 		{name: "unknown", spec: AliasSpec{Models: []string{"b"}}, want: `alias "x" names unknown model "b"`},
 		{name: "embedding", spec: AliasSpec{Models: []string{"emb"}}, want: `names embedding model "emb"`},
 		{name: "strategy", spec: AliasSpec{Models: []string{"a"}, Strategy: "random"}, want: `unknown strategy "random"`},
-		{name: "tier", spec: AliasSpec{Models: []string{"a"}, Tiering: &classify.Tiering{Cheap: "a", Middle: "a"}}, want: "tiering names no strong model"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
