@@ -92,10 +92,6 @@ const (
 // the other replicas when the mesh shares state.
 func (e *Engine) markDown(ep *endpoint) { e.prober().SetDown(ep, true) }
 
-// setDown takes ep out of rotation until a probe reaches it (local: this
-// replica saw it fail).
-func (e *Engine) setDown(ep *endpoint, local bool) { e.prober().SetDown(ep, local) }
-
 // prober is the engine's prober of unreachable endpoints.
 func (e *Engine) prober() *fleet.Prober {
 	return &fleet.Prober{Probe: e.client.Probe, Interval: e.probeInt, Shared: e.shared, Log: e.log, Stop: e.stop, WG: &e.probes, Closed: e.closed.Load}
