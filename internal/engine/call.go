@@ -195,18 +195,9 @@ func (e *Engine) resolve(c *callState, req *llm.Request) *llm.APIError {
 	if e.classify != nil {
 		rec.Domain = e.classify(promptText(req))
 	}
-	rs := e.routes[req.Model]
-	if rs == nil && len(e.fleet.Templates) > 0 && req.Model != "" {
-		var err error
-		if rs, err = e.fleet.Passthrough(req.Model, req.Format); errors.Is(err, ErrNoProvider) {
-			return &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Code: codeModelNotFound, Message: "model " + req.Model + ": " + err.Error()}
-		} else if err != nil {
-			return &llm.APIError{Status: http.StatusServiceUnavailable, Type: llm.ErrOverloaded, MeshCode: llm.MeshFallbackExhausted,
-				Message: "model " + req.Model + ": " + err.Error()}
-		}
-	}
-	if rs == nil {
-		return &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Code: codeModelNotFound, Message: e.notServed("model", req.Model)}
+	rs, _, ae := e.lookup(req.Model, req.Format, false)
+	if ae != nil {
+		return ae
 	}
 	c.semThreshold = rs.semThreshold
 	if rs.tiers != nil {
@@ -216,6 +207,34 @@ func (e *Engine) resolve(c *callState, req *llm.Request) *llm.APIError {
 	c.rs = rs
 	rec.PrimaryModel, c.primaryCap = rs.cands[0].Model, rs.cands[0].Capability
 	return nil
+}
+
+// lookup finds the route serving model for a client of format (an
+// embedding model's when embedding): a configured one, else, when
+// passthrough is on, the passthrough route. A name it does not serve is a
+// 404, also when no passthrough provider speaks format (noProvider set).
+func (e *Engine) lookup(model string, format llm.Format, embedding bool) (rs *routeState, noProvider bool, ae *llm.APIError) {
+	rs = e.routes[model]
+	if embedding {
+		rs = e.embed[model]
+	}
+	if rs == nil && len(e.fleet.Templates) > 0 && model != "" {
+		var err error
+		if rs, err = e.fleet.Passthrough(model, format); errors.Is(err, ErrNoProvider) {
+			return nil, true, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Code: codeModelNotFound, Message: "model " + model + ": " + err.Error()}
+		} else if err != nil {
+			return nil, false, &llm.APIError{Status: http.StatusServiceUnavailable, Type: llm.ErrOverloaded, MeshCode: llm.MeshFallbackExhausted,
+				Message: "model " + model + ": " + err.Error()}
+		}
+	}
+	if rs == nil {
+		what := "model"
+		if embedding {
+			what = "embedding model"
+		}
+		return nil, false, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Code: codeModelNotFound, Message: e.notServed(what, model)}
+	}
+	return rs, false, nil
 }
 
 // admit starts the call's attempts: its deadline, its route's budgets,

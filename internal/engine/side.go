@@ -157,31 +157,14 @@ func (e *Engine) redactSide(ctx context.Context, c *callState, texts *llm.Reques
 // sideRoute is the route of s's model restricted to the endpoints that
 // can serve it, built once per route and kind; nil when none can.
 func (e *Engine) sideRoute(s Side) (*routeState, *llm.APIError) {
-	rs := e.routes[s.Model]
-	if s.Embedding {
-		rs = e.embed[s.Model]
+	rs, noProvider, ae := e.lookup(s.Model, s.Format, s.Embedding)
+	if noProvider {
+		// Every name is some provider's here, but none of the call's
+		// format can serve it.
+		return nil, nil
 	}
-	if rs == nil && len(e.fleet.Templates) > 0 && s.Model != "" {
-		// No models declared: the provider of the call's format serves
-		// whatever name the client asks for.
-		var err error
-		rs, err = e.fleet.Passthrough(s.Model, s.Format)
-		switch {
-		case errors.Is(err, ErrNoProvider):
-			// Every name is some provider's here, but none of the
-			// call's format can serve it.
-			return nil, nil
-		case err != nil:
-			return nil, &llm.APIError{Status: http.StatusServiceUnavailable, Type: llm.ErrOverloaded, MeshCode: llm.MeshFallbackExhausted,
-				Message: "model " + s.Model + ": " + err.Error()}
-		}
-	}
-	if rs == nil {
-		what := "model"
-		if s.Embedding {
-			what = "embedding model"
-		}
-		return nil, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Code: "model_not_found", Message: e.notServed(what, s.Model)}
+	if ae != nil {
+		return nil, ae
 	}
 	if s.Serves == nil {
 		return rs, nil
