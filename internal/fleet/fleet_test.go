@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -202,4 +203,78 @@ func TestLeaseRound(t *testing.T) {
 	if bud.Shared() {
 		t.Error("a failed lease left the budget shared")
 	}
+}
+
+// starter is a board that keeps the funcs Start was given.
+type starter struct {
+	board
+	apply   func(Observation)
+	current func() []Observation
+}
+
+func (s *starter) Start(apply func(Observation), current func() []Observation) {
+	s.apply, s.current = apply, current
+}
+
+// TestSharingAppliesOthersObservations: Kick never blocks, even before
+// Start; another replica's outage takes the endpoint down without
+// publishing it back and its return brings it up; an unknown endpoint is
+// ignored, and so is everything once the engine closes; the store gets
+// this replica's state to republish; the lease loop ends with Stop.
+func TestSharingAppliesOthersObservations(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &starter{}
+		ep := newEndpoint(t, &st.board, nil)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		closed := false
+		s := &Sharing{Shared: st, Now: time.Now, Stop: stop, Log: slog.New(slog.DiscardHandler),
+			ByID: func(id string) *Endpoint {
+				if id == ep.ID {
+					return ep
+				}
+				return nil
+			},
+			All:     func() []*Endpoint { return []*Endpoint{ep} },
+			Budgets: func() []Budget { return nil },
+			Closed:  func() bool { return closed },
+			Prober: func() *Prober {
+				return &Prober{Probe: func(context.Context, *provider.Endpoint) error { return errors.New("refused") },
+					Shared: st, Log: slog.New(slog.DiscardHandler), Stop: stop, WG: &wg, Closed: func() bool { return closed }}
+			},
+		}
+		s.Kick()
+		s.Kick()
+		s.Start(&wg)
+		st.apply(Observation{Endpoint: "other", Kind: ObsDown})
+		st.apply(Observation{Endpoint: ep.ID, Kind: ObsDown})
+		if !ep.Down() {
+			t.Fatal("another replica's outage did not take the endpoint down")
+		}
+		if got := b2s(st.current()); got != "[down]" {
+			t.Errorf("current() = %s, want [down]", got)
+		}
+		st.apply(Observation{Endpoint: ep.ID, Kind: ObsUp})
+		if ep.Down() {
+			t.Error("another replica's ObsUp did not bring the endpoint back")
+		}
+		closed = true
+		st.apply(Observation{Endpoint: ep.ID, Kind: ObsDown})
+		if ep.Down() {
+			t.Error("an observation was applied after the engine closed")
+		}
+		if got := st.kinds(); got != "[]" {
+			t.Errorf("remote observations were published back: %s", got)
+		}
+		close(stop)
+		wg.Wait()
+	})
+}
+
+func b2s(obs []Observation) string {
+	var s []string
+	for _, o := range obs {
+		s = append(s, string(o.Kind))
+	}
+	return fmt.Sprint(s)
 }
