@@ -1,7 +1,10 @@
-// Package fleet is the registry's unit, the endpoint with its live state
-// (health, breaker, reachability, and the immutable view the picker reads),
-// and the sharing of that state and of the retry and hedge budgets between
-// the replicas of one mesh (SharedState, Observation, the lease loop).
+// Package fleet is the endpoints the engine sends to: each endpoint with
+// its live state (health, breaker, reachability, and the immutable view the
+// picker reads), the registry of them (configured and passthrough
+// endpoints, Registry), the chains of models and aliases they form (Plan),
+// and the sharing of their state and of the retry and hedge budgets
+// between the replicas of one mesh (SharedState, Observation, Sharing and
+// its lease loop). It reaches no stage package.
 //
 // An Endpoint is safe for concurrent use: its view is republished, never
 // modified, after every outcome (grpc-go's picker snapshots), so picking
