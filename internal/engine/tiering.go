@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	complexity "github.com/keelmesh/keel/internal/classify"
 	"github.com/keelmesh/keel/internal/route"
 )
@@ -42,7 +43,7 @@ func (e *Engine) newTiers(a string, t *Tiering, byModel map[string][]*endpoint) 
 func (e *Engine) tierRoute(rs *routeState, prompt string, rec *Record) (*routeState, int) {
 	c := e.complexity(prompt)
 	k := complexity.Tier(c)
-	rec.Complexity, rec.Tier = c.String(), complexity.TierNames[k]
+	rec.Tier = &callrec.Tier{Complexity: c.String(), Name: complexity.TierNames[k]}
 	return rs.tiers.routes[k], k
 }
 
@@ -58,7 +59,7 @@ func (c *callState) escalate() {
 	}
 	c.tier = next
 	c.x.moveTo(c.tiers.routes[next])
-	c.rec.Tier, c.rec.Escalated = complexity.TierNames[next], true
+	c.rec.Tier.Name, c.rec.Tier.Escalated = complexity.TierNames[next], true
 }
 
 // moveTo has the call's further attempts run on rs (an escalated tier),
