@@ -69,6 +69,9 @@ func TestFragmentationNamesLostRange(t *testing.T) {
 		s.mu.Lock()
 		rec := s.records[len(s.records)-1]
 		s.mu.Unlock()
+		if rec.Fragments == nil {
+			t.Fatal("the record has no fragments part")
+		}
 		if rec.Fragments.Count < 3 || rec.Fragments.OK != rec.Fragments.Count-1 {
 			t.Errorf("record: %d fragments, %d answered", rec.Fragments.Count, rec.Fragments.OK)
 		}
@@ -171,6 +174,9 @@ func TestFragmentMergeCall(t *testing.T) {
 			if a.Kind == "merge" {
 				merges++
 			}
+		}
+		if rec.Fragments == nil {
+			t.Fatal("the record has no fragments part")
 		}
 		if !rec.Fragments.Merged || merges != 1 || rec.Fragments.Count < 2 {
 			t.Errorf("merged %v, %d merge attempts, %d fragments", rec.Fragments.Merged, merges, rec.Fragments.Count)

@@ -64,6 +64,9 @@ func TestFragmentHeadersTraceAndReportAgree(t *testing.T) {
 
 	// The record: some fragments answered, some lost, and the details say
 	// which, with the bytes they cover.
+	if rec.Fragments == nil {
+		t.Fatal("the record has no fragments part")
+	}
 	if len(rec.Fragments.Details) != rec.Fragments.Count || rec.Fragments.Count < 3 {
 		t.Fatalf("%d fragment details for %d fragments", len(rec.Fragments.Details), rec.Fragments.Count)
 	}

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/fragment"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pii"
@@ -184,8 +185,26 @@ type Tier struct {
 
 // Cache is the exact response cache's part: Status is hit (answered from
 // the cache, no attempt, cost 0; a semantic hit too), miss or bypass.
+// The engine's parts are shared, one per status (CachePart): a Cache in a
+// record is never modified, only replaced.
 type Cache struct {
 	Status string
+}
+
+// cacheParts are the shared parts of the exact cache's statuses: the
+// cache acts on every call of a mesh that has one, and its part costs no
+// allocation.
+var cacheParts = [...]Cache{{Status: cache.Hit}, {Status: cache.Miss}, {Status: cache.Bypass}}
+
+// CachePart returns the part of a call the exact cache gave status: a
+// shared, read-only part for hit, miss and bypass.
+func CachePart(status string) *Cache {
+	for i := range cacheParts {
+		if cacheParts[i].Status == status {
+			return &cacheParts[i]
+		}
+	}
+	return &Cache{Status: status}
 }
 
 // Semantic is the semantic cache's part: Status is hit, miss or error (the

@@ -60,6 +60,9 @@ func TestFragmentReplicasRecordUsageAndOneWinnerPerFragment(t *testing.T) {
 			t.Fatalf("fragmented call: %v", err)
 		}
 		rec := out.Record
+		if rec.Fragments == nil {
+			t.Fatal("the record has no fragments part")
+		}
 		if rec.Fragments.Count < 2 || rec.Fragments.OK != rec.Fragments.Count || len(rec.Attempts) != 2*rec.Fragments.Count {
 			t.Fatalf("%d fragments, %d answered, %d attempts: want >= 2 fragments, all answered by 2 replicas", rec.Fragments.Count, rec.Fragments.OK, len(rec.Attempts))
 		}

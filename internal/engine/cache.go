@@ -55,7 +55,7 @@ func (e *Engine) cacheStages(o Options) (exact, semantic pipeline.Stage) {
 	exact = cache.NewStage(o.Cache, o.CachePolicy, cache.Hooks{
 		Record: func(pc *pipeline.Call, p cache.Part) {
 			rec := &callOf(pc).rec
-			rec.Cache = &callrec.Cache{Status: p.Status}
+			rec.Cache = callrec.CachePart(p.Status)
 			if p.Entry != nil {
 				servedFromCache(rec, p.Entry)
 			}
@@ -89,10 +89,7 @@ func (e *Engine) cacheStages(o Options) (exact, semantic pipeline.Stage) {
 // servedFromCache marks rec as answered from the cache by ent: status 200, no
 // attempt, no cost.
 func servedFromCache(rec *Record, ent *CacheEntry) {
-	if rec.Cache == nil {
-		rec.Cache = &callrec.Cache{}
-	}
-	rec.Cache.Status, rec.Status = CacheHit, http.StatusOK
+	rec.Cache, rec.Status = callrec.CachePart(CacheHit), http.StatusOK
 	rec.Usage, rec.Response = ent.Response.Usage, ent.Response
 	if ep := ent.Endpoint; ep != nil {
 		rec.ServedBy, rec.ServedModel, rec.ServedRegion, rec.ServedProvider = ep.ID, ep.Model, ep.Region, ep.Provider

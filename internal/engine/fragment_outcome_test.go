@@ -29,6 +29,9 @@ func TestFragmentAnsweredWithoutJSONIsLost(t *testing.T) {
 			Aliases: map[string]Alias{"al": {Models: []string{"m"}}}}, h.endpoints("m", "a", "b")...)
 		out := fragmentedCall(t, e)
 		rec := out.Record
+		if rec.Fragments == nil {
+			t.Fatal("the record has no fragments part")
+		}
 		if rec.Fragments.Count < 3 {
 			t.Fatalf("%d fragments, want ≥ 3", rec.Fragments.Count)
 		}

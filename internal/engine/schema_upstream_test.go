@@ -190,7 +190,7 @@ func TestReaskCarriesSchemaAndViolationIsExplained(t *testing.T) {
 		if dig(a.lastBody(), "response_format", "type") != "json_schema" {
 			t.Fatalf("re-ask without the schema: %v", a.lastBody()["response_format"])
 		}
-		if rec == nil || rec.Structured == nil || rec.Structured.Contract.InvalidAnswer != `{"risk_level":"high"}` {
+		if rec == nil || rec.Structured == nil || rec.Structured.Contract == nil || rec.Structured.Contract.InvalidAnswer != `{"risk_level":"high"}` {
 			t.Fatalf("record structured = %+v", rec.Structured)
 		}
 		if len(rec.Attempts) != 2 || rec.Attempts[1].Kind != "reask" {

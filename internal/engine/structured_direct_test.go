@@ -262,6 +262,9 @@ func TestFragmentedGuessNeverFails(t *testing.T) {
 			if err != nil {
 				t.Fatalf("implied schema: error %v, want the fused answers", err)
 			}
+			if out.Record.Fragments == nil {
+				t.Fatal("the record has no fragments part")
+			}
 			if out.Record.Fragments.Count < 3 || !strings.Contains(out.Response.Text(), "The report says nothing happened.") || !out.Record.SchemaViolation() {
 				t.Errorf("%d fragments, violation %v, answer %.200q", out.Record.Fragments.Count, out.Record.SchemaViolation(), out.Response.Text())
 			}
@@ -297,6 +300,9 @@ func TestFragmentedJSONModeReachesEveryFragment(t *testing.T) {
 			t.Fatal(err)
 		}
 		var v map[string]any
+		if out.Record.Fragments == nil {
+			t.Fatal("the record has no fragments part")
+		}
 		if json.Unmarshal([]byte(out.Response.Text()), &v) != nil || v["status"] != "ok" || out.Record.Fragments.OK != out.Record.Fragments.Count {
 			t.Fatalf("answer %q, %d/%d fragments: want one fused JSON object", out.Response.Text(), out.Record.Fragments.OK, out.Record.Fragments.Count)
 		}
