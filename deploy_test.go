@@ -686,8 +686,11 @@ func exposedSeries(t *testing.T) map[string]bool {
 	}
 	now := time.Now()
 	mt.RequestDone(&engine.Record{
-		Call:          callrec.Call{Model: "sim-default", Stream: true, Duration: time.Second, TTFT: 100 * time.Millisecond},
-		Route:         callrec.Route{ServedModel: "sim-opus", ServedRegion: "us-east", ServedProvider: "sim-anthropic", Domain: "code", QueueWait: time.Millisecond, Fallback: "overloaded", ModelFallback: true, Legacy: true, Retries: 1, Hedges: 1, HedgeWon: true, Recovered: 1, Attempts: []engine.Attempt{{Kind: "primary", Outcome: "overloaded", Start: now, End: now}, {Kind: "fallback", Outcome: "ok", Start: now, End: now}}},
+		Call: callrec.Call{Model: "sim-default", Stream: true, Duration: time.Second, TTFT: 100 * time.Millisecond},
+		Route: callrec.Route{ServedModel: "sim-opus", ServedRegion: "us-east", ServedProvider: "sim-anthropic", Domain: "code",
+			QueueWait: time.Millisecond, Fallback: "overloaded", ModelFallback: true, Legacy: true, Retries: 1, Hedges: 1, HedgeWon: true,
+			Recovered: 1,
+			Attempts:  []engine.Attempt{{Kind: "primary", Outcome: "overloaded", Start: now, End: now}, {Kind: "fallback", Outcome: "ok", Start: now, End: now}}},
 		Result:        callrec.Result{Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}},
 		Normalization: &callrec.Normalization{Offset: 0.1},
 		Fragments:     &callrec.Fragments{Count: 2, OK: 2, Fusions: 1, FusionConflicts: 1},

@@ -34,8 +34,9 @@ func TestAuditCommand(t *testing.T) {
 	now := time.Now()
 	for i, v := range []string{"alice@example.com", "bob@example.org", "alice@example.com"} {
 		a.RequestDone(&engine.Record{
-			Call: callrec.Call{RequestID: "r" + string(rune('1'+i)), Start: now, Model: "sim-sonnet", KeyID: "key1", Team: []string{"search", "ads", "search"}[i]},
-			PII:  &engine.PIIReport{Action: "redact", Findings: []engine.PIIFinding{{Kind: "EMAIL", Where: "messages[0].content[0]", Start: 3, End: 3 + len(v), Hash: hash(v)}}},
+			Call: callrec.Call{RequestID: "r" + string(rune('1'+i)), Start: now, Model: "sim-sonnet", KeyID: "key1",
+				Team: []string{"search", "ads", "search"}[i]},
+			PII: &engine.PIIReport{Action: "redact", Findings: []engine.PIIFinding{{Kind: "EMAIL", Where: "messages[0].content[0]", Start: 3, End: 3 + len(v), Hash: hash(v)}}},
 		})
 	}
 	if err := a.Flush(context.Background()); err != nil {

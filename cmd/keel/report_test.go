@@ -38,8 +38,10 @@ func reportLog(t *testing.T) string {
 	now := time.Now()
 	for i := range 10 {
 		r := &engine.Record{
-			Call:   callrec.Call{RequestID: "r", Start: now.Add(-time.Duration(i+1) * time.Minute), Duration: time.Duration(i+1) * time.Millisecond, Model: "m"},
-			Route:  callrec.Route{ServedModel: "m", Attempts: []engine.Attempt{{Endpoint: "m@us", Model: "m", Region: "us", Kind: "primary", Outcome: "ok", Winner: true}}},
+			Call: callrec.Call{RequestID: "r", Start: now.Add(-time.Duration(i+1) * time.Minute),
+				Duration: time.Duration(i+1) * time.Millisecond, Model: "m"},
+			Route: callrec.Route{ServedModel: "m",
+				Attempts: []engine.Attempt{{Endpoint: "m@us", Model: "m", Region: "us", Kind: "primary", Outcome: "ok", Winner: true}}},
 			Result: callrec.Result{Status: 200, Cost: 0.001},
 		}
 		if i < 3 {

@@ -13,8 +13,10 @@ import (
 func TestLoggedBodyIsBounded(t *testing.T) {
 	big := strings.Repeat("x", 3*MaxLoggedBody)
 	r := &engine.Record{
-		Call:   callrec.Call{Format: llm.FormatOpenAI},
-		Result: callrec.Result{Request: &llm.Request{Format: llm.FormatOpenAI, Model: "m", Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: big}}}}}, Response: &llm.Response{Model: "m", Content: []llm.Block{{Type: llm.BlockText, Text: "short"}}}},
+		Call: callrec.Call{Format: llm.FormatOpenAI},
+		Result: callrec.Result{Request: &llm.Request{Format: llm.FormatOpenAI, Model: "m", Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: big}}}}},
+
+			Response: &llm.Response{Model: "m", Content: []llm.Block{{Type: llm.BlockText, Text: "short"}}}},
 	}
 	prompt, answer := recordBodies(r)
 	head, note, ok := strings.Cut(prompt, "…[cut: ")

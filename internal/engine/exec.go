@@ -521,8 +521,8 @@ func (x *exec) normalize(req *llm.Request, ep *endpoint) (*llm.Request, error) {
 			cp := *req
 			cp.Temperature = &t
 			req = &cp
-			x.rec.AddNormalization().Offset = off
-			x.rec.AddNormalization().Calibrated = true
+			n := x.rec.AddNormalization()
+			n.Offset, n.Calibrated = off, true
 		}
 	}
 	version := ep.APIVersion(x.call.ClientHeader)

@@ -29,14 +29,16 @@ func costFixture() []*engine.Record {
 	}
 	rec := func(i int, stage string, legacy bool, cost float64, atts ...engine.Attempt) *engine.Record {
 		return &engine.Record{
-			Call:   callrec.Call{RequestID: "r", Start: base.Add(time.Duration(i) * time.Minute), Duration: time.Millisecond, Format: llm.FormatAnthropic, Model: "m-req"},
+			Call: callrec.Call{RequestID: "r", Start: base.Add(time.Duration(i) * time.Minute), Duration: time.Millisecond,
+				Format: llm.FormatAnthropic, Model: "m-req"},
 			Route:  callrec.Route{ServedBy: "m-a@us", ServedModel: "m-a", ServedRegion: "us", Stage: stage, Legacy: legacy, Attempts: atts},
 			Result: callrec.Result{Status: 200, Cost: cost},
 		}
 	}
 	failed := func(i, status int, code string, a engine.Attempt) *engine.Record {
 		return &engine.Record{
-			Call:   callrec.Call{RequestID: "e", Start: base.Add(time.Duration(i) * time.Minute), Duration: time.Millisecond, Format: llm.FormatAnthropic, Model: "m-req"},
+			Call: callrec.Call{RequestID: "e", Start: base.Add(time.Duration(i) * time.Minute), Duration: time.Millisecond,
+				Format: llm.FormatAnthropic, Model: "m-req"},
 			Route:  callrec.Route{Stage: "full", Attempts: []engine.Attempt{a}},
 			Result: callrec.Result{Status: status, Err: &llm.APIError{Status: status, MeshCode: code}},
 		}

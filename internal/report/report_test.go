@@ -55,7 +55,8 @@ func fixture() []*engine.Record {
 	for i := range 200 {
 		s := base.Add(time.Duration(i) * time.Minute)
 		r := &engine.Record{
-			Call:   callrec.Call{RequestID: "r", Start: s, Duration: time.Duration(i%60+1) * time.Millisecond, Format: llm.FormatOpenAI, Model: "m-req", Stream: i%3 == 0},
+			Call: callrec.Call{RequestID: "r", Start: s, Duration: time.Duration(i%60+1) * time.Millisecond, Format: llm.FormatOpenAI,
+				Model: "m-req", Stream: i%3 == 0},
 			Result: callrec.Result{Status: 200},
 		}
 		serve := func(model, region string) {

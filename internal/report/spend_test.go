@@ -17,7 +17,8 @@ import (
 func TestReportSpendByKeyAndTeam(t *testing.T) {
 	rec := func(i int, key, team string, cost float64, atts ...engine.Attempt) *engine.Record {
 		return &engine.Record{
-			Call:   callrec.Call{RequestID: "r", Start: base.Add(time.Duration(i) * time.Minute), Duration: time.Millisecond, Format: llm.FormatAnthropic, Model: "m", KeyID: key, Team: team},
+			Call: callrec.Call{RequestID: "r", Start: base.Add(time.Duration(i) * time.Minute), Duration: time.Millisecond,
+				Format: llm.FormatAnthropic, Model: "m", KeyID: key, Team: team},
 			Route:  callrec.Route{ServedBy: "m@us", ServedModel: "m", ServedRegion: "us", Stage: "full", Attempts: atts},
 			Result: callrec.Result{Status: 200, Cost: cost},
 		}

@@ -37,7 +37,8 @@ func TestReportCountsEveryToken(t *testing.T) {
 	}
 	rec := func(i int, key, team, model string, u llm.Usage, atts ...engine.Attempt) *engine.Record {
 		r := &engine.Record{
-			Call:   callrec.Call{RequestID: "r", Start: base.Add(time.Duration(i) * time.Minute), Duration: time.Millisecond, Format: llm.FormatAnthropic, Model: model, KeyID: key, Team: team},
+			Call: callrec.Call{RequestID: "r", Start: base.Add(time.Duration(i) * time.Minute), Duration: time.Millisecond,
+				Format: llm.FormatAnthropic, Model: model, KeyID: key, Team: team},
 			Route:  callrec.Route{ServedModel: model, Stage: "full", Attempts: atts},
 			Result: callrec.Result{Status: 200, Usage: u},
 		}

@@ -54,6 +54,7 @@ func TestRoutingHeaders(t *testing.T) {
 		{"first choice served", callrec.Record{Route: callrec.Route{Attempts: two[:1]}},
 			h("X-Mesh-Model", "sim-sonnet", "X-Mesh-Region", "eu-west", "X-Mesh-Provider", "sim", "X-Mesh-Attempts", "1")},
 		{"fallback, hedge won, continued", callrec.Record{Route: callrec.Route{Attempts: two, Fallback: "overloaded", Hedges: 1, HedgeWon: true, Recovered: 2}},
+
 			h("X-Mesh-Model", "sim-sonnet", "X-Mesh-Region", "eu-west", "X-Mesh-Provider", "sim", "X-Mesh-Attempts", "2",
 				"X-Mesh-Fallback", "overloaded", "X-Mesh-Hedged", "won", "X-Mesh-Recovered", "2")},
 		{"hedge lost", callrec.Record{Route: callrec.Route{Attempts: two, Hedges: 1}},
@@ -65,7 +66,8 @@ func TestPathHeaders(t *testing.T) {
 	runFamily(t, pathHeaders, []headerCase{
 		{"full stage", callrec.Record{Route: callrec.Route{Stage: "full"}}, nil},
 		{"no stage", callrec.Record{}, nil},
-		{"monitor, legacy", callrec.Record{Route: callrec.Route{Stage: "monitor", Legacy: true}}, h("X-Mesh-Mode", "legacy", "X-Mesh-Stage", "monitor")},
+		{"monitor, legacy", callrec.Record{Route: callrec.Route{Stage: "monitor", Legacy: true}},
+			h("X-Mesh-Mode", "legacy", "X-Mesh-Stage", "monitor")},
 		{"hedging", callrec.Record{Route: callrec.Route{Stage: "hedging"}}, h("X-Mesh-Stage", "hedging")},
 	})
 }
@@ -75,6 +77,7 @@ func TestFragmentHeaders(t *testing.T) {
 		{"not split", callrec.Record{}, nil},
 		{"all answered", callrec.Record{Fragments: &callrec.Fragments{Count: 3, OK: 3, Fusions: 4}}, h("X-Mesh-Fragments", "3/3")},
 		{"lost and conflicting", callrec.Record{Fragments: &callrec.Fragments{Count: 4, OK: 2, FusionConflicts: 1, LostRanges: []string{"0-100", "300-400"}}},
+
 			h("X-Mesh-Fragments", "2/4", "X-Mesh-Fragments-Lost", "0-100,300-400", "X-Mesh-Fusion-Conflicts", "1")},
 		{"part without fragments", callrec.Record{Fragments: &callrec.Fragments{FusionConflicts: 1}}, nil},
 	})
@@ -84,7 +87,8 @@ func TestTierHeaders(t *testing.T) {
 	runFamily(t, tierHeaders, []headerCase{
 		{"not tiered", callrec.Record{}, nil},
 		{"simple", callrec.Record{Tier: &callrec.Tier{Complexity: "simple", Name: "cheap"}}, h("X-Mesh-Tier", "simple/cheap")},
-		{"escalated", callrec.Record{Tier: &callrec.Tier{Complexity: "medium", Name: "strong", Escalated: true}}, h("X-Mesh-Tier", "medium/strong; escalated")},
+		{"escalated", callrec.Record{Tier: &callrec.Tier{Complexity: "medium", Name: "strong", Escalated: true}},
+			h("X-Mesh-Tier", "medium/strong; escalated")},
 	})
 }
 
@@ -93,7 +97,8 @@ func TestCacheHeaders(t *testing.T) {
 		{"no cache", callrec.Record{}, nil},
 		{"miss", callrec.Record{Cache: &callrec.Cache{Status: "miss"}}, h("X-Mesh-Cache", "miss")},
 		{"bypass", callrec.Record{Cache: &callrec.Cache{Status: "bypass"}}, h("X-Mesh-Cache", "bypass")},
-		{"semantic miss", callrec.Record{Cache: &callrec.Cache{Status: "miss"}, Semantic: &callrec.Semantic{Status: "miss"}}, h("X-Mesh-Cache", "miss")},
+		{"semantic miss", callrec.Record{Cache: &callrec.Cache{Status: "miss"}, Semantic: &callrec.Semantic{Status: "miss"}},
+			h("X-Mesh-Cache", "miss")},
 		{"semantic hit", callrec.Record{Cache: &callrec.Cache{Status: "hit"}, Semantic: &callrec.Semantic{Status: "hit", Similarity: 0.95999}},
 			h("X-Mesh-Cache", "hit", "X-Mesh-Cache-Similarity", "0.9600")},
 	})
@@ -104,6 +109,7 @@ func TestPIIHeaders(t *testing.T) {
 		{"not run", callrec.Record{}, nil},
 		{"nothing found", callrec.Record{PII: &pii.Report{Action: "redact"}}, nil},
 		{"kinds in order first found", callrec.Record{PII: &pii.Report{Action: "redact", Findings: []pii.Finding{{Kind: "EMAIL"}, {Kind: "PHONE"}, {Kind: "EMAIL"}}}},
+
 			h("X-Mesh-PII", "redact; EMAIL=2, PHONE=1")},
 	})
 }
@@ -112,9 +118,12 @@ func TestNormalizationHeaders(t *testing.T) {
 	runFamily(t, normalizationHeaders, []headerCase{
 		{"nothing adapted", callrec.Record{}, nil},
 		{"dropped and normalized", callrec.Record{Normalization: &callrec.Normalization{Dropped: []string{"top_k", "seed"}, Normalized: "top_k:dropped"}},
+
 			h("X-Mesh-Dropped", "top_k,seed", "X-Mesh-Normalized", "top_k:dropped")},
-		{"calibrated", callrec.Record{Normalization: &callrec.Normalization{Calibrated: true, Offset: -0.25}}, h("X-Mesh-Normalization-Offset", "-0.250")},
-		{"calibrated to no offset", callrec.Record{Normalization: &callrec.Normalization{Calibrated: true}}, h("X-Mesh-Normalization-Offset", "+0.000")},
+		{"calibrated", callrec.Record{Normalization: &callrec.Normalization{Calibrated: true, Offset: -0.25}},
+			h("X-Mesh-Normalization-Offset", "-0.250")},
+		{"calibrated to no offset", callrec.Record{Normalization: &callrec.Normalization{Calibrated: true}},
+			h("X-Mesh-Normalization-Offset", "+0.000")},
 	})
 }
 
@@ -122,8 +131,10 @@ func TestStructuredHeaders(t *testing.T) {
 	runFamily(t, structuredHeaders, []headerCase{
 		{"no contract", callrec.Record{}, nil},
 		{"given, repaired", callrec.Record{Structured: &callrec.Structured{Contract: &structured.Trace{Source: "given"}, Repairs: []string{"strip_fence", "close_brackets"}}},
+
 			h("X-Mesh-Schema", "given", "X-Mesh-Repaired", "strip_fence,close_brackets")},
 		{"implied, re-asked, still invalid", callrec.Record{Structured: &callrec.Structured{Contract: &structured.Trace{Source: "implied", Required: []string{"risk"}}, Reasked: true, Violation: true}},
+
 			h("X-Mesh-Schema", "implied", "X-Mesh-Reasked", "true", "X-Mesh-Schema-Violation", "risk")},
 		{"fused answer broke JSON", callrec.Record{Structured: &callrec.Structured{Violation: true}}, h("X-Mesh-Schema-Violation", "true")},
 	})
@@ -133,7 +144,8 @@ func TestErrorHeaders(t *testing.T) {
 	runFamily(t, func(s setter, rec *callrec.Record) { errorHeaders(s.(http.Header), rec) }, []headerCase{
 		{"nothing tried", callrec.Record{}, h("X-Mesh-Attempts", "0")},
 		{"last attempt named", callrec.Record{
-			Route:         callrec.Route{Fallback: "server_error", Attempts: []callrec.Attempt{{Model: "a", Region: "us", Provider: "p"}, {Model: "b", Region: "eu", Provider: "q"}}},
+			Route: callrec.Route{Fallback: "server_error",
+				Attempts: []callrec.Attempt{{Model: "a", Region: "us", Provider: "p"}, {Model: "b", Region: "eu", Provider: "q"}}},
 			Normalization: &callrec.Normalization{Dropped: []string{"top_k"}, Normalized: "top_k:dropped", Calibrated: true, Offset: 0.1},
 		}, h("X-Mesh-Attempts", "2", "X-Mesh-Model", "b", "X-Mesh-Region", "eu", "X-Mesh-Provider", "q", "X-Mesh-Fallback", "server_error",
 			"X-Mesh-Dropped", "top_k", "X-Mesh-Normalized", "top_k:dropped")},

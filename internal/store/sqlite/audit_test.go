@@ -14,7 +14,8 @@ import (
 )
 
 func auditRecord(id string, at time.Time, values ...string) *engine.Record {
-	r := &engine.Record{Call: callrec.Call{RequestID: id, Start: at, Model: "m", KeyID: "k1", Team: "search"}, PII: &engine.PIIReport{Action: engine.PIIRedact}}
+	r := &engine.Record{Call: callrec.Call{RequestID: id, Start: at, Model: "m", KeyID: "k1", Team: "search"},
+		PII: &engine.PIIReport{Action: engine.PIIRedact}}
 	for i, v := range values {
 		// the hash as the engine makes it is opaque here: any hex that is not the value
 		r.PII.Findings = append(r.PII.Findings, engine.PIIFinding{Kind: "EMAIL", Where: "messages[0].content[0]", Start: i * 10, End: i*10 + len(v), Hash: "h" + string(rune('a'+i))})

@@ -115,8 +115,9 @@ func TestBrowserShowsFallbackRateRise(t *testing.T) {
 
 	served := func(i int, region, fallback string) *engine.Record {
 		return &engine.Record{
-			Call:   callrec.Call{RequestID: fmt.Sprintf("req-%04d", i), Model: "claude-sonnet", KeyID: "k_team", Team: "search"},
-			Route:  callrec.Route{Fallback: fallback, ServedBy: "claude-sonnet/" + region + "/anthropic", ServedModel: "claude-sonnet", ServedRegion: region},
+			Call: callrec.Call{RequestID: fmt.Sprintf("req-%04d", i), Model: "claude-sonnet", KeyID: "k_team", Team: "search"},
+			Route: callrec.Route{Fallback: fallback, ServedBy: "claude-sonnet/" + region + "/anthropic", ServedModel: "claude-sonnet",
+				ServedRegion: region},
 			Result: callrec.Result{Status: 200, Cost: 0.0005},
 		}
 	}

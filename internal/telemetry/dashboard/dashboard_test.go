@@ -39,7 +39,8 @@ func (c *clock) now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); ret
 func (c *clock) advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 func rec(fallback string) *engine.Record {
-	r := &engine.Record{Call: callrec.Call{RequestID: "r", Model: "claude-sonnet"}, Route: callrec.Route{ServedBy: "claude-sonnet/eu-west/anthropic"}, Result: callrec.Result{Status: 200}}
+	r := &engine.Record{Call: callrec.Call{RequestID: "r", Model: "claude-sonnet"},
+		Route: callrec.Route{ServedBy: "claude-sonnet/eu-west/anthropic"}, Result: callrec.Result{Status: 200}}
 	r.Fallback = fallback
 	return r
 }
@@ -389,7 +390,8 @@ func TestSpendByModelKeyAndTeam(t *testing.T) {
 		{Call: callrec.Call{KeyID: "k2", Team: "ads"}, Route: callrec.Route{ServedModel: "sim-haiku"}, Result: callrec.Result{Cost: 0.125}},
 		{Route: callrec.Route{ServedModel: "sim-haiku"}, Result: callrec.Result{Cost: 0.0625}},
 		{Call: callrec.Call{Model: "sim-sonnet"}, Result: callrec.Result{Err: &llm.APIError{Status: 502}, Cost: 0.03125}}, // failed, still paid for
-		{Call: callrec.Call{KeyID: "k2", Team: "ads"}, Route: callrec.Route{ServedModel: "sim-haiku"}},                    // a cache hit: nothing spent
+		{Call: callrec.Call{KeyID: "k2", Team: "ads"},
+			Route: callrec.Route{ServedModel: "sim-haiku"}}, // a cache hit: nothing spent
 	} {
 		d.RequestDone(r)
 	}

@@ -21,18 +21,21 @@ var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 func hedgedRetried(id string) *engine.Record {
 	hedge := true
 	return &engine.Record{
-		Call: callrec.Call{RequestID: id, Start: t0, Duration: 900 * time.Millisecond, Format: llm.FormatAnthropic, Model: "claude-sonnet", Behavior: &engine.Behavior{Debug: true, Hedge: &hedge, PreferredRegion: "us-east"}},
-		Route: callrec.Route{Domain: "finance", ServedBy: "claude-sonnet/eu-west/anthropic", ServedModel: "claude-sonnet", ServedRegion: "eu-west", ServedProvider: "anthropic", Fallback: "overloaded", Retries: 1, Hedges: 1, HedgeWon: true, QueueWait: 50 * time.Millisecond, Candidates: []engine.Candidate{
-			{Endpoint: "claude-sonnet/us-east/anthropic", ExpectedMS: 210, Chosen: true, Reason: "lowest expected latency"},
-			{Endpoint: "claude-sonnet/eu-west/anthropic", ExpectedMS: 260, InFlight: 3, Reason: "higher expected latency"},
-		}, Attempts: []engine.Attempt{
-			{Endpoint: "claude-sonnet/us-east/anthropic", Model: "claude-sonnet", Region: "us-east", Kind: "primary", Outcome: "overloaded", Status: 529,
-				Start: t0, End: t0.Add(100 * time.Millisecond)},
-			{Endpoint: "claude-sonnet/us-west/anthropic", Model: "claude-sonnet", Region: "us-west", Kind: "retry", Outcome: "canceled",
-				Start: t0.Add(150 * time.Millisecond), End: t0.Add(800 * time.Millisecond), Wait: 50 * time.Millisecond},
-			{Endpoint: "claude-sonnet/eu-west/anthropic", Model: "claude-sonnet", Region: "eu-west", Kind: "hedge", Outcome: "ok", Winner: true, Status: 200,
-				Start: t0.Add(450 * time.Millisecond), End: t0.Add(800 * time.Millisecond), Bytes: 2048},
-		}},
+		Call: callrec.Call{RequestID: id, Start: t0, Duration: 900 * time.Millisecond, Format: llm.FormatAnthropic, Model: "claude-sonnet",
+			Behavior: &engine.Behavior{Debug: true, Hedge: &hedge, PreferredRegion: "us-east"}},
+		Route: callrec.Route{Domain: "finance", ServedBy: "claude-sonnet/eu-west/anthropic", ServedModel: "claude-sonnet",
+			ServedRegion: "eu-west", ServedProvider: "anthropic", Fallback: "overloaded", Retries: 1, Hedges: 1, HedgeWon: true,
+			QueueWait: 50 * time.Millisecond, Candidates: []engine.Candidate{
+				{Endpoint: "claude-sonnet/us-east/anthropic", ExpectedMS: 210, Chosen: true, Reason: "lowest expected latency"},
+				{Endpoint: "claude-sonnet/eu-west/anthropic", ExpectedMS: 260, InFlight: 3, Reason: "higher expected latency"},
+			}, Attempts: []engine.Attempt{
+				{Endpoint: "claude-sonnet/us-east/anthropic", Model: "claude-sonnet", Region: "us-east", Kind: "primary", Outcome: "overloaded", Status: 529,
+					Start: t0, End: t0.Add(100 * time.Millisecond)},
+				{Endpoint: "claude-sonnet/us-west/anthropic", Model: "claude-sonnet", Region: "us-west", Kind: "retry", Outcome: "canceled",
+					Start: t0.Add(150 * time.Millisecond), End: t0.Add(800 * time.Millisecond), Wait: 50 * time.Millisecond},
+				{Endpoint: "claude-sonnet/eu-west/anthropic", Model: "claude-sonnet", Region: "eu-west", Kind: "hedge", Outcome: "ok", Winner: true, Status: 200,
+					Start: t0.Add(450 * time.Millisecond), End: t0.Add(800 * time.Millisecond), Bytes: 2048},
+			}},
 		Result:        callrec.Result{Status: 200, Usage: llm.Usage{InputTokens: 100, OutputTokens: 40}},
 		Normalization: &callrec.Normalization{Offset: -0.15, Dropped: []string{"top_k"}},
 		Structured:    &callrec.Structured{Repairs: []string{"extract", "trailing_commas"}},

@@ -102,8 +102,10 @@ func okRecord(i int) *engine.Record {
 		region = "eu-west"
 	}
 	return &engine.Record{
-		Call:   callrec.Call{RequestID: fmt.Sprintf("req-%d", i), Start: t0, Duration: 300 * time.Millisecond, Model: "claude-sonnet"},
-		Route:  callrec.Route{Domain: "finance", ServedBy: "claude-sonnet/" + region, ServedModel: "claude-sonnet", ServedRegion: region, ServedProvider: "anthropic-prod", Attempts: []engine.Attempt{{Endpoint: "claude-sonnet/" + region, Kind: "primary", Outcome: "ok", Winner: true}}},
+		Call: callrec.Call{RequestID: fmt.Sprintf("req-%d", i), Start: t0, Duration: 300 * time.Millisecond, Model: "claude-sonnet"},
+		Route: callrec.Route{Domain: "finance", ServedBy: "claude-sonnet/" + region, ServedModel: "claude-sonnet", ServedRegion: region,
+			ServedProvider: "anthropic-prod",
+			Attempts:       []engine.Attempt{{Endpoint: "claude-sonnet/" + region, Kind: "primary", Outcome: "ok", Winner: true}}},
 		Result: callrec.Result{Status: 200, Usage: llm.Usage{InputTokens: 100, CacheReadTokens: 20, OutputTokens: 50}},
 	}
 }
@@ -224,10 +226,13 @@ func TestLabelBounding(t *testing.T) {
 		{"unknown model", engine.Record{Call: callrec.Call{Model: "gpt-unknown-9"}, Route: callrec.Route{ServedRegion: "us-east", Domain: "legal"}},
 			map[string]string{"model": "other", "region": "us-east", "domain": "legal"}},
 		{"unknown region and domain", engine.Record{Call: callrec.Call{Model: "claude-sonnet"}, Route: callrec.Route{ServedRegion: "mars-1", Domain: "astrology"}},
+
 			map[string]string{"model": "claude-sonnet", "region": "other", "domain": "other"}},
 		{"failed call has no region", engine.Record{Call: callrec.Call{Model: "claude-sonnet"}, Route: callrec.Route{Domain: "medical"}, Result: callrec.Result{Err: &llm.APIError{Status: 504, MeshCode: llm.MeshTimeout}}},
+
 			map[string]string{"model": "claude-sonnet", "region": "none", "domain": "medical", "outcome": "timeout"}},
 		{"upstream 4xx", engine.Record{Call: callrec.Call{Model: "claude-sonnet"}, Route: callrec.Route{Domain: "general"}, Result: callrec.Result{Err: &llm.APIError{Status: 401, Type: llm.ErrAuthentication}}},
+
 			map[string]string{"outcome": "error_4xx", "domain": "general"}},
 	}
 	for _, c := range cases {

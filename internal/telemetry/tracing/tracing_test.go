@@ -43,15 +43,18 @@ var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 // retry was hedged, and whose hedge won.
 func hedgedRetried(traceparent string) *engine.Record {
 	return &engine.Record{
-		Call: callrec.Call{RequestID: "req-1", Format: llm.FormatResponses, Start: t0, Duration: 900 * time.Millisecond, Model: "claude-sonnet", TraceParent: traceparent},
-		Route: callrec.Route{Domain: "finance", ServedBy: "claude-sonnet/eu-west/anthropic", ServedModel: "claude-sonnet", ServedRegion: "eu-west", ServedProvider: "anthropic", Fallback: "overloaded", Retries: 1, Hedges: 1, HedgeWon: true, QueueWait: 50 * time.Millisecond, Attempts: []engine.Attempt{
-			{Endpoint: "claude-sonnet/us-east/anthropic", Model: "claude-sonnet", Region: "us-east", Kind: "primary", Outcome: "overloaded", Status: 529,
-				Start: t0, End: t0.Add(100 * time.Millisecond)},
-			{Endpoint: "claude-sonnet/us-west/anthropic", Model: "claude-sonnet", Region: "us-west", Kind: "retry", Outcome: "canceled",
-				Start: t0.Add(150 * time.Millisecond), End: t0.Add(800 * time.Millisecond), Wait: 50 * time.Millisecond},
-			{Endpoint: "claude-sonnet/eu-west/anthropic", Model: "claude-sonnet", Region: "eu-west", Kind: "hedge", Outcome: "ok", Winner: true,
-				Start: t0.Add(450 * time.Millisecond), End: t0.Add(800 * time.Millisecond), Bytes: 2048, Status: 200},
-		}},
+		Call: callrec.Call{RequestID: "req-1", Format: llm.FormatResponses, Start: t0, Duration: 900 * time.Millisecond,
+			Model: "claude-sonnet", TraceParent: traceparent},
+		Route: callrec.Route{Domain: "finance", ServedBy: "claude-sonnet/eu-west/anthropic", ServedModel: "claude-sonnet",
+			ServedRegion: "eu-west", ServedProvider: "anthropic", Fallback: "overloaded", Retries: 1, Hedges: 1, HedgeWon: true,
+			QueueWait: 50 * time.Millisecond, Attempts: []engine.Attempt{
+				{Endpoint: "claude-sonnet/us-east/anthropic", Model: "claude-sonnet", Region: "us-east", Kind: "primary", Outcome: "overloaded", Status: 529,
+					Start: t0, End: t0.Add(100 * time.Millisecond)},
+				{Endpoint: "claude-sonnet/us-west/anthropic", Model: "claude-sonnet", Region: "us-west", Kind: "retry", Outcome: "canceled",
+					Start: t0.Add(150 * time.Millisecond), End: t0.Add(800 * time.Millisecond), Wait: 50 * time.Millisecond},
+				{Endpoint: "claude-sonnet/eu-west/anthropic", Model: "claude-sonnet", Region: "eu-west", Kind: "hedge", Outcome: "ok", Winner: true,
+					Start: t0.Add(450 * time.Millisecond), End: t0.Add(800 * time.Millisecond), Bytes: 2048, Status: 200},
+			}},
 		Result: callrec.Result{Status: 200, Usage: llm.Usage{InputTokens: 100, CacheReadTokens: 30, CacheWriteTokens: 5, OutputTokens: 40}},
 	}
 }
