@@ -353,11 +353,11 @@ func View(r *engine.Record) *Trace {
 			CostUSD: r.Cost},
 	}
 	t.Structured = StructuredStage{SchemaSource: "none", Required: []string{}, Schema: json.RawMessage("null"), Repairs: nonNil(st.Repairs)}
-	if st := st.Contract; st != nil {
-		t.Structured.SchemaSource, t.Structured.Sentence, t.Structured.InvalidAnswer = st.Source, st.Sentence, st.InvalidAnswer
-		t.Structured.Required = nonNil(st.Required)
-		if json.Valid(st.Schema) {
-			t.Structured.Schema = json.RawMessage(st.Schema)
+	if c := st.Contract; c != nil {
+		t.Structured.SchemaSource, t.Structured.Sentence, t.Structured.InvalidAnswer = c.Source, c.Sentence, c.InvalidAnswer
+		t.Structured.Required = nonNil(c.Required)
+		if json.Valid(c.Schema) {
+			t.Structured.Schema = json.RawMessage(c.Schema)
 		}
 	}
 	for _, f := range fr.Details {
