@@ -24,6 +24,7 @@ import (
 
 	"github.com/keelmesh/keel"
 	"github.com/keelmesh/keel/config"
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/shadow"
@@ -684,18 +685,28 @@ func exposedSeries(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	mt.RequestDone(&engine.Record{Model: "sim-default", ServedModel: "sim-opus", ServedRegion: "us-east", ServedProvider: "sim-anthropic", Domain: "code",
-		Stream: true, Duration: time.Second, TTFT: 100 * time.Millisecond, QueueWait: time.Millisecond, Fallback: "overloaded",
-		ModelFallback: true, Legacy: true, NormalizationOffset: 0.1, Fragments: 2, FragmentsOK: 2, Fusions: 1, FusionConflicts: 1,
-		Retries: 1, Hedges: 1, HedgeWon: true, Recovered: 1, Usage: llm.Usage{InputTokens: 10, OutputTokens: 5},
-		Attempts: []engine.Attempt{{Kind: "primary", Outcome: "overloaded", Start: now, End: now}, {Kind: "fallback", Outcome: "ok", Start: now, End: now}}})
-	mt.RequestDone(&engine.Record{Model: "sim-sonnet", Err: &llm.APIError{Status: 503}})
+	mt.RequestDone(&engine.Record{
+		Call: callrec.Call{Model: "sim-default", Stream: true, Duration: time.Second, TTFT: 100 * time.Millisecond},
+		Route: callrec.Route{ServedModel: "sim-opus", ServedRegion: "us-east", ServedProvider: "sim-anthropic", Domain: "code",
+			QueueWait: time.Millisecond, Fallback: "overloaded", ModelFallback: true, Legacy: true, Retries: 1, Hedges: 1, HedgeWon: true,
+			Recovered: 1,
+			Attempts:  []engine.Attempt{{Kind: "primary", Outcome: "overloaded", Start: now, End: now}, {Kind: "fallback", Outcome: "ok", Start: now, End: now}}},
+		Result:        callrec.Result{Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}},
+		Normalization: &callrec.Normalization{Offset: 0.1},
+		Fragments:     &callrec.Fragments{Count: 2, OK: 2, Fusions: 1, FusionConflicts: 1},
+	})
+	mt.RequestDone(&engine.Record{Call: callrec.Call{Model: "sim-sonnet"}, Result: callrec.Result{Err: &llm.APIError{Status: 503}}})
 	// Issue 17 and 18's series: spend by key and team, the caches, personal
 	// data found and a failed detection, a shadow comparison.
-	mt.RequestDone(&engine.Record{Model: "sim-haiku", ServedModel: "sim-haiku", ServedRegion: "us-east", ServedProvider: "sim-anthropic",
-		Cost: 0.001, KeyID: "key_0123456789abcdef", Team: "search", Cache: engine.CacheMiss, SemanticCache: engine.SemanticMiss,
-		PII: &engine.PIIReport{Action: "redact", Findings: []engine.PIIFinding{{Kind: "EMAIL"}}}})
-	mt.RequestDone(&engine.Record{Model: "sim-haiku", Err: &llm.APIError{Status: 503}, PII: &engine.PIIReport{Action: "redact", Failed: true}})
+	mt.RequestDone(&engine.Record{
+		Call:     callrec.Call{Model: "sim-haiku", KeyID: "key_0123456789abcdef", Team: "search"},
+		Route:    callrec.Route{ServedModel: "sim-haiku", ServedRegion: "us-east", ServedProvider: "sim-anthropic"},
+		Result:   callrec.Result{Cost: 0.001},
+		Cache:    &callrec.Cache{Status: engine.CacheMiss},
+		Semantic: &callrec.Semantic{Status: engine.SemanticMiss},
+		PII:      &engine.PIIReport{Action: "redact", Findings: []engine.PIIFinding{{Kind: "EMAIL"}}},
+	})
+	mt.RequestDone(&engine.Record{Call: callrec.Call{Model: "sim-haiku"}, Result: callrec.Result{Err: &llm.APIError{Status: 503}}, PII: &engine.PIIReport{Action: "redact", Failed: true}})
 	mt.OnShadow(shadow.Result{Alias: "sim-default", Outcome: shadow.OutcomeCompared, ShadowCost: 0.002})
 	mt.OnBreakerState(engine.BreakerEvent{Endpoint: "sim-sonnet/us-east/sim-anthropic"})
 	mt.OnValve(engine.ValveEvent{Event: engine.ValveEventOpen})

@@ -55,6 +55,9 @@ var reach = map[string][]string{
 	mod + "/internal/wire/google":        slices.Concat(wireLeaf, []string{mod + "/internal/wire/anthropic", mod + "/internal/wire/gemini"}),
 	mod + "/internal/provider":           providerReach,
 	mod + "/internal/normalize/calstore": {mod + "/internal/llm", mod + "/internal/normalize", "modernc.org/sqlite"},
+	// The call's record: the types of the stage packages' parts, never the
+	// engine or its observers.
+	mod + "/internal/callrec": slices.Concat(stageBase, schemaLib, []string{mod + "/internal/cache", mod + "/internal/fragment", mod + "/internal/pii", mod + "/internal/structured"}),
 	// config decodes into the policy packages' config structs (STYLE.md
 	// rule 22); they are leaves themselves.
 	mod + "/config": slices.Concat([]string{"github.com/goccy/go-yaml", mod + "/internal/resilience", mod + "/internal/health", mod + "/internal/pricing",
@@ -75,7 +78,7 @@ var reach = map[string][]string{
 	// record split moves the parts out; the composition leaves with it).
 	mod + "/internal/engine": slices.Concat(providerReach, []string{mod + "/internal/provider",
 		mod + "/internal/resilience", mod + "/internal/route", mod + "/internal/health", mod + "/internal/normalize"},
-		[]string{mod + "/internal/pipeline", mod + "/internal/relay", mod + "/internal/policy", mod + "/internal/fleet", mod + "/internal/observe"},
+		[]string{mod + "/internal/pipeline", mod + "/internal/relay", mod + "/internal/policy", mod + "/internal/fleet", mod + "/internal/observe", mod + "/internal/callrec"},
 		[]string{mod + "/internal/cache", mod + "/internal/classify", mod + "/internal/fragment", mod + "/internal/pii", mod + "/internal/shadow", mod + "/internal/structured",
 			mod + "/internal/rollout", mod + "/internal/semcache", "github.com/coder/hnsw"}, schemaLib),
 }
@@ -110,6 +113,7 @@ var wireAll = slices.Concat(wireLeaf, []string{mod + "/internal/wire", mod + "/i
 // it: the reason the rule exists, stated once (STYLE.md: the core imports
 // no metrics library, storage, HTTP front or simulator).
 var never = map[string][]string{
+	mod + "/internal/callrec": {mod + "/internal/engine", mod + "/internal/server", mod + "/internal/telemetry", mod + "/internal/store"},
 	mod + "/internal/engine": {mod + "/internal/server", mod + "/internal/telemetry", mod + "/internal/store",
 		mod + "/internal/keys", mod + "/config", mod + "/sim", "github.com/prometheus", "github.com/redis", "modernc.org/sqlite", "go.opentelemetry.io"},
 	mod + "/internal/route":  {mod + "/internal/health"},

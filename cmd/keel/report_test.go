@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/store/sqlite"
 )
@@ -36,9 +37,13 @@ func reportLog(t *testing.T) string {
 	}
 	now := time.Now()
 	for i := range 10 {
-		r := &engine.Record{RequestID: "r", Start: now.Add(-time.Duration(i+1) * time.Minute), Duration: time.Duration(i+1) * time.Millisecond,
-			Model: "m", ServedModel: "m", Status: 200, Cost: 0.001,
-			Attempts: []engine.Attempt{{Endpoint: "m@us", Model: "m", Region: "us", Kind: "primary", Outcome: "ok", Winner: true}}}
+		r := &engine.Record{
+			Call: callrec.Call{RequestID: "r", Start: now.Add(-time.Duration(i+1) * time.Minute),
+				Duration: time.Duration(i+1) * time.Millisecond, Model: "m"},
+			Route: callrec.Route{ServedModel: "m",
+				Attempts: []engine.Attempt{{Endpoint: "m@us", Model: "m", Region: "us", Kind: "primary", Outcome: "ok", Winner: true}}},
+			Result: callrec.Result{Status: 200, Cost: 0.001},
+		}
 		if i < 3 {
 			r.Fallback = "overloaded"
 		}
@@ -48,7 +53,7 @@ func reportLog(t *testing.T) string {
 		}
 		l.RequestDone(r)
 	}
-	l.RequestDone(&engine.Record{RequestID: "old", Start: now.Add(-40 * 24 * time.Hour), Status: 200})
+	l.RequestDone(&engine.Record{Call: callrec.Call{RequestID: "old", Start: now.Add(-40 * 24 * time.Hour)}, Result: callrec.Result{Status: 200}})
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}

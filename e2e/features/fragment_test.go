@@ -69,8 +69,11 @@ func TestFragmentationNamesLostRange(t *testing.T) {
 		s.mu.Lock()
 		rec := s.records[len(s.records)-1]
 		s.mu.Unlock()
-		if rec.Fragments < 3 || rec.FragmentsOK != rec.Fragments-1 {
-			t.Errorf("record: %d fragments, %d answered", rec.Fragments, rec.FragmentsOK)
+		if rec.Fragments == nil {
+			t.Fatal("the record has no fragments part")
+		}
+		if rec.Fragments.Count < 3 || rec.Fragments.OK != rec.Fragments.Count-1 {
+			t.Errorf("record: %d fragments, %d answered", rec.Fragments.Count, rec.Fragments.OK)
 		}
 	})
 }
@@ -172,8 +175,11 @@ func TestFragmentMergeCall(t *testing.T) {
 				merges++
 			}
 		}
-		if !rec.Merged || merges != 1 || rec.Fragments < 2 {
-			t.Errorf("merged %v, %d merge attempts, %d fragments", rec.Merged, merges, rec.Fragments)
+		if rec.Fragments == nil {
+			t.Fatal("the record has no fragments part")
+		}
+		if !rec.Fragments.Merged || merges != 1 || rec.Fragments.Count < 2 {
+			t.Errorf("merged %v, %d merge attempts, %d fragments", rec.Fragments.Merged, merges, rec.Fragments.Count)
 		}
 	})
 }

@@ -64,13 +64,16 @@ func TestFragmentHeadersTraceAndReportAgree(t *testing.T) {
 
 	// The record: some fragments answered, some lost, and the details say
 	// which, with the bytes they cover.
-	if len(rec.FragmentDetails) != rec.Fragments || rec.Fragments < 3 {
-		t.Fatalf("%d fragment details for %d fragments", len(rec.FragmentDetails), rec.Fragments)
+	if rec.Fragments == nil {
+		t.Fatal("the record has no fragments part")
+	}
+	if len(rec.Fragments.Details) != rec.Fragments.Count || rec.Fragments.Count < 3 {
+		t.Fatalf("%d fragment details for %d fragments", len(rec.Fragments.Details), rec.Fragments.Count)
 	}
 	var wantLost []string
 	ok, next := 0, 0
 	sawEU := false
-	for i, d := range rec.FragmentDetails {
+	for i, d := range rec.Fragments.Details {
 		if d.Start != next {
 			t.Errorf("fragment %d starts at %d, want %d (contiguous cover)", i, d.Start, next)
 		}
@@ -88,15 +91,15 @@ func TestFragmentHeadersTraceAndReportAgree(t *testing.T) {
 	if next != len(doc) {
 		t.Errorf("fragments cover [0, %d), want [0, %d)", next, len(doc))
 	}
-	if ok == 0 || ok == rec.Fragments {
-		t.Fatalf("%d of %d fragments ok: the test wants some lost and some answered", ok, rec.Fragments)
+	if ok == 0 || ok == rec.Fragments.Count {
+		t.Fatalf("%d of %d fragments ok: the test wants some lost and some answered", ok, rec.Fragments.Count)
 	}
 	if !sawEU {
-		t.Errorf("no fragment tried the failing eu-west endpoint: %+v", rec.FragmentDetails)
+		t.Errorf("no fragment tried the failing eu-west endpoint: %+v", rec.Fragments.Details)
 	}
 
 	// Header.
-	if want := fmt.Sprintf("%d/%d", ok, rec.Fragments); header != want {
+	if want := fmt.Sprintf("%d/%d", ok, rec.Fragments.Count); header != want {
 		t.Errorf("X-Mesh-Fragments (-got +want):\n- %s\n+ %s", header, want)
 	}
 	if want := strings.Join(wantLost, ","); lost != want {
@@ -135,11 +138,11 @@ func TestFragmentHeadersTraceAndReportAgree(t *testing.T) {
 	if !slices.Equal(tr.Fragments.Lost, wantLost) {
 		t.Errorf("trace lost (-got +want):\n- %v\n+ %v", tr.Fragments.Lost, wantLost)
 	}
-	if len(tr.Fragments.Detail) != rec.Fragments {
-		t.Fatalf("trace has %d fragment details, want %d", len(tr.Fragments.Detail), rec.Fragments)
+	if len(tr.Fragments.Detail) != rec.Fragments.Count {
+		t.Fatalf("trace has %d fragment details, want %d", len(tr.Fragments.Detail), rec.Fragments.Count)
 	}
 	for i, d := range tr.Fragments.Detail {
-		w := rec.FragmentDetails[i]
+		w := rec.Fragments.Details[i]
 		if d.Start != w.Start || d.End != w.End || d.Outcome != w.Outcome || !slices.Equal(d.Endpoints, w.Endpoints) {
 			t.Errorf("trace fragment %d (-got +want):\n- %+v\n+ %+v", i, d, w)
 		}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 )
@@ -11,9 +12,12 @@ import (
 // A logged body is cut at MaxLoggedBody, and the cut is noted.
 func TestLoggedBodyIsBounded(t *testing.T) {
 	big := strings.Repeat("x", 3*MaxLoggedBody)
-	r := &engine.Record{Format: llm.FormatOpenAI,
-		Request:  &llm.Request{Format: llm.FormatOpenAI, Model: "m", Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: big}}}}},
-		Response: &llm.Response{Model: "m", Content: []llm.Block{{Type: llm.BlockText, Text: "short"}}}}
+	r := &engine.Record{
+		Call: callrec.Call{Format: llm.FormatOpenAI},
+		Result: callrec.Result{Request: &llm.Request{Format: llm.FormatOpenAI, Model: "m", Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: big}}}}},
+
+			Response: &llm.Response{Model: "m", Content: []llm.Block{{Type: llm.BlockText, Text: "short"}}}},
+	}
 	prompt, answer := recordBodies(r)
 	head, note, ok := strings.Cut(prompt, "…[cut: ")
 	if !ok || len(head) != MaxLoggedBody || !strings.HasSuffix(note, " more bytes]") {

@@ -60,8 +60,11 @@ func TestFragmentReplicasRecordUsageAndOneWinnerPerFragment(t *testing.T) {
 			t.Fatalf("fragmented call: %v", err)
 		}
 		rec := out.Record
-		if rec.Fragments < 2 || rec.FragmentsOK != rec.Fragments || len(rec.Attempts) != 2*rec.Fragments {
-			t.Fatalf("%d fragments, %d answered, %d attempts: want >= 2 fragments, all answered by 2 replicas", rec.Fragments, rec.FragmentsOK, len(rec.Attempts))
+		if rec.Fragments == nil {
+			t.Fatal("the record has no fragments part")
+		}
+		if rec.Fragments.Count < 2 || rec.Fragments.OK != rec.Fragments.Count || len(rec.Attempts) != 2*rec.Fragments.Count {
+			t.Fatalf("%d fragments, %d answered, %d attempts: want >= 2 fragments, all answered by 2 replicas", rec.Fragments.Count, rec.Fragments.OK, len(rec.Attempts))
 		}
 		winners := 0
 		for _, at := range rec.Attempts {
@@ -73,8 +76,8 @@ func TestFragmentReplicasRecordUsageAndOneWinnerPerFragment(t *testing.T) {
 				winners++
 			}
 		}
-		if winners != rec.Fragments {
-			t.Errorf("%d winning attempts, want one per fragment (%d)", winners, rec.Fragments)
+		if winners != rec.Fragments.Count {
+			t.Errorf("%d winning attempts, want one per fragment (%d)", winners, rec.Fragments.Count)
 		}
 	})
 }

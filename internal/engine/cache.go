@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/keelmesh/keel/internal/cache"
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/semcache"
@@ -24,7 +25,7 @@ type (
 	SemanticIndex = semcache.EntryIndex
 )
 
-// Record.Cache values (X-Mesh-Cache).
+// Record.Cache.Status values (X-Mesh-Cache).
 const (
 	// CacheHit: the answer came from the cache; no upstream call.
 	CacheHit = cache.Hit
@@ -35,7 +36,7 @@ const (
 	CacheBypass = cache.Bypass
 )
 
-// Record.SemanticCache values: the semantic cache's part in a call of an
+// Record.Semantic.Status values: the semantic cache's part in a call of an
 // alias that has it on, after the exact cache missed.
 const (
 	SemanticHit   = semcache.StatusHit
@@ -49,14 +50,14 @@ func (e *Engine) cacheStages(o Options) (exact, semantic pipeline.Stage) {
 	replay := func(r *llm.Response) pipeline.Events { return pipeline.Slice(synthesize(r, 64)) }
 	storable := func(pc *pipeline.Call) bool {
 		c := callOf(pc)
-		return !c.rec.SchemaViolation && !c.fused
+		return !c.rec.SchemaViolation() && !c.fused
 	}
 	exact = cache.NewStage(o.Cache, o.CachePolicy, cache.Hooks{
 		Record: func(pc *pipeline.Call, p cache.Part) {
 			rec := &callOf(pc).rec
-			rec.Cache = p.Status
+			rec.Cache = callrec.CachePart(p.Status)
 			if p.Entry != nil {
-				rec.servedFromCache(p.Entry)
+				servedFromCache(rec, p.Entry)
 			}
 		},
 		Skip:     func(pc *pipeline.Call) bool { return callOf(pc).shadowRun },
@@ -70,14 +71,14 @@ func (e *Engine) cacheStages(o Options) (exact, semantic pipeline.Stage) {
 		Log: e.log,
 		Record: func(pc *pipeline.Call, p semcache.Part) {
 			rec := &callOf(pc).rec
-			rec.SemanticCache = p.Status
+			rec.Semantic = &callrec.Semantic{Status: p.Status}
 			if p.Entry != nil {
-				rec.CacheSimilarity = p.Similarity
-				rec.servedFromCache(p.Entry)
+				rec.Semantic.Similarity = p.Similarity
+				servedFromCache(rec, p.Entry)
 			}
 		},
 		Threshold: func(pc *pipeline.Call) float32 { return callOf(pc).semThreshold },
-		Missed:    func(pc *pipeline.Call) bool { return callOf(pc).rec.Cache == CacheMiss },
+		Missed:    func(pc *pipeline.Call) bool { return callOf(pc).rec.CacheStatus() == CacheMiss },
 		Domain:    func(pc *pipeline.Call) string { return callOf(pc).rec.Domain },
 		Storable:  storable,
 		Replay:    replay,
@@ -87,8 +88,8 @@ func (e *Engine) cacheStages(o Options) (exact, semantic pipeline.Stage) {
 
 // servedFromCache marks rec as answered from the cache by ent: status 200, no
 // attempt, no cost.
-func (rec *Record) servedFromCache(ent *CacheEntry) {
-	rec.Cache, rec.Status = CacheHit, http.StatusOK
+func servedFromCache(rec *Record, ent *CacheEntry) {
+	rec.Cache, rec.Status = callrec.CachePart(CacheHit), http.StatusOK
 	rec.Usage, rec.Response = ent.Response.Usage, ent.Response
 	if ep := ent.Endpoint; ep != nil {
 		rec.ServedBy, rec.ServedModel, rec.ServedRegion, rec.ServedProvider = ep.ID, ep.Model, ep.Region, ep.Provider

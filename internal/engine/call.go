@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
+	"time"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/policy"
@@ -72,11 +73,16 @@ func callOf(pc *pipeline.Call) *callState { return pc.Record.(*callState) }
 
 func (e *Engine) newCall(req *llm.Request, call Call) *callState {
 	c := &callState{call: call}
-	c.rec = Record{RequestID: call.RequestID, Start: e.now(), Format: req.Format, Model: req.Model, Stream: req.Stream, Behavior: call.Behavior, TraceParent: call.TraceParent, Request: req,
-		KeyID: call.KeyID, Team: call.Team}
+	c.rec = Record{Call: callPart(req, call, e.now()), Result: callrec.Result{Request: req}}
 	c.pc = pipeline.Call{Request: req, ID: call.RequestID, Header: call.ClientHeader, Behavior: call.Behavior, Timeout: call.Timeout,
 		TraceParent: call.TraceParent, KeyID: call.KeyID, Team: call.Team, Record: c}
 	return c
+}
+
+// callPart is the record's identity of a call of req started at start.
+func callPart(req *llm.Request, call Call, start time.Time) callrec.Call {
+	return callrec.Call{RequestID: call.RequestID, Start: start, Format: req.Format, Model: req.Model, Stream: req.Stream, Behavior: call.Behavior,
+		TraceParent: call.TraceParent, KeyID: call.KeyID, Team: call.Team}
 }
 
 // outcome is the client's Outcome of the chain's answer, or nil with c.err
@@ -292,11 +298,7 @@ func (e *Engine) core(ctx context.Context, pc *pipeline.Call) (*pipeline.Answer,
 	if err != nil {
 		return nil, x.clientError(ctx, err)
 	}
-	for _, d := range won.res.Dropped {
-		if !slices.Contains(rec.Dropped, d) {
-			rec.Dropped = append(rec.Dropped, d)
-		}
-	}
+	rec.Drop(won.res.Dropped)
 	if won.res.Stream == nil {
 		return e.answer(c, won), nil
 	}

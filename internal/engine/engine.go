@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/cache"
+	"github.com/keelmesh/keel/internal/callrec"
 	complexity "github.com/keelmesh/keel/internal/classify"
 	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/health"
@@ -509,8 +510,7 @@ func (e *Engine) policy(rs *routeState, b *Behavior) route.Policy {
 // the safety valve, which watches what the fleet does.
 func (e *Engine) Refused(req *llm.Request, call Call, ae *llm.APIError) {
 	now := e.now()
-	rec := &Record{RequestID: call.RequestID, Start: now, Format: req.Format, Model: req.Model, Stream: req.Stream, Behavior: call.Behavior,
-		TraceParent: call.TraceParent, Request: req, KeyID: call.KeyID, Team: call.Team, Err: ae, Status: ae.Status}
+	rec := &Record{Call: callPart(req, call, now), Result: callrec.Result{Request: req, Err: ae, Status: ae.Status}}
 	if e.obs != nil {
 		e.obs.RequestDone(rec)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/resilience"
@@ -133,7 +134,7 @@ func valveEngine(t *testing.T, cfg ValveConfig, obs Observer, now *time.Time) *E
 
 // countCall feeds one finished call to the valve the way finish does.
 func countCall(e *Engine, fallback bool) {
-	e.countValve(&Record{Start: e.now(), Downgraded: fallback})
+	e.countValve(&Record{Call: callrec.Call{Start: e.now()}, Route: callrec.Route{Downgraded: fallback}})
 }
 
 // TestValveEmitsEvents: the valve reports its opening (with the rate, the

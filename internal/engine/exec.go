@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -259,8 +258,8 @@ func (x *exec) modelCall(a *attempt, t *try) (*provider.Result, error) {
 		if r2, tool := x.askSchema(req, a.ep, t.pass.Kind); r2 != req {
 			req, a.tool = r2, tool
 			x.mu.Lock()
-			if !x.sealed && x.rec.Structured != nil { // a fragment's replica has no Structured
-				x.rec.Structured.Sent = true
+			if !x.sealed && x.rec.Structured != nil && x.rec.Structured.Contract != nil { // a fragment's replica has no Structured
+				x.rec.Structured.Contract.Sent = true
 			}
 			x.mu.Unlock()
 		}
@@ -522,8 +521,8 @@ func (x *exec) normalize(req *llm.Request, ep *endpoint) (*llm.Request, error) {
 			cp := *req
 			cp.Temperature = &t
 			req = &cp
-			x.rec.NormalizationOffset = off
-			x.rec.Calibrated = true
+			n := x.rec.AddNormalization()
+			n.Offset, n.Calibrated = off, true
 		}
 	}
 	version := ep.APIVersion(x.call.ClientHeader)
@@ -532,12 +531,8 @@ func (x *exec) normalize(req *llm.Request, ep *endpoint) (*llm.Request, error) {
 		return nil, err
 	}
 	if len(actions) > 0 {
-		x.rec.Normalized = normalize.Header(actions)
-		for _, d := range normalize.DroppedParams(actions) {
-			if !slices.Contains(x.rec.Dropped, d) {
-				x.rec.Dropped = append(x.rec.Dropped, d)
-			}
-		}
+		x.rec.AddNormalization().Normalized = normalize.Header(actions)
+		x.rec.Drop(normalize.DroppedParams(actions))
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/fragment"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
@@ -26,9 +27,11 @@ func (e *Engine) fragmentStage() pipeline.Stage {
 		Record: func(pc *pipeline.Call, p *fragment.Part) {
 			c := callOf(pc)
 			rec := &c.rec
-			rec.Fragments, rec.FragmentsOK, rec.Fusions, rec.FusionConflicts = p.Fragments, p.FragmentsOK, p.Fusions, p.FusionConflicts
-			rec.Conflicts, rec.LostRanges, rec.FragmentDetails, rec.Merged = p.Conflicts, p.LostRanges, p.Details, p.Merged
-			rec.SchemaViolation = rec.SchemaViolation || p.Violation
+			rec.Fragments = &callrec.Fragments{Count: p.Fragments, OK: p.FragmentsOK, Fusions: p.Fusions, FusionConflicts: p.FusionConflicts,
+				Conflicts: p.Conflicts, LostRanges: p.LostRanges, Details: p.Details, Merged: p.Merged}
+			if p.Violation {
+				rec.AddStructured().Violation = true
+			}
 			rec.Usage = p.Usage
 			c.served, c.fused = c.frag.eps[p.Served], true
 		},

@@ -29,16 +29,19 @@ func TestFragmentAnsweredWithoutJSONIsLost(t *testing.T) {
 			Aliases: map[string]Alias{"al": {Models: []string{"m"}}}}, h.endpoints("m", "a", "b")...)
 		out := fragmentedCall(t, e)
 		rec := out.Record
-		if rec.Fragments < 3 {
-			t.Fatalf("%d fragments, want ≥ 3", rec.Fragments)
+		if rec.Fragments == nil {
+			t.Fatal("the record has no fragments part")
 		}
-		if rec.FragmentsOK != 1 || len(rec.LostRanges) != rec.Fragments-1 {
-			t.Errorf("FragmentsOK %d, %d lost ranges of %d fragments: want 1 answered, %d lost", rec.FragmentsOK, len(rec.LostRanges), rec.Fragments, rec.Fragments-1)
+		if rec.Fragments.Count < 3 {
+			t.Fatalf("%d fragments, want ≥ 3", rec.Fragments.Count)
 		}
-		if len(rec.FragmentDetails) != rec.Fragments {
-			t.Fatalf("%d fragment details for %d fragments", len(rec.FragmentDetails), rec.Fragments)
+		if rec.Fragments.OK != 1 || len(rec.Fragments.LostRanges) != rec.Fragments.Count-1 {
+			t.Errorf("FragmentsOK %d, %d lost ranges of %d fragments: want 1 answered, %d lost", rec.Fragments.OK, len(rec.Fragments.LostRanges), rec.Fragments.Count, rec.Fragments.Count-1)
 		}
-		for i, d := range rec.FragmentDetails {
+		if len(rec.Fragments.Details) != rec.Fragments.Count {
+			t.Fatalf("%d fragment details for %d fragments", len(rec.Fragments.Details), rec.Fragments.Count)
+		}
+		for i, d := range rec.Fragments.Details {
 			want := FragmentInvalid
 			if i == 0 {
 				want = FragmentOK
@@ -63,7 +66,7 @@ func TestFragmentReplicasStartOnDistinctEndpoints(t *testing.T) {
 		e := h.engine(Options{Fragment: FragmentOptions{TargetTokens: 200, Redundancy: 2}, Rand: func(n int) int { return n - 1 },
 			Aliases: map[string]Alias{"al": {Models: []string{"m"}}}}, h.endpoints("m", "a", "b", "c")...)
 		out := fragmentedCall(t, e)
-		for i, d := range out.Record.FragmentDetails {
+		for i, d := range out.Record.Fragments.Details {
 			if len(d.Endpoints) != 2 || d.Endpoints[0] == d.Endpoints[1] {
 				t.Errorf("fragment %d: replicas on %v, want two distinct endpoints", i, d.Endpoints)
 			}

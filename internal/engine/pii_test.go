@@ -415,7 +415,10 @@ func TestPIIPlaceholdersSurviveRepairAndRestoreEscaped(t *testing.T) {
 				if err := json.Unmarshal([]byte(a.text), &got); err != nil || got["name"] != name || got["email"] != piiEmail {
 					t.Fatalf("client answer %q (%v), want name %q and email %q", a.text, err, name, piiEmail)
 				}
-				if len(a.rec.Repairs) == 0 {
+				if a.rec.Structured == nil {
+					t.Fatal("the record has no structured-output part")
+				}
+				if len(a.rec.Structured.Repairs) == 0 {
 					t.Error("no repair step was recorded")
 				}
 			})

@@ -188,7 +188,7 @@ func TestOneFinishPerCall(t *testing.T) {
 				}
 				out.Stream.Close()
 				out.Stream.Close()
-				if tc.cached && out.Record.Cache != CacheHit {
+				if tc.cached && out.Record.CacheStatus() != CacheHit {
 					t.Fatalf("X-Mesh-Cache %q, want hit", out.Record.Cache)
 				}
 			}

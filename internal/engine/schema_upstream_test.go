@@ -122,8 +122,8 @@ func TestOutputSchemaIsSentUpstreamPerEndpoint(t *testing.T) {
 				if n := len(out.Record.Attempts); n != c.wantAttempts {
 					t.Errorf("%d attempts, want %d", n, c.wantAttempts)
 				}
-				if out.Record.SchemaSource != "given" || out.Record.Structured == nil || out.Record.Structured.Sent != (c.mode != provider.SchemaNone) {
-					t.Errorf("schema source %q, structured %+v", out.Record.SchemaSource, out.Record.Structured)
+				if out.Record.Structured.Source() != "given" || out.Record.Structured == nil || out.Record.Structured.Contract.Sent != (c.mode != provider.SchemaNone) {
+					t.Errorf("schema source %q, structured %+v", out.Record.Structured.Source(), out.Record.Structured)
 				}
 			})
 		})
@@ -148,8 +148,8 @@ func TestImpliedSchemaIsSentAndClientFormatsAreKept(t *testing.T) {
 		if len(req2) != 3 || req2[2] != "confidence_score" {
 			t.Fatalf("implied schema sent upstream: %v", a.lastBody()["output_config"])
 		}
-		if st := out.Record.Structured; out.Record.SchemaSource != "implied" || st == nil || !strings.Contains(st.Sentence, "must include") || len(st.Required) != 3 {
-			t.Fatalf("record: source %q, %+v", out.Record.SchemaSource, st)
+		if st := out.Record.Structured; out.Record.Structured.Source() != "implied" || st == nil || !strings.Contains(st.Contract.Sentence, "must include") || len(st.Contract.Required) != 3 {
+			t.Fatalf("record: source %q, %+v", out.Record.Structured.Source(), st)
 		}
 
 		// The client's own output_config: passed as sent, not closed or merged.
@@ -190,7 +190,7 @@ func TestReaskCarriesSchemaAndViolationIsExplained(t *testing.T) {
 		if dig(a.lastBody(), "response_format", "type") != "json_schema" {
 			t.Fatalf("re-ask without the schema: %v", a.lastBody()["response_format"])
 		}
-		if rec == nil || rec.Structured == nil || rec.Structured.InvalidAnswer != `{"risk_level":"high"}` {
+		if rec == nil || rec.Structured == nil || rec.Structured.Contract == nil || rec.Structured.Contract.InvalidAnswer != `{"risk_level":"high"}` {
 			t.Fatalf("record structured = %+v", rec.Structured)
 		}
 		if len(rec.Attempts) != 2 || rec.Attempts[1].Kind != "reask" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -87,16 +88,16 @@ func TestSemanticCache(t *testing.T) {
 			if r1.err != nil || r2.err != nil {
 				t.Fatalf("errors %v, %v", r1.err, r2.err)
 			}
-			if r2.rec.Cache != tc.wantCache || r2.rec.SemanticCache != tc.wantSem || a.count() != tc.wantUp || int(embeds.Load()) != tc.wantEmbeds {
+			if r2.rec.CacheStatus() != tc.wantCache || r2.rec.SemanticStatus() != tc.wantSem || a.count() != tc.wantUp || int(embeds.Load()) != tc.wantEmbeds {
 				t.Fatalf("cache %q semantic %q, %d upstream, %d embeddings; want %q %q %d %d",
-					r2.rec.Cache, r2.rec.SemanticCache, a.count(), embeds.Load(), tc.wantCache, tc.wantSem, tc.wantUp, tc.wantEmbeds)
+					r2.rec.CacheStatus(), r2.rec.SemanticStatus(), a.count(), embeds.Load(), tc.wantCache, tc.wantSem, tc.wantUp, tc.wantEmbeds)
 			}
 			if tc.wantSem == SemanticHit {
-				if r2.text != r1.text || r2.rec.CacheSimilarity < 0.9 || SimilarityHeader(r2.rec) != "0.9600" || r2.rec.Cost != 0 {
-					t.Fatalf("hit: text %q (first %q), similarity %v header %q cost %v", r2.text, r1.text, r2.rec.CacheSimilarity, SimilarityHeader(r2.rec), r2.rec.Cost)
+				if r2.text != r1.text || r2.rec.Semantic == nil || r2.rec.Semantic.Similarity < 0.9 || similarity(r2.rec) != "0.9600" || r2.rec.Cost != 0 {
+					t.Fatalf("hit: text %q (first %q), similarity %v header %q cost %v", r2.text, r1.text, r2.rec.Semantic, similarity(r2.rec), r2.rec.Cost)
 				}
-			} else if SimilarityHeader(r2.rec) != "" {
-				t.Fatalf("no semantic hit, X-Mesh-Cache-Similarity %q", SimilarityHeader(r2.rec))
+			} else if similarity(r2.rec) != "" {
+				t.Fatalf("no semantic hit, X-Mesh-Cache-Similarity %q", similarity(r2.rec))
 			}
 		})
 	}
@@ -161,4 +162,13 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// similarity is the X-Mesh-Cache-Similarity value the server sets
+// (server.cacheHeaders): a semantic hit's similarity to 4 decimals.
+func similarity(rec *Record) string {
+	if rec.SemanticStatus() != SemanticHit {
+		return ""
+	}
+	return strconv.FormatFloat(rec.Semantic.Similarity, 'f', 4, 64)
 }

@@ -347,7 +347,7 @@ func TestShadowBypassesTheCache(t *testing.T) {
 		req := ask(llm.FormatAnthropic, "a", false)
 		zero := 0.0
 		req.Temperature = &zero
-		if res := call(t, e, req); res.err != nil || res.rec.Cache != CacheMiss {
+		if res := call(t, e, req); res.err != nil || res.rec.CacheStatus() != CacheMiss {
 			t.Fatalf("client call: %v, cache %q", res.err, res.rec.Cache)
 		}
 		if err := e.DrainShadows(context.Background()); err != nil {

@@ -88,8 +88,8 @@ func (e *Engine) Side(ctx context.Context, s Side, call Call) (*SideOutcome, err
 	}
 	req := &llm.Request{Format: s.Format, Model: s.Model}
 	c := &callState{call: call}
-	c.rec = Record{RequestID: call.RequestID, Start: e.now(), Format: s.Format, Model: s.Model, Behavior: call.Behavior,
-		TraceParent: call.TraceParent, KeyID: call.KeyID, Team: call.Team, Side: s.Kind}
+	c.rec = Record{Call: callPart(req, call, e.now())}
+	c.rec.Side = s.Kind
 	rec := &c.rec
 	timeout := e.timeout
 	if call.Timeout > 0 {

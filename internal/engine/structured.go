@@ -41,9 +41,10 @@ func (e *Engine) structuredStage() pipeline.Stage {
 			if c.structured == nil {
 				// Before the attempts: what they ask for upstream.
 				c.structured, c.x.spec = p, p.Upstream
-				rec.Structured, rec.SchemaSource = p.Trace, p.Trace.Source
+				rec.AddStructured().Contract = p.Trace
 			}
-			rec.Repairs, rec.Reasked, rec.SchemaViolation = p.Repairs, p.Reasked, p.Violation
+			st := rec.Structured
+			st.Repairs, st.Reasked, st.Violation = p.Repairs, p.Reasked, p.Violation
 			if p.Replaced {
 				c.reasked, c.served = c.reask.ep, c.reask.ep
 			}

@@ -91,15 +91,15 @@ func TestImpliedSchemaNeverFailsTheCall(t *testing.T) {
 				if got := out.Response.Text(); got != prose {
 					t.Errorf("%q: client got %q, want the model's answer %q", sys, got, prose)
 				}
-				if !out.Record.SchemaViolation || out.Record.SchemaSource != "implied" {
-					t.Errorf("%q: violation %v, source %q", sys, out.Record.SchemaViolation, out.Record.SchemaSource)
+				if !out.Record.SchemaViolation() || out.Record.Structured.Source() != "implied" {
+					t.Errorf("%q: violation %v, source %q", sys, out.Record.SchemaViolation(), out.Record.Structured.Source())
 				}
 				if strings.Contains(sys, "风险等级") {
-					if out.Record.Structured.Sent {
+					if out.Record.Structured.Contract.Sent {
 						t.Errorf("%q: an unsure implied schema was sent upstream", sys)
 					}
-					if !slices.Equal(out.Record.Structured.Required, []string{"风险等级", "建议"}) {
-						t.Errorf("%q: required %q", sys, out.Record.Structured.Required)
+					if !slices.Equal(out.Record.Structured.Contract.Required, []string{"风险等级", "建议"}) {
+						t.Errorf("%q: required %q", sys, out.Record.Structured.Contract.Required)
 					}
 				}
 			})
@@ -130,7 +130,7 @@ func TestClientCutJSONIsNotReasked(t *testing.T) {
 		if out.Response.StopReason != llm.StopMaxTokens || out.Response.Text() != cut+"9 and" {
 			t.Errorf("answer %q stop %q, want the model's cut answer", out.Response.Text(), out.Response.StopReason)
 		}
-		if !out.Record.SchemaViolation {
+		if !out.Record.SchemaViolation() {
 			t.Error("the cut invalid answer is not marked as a violation")
 		}
 	})
@@ -195,8 +195,8 @@ func TestJSONModeOnAnAnthropicEndpoint(t *testing.T) {
 					t.Error("response_format sent to an Anthropic endpoint")
 				}
 				c.check(t, body)
-				if len(out.Record.Dropped) > 0 {
-					t.Errorf("dropped %v", out.Record.Dropped)
+				if len(out.Record.Dropped()) > 0 {
+					t.Errorf("dropped %v", out.Record.Dropped())
 				}
 				if got := out.Response.Text(); got != c.want {
 					t.Errorf("answer %q, want %q", got, c.want)
@@ -223,8 +223,8 @@ func TestJSONModeSchemaMemberIsValidated(t *testing.T) {
 		if got := out.Response.Text(); got != `{"title":"Keel","year":2026}` {
 			t.Errorf("answer %q, want the year coerced to the schema's integer", got)
 		}
-		if out.Record.SchemaSource != "given" || out.Record.Structured.Origin != "response_format.json_object.schema" {
-			t.Errorf("schema %q %+v", out.Record.SchemaSource, out.Record.Structured)
+		if out.Record.Structured.Source() != "given" || out.Record.Structured.Contract.Origin != "response_format.json_object.schema" {
+			t.Errorf("schema %q %+v", out.Record.Structured.Source(), out.Record.Structured)
 		}
 	})
 }
@@ -262,8 +262,11 @@ func TestFragmentedGuessNeverFails(t *testing.T) {
 			if err != nil {
 				t.Fatalf("implied schema: error %v, want the fused answers", err)
 			}
-			if out.Record.Fragments < 3 || !strings.Contains(out.Response.Text(), "The report says nothing happened.") || !out.Record.SchemaViolation {
-				t.Errorf("%d fragments, violation %v, answer %.200q", out.Record.Fragments, out.Record.SchemaViolation, out.Response.Text())
+			if out.Record.Fragments == nil {
+				t.Fatal("the record has no fragments part")
+			}
+			if out.Record.Fragments.Count < 3 || !strings.Contains(out.Response.Text(), "The report says nothing happened.") || !out.Record.SchemaViolation() {
+				t.Errorf("%d fragments, violation %v, answer %.200q", out.Record.Fragments.Count, out.Record.SchemaViolation(), out.Response.Text())
 			}
 		})
 	}
@@ -297,8 +300,11 @@ func TestFragmentedJSONModeReachesEveryFragment(t *testing.T) {
 			t.Fatal(err)
 		}
 		var v map[string]any
-		if json.Unmarshal([]byte(out.Response.Text()), &v) != nil || v["status"] != "ok" || out.Record.FragmentsOK != out.Record.Fragments {
-			t.Fatalf("answer %q, %d/%d fragments: want one fused JSON object", out.Response.Text(), out.Record.FragmentsOK, out.Record.Fragments)
+		if out.Record.Fragments == nil {
+			t.Fatal("the record has no fragments part")
+		}
+		if json.Unmarshal([]byte(out.Response.Text()), &v) != nil || v["status"] != "ok" || out.Record.Fragments.OK != out.Record.Fragments.Count {
+			t.Fatalf("answer %q, %d/%d fragments: want one fused JSON object", out.Response.Text(), out.Record.Fragments.OK, out.Record.Fragments.Count)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/keelmesh/keel/internal/callrec"
 	complexity "github.com/keelmesh/keel/internal/classify"
 )
 
@@ -19,7 +20,7 @@ type tiers struct {
 func (e *Engine) tierRoute(rs *routeState, prompt string, rec *Record) (*routeState, int) {
 	c := e.complexity(prompt)
 	k := complexity.Tier(c)
-	rec.Complexity, rec.Tier = c.String(), complexity.TierNames[k]
+	rec.Tier = &callrec.Tier{Complexity: c.String(), Name: complexity.TierNames[k]}
 	return rs.tiers.routes[k], k
 }
 
@@ -35,7 +36,7 @@ func (c *callState) escalate() {
 	}
 	c.tier = next
 	c.x.moveTo(c.tiers.routes[next])
-	c.rec.Tier, c.rec.Escalated = complexity.TierNames[next], true
+	c.rec.Tier.Name, c.rec.Tier.Escalated = complexity.TierNames[next], true
 }
 
 // moveTo has the call's further attempts run on rs (an escalated tier),

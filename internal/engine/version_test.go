@@ -100,15 +100,15 @@ func TestVersionRulesFollowTheEndpoint(t *testing.T) {
 				if body["temperature"] != 0.0 || body["top_p"] != 0.9 || body["top_k"] != 5.0 {
 					t.Errorf("upstream body temperature %v top_p %v top_k %v, want 0, 0.9 and 5 kept", body["temperature"], body["top_p"], body["top_k"])
 				}
-				if len(out.Record.Dropped) != 0 {
-					t.Errorf("dropped %v, want nothing", out.Record.Dropped)
+				if len(out.Record.Dropped()) != 0 {
+					t.Errorf("dropped %v, want nothing", out.Record.Dropped())
 				}
 			} else {
 				if hasTemp || hasTopP || hasTopK {
 					t.Errorf("upstream body %v: sampling parameters sent to an endpoint speaking 2026-10-21", body)
 				}
-				if want := []string{"temperature", "top_p", "top_k"}; !slices.Equal(out.Record.Dropped, want) {
-					t.Errorf("dropped %v, want %v", out.Record.Dropped, want)
+				if want := []string{"temperature", "top_p", "top_k"}; !slices.Equal(out.Record.Dropped(), want) {
+					t.Errorf("dropped %v, want %v", out.Record.Dropped(), want)
 				}
 			}
 		})

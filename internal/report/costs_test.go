@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/store/sqlite"
@@ -27,12 +28,20 @@ func costFixture() []*engine.Record {
 			Winner: win, InputTokens: in, OutputTokens: out, Cost: price(in, out)}
 	}
 	rec := func(i int, stage string, legacy bool, cost float64, atts ...engine.Attempt) *engine.Record {
-		return &engine.Record{RequestID: "r", Start: base.Add(time.Duration(i) * time.Minute), Duration: time.Millisecond, Format: llm.FormatAnthropic,
-			Model: "m-req", Status: 200, ServedBy: "m-a@us", ServedModel: "m-a", ServedRegion: "us", Stage: stage, Legacy: legacy, Cost: cost, Attempts: atts}
+		return &engine.Record{
+			Call: callrec.Call{RequestID: "r", Start: base.Add(time.Duration(i) * time.Minute), Duration: time.Millisecond,
+				Format: llm.FormatAnthropic, Model: "m-req"},
+			Route:  callrec.Route{ServedBy: "m-a@us", ServedModel: "m-a", ServedRegion: "us", Stage: stage, Legacy: legacy, Attempts: atts},
+			Result: callrec.Result{Status: 200, Cost: cost},
+		}
 	}
 	failed := func(i, status int, code string, a engine.Attempt) *engine.Record {
-		return &engine.Record{RequestID: "e", Start: base.Add(time.Duration(i) * time.Minute), Duration: time.Millisecond, Format: llm.FormatAnthropic,
-			Model: "m-req", Status: status, Stage: "full", Err: &llm.APIError{Status: status, MeshCode: code}, Attempts: []engine.Attempt{a}}
+		return &engine.Record{
+			Call: callrec.Call{RequestID: "e", Start: base.Add(time.Duration(i) * time.Minute), Duration: time.Millisecond,
+				Format: llm.FormatAnthropic, Model: "m-req"},
+			Route:  callrec.Route{Stage: "full", Attempts: []engine.Attempt{a}},
+			Result: callrec.Result{Status: status, Err: &llm.APIError{Status: status, MeshCode: code}},
+		}
 	}
 	// Two fragments, two replicas each: fragment 1's second replica is
 	// redundancy, fragment 2's first failed. The engine's own figure prices
@@ -42,7 +51,7 @@ func costFixture() []*engine.Record {
 		at("m-a@eu", "fragment", "ok", 200, false, 2500, 100),
 		at("m-a@eu", "fragment", "server_error", 500, false, 0, 0),
 		at("m-a@us", "fragment", "ok", 200, true, 1800, 120))
-	frag.Fragments, frag.FragmentsOK = 2, 2
+	frag.Fragments = &callrec.Fragments{Count: 2, OK: 2}
 	// A hedge won; the primary was cancelled without an answer, the second
 	// hedge had answered when the race was decided (no outcome). The
 	// engine's figure counts both answers.

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/store/sqlite"
@@ -53,8 +54,11 @@ func fixture() []*engine.Record {
 	}
 	for i := range 200 {
 		s := base.Add(time.Duration(i) * time.Minute)
-		r := &engine.Record{RequestID: "r", Start: s, Duration: time.Duration(i%60+1) * time.Millisecond,
-			Format: llm.FormatOpenAI, Model: "m-req", Stream: i%3 == 0, Status: 200}
+		r := &engine.Record{
+			Call: callrec.Call{RequestID: "r", Start: s, Duration: time.Duration(i%60+1) * time.Millisecond, Format: llm.FormatOpenAI,
+				Model: "m-req", Stream: i%3 == 0},
+			Result: callrec.Result{Status: 200},
+		}
 		serve := func(model, region string) {
 			r.ServedBy, r.ServedModel, r.ServedRegion = model+"@"+region, model, region
 			r.Cost = map[string]float64{"m-a": 0.002, "m-b": 0.001}[model]
@@ -105,23 +109,23 @@ func fixture() []*engine.Record {
 		}
 		r.Legacy = i == 2 || i == 4
 		if i%8 == 3 {
-			r.Fragments, r.FragmentsOK, r.Fusions = 4, 3, 2
+			r.Fragments = &callrec.Fragments{Count: 4, OK: 3, Fusions: 2}
 			if i%16 == 3 {
-				r.FusionConflicts = 1
+				r.Fragments.FusionConflicts = 1
 			}
 		}
 		switch {
 		case i%10 == 0:
-			r.NormalizationOffset = -0.1
+			r.Normalization = &callrec.Normalization{Offset: -0.1}
 		case i%10 == 5:
-			r.NormalizationOffset = 0.05
+			r.Normalization = &callrec.Normalization{Offset: 0.05}
 		case i == 7:
-			r.NormalizationOffset = 0.27
+			r.Normalization = &callrec.Normalization{Offset: 0.27}
 		}
 		out = append(out, r)
 	}
 	for i := range 5 {
-		out = append(out, &engine.Record{RequestID: "old", Start: base.Add(-time.Duration(i+1) * time.Hour), Fallback: "overloaded", Status: 200})
+		out = append(out, &engine.Record{Call: callrec.Call{RequestID: "old", Start: base.Add(-time.Duration(i+1) * time.Hour)}, Route: callrec.Route{Fallback: "overloaded"}, Result: callrec.Result{Status: 200}})
 	}
 	return out
 }

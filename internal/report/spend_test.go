@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 )
@@ -15,8 +16,12 @@ import (
 // hedged call's loser included), calls without a key apart.
 func TestReportSpendByKeyAndTeam(t *testing.T) {
 	rec := func(i int, key, team string, cost float64, atts ...engine.Attempt) *engine.Record {
-		return &engine.Record{RequestID: "r", Start: base.Add(time.Duration(i) * time.Minute), Duration: time.Millisecond, Format: llm.FormatAnthropic,
-			Model: "m", Status: 200, ServedBy: "m@us", ServedModel: "m", ServedRegion: "us", Stage: "full", KeyID: key, Team: team, Cost: cost, Attempts: atts}
+		return &engine.Record{
+			Call: callrec.Call{RequestID: "r", Start: base.Add(time.Duration(i) * time.Minute), Duration: time.Millisecond,
+				Format: llm.FormatAnthropic, Model: "m", KeyID: key, Team: team},
+			Route:  callrec.Route{ServedBy: "m@us", ServedModel: "m", ServedRegion: "us", Stage: "full", Attempts: atts},
+			Result: callrec.Result{Status: 200, Cost: cost},
+		}
 	}
 	hedged := rec(3, "key_b", "search", 0.004,
 		engine.Attempt{Endpoint: "m@us", Model: "m", Region: "us", Kind: "primary", Outcome: "ok", Winner: true, InputTokens: 10, OutputTokens: 1, Cost: 0.003},

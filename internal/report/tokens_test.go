@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pricing"
@@ -35,8 +36,12 @@ func TestReportCountsEveryToken(t *testing.T) {
 			InputTokens: u.PromptTokens(), OutputTokens: u.OutputTokens, Cost: cost(p, u)}
 	}
 	rec := func(i int, key, team, model string, u llm.Usage, atts ...engine.Attempt) *engine.Record {
-		r := &engine.Record{RequestID: "r", Start: base.Add(time.Duration(i) * time.Minute), Duration: time.Millisecond, Format: llm.FormatAnthropic,
-			Model: model, Status: 200, ServedModel: model, Stage: "full", KeyID: key, Team: team, Usage: u, Attempts: atts}
+		r := &engine.Record{
+			Call: callrec.Call{RequestID: "r", Start: base.Add(time.Duration(i) * time.Minute), Duration: time.Millisecond,
+				Format: llm.FormatAnthropic, Model: model, KeyID: key, Team: team},
+			Route:  callrec.Route{ServedModel: model, Stage: "full", Attempts: atts},
+			Result: callrec.Result{Status: 200, Usage: u},
+		}
 		for _, a := range atts {
 			r.Cost += a.Cost
 			if a.Winner || len(atts) == 1 {

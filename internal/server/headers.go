@@ -6,9 +6,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/provider"
+	"github.com/keelmesh/keel/internal/semcache"
 )
 
 // The X-Mesh response headers, one function per family, each reading the
@@ -19,8 +20,8 @@ import (
 type setter interface{ Set(k, v string) }
 
 // answerHeaders sets the X-Mesh headers of a served call: every family.
-func answerHeaders(h setter, ep *provider.Endpoint, rec *engine.Record) {
-	routingHeaders(h, ep.Model, ep.Region, ep.Provider, rec)
+func answerHeaders(h setter, ep *provider.Endpoint, rec *callrec.Record) {
+	servedHeaders(h, ep.Model, ep.Region, ep.Provider, rec)
 	tierHeaders(h, rec)
 	cacheHeaders(h, rec)
 	piiHeaders(h, rec)
@@ -28,8 +29,16 @@ func answerHeaders(h setter, ep *provider.Endpoint, rec *engine.Record) {
 	structuredHeaders(h, rec)
 }
 
+// servedHeaders are the families a stream sets again in its trailer, with
+// their final values: routing, the call's path and fragmentation.
+func servedHeaders(h setter, model, region, prov string, rec *callrec.Record) {
+	routingHeaders(h, model, region, prov, rec)
+	pathHeaders(h, rec)
+	fragmentHeaders(h, rec)
+}
+
 // tierHeaders is tiering's family: X-Mesh-Tier.
-func tierHeaders(h setter, rec *engine.Record) {
+func tierHeaders(h setter, rec *callrec.Record) {
 	if t := TierHeader(rec); t != "" {
 		h.Set("X-Mesh-Tier", t)
 	}
@@ -38,49 +47,66 @@ func tierHeaders(h setter, rec *engine.Record) {
 // cacheHeaders is the response caches' family: X-Mesh-Cache (known before
 // the first byte, streams included: a header, never a trailer) and
 // X-Mesh-Cache-Similarity.
-func cacheHeaders(h setter, rec *engine.Record) {
-	if c := rec.Cache; c != "" {
+func cacheHeaders(h setter, rec *callrec.Record) {
+	if c := rec.CacheStatus(); c != "" {
 		h.Set("X-Mesh-Cache", c)
 	}
-	if sim := engine.SimilarityHeader(rec); sim != "" {
+	if sim := SimilarityHeader(rec); sim != "" {
 		h.Set("X-Mesh-Cache-Similarity", sim)
 	}
 }
 
+// SimilarityHeader is X-Mesh-Cache-Similarity's value for a semantic hit
+// (the cosine similarity to 4 decimals), "" for any other call.
+func SimilarityHeader(rec *callrec.Record) string {
+	if rec.SemanticStatus() != semcache.StatusHit {
+		return ""
+	}
+	return strconv.FormatFloat(rec.Semantic.Similarity, 'f', 4, 64)
+}
+
 // piiHeaders is personal data's family: X-Mesh-PII.
-func piiHeaders(h setter, rec *engine.Record) {
+func piiHeaders(h setter, rec *callrec.Record) {
 	if p := PIIHeader(rec); p != "" {
 		h.Set("X-Mesh-PII", p)
 	}
 }
 
-// normalizationHeaders is parameter normalisation's family: X-Mesh-Dropped,
-// X-Mesh-Normalization-Offset and X-Mesh-Normalized.
-func normalizationHeaders(h setter, rec *engine.Record) {
-	if len(rec.Dropped) > 0 {
-		h.Set("X-Mesh-Dropped", strings.Join(rec.Dropped, ","))
+// normalizationHeaders is parameter normalisation's and translation's
+// family: X-Mesh-Dropped, X-Mesh-Normalization-Offset and X-Mesh-Normalized.
+func normalizationHeaders(h setter, rec *callrec.Record) {
+	n := rec.Normalization
+	if n == nil {
+		return
 	}
-	if rec.Calibrated {
-		h.Set("X-Mesh-Normalization-Offset", normalize.FormatOffset(rec.NormalizationOffset))
+	if len(n.Dropped) > 0 {
+		h.Set("X-Mesh-Dropped", strings.Join(n.Dropped, ","))
 	}
-	if rec.Normalized != "" {
-		h.Set("X-Mesh-Normalized", rec.Normalized)
+	if n.Calibrated {
+		h.Set("X-Mesh-Normalization-Offset", normalize.FormatOffset(n.Offset))
+	}
+	if n.Normalized != "" {
+		h.Set("X-Mesh-Normalized", n.Normalized)
 	}
 }
 
 // structuredHeaders is structured output's family: X-Mesh-Repaired,
 // X-Mesh-Reasked, X-Mesh-Schema and X-Mesh-Schema-Violation.
-func structuredHeaders(h setter, rec *engine.Record) {
-	if len(rec.Repairs) > 0 {
-		h.Set("X-Mesh-Repaired", strings.Join(rec.Repairs, ","))
+func structuredHeaders(h setter, rec *callrec.Record) {
+	st := rec.Structured
+	if st == nil {
+		return
 	}
-	if rec.Reasked {
+	if len(st.Repairs) > 0 {
+		h.Set("X-Mesh-Repaired", strings.Join(st.Repairs, ","))
+	}
+	if st.Reasked {
 		h.Set("X-Mesh-Reasked", "true")
 	}
-	if src := rec.SchemaSource; src != "" {
+	if src := st.Source(); src != "" {
 		h.Set("X-Mesh-Schema", src)
 	}
-	if rec.SchemaViolation {
+	if st.Violation {
 		// Set before a stream is sent only by strict mode, which checks
 		// the whole answer first; relaxed mode reports in a trailer.
 		h.Set("X-Mesh-Schema-Violation", SchemaViolationHeader(rec))
@@ -94,10 +120,8 @@ func structuredHeaders(h setter, rec *engine.Record) {
 var meshTrailers = []string{"X-Mesh-Model", "X-Mesh-Region", "X-Mesh-Provider", "X-Mesh-Attempts", "X-Mesh-Fallback", "X-Mesh-Hedged", "X-Mesh-Recovered", "X-Mesh-Schema-Valid", "X-Mesh-Cost"}
 
 // routingHeaders is the routing family: who served and how (model,
-// region, provider, attempts, fallback, hedge, continuation), the legacy
-// mode, the rollout stage and fragmentation. A stream sets it again in its
-// trailer.
-func routingHeaders(h setter, model, region, prov string, rec *engine.Record) {
+// region, provider, attempts, fallback, hedge, continuation).
+func routingHeaders(h setter, model, region, prov string, rec *callrec.Record) {
 	h.Set("X-Mesh-Model", model)
 	h.Set("X-Mesh-Region", region)
 	h.Set("X-Mesh-Provider", prov)
@@ -115,28 +139,40 @@ func routingHeaders(h setter, model, region, prov string, rec *engine.Record) {
 	if rec.Recovered > 0 {
 		h.Set("X-Mesh-Recovered", strconv.Itoa(rec.Recovered))
 	}
+}
+
+// pathHeaders is the call's path family (the rollout stage and the safety
+// valve): X-Mesh-Mode (legacy) and X-Mesh-Stage (below full).
+func pathHeaders(h setter, rec *callrec.Record) {
 	if rec.Legacy {
 		h.Set("X-Mesh-Mode", "legacy")
-	}
-	if rec.Fragments > 0 {
-		h.Set("X-Mesh-Fragments", strconv.Itoa(rec.FragmentsOK)+"/"+strconv.Itoa(rec.Fragments))
-		if len(rec.LostRanges) > 0 {
-			h.Set("X-Mesh-Fragments-Lost", strings.Join(rec.LostRanges, ","))
-		}
-		if rec.FusionConflicts > 0 {
-			h.Set("X-Mesh-Fusion-Conflicts", strconv.Itoa(rec.FusionConflicts))
-		}
 	}
 	if rec.Stage != "" && rec.Stage != "full" {
 		h.Set("X-Mesh-Stage", rec.Stage)
 	}
 }
 
-// setErrorMeshHeaders says, on an error Keel answers, what the call tried:
-// X-Mesh-Attempts always, and from its last attempt X-Mesh-Model,
-// X-Mesh-Region and X-Mesh-Provider; X-Mesh-Fallback, X-Mesh-Dropped and
-// X-Mesh-Normalized when they apply.
-func errorHeaders(h http.Header, rec *engine.Record) {
+// fragmentHeaders is fragmentation's family: X-Mesh-Fragments
+// (answered/sent), X-Mesh-Fragments-Lost and X-Mesh-Fusion-Conflicts.
+func fragmentHeaders(h setter, rec *callrec.Record) {
+	f := rec.Fragments
+	if f == nil || f.Count == 0 {
+		return
+	}
+	h.Set("X-Mesh-Fragments", strconv.Itoa(f.OK)+"/"+strconv.Itoa(f.Count))
+	if len(f.LostRanges) > 0 {
+		h.Set("X-Mesh-Fragments-Lost", strings.Join(f.LostRanges, ","))
+	}
+	if f.FusionConflicts > 0 {
+		h.Set("X-Mesh-Fusion-Conflicts", strconv.Itoa(f.FusionConflicts))
+	}
+}
+
+// errorHeaders is the error family: on an error Keel answers, what the
+// call tried: X-Mesh-Attempts always, and from its last attempt
+// X-Mesh-Model, X-Mesh-Region and X-Mesh-Provider; X-Mesh-Fallback,
+// X-Mesh-Dropped and X-Mesh-Normalized when they apply.
+func errorHeaders(h http.Header, rec *callrec.Record) {
 	h.Set("X-Mesh-Attempts", strconv.Itoa(len(rec.Attempts)))
 	if n := len(rec.Attempts); n > 0 {
 		last := rec.Attempts[n-1]
@@ -147,11 +183,13 @@ func errorHeaders(h http.Header, rec *engine.Record) {
 	if rec.Fallback != "" {
 		h.Set("X-Mesh-Fallback", rec.Fallback)
 	}
-	if len(rec.Dropped) > 0 {
-		h.Set("X-Mesh-Dropped", strings.Join(rec.Dropped, ","))
-	}
-	if rec.Normalized != "" {
-		h.Set("X-Mesh-Normalized", rec.Normalized)
+	if n := rec.Normalization; n != nil {
+		if len(n.Dropped) > 0 {
+			h.Set("X-Mesh-Dropped", strings.Join(n.Dropped, ","))
+		}
+		if n.Normalized != "" {
+			h.Set("X-Mesh-Normalized", n.Normalized)
+		}
 	}
 }
 
@@ -161,8 +199,11 @@ func errorHeaders(h http.Header, rec *engine.Record) {
 // printable ASCII, or a comma, percent-encoded as UTF-8: 姓名 is
 // %E5%A7%93%E5%90%8D), or "true" for a schema that names none (JSON mode:
 // any JSON object).
-func SchemaViolationHeader(rec *engine.Record) string {
-	st := rec.Structured
+func SchemaViolationHeader(rec *callrec.Record) string {
+	var st *callrec.StructuredTrace
+	if rec.Structured != nil {
+		st = rec.Structured.Contract
+	}
 	if st == nil || len(st.Required) == 0 {
 		return "true"
 	}
@@ -192,7 +233,7 @@ func headerSafe(s string) string {
 // found: the action, then each kind with its count in the order first
 // found ("redact; EMAIL=1, PHONE=2"); empty when nothing was found. Kinds
 // and counts only, never a value.
-func PIIHeader(r *engine.Record) string {
+func PIIHeader(r *callrec.Record) string {
 	if r.PII == nil || len(r.PII.Findings) == 0 {
 		return ""
 	}
@@ -221,12 +262,13 @@ func PIIHeader(r *engine.Record) string {
 // "<class>/<tier>" (simple/cheap, medium/middle, complex/strong), with
 // "; escalated" when a failed validation moved the re-ask up a tier; empty
 // for any other call.
-func TierHeader(r *engine.Record) string {
-	if r.Tier == "" {
+func TierHeader(r *callrec.Record) string {
+	t := r.Tier
+	if t == nil || t.Name == "" {
 		return ""
 	}
-	v := r.Complexity + "/" + r.Tier
-	if r.Escalated {
+	v := t.Complexity + "/" + t.Name
+	if t.Escalated {
 		v += "; escalated"
 	}
 	return v

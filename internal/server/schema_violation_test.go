@@ -3,6 +3,7 @@ package server
 import (
 	"testing"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 )
 
@@ -20,7 +21,7 @@ func TestSchemaViolationHeader(t *testing.T) {
 		{[]string{"a,b", "50%"}, "a%2Cb,50%25"},
 		{nil, "true"},
 	} {
-		rec := &engine.Record{Structured: &engine.Structured{Required: tc.required}}
+		rec := &engine.Record{Structured: &callrec.Structured{Contract: &engine.Structured{Required: tc.required}}}
 		if got := SchemaViolationHeader(rec); got != tc.want {
 			t.Errorf("keys %q: header %q, want %q", tc.required, got, tc.want)
 		}

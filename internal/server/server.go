@@ -621,7 +621,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, f llm.Format, re
 		delete(h, k)
 	}
 	served := st.Served()
-	routingHeaders(streamTrailer{h}, served.Model, served.Region, served.Provider, st.Record())
+	servedHeaders(streamTrailer{h}, served.Model, served.Region, served.Provider, st.Record())
 	if valid, ok := st.SchemaValid(); ok {
 		streamTrailer{h}.Set("X-Mesh-Schema-Valid", strconv.FormatBool(valid))
 	}
@@ -660,13 +660,13 @@ func (s *Server) logRequest(r *http.Request, rid string, req *llm.Request, rec *
 		if rec.Fallback != "" {
 			line.AddAttrs(slog.String("fallback", rec.Fallback))
 		}
-		if rec.Cache != "" {
-			line.AddAttrs(slog.String("cache", rec.Cache))
+		if c := rec.CacheStatus(); c != "" {
+			line.AddAttrs(slog.String("cache", c))
 		}
-		if rec.SemanticCache != "" {
-			line.AddAttrs(slog.String("semantic_cache", rec.SemanticCache))
+		if sc := rec.SemanticStatus(); sc != "" {
+			line.AddAttrs(slog.String("semantic_cache", sc))
 		}
-		if sim := engine.SimilarityHeader(rec); sim != "" {
+		if sim := SimilarityHeader(rec); sim != "" {
 			line.AddAttrs(slog.String("cache_similarity", sim))
 		}
 	}

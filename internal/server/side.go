@@ -240,7 +240,7 @@ func (s *Server) runSide(w http.ResponseWriter, r *http.Request, caller Caller, 
 	}
 	rec := out.Record
 	hs := headerSet{h: w.Header(), vals: make([]string, 0, 8)}
-	routingHeaders(&hs, out.Endpoint.Model, out.Endpoint.Region, out.Endpoint.Provider, rec)
+	servedHeaders(&hs, out.Endpoint.Model, out.Endpoint.Region, out.Endpoint.Provider, rec)
 	piiHeaders(&hs, rec)
 	hs.Set("X-Mesh-Cost", FormatCost(rec.Cost))
 	if id := upstreamRequestID(out.Result.Header); id != "" {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 )
 
@@ -33,7 +34,7 @@ func TestMulti(t *testing.T) {
 				t.Fatalf("Multi nil = %v, want %v", m == nil, c.isNil)
 			}
 			if m != nil {
-				m.RequestDone(&engine.Record{RequestID: "r"})
+				m.RequestDone(&engine.Record{Call: callrec.Call{RequestID: "r"}})
 			}
 			if !reflect.DeepEqual(got, c.called) {
 				t.Errorf("calls %v, want %v", got, c.called)

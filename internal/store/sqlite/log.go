@@ -33,6 +33,7 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 )
 
@@ -543,15 +544,16 @@ func (l *Log) insertRows(batch []*engine.Record, bodies bool) error {
 		if r.Err != nil {
 			code = r.Err.MeshCode
 		}
+		fr, st, sem := callrec.Part(r.Fragments), callrec.Part(r.Structured), callrec.Part(r.Semantic)
 		req = append(req, vInt(seq),
 			vText(r.RequestID), vInt(r.Start.UnixNano()), vReal(ms(r.Duration)), vReal(ms(r.TTFT)), vText(r.Format.String()), vText(r.Model),
 			vText(r.ServedBy), vText(r.ServedModel), vText(r.ServedRegion), vText(r.ServedProvider), vInt(int64(r.Status)), vText(code),
 			vText(r.Fallback), vInt(int64(len(r.Attempts))), vInt(int64(r.Retries)), vInt(int64(r.Hedges)), vBool(r.HedgeWon),
-			vInt(int64(r.Recovered)), vInt(int64(r.Fragments)), vInt(int64(r.FragmentsOK)), vInt(int64(r.Fusions)),
-			vInt(int64(r.FusionConflicts)), vReal(r.NormalizationOffset), vText(strings.Join(r.Repairs, "\n")),
+			vInt(int64(r.Recovered)), vInt(int64(fr.Count)), vInt(int64(fr.OK)), vInt(int64(fr.Fusions)),
+			vInt(int64(fr.FusionConflicts)), vReal(callrec.Part(r.Normalization).Offset), vText(strings.Join(st.Repairs, "\n")),
 			vInt(int64(r.Usage.InputTokens)), vInt(int64(r.Usage.OutputTokens)), vInt(int64(r.Usage.CacheReadTokens)),
 			vInt(int64(r.Usage.CacheWriteTokens)), vReal(r.Cost), vReal(ms(r.QueueWait)), vBool(r.Stream), vText(r.Domain), vBool(r.Legacy), vText(r.Stage), vText(r.KeyID), vText(r.Team),
-			vText(r.Cache), vText(r.SemanticCache), vReal(r.CacheSimilarity))
+			vText(r.CacheStatus()), vText(sem.Status), vReal(sem.Similarity))
 		for i, a := range r.Attempts {
 			var start, dur float64
 			if !a.Start.IsZero() {

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 )
@@ -80,23 +81,26 @@ func flush(t *testing.T, l *Log) {
 func hedged() *engine.Record {
 	s := t0.Add(time.Minute)
 	return &engine.Record{
-		RequestID: "req-hedged", Start: s, Duration: 812345678 * time.Nanosecond, TTFT: 98765432 * time.Nanosecond,
-		Format: llm.FormatAnthropic, Model: "claude-x", Stream: true, Domain: "code", Legacy: true, Stage: "hedging",
-		KeyID: "key_0123456789abcdef", Team: "search", Cache: "miss", SemanticCache: "error",
-		ServedBy: "claude-x@eu", ServedModel: "claude-x", ServedRegion: "eu", ServedProvider: "anthropic",
-		Fallback: "rate_limited", Retries: 1, Hedges: 1, HedgeWon: true, Recovered: 1, QueueWait: 15 * time.Millisecond,
-		Status: 200, Usage: llm.Usage{InputTokens: 1200, OutputTokens: 340, CacheReadTokens: 800, CacheWriteTokens: 5},
-		Cost: 0.012345, Repairs: []string{"strip_fence", "close_brace"}, NormalizationOffset: -0.15,
-		Fragments: 3, FragmentsOK: 2, Fusions: 4, FusionConflicts: 1,
-		Attempts: []engine.Attempt{
-			{Endpoint: "claude-x@us", Model: "claude-x", Region: "us", Kind: "primary", Outcome: "rate_limited", Status: 429,
-				Start: s.Add(time.Millisecond), End: s.Add(21 * time.Millisecond), Bytes: 120},
-			{Endpoint: "claude-x@eu", Model: "claude-x", Region: "eu", Kind: "retry", Outcome: "cancelled_loser",
-				Start: s.Add(36 * time.Millisecond), End: s.Add(400 * time.Millisecond), Wait: 15 * time.Millisecond,
-				InputTokens: 2000, OutputTokens: 340, Cost: 0.0111},
-			{Endpoint: "claude-x@eu2", Model: "claude-x", Region: "eu", Kind: "hedge", Outcome: "ok", Status: 200,
-				Start: s.Add(236 * time.Millisecond), End: s.Add(812 * time.Millisecond), Bytes: 4096, Winner: true},
-		},
+		Call: callrec.Call{RequestID: "req-hedged", Start: s, Duration: 812345678 * time.Nanosecond, TTFT: 98765432 * time.Nanosecond,
+			Format: llm.FormatAnthropic, Model: "claude-x", Stream: true, KeyID: "key_0123456789abcdef", Team: "search"},
+		Route: callrec.Route{Domain: "code", Legacy: true, Stage: "hedging", ServedBy: "claude-x@eu", ServedModel: "claude-x",
+			ServedRegion: "eu", ServedProvider: "anthropic", Fallback: "rate_limited", Retries: 1, Hedges: 1, HedgeWon: true, Recovered: 1,
+			QueueWait: 15 * time.Millisecond, Attempts: []engine.Attempt{
+				{Endpoint: "claude-x@us", Model: "claude-x", Region: "us", Kind: "primary", Outcome: "rate_limited", Status: 429,
+					Start: s.Add(time.Millisecond), End: s.Add(21 * time.Millisecond), Bytes: 120},
+				{Endpoint: "claude-x@eu", Model: "claude-x", Region: "eu", Kind: "retry", Outcome: "cancelled_loser",
+					Start: s.Add(36 * time.Millisecond), End: s.Add(400 * time.Millisecond), Wait: 15 * time.Millisecond,
+					InputTokens: 2000, OutputTokens: 340, Cost: 0.0111},
+				{Endpoint: "claude-x@eu2", Model: "claude-x", Region: "eu", Kind: "hedge", Outcome: "ok", Status: 200,
+					Start: s.Add(236 * time.Millisecond), End: s.Add(812 * time.Millisecond), Bytes: 4096, Winner: true},
+			}},
+		Result: callrec.Result{Status: 200,
+			Usage: llm.Usage{InputTokens: 1200, OutputTokens: 340, CacheReadTokens: 800, CacheWriteTokens: 5}, Cost: 0.012345},
+		Normalization: &callrec.Normalization{Offset: -0.15},
+		Cache:         &callrec.Cache{Status: "miss"},
+		Semantic:      &callrec.Semantic{Status: "error"},
+		Structured:    &callrec.Structured{Repairs: []string{"strip_fence", "close_brace"}},
+		Fragments:     &callrec.Fragments{Count: 3, OK: 2, Fusions: 4, FusionConflicts: 1},
 	}
 }
 
@@ -124,20 +128,26 @@ func hedgedRow() *Row {
 
 func TestRoundTrip(t *testing.T) {
 	failed := &engine.Record{
-		RequestID: "req-failed", Start: t0.Add(2 * time.Minute), Duration: 3 * time.Second,
-		Format: llm.FormatOpenAI, Model: "gpt-y", Status: 503, Fallback: "overloaded",
-		Err: &llm.APIError{Status: 503, MeshCode: "mesh_fallback_exhausted", Message: "gave up"},
-		Attempts: []engine.Attempt{{Endpoint: "gpt-y@us", Kind: "primary", Outcome: "overloaded", Status: 529,
-			Start: t0.Add(2 * time.Minute), End: t0.Add(2*time.Minute + time.Second)}},
+		Call: callrec.Call{RequestID: "req-failed", Start: t0.Add(2 * time.Minute), Duration: 3 * time.Second, Format: llm.FormatOpenAI,
+			Model: "gpt-y"},
+		Route: callrec.Route{Fallback: "overloaded",
+			Attempts: []engine.Attempt{{Endpoint: "gpt-y@us", Kind: "primary", Outcome: "overloaded", Status: 529,
+				Start: t0.Add(2 * time.Minute), End: t0.Add(2*time.Minute + time.Second)}}},
+		Result: callrec.Result{Status: 503, Err: &llm.APIError{Status: 503, MeshCode: "mesh_fallback_exhausted", Message: "gave up"}},
 	}
 	failedRow := &Row{Seq: 2, RequestID: "req-failed", Start: t0.Add(2 * time.Minute), Duration: 3 * time.Second,
 		Format: "openai", Model: "gpt-y", Status: 503, Fallback: "overloaded", MeshErrorCode: "mesh_fallback_exhausted",
 		Attempts: []Attempt{{Endpoint: "gpt-y@us", Kind: "primary", Outcome: "overloaded", Status: 529, Duration: time.Second, UsageRecorded: true}}}
-	bare := &engine.Record{RequestID: "req-bare", Start: t0.Add(3 * time.Minute), Status: 400}
+	bare := &engine.Record{Call: callrec.Call{RequestID: "req-bare", Start: t0.Add(3 * time.Minute)}, Result: callrec.Result{Status: 400}}
 	bareRow := &Row{Seq: 3, RequestID: "req-bare", Start: t0.Add(3 * time.Minute), Status: 400, Format: "unknown"}
 	// A semantic cache hit: no attempt, the similarity recorded.
-	semantic := &engine.Record{RequestID: "req-semantic", Start: t0.Add(4 * time.Minute), Status: 200, Format: llm.FormatOpenAI, Model: "support",
-		ServedBy: "gpt-y@us", ServedModel: "gpt-y", Cache: "hit", SemanticCache: "hit", CacheSimilarity: 0.9164}
+	semantic := &engine.Record{
+		Call:     callrec.Call{RequestID: "req-semantic", Start: t0.Add(4 * time.Minute), Format: llm.FormatOpenAI, Model: "support"},
+		Route:    callrec.Route{ServedBy: "gpt-y@us", ServedModel: "gpt-y"},
+		Result:   callrec.Result{Status: 200},
+		Cache:    &callrec.Cache{Status: "hit"},
+		Semantic: &callrec.Semantic{Status: "hit", Similarity: 0.9164},
+	}
 	semanticRow := &Row{Seq: 4, RequestID: "req-semantic", Start: t0.Add(4 * time.Minute), Status: 200, Format: "openai", Model: "support",
 		ServedEndpoint: "gpt-y@us", ServedModel: "gpt-y", Cache: "hit", SemanticCache: "hit", CacheSimilarity: 0.9164}
 
@@ -187,7 +197,7 @@ func TestWriterOpensThePathAsIs(t *testing.T) {
 			l := openTest(t, Config{Path: name, LogBodies: true, Bodies: func(r *engine.Record) (string, string) {
 				return long, "答"
 			}}, hooks{})
-			r := &engine.Record{RequestID: "req-é", Start: t0.Add(time.Minute), Status: 200, Model: "模型"}
+			r := &engine.Record{Call: callrec.Call{RequestID: "req-é", Start: t0.Add(time.Minute), Model: "模型"}, Result: callrec.Result{Status: 200}}
 			l.RequestDone(r)
 			flush(t, l)
 			got := collect(t, l.Query(context.Background(), t0))
@@ -243,7 +253,8 @@ func TestRetention(t *testing.T) {
 	clock := &fakeClock{now: t0}
 	path := filepath.Join(t.TempDir(), "requests.db")
 	at := func(id string, ago time.Duration) *engine.Record {
-		return &engine.Record{RequestID: id, Start: clock.Now().Add(-ago), Attempts: []engine.Attempt{{Endpoint: "e", Kind: "primary"}}}
+		return &engine.Record{Call: callrec.Call{RequestID: id, Start: clock.Now().Add(-ago)},
+			Route: callrec.Route{Attempts: []engine.Attempt{{Endpoint: "e", Kind: "primary"}}}}
 	}
 	ids := func(l *Log) string {
 		var s []string
@@ -511,7 +522,8 @@ func TestSeqAcrossBatches(t *testing.T) {
 		for range size {
 			n++
 			start := t0.Add(time.Duration(n) * time.Second)
-			r := &engine.Record{RequestID: fmt.Sprintf("req-%03d", n), Start: start, Status: 200, Model: "m"}
+			r := &engine.Record{Call: callrec.Call{RequestID: fmt.Sprintf("req-%03d", n), Start: start, Model: "m"},
+				Result: callrec.Result{Status: 200}}
 			for i := range n % 5 {
 				r.Attempts = append(r.Attempts, engine.Attempt{Endpoint: fmt.Sprintf("%s/%d", r.RequestID, i),
 					Kind: "retry", Status: 500 + i, Bytes: int64(n),

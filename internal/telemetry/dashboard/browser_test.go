@@ -15,6 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/health"
 )
@@ -113,9 +114,12 @@ func TestBrowserShowsFallbackRateRise(t *testing.T) {
 	defer srv.Close()
 
 	served := func(i int, region, fallback string) *engine.Record {
-		return &engine.Record{RequestID: fmt.Sprintf("req-%04d", i), Model: "claude-sonnet", Fallback: fallback,
-			ServedBy: "claude-sonnet/" + region + "/anthropic", ServedModel: "claude-sonnet", ServedRegion: region, Status: 200,
-			KeyID: "k_team", Team: "search", Cost: 0.0005}
+		return &engine.Record{
+			Call: callrec.Call{RequestID: fmt.Sprintf("req-%04d", i), Model: "claude-sonnet", KeyID: "k_team", Team: "search"},
+			Route: callrec.Route{Fallback: fallback, ServedBy: "claude-sonnet/" + region + "/anthropic", ServedModel: "claude-sonnet",
+				ServedRegion: region},
+			Result: callrec.Result{Status: 200, Cost: 0.0005},
+		}
 	}
 	for i := range 60 { // healthy traffic before the page opens
 		d.RequestDone(served(i, []string{"us-east", "eu-west"}[i%2], ""))

@@ -34,6 +34,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/sse"
 )
@@ -171,12 +172,14 @@ func (d *Dashboard) RequestDone(r *engine.Record) {
 		b.errors++
 	} else {
 		b.served++
-		b.offsetSum += math.Abs(r.NormalizationOffset)
+		b.offsetSum += math.Abs(callrec.Part(r.Normalization).Offset)
 	}
-	b.fragSent += r.Fragments
-	b.fragOK += r.FragmentsOK
-	b.fusions += r.Fusions
-	b.conflict += r.FusionConflicts
+	if f := r.Fragments; f != nil {
+		b.fragSent += f.Count
+		b.fragOK += f.OK
+		b.fusions += f.Fusions
+		b.conflict += f.FusionConflicts
+	}
 	b.waits[waitIndex(float64(r.QueueWait.Microseconds())/1000)]++
 	n := sec / historyStep
 	h := &d.hist[int(n%historyLen)]

@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
@@ -38,7 +39,8 @@ func (c *clock) now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); ret
 func (c *clock) advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 func rec(fallback string) *engine.Record {
-	r := &engine.Record{RequestID: "r", Model: "claude-sonnet", ServedBy: "claude-sonnet/eu-west/anthropic", Status: 200}
+	r := &engine.Record{Call: callrec.Call{RequestID: "r", Model: "claude-sonnet"},
+		Route: callrec.Route{ServedBy: "claude-sonnet/eu-west/anthropic"}, Result: callrec.Result{Status: 200}}
 	r.Fallback = fallback
 	return r
 }
@@ -66,8 +68,8 @@ func TestSnapshotRates(t *testing.T) {
 		{"offset, fragments, fusions, queue wait", func(d *Dashboard, c *clock) {
 			for i := range 20 {
 				r := rec("")
-				r.NormalizationOffset = -0.25
-				r.Fragments, r.FragmentsOK, r.Fusions, r.FusionConflicts = 4, 3, 10, 1
+				r.Normalization = &callrec.Normalization{Offset: -0.25}
+				r.Fragments = &callrec.Fragments{Count: 4, OK: 3, Fusions: 10, FusionConflicts: 1}
 				r.QueueWait = 3 * time.Millisecond
 				if i == 19 {
 					r.QueueWait = 400 * time.Millisecond
@@ -383,12 +385,13 @@ func TestSpendByModelKeyAndTeam(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range []*engine.Record{
-		{ServedModel: "sim-opus", KeyID: "k1", Team: "search", Cost: 0.25},
-		{ServedModel: "sim-opus", KeyID: "k1", Team: "search", Cost: 0.5},
-		{ServedModel: "sim-haiku", KeyID: "k2", Team: "ads", Cost: 0.125},
-		{ServedModel: "sim-haiku", Cost: 0.0625},
-		{Model: "sim-sonnet", Err: &llm.APIError{Status: 502}, Cost: 0.03125}, // failed, still paid for
-		{ServedModel: "sim-haiku", KeyID: "k2", Team: "ads"},                  // a cache hit: nothing spent
+		{Call: callrec.Call{KeyID: "k1", Team: "search"}, Route: callrec.Route{ServedModel: "sim-opus"}, Result: callrec.Result{Cost: 0.25}},
+		{Call: callrec.Call{KeyID: "k1", Team: "search"}, Route: callrec.Route{ServedModel: "sim-opus"}, Result: callrec.Result{Cost: 0.5}},
+		{Call: callrec.Call{KeyID: "k2", Team: "ads"}, Route: callrec.Route{ServedModel: "sim-haiku"}, Result: callrec.Result{Cost: 0.125}},
+		{Route: callrec.Route{ServedModel: "sim-haiku"}, Result: callrec.Result{Cost: 0.0625}},
+		{Call: callrec.Call{Model: "sim-sonnet"}, Result: callrec.Result{Err: &llm.APIError{Status: 502}, Cost: 0.03125}}, // failed, still paid for
+		{Call: callrec.Call{KeyID: "k2", Team: "ads"},
+			Route: callrec.Route{ServedModel: "sim-haiku"}}, // a cache hit: nothing spent
 	} {
 		d.RequestDone(r)
 	}
@@ -406,7 +409,7 @@ func TestSpendByModelKeyAndTeam(t *testing.T) {
 		t.Errorf("total %v, want 0.96875", s.SpendUSD)
 	}
 	for i := range maxSpendRows + 10 {
-		d.RequestDone(&engine.Record{ServedModel: "m", KeyID: fmt.Sprint("key-", i), Cost: 1})
+		d.RequestDone(&engine.Record{Call: callrec.Call{KeyID: fmt.Sprint("key-", i)}, Route: callrec.Route{ServedModel: "m"}, Result: callrec.Result{Cost: 1}})
 	}
 	s = d.Snapshot()
 	if len(s.Spend) != maxSpendRows+1 {

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 )
 
@@ -335,6 +336,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // View builds the JSON view of r.
 func View(r *engine.Record) *Trace {
+	fr, st := callrec.Part(r.Fragments), callrec.Part(r.Structured)
 	t := &Trace{
 		RequestID: r.RequestID, Start: r.Start, DurationMS: ms(r.Duration), Status: r.Status,
 		Request: RequestStage{Format: r.Format.String(), Model: r.Model, Stream: r.Stream, Domain: r.Domain, Options: r.Behavior, TraceParent: r.TraceParent},
@@ -343,22 +345,22 @@ func View(r *engine.Record) *Trace {
 			PrimaryModel: r.PrimaryModel, ModelFallback: r.ModelFallback, Legacy: r.Legacy,
 			Retries: Retries{Count: r.Retries, Waits: []RetryAt{}}, Hedges: Hedges{Sent: r.Hedges, Won: r.HedgeWon},
 			Recoveries: r.Recovered, QueueWaitMS: ms(r.QueueWait)},
-		Fragments: FragmentStage{Sent: r.Fragments, Succeeded: r.FragmentsOK, Fusions: r.Fusions, FusionConflicts: r.FusionConflicts,
-			Lost: nonNil(r.LostRanges), Detail: make([]Fragment, 0, len(r.FragmentDetails))},
-		Postprocess: PostprocessStage{Repairs: nonNil(r.Repairs), NormalizationOffset: r.NormalizationOffset, DroppedParams: nonNil(r.Dropped)},
+		Fragments: FragmentStage{Sent: fr.Count, Succeeded: fr.OK, Fusions: fr.Fusions, FusionConflicts: fr.FusionConflicts,
+			Lost: nonNil(fr.LostRanges), Detail: make([]Fragment, 0, len(fr.Details))},
+		Postprocess: PostprocessStage{Repairs: nonNil(st.Repairs), NormalizationOffset: callrec.Part(r.Normalization).Offset, DroppedParams: nonNil(r.Dropped())},
 		Response: ResponseStage{ServedBy: r.ServedBy, Model: r.ServedModel, Region: r.ServedRegion, Provider: r.ServedProvider, TTFTMS: ms(r.TTFT),
 			Usage:   Usage{InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens, CacheReadTokens: r.Usage.CacheReadTokens, CacheWriteTokens: r.Usage.CacheWriteTokens},
 			CostUSD: r.Cost},
 	}
-	t.Structured = StructuredStage{SchemaSource: "none", Required: []string{}, Schema: json.RawMessage("null"), Repairs: nonNil(r.Repairs)}
-	if st := r.Structured; st != nil {
-		t.Structured.SchemaSource, t.Structured.Sentence, t.Structured.InvalidAnswer = st.Source, st.Sentence, st.InvalidAnswer
-		t.Structured.Required = nonNil(st.Required)
-		if json.Valid(st.Schema) {
-			t.Structured.Schema = json.RawMessage(st.Schema)
+	t.Structured = StructuredStage{SchemaSource: "none", Required: []string{}, Schema: json.RawMessage("null"), Repairs: nonNil(st.Repairs)}
+	if c := st.Contract; c != nil {
+		t.Structured.SchemaSource, t.Structured.Sentence, t.Structured.InvalidAnswer = c.Source, c.Sentence, c.InvalidAnswer
+		t.Structured.Required = nonNil(c.Required)
+		if json.Valid(c.Schema) {
+			t.Structured.Schema = json.RawMessage(c.Schema)
 		}
 	}
-	for _, f := range r.FragmentDetails {
+	for _, f := range fr.Details {
 		t.Fragments.Detail = append(t.Fragments.Detail, Fragment{Start: f.Start, End: f.End, Endpoints: nonNil(f.Endpoints), Outcome: f.Outcome})
 	}
 	for _, c := range r.Candidates {

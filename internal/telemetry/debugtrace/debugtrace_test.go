@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 )
@@ -20,25 +21,25 @@ var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 func hedgedRetried(id string) *engine.Record {
 	hedge := true
 	return &engine.Record{
-		RequestID: id, Start: t0, Duration: 900 * time.Millisecond, Format: llm.FormatAnthropic, Model: "claude-sonnet", Domain: "finance",
-		Behavior: &engine.Behavior{Debug: true, Hedge: &hedge, PreferredRegion: "us-east"},
-		ServedBy: "claude-sonnet/eu-west/anthropic", ServedModel: "claude-sonnet", ServedRegion: "eu-west", ServedProvider: "anthropic",
-		Fallback: "overloaded", Retries: 1, Hedges: 1, HedgeWon: true, QueueWait: 50 * time.Millisecond, Status: 200,
-		Candidates: []engine.Candidate{
-			{Endpoint: "claude-sonnet/us-east/anthropic", ExpectedMS: 210, Chosen: true, Reason: "lowest expected latency"},
-			{Endpoint: "claude-sonnet/eu-west/anthropic", ExpectedMS: 260, InFlight: 3, Reason: "higher expected latency"},
-		},
-		Attempts: []engine.Attempt{
-			{Endpoint: "claude-sonnet/us-east/anthropic", Model: "claude-sonnet", Region: "us-east", Kind: "primary", Outcome: "overloaded", Status: 529,
-				Start: t0, End: t0.Add(100 * time.Millisecond)},
-			{Endpoint: "claude-sonnet/us-west/anthropic", Model: "claude-sonnet", Region: "us-west", Kind: "retry", Outcome: "canceled",
-				Start: t0.Add(150 * time.Millisecond), End: t0.Add(800 * time.Millisecond), Wait: 50 * time.Millisecond},
-			{Endpoint: "claude-sonnet/eu-west/anthropic", Model: "claude-sonnet", Region: "eu-west", Kind: "hedge", Outcome: "ok", Winner: true, Status: 200,
-				Start: t0.Add(450 * time.Millisecond), End: t0.Add(800 * time.Millisecond), Bytes: 2048},
-		},
-		Repairs: []string{"extract", "trailing_commas"}, NormalizationOffset: -0.15, Dropped: []string{"top_k"},
-		Fragments: 3, FragmentsOK: 3, Fusions: 4, FusionConflicts: 1,
-		Usage: llm.Usage{InputTokens: 100, OutputTokens: 40},
+		Call: callrec.Call{RequestID: id, Start: t0, Duration: 900 * time.Millisecond, Format: llm.FormatAnthropic, Model: "claude-sonnet",
+			Behavior: &engine.Behavior{Debug: true, Hedge: &hedge, PreferredRegion: "us-east"}},
+		Route: callrec.Route{Domain: "finance", ServedBy: "claude-sonnet/eu-west/anthropic", ServedModel: "claude-sonnet",
+			ServedRegion: "eu-west", ServedProvider: "anthropic", Fallback: "overloaded", Retries: 1, Hedges: 1, HedgeWon: true,
+			QueueWait: 50 * time.Millisecond, Candidates: []engine.Candidate{
+				{Endpoint: "claude-sonnet/us-east/anthropic", ExpectedMS: 210, Chosen: true, Reason: "lowest expected latency"},
+				{Endpoint: "claude-sonnet/eu-west/anthropic", ExpectedMS: 260, InFlight: 3, Reason: "higher expected latency"},
+			}, Attempts: []engine.Attempt{
+				{Endpoint: "claude-sonnet/us-east/anthropic", Model: "claude-sonnet", Region: "us-east", Kind: "primary", Outcome: "overloaded", Status: 529,
+					Start: t0, End: t0.Add(100 * time.Millisecond)},
+				{Endpoint: "claude-sonnet/us-west/anthropic", Model: "claude-sonnet", Region: "us-west", Kind: "retry", Outcome: "canceled",
+					Start: t0.Add(150 * time.Millisecond), End: t0.Add(800 * time.Millisecond), Wait: 50 * time.Millisecond},
+				{Endpoint: "claude-sonnet/eu-west/anthropic", Model: "claude-sonnet", Region: "eu-west", Kind: "hedge", Outcome: "ok", Winner: true, Status: 200,
+					Start: t0.Add(450 * time.Millisecond), End: t0.Add(800 * time.Millisecond), Bytes: 2048},
+			}},
+		Result:        callrec.Result{Status: 200, Usage: llm.Usage{InputTokens: 100, OutputTokens: 40}},
+		Normalization: &callrec.Normalization{Offset: -0.15, Dropped: []string{"top_k"}},
+		Structured:    &callrec.Structured{Repairs: []string{"extract", "trailing_commas"}},
+		Fragments:     &callrec.Fragments{Count: 3, OK: 3, Fusions: 4, FusionConflicts: 1},
 	}
 }
 
@@ -189,7 +190,7 @@ func TestRing(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, id := range c.puts {
-				s.Put(&engine.Record{RequestID: id})
+				s.Put(&engine.Record{Call: callrec.Call{RequestID: id}})
 			}
 			for _, id := range c.present {
 				if _, ok := s.Get(id); !ok {
@@ -214,9 +215,9 @@ func TestRing(t *testing.T) {
 // Only calls that asked for a trace are kept by the observer.
 func TestObserverKeepsDebugCallsOnly(t *testing.T) {
 	s, _ := NewStore(8)
-	s.RequestDone(&engine.Record{RequestID: "plain"})
-	s.RequestDone(&engine.Record{RequestID: "opts", Behavior: &engine.Behavior{}})
-	s.RequestDone(&engine.Record{RequestID: "dbg", Behavior: &engine.Behavior{Debug: true}})
+	s.RequestDone(&engine.Record{Call: callrec.Call{RequestID: "plain"}})
+	s.RequestDone(&engine.Record{Call: callrec.Call{RequestID: "opts", Behavior: &engine.Behavior{}}})
+	s.RequestDone(&engine.Record{Call: callrec.Call{RequestID: "dbg", Behavior: &engine.Behavior{Debug: true}}})
 	if got := s.IDs(); !reflect.DeepEqual(got, []string{"dbg"}) {
 		t.Errorf("stored %v, want [dbg]", got)
 	}

@@ -63,6 +63,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/shadow"
@@ -381,7 +382,7 @@ func (m *Metrics) RequestDone(r *engine.Record) {
 	if r.Legacy {
 		s.legacy.Inc()
 	}
-	switch r.Cache {
+	switch r.CacheStatus() {
 	case engine.CacheHit:
 		m.cacheHit.Inc()
 	case engine.CacheMiss:
@@ -389,7 +390,7 @@ func (m *Metrics) RequestDone(r *engine.Record) {
 	case engine.CacheBypass:
 		m.cacheBypass.Inc()
 	}
-	switch r.SemanticCache {
+	switch r.SemanticStatus() {
 	case engine.SemanticHit:
 		m.semHit.Inc()
 	case engine.SemanticMiss:
@@ -410,17 +411,19 @@ func (m *Metrics) RequestDone(r *engine.Record) {
 		}
 	}
 	if r.Err == nil {
-		off := r.NormalizationOffset
+		off := callrec.Part(r.Normalization).Offset
 		if off < 0 {
 			off = -off
 		}
 		s.offset.Observe(off)
 	}
 	s.queueWait.Observe(r.QueueWait.Seconds())
-	addInt(s.fragSent, r.Fragments)
-	addInt(s.fragOK, r.FragmentsOK)
-	addInt(s.fusions, r.Fusions)
-	addInt(s.conflicts, r.FusionConflicts)
+	if f := r.Fragments; f != nil {
+		addInt(s.fragSent, f.Count)
+		addInt(s.fragOK, f.OK)
+		addInt(s.fusions, f.Fusions)
+		addInt(s.conflicts, f.FusionConflicts)
+	}
 	addInt(s.retries, r.Retries)
 	addInt(s.hedges, r.Hedges)
 	if r.HedgeWon {

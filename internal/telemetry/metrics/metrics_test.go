@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
@@ -101,10 +102,11 @@ func okRecord(i int) *engine.Record {
 		region = "eu-west"
 	}
 	return &engine.Record{
-		RequestID: fmt.Sprintf("req-%d", i), Start: t0, Duration: 300 * time.Millisecond, Model: "claude-sonnet", Domain: "finance",
-		ServedBy: "claude-sonnet/" + region, ServedModel: "claude-sonnet", ServedRegion: region, ServedProvider: "anthropic-prod",
-		Status: 200, Usage: llm.Usage{InputTokens: 100, CacheReadTokens: 20, OutputTokens: 50},
-		Attempts: []engine.Attempt{{Endpoint: "claude-sonnet/" + region, Kind: "primary", Outcome: "ok", Winner: true}},
+		Call: callrec.Call{RequestID: fmt.Sprintf("req-%d", i), Start: t0, Duration: 300 * time.Millisecond, Model: "claude-sonnet"},
+		Route: callrec.Route{Domain: "finance", ServedBy: "claude-sonnet/" + region, ServedModel: "claude-sonnet", ServedRegion: region,
+			ServedProvider: "anthropic-prod",
+			Attempts:       []engine.Attempt{{Endpoint: "claude-sonnet/" + region, Kind: "primary", Outcome: "ok", Winner: true}}},
+		Result: callrec.Result{Status: 200, Usage: llm.Usage{InputTokens: 100, CacheReadTokens: 20, OutputTokens: 50}},
 	}
 }
 
@@ -122,7 +124,7 @@ func TestScriptedRunExactCounters(t *testing.T) {
 			r.Fallback = "overloaded"
 			r.Retries = 1
 			r.QueueWait = 40 * time.Millisecond
-			r.NormalizationOffset = -0.2
+			r.Normalization = &callrec.Normalization{Offset: -0.2}
 			r.Attempts = []engine.Attempt{
 				{Endpoint: "claude-sonnet/us-east", Kind: "primary", Outcome: "overloaded", Status: 529},
 				{Endpoint: "claude-sonnet/eu-west", Kind: "retry", Outcome: "ok", Winner: true, Wait: 40 * time.Millisecond},
@@ -139,7 +141,7 @@ func TestScriptedRunExactCounters(t *testing.T) {
 			r.ModelFallback, r.Legacy = true, i == 41
 			r.ServedModel = "claude-haiku"
 		case i == 60: // a fragmented call
-			r.Fragments, r.FragmentsOK, r.Fusions, r.FusionConflicts = 4, 3, 10, 2
+			r.Fragments = &callrec.Fragments{Count: 4, OK: 3, Fusions: 10, FusionConflicts: 2}
 		case i == 70: // a stream continued once elsewhere
 			r.Stream, r.TTFT, r.Recovered, r.Retries = true, 80*time.Millisecond, 1, 1
 			r.Attempts = append(r.Attempts, engine.Attempt{Kind: "continuation", Outcome: "ok", Winner: true})
@@ -219,15 +221,18 @@ func TestLabelBounding(t *testing.T) {
 		rec  engine.Record
 		want map[string]string
 	}{
-		{"known", engine.Record{Model: "claude-haiku", ServedRegion: "us-east", Domain: "code"},
+		{"known", engine.Record{Call: callrec.Call{Model: "claude-haiku"}, Route: callrec.Route{ServedRegion: "us-east", Domain: "code"}},
 			map[string]string{"model": "claude-haiku", "region": "us-east", "domain": "code"}},
-		{"unknown model", engine.Record{Model: "gpt-unknown-9", ServedRegion: "us-east", Domain: "legal"},
+		{"unknown model", engine.Record{Call: callrec.Call{Model: "gpt-unknown-9"}, Route: callrec.Route{ServedRegion: "us-east", Domain: "legal"}},
 			map[string]string{"model": "other", "region": "us-east", "domain": "legal"}},
-		{"unknown region and domain", engine.Record{Model: "claude-sonnet", ServedRegion: "mars-1", Domain: "astrology"},
+		{"unknown region and domain", engine.Record{Call: callrec.Call{Model: "claude-sonnet"}, Route: callrec.Route{ServedRegion: "mars-1", Domain: "astrology"}},
+
 			map[string]string{"model": "claude-sonnet", "region": "other", "domain": "other"}},
-		{"failed call has no region", engine.Record{Model: "claude-sonnet", Domain: "medical", Err: &llm.APIError{Status: 504, MeshCode: llm.MeshTimeout}},
+		{"failed call has no region", engine.Record{Call: callrec.Call{Model: "claude-sonnet"}, Route: callrec.Route{Domain: "medical"}, Result: callrec.Result{Err: &llm.APIError{Status: 504, MeshCode: llm.MeshTimeout}}},
+
 			map[string]string{"model": "claude-sonnet", "region": "none", "domain": "medical", "outcome": "timeout"}},
-		{"upstream 4xx", engine.Record{Model: "claude-sonnet", Domain: "general", Err: &llm.APIError{Status: 401, Type: llm.ErrAuthentication}},
+		{"upstream 4xx", engine.Record{Call: callrec.Call{Model: "claude-sonnet"}, Route: callrec.Route{Domain: "general"}, Result: callrec.Result{Err: &llm.APIError{Status: 401, Type: llm.ErrAuthentication}}},
+
 			map[string]string{"outcome": "error_4xx", "domain": "general"}},
 	}
 	for _, c := range cases {
@@ -484,7 +489,7 @@ func TestCacheRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []string{engine.CacheHit, engine.CacheHit, engine.CacheMiss, engine.CacheBypass, engine.CacheHit, ""} {
-		m.RequestDone(&engine.Record{Model: "sim-sonnet", Cache: c})
+		m.RequestDone(&engine.Record{Call: callrec.Call{Model: "sim-sonnet"}, Cache: &callrec.Cache{Status: c}})
 	}
 	fams := scrape(t, m.Handler())
 	for result, want := range map[string]float64{"hit": 3, "miss": 1, "bypass": 1} {
@@ -503,10 +508,10 @@ func TestPIIDetections(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := func(kind string) engine.PIIFinding { return engine.PIIFinding{Kind: kind, Hash: "ab"} }
-	m.RequestDone(&engine.Record{Model: "sim-sonnet", PII: &engine.PIIReport{Action: "redact", Findings: []engine.PIIFinding{f("EMAIL"), f("EMAIL"), f("CARD")}}})
-	m.RequestDone(&engine.Record{Model: "sim-sonnet", PII: &engine.PIIReport{Action: "block", Findings: []engine.PIIFinding{f("EMAIL")}}})
-	m.RequestDone(&engine.Record{Model: "sim-sonnet", PII: &engine.PIIReport{Action: "redact", Failed: true}})
-	m.RequestDone(&engine.Record{Model: "sim-sonnet", PII: &engine.PIIReport{Action: "redact", Failed: true, RawUpstream: true}})
+	m.RequestDone(&engine.Record{Call: callrec.Call{Model: "sim-sonnet"}, PII: &engine.PIIReport{Action: "redact", Findings: []engine.PIIFinding{f("EMAIL"), f("EMAIL"), f("CARD")}}})
+	m.RequestDone(&engine.Record{Call: callrec.Call{Model: "sim-sonnet"}, PII: &engine.PIIReport{Action: "block", Findings: []engine.PIIFinding{f("EMAIL")}}})
+	m.RequestDone(&engine.Record{Call: callrec.Call{Model: "sim-sonnet"}, PII: &engine.PIIReport{Action: "redact", Failed: true}})
+	m.RequestDone(&engine.Record{Call: callrec.Call{Model: "sim-sonnet"}, PII: &engine.PIIReport{Action: "redact", Failed: true, RawUpstream: true}})
 	fams := scrape(t, m.Handler())
 	for _, c := range []struct {
 		name   string
@@ -532,7 +537,7 @@ func TestClientRequestsByFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range []llm.Format{llm.FormatResponses, llm.FormatResponses, llm.FormatAnthropic, llm.FormatOpenAI} {
-		m.RequestDone(&engine.Record{Model: "claude-sonnet", Format: f})
+		m.RequestDone(&engine.Record{Call: callrec.Call{Model: "claude-sonnet", Format: f}})
 	}
 	fams := scrape(t, m.Handler())
 	for format, want := range map[string]float64{"responses": 2, "anthropic": 1, "openai": 1} {

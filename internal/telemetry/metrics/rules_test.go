@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 )
 
@@ -47,8 +48,11 @@ func TestRulesReadExportedSeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.RequestDone(&engine.Record{Model: "m", ServedRegion: "r", Domain: "code", Fallback: "overloaded", QueueWait: time.Millisecond,
-		Fragments: 1, FragmentsOK: 1, Fusions: 1, FusionConflicts: 1})
+	m.RequestDone(&engine.Record{
+		Call:      callrec.Call{Model: "m"},
+		Route:     callrec.Route{ServedRegion: "r", Domain: "code", Fallback: "overloaded", QueueWait: time.Millisecond},
+		Fragments: &callrec.Fragments{Count: 1, OK: 1, Fusions: 1, FusionConflicts: 1},
+	})
 	fams := scrape(t, m.Handler())
 	exported := map[string]bool{}
 	for name, f := range fams {

@@ -147,8 +147,8 @@ func (t *Tracer) RequestDone(r *engine.Record) {
 	if r.Recovered > 0 {
 		attrs = append(attrs, attribute.Int(semconv.AttrMeshRecovered, r.Recovered))
 	}
-	if r.NormalizationOffset != 0 {
-		attrs = append(attrs, attribute.Float64(semconv.AttrMeshNormOffset, r.NormalizationOffset))
+	if n := r.Normalization; n != nil && n.Offset != 0 {
+		attrs = append(attrs, attribute.Float64(semconv.AttrMeshNormOffset, n.Offset))
 	}
 	if r.TTFT > 0 {
 		attrs = append(attrs, attribute.Float64(semconv.AttrResponseTimeToFirstChunk, r.TTFT.Seconds()))

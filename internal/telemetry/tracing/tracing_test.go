@@ -25,6 +25,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 )
@@ -42,19 +43,19 @@ var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 // retry was hedged, and whose hedge won.
 func hedgedRetried(traceparent string) *engine.Record {
 	return &engine.Record{
-		RequestID: "req-1", Format: llm.FormatResponses, Start: t0, Duration: 900 * time.Millisecond, Model: "claude-sonnet", Domain: "finance",
-		ServedBy: "claude-sonnet/eu-west/anthropic", ServedModel: "claude-sonnet", ServedRegion: "eu-west", ServedProvider: "anthropic",
-		Fallback: "overloaded", Retries: 1, Hedges: 1, HedgeWon: true, QueueWait: 50 * time.Millisecond, Status: 200,
-		Usage:       llm.Usage{InputTokens: 100, CacheReadTokens: 30, CacheWriteTokens: 5, OutputTokens: 40},
-		TraceParent: traceparent,
-		Attempts: []engine.Attempt{
-			{Endpoint: "claude-sonnet/us-east/anthropic", Model: "claude-sonnet", Region: "us-east", Kind: "primary", Outcome: "overloaded", Status: 529,
-				Start: t0, End: t0.Add(100 * time.Millisecond)},
-			{Endpoint: "claude-sonnet/us-west/anthropic", Model: "claude-sonnet", Region: "us-west", Kind: "retry", Outcome: "canceled",
-				Start: t0.Add(150 * time.Millisecond), End: t0.Add(800 * time.Millisecond), Wait: 50 * time.Millisecond},
-			{Endpoint: "claude-sonnet/eu-west/anthropic", Model: "claude-sonnet", Region: "eu-west", Kind: "hedge", Outcome: "ok", Winner: true,
-				Start: t0.Add(450 * time.Millisecond), End: t0.Add(800 * time.Millisecond), Bytes: 2048, Status: 200},
-		},
+		Call: callrec.Call{RequestID: "req-1", Format: llm.FormatResponses, Start: t0, Duration: 900 * time.Millisecond,
+			Model: "claude-sonnet", TraceParent: traceparent},
+		Route: callrec.Route{Domain: "finance", ServedBy: "claude-sonnet/eu-west/anthropic", ServedModel: "claude-sonnet",
+			ServedRegion: "eu-west", ServedProvider: "anthropic", Fallback: "overloaded", Retries: 1, Hedges: 1, HedgeWon: true,
+			QueueWait: 50 * time.Millisecond, Attempts: []engine.Attempt{
+				{Endpoint: "claude-sonnet/us-east/anthropic", Model: "claude-sonnet", Region: "us-east", Kind: "primary", Outcome: "overloaded", Status: 529,
+					Start: t0, End: t0.Add(100 * time.Millisecond)},
+				{Endpoint: "claude-sonnet/us-west/anthropic", Model: "claude-sonnet", Region: "us-west", Kind: "retry", Outcome: "canceled",
+					Start: t0.Add(150 * time.Millisecond), End: t0.Add(800 * time.Millisecond), Wait: 50 * time.Millisecond},
+				{Endpoint: "claude-sonnet/eu-west/anthropic", Model: "claude-sonnet", Region: "eu-west", Kind: "hedge", Outcome: "ok", Winner: true,
+					Start: t0.Add(450 * time.Millisecond), End: t0.Add(800 * time.Millisecond), Bytes: 2048, Status: 200},
+			}},
+		Result: callrec.Result{Status: 200, Usage: llm.Usage{InputTokens: 100, CacheReadTokens: 30, CacheWriteTokens: 5, OutputTokens: 40}},
 	}
 }
 
@@ -188,9 +189,11 @@ func TestHedgedRetriedSpans(t *testing.T) {
 
 func TestFailedCallSpan(t *testing.T) {
 	tr, rec := newRecorded(t)
-	tr.RequestDone(&engine.Record{RequestID: "req-2", Start: t0, Duration: time.Second, Model: "claude-sonnet", Status: 504,
-		Err:      &llm.APIError{Status: 504, MeshCode: llm.MeshTimeout, Message: "deadline passed"},
-		Attempts: []engine.Attempt{{Endpoint: "claude-sonnet/us-east/anthropic", Kind: "primary", Outcome: "timeout", Start: t0}}})
+	tr.RequestDone(&engine.Record{
+		Call:   callrec.Call{RequestID: "req-2", Start: t0, Duration: time.Second, Model: "claude-sonnet"},
+		Route:  callrec.Route{Attempts: []engine.Attempt{{Endpoint: "claude-sonnet/us-east/anthropic", Kind: "primary", Outcome: "timeout", Start: t0}}},
+		Result: callrec.Result{Status: 504, Err: &llm.APIError{Status: 504, MeshCode: llm.MeshTimeout, Message: "deadline passed"}},
+	})
 	spans := rec.Ended()
 	if len(spans) != 2 {
 		t.Fatalf("got %d spans, want 2", len(spans))
