@@ -1,9 +1,13 @@
 package features_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/keelmesh/keel/config"
@@ -68,7 +72,7 @@ func TestImpliedGuessIsNeverSentUpstream(t *testing.T) {
 					sent := append([]string(nil), up.reqs...)
 					up.mu.Unlock()
 					if len(sent) != 1 {
-						t.Fatalf("%d upstream calls, want 1 (an implied schema's keys never drive a re-ask)", len(sent))
+						t.Fatalf("%d upstream calls, want 1 (a guess is never re-asked)", len(sent))
 					}
 					for _, k := range []string{`"output_config"`, `"response_format"`, `"keel_output"`} {
 						if strings.Contains(sent[0], k) {
@@ -106,7 +110,7 @@ func TestImpliedGuessIsNeverSentUpstream(t *testing.T) {
 // default did before session 9.
 func TestImpliedSendOptIn(t *testing.T) {
 	e := newEnv(t, sim.ZeroLatency(), func(c *config.Config) {
-		c.StructuredOutput.Implied = structured.ImpliedMode("send")
+		c.StructuredOutput.Implied = structured.ImpliedSend
 	})
 	up := &bodyRecorder{next: e.rec.next}
 	e.rec.next = up
@@ -121,6 +125,65 @@ func TestImpliedSendOptIn(t *testing.T) {
 	if !strings.Contains(sent, `"output_config"`) || !strings.Contains(sent, `"rationale"`) {
 		t.Fatalf("implied: send did not send the sure reading: %s", sent)
 	}
+}
+
+// A model that follows the prompt answers with every key it names. Under
+// the default the answer reaches the client as the model gave it, one
+// call, whatever Keel guessed: with the reading's keys all there, no
+// violation; with a guessed key the prompt never asked for at the top
+// level (start), X-Mesh-Schema-Violation names the reading's keys — and
+// no re-ask asks the model for it.
+func TestImpliedGuessKeepsAPromptFollowingAnswer(t *testing.T) {
+	for _, tc := range []struct{ name, sys, answer, violation string }{
+		{"partial-sure", impliedPartialSure, `{"query":"SELECT name FROM customers","rationale":"top by revenue","tables":["customers","orders"]}`, ""},
+		{"nested-guess", impliedNestedGuess, `{"headline":"Q3","body":[{"start":0,"heading":"Revenue"}]}`, "headline,body,start"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, sim.ZeroLatency())
+			model := &promptFollower{text: tc.answer}
+			e.rec.next = model
+			body := fmt.Sprintf(`{"model":"sim-sonnet","max_tokens":400,"system":%q,"messages":[{"role":"user","content":"Go."}]}`, tc.sys)
+			resp, b := e.post(t, "/v1/messages", body, "anthropic-version", "2023-06-01")
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, b)
+			}
+			if got := anthropicText(t, b, false); got != tc.answer {
+				t.Fatalf("answer %q, want the model's %q", got, tc.answer)
+			}
+			if n := model.calls.Load(); n != 1 {
+				t.Fatalf("%d upstream calls, want 1", n)
+			}
+			if got := resp.Header.Get("X-Mesh-Schema-Violation"); got != tc.violation {
+				t.Fatalf("X-Mesh-Schema-Violation %q, want %q", got, tc.violation)
+			}
+		})
+	}
+}
+
+// promptFollower is a model that answers every Messages call with text.
+type promptFollower struct {
+	text  string
+	calls atomic.Int32
+}
+
+func (c *promptFollower) RoundTrip(req *http.Request) (*http.Response, error) {
+	c.calls.Add(1)
+	if req.Body != nil {
+		io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	msg, _ := json.Marshal(map[string]any{
+		"id": "msg_canned", "type": "message", "role": "assistant", "model": "sim-sonnet",
+		"content":     []map[string]string{{"type": "text", "text": c.text}},
+		"stop_reason": "end_turn", "stop_sequence": nil,
+		"usage": map[string]int{"input_tokens": 20, "output_tokens": 20},
+	})
+	return &http.Response{
+		StatusCode: 200, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:  http.Header{"Content-Type": {"application/json"}, "Request-Id": {"req_canned"}},
+		Body:    io.NopCloser(bytes.NewReader(msg)),
+		Request: req, ContentLength: int64(len(msg)),
+	}, nil
 }
 
 func hasAllKeys(doc string, keys []string) bool {
