@@ -67,7 +67,7 @@ func Check(ctx context.Context, c Settings, m *Metrics, req *llm.Request, sp *Sp
 		m.Observe(res)
 		part.noteRepair(res)
 		if res.Valid {
-			guessed(m, sp, res, part)
+			guessed(m, sp, doc, res, part)
 			return replaced(ans, sp, idx, res), nil
 		}
 	}
@@ -90,7 +90,7 @@ func Check(ctx context.Context, c Settings, m *Metrics, req *llm.Request, sp *Sp
 					m.Observe(res2)
 					part.noteRepair(res2)
 					if res2.Valid {
-						guessed(m, sp, res2, part)
+						guessed(m, sp, doc2, res2, part)
 						return replaced(a2, sp, idx2, res2), nil
 					}
 					res = res2
@@ -111,11 +111,12 @@ func Check(ctx context.Context, c Settings, m *Metrics, req *llm.Request, sp *Sp
 // guessed reports, under implied: guess, an answer that is a JSON object
 // but lacks a key of the reading (X-Mesh-Schema-Violation): the answer is
 // delivered as it is, the keys being Keel's guess, not the client's ask.
-func guessed(m *Metrics, sp *Spec, res Result, part *Part) {
+func guessed(m *Metrics, sp *Spec, doc string, res Result, part *Part) {
 	if sp.Guess == nil || len(sp.Guess.Validate([]byte(res.Output))) == 0 {
 		return
 	}
 	m.Failed.Add(1)
+	part.noteInvalid(sp, doc, true)
 	part.Violation = true
 }
 
