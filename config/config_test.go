@@ -325,9 +325,9 @@ func TestParseErrors(t *testing.T) {
 			want: []string{`keel.yaml:4:5: providers[0].timeout: unknown key (did you mean "timeouts"?)`},
 		},
 		{
-			name: "structured_output.implied takes off, guess or strict",
+			name: "structured_output.implied takes off, guess, send or strict",
 			yaml: "structured_output:\n  implied: always\n",
-			want: []string{`keel.yaml:2:3: structured_output.implied: expected off, guess or strict, got "always"`},
+			want: []string{`keel.yaml:2:3: structured_output.implied: expected off, guess, send or strict, got "always"`},
 		},
 		{
 			name: "each typed mode names its key and allowed values, reported with the other problems",

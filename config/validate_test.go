@@ -595,7 +595,7 @@ func TestValidateInCode(t *testing.T) {
 				`resilience.rollout.stage: rollout stage "half": want monitor, hedging or full`,
 				`normalization.parameter_policy: expected drop, map or reject, got "clamp"`,
 				`structured_output.stream_mode: expected strict or relaxed, got "buffered"`,
-				`structured_output.implied: expected off, guess or strict, got "always"`,
+				`structured_output.implied: expected off, guess, send or strict, got "always"`,
 				`structured_output.on_violation: expected error or pass, got "ignore"`,
 				`structured_output.max_schema_refs: expected a positive number (0 = the default), got -2`,
 			},

@@ -15,6 +15,7 @@ import (
 	"github.com/keelmesh/keel"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/simfleet"
+	"github.com/keelmesh/keel/internal/structured"
 	"github.com/keelmesh/keel/internal/wire"
 	"github.com/keelmesh/keel/sim"
 )
@@ -93,76 +94,94 @@ func TestOpenAIJSONModeOnAnAnthropicEndpoint(t *testing.T) {
 // Must show (issue 25, defect 1): the system prompt
 // 仅输出 JSON，包含两个字段：question 和 answer。 made Keel send a schema keyed
 // 两 ("two") and the model answered {"两": …}. Through Keel to the
-// simulator, over both client formats: the schema sent upstream has the keys
-// question and answer (and no 两), and the client's answer is a JSON object
-// with exactly those two keys.
+// simulator, over both client formats. Under the default (implied: guess,
+// session 9) no schema goes upstream and the client gets the model's own
+// answer, X-Mesh-Schema-Violation naming the keys read — question and
+// answer, never 两. Under implied: send, the schema sent upstream has the
+// keys question and answer (and no 两), and the client's answer is a JSON
+// object with exactly those two keys.
 func TestImpliedCountedFieldsUpstreamAndAnswer(t *testing.T) {
-	fleet, err := sim.New(sim.ZeroLatency())
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := &bodyRecorder{next: fleet.Transport()}
-	cfg := simfleet.Config(fleet, "http://"+sim.TransportHost)
-	m, err := keel.New(cfg, keel.WithUpstream(up))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
 	const sys = "仅输出 JSON，包含两个字段：question 和 answer。"
-	for _, f := range []string{"anthropic", "openai"} {
-		t.Run(f, func(t *testing.T) {
-			path, body := "/v1/messages", `{"model":"sim-sonnet","max_tokens":300,"system":"`+sys+`","messages":[{"role":"user","content":"出一道关于地理的题。"}]}`
-			if f == "openai" {
-				path, body = "/v1/chat/completions", `{"model":"sim-sonnet","messages":[{"role":"system","content":"`+sys+`"},{"role":"user","content":"出一道关于地理的题。"}]}`
-			}
-			req, _ := http.NewRequest(http.MethodPost, "http://keel.invalid"+path, strings.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("anthropic-version", "2023-06-01")
-			resp, err := m.HTTPClient().Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				t.Fatalf("status %d: %s", resp.StatusCode, b)
-			}
-			up.mu.Lock()
-			sent := []byte(up.reqs[len(up.reqs)-1])
-			up.mu.Unlock()
-			var ub struct {
-				OutputConfig struct {
-					Format struct {
-						Schema struct {
-							Required   []string       `json:"required"`
-							Properties map[string]any `json:"properties"`
-						} `json:"schema"`
-					} `json:"format"`
-				} `json:"output_config"`
-			}
-			json.Unmarshal(sent, &ub)
-			sc := ub.OutputConfig.Format.Schema
-			scb, _ := json.Marshal(sc)
-			if strings.Contains(string(scb), "两") || len(sc.Properties) != 2 || sc.Properties["question"] == nil || sc.Properties["answer"] == nil {
-				t.Fatalf("schema sent upstream: %s", sent)
-			}
-			var text string
-			if f == "openai" {
-				var cc struct {
-					Choices []struct{ Message struct{ Content string } }
+	for _, mode := range []structured.ImpliedMode{structured.ImpliedGuess, structured.ImpliedSend} {
+		fleet, err := sim.New(sim.ZeroLatency())
+		if err != nil {
+			t.Fatal(err)
+		}
+		up := &bodyRecorder{next: fleet.Transport()}
+		cfg := simfleet.Config(fleet, "http://"+sim.TransportHost)
+		cfg.StructuredOutput.Implied = mode
+		m, err := keel.New(cfg, keel.WithUpstream(up))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		for _, f := range []string{"anthropic", "openai"} {
+			t.Run(string(mode)+"/"+f, func(t *testing.T) {
+				path, body := "/v1/messages", `{"model":"sim-sonnet","max_tokens":300,"system":"`+sys+`","messages":[{"role":"user","content":"出一道关于地理的题。"}]}`
+				format := llm.FormatAnthropic
+				if f == "openai" {
+					path, body = "/v1/chat/completions", `{"model":"sim-sonnet","messages":[{"role":"system","content":"`+sys+`"},{"role":"user","content":"出一道关于地理的题。"}]}`
+					format = llm.FormatOpenAI
 				}
-				json.Unmarshal(b, &cc)
-				text = cc.Choices[0].Message.Content
-			} else {
-				var msg struct{ Content []struct{ Text string } }
-				json.Unmarshal(b, &msg)
-				text = msg.Content[0].Text
-			}
-			var ans map[string]any
-			if err := json.Unmarshal([]byte(text), &ans); err != nil || len(ans) != 2 || ans["question"] == nil || ans["answer"] == nil {
-				t.Fatalf("client answer %q: want an object with question and answer", text)
-			}
-		})
+				req, _ := http.NewRequest(http.MethodPost, "http://keel.invalid"+path, strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("anthropic-version", "2023-06-01")
+				resp, err := m.HTTPClient().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					t.Fatalf("status %d: %s", resp.StatusCode, b)
+				}
+				up.mu.Lock()
+				sent := []byte(up.reqs[len(up.reqs)-1])
+				up.mu.Unlock()
+				var text string
+				if f == "openai" {
+					text = openaiText(t, b, false)
+				} else {
+					text = anthropicText(t, b, false)
+				}
+				if mode == structured.ImpliedGuess {
+					if strings.Contains(string(sent), `"output_config"`) || strings.Contains(string(sent), `"response_format"`) {
+						t.Fatalf("implied: guess sent a schema upstream: %s", sent)
+					}
+					if got := resp.Header.Get("X-Mesh-Schema-Violation"); got != "question,answer" {
+						t.Fatalf("X-Mesh-Schema-Violation %q, want the keys read, question,answer", got)
+					}
+					preq, err := wire.For(format).ParseRequest([]byte(body))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if want := sim.Answer(sim.ZeroLatency(), preq).Text(); text != want {
+						t.Fatalf("client answer %q, want the model's own %q", text, want)
+					}
+					return
+				}
+				var ub struct {
+					OutputConfig struct {
+						Format struct {
+							Schema struct {
+								Required   []string       `json:"required"`
+								Properties map[string]any `json:"properties"`
+							} `json:"schema"`
+						} `json:"format"`
+					} `json:"output_config"`
+				}
+				json.Unmarshal(sent, &ub)
+				sc := ub.OutputConfig.Format.Schema
+				scb, _ := json.Marshal(sc)
+				if strings.Contains(string(scb), "两") || len(sc.Properties) != 2 || sc.Properties["question"] == nil || sc.Properties["answer"] == nil {
+					t.Fatalf("schema sent upstream: %s", sent)
+				}
+				var ans map[string]any
+				if err := json.Unmarshal([]byte(text), &ans); err != nil || len(ans) != 2 || ans["question"] == nil || ans["answer"] == nil {
+					t.Fatalf("client answer %q: want an object with question and answer", text)
+				}
+			})
+		}
 	}
 }
 

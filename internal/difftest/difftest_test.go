@@ -60,6 +60,11 @@ var profiles = []profile{
 		c.Fragmentation.MergeCall = true
 		c.StructuredOutput.StreamMode = "relaxed"
 	}},
+	// structured_output.implied: send, the opt-in to send a sure reading of
+	// the system prompt's keys upstream (the default only reports it).
+	{"implied-send", func(c *config.Config) {
+		c.StructuredOutput.Implied = structured.ImpliedSend
+	}},
 }
 
 // answer is what a client saw: the status, the error type, the text, the

@@ -67,6 +67,7 @@ func Check(ctx context.Context, c Settings, m *Metrics, req *llm.Request, sp *Sp
 		m.Observe(res)
 		part.noteRepair(res)
 		if res.Valid {
+			guessed(m, sp, doc, res, part)
 			return replaced(ans, sp, idx, res), nil
 		}
 	}
@@ -75,7 +76,11 @@ func Check(ctx context.Context, c Settings, m *Metrics, req *llm.Request, sp *Sp
 	// again with the same limit it would be cut again. Direct, the client
 	// gets it with finish_reason length; so it does here.
 	cut := resp.StopReason == llm.StopMaxTokens
-	if !cut && !c.DisableReask {
+	// A guess (implied: guess) is never re-asked: the re-ask would ask
+	// the model for keys Keel guessed, and a keyless one for "a JSON
+	// object" where the prompt asked for more. The client gets the
+	// model's answer, X-Mesh-Schema-Violation naming the reading's keys.
+	if !cut && !c.DisableReask && sp.Guess == nil {
 		if a2, sent := r.Reask(ctx, ReaskRequest(req, sp, doc, res.Violations, ok)); sent {
 			m.Reasked.Add(1)
 			part.Reasked = true
@@ -85,6 +90,7 @@ func Check(ctx context.Context, c Settings, m *Metrics, req *llm.Request, sp *Sp
 					m.Observe(res2)
 					part.noteRepair(res2)
 					if res2.Valid {
+						guessed(m, sp, doc2, res2, part)
 						return replaced(a2, sp, idx2, res2), nil
 					}
 					res = res2
@@ -100,6 +106,18 @@ func Check(ctx context.Context, c Settings, m *Metrics, req *llm.Request, sp *Sp
 		return ans, nil
 	}
 	return nil, violation(res, part)
+}
+
+// guessed reports, under implied: guess, an answer that is a JSON object
+// but lacks a key of the reading (X-Mesh-Schema-Violation): the answer is
+// delivered as it is, the keys being Keel's guess, not the client's ask.
+func guessed(m *Metrics, sp *Spec, doc string, res Result, part *Part) {
+	if sp.Guess == nil || len(sp.Guess.Validate([]byte(res.Output))) == 0 {
+		return
+	}
+	m.Failed.Add(1)
+	part.noteInvalid(sp, doc, true)
+	part.Violation = true
 }
 
 // replaced is ans with res's repaired document in place, when the repair

@@ -25,11 +25,14 @@ type Config struct {
 	// system prompt; default true. false is implied: off.
 	ImpliedSchemas *bool `yaml:"implied_schemas"`
 	// Implied is what a schema implied by the system prompt may do: "off"
-	// (none is read), "guess" (default: it is sent upstream only when the
-	// reading is unambiguous, validates and repairs the answer, and an
-	// answer that stays invalid is delivered as the model gave it, with
-	// X-Mesh-Schema-Violation) or "strict" (such an answer is
-	// MESH_SCHEMA_VIOLATION, as for a schema the client gave).
+	// (none is read), "guess" (default: the reading is only reported —
+	// never sent upstream, never re-asked for; an answer lacking one of
+	// its keys is delivered as the model gave it, with
+	// X-Mesh-Schema-Violation), "send" (a sure reading is sent upstream,
+	// validated, repaired and re-asked against; an answer that stays
+	// invalid is delivered with X-Mesh-Schema-Violation) or "strict" (as
+	// send, and such an answer is MESH_SCHEMA_VIOLATION, as for a schema
+	// the client gave).
 	Implied ImpliedMode `yaml:"implied"`
 	// Derive declares the only way a missing required field may be filled.
 	Derive []DeriveRule `yaml:"derive"`
@@ -111,11 +114,12 @@ const (
 	ImpliedNone   ImpliedMode = "off"
 	ImpliedGuess  ImpliedMode = "guess"
 	ImpliedStrict ImpliedMode = "strict"
+	ImpliedSend   ImpliedMode = "send"
 )
 
-// UnmarshalText accepts off, guess or strict ("" is guess).
+// UnmarshalText accepts off, guess, send or strict ("" is guess).
 func (m *ImpliedMode) UnmarshalText(b []byte) error {
-	return parseEnum(m, b, ImpliedNone, ImpliedGuess, ImpliedStrict)
+	return parseEnum(m, b, ImpliedNone, ImpliedGuess, ImpliedSend, ImpliedStrict)
 }
 
 // parseEnum sets *dst to the one of allowed that b names; "" leaves the
@@ -161,6 +165,7 @@ func (c Config) Settings() Settings {
 		DisableReask:   c.Reask != nil && !*c.Reask,
 		DisableImplied: c.ImpliedOff(),
 		StrictImplied:  c.Implied == ImpliedStrict,
+		SendImplied:    c.Implied == ImpliedSend || c.Implied == ImpliedStrict,
 		Derive:         c.Derivations(),
 		Limits:         c.Limits,
 	}

@@ -23,7 +23,8 @@ func TestModesUnmarshalText(t *testing.T) {
 		{name: "violation bad", into: new(ViolationMode), in: "warn", wantErr: `expected error or pass, got "warn"`},
 		{name: "implied off", into: new(ImpliedMode), in: "off"},
 		{name: "implied strict", into: new(ImpliedMode), in: "strict"},
-		{name: "implied bad", into: new(ImpliedMode), in: "always", wantErr: `expected off, guess or strict, got "always"`},
+		{name: "implied send", into: new(ImpliedMode), in: "send"},
+		{name: "implied bad", into: new(ImpliedMode), in: "always", wantErr: `expected off, guess, send or strict, got "always"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

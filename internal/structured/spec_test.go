@@ -41,7 +41,11 @@ func TestSpecFor(t *testing.T) {
 			source: "output_config.format"},
 		{name: "forced tool", req: llm.Request{Tools: []llm.Tool{{Name: "point", InputSchema: obj}}, ToolChoice: &llm.ToolChoice{Type: llm.ToolChoiceTool, Name: "point"}},
 			source: "forced_tool", tool: "point"},
+		// implied: guess (the default) reports the reading, never sends it
+		// (STYLE 23); implied: send and strict send a sure reading.
 		{name: "implied by the system prompt", req: llm.Request{System: sys(`Respond only with JSON containing the keys "risk" and "score".`)},
+			source: "implied", implied: true, upstream: false},
+		{name: "implied, sent under implied: send", cfg: Settings{SendImplied: true}, req: llm.Request{System: sys(`Respond only with JSON containing the keys "risk" and "score".`)},
 			source: "implied", implied: true, upstream: true},
 		{name: "implied off", cfg: Settings{DisableImplied: true}, req: llm.Request{System: sys(`Respond only with JSON containing the keys "risk" and "score".`)}},
 		{name: "no implied schema beside tools", req: llm.Request{System: sys(`Respond only with JSON containing the keys "risk" and "score".`), Tools: []llm.Tool{{Name: "t"}}}},
