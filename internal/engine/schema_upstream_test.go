@@ -130,14 +130,16 @@ func TestOutputSchemaIsSentUpstreamPerEndpoint(t *testing.T) {
 	}
 }
 
-// An implied schema (a "must include" system prompt) is sent as well; a
-// schema the client put in its own wire format is left as the client sent
-// it; below the full rollout stage nothing is added.
+// An implied schema (a "must include" system prompt) is sent as well under
+// structured_output.implied: send (the default, guess, only reports it:
+// TestImpliedSchemaCountIsNotAKey); a schema the client put in its own wire
+// format is left as the client sent it; below the full rollout stage
+// nothing is added.
 func TestImpliedSchemaIsSentAndClientFormatsAreKept(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := &scripted{id: "a", format: llm.FormatAnthropic, script: always(anthropicJSON(`{"risk_level":"low","mitigation_steps":[],"confidence_score":1}`))}
 		h := newHarness(t, a)
-		e := h.engine(Options{}, h.endpoints("m", "a")...)
+		e := h.engine(Options{Structured: StructuredOptions{SendImplied: true}}, h.endpoints("m", "a")...)
 		req := ask(llm.FormatAnthropic, "m", false)
 		req.System = []llm.Block{{Type: llm.BlockText, Text: "Respond in JSON format. The output must include risk_level, mitigation_steps, confidence_score."}}
 		out, ae := callWith(t, e, req, nil)

@@ -24,40 +24,53 @@ func anthropicText(text string, stop llm.StopReason) reply {
 
 // TestImpliedSchemaCountIsNotAKey: issue 25 defect 1. The prompt
 // 仅输出 JSON，包含两个字段：question 和 answer。 made Keel send a schema whose
-// only key was 两 ("two"), and the model answered {"两": …}. The schema
-// sent upstream requires question and answer, and the client gets the
-// model's answer with those keys.
+// only key was 两 ("two"), and the model answered {"两": …}. Under the
+// default (implied: guess) nothing is sent upstream and the client gets
+// the model's answer; under implied: send the schema sent requires question
+// and answer. Either way the reading is question and answer, never 两.
 func TestImpliedSchemaCountIsNotAKey(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		answer := `{"question":"What is Keel?","answer":"A mesh."}`
-		a := &scripted{id: "a", format: llm.FormatAnthropic, script: always(anthropicJSON(answer))}
-		h := newHarness(t, a)
-		e := h.engine(Options{}, h.endpoints("m", "a")...)
-		req := ask(llm.FormatAnthropic, "m", false)
-		req.System = []llm.Block{{Type: llm.BlockText, Text: qaPrompt}}
-		out, ae := callWith(t, e, req, nil)
-		if ae != nil {
-			t.Fatal(ae)
-		}
-		sent := dig(a.lastBody(), "output_config", "format", "schema")
-		b, _ := json.Marshal(sent)
-		var s struct {
-			Properties map[string]any `json:"properties"`
-			Required   []string       `json:"required"`
-		}
-		json.Unmarshal(b, &s)
-		if !slices.Equal(s.Required, []string{"question", "answer"}) || len(s.Properties) != 2 || strings.Contains(string(b), "两") {
-			t.Fatalf("schema sent upstream %s, want keys question and answer", b)
-		}
-		if got := out.Response.Text(); got != answer {
-			t.Fatalf("client got %q, want %q", got, answer)
-		}
-	})
+	for _, send := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			answer := `{"question":"What is Keel?","answer":"A mesh."}`
+			a := &scripted{id: "a", format: llm.FormatAnthropic, script: always(anthropicJSON(answer))}
+			h := newHarness(t, a)
+			e := h.engine(Options{Structured: StructuredOptions{SendImplied: send}}, h.endpoints("m", "a")...)
+			req := ask(llm.FormatAnthropic, "m", false)
+			req.System = []llm.Block{{Type: llm.BlockText, Text: qaPrompt}}
+			out, ae := callWith(t, e, req, nil)
+			if ae != nil {
+				t.Fatal(ae)
+			}
+			if got := out.Record.Structured.Contract.Required; !slices.Equal(got, []string{"question", "answer"}) {
+				t.Fatalf("send=%v: read %q, want question and answer", send, got)
+			}
+			sent := dig(a.lastBody(), "output_config", "format", "schema")
+			b, _ := json.Marshal(sent)
+			if !send {
+				if sent != nil {
+					t.Fatalf("implied: guess sent %s upstream", b)
+				}
+			} else {
+				var s struct {
+					Properties map[string]any `json:"properties"`
+					Required   []string       `json:"required"`
+				}
+				json.Unmarshal(b, &s)
+				if !slices.Equal(s.Required, []string{"question", "answer"}) || len(s.Properties) != 2 || strings.Contains(string(b), "两") {
+					t.Fatalf("schema sent upstream %s, want keys question and answer", b)
+				}
+			}
+			if got := out.Response.Text(); got != answer {
+				t.Fatalf("send=%v: client got %q, want %q", send, got, answer)
+			}
+		})
+	}
 }
 
 // TestImpliedSchemaNeverFailsTheCall: issue 25 defect 2. An implied schema
-// is a guess: when repair and the re-ask do not give a valid answer, the
-// client gets the model's own first answer (as direct) and the record
+// is a guess: when repair (and, for a keyless demand, the re-ask) do not
+// give a valid answer, the client gets the model's own first answer (as
+// direct) and the record
 // names the keys (X-Mesh-Schema-Violation); a 502 stays for
 // structured_output.implied: strict. A guess that is not sure (keys the
 // prompt does not write as identifiers) is not sent upstream.
@@ -72,12 +85,18 @@ func TestImpliedSchemaNeverFailsTheCall(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				a := &scripted{id: "a", format: llm.FormatAnthropic, script: always(anthropicJSON(prose))}
 				h := newHarness(t, a)
-				e := h.engine(Options{Structured: StructuredOptions{StrictImplied: strict}}, h.endpoints("m", "a")...)
+				e := h.engine(Options{Structured: StructuredOptions{StrictImplied: strict, SendImplied: strict}}, h.endpoints("m", "a")...)
 				req := ask(llm.FormatAnthropic, "m", false)
 				req.System = []llm.Block{{Type: llm.BlockText, Text: sys}}
 				out, ae := callWith(t, e, req, nil)
-				if a.count() != 2 {
-					t.Errorf("%q: %d upstream calls, want 2 (answer, re-ask)", sys, a.count())
+				// implied: guess never re-asks for keys it read (a
+				// guess); a keyless demand and strict re-ask once.
+				want := 2
+				if !strict && sys != "Respond in JSON." {
+					want = 1
+				}
+				if a.count() != want {
+					t.Errorf("%q: %d upstream calls, want %d", sys, a.count(), want)
 				}
 				if strict {
 					if ae == nil || ae.MeshCode != llm.MeshSchemaViolation {
