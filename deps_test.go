@@ -72,13 +72,19 @@ var reach = map[string][]string{
 	mod + "/internal/fleet": slices.Concat(providerReach, []string{mod + "/internal/provider", mod + "/internal/resilience", mod + "/internal/route",
 		mod + "/internal/health"}),
 	mod + "/internal/rollout": slices.Concat(stageBase, []string{mod + "/internal/resilience", mod + "/internal/observe"}),
+	// The stages' hooks over the engine's calls (chain.Call): the stage
+	// packages and the record, never the engine.
+	mod + "/internal/chain": slices.Concat(stageBase, schemaLib, []string{mod + "/internal/callrec", mod + "/internal/cache", mod + "/internal/semcache",
+		"github.com/coder/hnsw", mod + "/internal/pii", mod + "/internal/rollout", mod + "/internal/resilience", mod + "/internal/observe",
+		mod + "/internal/fragment", mod + "/internal/structured"}),
 	// The engine: the layers below it, and (the last lines) the stage
 	// packages it still reaches: it composes their stages in New, its
 	// Options carry their configs, and the Record holds their parts (the
 	// record split moves the parts out; the composition leaves with it).
 	mod + "/internal/engine": slices.Concat(providerReach, []string{mod + "/internal/provider",
 		mod + "/internal/resilience", mod + "/internal/route", mod + "/internal/health", mod + "/internal/normalize"},
-		[]string{mod + "/internal/pipeline", mod + "/internal/relay", mod + "/internal/policy", mod + "/internal/fleet", mod + "/internal/observe", mod + "/internal/callrec"},
+		[]string{mod + "/internal/pipeline", mod + "/internal/relay", mod + "/internal/policy", mod + "/internal/fleet", mod + "/internal/observe", mod + "/internal/callrec",
+			mod + "/internal/chain"},
 		[]string{mod + "/internal/cache", mod + "/internal/classify", mod + "/internal/fragment", mod + "/internal/pii", mod + "/internal/shadow", mod + "/internal/structured",
 			mod + "/internal/rollout", mod + "/internal/semcache", "github.com/coder/hnsw"}, schemaLib),
 }
@@ -114,6 +120,7 @@ var wireAll = slices.Concat(wireLeaf, []string{mod + "/internal/wire", mod + "/i
 // no metrics library, storage, HTTP front or simulator).
 var never = map[string][]string{
 	mod + "/internal/callrec": {mod + "/internal/engine", mod + "/internal/server", mod + "/internal/telemetry", mod + "/internal/store"},
+	mod + "/internal/chain":   {mod + "/internal/engine"},
 	mod + "/internal/engine": {mod + "/internal/server", mod + "/internal/telemetry", mod + "/internal/store",
 		mod + "/internal/keys", mod + "/config", mod + "/sim", "github.com/prometheus", "github.com/redis", "modernc.org/sqlite", "go.opentelemetry.io"},
 	mod + "/internal/route":  {mod + "/internal/health"},

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/callrec"
+	"github.com/keelmesh/keel/internal/chain"
+	"github.com/keelmesh/keel/internal/fragment"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/policy"
@@ -158,6 +160,34 @@ func (s *Stream) Served() *provider.Endpoint { return s.ans.ServedBy() }
 // whether the answer was valid; ok is false when no schema applied.
 func (s *Stream) SchemaValid() (valid, ok bool) { return s.c.structured.SchemaValid() }
 
+// The engine's call as the stages' hooks see it (chain.Call).
+
+func (c *callState) Record() *Record                { return &c.rec }
+func (c *callState) ShadowRun() bool                { return c.shadowRun }
+func (c *callState) ShadowLegacy() bool             { return c.shadowLegacy }
+func (c *callState) Threshold() float32             { return c.semThreshold }
+func (c *callState) Legacy() bool                   { return c.x.legacy }
+func (c *callState) SetLegacy()                     { c.x.legacy, c.rec.Legacy = true, true }
+func (c *callState) Fused() bool                    { return c.fused }
+func (c *callState) FusedBy(ep *provider.Endpoint)  { c.served, c.fused = c.frag.eps[ep], true }
+func (c *callState) Contract() *structured.Part     { return c.structured }
+func (c *callState) SetContract(p *structured.Part) { c.structured, c.x.spec = p, p.Upstream }
+func (c *callState) CreditReask()                   { c.reasked, c.served = c.reask.ep, c.reask.ep }
+func (c *callState) OutputTool() bool               { return c.relay != nil && c.relay.legs.cur.tool }
+func (c *callState) Fail(ctx context.Context, err error) error {
+	return c.x.clientError(ctx, err)
+}
+
+func (c *callState) Reasker() structured.Reasker {
+	c.reask = &reasker{c: c}
+	return c.reask
+}
+
+func (c *callState) Replicas() fragment.Replicas {
+	c.frag = &replicas{x: c.x, eps: map[*provider.Endpoint]*endpoint{}}
+	return c.frag
+}
+
 // compose builds the call pipeline once, outermost first (ARCHITECTURE.md):
 // personal data and shadow sampling face the client; below them, the part
 // a shadow call runs too: route resolution, the caches, the call's
@@ -165,7 +195,9 @@ func (s *Stream) SchemaValid() (valid, ok bool) { return s.c.structured.SchemaVa
 // structured output, fragmentation, then the core (the attempt chain and
 // the stream relay). A stage that is off is nil and costs nothing.
 func (e *Engine) compose(o Options) {
-	e.exactStage, e.semanticStage = e.cacheStages(o)
+	e.exactStage, e.semanticStage = chain.Caches(o.Cache, o.CachePolicy, o.Semantic, e.log)
+	e.rolloutSt, e.structSt = chain.Rollout(e.rollout, e.valve), chain.Structured(e.structOpts, e.schemas, e.smetrics)
+	e.fragSt = chain.Fragment(e.fragOpts, e.structOpts)
 	outer, inner := e.stages()
 	e.inner = pipeline.Chain(pipeline.HandlerFunc(e.core), inner...)
 	e.handler = pipeline.Chain(e.inner, outer...)
@@ -175,7 +207,7 @@ func (e *Engine) compose(o Options) {
 // client, and those a shadow call runs too.
 func (e *Engine) stages() (outer, inner []pipeline.Stage) {
 	return []pipeline.Stage{e.piiStage, e.shadowStage()},
-		[]pipeline.Stage{e.resolveStage, e.exactStage, e.semanticStage, e.admit, e.rolloutStage(), e.structuredStage(), e.fragmentStage()}
+		[]pipeline.Stage{e.resolveStage, e.exactStage, e.semanticStage, e.admit, e.rolloutSt, e.structSt, e.fragSt}
 }
 
 // resolveStage finds the call's route (its domain, the model or alias,

@@ -32,6 +32,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/callrec"
+	"github.com/keelmesh/keel/internal/chain"
 	complexity "github.com/keelmesh/keel/internal/classify"
 	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/health"
@@ -190,6 +191,9 @@ type Engine struct {
 	// exactStage and semanticStage are the response caches (nil when
 	// off).
 	exactStage, semanticStage pipeline.Stage
+	// rolloutSt, structSt and fragSt are the rollout, structured-output
+	// and fragmentation stages (package chain).
+	rolloutSt, structSt, fragSt pipeline.Stage
 	// piiStage is Options.PII built.
 	piiStage    pipeline.Stage
 	maxAttempts int
@@ -279,7 +283,7 @@ func New(o Options) (*Engine, error) {
 		e.smetrics = &structured.Metrics{}
 	}
 	e.schemas = structured.NewCompiler(o.Structured.Limits)
-	if e.piiStage, err = e.newPIIStage(o.PII); err != nil {
+	if e.piiStage, err = chain.PII(o.PII, log); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e.valve, e.events = rollout.NewValve(r.Valve), newEvents(o.Observer)

@@ -5,57 +5,15 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/fragment"
 	"github.com/keelmesh/keel/internal/llm"
-	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
-	"github.com/keelmesh/keel/internal/structured"
 	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
 // FragmentOptions tune long-input fragmentation (fragment.Settings, built from fragment.Config).
 type FragmentOptions = fragment.Settings
-
-// fragmentStage is the fragmentation stage (fragment.NewStage) over this
-// engine's calls: replicas are execs on the call's route, their attempts
-// go into the call's record, and the fused answer is credited to the
-// first replica that answered.
-func (e *Engine) fragmentStage() pipeline.Stage {
-	return fragment.NewStage(e.fragOpts, fragment.Hooks{
-		Record: func(pc *pipeline.Call, p *fragment.Part) {
-			c := callOf(pc)
-			rec := &c.rec
-			rec.Fragments = &callrec.Fragments{Count: p.Fragments, OK: p.FragmentsOK, Fusions: p.Fusions, FusionConflicts: p.FusionConflicts,
-				Conflicts: p.Conflicts, LostRanges: p.LostRanges, Details: p.Details, Merged: p.Merged}
-			if p.Violation {
-				rec.AddStructured().Violation = true
-			}
-			rec.Usage = p.Usage
-			c.served, c.fused = c.frag.eps[p.Served], true
-		},
-		Eligible: func(pc *pipeline.Call) bool {
-			c := callOf(pc)
-			return c.rec.Stage == StageFull && !c.x.legacy
-		},
-		Contract: func(pc *pipeline.Call) (*structured.Spec, bool) {
-			c := callOf(pc)
-			if c.structured == nil {
-				return nil, false
-			}
-			return c.structured.Spec, c.structured.Spec.MayFail(e.structOpts)
-		},
-		Replicas: func(pc *pipeline.Call) fragment.Replicas {
-			c := callOf(pc)
-			c.frag = &replicas{x: c.x, eps: map[*provider.Endpoint]*endpoint{}}
-			return c.frag
-		},
-		Fail: func(ctx context.Context, pc *pipeline.Call, err error) error {
-			return callOf(pc).x.clientError(ctx, err)
-		},
-	})
-}
 
 // replicas sends a call's fragments as execs of their own on its route
 // (fragment.Replicas); their attempts join the call's record.

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"github.com/keelmesh/keel/internal/pii"
-	"github.com/keelmesh/keel/internal/pipeline"
 )
 
 // Personal data is the pipeline's first stage (internal/pii): found and
@@ -32,15 +31,3 @@ const (
 	PIILog    = pii.ActionLog
 	PIIOff    = pii.ActionOff
 )
-
-// newPIIStage builds the personal-data stage over the engine's record.
-func (e *Engine) newPIIStage(o PIIOptions) (pipeline.Stage, error) {
-	return pii.NewStage(o, pii.Hooks{
-		Log: e.log,
-		Record: func(pc *pipeline.Call, p pii.Part) {
-			rec := &callOf(pc).rec
-			rec.PII, rec.Request = p.Report, p.Request
-		},
-		Structured: func(pc *pipeline.Call) bool { return callOf(pc).rec.Structured != nil },
-	})
-}

@@ -29,46 +29,6 @@ func (x *exec) askSchema(req *llm.Request, ep *endpoint, kind policy.AttemptKind
 // StructuredMetrics returns the structured-output counters.
 func (e *Engine) StructuredMetrics() *structured.Metrics { return e.smetrics }
 
-// structuredStage is the structured-output stage (structured.NewStage)
-// over this engine's calls: its part goes into the call's record, the
-// contract it sends upstream into the call's exec, and a re-ask's answer
-// that replaced the first is credited to the re-ask's endpoint.
-func (e *Engine) structuredStage() pipeline.Stage {
-	return structured.NewStage(e.structOpts, e.schemas, e.smetrics, structured.Hooks{
-		Record: func(pc *pipeline.Call, p *structured.Part) {
-			c := callOf(pc)
-			rec := &c.rec
-			if c.structured == nil {
-				// Before the attempts: what they ask for upstream.
-				c.structured, c.x.spec = p, p.Upstream
-				rec.AddStructured().Contract = p.Trace
-			}
-			st := rec.Structured
-			st.Repairs, st.Reasked, st.Violation = p.Repairs, p.Reasked, p.Violation
-			if p.Replaced {
-				c.reasked, c.served = c.reask.ep, c.reask.ep
-			}
-		},
-		Answers:    func(pc *pipeline.Call) bool { return callOf(pc).rec.Stage == StageFull },
-		Legacy:     func(pc *pipeline.Call) bool { return callOf(pc).x.legacy },
-		OutputTool: func(pc *pipeline.Call) bool { c := callOf(pc); return c.relay != nil && c.relay.legs.cur.tool },
-		Reasker: func(pc *pipeline.Call) structured.Reasker {
-			c := callOf(pc)
-			c.reask = &reasker{c: c}
-			return c.reask
-		},
-		Buffered: func(pc *pipeline.Call, resp *llm.Response, err error) {
-			c := callOf(pc)
-			if err != nil {
-				c.rec.Response = nil // a refused answer is not what the client got
-				return
-			}
-			c.rec.Usage = resp.Usage
-		},
-		Fused: func(pc *pipeline.Call) bool { return callOf(pc).fused },
-	})
-}
-
 // reasker sends a re-ask as one more attempt of c (structured.Reasker):
 // when the attempt and retry budgets allow, up a tier when the alias
 // escalates. ep is the endpoint that answered it.
@@ -99,12 +59,6 @@ func (r *reasker) Reask(ctx context.Context, rq *llm.Request) (*pipeline.Answer,
 	x.rec.Usage.OutputTokens += r2.Usage.OutputTokens
 	r.ep = a.ep
 	return &pipeline.Answer{Response: r2, Endpoint: a.ep.Endpoint}, true
-}
-
-// synthesize turns a complete answer back into stream events
-// (structured.Synthesize).
-func synthesize(resp *llm.Response, chunk int) []*llm.Event {
-	return structured.Synthesize(resp, chunk)
 }
 
 // cutUTF8 cuts s to at most n bytes, never inside a character.
