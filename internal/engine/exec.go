@@ -354,7 +354,7 @@ func (a *attempt) outcome(f *policy.Failure) (o health.Outcome, ok bool) {
 		return o, true
 	}
 	if f.Cancelled() {
-		return health.Outcome{Cancelled: true, Latency: o.Latency}, true
+		return a.cancelledOutcome(o.Latency), true
 	}
 	var pe *provider.Error
 	if errors.As(f.Err, &pe) {
@@ -470,7 +470,7 @@ func (a *attempt) discard() {
 		a.noteUsage(&x.rec.Attempts[a.recIdx])
 	}
 	x.mu.Unlock()
-	a.hdone(health.Outcome{Cancelled: true, Latency: x.e.now().Sub(a.start)})
+	a.hdone(a.cancelledOutcome(x.e.now().Sub(a.start)))
 	a.bdone(true)
 	a.ep.Publish()
 }

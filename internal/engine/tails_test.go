@@ -1,0 +1,239 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/provider"
+	"github.com/keelmesh/keel/internal/resilience"
+	"github.com/keelmesh/keel/sim"
+)
+
+// The tails' must-shows (issue 28, items 1 and 2): a heavy-tailed
+// two-endpoint fleet and slow streams, measured in virtual time against
+// the same fleet called directly.
+
+// tailFleet is a simulated model sim-t in two regions with latency lat
+// (both regions), Anthropic format, continuation by prefill, and its two
+// endpoints.
+func tailFleet(t *testing.T, lat sim.LatencySpec, faults ...sim.Fault) (*sim.Fleet, []*provider.Endpoint) {
+	t.Helper()
+	cfg := sim.ZeroLatency()
+	cfg.Regions = cfg.Regions[:2]
+	for i := range cfg.Regions {
+		cfg.Regions[i].Latency = lat
+	}
+	m := cfg.Models[1] // sim-sonnet
+	m.Name = "sim-t"
+	m.Regions = []string{cfg.Regions[0].Name, cfg.Regions[1].Name}
+	cfg.Models = []sim.ModelSpec{m}
+	cfg.Faults = faults
+	fleet, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eps []*provider.Endpoint
+	for _, r := range m.Regions {
+		eps = append(eps, &provider.Endpoint{ID: "sim-t/" + r + "/sim", Model: "sim-t", UpstreamModel: "sim-t", Region: r, Provider: "sim",
+			Format: llm.FormatAnthropic, BaseURL: fleet.BaseURL(r, llm.FormatAnthropic), Capability: 3, ContextWindow: 200_000,
+			StreamIdleTimeout: 30 * time.Second})
+	}
+	return fleet, eps
+}
+
+// tailEngine is an engine over eps (alias t, ordered; no valve) with r's
+// resilience.
+func tailEngine(t *testing.T, fleet *sim.Fleet, eps []*provider.Endpoint, r Resilience) *Engine {
+	t.Helper()
+	r.Valve.Disabled = true
+	e, err := New(Options{Endpoints: eps, Client: provider.NewClient(fleet.Transport()),
+		Aliases: map[string]Alias{"t": {Models: []string{"sim-t"}, Strategy: "ordered"}}, Resilience: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return e
+}
+
+// timing is one streamed call as its client saw it.
+type timing struct {
+	ttft, total time.Duration
+	text        string
+	stopped     bool
+	rec         *Record
+}
+
+// readTimed reads s to its end, timing its first text delta and its end
+// from start.
+func readTimed(t *testing.T, start time.Time, next func() (*llm.Event, error)) timing {
+	var tm timing
+	var text []byte
+	for {
+		ev, err := next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Errorf("stream: %v", err)
+			break
+		}
+		switch ev.Type {
+		case llm.EventBlockDelta:
+			if tm.ttft == 0 {
+				tm.ttft = time.Since(start)
+			}
+			text = append(text, ev.Delta...)
+		case llm.EventMessageStop:
+			tm.stopped = true
+		case llm.EventError:
+			t.Errorf("error event: %v", ev.Err)
+		}
+	}
+	tm.total, tm.text = time.Since(start), string(text)
+	return tm
+}
+
+// tailPrompt is call i's request: a distinct prompt per call.
+func tailPrompt(i, maxTokens int) *llm.Request {
+	req := ask(llm.FormatAnthropic, "t", true)
+	req.MaxTokens = maxTokens
+	req.Messages[0].Content[0].Text = "Tell me a story about lighthouse number " + itoa(i) + "."
+	return req
+}
+
+func itoa(i int) string { return string(appendInt(nil, i)) }
+
+func appendInt(b []byte, i int) []byte {
+	if i >= 10 {
+		b = appendInt(b, i/10)
+	}
+	return append(b, byte('0'+i%10))
+}
+
+// openLoop runs n calls, one every `every`, each in its own goroutine,
+// and returns their timings in call order.
+func openLoop(n int, every time.Duration, one func(i int) timing) []timing {
+	out := make([]timing, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			time.Sleep(time.Duration(i) * every)
+			out[i] = one(i)
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// direct calls the fleet straight, alternating between its endpoints as a
+// client given both would.
+func direct(t *testing.T, fleet *sim.Fleet, eps []*provider.Endpoint, i, maxTokens int) timing {
+	c := provider.NewClient(fleet.Transport())
+	req := tailPrompt(i, maxTokens)
+	req.Model = "sim-t"
+	start := time.Now()
+	res, err := c.Do(context.Background(), eps[i%len(eps)], req, provider.Call{})
+	if err != nil {
+		t.Errorf("direct call %d: %v", i, err)
+		return timing{}
+	}
+	defer res.Stream.Close()
+	return readTimed(t, start, res.Stream.Next)
+}
+
+// through calls e.
+func through(t *testing.T, e *Engine, i, maxTokens int) timing {
+	start := time.Now()
+	out, err := e.Do(context.Background(), tailPrompt(i, maxTokens), Call{RequestID: "t" + itoa(i)})
+	if err != nil {
+		t.Errorf("call %d: %v", i, err)
+		return timing{}
+	}
+	tm := readTimed(t, start, out.Stream.Next)
+	out.Stream.Close()
+	tm.rec = out.Record
+	return tm
+}
+
+// quantiles of the timings' f: p50, p99, p99.9.
+func quantiles(ts []timing, f func(timing) time.Duration) (p50, p99, p999 time.Duration) {
+	d := make([]time.Duration, len(ts))
+	for i, tm := range ts {
+		d[i] = f(tm)
+	}
+	slices.Sort(d)
+	q := func(p float64) time.Duration { return d[int(p*float64(len(d)-1)+0.5)] }
+	return q(0.5), q(0.99), q(0.999)
+}
+
+func total(tm timing) time.Duration { return tm.total }
+func ttft(tm timing) time.Duration  { return tm.ttft }
+
+// Must show (issue 28, item 1): on a two-endpoint fleet where 5 % of
+// calls are 20× slower (the simulator's latency tail, both regions),
+// streams at 100 req/s for 20 s: p99 and p99.9 of the whole stream ≤ 0.3×
+// direct, and ≤ 10 % extra upstream calls. Before a hedge could go to an
+// endpoint already in use, a call whose two first attempts were both slow
+// (0.25 % of calls) had no third, and the p99.9 was 0.56× direct.
+func TestTwoEndpointHeavyTail(t *testing.T) {
+	const n, every, maxTokens = 2000, 10 * time.Millisecond, 16
+	lat := sim.LatencySpec{TTFT: sim.Duration(40 * time.Millisecond), TTFTSigma: 0.1, PerToken: sim.Duration(time.Millisecond), TailProb: 0.05, TailFactor: 20}
+	var dir, keel []timing
+	var upstream int64
+	synctest.Test(t, func(t *testing.T) {
+		fleet, eps := tailFleet(t, lat)
+		dir = openLoop(n, every, func(i int) timing { return direct(t, fleet, eps, i, maxTokens) })
+	})
+	synctest.Test(t, func(t *testing.T) {
+		fleet, eps := tailFleet(t, lat)
+		e := tailEngine(t, fleet, eps, Resilience{})
+		keel = openLoop(n, every, func(i int) timing { return through(t, e, i, maxTokens) })
+		upstream = fleet.Stats().Total.Requests
+	})
+	_, d99, d999 := quantiles(dir, total)
+	_, k99, k999 := quantiles(keel, total)
+	extra := float64(upstream)/n - 1
+	t.Logf("whole stream: p99 %v direct, %v Keel (%.3f×); p99.9 %v direct, %v Keel (%.3f×); extra upstream calls %.1f%%",
+		d99, k99, float64(k99)/float64(d99), d999, k999, float64(k999)/float64(d999), extra*100)
+	_, d99t, d999t := quantiles(dir, ttft)
+	_, k99t, k999t := quantiles(keel, ttft)
+	t.Logf("time to first token: p99 %v / %v (%.3f×); p99.9 %v / %v (%.3f×)", d99t, k99t, float64(k99t)/float64(d99t), d999t, k999t, float64(k999t)/float64(d999t))
+	if float64(k99) > 0.3*float64(d99) || float64(k999) > 0.3*float64(d999) {
+		t.Errorf("p99 %v and p99.9 %v through Keel, want ≤ 0.3× direct's %v and %v", k99, k999, d99, d999)
+	}
+	if extra > 0.10 {
+		t.Errorf("%.1f%% extra upstream calls, want ≤ 10%%", extra*100)
+	}
+	for i := range keel {
+		if keel[i].text != dir[i].text || !keel[i].stopped {
+			t.Fatalf("call %d: %q (stopped %v) through Keel, %q direct", i, keel[i].text, keel[i].stopped, dir[i].text)
+		}
+	}
+}
+
+// Issue 28: a stream's hedge race loser cancelled before its first token
+// left no trace in the time-to-first-token histogram, so the p95 the hedge
+// delay reads lost the tail the hedges cut short, fell into the body of
+// the distribution and hedged calls that were not slow. Its wait is a
+// lower bound of its time to first token, and is recorded as one.
+func TestCancelledStreamLoserCountsInTTFT(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fleet, eps := tailFleet(t, sim.LatencySpec{TTFT: sim.Duration(40 * time.Millisecond), PerToken: sim.Duration(time.Millisecond)},
+			sim.Fault{Kind: sim.KindSlow, Factor: 20, Count: 1})
+		e := tailEngine(t, fleet, eps, Resilience{Hedge: resilience.HedgePolicy{Floor: 100 * time.Millisecond, Ceiling: 100 * time.Millisecond}})
+		if tm := through(t, e, 0, 8); tm.rec.Hedges != 1 || !tm.rec.HedgeWon {
+			t.Fatalf("hedges %d (won %v), want one hedge that won", tm.rec.Hedges, tm.rec.HedgeWon)
+		}
+		// The slow primary, cancelled at 140ms (the hedge's first token),
+		// is the only TTFT its endpoint has seen.
+		if p95 := e.byID[eps[0].ID].Health.P95(true); p95 < 130*time.Millisecond {
+			t.Errorf("first endpoint's TTFT p95 %v, want the cancelled loser's 140ms wait in it", p95)
+		}
+	})
+}
