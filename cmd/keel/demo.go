@@ -24,7 +24,7 @@ import (
 
 // demoScenarios is the order of the demo's table; embedded scenarios not
 // listed here follow in name order.
-var demoScenarios = []string{"steady", "heavy-tail", "region-outage", "rate-limit-storm", "provider-throttle", "overload", "malformed-json", "stream-cuts"}
+var demoScenarios = []string{"steady", "heavy-tail", "heavy-tail-two-regions", "region-outage", "rate-limit-storm", "provider-throttle", "overload", "malformed-json", "stream-cuts"}
 
 type demoFlags struct {
 	quick      bool
