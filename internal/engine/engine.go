@@ -150,6 +150,13 @@ type Resilience struct {
 	Health         health.Config
 	// DisableRecovery turns mid-stream continuation off.
 	DisableRecovery bool
+	// DisableSlowStreamHedging turns slow-stream hedging off (it is off
+	// too wherever hedging is): a stream whose recent pace falls
+	// SlowStreamThreshold times below its endpoint's normal one (default
+	// 4) is raced against a continuation on another endpoint, within the
+	// hedge budget (slowstream.go, internal/relay/race.go).
+	DisableSlowStreamHedging bool
+	SlowStreamThreshold      float64
 	// Valve is the mesh-aware safety valve.
 	Valve ValveConfig
 	// Rollout sends a share of the traffic through a reduced stage.
@@ -195,6 +202,10 @@ type Engine struct {
 	opts        Resilience
 	hedgingOff  atomic.Bool
 	recoveryOff atomic.Bool
+	// slowStreamOff and slowThreshold are slow-stream hedging's switch and
+	// threshold (slowstream.go).
+	slowStreamOff bool
+	slowThreshold float64
 
 	valve    *rollout.Valve
 	rollout  *rollout.Plan
@@ -298,6 +309,10 @@ func New(o Options) (*Engine, error) {
 	}
 	e.chain = newChain(&policy.Retry{MaxAttempts: r.MaxAttempts, Backoff: backoff, Now: now})
 	e.hedgingOff.Store(r.DisableHedging)
+	e.slowStreamOff, e.slowThreshold = r.DisableSlowStreamHedging, r.SlowStreamThreshold
+	if e.slowThreshold == 0 {
+		e.slowThreshold = defaultSlowThreshold
+	}
 	e.recoveryOff.Store(r.DisableRecovery)
 
 	byModel, infos, err := e.addModels(o.Endpoints)

@@ -12,8 +12,14 @@ import (
 
 // Hedgeable reports whether the pass t may be hedged.
 func (x *exec) Hedgeable(t *try) bool {
-	e := x.e
-	return (t.pass.Kind == policy.AttemptPrimary || t.pass.Kind == policy.AttemptRetry) && !x.legacy && !x.shadow && !e.hedgingOff.Load() && len(x.rs.cands) >= 2 &&
+	return (t.pass.Kind == policy.AttemptPrimary || t.pass.Kind == policy.AttemptRetry) && x.mayHedge()
+}
+
+// mayHedge reports whether the call may hedge at all: hedging on, for the
+// call too, not on the safety valve's plain path or a shadow, and a route
+// of two endpoints or more.
+func (x *exec) mayHedge() bool {
+	return !x.legacy && !x.shadow && !x.e.hedgingOff.Load() && len(x.rs.cands) >= 2 &&
 		(x.call.Behavior == nil || x.call.Behavior.Hedge == nil || *x.call.Behavior.Hedge)
 }
 

@@ -66,6 +66,7 @@ type timing struct {
 	ttft, total time.Duration
 	text        string
 	stopped     bool
+	tokens      int // content events received
 	rec         *Record
 }
 
@@ -88,6 +89,7 @@ func readTimed(t *testing.T, start time.Time, next func() (*llm.Event, error)) t
 			if tm.ttft == 0 {
 				tm.ttft = time.Since(start)
 			}
+			tm.tokens++
 			text = append(text, ev.Delta...)
 		case llm.EventMessageStop:
 			tm.stopped = true
@@ -236,4 +238,80 @@ func TestCancelledStreamLoserCountsInTTFT(t *testing.T) {
 			t.Errorf("first endpoint's TTFT p95 %v, want the cancelled loser's 140ms wait in it", p95)
 		}
 	})
+}
+
+// paid sums the output tokens every attempt of the calls was billed for.
+func paid(ts []timing) (out int) {
+	for _, tm := range ts {
+		for _, a := range tm.rec.Attempts {
+			out += a.OutputTokens
+		}
+	}
+	return out
+}
+
+// Must show (issue 28, item 2): with 5 % of streams generating at a tenth
+// of the normal rate after their first tokens (the simulator's
+// slow_stream fault), streams at 100 req/s for 20 s: the p99 of
+// whole-stream time ≤ 0.3× direct, and ≤ 10 % extra output tokens paid.
+func TestSlowStreamHedging(t *testing.T) {
+	const n, every, maxTokens = 2000, 10 * time.Millisecond, 100
+	lat := sim.LatencySpec{TTFT: sim.Duration(40 * time.Millisecond), TTFTSigma: 0.1, PerToken: sim.Duration(5 * time.Millisecond)}
+	slow := sim.Fault{Kind: sim.KindSlowStream, Rate: 0.05, AfterTokens: 10, Factor: 10}
+	var dir, keel []timing
+	var stats sim.Stats
+	synctest.Test(t, func(t *testing.T) {
+		fleet, eps := tailFleet(t, lat, slow)
+		dir = openLoop(n, every, func(i int) timing { return direct(t, fleet, eps, i, maxTokens) })
+	})
+	synctest.Test(t, func(t *testing.T) {
+		fleet, eps := tailFleet(t, lat, slow)
+		e := tailEngine(t, fleet, eps, Resilience{})
+		keel = openLoop(n, every, func(i int) timing { return through(t, e, i, maxTokens) })
+		stats = fleet.Stats()
+	})
+	_, d99, d999 := quantiles(dir, total)
+	k50, k99, k999 := quantiles(keel, total)
+	hedged, won := 0, 0
+	for _, k := range keel {
+		if k.rec.Hedges > 0 {
+			hedged++
+		}
+		if k.rec.HedgeWon {
+			won++
+		}
+	}
+	received := 0
+	for _, d := range dir {
+		received += d.tokens
+	}
+	extra := float64(paid(keel))/float64(received) - 1
+	t.Logf("whole stream: p50 %v; p99 %v direct, %v Keel (%.3f×); p99.9 %v direct, %v Keel (%.3f×); %d calls hedged, %d won; output tokens paid %d for %d delivered (%.2f%% extra); %d upstream calls",
+		k50, d99, k99, float64(k99)/float64(d99), d999, k999, float64(k999)/float64(d999), hedged, won, paid(keel), received, extra*100, stats.Total.Requests)
+	races, raceWon := 0, 0
+	for _, k := range keel {
+		for _, a := range k.rec.Attempts[1:] {
+			// A slow-stream hedge starts after the first tokens, a TTFT
+			// hedge before (40ms median TTFT; hedges at the p95 and twice
+			// it).
+			if a.Kind == "hedge" && a.Start.Sub(k.rec.Attempts[0].Start) > 120*time.Millisecond {
+				races++
+				if a.Winner {
+					raceWon++
+				}
+			}
+		}
+	}
+	t.Logf("slow-stream races %d, won by the continuation %d", races, raceWon)
+	if float64(k99) > 0.3*float64(d99) {
+		t.Errorf("p99 %v through Keel, want ≤ 0.3× direct's %v", k99, d99)
+	}
+	if extra > 0.10 {
+		t.Errorf("%.2f%% extra output tokens paid, want ≤ 10%%", extra*100)
+	}
+	for i := range keel {
+		if keel[i].text != dir[i].text || !keel[i].stopped {
+			t.Fatalf("call %d: %q (stopped %v) through Keel, %q direct", i, keel[i].text, keel[i].stopped, dir[i].text)
+		}
+	}
 }

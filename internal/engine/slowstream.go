@@ -1,0 +1,227 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/policy"
+	rl "github.com/keelmesh/keel/internal/relay"
+)
+
+// Slow-stream hedging, the attempt side (relay.Pacer): the legs learn
+// each endpoint's normal pace, say when a leg is slow, and race a slow
+// leg against a continuation on another endpoint. The relay decides the
+// race (internal/relay/race.go).
+
+// defaultSlowThreshold is how many times its endpoint's normal gap
+// between content events a stream's recent mean gap must reach to be
+// slow, when Resilience.SlowStreamThreshold is 0.
+const defaultSlowThreshold = 4
+
+// SlowGap is the gap above which the current leg is slow: its endpoint's
+// normal pace times the threshold; 0 while the pace is unknown or when
+// the call may not hedge.
+func (l *legs) SlowGap() time.Duration {
+	x := l.x
+	if x.e.slowStreamOff || !x.mayHedge() {
+		return 0
+	}
+	return time.Duration(float64(l.cur.ep.Pace.Gap()) * x.e.slowThreshold)
+}
+
+// Paced teaches the current leg's endpoint its normal pace.
+func (l *legs) Paced(gap time.Duration) { l.cur.ep.Pace.Observe(gap) }
+
+// Race books a hedge (the call's attempt cap, an endpoint available, the
+// route's hedge budget) and starts the continuation of cut: on an
+// endpoint other than the slow leg's while one is available, else on the
+// same (a fresh request is a fresh draw). The slow leg is read by a pump
+// from now on, so that the relay can wait on both legs at once.
+func (l *legs) Race(cut rl.Cut) rl.Race {
+	x := l.x
+	if !x.BookHedge() {
+		return nil
+	}
+	a := l.cur
+	x.mu.Lock()
+	clear(x.picks.tried)
+	x.picks.tried[a.idx] = true
+	x.mu.Unlock()
+	bctx, bcancel := context.WithCancel(l.ctx)
+	r := &race{l: l, a: a, bcancel: bcancel,
+		patience: 2 * x.e.hedge.Delay(a.ep.Health.P95(true))}
+	l.startPump()
+	r.ap = l.pump
+	delivered := cut.Delivered
+	t := &try{req: x.req, pass: policy.Pass{Kind: policy.AttemptHedge, AllowTried: !x.HasUntried(x.e.now())}, cont: &delivered, contOut: cut.Output}
+	var first []*llm.Event
+	started := false
+	r.bp = newPump(func() (*llm.Event, error) {
+		if !started {
+			started = true
+			b, err := x.runTry(bctx, t)
+			if err != nil {
+				return nil, err
+			}
+			r.mu.Lock()
+			lost := r.lost
+			if !lost {
+				r.b = b
+				r.leg = rl.Leg{Splice: b.splice}
+				if n := len(b.req.Messages); !b.splice && n > 0 && b.req.Messages[n-1].Role == llm.RoleAssistant {
+					r.leg.Echo = b.req.Messages[n-1].Text()
+				}
+			}
+			r.mu.Unlock()
+			if lost {
+				x.loser(b)
+				b.discard()
+				return nil, context.Canceled
+			}
+			first = b.first
+		}
+		if len(first) > 0 {
+			ev := first[0]
+			first = first[1:]
+			return ev, nil
+		}
+		return r.b.res.Stream.Next()
+	})
+	return r
+}
+
+// race is a slow-stream hedge in flight (relay.Race): a, the slow leg,
+// read by the pump ap, against b, its continuation, attempted and read by
+// bp.
+type race struct {
+	l        *legs
+	a        *attempt
+	ap, bp   *pump
+	bcancel  context.CancelFunc
+	patience time.Duration
+
+	mu   sync.Mutex // guards following
+	b    *attempt
+	leg  rl.Leg
+	lost bool
+}
+
+func (r *race) Current() <-chan rl.Item  { return r.ap.ch }
+func (r *race) Hedge() <-chan rl.Item    { return r.bp.ch }
+func (r *race) Patience() time.Duration { return r.patience }
+
+func (r *race) Leg() rl.Leg {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.leg
+}
+
+// Won makes the continuation the current leg; the slow one, whose own
+// usage was u, is cancelled and costed as a hedge race's loser.
+func (r *race) Won(u llm.Usage) {
+	l, x := r.l, r.l.x
+	r.ap.halt()
+	r.a.end = x.e.now()
+	l.costOf(r.a, u)
+	x.loser(r.a)
+	r.a.discard()
+	r.mu.Lock()
+	l.cur, l.buf, l.pump = r.b, nil, r.bp
+	r.mu.Unlock()
+	x.mu.Lock()
+	x.rec.HedgeWon = true
+	x.rec.Attempts[r.b.recIdx].Winner = true
+	x.rec.Attempts[r.a.recIdx].Winner = false
+	x.mu.Unlock()
+}
+
+// Lost cancels the continuation (own usage u); the slow leg goes on.
+func (r *race) Lost(u llm.Usage) {
+	x := r.l.x
+	r.mu.Lock()
+	r.lost = true
+	b := r.b
+	r.mu.Unlock()
+	r.bcancel()
+	r.bp.halt()
+	if b != nil {
+		b.end = x.e.now()
+		r.l.costOf(b, u)
+		x.loser(b)
+		b.discard()
+	}
+}
+
+// loser records a, which lost a race, as a cancelled loser unless its
+// outcome is known.
+func (x *exec) loser(a *attempt) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if r := &x.rec.Attempts[a.recIdx]; !x.sealed && r.Outcome == "" {
+		r.End, r.Outcome = x.e.now(), "cancelled_loser"
+	}
+}
+
+// pump reads a leg in its own goroutine, so that a reader can wait on two
+// legs at once. Its last item is the error that ended the leg, which err
+// keeps for reads after ch is closed.
+type pump struct {
+	ch   chan rl.Item
+	stop chan struct{}
+	once sync.Once
+	err  error
+}
+
+// pumpDepth is how many events a pump reads ahead of its reader.
+const pumpDepth = 64
+
+func newPump(read func() (*llm.Event, error)) *pump {
+	p := &pump{ch: make(chan rl.Item, pumpDepth), stop: make(chan struct{})}
+	go func() {
+		for {
+			ev, err := read()
+			if err != nil {
+				p.err = err
+			}
+			select {
+			case p.ch <- rl.Item{Ev: ev, Err: err}:
+			case <-p.stop:
+				return
+			}
+			if err != nil {
+				close(p.ch)
+				return
+			}
+		}
+	}()
+	return p
+}
+
+// next is the pump's next read.
+func (p *pump) next() (*llm.Event, error) {
+	it, ok := <-p.ch
+	if !ok {
+		return nil, p.err
+	}
+	return it.Ev, it.Err
+}
+
+// halt stops the pump's goroutine once its read returns (the caller
+// cancels the leg so that it does).
+func (p *pump) halt() { p.once.Do(func() { close(p.stop) }) }
+
+// startPump has a pump read the current leg from now on.
+func (l *legs) startPump() {
+	a, buf := l.cur, l.buf
+	l.buf = nil
+	l.pump = newPump(func() (*llm.Event, error) {
+		if len(buf) > 0 {
+			ev := buf[0]
+			buf = buf[1:]
+			return ev, nil
+		}
+		return a.res.Stream.Next()
+	})
+}
