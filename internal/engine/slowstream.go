@@ -108,8 +108,8 @@ type race struct {
 	lost bool
 }
 
-func (r *race) Current() <-chan rl.Item  { return r.ap.ch }
-func (r *race) Hedge() <-chan rl.Item    { return r.bp.ch }
+func (r *race) Current() <-chan rl.Item { return r.ap.ch }
+func (r *race) Hedge() <-chan rl.Item   { return r.bp.ch }
 func (r *race) Patience() time.Duration { return r.patience }
 
 func (r *race) Leg() rl.Leg {
