@@ -240,7 +240,7 @@ func send(ctx context.Context, x *exec, t *try) (*attempt, error) {
 	a.end = x.e.now()
 	if a.err != nil {
 		a.fail = policy.Classify(a.err)
-		if a.fail.Kind == policy.KindCanceled && a.ctx.Err() != nil && ctx.Err() == nil {
+		if a.fail.Kind == policy.KindCanceled && a.ctx.Err() != nil && (ctx.Err() == nil || context.Cause(ctx) == errLostRace) {
 			// Cancelled because another attempt won, not by the caller.
 			a.fail = policy.Loser(a.fail)
 		}

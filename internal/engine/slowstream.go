@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -49,8 +50,8 @@ func (l *legs) Race(cut rl.Cut) rl.Race {
 	clear(x.picks.tried)
 	x.picks.tried[a.idx] = true
 	x.mu.Unlock()
-	bctx, bcancel := context.WithCancel(l.ctx)
-	r := &race{l: l, a: a, bcancel: bcancel,
+	bctx, bcancel := context.WithCancelCause(l.ctx)
+	r := &race{l: l, a: a, bcancel: bcancel, out: cut.Output,
 		patience: 2 * x.e.hedge.Delay(a.ep.Health.P95(true))}
 	l.startPump()
 	r.ap = l.pump
@@ -99,8 +100,11 @@ type race struct {
 	l        *legs
 	a        *attempt
 	ap, bp   *pump
-	bcancel  context.CancelFunc
+	bcancel  context.CancelCauseFunc
+	// patience is twice the hedge delay of a's endpoint; out the output
+	// tokens the client has.
 	patience time.Duration
+	out      int
 
 	mu   sync.Mutex // guards following
 	b    *attempt
@@ -110,7 +114,24 @@ type race struct {
 
 func (r *race) Current() <-chan rl.Item { return r.ap.ch }
 func (r *race) Hedge() <-chan rl.Item   { return r.bp.ch }
-func (r *race) Patience() time.Duration { return r.patience }
+// Patience is how long from now the continuation may take to extend the
+// text: twice the hedge delay to its first event; then, for a re-asked
+// answer, which must first repeat the text the client has, as long again
+// plus twice the time its endpoint takes to stream that text at its
+// normal pace.
+func (r *race) Patience() time.Duration {
+	r.mu.Lock()
+	b, splice := r.b, r.leg.Splice
+	r.mu.Unlock()
+	if b == nil || !splice {
+		return r.patience
+	}
+	gap := b.ep.Pace.Gap()
+	if gap == 0 {
+		gap = r.a.ep.Pace.Gap()
+	}
+	return r.patience + 2*time.Duration(r.out+1)*gap
+}
 
 func (r *race) Leg() rl.Leg {
 	r.mu.Lock()
@@ -144,7 +165,7 @@ func (r *race) Lost(u llm.Usage) {
 	r.lost = true
 	b := r.b
 	r.mu.Unlock()
-	r.bcancel()
+	r.bcancel(errLostRace)
 	r.bp.halt()
 	if b != nil {
 		b.end = x.e.now()
@@ -153,6 +174,10 @@ func (r *race) Lost(u llm.Usage) {
 		b.discard()
 	}
 }
+
+// errLostRace cancels a continuation that lost a slow-stream race before
+// it was made: its attempt is a cancelled loser (send).
+var errLostRace = errors.New("the slow-stream race was decided")
 
 // loser records a, which lost a race, as a cancelled loser unless its
 // outcome is known.

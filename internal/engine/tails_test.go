@@ -315,3 +315,174 @@ func TestSlowStreamHedging(t *testing.T) {
 		}
 	}
 }
+
+// slowEngine is an engine over sim-x (continuation kind kind, upstream
+// format upstream) in two regions, 20ms to the first token and 5ms per
+// token, hedge delay fixed at 30ms (no TTFT hedge: every TTFT is 20ms),
+// with r's other resilience; the fleet, and the two regions (the first
+// gets every primary attempt).
+func slowEngine(t *testing.T, kind provider.Continuation, upstream llm.Format, r Resilience) (*Engine, *sim.Fleet, []string) {
+	t.Helper()
+	cfg := sim.ZeroLatency()
+	for i := range cfg.Regions {
+		cfg.Regions[i].Latency = sim.LatencySpec{TTFT: sim.Duration(20 * time.Millisecond), PerToken: sim.Duration(5 * time.Millisecond)}
+	}
+	m := cfg.Models[1]
+	m.Name = "sim-x"
+	m.Regions = []string{cfg.Regions[0].Name, cfg.Regions[1].Name}
+	m.Formats = []string{"anthropic"}
+	if upstream == llm.FormatOpenAI {
+		m.Formats = []string{"openai"}
+		m.Continuation = sim.Continuation(kind)
+	}
+	cfg.Models = []sim.ModelSpec{m}
+	fleet, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eps []*provider.Endpoint
+	for _, reg := range m.Regions {
+		eps = append(eps, &provider.Endpoint{ID: "sim-x/" + reg + "/sim", Model: "sim-x", UpstreamModel: "sim-x", Region: reg, Provider: "sim",
+			Format: upstream, BaseURL: fleet.BaseURL(reg, upstream), Continuation: kind, Capability: 3, ContextWindow: 200_000,
+			StreamIdleTimeout: 30 * time.Second})
+	}
+	r.Valve.Disabled = true
+	if r.Hedge.Floor == 0 {
+		r.Hedge = resilience.HedgePolicy{Floor: 30 * time.Millisecond, Ceiling: 30 * time.Millisecond}
+	}
+	e, err := New(Options{Endpoints: eps, Client: provider.NewClient(fleet.Transport()),
+		Aliases: map[string]Alias{"x": {Models: []string{"sim-x"}, Strategy: "ordered"}}, Resilience: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return e, fleet, m.Regions
+}
+
+// slowAsk is a streamed request at temperature 0 (reproducible answers).
+func slowAsk(client llm.Format) *llm.Request {
+	req := ask(client, "x", true)
+	req.Messages[0].Content[0].Text = "Tell me a long story about a lighthouse keeper."
+	zero := 0.0
+	req.Temperature = &zero
+	return req
+}
+
+// learnPace makes three clean calls, so that the endpoints know their
+// pace, and returns the last one's result.
+func learnPace(t *testing.T, e *Engine, client llm.Format) result {
+	t.Helper()
+	var r result
+	for range 3 {
+		if r = call(t, e, slowAsk(client)); !r.stopped || r.errEvent != nil || r.rec.Hedges != 0 {
+			t.Fatalf("clean call: stopped %v, error %v, %d hedges", r.stopped, r.errEvent, r.rec.Hedges)
+		}
+	}
+	return r
+}
+
+// Must show: a stream slowed mid-way is finished by a continuation on the
+// other endpoint, and the client's text is byte for byte the
+// uninterrupted answer, in both client formats, over each continuation
+// kind (Anthropic's prefill; OpenAI's none, which re-asks and keeps what
+// follows the text sent; vLLM's continue_final_message; DeepSeek's
+// prefix); the slow leg is cancelled (the simulator has no call left
+// open) and recorded as the race's loser; usage counts each token once.
+func TestSlowStreamSpliceIsExact(t *testing.T) {
+	kinds := []struct {
+		kind   provider.Continuation
+		format llm.Format
+	}{
+		{provider.ContinuePrefill, llm.FormatAnthropic},
+		{provider.ContinueNone, llm.FormatOpenAI},
+		{provider.ContinueFinalMessage, llm.FormatOpenAI},
+		{provider.ContinuePrefix, llm.FormatOpenAI},
+	}
+	for _, k := range kinds {
+		for _, client := range []llm.Format{llm.FormatAnthropic, llm.FormatOpenAI} {
+			t.Run(string(k.kind)+"/"+map[llm.Format]string{llm.FormatAnthropic: "anthropic", llm.FormatOpenAI: "openai"}[client]+" client", func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					e, fleet, regions := slowEngine(t, k.kind, k.format, Resilience{})
+					clean := learnPace(t, e, client)
+					if err := fleet.SetFaults([]sim.Fault{{Kind: sim.KindSlowStream, Region: regions[0], AfterTokens: 6, Count: 1}}); err != nil {
+						t.Fatal(err)
+					}
+					r := call(t, e, slowAsk(client))
+					synctest.Wait()
+					if r.text != clean.text || !r.stopped || r.errEvent != nil {
+						t.Fatalf("got %q (stopped %v, error %v), want the uninterrupted %q", r.text, r.stopped, r.errEvent, clean.text)
+					}
+					if r.usage.OutputTokens != clean.usage.OutputTokens {
+						t.Errorf("output tokens %d, want the uninterrupted answer's %d", r.usage.OutputTokens, clean.usage.OutputTokens)
+					}
+					if r.rec.Hedges != 1 || !r.rec.HedgeWon || len(r.rec.Attempts) != 2 {
+						t.Fatalf("hedges %d (won %v), attempts %+v: want the slow leg raced and replaced", r.rec.Hedges, r.rec.HedgeWon, r.rec.Attempts)
+					}
+					slow, cont := r.rec.Attempts[0], r.rec.Attempts[1]
+					if slow.Region != regions[0] || slow.Outcome != "cancelled_loser" || slow.Winner ||
+						cont.Region != regions[1] || cont.Kind != "hedge" || !cont.Winner || cont.Outcome != "ok" {
+						t.Errorf("attempts %+v, want the slow leg a cancelled loser and the hedge on %s the winner", r.rec.Attempts, regions[1])
+					}
+					if n := fleet.InFlight(); n != 0 {
+						t.Errorf("%d calls still open at the simulator: the slow leg was not cancelled", n)
+					}
+					if r.took >= clean.took*3 {
+						t.Errorf("took %v, the uninterrupted answer %v: the race did not save the slow part", r.took, clean.took)
+					}
+				})
+			})
+		}
+	}
+}
+
+// A continuation that does not extend the text in time loses the race:
+// it is cancelled, and the slow leg goes on to its end, the answer
+// unchanged.
+func TestSlowStreamHedgeLosesInTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, fleet, regions := slowEngine(t, provider.ContinuePrefill, llm.FormatAnthropic, Resilience{})
+		clean := learnPace(t, e, llm.FormatAnthropic)
+		if err := fleet.SetFaults([]sim.Fault{
+			{Kind: sim.KindSlowStream, Region: regions[0], AfterTokens: 6, Count: 1},
+			{Kind: sim.KindSlow, Region: regions[1], Factor: 20, Count: 1}, // 400ms to its first token; patience is 60ms
+		}); err != nil {
+			t.Fatal(err)
+		}
+		r := call(t, e, slowAsk(llm.FormatAnthropic))
+		synctest.Wait()
+		if r.text != clean.text || !r.stopped || r.errEvent != nil || r.usage.OutputTokens != clean.usage.OutputTokens {
+			t.Fatalf("got %q (stopped %v, error %v, %d tokens), want the uninterrupted %q", r.text, r.stopped, r.errEvent, r.usage.OutputTokens, clean.text)
+		}
+		if r.rec.Hedges != 1 || r.rec.HedgeWon || len(r.rec.Attempts) != 2 || r.rec.Attempts[1].Outcome != "cancelled_loser" || !r.rec.Attempts[0].Winner {
+			t.Errorf("hedges %d (won %v), attempts %+v: want the hedge a cancelled loser", r.rec.Hedges, r.rec.HedgeWon, r.rec.Attempts)
+		}
+		if n := fleet.InFlight(); n != 0 {
+			t.Errorf("%d calls still open at the simulator", n)
+		}
+	})
+}
+
+// Must show: slow-stream hedges draw on the route's hedge budget: with
+// one token in it, of five slow streams one is raced, the others run
+// slowly to their end, each answer intact.
+func TestSlowStreamHedgesCappedByBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, fleet, _ := slowEngine(t, provider.ContinuePrefill, llm.FormatAnthropic,
+			Resilience{HedgeBudget: resilience.BudgetConfig{Ratio: 0.001, Burst: 1}})
+		clean := learnPace(t, e, llm.FormatAnthropic)
+		if err := fleet.SetFaults([]sim.Fault{{Kind: sim.KindSlowStream, AfterTokens: 6}}); err != nil {
+			t.Fatal(err)
+		}
+		hedged := 0
+		for i := range 5 {
+			r := call(t, e, slowAsk(llm.FormatAnthropic))
+			if r.text != clean.text || !r.stopped || r.errEvent != nil {
+				t.Fatalf("call %d: %q (stopped %v, error %v), want %q", i, r.text, r.stopped, r.errEvent, clean.text)
+			}
+			hedged += r.rec.Hedges
+		}
+		if hedged != 1 {
+			t.Errorf("%d slow-stream hedges, want 1 (the budget's one token)", hedged)
+		}
+	})
+}

@@ -63,7 +63,8 @@ type Race interface {
 	Hedge() <-chan Item
 	// Leg is the continuation's kind, valid once Hedge delivered an event.
 	Leg() Leg
-	// Patience is how long the continuation may take to extend the text.
+	// Patience is how long from now the continuation may take to extend
+	// the text (read as the race starts and again at its first event).
 	Patience() time.Duration
 	// Won makes the continuation the current leg (its events read so far
 	// are the caller's to replay) and cancels the leg it replaces, whose
@@ -137,6 +138,11 @@ race:
 		case it := <-hedge:
 			if it.Err != nil {
 				break race
+			}
+			if len(hedged) == 0 {
+				// Its attempt is made: the patience it has left (a
+				// re-asked answer must first repeat the text).
+				timer.Reset(r.Patience())
 			}
 			hedged = append(hedged, it.Ev)
 			switch m.feed(it.Ev, r.Leg()) {
