@@ -97,10 +97,10 @@ func (l *legs) Race(cut rl.Cut) rl.Race {
 // read by the pump ap, against b, its continuation, attempted and read by
 // bp.
 type race struct {
-	l        *legs
-	a        *attempt
-	ap, bp   *pump
-	bcancel  context.CancelCauseFunc
+	l       *legs
+	a       *attempt
+	ap, bp  *pump
+	bcancel context.CancelCauseFunc
 	// patience is twice the hedge delay of a's endpoint; out the output
 	// tokens the client has.
 	patience time.Duration
@@ -114,6 +114,7 @@ type race struct {
 
 func (r *race) Current() <-chan rl.Item { return r.ap.ch }
 func (r *race) Hedge() <-chan rl.Item   { return r.bp.ch }
+
 // Patience is how long from now the continuation may take to extend the
 // text: twice the hedge delay to its first event; then, for a re-asked
 // answer, which must first repeat the text the client has, as long again
