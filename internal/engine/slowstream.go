@@ -16,11 +16,6 @@ import (
 // leg against a continuation on another endpoint. The relay decides the
 // race (internal/relay/race.go).
 
-// defaultSlowThreshold is how many times its endpoint's normal gap
-// between content events a stream's recent mean gap must reach to be
-// slow, when Resilience.SlowStreamThreshold is 0.
-const defaultSlowThreshold = 4
-
 // SlowGap is the gap above which the current leg is slow: its endpoint's
 // normal pace times the threshold; 0 while the pace is unknown or when
 // the call may not hedge.
@@ -29,7 +24,7 @@ func (l *legs) SlowGap() time.Duration {
 	if x.e.slowStreamOff || !x.mayHedge() {
 		return 0
 	}
-	return time.Duration(float64(l.cur.ep.Pace.Gap()) * x.e.slowThreshold)
+	return x.e.slowStream.SlowGap(l.cur.ep.Pace.Gap())
 }
 
 // Paced teaches the current leg's endpoint its normal pace.

@@ -1,6 +1,7 @@
 package health
 
 import (
+	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
@@ -42,4 +43,34 @@ func (p *Pace) Observe(gap time.Duration) {
 // stream was observed.
 func (p *Pace) Gap() time.Duration {
 	return time.Duration(math.Float64frombits(p.bits.Load()))
+}
+
+// PacePolicy says when a stream is slow against its endpoint's Pace. The
+// zero value is the default; Keel's config decodes the key
+// resilience.slow_stream_threshold into it. A plain value, safe for
+// concurrent use.
+type PacePolicy struct {
+	// Threshold: a stream is slow when its recent mean gap between content
+	// events reaches Threshold times its endpoint's normal gap. Zero means
+	// 4; otherwise at least 2.
+	Threshold float64 `yaml:"slow_stream_threshold"`
+}
+
+// Validate reports whether p is usable, as an error wrapping
+// ErrInvalidConfig.
+func (p PacePolicy) Validate() error {
+	if p.Threshold != 0 && !(p.Threshold >= 2) {
+		return fmt.Errorf("slow stream threshold %g below 2: %w", p.Threshold, ErrInvalidConfig)
+	}
+	return nil
+}
+
+// SlowGap is the mean gap above which a stream of an endpoint whose
+// normal gap is normal is slow; 0 when normal is (nothing learned).
+func (p PacePolicy) SlowGap(normal time.Duration) time.Duration {
+	t := p.Threshold
+	if t == 0 {
+		t = 4
+	}
+	return time.Duration(float64(normal) * t)
 }

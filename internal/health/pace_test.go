@@ -1,6 +1,7 @@
 package health
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -21,5 +22,34 @@ func TestPace(t *testing.T) {
 	p.Observe(20 * time.Millisecond)
 	if p.Gap() != 11*time.Millisecond {
 		t.Errorf("after a 20ms stream: gap %v, want 11ms (EWMA, alpha 0.1)", p.Gap())
+	}
+}
+
+func TestPacePolicy(t *testing.T) {
+	tests := []struct {
+		name   string
+		p      PacePolicy
+		normal time.Duration
+		want   time.Duration
+		bad    bool
+	}{
+		{name: "default threshold 4", normal: 5 * time.Millisecond, want: 20 * time.Millisecond},
+		{name: "nothing learned", normal: 0, want: 0},
+		{name: "threshold 2.5", p: PacePolicy{Threshold: 2.5}, normal: 10 * time.Millisecond, want: 25 * time.Millisecond},
+		{name: "threshold below 2", p: PacePolicy{Threshold: 1.5}, bad: true},
+		{name: "negative threshold", p: PacePolicy{Threshold: -4}, bad: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.p.Validate()
+			if (err != nil) != tt.bad || err != nil && !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("Validate() = %v, want error %v", err, tt.bad)
+			}
+			if !tt.bad {
+				if got := tt.p.SlowGap(tt.normal); got != tt.want {
+					t.Errorf("SlowGap(%v) = %v, want %v", tt.normal, got, tt.want)
+				}
+			}
+		})
 	}
 }
