@@ -139,7 +139,7 @@ func (r *race) Leg() rl.Leg {
 // usage was u, is cancelled and costed as a hedge race's loser.
 func (r *race) Won(u llm.Usage) {
 	l, x := r.l, r.l.x
-	r.ap.halt()
+	r.ap.end(r.a)
 	r.a.end = x.e.now()
 	l.costOf(r.a, u)
 	x.loser(r.a)
@@ -163,6 +163,7 @@ func (r *race) Lost(u llm.Usage) {
 	r.mu.Unlock()
 	r.bcancel(errLostRace)
 	r.bp.halt()
+	<-r.bp.done // an attempt made meanwhile is discarded by the pump
 	if b != nil {
 		b.end = x.e.now()
 		r.l.costOf(b, u)
@@ -191,6 +192,7 @@ func (x *exec) loser(a *attempt) {
 type pump struct {
 	ch   chan rl.Item
 	stop chan struct{}
+	done chan struct{} // closed when the goroutine returned
 	once sync.Once
 	err  error
 }
@@ -199,8 +201,9 @@ type pump struct {
 const pumpDepth = 64
 
 func newPump(read func() (*llm.Event, error)) *pump {
-	p := &pump{ch: make(chan rl.Item, pumpDepth), stop: make(chan struct{})}
+	p := &pump{ch: make(chan rl.Item, pumpDepth), stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
+		defer close(p.done)
 		for {
 			ev, err := read()
 			if err != nil {
@@ -232,6 +235,15 @@ func (p *pump) next() (*llm.Event, error) {
 // halt stops the pump's goroutine once its read returns (the caller
 // cancels the leg so that it does).
 func (p *pump) halt() { p.once.Do(func() { close(p.stop) }) }
+
+// end cancels a, the leg p reads, and returns once p's goroutine did: the
+// leg's stream may then be closed (a stream is read and closed by one
+// goroutine at a time).
+func (p *pump) end(a *attempt) {
+	a.cancel()
+	p.halt()
+	<-p.done
+}
 
 // startPump has a pump read the current leg from now on.
 func (l *legs) startPump() {

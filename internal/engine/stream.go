@@ -66,7 +66,7 @@ func (s *relay) Close() error {
 	cur, x := s.legs.cur, s.legs.x
 	cur.cancel()
 	if p := s.legs.pump; p != nil {
-		p.halt()
+		p.end(cur)
 	}
 	if cur.res != nil && cur.res.Stream != nil {
 		cur.res.Stream.Close()
@@ -171,6 +171,9 @@ func (l *legs) End(u llm.Usage, finished bool) {
 	r := &x.rec.Attempts[l.cur.recIdx]
 	r.End, r.Outcome = l.cur.end, "client_gone"
 	x.mu.Unlock()
+	if l.pump != nil {
+		l.pump.end(l.cur)
+	}
 	l.cur.discard()
 }
 
@@ -184,6 +187,9 @@ func (l *legs) Stop(cause error, u llm.Usage) (string, *llm.APIError) {
 	l.cost(u)
 	l.cur.settle(f)
 	l.cur.cancel()
+	if l.pump != nil {
+		l.pump.end(l.cur)
+	}
 	l.cur.res.Stream.Close()
 	switch {
 	case l.ctx.Err() != nil:
@@ -214,9 +220,6 @@ func (l *legs) Continue(cut rl.Cut) (rl.Leg, *llm.APIError) {
 		return rl.Leg{}, x.clientError(l.ctx, err)
 	}
 	x.rec.Recovered++
-	if l.pump != nil {
-		l.pump.halt()
-	}
 	l.cur, l.buf, l.pump = a, a.first, nil
 	leg := rl.Leg{Splice: a.splice}
 	if n := len(a.req.Messages); !a.splice && n > 0 && a.req.Messages[n-1].Role == llm.RoleAssistant {
