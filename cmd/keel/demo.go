@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -129,22 +130,19 @@ func runDemo(ctx context.Context, f *demoFlags, out io.Writer) error {
 	fs := bench.FleetSim{Fleet: fleet}
 	prices := fs.Prices()
 	tty := isTTY(out)
-	// Warm up both paths (connections, the mesh's health figures, the
-	// runtime) so the first scenario's tail is not the process starting.
-	warm := bench.Options{
-		Targets:  []bench.Target{{Name: "direct", URL: simSrv.URL(), Direct: true}, {Name: "mesh", URL: meshURL}},
-		Rate:     50,
-		Duration: warmup,
-	}
-	if _, err := bench.Run(ctx, warm); err != nil {
-		return fmt.Errorf("warming up: %w", err)
-	}
-	demo := &bench.Demo{Quick: f.quick}
+	var scens []*bench.Scenario
 	for _, name := range demoOrder() {
 		s, err := bench.LoadScenario(name)
 		if err != nil {
 			return err
 		}
+		scens = append(scens, s)
+	}
+	if err := warmUp(ctx, simSrv.URL(), meshURL, scens); err != nil {
+		return err
+	}
+	demo := &bench.Demo{Quick: f.quick}
+	for _, s := range scens {
 		if f.quick {
 			s = s.Quick()
 		}
@@ -203,6 +201,33 @@ func runDemo(ctx context.Context, f *demoFlags, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "report: %s\n", path)
 	fmt.Fprintf(out, "done in %s\n", time.Since(started).Round(100*time.Millisecond))
+	return nil
+}
+
+// warmUp warms both paths (connections, the mesh's health figures, the
+// runtime) so that no scenario's tail is the process starting: the default
+// request, and at the same time each other request a scenario sends (its
+// model's endpoints learn their latency, which the hedge delay needs:
+// before any, it is the ceiling).
+func warmUp(ctx context.Context, simURL, meshURL string, scens []*bench.Scenario) error {
+	targets := []bench.Target{{Name: "direct", URL: simURL, Direct: true}, {Name: "mesh", URL: meshURL}}
+	runs := []bench.Options{{Targets: targets, Rate: 50, Duration: warmup}}
+	seen := map[bench.Request]bool{}
+	for _, s := range scens {
+		if r := s.Load.Request; !seen[r] {
+			seen[r] = true
+			runs = append(runs, bench.Options{Targets: targets, Request: r, Rate: 20, Duration: warmup})
+		}
+	}
+	errs := make([]error, len(runs))
+	var wg sync.WaitGroup
+	for i, o := range runs {
+		wg.Go(func() { _, errs[i] = bench.Run(ctx, o) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("warming up: %w", err)
+	}
 	return nil
 }
 
