@@ -65,12 +65,22 @@ func (p PacePolicy) Validate() error {
 	return nil
 }
 
+// MinSlowGap is the least mean gap between content events that is slow,
+// whatever the endpoint's normal one: a stream still delivering a token
+// every few milliseconds is not crawling, and a scheduler's or a proxy's
+// jitter can put a few milliseconds between the tokens of a very fast one.
+const MinSlowGap = 10 * time.Millisecond
+
 // SlowGap is the mean gap above which a stream of an endpoint whose
-// normal gap is normal is slow; 0 when normal is (nothing learned).
+// normal gap is normal is slow (at least MinSlowGap); 0 when normal is
+// (nothing learned).
 func (p PacePolicy) SlowGap(normal time.Duration) time.Duration {
+	if normal <= 0 {
+		return 0
+	}
 	t := p.Threshold
 	if t == 0 {
 		t = 4
 	}
-	return time.Duration(float64(normal) * t)
+	return max(time.Duration(float64(normal)*t), MinSlowGap)
 }

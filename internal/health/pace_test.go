@@ -35,6 +35,7 @@ func TestPacePolicy(t *testing.T) {
 	}{
 		{name: "default threshold 4", normal: 5 * time.Millisecond, want: 20 * time.Millisecond},
 		{name: "nothing learned", normal: 0, want: 0},
+		{name: "a very fast endpoint", normal: time.Millisecond, want: MinSlowGap},
 		{name: "threshold 2.5", p: PacePolicy{Threshold: 2.5}, normal: 10 * time.Millisecond, want: 25 * time.Millisecond},
 		{name: "threshold below 2", p: PacePolicy{Threshold: 1.5}, bad: true},
 		{name: "negative threshold", p: PacePolicy{Threshold: -4}, bad: true},

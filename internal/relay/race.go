@@ -27,8 +27,10 @@ import (
 // duplicated or altered text, and a continuation that cannot splice
 // leaves the stream as it was. One race per stream.
 
-// paceWindow is how many content-event gaps the pace is judged over.
-const paceWindow = 4
+// paceWindow is how many content-event gaps the pace is judged over: a
+// crawl sustained over as many tokens, not one late token (a proxy's
+// buffering, a scheduler's pause).
+const paceWindow = 8
 
 // Pacer is what an Upstream offers for slow-stream hedging (the relay
 // uses it when the Upstream implements it).
