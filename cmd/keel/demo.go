@@ -29,6 +29,7 @@ var demoScenarios = []string{"steady", "heavy-tail", "heavy-tail-two-regions", "
 
 type demoFlags struct {
 	quick      bool
+	scenarios  []string
 	rate       float64
 	jsonOut    string
 	htmlOut    string
@@ -56,6 +57,7 @@ relative to direct) and write a self-contained HTML report.
 		},
 	}
 	cmd.Flags().BoolVar(&f.quick, "quick", false, "short runs (each scenario's quick_duration; under 60 s in all)")
+	cmd.Flags().StringSliceVar(&f.scenarios, "scenario", nil, "run only these scenarios (repeatable or comma-separated; default: all, in the table's order)")
 	cmd.Flags().Float64Var(&f.rate, "rate", 0, "calls per second per target in every scenario (default: each scenario's own rate)")
 	cmd.Flags().StringVar(&f.jsonOut, "json", "", "write the results as JSON to this file")
 	cmd.Flags().StringVar(&f.htmlOut, "html", "", "HTML report path (default: keel-demo.html in the temporary directory)")
@@ -131,7 +133,11 @@ func runDemo(ctx context.Context, f *demoFlags, out io.Writer) error {
 	prices := fs.Prices()
 	tty := isTTY(out)
 	var scens []*bench.Scenario
-	for _, name := range demoOrder() {
+	order := demoOrder()
+	if len(f.scenarios) > 0 {
+		order = f.scenarios
+	}
+	for _, name := range order {
 		s, err := bench.LoadScenario(name)
 		if err != nil {
 			return err
