@@ -30,14 +30,17 @@ func (l *legs) SlowGap() time.Duration {
 // Paced teaches the current leg's endpoint its normal pace.
 func (l *legs) Paced(gap time.Duration) { l.cur.ep.Pace.Observe(gap) }
 
-// Race books a hedge (the call's attempt cap, an endpoint available, the
-// route's hedge budget) and starts the continuation of cut: on an
+// Race books a hedge (the call's attempt cap, less the one attempt a
+// recovery may need; an endpoint available; the route's hedge budget) and
+// starts the continuation of cut: on an
 // endpoint other than the slow leg's while one is available, else on the
 // same (a fresh request is a fresh draw). The slow leg is read by a pump
 // from now on, so that the relay can wait on both legs at once.
 func (l *legs) Race(cut rl.Cut) rl.Race {
 	x := l.x
-	if !x.BookHedge() {
+	if x.Attempts() >= x.e.maxAttempts-1 || !x.BookHedge() {
+		// The last attempt is kept for a recovery: a slow stream still
+		// answers, a cut one does not.
 		return nil
 	}
 	a := l.cur

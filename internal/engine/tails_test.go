@@ -486,3 +486,19 @@ func TestSlowStreamHedgesCappedByBudget(t *testing.T) {
 		}
 	})
 }
+
+// A race never takes the call's last attempt: a slow stream still
+// answers, and a cut one needs that attempt for its recovery.
+func TestSlowStreamKeepsLastAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, fleet, regions := slowEngine(t, provider.ContinuePrefill, llm.FormatAnthropic, Resilience{MaxAttempts: 2})
+		clean := learnPace(t, e, llm.FormatAnthropic)
+		if err := fleet.SetFaults([]sim.Fault{{Kind: sim.KindSlowStream, Region: regions[0], AfterTokens: 6, Count: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		r := call(t, e, slowAsk(llm.FormatAnthropic))
+		if r.text != clean.text || !r.stopped || r.rec.Hedges != 0 || len(r.rec.Attempts) != 1 {
+			t.Errorf("got %q (stopped %v) with %d hedges, %d attempts; want the slow answer intact, not raced", r.text, r.stopped, r.rec.Hedges, len(r.rec.Attempts))
+		}
+	})
+}
