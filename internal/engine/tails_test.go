@@ -184,16 +184,35 @@ func ttft(tm timing) time.Duration  { return tm.ttft }
 // endpoint already in use, a call whose two first attempts were both slow
 // (0.25 % of calls) had no third, and the p99.9 was 0.56× direct.
 func TestTwoEndpointHeavyTail(t *testing.T) {
+	cases := []struct {
+		name   string
+		lat    sim.LatencySpec
+		faults []sim.Fault
+	}{
+		// The simulator's latency tail: 5 % of calls 20× slower to start
+		// and to stream.
+		{name: "latency tail", lat: sim.LatencySpec{TTFT: sim.Duration(40 * time.Millisecond), TTFTSigma: 0.1, PerToken: sim.Duration(time.Millisecond), TailProb: 0.05, TailFactor: 20}},
+		// keel demo's heavy-tail-two-regions: the default latency (TTFT 30ms,
+		// σ 0.25, 2ms per token, 64 calls at once) and the slow fault on 5 %
+		// of calls, ×20.
+		{name: "demo's slow fault", lat: sim.LatencySpec{Concurrency: 64, TTFT: sim.Duration(30 * time.Millisecond), TTFTSigma: 0.25, PerToken: sim.Duration(2 * time.Millisecond)},
+			faults: []sim.Fault{{Kind: sim.KindSlow, Rate: 0.05, Factor: 20}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { twoEndpointTail(t, c.lat, c.faults) })
+	}
+}
+
+func twoEndpointTail(t *testing.T, lat sim.LatencySpec, faults []sim.Fault) {
 	const n, every, maxTokens = 2000, 10 * time.Millisecond, 16
-	lat := sim.LatencySpec{TTFT: sim.Duration(40 * time.Millisecond), TTFTSigma: 0.1, PerToken: sim.Duration(time.Millisecond), TailProb: 0.05, TailFactor: 20}
 	var dir, keel []timing
 	var upstream int64
 	synctest.Test(t, func(t *testing.T) {
-		fleet, eps := tailFleet(t, lat)
+		fleet, eps := tailFleet(t, lat, faults...)
 		dir = openLoop(n, every, func(i int) timing { return direct(t, fleet, eps, i, maxTokens) })
 	})
 	synctest.Test(t, func(t *testing.T) {
-		fleet, eps := tailFleet(t, lat)
+		fleet, eps := tailFleet(t, lat, faults...)
 		e := tailEngine(t, fleet, eps, Resilience{})
 		keel = openLoop(n, every, func(i int) timing { return through(t, e, i, maxTokens) })
 		upstream = fleet.Stats().Total.Requests
