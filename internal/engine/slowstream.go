@@ -32,10 +32,10 @@ func (l *legs) Paced(gap time.Duration) { l.cur.ep.Pace.Observe(gap) }
 
 // Race books a hedge (the call's attempt cap, less the one attempt a
 // recovery may need; an endpoint available; the route's hedge budget) and
-// starts the continuation of cut: on an
-// endpoint other than the slow leg's while one is available, else on the
-// same (a fresh request is a fresh draw). The slow leg is read by a pump
-// from now on, so that the relay can wait on both legs at once.
+// starts the continuation of cut: on an endpoint other than the slow
+// leg's while one is available, else on the same (a fresh request is a
+// fresh draw). The slow leg is read by a pump from now on, so that the
+// relay can wait on both legs at once.
 func (l *legs) Race(cut rl.Cut) rl.Race {
 	x := l.x
 	if x.Attempts() >= x.e.maxAttempts-1 || !x.BookHedge() {
@@ -49,7 +49,7 @@ func (l *legs) Race(cut rl.Cut) rl.Race {
 	x.picks.tried[a.idx] = true
 	x.mu.Unlock()
 	bctx, bcancel := context.WithCancelCause(l.ctx)
-	r := &race{l: l, a: a, bcancel: bcancel, out: cut.Output,
+	r := &race{l: l, a: a, bcancel: bcancel, out: cut.Output, after: x.e.now().Sub(a.start),
 		patience: 2 * x.e.hedge.Delay(a.ep.Health.P95(true))}
 	l.startPump()
 	r.ap = l.pump
@@ -103,6 +103,9 @@ type race struct {
 	// tokens the client has.
 	patience time.Duration
 	out      int
+	// after is how long a had run when the race started (the hedge
+	// event's delay).
+	after time.Duration
 
 	mu   sync.Mutex // guards following
 	b    *attempt
@@ -155,6 +158,7 @@ func (r *race) Won(u llm.Usage) {
 	x.rec.Attempts[r.b.recIdx].Winner = true
 	x.rec.Attempts[r.a.recIdx].Winner = false
 	x.mu.Unlock()
+	x.Hedged(r.a, r.b, r.after, true)
 }
 
 // Lost cancels the continuation (own usage u); the slow leg goes on.
@@ -172,6 +176,7 @@ func (r *race) Lost(u llm.Usage) {
 		r.l.costOf(b, u)
 		x.loser(b)
 		b.discard()
+		x.Hedged(r.a, b, r.after, false)
 	}
 }
 
