@@ -5,7 +5,8 @@
 // another endpoint — sending what the client already has as an assistant
 // prefill and forwarding only the continuation — so the client sees one
 // coherent stream. When it cannot, the stream ends with an error event,
-// never a fake clean finish.
+// never a fake clean finish. A stream that slows down mid-way is raced
+// against such a continuation (race.go: slow-stream hedging).
 //
 // The relay knows nothing of endpoints' health or budgets: the attempt
 // path is behind Upstream (the engine's), and a continuation, a retry of
