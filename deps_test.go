@@ -59,13 +59,14 @@ var reach = map[string][]string{
 	// rule 22); they are leaves themselves.
 	mod + "/config": slices.Concat([]string{"github.com/goccy/go-yaml", mod + "/internal/resilience", mod + "/internal/health", mod + "/internal/pricing",
 		mod + "/internal/cache", mod + "/internal/shadow", mod + "/internal/pii", mod + "/internal/convstate", mod + "/internal/llm", mod + "/internal/jsonx",
-		mod + "/internal/normalize", mod + "/internal/rollout", mod + "/internal/fragment", mod + "/internal/structured"}, stageBase, schemaLib),
+		mod + "/internal/normalize", mod + "/internal/rollout", mod + "/internal/fragment", mod + "/internal/structured",
+		mod + "/internal/affinity", mod + "/internal/policy"}, stageBase, schemaLib),
 	// The engine: the layers below it, and (the second line) the feature
 	// packages it still reaches today. Issue 26 moves each feature into a
 	// stage of its own; delete its entry here when it leaves the engine.
 	mod + "/internal/engine": slices.Concat(providerReach, []string{mod + "/internal/provider",
 		mod + "/internal/resilience", mod + "/internal/route", mod + "/internal/health", mod + "/internal/normalize"},
-		[]string{mod + "/internal/pipeline", mod + "/internal/relay", mod + "/internal/policy", mod + "/internal/fleet"},
+		[]string{mod + "/internal/pipeline", mod + "/internal/relay", mod + "/internal/policy", mod + "/internal/fleet", mod + "/internal/affinity"},
 		[]string{mod + "/internal/cache", mod + "/internal/classify", mod + "/internal/fragment", mod + "/internal/pii", mod + "/internal/shadow", mod + "/internal/structured",
 			mod + "/internal/rollout", mod + "/internal/semcache", "github.com/coder/hnsw"}, schemaLib),
 }

@@ -162,6 +162,8 @@ func resilienceOptions(c config.Resilience) engine.Resilience {
 		DisableHedging:  c.Hedging != nil && !*c.Hedging,
 		DisableRecovery: c.Recovery != nil && !*c.Recovery,
 		ProbeInterval:   c.ProbeInterval.Std(),
+		CacheAffinity:   c.CacheAffinity,
+		ColdSpend:       c.ColdSpend,
 		Rollout:         c.Rollout.Rollout(),
 		Valve:           c.SafetyValve.ValveConfig,
 	}

@@ -29,6 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/keelmesh/keel/internal/affinity"
 	"github.com/keelmesh/keel/internal/cache"
 	complexity "github.com/keelmesh/keel/internal/classify"
 	"github.com/keelmesh/keel/internal/health"
@@ -154,6 +155,11 @@ type Resilience struct {
 	Valve ValveConfig
 	// Rollout sends a share of the traffic through a reduced stage.
 	Rollout Rollout
+	// CacheAffinity keeps a conversation on the endpoint whose prompt
+	// cache is warm (cacheroute.go); ColdSpend is the dollar budget hedges
+	// and moves of a conversation pay cold prompts from.
+	CacheAffinity affinity.Config
+	ColdSpend     policy.ColdSpendConfig
 	// ProbeInterval caps how often an endpoint found unreachable is probed
 	// (an HTTP GET of its models list) until it answers: the first probe
 	// comes 5ms after it went down, then the gap doubles up to
@@ -194,6 +200,8 @@ type Engine struct {
 	hedge       resilience.HedgePolicy
 	opts        Resilience
 	hedgingOff  atomic.Bool
+	// cacheRt is cache-aware routing (cacheroute.go).
+	cacheRt     *cacheRouting
 	recoveryOff atomic.Bool
 
 	valve    *rollout.Valve
@@ -297,6 +305,9 @@ func New(o Options) (*Engine, error) {
 		e.probeInt = defaultProbeInterval
 	}
 	e.chain = newChain(&policy.Retry{MaxAttempts: r.MaxAttempts, Backoff: backoff, Now: now})
+	if e.cacheRt, err = newCacheRouting(r.CacheAffinity, r.ColdSpend); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
 	e.hedgingOff.Store(r.DisableHedging)
 	e.recoveryOff.Store(r.DisableRecovery)
 

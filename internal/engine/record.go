@@ -84,6 +84,10 @@ type Record struct {
 	// a failed call's included), or the serving endpoint's price for the
 	// usage the client got when that is more.
 	Cost float64
+	// CacheMoved is set when cache-aware routing served the call's
+	// conversation elsewhere than the endpoint its prompt cache was warm
+	// on: "from->to", endpoint ids (X-Mesh-Cache-Moved).
+	CacheMoved string
 	// Cache is the response cache's part in the call, X-Mesh-Cache: hit
 	// (answered from the cache, no attempt, cost 0), miss or bypass
 	// (CacheHit, CacheMiss, CacheBypass); empty when the mesh has no cache.
