@@ -193,7 +193,7 @@ func TestCacheMovedOnFallback(t *testing.T) {
 // after a retry-after, or down.
 func TestCacheAffinityLeavesUnhealthyEndpoint(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func(s *scripted)
 	}{
 		{"cooling after 429 retry-after", func(s *scripted) { s.script = always(anthropicError(429, "rate_limit_error", "30")) }},
