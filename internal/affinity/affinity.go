@@ -77,9 +77,11 @@ func (c Config) slowdown() float64 {
 // the fastest other available endpoint's. A cold endpoint pays the whole
 // prompt's prefill besides, which its expected latency (learnt on other
 // calls) does not show, so a warm endpoint somewhat slower on paper is
-// often faster for this call; past the factor the warm one is degraded,
-// and moving is worth the re-caching — if the cold-spend budget pays for
-// it (policy.ColdSpend.Move). Without latency data on either side, stay.
+// often faster for this call; past the factor the warm one is degraded
+// (overloaded, a region slowing down), its every call loses more than the
+// one cold prefill a move costs, and the conversation moves (its
+// re-caching charged to policy.ColdSpend). Without latency data on either
+// side, stay.
 func (c Config) Stay(warm, best time.Duration) bool {
 	if warm <= 0 || best <= 0 {
 		return true

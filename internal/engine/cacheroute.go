@@ -11,9 +11,10 @@ import (
 
 // Cache-aware routing (issue 28): a conversation stays on the endpoint
 // whose prompt cache holds it (package affinity), unless that endpoint is
-// unavailable or slower than affinity.Config.Stay allows and the route's
-// cold-spend budget pays the re-caching (policy.ColdSpend); a hedge's cold
-// prompt is priced and paid from the same budget. The route policy calls
+// unavailable or slower than affinity.Config.Stay allows; the re-caching
+// of a move is charged to the route's cold-spend budget
+// (policy.ColdSpend), from which a hedge must pay its cold prompt before
+// it is sent. The route policy calls
 // preferWarm at each pick, the primary pass cacheStart and cacheServed,
 // the hedge policy coldHedge.
 
@@ -71,9 +72,6 @@ type cacheCall struct {
 	// breakpoints (a cold send writes at the write price).
 	tokens int
 	write  bool
-	// paid is set once a move to another endpoint was paid from the
-	// budget (a move for speed; a hedge pays its own).
-	paid bool
 }
 
 // cacheStart sets the call's cache part up before its primary pass: the
@@ -104,13 +102,13 @@ func (x *exec) cacheStart() {
 }
 
 // preferWarm keeps the pick on the conversation's warm endpoint while it
-// is available and affinity.Config.Stay holds, or while the route's
-// cold-spend budget cannot pay a move for speed: every other available
+// is available and affinity.Config.Stay holds: every other available
 // candidate is left out ("cache_affinity"). An unavailable warm endpoint
 // (down, breaker open, cooling, ejected, tried and failed in this call)
-// leaves the pick to latency; cacheServed charges the move. On an ordered
-// route a warm endpoint of a fallback model holds nothing: the route's
-// order decides. Called with x.mu held, after the candidates are built.
+// or one slower than Stay allows leaves the pick to latency; cacheServed
+// charges the move to the route's cold-spend budget. On an ordered route
+// a warm endpoint of a fallback model holds nothing: the route's order
+// decides. Called with x.mu held, after the candidates are built.
 func (x *exec) preferWarm() {
 	c := &x.cache
 	w := c.warm
@@ -129,15 +127,7 @@ func (x *exec) preferWarm() {
 	if best < 0 {
 		return
 	}
-	stay := x.e.cacheRt.cfg.Stay(x.picks.cands[w].ExpectedLatency, x.picks.cands[best].ExpectedLatency)
-	if !stay && !c.paid {
-		if x.e.cacheRt.spendFor(x.rs).Move(policy.RecacheCost(x.e.priceOf(x.rs.cands[best]), c.cached, c.write)) {
-			c.paid = true
-		} else {
-			stay = true
-		}
-	}
-	if !stay {
+	if !x.e.cacheRt.cfg.Stay(x.picks.cands[w].ExpectedLatency, x.picks.cands[best].ExpectedLatency) {
 		return
 	}
 	for i := range x.picks.cands {
@@ -148,10 +138,10 @@ func (x *exec) preferWarm() {
 }
 
 // cacheServed notes that a served the call's primary pass: a conversation
-// served elsewhere than where it was warm is moved (X-Mesh-Cache-Moved;
-// a forced move is charged to the budget, one for speed or a hedge's win
-// was paid already), the table learns where it is warm now, and the
-// route's budget gets its deposit.
+// served elsewhere than where it was warm is moved (X-Mesh-Cache-Moved),
+// its re-caching charged to the route's cold-spend budget (a hedge that
+// won paid its cold prompt already); the table learns where it is warm
+// now, and the budget gets the call's deposit.
 func (x *exec) cacheServed(a *attempt) {
 	c := &x.cache
 	if !c.on {
@@ -164,14 +154,14 @@ func (x *exec) cacheServed(a *attempt) {
 		x.mu.Lock()
 		x.rec.CacheMoved = x.rs.cands[c.warm].ID + "->" + a.ep.ID
 		x.mu.Unlock()
-		if !c.paid && a.kind != policy.AttemptHedge {
+		if a.kind != policy.AttemptHedge {
 			spend.Charge(policy.RecacheCost(p, c.cached, c.write))
 		}
 	}
 	spend.Deposit(policy.ColdCost(p, c.tokens, false))
 	if cr.table != nil && c.key.Hash != 0 {
 		cr.table.Put(x.rs.name, c.key, a.ep.ID, c.tokens, x.e.now())
-		c.warm, c.cached, c.paid = a.idx, c.tokens, false
+		c.warm, c.cached = a.idx, c.tokens
 	}
 }
 

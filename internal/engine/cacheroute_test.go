@@ -69,7 +69,6 @@ func cacheFleet(t *testing.T, f llm.Format, o Options) (*harness, *Engine, *dela
 	for _, ep := range eps {
 		ep.Price = sonnetPrice
 	}
-	o.Resilience.CacheAffinity.Disabled = true
 	o.Resilience.DisableHedging = o.Resilience.DisableHedging || o.Resilience.Hedge.Ceiling == 0
 	return h, h.engine(o, eps...), d
 }
@@ -222,40 +221,34 @@ func TestCacheAffinityLeavesUnhealthyEndpoint(t *testing.T) {
 	}
 }
 
-// A warm endpoint far slower than max_slowdown allows is left, when the
-// dollar budget pays the re-caching; with a budget that cannot pay, the
-// conversation stays (slow, but not failing).
+// A warm endpoint far slower than max_slowdown allows is left, even with
+// an empty dollar budget (a degraded endpoint's every call would lose
+// more than the one cold prefill): the move is charged, and said.
 func TestCacheAffinityLeavesMuchSlowerEndpoint(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		burst float64
-		moves bool
-	}{
-		{"budget pays", 1, true},
-		{"budget empty", 0.000001, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				_, e, d := cacheFleet(t, llm.FormatAnthropic, Options{Resilience: Resilience{ColdSpend: policy.ColdSpendConfig{BurstUSD: tc.burst}}})
-				turn := func(n int) *Record { return doCall(t, e, agentTurn(llm.FormatAnthropic, "one", n), nil) }
-				warm := turn(1).ServedRegion
-				for range 3 {
-					doCall(t, e, ask(llm.FormatAnthropic, "m", false), nil)
-				}
-				d.set(warm, 200*time.Millisecond) // 10× the others
-				moved := ""
-				for n := 2; n <= 8 && moved == ""; n++ {
-					moved = turn(n).CacheMoved
-				}
-				if (moved != "") != tc.moves {
-					t.Fatalf("moved %q, want a move: %v", moved, tc.moves)
-				}
-				if tc.moves && !strings.HasPrefix(moved, "m/"+warm+"/p->") {
-					t.Errorf("moved %q, want from %s", moved, warm)
-				}
-			})
-		})
-	}
+	synctest.Test(t, func(t *testing.T) {
+		_, e, d := cacheFleet(t, llm.FormatAnthropic, Options{Resilience: Resilience{ColdSpend: policy.ColdSpendConfig{BurstUSD: 0.000001}}})
+		turn := func(n int) *Record { return doCall(t, e, agentTurn(llm.FormatAnthropic, "one", n), nil) }
+		warm := turn(1).ServedRegion
+		for range 3 {
+			doCall(t, e, ask(llm.FormatAnthropic, "m", false), nil)
+		}
+		d.set(warm, 200*time.Millisecond) // 10× the others
+		moved, at := "", 0
+		for n := 2; n <= 8 && moved == ""; n++ {
+			moved, at = turn(n).CacheMoved, n
+		}
+		if !strings.HasPrefix(moved, "m/"+warm+"/p->") {
+			t.Fatalf("moved %q, want a move from %s", moved, warm)
+		}
+		// Slower calls taught health; it moved within two of them.
+		if at > 4 {
+			t.Errorf("moved at turn %d, want by turn 4", at)
+		}
+		// Where it moved, it stays.
+		if r := turn(at + 1); r.CacheMoved != "" {
+			t.Errorf("moved again: %q", r.CacheMoved)
+		}
+	})
 }
 
 // A hedge of a long cold prompt costs money: above max_hedge_usd it is
@@ -277,7 +270,7 @@ func TestColdSpendCapsHedge(t *testing.T) {
 		hedges []int // per call (a second hedge follows the first after as long again)
 	}{
 		{"short prompt hedged", policy.ColdSpendConfig{}, func() *llm.Request { return ask(llm.FormatAnthropic, "m", false) }, []int{2, 2}},
-		{"100k-token prompt above max_hedge_usd", policy.ColdSpendConfig{}, long, []int{0, 0}},
+		{"100k-token prompt above max_hedge_usd $0.10", policy.ColdSpendConfig{MaxHedgeUSD: 0.1}, long, []int{0, 0}},
 		{"dollar budget: one $0.375 hedge in $0.50", policy.ColdSpendConfig{MaxHedgeUSD: 1, BurstUSD: 0.5}, long, []int{1, 0}},
 		{"cold_spend disabled", policy.ColdSpendConfig{Disabled: true}, long, []int{2, 2}},
 	} {

@@ -9,16 +9,16 @@ import (
 	"github.com/keelmesh/keel/internal/pricing"
 )
 
-// ColdSpendConfig is resilience.cold_spend: what hedges and conversation
-// moves may spend on cold prompts, in US dollars. The zero value is the
-// documented default: on, $0.10 per hedge, a budget of 10 % of the
+// ColdSpendConfig is resilience.cold_spend: what hedges may spend on cold
+// prompts, in US dollars, beside what moved conversations are charged. The zero value is the
+// documented default: on, $0.50 per hedge, a budget of 10 % of the
 // prompts' price plus $1.
 type ColdSpendConfig struct {
-	// Disabled lets hedges and moves spend without a dollar limit (the
-	// hedge budget in calls still applies).
+	// Disabled lets hedges spend without a dollar limit (the hedge
+	// budget in calls still applies).
 	Disabled bool `yaml:"disabled"`
 	// MaxHedgeUSD is the most one hedge's prompt may cost at the price of
-	// a cold cache (ColdCost); a dearer hedge is not sent. 0 means 0.10.
+	// a cold cache (ColdCost); a dearer hedge is not sent. 0 means 0.50.
 	MaxHedgeUSD float64 `yaml:"max_hedge_usd"`
 	// Ratio is the share of each served call's prompt, priced as input,
 	// deposited into the route's dollar budget. 0 means 0.1.
@@ -30,7 +30,7 @@ type ColdSpendConfig struct {
 
 // Defaults of ColdSpendConfig's zero fields.
 const (
-	DefaultMaxHedgeUSD    = 0.10
+	DefaultMaxHedgeUSD    = 0.50
 	DefaultColdSpendRatio = 0.1
 	DefaultColdBurstUSD   = 1.0
 )
@@ -39,15 +39,15 @@ const (
 var ErrColdSpendConfig = errors.New("invalid cold_spend config")
 
 // ColdSpend is one route's dollar budget for cold prompts: the second
-// half, with the hedge budget in calls, of what a hedge or a move of a
-// conversation must get before it is made. Every served call deposits
-// Ratio × its prompt's price as input (up to BurstUSD); a hedge withdraws
-// its ColdCost and is refused above MaxHedgeUSD; a conversation moved off
-// a healthy warm endpoint for speed withdraws its RecacheCost, and stays
-// when the budget cannot pay; a move off an unavailable endpoint is
-// charged (Charge) but never refused — failing the call would be worse
-// than direct. So the dollars spent on cold prompts stay below Ratio × the
-// prompts' price + BurstUSD, plus what failures forced.
+// half, with the hedge budget in calls, of what a hedge must get before it
+// is sent. Every served call deposits Ratio × its prompt's price as input
+// (up to BurstUSD); a hedge withdraws its ColdCost and is refused above
+// MaxHedgeUSD or beyond the budget. A conversation moved off its warm
+// endpoint (unavailable, or slower than the affinity rule allows) is
+// charged its RecacheCost (Charge), never refused — a call stuck on a
+// failing or degraded endpoint would be worse than direct — so moves
+// leave less for hedges. The dollars hedges spend on cold prompts stay
+// below Ratio × the prompts' price + BurstUSD.
 //
 // A nil *ColdSpend (Disabled) allows everything. Lock-free (an atomic
 // count of micro-dollars), safe for concurrent use, never blocks.
@@ -123,17 +123,8 @@ func (s *ColdSpend) Hedge(usd float64) bool {
 	return usd <= s.maxHedge && s.withdraw(micro(usd))
 }
 
-// Move reports whether a conversation may leave a healthy warm endpoint
-// for speed, re-caching usd worth of prompt, and withdraws it.
-func (s *ColdSpend) Move(usd float64) bool {
-	if s == nil {
-		return true
-	}
-	return s.withdraw(micro(usd))
-}
-
-// Charge withdraws usd, down to an empty budget: a move forced by an
-// unavailable endpoint is paid for, never refused.
+// Charge withdraws usd, down to an empty budget: a moved conversation's
+// re-caching is paid for, never refused.
 func (s *ColdSpend) Charge(usd float64) {
 	if s == nil {
 		return

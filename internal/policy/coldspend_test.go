@@ -39,9 +39,9 @@ func TestColdSpendBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Above max_hedge_usd ($0.10): refused, nothing withdrawn.
-	if s.Hedge(0.375) {
-		t.Error("a $0.375 hedge was allowed under the $0.10 cap")
+	// Above max_hedge_usd ($0.50): refused, nothing withdrawn.
+	if s.Hedge(0.6) {
+		t.Error("a $0.60 hedge was allowed under the $0.50 cap")
 	}
 	if !near(s.Available(), 0.5) {
 		t.Errorf("Available = %v after a refused hedge, want 0.5", s.Available())
@@ -51,7 +51,7 @@ func TestColdSpendBudget(t *testing.T) {
 			t.Fatalf("hedge %d of $0.10 refused with $%.2f left", i+1, s.Available())
 		}
 	}
-	if s.Hedge(0.01) || s.Move(0.01) {
+	if s.Hedge(0.01) {
 		t.Error("an empty budget paid")
 	}
 	// Each call deposits 10 % of its prompt's input price.
@@ -59,8 +59,8 @@ func TestColdSpendBudget(t *testing.T) {
 	if !near(s.Available(), 0.03) {
 		t.Errorf("Available = %v after a $0.30 prompt, want 0.03", s.Available())
 	}
-	if !s.Move(0.02) {
-		t.Error("a $0.02 move refused with $0.03")
+	if !s.Hedge(0.02) {
+		t.Error("a $0.02 hedge refused with $0.03")
 	}
 	// A forced move is charged down to zero, never refused.
 	s.Charge(1)
@@ -80,7 +80,7 @@ func TestColdSpendDisabledAndConcurrent(t *testing.T) {
 	if err != nil || off != nil {
 		t.Fatalf("disabled: %v, %v; want nil, nil", off, err)
 	}
-	if !off.Hedge(100) || !off.Move(100) || !math.IsInf(off.Available(), 1) {
+	if !off.Hedge(100) || !math.IsInf(off.Available(), 1) {
 		t.Error("a disabled budget refused")
 	}
 	off.Charge(1)
