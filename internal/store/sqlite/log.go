@@ -398,7 +398,7 @@ var tables = [...]struct {
 		"fallback", "attempts", "retries", "hedges", "hedge_won", "recovered", "fragments", "fragments_ok",
 		"fusions", "fusion_conflicts", "normalization_offset", "repairs", "tokens_in", "tokens_out",
 		"tokens_cache_read", "tokens_cache_write", "cost_usd", "queue_wait_ms", "stream", "domain", "legacy", "stage", "key_id", "team",
-		"cache", "semantic_cache", "cache_similarity"}},
+		"cache", "semantic_cache", "cache_similarity", "tokens_cache_write_5m", "tokens_cache_write_1h"}},
 	tAttempts: {"attempts", []string{"request_seq", "idx", "endpoint", "model", "region", "kind",
 		"outcome", "status", "start_ms", "duration_ms", "wait_ms", "bytes", "winner", "tokens_in", "tokens_out", "cost_usd"}},
 	tBodies: {"bodies", []string{"request_seq", "prompt", "answer"}},
@@ -551,7 +551,8 @@ func (l *Log) insertRows(batch []*engine.Record, bodies bool) error {
 			vInt(int64(r.FusionConflicts)), vReal(r.NormalizationOffset), vText(strings.Join(r.Repairs, "\n")),
 			vInt(int64(r.Usage.InputTokens)), vInt(int64(r.Usage.OutputTokens)), vInt(int64(r.Usage.CacheReadTokens)),
 			vInt(int64(r.Usage.CacheWriteTokens)), vReal(r.Cost), vReal(ms(r.QueueWait)), vBool(r.Stream), vText(r.Domain), vBool(r.Legacy), vText(r.Stage), vText(r.KeyID), vText(r.Team),
-			vText(r.Cache), vText(r.SemanticCache), vReal(r.CacheSimilarity))
+			vText(r.Cache), vText(r.SemanticCache), vReal(r.CacheSimilarity),
+			vInt(int64(r.Usage.CacheWriteTokens-r.Usage.CacheWrite1h())), vInt(int64(r.Usage.CacheWrite1h())))
 		for i, a := range r.Attempts {
 			var start, dur float64
 			if !a.Start.IsZero() {
