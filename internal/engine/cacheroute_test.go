@@ -73,6 +73,15 @@ func cacheFleet(t *testing.T, f llm.Format, o Options) (*harness, *Engine, *dela
 	return h, h.engine(o, eps...), d
 }
 
+// warmAll gives every endpoint latency data: an endpoint without any ties
+// with the best (optimistic start), so keyless calls reach each one in a
+// few tries.
+func warmAll(t *testing.T, h *harness, e *Engine, f llm.Format) {
+	for i := 0; i < 50 && (h.byID["a"].count() == 0 || h.byID["b"].count() == 0 || h.byID["c"].count() == 0); i++ {
+		doCall(t, e, ask(f, "m", false), nil)
+	}
+}
+
 func doCall(t *testing.T, e *Engine, req *llm.Request, hdr http.Header) *Record {
 	t.Helper()
 	out, err := e.Do(context.Background(), req, Call{RequestID: "t", ClientHeader: hdr})
@@ -129,16 +138,14 @@ func TestCacheAffinityByKeySource(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				_, e, d := cacheFleet(t, tc.format, Options{})
+				h, e, d := cacheFleet(t, tc.format, Options{})
 				first := doCall(t, e, tc.req(1), tc.hdr)
 				if k := affinity.KeyOf(tc.req(1), tc.hdr); k.Hash == 0 {
 					t.Fatalf("no key for the request")
 				}
 				warm := first.ServedRegion
 				d.set(warm, 30*time.Millisecond)
-				for range 4 { // latency data for every endpoint
-					doCall(t, e, ask(tc.format, "m", false), nil)
-				}
+				warmAll(t, h, e, tc.format)
 				for turn := 2; turn <= 5; turn++ {
 					r := doCall(t, e, tc.req(turn), tc.hdr)
 					if r.ServedRegion != warm || r.CacheMoved != "" || len(r.Attempts) != 1 {
@@ -159,7 +166,7 @@ func TestCacheAffinityByKeySource(t *testing.T) {
 					other = agentTurn(tc.format, "two", 2)
 				}
 				if r := doCall(t, e, other, hdr); r.ServedRegion == warm {
-					t.Errorf("a new conversation went to the slower %s", warm)
+					t.Errorf("a new conversation went to the slower %s: %+v", warm, r.Candidates)
 				}
 			})
 		})
@@ -226,12 +233,10 @@ func TestCacheAffinityLeavesUnhealthyEndpoint(t *testing.T) {
 // more than the one cold prefill): the move is charged, and said.
 func TestCacheAffinityLeavesMuchSlowerEndpoint(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, e, d := cacheFleet(t, llm.FormatAnthropic, Options{Resilience: Resilience{ColdSpend: policy.ColdSpendConfig{BurstUSD: 0.000001}}})
+		h, e, d := cacheFleet(t, llm.FormatAnthropic, Options{Resilience: Resilience{ColdSpend: policy.ColdSpendConfig{BurstUSD: 0.000001}}})
 		turn := func(n int) *Record { return doCall(t, e, agentTurn(llm.FormatAnthropic, "one", n), nil) }
 		warm := turn(1).ServedRegion
-		for range 3 {
-			doCall(t, e, ask(llm.FormatAnthropic, "m", false), nil)
-		}
+		warmAll(t, h, e, llm.FormatAnthropic)
 		d.set(warm, 200*time.Millisecond) // 10× the others
 		moved, at := "", 0
 		for n := 2; n <= 8 && moved == ""; n++ {
