@@ -208,15 +208,15 @@ func TestStay(t *testing.T) {
 	}{
 		{"no data", 0, 100 * ms, true},
 		{"warm faster", 50 * ms, 100 * ms, true},
-		{"warm twice as slow", 200 * ms, 100 * ms, true},
-		{"warm more than twice as slow", 201 * ms, 100 * ms, false},
+		{"warm three times as slow", 300 * ms, 100 * ms, true},
+		{"warm more than three times as slow", 301 * ms, 100 * ms, false},
 	} {
 		if got := c.Stay(tc.warm, tc.best); got != tc.want {
 			t.Errorf("%s: Stay(%v, %v) = %v, want %v", tc.name, tc.warm, tc.best, got, tc.want)
 		}
 	}
-	if !(Config{MaxSlowdown: 3}).Stay(250*ms, 100*ms) {
-		t.Error("max_slowdown 3: 2.5× slower should stay")
+	if (Config{MaxSlowdown: 2}).Stay(250*ms, 100*ms) {
+		t.Error("max_slowdown 2: 2.5× slower should move")
 	}
 }
 
