@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/keelmesh/keel/internal/affinity"
@@ -115,7 +116,7 @@ func (x *exec) preferWarm() {
 	if !c.on || w < 0 || !x.picks.cands[w].Available {
 		return
 	}
-	if x.rs.strategy == route.Ordered && x.rs.cands[w].Model != x.rs.cands[0].Model {
+	if x.rs.strategy == route.Ordered && x.rs.cands[w].Model != x.rs.cands[0].Model || !x.warmEligible(w) {
 		return
 	}
 	best := -1
@@ -135,6 +136,23 @@ func (x *exec) preferWarm() {
 			cd.Available, cd.Unavailable = false, "cache_affinity"
 		}
 	}
+}
+
+// warmEligible reports whether the call's own constraints let the warm
+// endpoint w serve it: the route's filters (capability floor, domain,
+// context window) admit it, and the caller's preferred region, if any,
+// is w's. Affinity never overrides them (the call is routed as without
+// it, and moves when served elsewhere). Called with x.mu held.
+func (x *exec) warmEligible(w int) bool {
+	if r := x.policy.PreferredRegion; r != "" && x.rs.cands[w].Region != r {
+		return false
+	}
+	only := slices.Clone(x.picks.cands)
+	for i := range only {
+		only[i].Available = i == w
+	}
+	ch, err := route.PickAppend(nil, only, x.policy, x.e.rnd)
+	return err == nil && ch.Index == w
 }
 
 // cacheServed notes that a served the call's primary pass: a conversation

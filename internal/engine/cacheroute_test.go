@@ -228,6 +228,43 @@ func TestCacheAffinityLeavesUnhealthyEndpoint(t *testing.T) {
 	}
 }
 
+// Affinity never overrides the call's own constraints: a preferred region
+// elsewhere, or a capability floor the warm endpoint is below, routes the
+// call as without it (and says it moved) — never a refusal.
+func TestCacheAffinityYieldsToCallConstraints(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    func(warm string) *Behavior
+	}{
+		{"preferred region", func(warm string) *Behavior {
+			other := map[string]string{"a": "b", "b": "c", "c": "a"}[warm]
+			return &Behavior{PreferredRegion: other}
+		}},
+		{"capability floor", func(string) *Behavior { return &Behavior{MinModelCapability: 4} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h, e, _ := cacheFleet(t, llm.FormatAnthropic, Options{})
+				hdr := http.Header{"X-Mesh-Session": {"s-1"}}
+				warm := doCall(t, e, ask(llm.FormatAnthropic, "m", false), hdr).ServedRegion
+				warmAll(t, h, e, llm.FormatAnthropic)
+				for _, ep := range e.routes["m"].cands {
+					if ep.Region != warm {
+						ep.Capability = 4
+					}
+				}
+				out, err := e.Do(context.Background(), ask(llm.FormatAnthropic, "m", false), Call{RequestID: "t", ClientHeader: hdr, Behavior: tc.b(warm)})
+				if err != nil {
+					t.Fatalf("call refused: %v", err)
+				}
+				if r := out.Record; r.ServedRegion == warm || r.CacheMoved != "m/"+warm+"/p->"+r.ServedBy {
+					t.Errorf("served by %s (moved %q), want another endpoint than the warm %s", r.ServedBy, r.CacheMoved, warm)
+				}
+			})
+		})
+	}
+}
+
 // A warm endpoint far slower than max_slowdown allows is left, even with
 // an empty dollar budget (a degraded endpoint's every call would lose
 // more than the one cold prefill): the move is charged, and said.

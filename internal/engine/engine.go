@@ -157,7 +157,7 @@ type Resilience struct {
 	Rollout Rollout
 	// CacheAffinity keeps a conversation on the endpoint whose prompt
 	// cache is warm (cacheroute.go); ColdSpend is the dollar budget hedges
-	// and moves of a conversation pay cold prompts from.
+	// pay cold prompts from, and moved conversations are charged to.
 	CacheAffinity affinity.Config
 	ColdSpend     policy.ColdSpendConfig
 	// ProbeInterval caps how often an endpoint found unreachable is probed
