@@ -100,14 +100,12 @@ func cacheKey(req *llm.Request) string {
 }
 
 // ttlOf is how long the provider keeps req's cached prompt after a use:
-// an hour when an Anthropic breakpoint asks "ttl": "1h", 24 hours for
-// OpenAI's "prompt_cache_retention": "24h", else 5 minutes.
+// 24 hours for OpenAI's "prompt_cache_retention": "24h", an hour when an
+// Anthropic breakpoint asks "ttl": "1h", else 5 minutes. (Each field
+// belongs to one wire; a request carries only its own.)
 func ttlOf(req *llm.Request) time.Duration {
-	if req.Format.Family() == llm.FormatOpenAI {
-		if bytes.Equal(bytes.TrimSpace(req.Extra["prompt_cache_retention"]), []byte(`"24h"`)) {
-			return TTL24h
-		}
-		return TTL5m
+	if bytes.Equal(bytes.TrimSpace(req.Extra["prompt_cache_retention"]), []byte(`"24h"`)) {
+		return TTL24h
 	}
 	ttl := TTL5m
 	eachMark(req, func(raw json.RawMessage) bool {
