@@ -22,10 +22,11 @@ package affinity
 
 import (
 	"container/list"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/keelmesh/keel/internal/resilience"
 )
 
 // Config is resilience.cache_affinity. The zero value is the documented
@@ -49,16 +50,18 @@ const (
 	DefaultMaxSlowdown = 3.0
 )
 
-// ErrInvalidConfig is wrapped by New's errors.
-var ErrInvalidConfig = errors.New("invalid cache affinity config")
+// ErrInvalidConfig is wrapped by New's and Validate's errors: the
+// resilience package's, so that config reports it as it reports the
+// other policies'.
+var ErrInvalidConfig = resilience.ErrInvalidConfig
 
 // Validate reports a field outside its range.
 func (c Config) Validate() error {
 	switch {
 	case c.MaxSessions < 0:
-		return fmt.Errorf("max_sessions: %d is negative: %w", c.MaxSessions, ErrInvalidConfig)
+		return fmt.Errorf("max sessions %d below 0: %w", c.MaxSessions, ErrInvalidConfig)
 	case c.MaxSlowdown != 0 && !(c.MaxSlowdown >= 1 && c.MaxSlowdown <= 1000):
-		return fmt.Errorf("max_slowdown: %v is outside [1, 1000]: %w", c.MaxSlowdown, ErrInvalidConfig)
+		return fmt.Errorf("max slowdown %v outside [1, 1000]: %w", c.MaxSlowdown, ErrInvalidConfig)
 	}
 	return nil
 }

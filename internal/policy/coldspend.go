@@ -1,12 +1,12 @@
 package policy
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"sync/atomic"
 
 	"github.com/keelmesh/keel/internal/pricing"
+	"github.com/keelmesh/keel/internal/resilience"
 )
 
 // ColdSpendConfig is resilience.cold_spend: what hedges may spend on cold
@@ -35,8 +35,10 @@ const (
 	DefaultColdBurstUSD   = 1.0
 )
 
-// ErrColdSpendConfig is wrapped by NewColdSpend's errors.
-var ErrColdSpendConfig = errors.New("invalid cold_spend config")
+// ErrColdSpendConfig is wrapped by NewColdSpend's and Validate's errors:
+// the resilience package's, so that config reports it as it reports the
+// other policies'.
+var ErrColdSpendConfig = resilience.ErrInvalidConfig
 
 // ColdSpend is one route's dollar budget for cold prompts: the second
 // half, with the hedge budget in calls, of what a hedge must get before it
@@ -79,9 +81,9 @@ func (c ColdSpendConfig) Validate() error {
 		name string
 		v    float64
 		max  float64
-	}{{"max_hedge_usd", c.MaxHedgeUSD, 1e6}, {"ratio", c.Ratio, 1000}, {"burst_usd", c.BurstUSD, 1e6}} {
+	}{{"max hedge", c.MaxHedgeUSD, 1e6}, {"ratio", c.Ratio, 1000}, {"burst", c.BurstUSD, 1e6}} {
 		if f.v != 0 && !(f.v > 0 && f.v <= f.max) {
-			return fmt.Errorf("%s: %v is outside (0, %g]: %w", f.name, f.v, f.max, ErrColdSpendConfig)
+			return fmt.Errorf("cold spend %s %v outside (0, %g]: %w", f.name, f.v, f.max, ErrColdSpendConfig)
 		}
 	}
 	return nil
