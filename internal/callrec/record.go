@@ -122,6 +122,9 @@ type Route struct {
 	ServedProvider string
 	// Fallback is why the first choice did not serve ("" when it did).
 	Fallback string
+	// Affinity is cache-aware routing's part: nil unless it served the
+	// call's conversation elsewhere than where its prompt cache was warm.
+	Affinity *Affinity
 
 	// Candidates is the router's view at the first pick: every endpoint,
 	// its score and why it was or was not chosen.
@@ -385,4 +388,20 @@ func Part[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// Affinity is cache-aware routing's part of a call it moved.
+type Affinity struct {
+	// Moved is "from->to", endpoint ids: the endpoint the conversation's
+	// prompt cache was warm on and the one that served (X-Mesh-Cache-Moved).
+	Moved string
+}
+
+// CacheMoved is the call's move off its warm endpoint ("from->to"), or
+// "" when cache-aware routing did not move it.
+func (r *Record) CacheMoved() string {
+	if r.Affinity == nil {
+		return ""
+	}
+	return r.Affinity.Moved
 }
