@@ -73,6 +73,11 @@ var reach = map[string][]string{
 	mod + "/internal/fleet": slices.Concat(providerReach, []string{mod + "/internal/provider", mod + "/internal/resilience", mod + "/internal/route",
 		mod + "/internal/health"}),
 	mod + "/internal/rollout": slices.Concat(stageBase, []string{mod + "/internal/resilience", mod + "/internal/observe"}),
+	// Cache-aware routing over the engine's picks: the affinity table, the
+	// cold-spend budgets and the router's candidates; no stage package.
+	mod + "/internal/affinity": {mod + "/internal/resilience", mod + "/internal/llm"},
+	mod + "/internal/cacheroute": slices.Concat(providerReach, []string{mod + "/internal/provider", mod + "/internal/resilience", mod + "/internal/policy",
+		mod + "/internal/route", mod + "/internal/affinity"}),
 	// The stages' hooks over the engine's calls (chain.Call): the stage
 	// packages and the record, never the engine.
 	mod + "/internal/chain": slices.Concat(stageBase, schemaLib, []string{mod + "/internal/callrec", mod + "/internal/cache", mod + "/internal/semcache",
@@ -85,7 +90,7 @@ var reach = map[string][]string{
 	mod + "/internal/engine": slices.Concat(providerReach, []string{mod + "/internal/provider",
 		mod + "/internal/resilience", mod + "/internal/route", mod + "/internal/health", mod + "/internal/normalize"},
 		[]string{mod + "/internal/pipeline", mod + "/internal/relay", mod + "/internal/policy", mod + "/internal/fleet", mod + "/internal/observe", mod + "/internal/callrec",
-			mod + "/internal/chain", mod + "/internal/affinity"},
+			mod + "/internal/chain", mod + "/internal/affinity", mod + "/internal/cacheroute"},
 		[]string{mod + "/internal/cache", mod + "/internal/classify", mod + "/internal/fragment", mod + "/internal/pii", mod + "/internal/shadow", mod + "/internal/structured",
 			mod + "/internal/rollout", mod + "/internal/semcache", "github.com/coder/hnsw"}, schemaLib),
 }

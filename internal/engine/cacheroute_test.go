@@ -213,7 +213,7 @@ func TestCacheAffinityLeavesUnhealthyEndpoint(t *testing.T) {
 				// Another conversation meets the fault on the warm endpoint
 				// first, so health knows it.
 				tc.break_(h.byID[warm])
-				e.cacheRt.table.Put("m", affinity.KeyOf(ask(llm.FormatAnthropic, "m", false), http.Header{"X-Mesh-Session": {"s-2"}}), "m/"+warm+"/p", 10, time.Now())
+				e.cacheRt.Table().Put("m", affinity.KeyOf(ask(llm.FormatAnthropic, "m", false), http.Header{"X-Mesh-Session": {"s-2"}}), "m/"+warm+"/p", 10, time.Now())
 				doCall(t, e, ask(llm.FormatAnthropic, "m", false), http.Header{"X-Mesh-Session": {"s-2"}})
 				n := h.byID[warm].count()
 				r := doCall(t, e, ask(llm.FormatAnthropic, "m", false), hdr)

@@ -32,6 +32,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/affinity"
 	"github.com/keelmesh/keel/internal/cache"
+	"github.com/keelmesh/keel/internal/cacheroute"
 	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/chain"
 	complexity "github.com/keelmesh/keel/internal/classify"
@@ -215,7 +216,7 @@ type Engine struct {
 	opts        Resilience
 	hedgingOff  atomic.Bool
 	// cacheRt is cache-aware routing (cacheroute.go).
-	cacheRt     *cacheRouting
+	cacheRt     *cacheroute.Router
 	recoveryOff atomic.Bool
 	// slowStreamOff and slowStream are slow-stream hedging's switch and
 	// threshold (slowstream.go).
@@ -317,7 +318,7 @@ func New(o Options) (*Engine, error) {
 		e.probeInt = defaultProbeInterval
 	}
 	e.chain = newChain(&policy.Retry{MaxAttempts: r.MaxAttempts, Backoff: backoff, Now: now})
-	if e.cacheRt, err = newCacheRouting(r.CacheAffinity, r.ColdSpend); err != nil {
+	if e.cacheRt, err = cacheroute.New(r.CacheAffinity, r.ColdSpend); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e.hedgingOff.Store(r.DisableHedging)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/keelmesh/keel/internal/cacheroute"
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
@@ -65,7 +66,7 @@ type exec struct {
 	picks picks
 
 	// cache is the call's part in cache-aware routing (cacheroute.go).
-	cache cacheCall
+	cache cacheroute.Call
 }
 
 // try is one pass through the policy chain: what to send and how.
