@@ -55,38 +55,33 @@ func (l *legs) Race(cut rl.Cut) rl.Race {
 	r.ap = l.pump
 	delivered := cut.Delivered
 	t := &try{req: x.req, pass: policy.Pass{Kind: policy.AttemptHedge, AllowTried: !x.HasUntried(x.e.now())}, cont: &delivered, contOut: cut.Output}
-	var first []*llm.Event
-	started := false
-	r.bp = newPump(func() (*llm.Event, error) {
-		if !started {
-			started = true
-			b, err := x.runTry(bctx, t)
-			if err != nil {
-				return nil, err
-			}
-			r.mu.Lock()
-			lost := r.lost
-			if !lost {
-				r.b = b
-				r.leg = rl.Leg{Splice: b.splice}
-				if n := len(b.req.Messages); !b.splice && n > 0 && b.req.Messages[n-1].Role == llm.RoleAssistant {
-					r.leg.Echo = b.req.Messages[n-1].Text()
-				}
-			}
-			r.mu.Unlock()
-			if lost {
-				x.loser(b)
-				b.discard()
-				return nil, context.Canceled
-			}
-			first = b.first
+	made := false
+	r.bp = rl.NewPump(func() (*llm.Event, error) {
+		if made {
+			return r.next()
 		}
-		if len(first) > 0 {
-			ev := first[0]
-			first = first[1:]
-			return ev, nil
+		made = true
+		b, err := x.runTry(bctx, t)
+		if err != nil {
+			return nil, err
 		}
-		return r.b.res.Stream.Next()
+		r.mu.Lock()
+		lost := r.lost
+		if !lost {
+			r.b = b
+			r.leg = rl.Leg{Splice: b.splice}
+			if n := len(b.req.Messages); !b.splice && n > 0 && b.req.Messages[n-1].Role == llm.RoleAssistant {
+				r.leg.Echo = b.req.Messages[n-1].Text()
+			}
+		}
+		r.mu.Unlock()
+		if lost {
+			x.loser(b)
+			b.discard()
+			return nil, context.Canceled
+		}
+		r.first = b.first
+		return r.next()
 	})
 	return r
 }
@@ -97,7 +92,7 @@ func (l *legs) Race(cut rl.Cut) rl.Race {
 type race struct {
 	l       *legs
 	a       *attempt
-	ap, bp  *pump
+	ap, bp  *rl.Pump
 	bcancel context.CancelCauseFunc
 	// patience is twice the hedge delay of a's endpoint; out the output
 	// tokens the client has.
@@ -107,32 +102,43 @@ type race struct {
 	// event's delay).
 	after time.Duration
 
+	// first is b's events read before it was made, replayed by bp.
+	first []*llm.Event
+
 	mu   sync.Mutex // guards following
 	b    *attempt
 	leg  rl.Leg
 	lost bool
 }
 
-func (r *race) Current() <-chan rl.Item { return r.ap.ch }
-func (r *race) Hedge() <-chan rl.Item   { return r.bp.ch }
+func (r *race) Current() <-chan rl.Item { return r.ap.Items() }
+func (r *race) Hedge() <-chan rl.Item   { return r.bp.Items() }
+
+// next is the continuation's next event: the ones its attempt read
+// first, then its stream's.
+func (r *race) next() (*llm.Event, error) {
+	if len(r.first) > 0 {
+		ev := r.first[0]
+		r.first = r.first[1:]
+		return ev, nil
+	}
+	return r.b.res.Stream.Next()
+}
 
 // Patience is how long from now the continuation may take to extend the
-// text: twice the hedge delay to its first event; then, for a re-asked
-// answer, which must first repeat the text the client has, as long again
-// plus twice the time its endpoint takes to stream that text at its
-// normal pace.
+// text (relay.Patience, at its endpoint's normal pace, else the slow
+// leg's).
 func (r *race) Patience() time.Duration {
 	r.mu.Lock()
 	b, splice := r.b, r.leg.Splice
 	r.mu.Unlock()
-	if b == nil || !splice {
-		return r.patience
+	var gap time.Duration
+	if b != nil {
+		if gap = b.ep.Pace.Gap(); gap == 0 {
+			gap = r.a.ep.Pace.Gap()
+		}
 	}
-	gap := b.ep.Pace.Gap()
-	if gap == 0 {
-		gap = r.a.ep.Pace.Gap()
-	}
-	return r.patience + 2*time.Duration(r.out+1)*gap
+	return rl.Patience(r.patience, b != nil, splice, r.out, gap)
 }
 
 func (r *race) Leg() rl.Leg {
@@ -145,7 +151,7 @@ func (r *race) Leg() rl.Leg {
 // usage was u, is cancelled and costed as a hedge race's loser.
 func (r *race) Won(u llm.Usage) {
 	l, x := r.l, r.l.x
-	r.ap.end(r.a)
+	r.ap.End(r.a.cancel)
 	r.a.end = x.e.now()
 	l.costOf(r.a, u)
 	x.loser(r.a)
@@ -169,8 +175,8 @@ func (r *race) Lost(u llm.Usage) {
 	b := r.b
 	r.mu.Unlock()
 	r.bcancel(errLostRace)
-	r.bp.halt()
-	<-r.bp.done // an attempt made meanwhile is discarded by the pump
+	r.bp.Halt()
+	r.bp.Wait() // an attempt made meanwhile is discarded by the pump
 	if b != nil {
 		b.end = x.e.now()
 		r.l.costOf(b, u)
@@ -194,75 +200,9 @@ func (x *exec) loser(a *attempt) {
 	}
 }
 
-// pump reads a leg in its own goroutine, so that a reader can wait on two
-// legs at once. Its last item is the error that ended the leg, which err
-// keeps for reads after ch is closed.
-type pump struct {
-	ch   chan rl.Item
-	stop chan struct{}
-	done chan struct{} // closed when the goroutine returned
-	once sync.Once
-	err  error
-}
-
-// pumpDepth is how many events a pump reads ahead of its reader.
-const pumpDepth = 64
-
-func newPump(read func() (*llm.Event, error)) *pump {
-	p := &pump{ch: make(chan rl.Item, pumpDepth), stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		for {
-			ev, err := read()
-			if err != nil {
-				p.err = err
-			}
-			select {
-			case p.ch <- rl.Item{Ev: ev, Err: err}:
-			case <-p.stop:
-				return
-			}
-			if err != nil {
-				close(p.ch)
-				return
-			}
-		}
-	}()
-	return p
-}
-
-// next is the pump's next read.
-func (p *pump) next() (*llm.Event, error) {
-	it, ok := <-p.ch
-	if !ok {
-		return nil, p.err
-	}
-	return it.Ev, it.Err
-}
-
-// halt stops the pump's goroutine once its read returns (the caller
-// cancels the leg so that it does).
-func (p *pump) halt() { p.once.Do(func() { close(p.stop) }) }
-
-// end cancels a, the leg p reads, and returns once p's goroutine did: the
-// leg's stream may then be closed (a stream is read and closed by one
-// goroutine at a time).
-func (p *pump) end(a *attempt) {
-	a.cancel()
-	p.halt()
-	<-p.done
-}
-
 // startPump has a pump read the current leg from now on.
 func (l *legs) startPump() {
 	a, buf := l.cur, l.buf
 	l.buf = nil
-	l.pump = newPump(func() (*llm.Event, error) {
-		if len(buf) > 0 {
-			ev := buf[0]
-			buf = buf[1:]
-			return ev, nil
-		}
-		return a.res.Stream.Next()
-	})
+	l.pump = rl.NewPump(rl.Prepend(buf, a.res.Stream.Next))
 }

@@ -66,7 +66,7 @@ func (s *relay) Close() error {
 	cur, x := s.legs.cur, s.legs.x
 	cur.cancel()
 	if p := s.legs.pump; p != nil {
-		p.end(cur)
+		p.End(cur.cancel)
 	}
 	if cur.res != nil && cur.res.Stream != nil {
 		cur.res.Stream.Close()
@@ -108,12 +108,12 @@ type legs struct {
 	lent     *llm.Event
 	lentFrom provider.Stream
 	// pump, when set, reads cur (since a slow-stream race: slowstream.go).
-	pump *pump
+	pump *rl.Pump
 }
 
 func (l *legs) Next() (*llm.Event, error) {
 	if l.pump != nil {
-		return l.pump.next()
+		return l.pump.Next()
 	}
 	if len(l.buf) > 0 {
 		ev := l.buf[0]
@@ -125,7 +125,7 @@ func (l *legs) Next() (*llm.Event, error) {
 
 func (l *legs) Ready() bool {
 	if l.pump != nil {
-		return len(l.pump.ch) > 0
+		return l.pump.Ready()
 	}
 	if len(l.buf) > 0 {
 		return true
@@ -172,7 +172,7 @@ func (l *legs) End(u llm.Usage, finished bool) {
 	r.End, r.Outcome = l.cur.end, "client_gone"
 	x.mu.Unlock()
 	if l.pump != nil {
-		l.pump.end(l.cur)
+		l.pump.End(l.cur.cancel)
 	}
 	l.cur.discard()
 }
@@ -188,7 +188,7 @@ func (l *legs) Stop(cause error, u llm.Usage) (string, *llm.APIError) {
 	l.cur.settle(f)
 	l.cur.cancel()
 	if l.pump != nil {
-		l.pump.end(l.cur)
+		l.pump.End(l.cur.cancel)
 	}
 	l.cur.res.Stream.Close()
 	switch {
