@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
@@ -52,47 +51,31 @@ func (l *legs) Race(cut rl.Cut) rl.Race {
 	r := &race{l: l, a: a, bcancel: bcancel, out: cut.Output, after: x.e.now().Sub(a.start),
 		patience: 2 * x.e.hedge.Delay(a.ep.Health.P95(true))}
 	l.startPump()
-	r.ap = l.pump
 	delivered := cut.Delivered
 	t := &try{req: x.req, pass: policy.Pass{Kind: policy.AttemptHedge, AllowTried: !x.HasUntried(x.e.now())}, cont: &delivered, contOut: cut.Output}
-	made := false
-	r.bp = rl.NewPump(func() (*llm.Event, error) {
-		if made {
-			return r.next()
-		}
-		made = true
+	r.Contest = rl.StartContest(l.pump, func() (rl.Made[*attempt], error) {
 		b, err := x.runTry(bctx, t)
 		if err != nil {
-			return nil, err
+			return rl.Made[*attempt]{}, err
 		}
-		r.mu.Lock()
-		lost := r.lost
-		if !lost {
-			r.b = b
-			r.leg = rl.Leg{Splice: b.splice}
-			if n := len(b.req.Messages); !b.splice && n > 0 && b.req.Messages[n-1].Role == llm.RoleAssistant {
-				r.leg.Echo = b.req.Messages[n-1].Text()
-			}
+		leg := rl.Leg{Splice: b.splice}
+		if n := len(b.req.Messages); !b.splice && n > 0 && b.req.Messages[n-1].Role == llm.RoleAssistant {
+			leg.Echo = b.req.Messages[n-1].Text()
 		}
-		r.mu.Unlock()
-		if lost {
-			x.loser(b)
-			b.discard()
-			return nil, context.Canceled
-		}
-		r.first = b.first
-		return r.next()
+		return rl.Made[*attempt]{Attempt: b, Leg: leg, First: b.first, Next: b.res.Stream.Next}, nil
+	}, func(b *attempt) {
+		x.loser(b)
+		b.discard()
 	})
 	return r
 }
 
 // race is a slow-stream hedge in flight (relay.Race): a, the slow leg,
-// read by the pump ap, against b, its continuation, attempted and read by
-// bp.
+// against its continuation (the Contest's pumps read both).
 type race struct {
+	*rl.Contest[*attempt]
 	l       *legs
 	a       *attempt
-	ap, bp  *rl.Pump
 	bcancel context.CancelCauseFunc
 	// patience is twice the hedge delay of a's endpoint; out the output
 	// tokens the client has.
@@ -101,83 +84,46 @@ type race struct {
 	// after is how long a had run when the race started (the hedge
 	// event's delay).
 	after time.Duration
-
-	// first is b's events read before it was made, replayed by bp.
-	first []*llm.Event
-
-	mu   sync.Mutex // guards following
-	b    *attempt
-	leg  rl.Leg
-	lost bool
-}
-
-func (r *race) Current() <-chan rl.Item { return r.ap.Items() }
-func (r *race) Hedge() <-chan rl.Item   { return r.bp.Items() }
-
-// next is the continuation's next event: the ones its attempt read
-// first, then its stream's.
-func (r *race) next() (*llm.Event, error) {
-	if len(r.first) > 0 {
-		ev := r.first[0]
-		r.first = r.first[1:]
-		return ev, nil
-	}
-	return r.b.res.Stream.Next()
 }
 
 // Patience is how long from now the continuation may take to extend the
 // text (relay.Patience, at its endpoint's normal pace, else the slow
 // leg's).
 func (r *race) Patience() time.Duration {
-	r.mu.Lock()
-	b, splice := r.b, r.leg.Splice
-	r.mu.Unlock()
+	b, leg, made := r.Continuation()
 	var gap time.Duration
-	if b != nil {
+	if made {
 		if gap = b.ep.Pace.Gap(); gap == 0 {
 			gap = r.a.ep.Pace.Gap()
 		}
 	}
-	return rl.Patience(r.patience, b != nil, splice, r.out, gap)
-}
-
-func (r *race) Leg() rl.Leg {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.leg
+	return rl.Patience(r.patience, made, leg.Splice, r.out, gap)
 }
 
 // Won makes the continuation the current leg; the slow one, whose own
 // usage was u, is cancelled and costed as a hedge race's loser.
 func (r *race) Won(u llm.Usage) {
 	l, x := r.l, r.l.x
-	r.ap.End(r.a.cancel)
+	ap, bp := r.Pumps()
+	ap.End(r.a.cancel)
 	r.a.end = x.e.now()
 	l.costOf(r.a, u)
 	x.loser(r.a)
 	r.a.discard()
-	r.mu.Lock()
-	l.cur, l.buf, l.pump = r.b, nil, r.bp
-	r.mu.Unlock()
+	b, _, _ := r.Continuation()
+	l.cur, l.buf, l.pump = b, nil, bp
 	x.mu.Lock()
 	x.rec.HedgeWon = true
-	x.rec.Attempts[r.b.recIdx].Winner = true
+	x.rec.Attempts[b.recIdx].Winner = true
 	x.rec.Attempts[r.a.recIdx].Winner = false
 	x.mu.Unlock()
-	x.Hedged(r.a, r.b, r.after, true)
+	x.Hedged(r.a, b, r.after, true)
 }
 
 // Lost cancels the continuation (own usage u); the slow leg goes on.
 func (r *race) Lost(u llm.Usage) {
 	x := r.l.x
-	r.mu.Lock()
-	r.lost = true
-	b := r.b
-	r.mu.Unlock()
-	r.bcancel(errLostRace)
-	r.bp.Halt()
-	r.bp.Wait() // an attempt made meanwhile is discarded by the pump
-	if b != nil {
+	if b, made := r.Lose(func() { r.bcancel(errLostRace) }); made {
 		b.end = x.e.now()
 		r.l.costOf(b, u)
 		x.loser(b)

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -99,4 +100,95 @@ func Patience(base time.Duration, made, splice bool, out int, gap time.Duration)
 		return base
 	}
 	return base + 2*time.Duration(out+1)*gap
+}
+
+// Contest is the two legs of a slow-stream race as an Upstream runs it
+// (its Race): the current leg read by one pump, and the continuation —
+// attempted on its own pump's goroutine, then read by it — of type A (the
+// Upstream's attempt). The Upstream decides Won and Lost with what it
+// gets back.
+type Contest[A any] struct {
+	cur, cont *Pump
+
+	mu   sync.Mutex // guards following
+	b    A
+	made bool
+	leg  Leg
+	lost bool
+}
+
+// Made is what attempting a continuation gives a Contest: the attempt, its
+// kind (Leg), the events its attempt read first and its stream's read.
+type Made[A any] struct {
+	Attempt A
+	Leg     Leg
+	First   []*llm.Event
+	Next    func() (*llm.Event, error)
+}
+
+// StartContest starts a race: cur reads the current leg; try attempts the
+// continuation on the continuation's pump, and drop discards one made
+// after the race was lost.
+func StartContest[A any](cur *Pump, try func() (Made[A], error), drop func(A)) *Contest[A] {
+	c := &Contest[A]{cur: cur}
+	var read func() (*llm.Event, error)
+	c.cont = NewPump(func() (*llm.Event, error) {
+		if read != nil {
+			return read()
+		}
+		m, err := try()
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		lost := c.lost
+		if !lost {
+			c.b, c.made, c.leg = m.Attempt, true, m.Leg
+		}
+		c.mu.Unlock()
+		if lost {
+			drop(m.Attempt)
+			return nil, context.Canceled
+		}
+		read = Prepend(m.First, m.Next)
+		return read()
+	})
+	return c
+}
+
+// Current delivers the current leg's events, Hedge the continuation's.
+func (c *Contest[A]) Current() <-chan Item { return c.cur.Items() }
+func (c *Contest[A]) Hedge() <-chan Item   { return c.cont.Items() }
+
+// Leg is the continuation's kind, once it was made.
+func (c *Contest[A]) Leg() Leg {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leg
+}
+
+// Continuation is the continuation and its kind; made is false before it
+// was made.
+func (c *Contest[A]) Continuation() (b A, leg Leg, made bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.b, c.leg, c.made
+}
+
+// Pumps are the current leg's pump and the continuation's.
+func (c *Contest[A]) Pumps() (cur, cont *Pump) { return c.cur, c.cont }
+
+// Lose marks the race lost and, once cancel (which ends the continuation's
+// attempt or stream) was called, stops the continuation's pump and waits
+// for it: a continuation made meanwhile is dropped by the pump. It
+// returns the continuation when it was made before.
+func (c *Contest[A]) Lose(cancel func()) (b A, made bool) {
+	c.mu.Lock()
+	c.lost = true
+	b, made = c.b, c.made
+	c.mu.Unlock()
+	cancel()
+	c.cont.Halt()
+	c.cont.Wait()
+	return b, made
 }

@@ -70,3 +70,37 @@ func TestPatience(t *testing.T) {
 		}
 	}
 }
+
+// A contest's continuation, once made, is read from its first events on
+// and given back by Lose; one made after the race was lost is dropped.
+func TestContest(t *testing.T) {
+	never := func() (*llm.Event, error) { select {} }
+	first, next := &llm.Event{Type: llm.EventBlockDelta}, &llm.Event{Type: llm.EventBlockDelta}
+	c := StartContest(NewPump(func() (*llm.Event, error) { return nil, io.EOF }), func() (Made[string], error) {
+		return Made[string]{Attempt: "b", Leg: Leg{Splice: true}, First: []*llm.Event{first}, Next: func() (*llm.Event, error) { return next, nil }}, nil
+	}, func(string) { t.Error("dropped a continuation made before the race was lost") })
+	for _, want := range []*llm.Event{first, next} {
+		if it := <-c.Hedge(); it.Ev != want || it.Err != nil {
+			t.Fatalf("hedge read %+v, want %v", it, want)
+		}
+	}
+	if b, leg, made := c.Continuation(); b != "b" || !leg.Splice || !made || !c.Leg().Splice {
+		t.Fatalf("continuation %q %+v made %v", b, leg, made)
+	}
+	if b, made := c.Lose(func() {}); b != "b" || !made {
+		t.Fatalf("Lose: %q, %v", b, made)
+	}
+
+	release := make(chan struct{})
+	dropped := make(chan string, 1)
+	late := StartContest(NewPump(func() (*llm.Event, error) { return nil, io.EOF }), func() (Made[string], error) {
+		<-release
+		return Made[string]{Attempt: "late", Next: never}, nil
+	}, func(b string) { dropped <- b })
+	if _, made := late.Lose(func() { close(release) }); made {
+		t.Fatal("Lose says made before the attempt returned")
+	}
+	if b := <-dropped; b != "late" {
+		t.Fatalf("dropped %q, want late", b)
+	}
+}
