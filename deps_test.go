@@ -91,7 +91,7 @@ var reach = map[string][]string{
 		mod + "/internal/resilience", mod + "/internal/route", mod + "/internal/health", mod + "/internal/normalize"},
 		[]string{mod + "/internal/pipeline", mod + "/internal/relay", mod + "/internal/policy", mod + "/internal/fleet", mod + "/internal/observe", mod + "/internal/callrec",
 			mod + "/internal/chain", mod + "/internal/affinity", mod + "/internal/cacheroute"},
-		[]string{mod + "/internal/cache", mod + "/internal/classify", mod + "/internal/fragment", mod + "/internal/pii", mod + "/internal/shadow", mod + "/internal/structured",
+		[]string{mod + "/internal/cache", mod + "/internal/fragment", mod + "/internal/pii", mod + "/internal/shadow", mod + "/internal/structured",
 			mod + "/internal/rollout", mod + "/internal/semcache", "github.com/coder/hnsw"}, schemaLib),
 }
 
@@ -128,7 +128,10 @@ var never = map[string][]string{
 	mod + "/internal/callrec": {mod + "/internal/engine", mod + "/internal/server", mod + "/internal/telemetry", mod + "/internal/store"},
 	mod + "/internal/chain":   {mod + "/internal/engine"},
 	mod + "/internal/engine": {mod + "/internal/server", mod + "/internal/telemetry", mod + "/internal/store",
-		mod + "/internal/keys", mod + "/config", mod + "/sim", "github.com/prometheus", "github.com/redis", "modernc.org/sqlite", "go.opentelemetry.io"},
+		mod + "/internal/keys", mod + "/config", mod + "/sim", "github.com/prometheus", "github.com/redis", "modernc.org/sqlite", "go.opentelemetry.io",
+		// The feature packages that have left the engine: the tiers'
+		// classifier (assemble builds an alias's Tiering).
+		mod + "/internal/classify"},
 	mod + "/internal/route":  {mod + "/internal/health"},
 	mod + "/internal/health": {mod + "/internal/route"},
 }

@@ -123,13 +123,13 @@ func Build(cfg *config.Config, o Options) (_ *Mesh, err error) {
 		return nil, err
 	}
 	m.eng, err = engine.New(engine.Options{Cache: cs.exact, CachePolicy: cfg.Cache.Policy, Semantic: cs.semantic, Shared: sh.engineState(), Prices: prices.Lookup,
-		Endpoints: ups.routed, Aliases: aliases(cfg), Client: provider.NewClient(rt), Logger: o.Logger,
+		Endpoints: ups.routed, Aliases: aliases(cfg, clf.Complexity), Client: provider.NewClient(rt), Logger: o.Logger,
 		Passthrough: ups.passthrough, Resilience: resilienceOptions(cfg.Resilience), Structured: cfg.StructuredOutput.Settings(),
 		Fragment: cfg.Fragmentation.Settings(), StructuredMetrics: m.smetrics, Calibrations: cals, ParamPolicy: cfg.Normalization.ParameterPolicy,
 		DisableNormalization: cfg.Normalization.Enabled != nil && !*cfg.Normalization.Enabled,
 		Shadow:               engine.ShadowOptions{Workers: cfg.Shadow.Workers, Queue: cfg.Shadow.Queue, ShedInflight: cfg.Shadow.ShedInflight, Timeout: cfg.Shadow.Timeout.Std()},
 		Observer:             obs.observer, Now: o.Now,
-		Classify: clf.Domain, Complexity: clf.Complexity, PII: piiOpts})
+		Classify: clf.Domain, PII: piiOpts})
 	if err != nil {
 		return nil, err
 	}

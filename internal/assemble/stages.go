@@ -70,29 +70,31 @@ func sharedStartWait(r config.Redis) time.Duration {
 }
 
 // aliases maps the config's aliases, and the built-in auto alias when the
-// models differ in capability, onto the engine's.
-func aliases(cfg *config.Config) map[string]engine.Alias {
+// models differ in capability, onto the engine's; a tiered alias's calls
+// are classified by complexity.
+func aliases(cfg *config.Config, complexity func(string) classify.Complexity) map[string]engine.Alias {
 	out := map[string]engine.Alias{}
 	for _, a := range cfg.Aliases {
-		ea := engine.Alias{Models: a.Models, Strategy: a.Strategy, Translation: a.Translation, Tiering: engineTiering(a.Tiering), Shadow: a.Shadow}
+		ea := engine.Alias{Models: a.Models, Strategy: a.Strategy, Translation: a.Translation, Tiering: engineTiering(a.Tiering, complexity), Shadow: a.Shadow}
 		if sc := a.SemanticCache; sc != nil && sc.Enabled {
 			ea.SemanticThreshold = sc.ThresholdOrDefault()
 		}
 		out[a.Name] = ea
 	}
 	if t := autoTiering(cfg); t != nil {
-		out[config.AutoAlias] = engine.Alias{Tiering: t}
+		out[config.AutoAlias] = engine.Alias{Tiering: &tiering{Tiering: *t, Complexity: complexity}}
 	}
 	return out
 }
 
 // engineTiering maps an alias's tiering (tiers nested under tiers: in the
-// file) onto the classify package's flat one the engine takes.
-func engineTiering(t *config.Tiering) *engine.Tiering {
+// file) onto the classify package's flat one, classified by complexity, as
+// the engine takes it (nil when the alias has none).
+func engineTiering(t *config.Tiering, complexity func(string) classify.Complexity) engine.Tiering {
 	if t == nil {
 		return nil
 	}
-	return &engine.Tiering{Cheap: t.Tiers.Cheap, Middle: t.Tiers.Middle, Strong: t.Tiers.Strong, Escalate: t.Escalate}
+	return &tiering{Tiering: classify.Tiering{Cheap: t.Tiers.Cheap, Middle: t.Tiers.Middle, Strong: t.Tiers.Strong, Escalate: t.Escalate}, Complexity: complexity}
 }
 
 // autoTiering is the built-in alias auto's tiering, or nil when a model or
@@ -100,7 +102,7 @@ func engineTiering(t *config.Tiering) *engine.Tiering {
 // tier is the least capable model, the strong tier the most capable, the
 // middle tier the one nearest midway between them; a tie goes to the lower
 // list price, then to the model listed first. It escalates.
-func autoTiering(cfg *config.Config) *engine.Tiering {
+func autoTiering(cfg *config.Config) *classify.Tiering {
 	if cfg.Model(config.AutoAlias) != nil || cfg.Alias(config.AutoAlias) != nil || len(cfg.Models) == 0 {
 		return nil
 	}
@@ -127,7 +129,7 @@ func autoTiering(cfg *config.Config) *engine.Tiering {
 	}
 	mid := cheap.Capability + strong.Capability // twice the midpoint
 	middle := pick(func(c int) int { return max(2*c-mid, mid-2*c) })
-	return &engine.Tiering{Cheap: cheap.Name, Middle: middle.Name, Strong: strong.Name, Escalate: true}
+	return &classify.Tiering{Cheap: cheap.Name, Middle: middle.Name, Strong: strong.Name, Escalate: true}
 }
 
 // classifier is the shipped domain classifier, extended by

@@ -35,7 +35,6 @@ import (
 	"github.com/keelmesh/keel/internal/cacheroute"
 	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/chain"
-	complexity "github.com/keelmesh/keel/internal/classify"
 	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
@@ -61,7 +60,7 @@ type Alias struct {
 	// Tiering, when set, routes each call by its prompt's complexity
 	// (tiering.go); Models may then be empty: the chain is Middle, Strong,
 	// Cheap.
-	Tiering *Tiering
+	Tiering Tiering
 	// Shadow, when set, also sends a share of the alias's calls on a
 	// shadow path and compares the answers (shadow.go).
 	Shadow *shadow.Config
@@ -104,9 +103,6 @@ type Options struct {
 	// Classify returns the domain of a prompt (finance, medical, legal,
 	// code, general); nil leaves Record.Domain empty.
 	Classify func(text string) string
-	// Complexity classifies a prompt for a tiered alias (nil: the shipped
-	// classify.Default().Complexity).
-	Complexity func(text string) complexity.Complexity
 	// Now is the clock (nil = time.Now); tests inject one.
 	Now func() time.Time
 	// Rand returns a uniform int in [0, n) (nil = math/rand/v2).
@@ -182,15 +178,13 @@ type Resilience struct {
 
 // Engine is the mesh's request pipeline.
 type Engine struct {
-	client   *provider.Client
-	classify func(string) string
-	// complexityFn is Options.Complexity.
-	complexityFn func(string) complexity.Complexity
-	structOpts   StructuredOptions
-	fragOpts     FragmentOptions
-	cals         *normalize.Set
-	paramPol     normalize.Policy
-	normOff      bool
+	client     *provider.Client
+	classify   func(string) string
+	structOpts StructuredOptions
+	fragOpts   FragmentOptions
+	cals       *normalize.Set
+	paramPol   normalize.Policy
+	normOff    bool
 	// smetrics counts validated, repaired, re-asked and failed answers.
 	smetrics *structured.Metrics
 	// schemas compiles client schemas under structOpts.Limits, with this
@@ -292,7 +286,7 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: backoff: %w", err)
 	}
 	e := &Engine{stop: make(chan struct{}),
-		client: o.Client, classify: o.Classify, complexityFn: o.Complexity, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices,
+		client: o.Client, classify: o.Classify, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices,
 		maxAttempts: r.MaxAttempts, timeout: r.Timeout, hedge: r.Hedge, opts: r,
 		routes: map[string]*routeState{}, shared: o.Shared,
 	}
@@ -407,7 +401,7 @@ func aliasSpecs(aliases map[string]Alias, eps []*endpoint) (map[string]fleet.Ali
 			if len(spec.Models) == 0 {
 				spec.Models = t.AliasModels()
 			}
-			for i := range complexity.Tiers {
+			for i := range t.Names() {
 				spec.Tiers = append(spec.Tiers, t.Order(i))
 			}
 		}
@@ -430,9 +424,9 @@ func (e *Engine) addAlias(a string, spec Alias, c fleet.Chain, o Options) error 
 		rs.semThreshold = float32(spec.SemanticThreshold)
 	}
 	if spec.Tiering != nil {
-		rs.tiers = &tiers{cfg: *spec.Tiering}
+		rs.tiers = &tiers{cfg: spec.Tiering, routes: make([]*routeState, len(c.Tiers))}
 		for i, tc := range c.Tiers {
-			if rs.tiers.routes[i], err = e.newRoute(a+"/"+complexity.TierNames[i], tc.Cands, tc.Strategy); err != nil {
+			if rs.tiers.routes[i], err = e.newRoute(a+"/"+spec.Tiering.Names()[i], tc.Cands, tc.Strategy); err != nil {
 				return err
 			}
 			rs.tiers.routes[i].translation = spec.Translation

@@ -1,26 +1,37 @@
 package engine
 
-import (
-	"github.com/keelmesh/keel/internal/callrec"
-	complexity "github.com/keelmesh/keel/internal/classify"
-)
+import "github.com/keelmesh/keel/internal/callrec"
 
-// Tiering routes an alias's calls by the complexity of the prompt
-// (classify.Tiering).
-type Tiering = complexity.Tiering
+// Tiering routes a tiered alias's calls by the complexity of the prompt
+// (classify.Tiering with a classifier, built by internal/assemble): the
+// engine lays its tiers out as routes, puts each call on one, and
+// escalates a re-ask.
+type Tiering interface {
+	// Check reports a tier naming no model known reports true for.
+	Check(alias string, known func(model string) bool) error
+	// AliasModels is the alias's chain when it names no models.
+	AliasModels() []string
+	// Names are the tiers' names, cheapest first; Order(i) the models of
+	// tier i in the order its route tries them.
+	Names() []string
+	Order(i int) []string
+	// Tier classifies prompt: its tier and its complexity class.
+	Tier(prompt string) (tier int, class string)
+	// Escalation is the tier a re-ask of a call on tier i moves to.
+	Escalation(i int) (int, bool)
+}
 
-// tiers is a tiered alias's routes, by complexity class.
+// tiers is a tiered alias's routes, by tier.
 type tiers struct {
-	routes [complexity.Tiers]*routeState
+	routes []*routeState
 	cfg    Tiering
 }
 
 // tierRoute classifies req's prompt and returns the route of its tier,
 // noting the class and tier in rec.
 func (e *Engine) tierRoute(rs *routeState, prompt string, rec *Record) (*routeState, int) {
-	c := e.complexity(prompt)
-	k := complexity.Tier(c)
-	rec.Tier = &callrec.Tier{Complexity: c.String(), Name: complexity.TierNames[k]}
+	k, class := rs.tiers.cfg.Tier(prompt)
+	rec.Tier = &callrec.Tier{Complexity: class, Name: rs.tiers.cfg.Names()[k]}
 	return rs.tiers.routes[k], k
 }
 
@@ -36,7 +47,7 @@ func (c *callState) escalate() {
 	}
 	c.tier = next
 	c.x.moveTo(c.tiers.routes[next])
-	c.rec.Tier.Name, c.rec.Tier.Escalated = complexity.TierNames[next], true
+	c.rec.Tier.Name, c.rec.Tier.Escalated = c.tiers.cfg.Names()[next], true
 }
 
 // moveTo has the call's further attempts run on rs (an escalated tier),
@@ -50,12 +61,4 @@ func (x *exec) moveTo(rs *routeState) {
 	x.picks.overloaded = nil
 	x.mu.Unlock()
 	x.policy.Strategy = rs.strategy
-}
-
-// complexity is the configured classifier's, or the shipped one's.
-func (e *Engine) complexity(text string) complexity.Complexity {
-	if e.complexityFn != nil {
-		return e.complexityFn(text)
-	}
-	return complexity.Default().Complexity(text)
 }
