@@ -251,3 +251,34 @@ func TestCacheAwareRoutingCodingAgents(t *testing.T) {
 			aware.moved, aware.movedHeaders, latencyOnly.moved, latencyOnly.movedHeaders)
 	}
 }
+
+// A conversation whose warm region goes down mid-call is served by
+// another region, and the client is told: X-Mesh-Cache-Moved names both
+// endpoints, on the HTTP answer; the next turn stays where it moved to.
+func TestCacheMovedHeaderOnFallback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSimMesh(t, agentFleet(), nil)
+		defer s.mesh.Close()
+		body := msgBody("sim-sonnet", "fix the failing test", "")
+		first := s.call(t, "/v1/messages", body, "X-Mesh-Session", "agent-1")
+		warm := first.header.Get("X-Mesh-Region")
+		if first.status != 200 || warm == "" || first.header.Get("X-Mesh-Cache-Moved") != "" {
+			t.Fatalf("first call: status %d, region %q, moved %q", first.status, warm, first.header.Get("X-Mesh-Cache-Moved"))
+		}
+		if err := s.fleet.SetRegionDown(warm, true); err != nil {
+			t.Fatal(err)
+		}
+		moved := s.call(t, "/v1/messages", body, "X-Mesh-Session", "agent-1")
+		to := moved.header.Get("X-Mesh-Region")
+		want := "sim-sonnet/" + warm + "/sim-anthropic->sim-sonnet/" + to + "/sim-anthropic"
+		if moved.status != 200 || to == warm || moved.header.Get("X-Mesh-Cache-Moved") != want || moved.header.Get("X-Mesh-Attempts") != "2" {
+			t.Fatalf("after %s went down: status %d, region %q, %s attempts, X-Mesh-Cache-Moved %q, want %q after 2 attempts",
+				warm, moved.status, to, moved.header.Get("X-Mesh-Attempts"), moved.header.Get("X-Mesh-Cache-Moved"), want)
+		}
+		s.fleet.SetRegionDown(warm, false)
+		next := s.call(t, "/v1/messages", body, "X-Mesh-Session", "agent-1")
+		if next.header.Get("X-Mesh-Region") != to || next.header.Get("X-Mesh-Cache-Moved") != "" {
+			t.Errorf("next turn: region %q, moved %q; want %s, none", next.header.Get("X-Mesh-Region"), next.header.Get("X-Mesh-Cache-Moved"), to)
+		}
+	})
+}
