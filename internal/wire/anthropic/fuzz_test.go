@@ -29,7 +29,8 @@ func seedFiles(f *testing.F, dir, ext string) {
 // FuzzParseRequest checks ParseRequest never panics, rejects only with a 400
 // *llm.APIError, and that whatever it accepts has max_tokens within bounds,
 // encodes to text with no invalid UTF-8 or unpaired surrogate, and survives
-// EncodeRequest and a second parse unchanged.
+// EncodeRequest and a second parse unchanged; ParseRequestOwned reads it
+// alike.
 func FuzzParseRequest(f *testing.F) {
 	seedFiles(f, "requests", ".json")
 	for _, s := range []string{
@@ -45,6 +46,7 @@ func FuzzParseRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
+		ownedMatches(t, body)
 		r1, err := ParseRequest(body)
 		if err != nil {
 			var ae *llm.APIError
