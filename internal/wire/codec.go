@@ -81,6 +81,10 @@ type Codec interface {
 	// EncodeRequest writes a request in this format (after
 	// PrepareUpstream for an upstream call).
 	EncodeRequest(r *llm.Request) ([]byte, error)
+	// ParseResponse reads an upstream's answer, which it takes over as
+	// ParseRequest does its body: the caller must not modify body
+	// afterwards (the provider reads each answer into a buffer of its own
+	// and keeps it as the answer's Raw).
 	ParseResponse(body []byte) (*llm.Response, error)
 	EncodeResponse(r *llm.Response) ([]byte, error)
 	ParseError(status int, h http.Header, body []byte) *llm.APIError
@@ -202,7 +206,7 @@ func (anthropicCodec) EncodeRequest(r *llm.Request) ([]byte, error) {
 	return anthropic.EncodeRequest(r)
 }
 func (anthropicCodec) ParseResponse(b []byte) (*llm.Response, error) {
-	return anthropic.ParseResponse(b)
+	return anthropic.ParseResponseOwned(b)
 }
 func (anthropicCodec) EncodeResponse(r *llm.Response) ([]byte, error) {
 	return anthropic.EncodeResponse(r)
@@ -359,7 +363,7 @@ func (responsesCodec) EncodeRequest(r *llm.Request) ([]byte, error) {
 	return responses.EncodeRequest(r)
 }
 func (responsesCodec) ParseResponse(b []byte) (*llm.Response, error) {
-	return responses.ParseResponse(b)
+	return responses.ParseResponseOwned(b)
 }
 func (responsesCodec) EncodeResponse(r *llm.Response) ([]byte, error) {
 	return responses.EncodeResponse(r)

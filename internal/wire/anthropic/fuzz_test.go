@@ -78,6 +78,26 @@ func FuzzParseRequest(f *testing.F) {
 	})
 }
 
+// FuzzParseResponse checks ParseResponse never panics, refuses only with a
+// 502 *llm.APIError (MESH_UPSTREAM_PROTOCOL), and that ParseResponseOwned
+// reads every input alike.
+func FuzzParseResponse(f *testing.F) {
+	seedFiles(f, "responses", ".json")
+	for _, s := range []string{``, `{`, `[]`, `null`, `{"type":"message"}`, ownedAnswer,
+		`{"type":"message","role":"user"}`, `{"content":[{"type":"x","y":1}],"usage":{"z":[]}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		ownedAnswerMatches(t, body)
+		if _, err := ParseResponse(body); err != nil {
+			var ae *llm.APIError
+			if !errors.As(err, &ae) || ae.Status != 502 || ae.MeshCode != llm.MeshUpstreamProtocolFailed || ae.Message == "" {
+				t.Fatalf("error %#v is not a 502 APIError", err)
+			}
+		}
+	})
+}
+
 // FuzzStreamReader checks StreamReader never panics or loops, and that a
 // stream it reads to a clean end survives StreamWriter (from the canonical
 // fields) and a second read unchanged.
