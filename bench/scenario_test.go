@@ -33,6 +33,12 @@ func TestEmbeddedScenarios(t *testing.T) {
 				t.Errorf("fault = %+v, want slow at 5 %% x20", f)
 			}
 		}},
+		{"heavy-tail-two-regions", func(t *testing.T, s *Scenario) {
+			f := (*s.Timeline[0].Faults)[0]
+			if f.Kind != "slow" || f.Rate != 0.05 || f.Factor != 20 || s.Load.Model != "sim-llama" || !s.Load.Stream {
+				t.Errorf("fault = %+v on %s (stream %v), want slow at 5 %% x20 on sim-llama's streams", f, s.Load.Model, s.Load.Stream)
+			}
+		}},
 		{"region-outage", func(t *testing.T, s *Scenario) {
 			got := []string{s.Timeline[0].String(), s.Timeline[1].String()}
 			if got[0] != "t=10s region_down us-east" || got[1] != "t=40s region_up us-east" {

@@ -37,6 +37,7 @@ import (
 	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/convstate"
 	"github.com/keelmesh/keel/internal/fragment"
+	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/resilience"
@@ -505,6 +506,14 @@ type Resilience struct {
 	// Hedge clamps the adaptive hedge delay; its keys, hedge_floor
 	// (default 20ms) and hedge_ceiling (default 2s), sit in this section.
 	Hedge resilience.HedgePolicy `yaml:",inline"`
+	// SlowStreamHedging races a stream that slows down mid-way (its recent
+	// pace SlowStream's threshold times below its endpoint's normal one)
+	// against a continuation on another endpoint, within the hedge
+	// budget; default true (off wherever hedging is).
+	SlowStreamHedging *bool `yaml:"slow_stream_hedging"`
+	// SlowStream's key, slow_stream_threshold (default 4), sits in this
+	// section.
+	SlowStream health.PacePolicy `yaml:",inline"`
 	// Recovery continues a stream that breaks mid-way on another endpoint; default true.
 	Recovery *bool `yaml:"recovery"`
 	// ProbeInterval caps the gap between probes of an unreachable endpoint

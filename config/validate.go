@@ -16,6 +16,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/convstate"
+	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/rollout"
@@ -85,6 +86,7 @@ func (v *validator) resilience() {
 	policy(v, "resilience.retry_budget", r.RetryBudget, checkBudget)
 	policy(v, "resilience.hedge_budget", r.HedgeBudget, checkBudget)
 	policy(v, "resilience", r.Hedge, resilience.HedgePolicy.Validate)
+	policy(v, "resilience", r.SlowStream, health.PacePolicy.Validate)
 	policy(v, "resilience.breaker", r.Breaker, checkBreaker)
 	policy(v, "resilience.safety_valve", r.SafetyValve.ValveConfig, resilience.ValveConfig.Validate)
 	policy(v, "resilience.rollout", r.Rollout, rollout.Config.Validate)

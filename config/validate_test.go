@@ -380,6 +380,11 @@ models:
 			want: []string{`keel.yaml:2:3: resilience.hedge_floor: hedge floor 1s is above ceiling 500ms`},
 		},
 		{
+			name: "slow stream threshold too low",
+			yaml: "resilience:\n  slow_stream_threshold: 1.5\n",
+			want: []string{`keel.yaml:2:3: resilience.slow_stream_threshold: slow stream threshold 1.5 below 2`},
+		},
+		{
 			name: "negative hedge ceiling",
 			yaml: "resilience:\n  hedge_ceiling: -1s\n",
 			want: []string{`keel.yaml:2:3: resilience.hedge_ceiling: hedge floor 20ms and ceiling -1s must not be negative`},

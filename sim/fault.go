@@ -64,11 +64,12 @@ var faultKinds = map[string]bool{
 	KindRateLimit: true, KindOverloaded: true, KindServerError: true, KindReset: true,
 	KindHang: true, KindStreamCut: true, KindStreamError: true, KindStall: true, KindNoTerminator: true,
 	KindMalformedJSON: true, KindSlow: true, KindContentFilter: true, KindModelNotReady: true,
+	KindSlowStream: true,
 }
 
 // streamOnly kinds act inside a stream and never match a non-streaming call.
 func streamOnly(kind string) bool {
-	return kind == KindStreamCut || kind == KindStreamError || kind == KindStall || kind == KindNoTerminator
+	return kind == KindStreamCut || kind == KindStreamError || kind == KindStall || kind == KindNoTerminator || kind == KindSlowStream
 }
 
 // Fault injects a failure into matching calls. Empty Model, Region and
@@ -100,7 +101,8 @@ type Fault struct {
 	RetryAfter Duration `json:"retry_after,omitempty"`
 	// AfterTokens is how many tokens a stream fault lets through first.
 	AfterTokens int `json:"after_tokens,omitempty"`
-	// Factor is the slowdown of a slow fault.
+	// Factor is the slowdown of a slow fault, and of each token after
+	// AfterTokens of a slow_stream one.
 	Factor float64 `json:"factor,omitempty"`
 }
 

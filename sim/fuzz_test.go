@@ -13,6 +13,7 @@ func FuzzParseFaults(f *testing.F) {
 		`[{"kind":"rate_limit","count":2,"retry_after":"1500ms","region":"us-east","format":"openai"}]`,
 		`[{"kind":"slow","rate":0.5,"factor":3},{"kind":"stream_cut","after_tokens":4,"stream":true}]`,
 		`[{"kind":"server_error","status":503,"model":"sim-opus"}]`,
+		`[{"kind":"slow_stream","rate":0.05,"after_tokens":10,"factor":10,"region":"eu-west"}]`,
 		`[{"kind":"meteor"}]`,
 		`[{"kind":"reset","retry_after":12}]`,
 		`{"kind":"reset"}`,

@@ -739,7 +739,7 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 // writes instead of one per event, byte for byte the same stream.
 func (f *Fleet) writeStream(ctx context.Context, sw eventWriter, flush func() error, id string, ans *answer, perToken time.Duration, fault *Fault, call *apiCall) {
 	faultAt := -1
-	if fault != nil && streamOnly(fault.Kind) {
+	if fault != nil && streamOnly(fault.Kind) && fault.Kind != KindSlowStream {
 		faultAt = fault.AfterTokens
 	}
 	// One event value is reused for every event: the writers encode an
@@ -773,10 +773,11 @@ func (f *Fleet) writeStream(ctx context.Context, sw eventWriter, flush func() er
 				streamFault(ctx, sw, flush, fault, call)
 				return
 			}
-			if perToken > 0 && flush() != nil {
+			gap := streamGap(perToken, sent, fault)
+			if gap > 0 && flush() != nil {
 				return
 			}
-			if sleep(ctx, perToken) != nil || !write(llm.Event{Type: llm.EventBlockDelta, Index: i, DeltaType: dt, Delta: tok}) {
+			if sleep(ctx, gap) != nil || !write(llm.Event{Type: llm.EventBlockDelta, Index: i, DeltaType: dt, Delta: tok}) {
 				return
 			}
 			if sent == 0 && flush() != nil {

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -24,10 +25,11 @@ import (
 
 // demoScenarios is the order of the demo's table; embedded scenarios not
 // listed here follow in name order.
-var demoScenarios = []string{"steady", "heavy-tail", "region-outage", "rate-limit-storm", "provider-throttle", "overload", "malformed-json", "stream-cuts"}
+var demoScenarios = []string{"steady", "heavy-tail", "heavy-tail-two-regions", "region-outage", "rate-limit-storm", "provider-throttle", "overload", "malformed-json", "stream-cuts"}
 
 type demoFlags struct {
 	quick      bool
+	scenarios  []string
 	rate       float64
 	jsonOut    string
 	htmlOut    string
@@ -55,6 +57,7 @@ relative to direct) and write a self-contained HTML report.
 		},
 	}
 	cmd.Flags().BoolVar(&f.quick, "quick", false, "short runs (each scenario's quick_duration; under 60 s in all)")
+	cmd.Flags().StringSliceVar(&f.scenarios, "scenario", nil, "run only these scenarios (repeatable or comma-separated; default: all, in the table's order)")
 	cmd.Flags().Float64Var(&f.rate, "rate", 0, "calls per second per target in every scenario (default: each scenario's own rate)")
 	cmd.Flags().StringVar(&f.jsonOut, "json", "", "write the results as JSON to this file")
 	cmd.Flags().StringVar(&f.htmlOut, "html", "", "HTML report path (default: keel-demo.html in the temporary directory)")
@@ -129,22 +132,23 @@ func runDemo(ctx context.Context, f *demoFlags, out io.Writer) error {
 	fs := bench.FleetSim{Fleet: fleet}
 	prices := fs.Prices()
 	tty := isTTY(out)
-	// Warm up both paths (connections, the mesh's health figures, the
-	// runtime) so the first scenario's tail is not the process starting.
-	warm := bench.Options{
-		Targets:  []bench.Target{{Name: "direct", URL: simSrv.URL(), Direct: true}, {Name: "mesh", URL: meshURL}},
-		Rate:     50,
-		Duration: warmup,
+	var scens []*bench.Scenario
+	order := demoOrder()
+	if len(f.scenarios) > 0 {
+		order = f.scenarios
 	}
-	if _, err := bench.Run(ctx, warm); err != nil {
-		return fmt.Errorf("warming up: %w", err)
-	}
-	demo := &bench.Demo{Quick: f.quick}
-	for _, name := range demoOrder() {
+	for _, name := range order {
 		s, err := bench.LoadScenario(name)
 		if err != nil {
 			return err
 		}
+		scens = append(scens, s)
+	}
+	if err := warmUp(ctx, simSrv.URL(), meshURL, scens); err != nil {
+		return err
+	}
+	demo := &bench.Demo{Quick: f.quick}
+	for _, s := range scens {
 		if f.quick {
 			s = s.Quick()
 		}
@@ -203,6 +207,33 @@ func runDemo(ctx context.Context, f *demoFlags, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "report: %s\n", path)
 	fmt.Fprintf(out, "done in %s\n", time.Since(started).Round(100*time.Millisecond))
+	return nil
+}
+
+// warmUp warms both paths (connections, the mesh's health figures, the
+// runtime) so that no scenario's tail is the process starting: the default
+// request, and at the same time each other request a scenario sends (its
+// model's endpoints learn their latency, which the hedge delay needs:
+// before any, it is the ceiling).
+func warmUp(ctx context.Context, simURL, meshURL string, scens []*bench.Scenario) error {
+	targets := []bench.Target{{Name: "direct", URL: simURL, Direct: true}, {Name: "mesh", URL: meshURL}}
+	runs := []bench.Options{{Targets: targets, Rate: 50, Duration: warmup}}
+	seen := map[bench.Request]bool{}
+	for _, s := range scens {
+		if r := s.Load.Request; !seen[r] {
+			seen[r] = true
+			runs = append(runs, bench.Options{Targets: targets, Request: r, Rate: 20, Duration: warmup})
+		}
+	}
+	errs := make([]error, len(runs))
+	var wg sync.WaitGroup
+	for i, o := range runs {
+		wg.Go(func() { _, errs[i] = bench.Run(ctx, o) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("warming up: %w", err)
+	}
 	return nil
 }
 

@@ -241,3 +241,26 @@ func demoPlan(quick bool) (time.Duration, error) {
 	}
 	return total, nil
 }
+
+// TestDemoScenarioFlag: --scenario runs only the scenarios named (its
+// warm-up warms only what they send).
+func TestDemoScenarioFlag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for about 6 s")
+	}
+	dir := t.TempDir()
+	f := &demoFlags{quick: true, scenarios: []string{"steady"}, rate: 20, htmlOut: filepath.Join(dir, "demo.html")}
+	var out bytes.Buffer
+	if err := runDemo(context.Background(), f, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	var rows []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if fs := strings.Fields(l); len(fs) == len(bench.DemoColumns)+1 && fs[0] != "scenario" {
+			rows = append(rows, fs[0])
+		}
+	}
+	if len(rows) != 1 || rows[0] != "steady" {
+		t.Errorf("table rows %v, want only steady\n%s", rows, out.String())
+	}
+}

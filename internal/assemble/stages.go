@@ -153,17 +153,19 @@ func classifier(cfg *config.Config) (*classify.Classifier, error) {
 // constructors (for the valve, ValveConfig.WithDefaults) fill the defaults.
 func resilienceOptions(c config.Resilience) engine.Resilience {
 	return engine.Resilience{
-		MaxAttempts:     c.MaxAttempts,
-		Timeout:         c.Timeout.Std(),
-		RetryBudget:     c.RetryBudget,
-		HedgeBudget:     c.HedgeBudget,
-		Hedge:           c.Hedge,
-		Breaker:         c.Breaker,
-		DisableHedging:  c.Hedging != nil && !*c.Hedging,
-		DisableRecovery: c.Recovery != nil && !*c.Recovery,
-		ProbeInterval:   c.ProbeInterval.Std(),
-		Rollout:         c.Rollout.Rollout(),
-		Valve:           c.SafetyValve.ValveConfig,
+		MaxAttempts:              c.MaxAttempts,
+		Timeout:                  c.Timeout.Std(),
+		RetryBudget:              c.RetryBudget,
+		HedgeBudget:              c.HedgeBudget,
+		Hedge:                    c.Hedge,
+		Breaker:                  c.Breaker,
+		DisableHedging:           c.Hedging != nil && !*c.Hedging,
+		DisableRecovery:          c.Recovery != nil && !*c.Recovery,
+		DisableSlowStreamHedging: c.SlowStreamHedging != nil && !*c.SlowStreamHedging,
+		SlowStream:               c.SlowStream,
+		ProbeInterval:            c.ProbeInterval.Std(),
+		Rollout:                  c.Rollout.Rollout(),
+		Valve:                    c.SafetyValve.ValveConfig,
 	}
 }
 

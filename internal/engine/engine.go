@@ -153,6 +153,13 @@ type Resilience struct {
 	Health         health.Config
 	// DisableRecovery turns mid-stream continuation off.
 	DisableRecovery bool
+	// DisableSlowStreamHedging turns slow-stream hedging off (it is off
+	// too wherever hedging is): a stream whose recent pace falls as far
+	// below its endpoint's normal one as SlowStream says is raced against
+	// a continuation on another endpoint, within the hedge budget
+	// (slowstream.go, internal/relay/race.go).
+	DisableSlowStreamHedging bool
+	SlowStream               health.PacePolicy
 	// Valve is the mesh-aware safety valve.
 	Valve ValveConfig
 	// Rollout sends a share of the traffic through a reduced stage.
@@ -198,6 +205,10 @@ type Engine struct {
 	opts        Resilience
 	hedgingOff  atomic.Bool
 	recoveryOff atomic.Bool
+	// slowStreamOff and slowStream are slow-stream hedging's switch and
+	// threshold (slowstream.go).
+	slowStreamOff bool
+	slowStream    health.PacePolicy
 
 	valve    *rollout.Valve
 	rollout  *rollout.Plan
@@ -244,6 +255,9 @@ func New(o Options) (*Engine, error) {
 	}
 	if err := r.Hedge.Validate(); err != nil {
 		return nil, fmt.Errorf("engine: hedge: %w", err)
+	}
+	if err := r.SlowStream.Validate(); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
 	}
 	if err := r.Valve.Validate(); err != nil {
 		return nil, fmt.Errorf("engine: safety valve threshold: %w", err)
@@ -292,6 +306,7 @@ func New(o Options) (*Engine, error) {
 	}
 	e.chain = newChain(&policy.Retry{MaxAttempts: r.MaxAttempts, Backoff: backoff, Now: now})
 	e.hedgingOff.Store(r.DisableHedging)
+	e.slowStreamOff, e.slowStream = r.DisableSlowStreamHedging, r.SlowStream
 	e.recoveryOff.Store(r.DisableRecovery)
 
 	if err := e.addRoutes(o); err != nil {

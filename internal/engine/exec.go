@@ -239,7 +239,7 @@ func send(ctx context.Context, x *exec, t *try) (*attempt, error) {
 	a.end = x.e.now()
 	if a.err != nil {
 		a.fail = policy.Classify(a.err)
-		if a.fail.Kind == policy.KindCanceled && a.ctx.Err() != nil && ctx.Err() == nil {
+		if a.fail.Kind == policy.KindCanceled && a.ctx.Err() != nil && (ctx.Err() == nil || context.Cause(ctx) == errLostRace) {
 			// Cancelled because another attempt won, not by the caller.
 			a.fail = policy.Loser(a.fail)
 		}
@@ -353,7 +353,7 @@ func (a *attempt) outcome(f *policy.Failure) (o health.Outcome, ok bool) {
 		return o, true
 	}
 	if f.Cancelled() {
-		return health.Outcome{Cancelled: true, Latency: o.Latency}, true
+		return a.cancelledOutcome(o.Latency), true
 	}
 	var pe *provider.Error
 	if errors.As(f.Err, &pe) {
@@ -469,7 +469,7 @@ func (a *attempt) discard() {
 		a.noteUsage(&x.rec.Attempts[a.recIdx])
 	}
 	x.mu.Unlock()
-	a.hdone(health.Outcome{Cancelled: true, Latency: x.e.now().Sub(a.start)})
+	a.hdone(a.cancelledOutcome(x.e.now().Sub(a.start)))
 	a.bdone(true)
 	a.ep.Publish()
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/policy"
 )
 
@@ -11,33 +12,47 @@ import (
 
 // Hedgeable reports whether the pass t may be hedged.
 func (x *exec) Hedgeable(t *try) bool {
-	e := x.e
-	return (t.pass.Kind == policy.AttemptPrimary || t.pass.Kind == policy.AttemptRetry) && !x.legacy && !x.shadow && !e.hedgingOff.Load() && len(x.rs.cands) >= 2 &&
+	return (t.pass.Kind == policy.AttemptPrimary || t.pass.Kind == policy.AttemptRetry) && x.mayHedge()
+}
+
+// mayHedge reports whether the call may hedge at all: hedging on, for the
+// call too, not on the safety valve's plain path or a shadow, and a route
+// of two endpoints or more.
+func (x *exec) mayHedge() bool {
+	return !x.legacy && !x.shadow && !x.e.hedgingOff.Load() && len(x.rs.cands) >= 2 &&
 		(x.call.Behavior == nil || x.call.Behavior.Hedge == nil || *x.call.Behavior.Hedge)
 }
 
 // Hedging hands the pass t its hedger (nil when the pass is over).
 func (x *exec) Hedging(t *try, hg policy.Booker[*attempt]) { t.hg = hg }
 
-// HedgeTry is the pass a hedge of t runs.
+// HedgeTry is the pass a hedge of t runs: to an endpoint not yet tried
+// while one is available, else to any available endpoint, one already in
+// use included. A slow call is mostly a property of that request (a busy
+// replica behind the endpoint, a long queue it landed in), not of the
+// endpoint: a fresh request to the same endpoint is a fresh draw from its
+// latency distribution (Dean and Barroso, "The Tail at Scale", CACM 2013:
+// hedged requests go to any replica). So a two-endpoint route can hedge a
+// second time when both of its first attempts are slow.
 func (x *exec) HedgeTry(t *try, hg policy.Booker[*attempt]) *try {
-	return &try{req: t.req, pass: policy.Pass{Kind: policy.AttemptHedge}, hg: hg}
+	return &try{req: t.req, pass: policy.Pass{Kind: policy.AttemptHedge, AllowTried: !x.HasUntried(x.e.now())}, hg: hg}
 }
 
 // HedgeDelay is the adaptive hedge delay for the first attempt a: its
-// endpoint's live p95, within the configured bounds.
+// endpoint's live p95 (time to first token for a stream), within the
+// configured bounds.
 func (x *exec) HedgeDelay(a *attempt) time.Duration {
 	return x.e.hedge.Delay(a.ep.Health.P95(x.req.Stream))
 }
 
-// BookHedge reserves a hedge: room in the call's attempts, an untried
-// endpoint available, a token of the route's hedge budget, and a call not
-// ended; it counts the hedge on the record.
+// BookHedge reserves a hedge: room in the call's attempts, an endpoint
+// available (untried or not: see HedgeTry), a token of the route's hedge
+// budget, and a call not ended; it counts the hedge on the record.
 func (x *exec) BookHedge() bool {
 	x.mu.Lock()
 	room := x.attempts < x.e.maxAttempts
 	x.mu.Unlock()
-	if !room || !x.HasUntried(x.e.now()) || !x.rs.hedges.TryWithdraw() {
+	if !room || !x.AnyAvailable(x.e.now()) || !x.rs.hedges.TryWithdraw() {
 		return false
 	}
 	x.mu.Lock()
@@ -91,4 +106,22 @@ func (x *exec) Hedged(inline, h *attempt, delay time.Duration, won bool) {
 	if x.e.events.hedgeObs != nil {
 		x.e.events.hedge(HedgeEvent{RequestID: x.call.RequestID, Endpoint: inline.ep.ID, HedgeEndpoint: h.ep.ID, Delay: delay, Won: won})
 	}
+}
+
+// cancelledOutcome is what health learns of a, abandoned after d: its
+// latency as a lower bound and, for a stream, its time to first token, or
+// d as a lower bound of it when none came. A hedge race's loser before
+// its first token is the slow call the hedge cut short: without it, the
+// time-to-first-token percentiles the hedge delay reads would lose the
+// tail they exist to catch, and the p95 would fall into the body of the
+// distribution (hedging a further 5 % of calls for nothing).
+func (a *attempt) cancelledOutcome(d time.Duration) health.Outcome {
+	o := health.Outcome{Cancelled: true, Latency: d}
+	if a.x.req.Stream && a.x.side == nil {
+		o.TTFT = a.ttft
+		if o.TTFT == 0 {
+			o.TTFT = d
+		}
+	}
+	return o
 }

@@ -134,13 +134,17 @@ func TestHedgeRateLimitPutsEndpointInCooldown(t *testing.T) {
 			h.endpoints("m", "a", "b")...)
 		start := time.Now()
 		r := call(t, e, ask(llm.FormatAnthropic, "al", false))
-		if r.err != nil || r.rec.Hedges != 1 {
-			t.Fatalf("err %v hedges %d, want a served call with one hedge", r.err, r.rec.Hedges)
+		// Two hedges: the first to b (429), the second, 50 ms later, to a
+		// again (a fresh draw; b cools down), which answers at once.
+		if r.err != nil || r.rec.Hedges != 2 {
+			t.Fatalf("err %v hedges %d, want a served call with two hedges", r.err, r.rec.Hedges)
 		}
 		var hedge *Attempt
 		for i := range r.rec.Attempts {
-			if r.rec.Attempts[i].Kind == "hedge" {
-				hedge = &r.rec.Attempts[i]
+			if at := &r.rec.Attempts[i]; at.Kind == "hedge" && hedge == nil {
+				hedge = at
+			} else if at.Kind == "hedge" && at.Endpoint != r.rec.Attempts[0].Endpoint {
+				t.Errorf("second hedge went to %s inside b's retry-after, want a", at.Endpoint)
 			}
 		}
 		if hedge == nil || hedge.Status != 429 || hedge.Outcome != "rate_limited" {
@@ -513,4 +517,36 @@ func TestHedgeAfterTheCallEndedBooksNothing(t *testing.T) {
 	if len(rec.Attempts) != 0 || x.attempts != 0 {
 		t.Errorf("the sealed record took %d attempts (exec counted %d)", len(rec.Attempts), x.attempts)
 	}
+}
+
+// Issue 28: on a two-endpoint route, a call whose first attempt and first
+// hedge were both slow got no second hedge (none untried was left), so
+// the calls slow on both set the p99.9. The second hedge goes to an
+// endpoint already in use: a fresh request is a fresh draw.
+func TestSecondHedgeReusesAnEndpoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		firstSlow := func(n int, _ map[string]any) reply {
+			r := anthropicJSON("fine")
+			if n == 0 {
+				r.delay = time.Second
+			}
+			return r
+		}
+		a := &scripted{id: "a", format: llm.FormatAnthropic, script: firstSlow}
+		b := &scripted{id: "b", format: llm.FormatAnthropic, script: firstSlow}
+		h := newHarness(t, a, b)
+		e := h.engine(Options{Aliases: map[string]Alias{"al": {Models: []string{"m"}, Strategy: "ordered"}},
+			Resilience: Resilience{Hedge: resilience.HedgePolicy{Floor: 50 * time.Millisecond, Ceiling: 50 * time.Millisecond}}},
+			h.endpoints("m", "a", "b")...)
+		r := call(t, e, ask(llm.FormatAnthropic, "al", false))
+		if r.err != nil || r.text != "fine" {
+			t.Fatalf("got %q %v", r.text, r.err)
+		}
+		if r.took != 100*time.Millisecond || r.rec.Hedges != 2 || !r.rec.HedgeWon {
+			t.Errorf("took %v with %d hedges (won %v), want 100ms: a second hedge 50ms after the first, answering at once", r.took, r.rec.Hedges, r.rec.HedgeWon)
+		}
+		if n := a.count() + b.count(); n != 3 {
+			t.Errorf("%d upstream calls, want 3", n)
+		}
+	})
 }

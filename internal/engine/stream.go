@@ -65,6 +65,9 @@ func (s *relay) Close() error {
 	s.r.Close()
 	cur, x := s.legs.cur, s.legs.x
 	cur.cancel()
+	if p := s.legs.pump; p != nil {
+		p.end(cur)
+	}
 	if cur.res != nil && cur.res.Stream != nil {
 		cur.res.Stream.Close()
 	}
@@ -104,9 +107,14 @@ type legs struct {
 	// upstream's reader may reuse it (wire.Recycler).
 	lent     *llm.Event
 	lentFrom provider.Stream
+	// pump, when set, reads cur (since a slow-stream race: slowstream.go).
+	pump *pump
 }
 
 func (l *legs) Next() (*llm.Event, error) {
+	if l.pump != nil {
+		return l.pump.next()
+	}
 	if len(l.buf) > 0 {
 		ev := l.buf[0]
 		l.buf = l.buf[1:]
@@ -116,6 +124,9 @@ func (l *legs) Next() (*llm.Event, error) {
 }
 
 func (l *legs) Ready() bool {
+	if l.pump != nil {
+		return len(l.pump.ch) > 0
+	}
 	if len(l.buf) > 0 {
 		return true
 	}
@@ -125,7 +136,12 @@ func (l *legs) Ready() bool {
 
 func (l *legs) EndpointID() string { return l.cur.ep.ID }
 
-func (l *legs) Lend(ev *llm.Event) { l.lent, l.lentFrom = ev, l.cur.res.Stream }
+func (l *legs) Lend(ev *llm.Event) {
+	if l.pump != nil {
+		return // its reader runs on the pump's goroutine: no recycling
+	}
+	l.lent, l.lentFrom = ev, l.cur.res.Stream
+}
 
 func (l *legs) Recycle() {
 	if l.lent != nil {
@@ -155,6 +171,9 @@ func (l *legs) End(u llm.Usage, finished bool) {
 	r := &x.rec.Attempts[l.cur.recIdx]
 	r.End, r.Outcome = l.cur.end, "client_gone"
 	x.mu.Unlock()
+	if l.pump != nil {
+		l.pump.end(l.cur)
+	}
 	l.cur.discard()
 }
 
@@ -168,6 +187,9 @@ func (l *legs) Stop(cause error, u llm.Usage) (string, *llm.APIError) {
 	l.cost(u)
 	l.cur.settle(f)
 	l.cur.cancel()
+	if l.pump != nil {
+		l.pump.end(l.cur)
+	}
 	l.cur.res.Stream.Close()
 	switch {
 	case l.ctx.Err() != nil:
@@ -198,7 +220,7 @@ func (l *legs) Continue(cut rl.Cut) (rl.Leg, *llm.APIError) {
 		return rl.Leg{}, x.clientError(l.ctx, err)
 	}
 	x.rec.Recovered++
-	l.cur, l.buf = a, a.first
+	l.cur, l.buf, l.pump = a, a.first, nil
 	leg := rl.Leg{Splice: a.splice}
 	if n := len(a.req.Messages); !a.splice && n > 0 && a.req.Messages[n-1].Role == llm.RoleAssistant {
 		leg.Echo = a.req.Messages[n-1].Text()
@@ -208,14 +230,17 @@ func (l *legs) Continue(cut rl.Cut) (rl.Leg, *llm.APIError) {
 
 // cost writes the current attempt's own usage and its cost into its
 // record, once.
-func (l *legs) cost(u llm.Usage) {
+func (l *legs) cost(u llm.Usage) { l.costOf(l.cur, u) }
+
+// costOf writes a's own usage u and its cost into its record.
+func (l *legs) costOf(a *attempt, u llm.Usage) {
 	x := l.x
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.sealed || u.PromptTokens()+u.OutputTokens == 0 {
 		return
 	}
-	r := &x.rec.Attempts[l.cur.recIdx]
+	r := &x.rec.Attempts[a.recIdx]
 	r.InputTokens, r.OutputTokens = u.PromptTokens(), u.OutputTokens
-	r.Cost = x.e.cost(l.cur.ep, u)
+	r.Cost = x.e.cost(a.ep, u)
 }

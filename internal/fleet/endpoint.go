@@ -31,6 +31,8 @@ type Endpoint struct {
 	*provider.Endpoint
 	Health  *health.Tracker
 	Breaker *resilience.Breaker
+	// Pace is the endpoint's normal streaming pace (slow-stream hedging).
+	Pace health.Pace
 	// down is set while the endpoint is unreachable; a prober clears it.
 	down atomic.Bool
 	// view is what the picker reads: republished after every outcome of

@@ -46,10 +46,11 @@ type Outcome struct {
 	// retry-after. It may be nil.
 	Header http.Header
 	// Cancelled reports an attempt abandoned before its answer (a hedge
-	// race's loser, a client gone): it ends the flight, and its Latency,
-	// when set, is a lower bound of the true one: it enters the latency
-	// histogram (so the percentiles the hedge delay reads keep the slow
-	// tail the hedges cut short) but not the EWMA or the error rate.
+	// race's loser, a client gone): it ends the flight, and its Latency
+	// and TTFT, when set, are lower bounds of the true ones: they enter
+	// the latency and time-to-first-token histograms (so the percentiles
+	// the hedge delay reads keep the slow tail the hedges cut short) but
+	// not the EWMA or the error rate.
 	Cancelled bool
 	// NoLatency reports an attempt that is not a model call (a token
 	// count): its outcome counts in the error rate, the cooldowns and
@@ -210,8 +211,12 @@ func (t *Tracker) since(now time.Time) int64 { return max(int64(now.Sub(t.start)
 func (t *Tracker) finish(o Outcome) {
 	level := t.inflight.Add(-1) + 1 // requests in flight while this one ended
 	if o.Cancelled {
+		e := t.since(t.now()) / t.width
 		if o.Latency > 0 {
-			t.latency.record(t.since(t.now())/t.width, o.Latency)
+			t.latency.record(e, o.Latency)
+		}
+		if o.TTFT > 0 {
+			t.ttft.record(e, o.TTFT)
 		}
 		return
 	}

@@ -510,3 +510,19 @@ func TestNoLatencyCountsOnlyOutcome(t *testing.T) {
 		t.Errorf("error rate %v requests %d in flight %d, want 0.25, 4, 0", s.ErrorRate, s.Requests, s.InFlight)
 	}
 }
+
+// A cancelled attempt's time to first token (a lower bound: a hedge race's
+// loser before its first token) enters the TTFT histogram, as its latency
+// enters the latency one, and nothing else.
+func TestCancelledTTFTIsRecorded(t *testing.T) {
+	tr, _ := newTestTracker(t, Config{})
+	done := tr.Begin()
+	done(Outcome{Cancelled: true, Latency: 300 * time.Millisecond, TTFT: 300 * time.Millisecond})
+	s := tr.Snapshot()
+	if p95 := tr.P95(true); p95 < 250*time.Millisecond || p95 != s.TTFTP95 {
+		t.Errorf("TTFT p95 %v (snapshot %v), want the cancelled attempt's 300ms", p95, s.TTFTP95)
+	}
+	if s.Requests != 0 || s.EWMA != 0 {
+		t.Errorf("requests %d, EWMA %v: a cancelled attempt counts in neither", s.Requests, s.EWMA)
+	}
+}

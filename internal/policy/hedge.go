@@ -26,8 +26,10 @@ type HedgeCall[T Try, A comparable] interface {
 	// HedgeDelay is how long the first attempt a may run before a hedge.
 	HedgeDelay(a A) time.Duration
 	// BookHedge reserves a hedge and counts it: false when the call may
-	// not make one now (its attempt cap, no untried endpoint available,
-	// the route's hedge budget, the call ended).
+	// not make one now (its attempt cap, no endpoint available, the
+	// route's hedge budget, the call ended). A hedge goes to an endpoint
+	// not yet tried while there is one, else to one already in use: a
+	// fresh request is a fresh draw (The Tail at Scale).
 	BookHedge() bool
 	// Cancel cancels a's context; Discard releases a, which lost the race
 	// after it succeeded.
@@ -54,8 +56,9 @@ type Booker[A any] interface {
 
 // Hedge races the first attempt of a pass against hedges: when the attempt
 // has not answered (for a stream: sent its first content) after the
-// endpoint's hedge delay (its live p95), a hedge goes to another endpoint,
-// and after as long again a second one. The first success wins; the others
+// endpoint's hedge delay (its live p95), a hedge goes to another endpoint
+// (the same one when no other is available), and after as long again a
+// second one. The first success wins; the others
 // are cancelled and closed. The first attempt runs on the call's goroutine
 // (no hand-off in the common case where it answers in time); hedges run in
 // their own. Its per-pass state is a Hedger.

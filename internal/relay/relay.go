@@ -5,7 +5,8 @@
 // another endpoint — sending what the client already has as an assistant
 // prefill and forwarding only the continuation — so the client sees one
 // coherent stream. When it cannot, the stream ends with an error event,
-// never a fake clean finish.
+// never a fake clean finish. A stream that slows down mid-way is raced
+// against such a continuation (race.go: slow-stream hedging).
 //
 // The relay knows nothing of endpoints' health or budgets: the attempt
 // path is behind Upstream (the engine's), and a continuation, a retry of
@@ -21,6 +22,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/policy"
@@ -139,6 +141,19 @@ type Relay struct {
 	own       llm.Usage
 	ownOut    bool
 	ownDeltas int
+
+	// Slow-stream hedging (race.go): pacer is up as a Pacer (nil when it
+	// is not one); paceAt holds the arrival times of the current leg's
+	// last content events (paceN of them so far, the first at
+	// paceFirst); legSlow is set once the leg was judged slow, slow when
+	// the next read is to race it, raced once the stream had its race.
+	pacer     Pacer
+	paceAt    [paceWindow + 1]time.Time
+	paceFirst time.Time
+	paceN     int
+	legSlow   bool
+	slow      bool
+	raced     bool
 }
 
 type clientBlock struct {
@@ -149,7 +164,10 @@ type clientBlock struct {
 
 // Init makes a zero Relay relay up's answer (a Relay is held by value in
 // the caller's stream), taking a continuation's retry from r.
-func (s *Relay) Init(up Upstream, r Retries) { s.up, s.retries, s.idxMap = up, r, map[int]int{} }
+func (s *Relay) Init(up Upstream, r Retries) {
+	s.up, s.retries, s.idxMap = up, r, map[int]int{}
+	s.pacer, _ = up.(Pacer)
+}
 
 // Finished reports whether the answer reached its message_stop; Failed
 // whether the stream ended with an error event, and that error.
@@ -189,10 +207,16 @@ func (s *Relay) Next() (*llm.Event, error) {
 	if s.finished || s.failed {
 		return nil, io.EOF
 	}
+	if s.slow {
+		s.race()
+	}
 	for {
 		ev, err := s.upstreamNext()
 		if err == nil {
 			s.noteOwn(ev)
+			if s.pacer != nil && ev.Type == llm.EventBlockDelta {
+				s.pace(time.Now())
+			}
 		}
 		if err == nil && ev.Type == llm.EventError {
 			err = &provider.Error{Kind: provider.KindStatus, Endpoint: s.up.EndpointID(), API: ev.Err}
@@ -233,7 +257,7 @@ func (s *Relay) Next() (*llm.Event, error) {
 // several events. A writer need not flush before a ready event: the
 // client gets them in one write.
 func (s *Relay) Ready() bool {
-	if s.finished || s.failed || s.recovered > 0 {
+	if s.finished || s.failed || s.recovered > 0 || s.slow {
 		// After a recovery, buffered events may all be dropped (what the
 		// client has): Next could then wait on the upstream.
 		return false
@@ -420,6 +444,7 @@ func (s *Relay) forward(ev *llm.Event) (*llm.Event, bool) {
 		return s.messageDelta(ev), true
 	case llm.EventMessageStop:
 		s.finished = true
+		s.pacedEnd()
 		return ev, true
 	}
 	return ev, true
@@ -529,25 +554,7 @@ func (s *Relay) recover(cause error) *llm.APIError {
 		s.priorOutput, s.deltas = prior, deltas
 		return ae
 	}
-	s.recovered++
-	s.splice = leg.Splice
-	s.continuing = true
-	s.idxMap = map[int]int{}
-	s.trimmed = ""
-	s.pending = nil
-	s.echo, s.held = "", ""
-	if leg.Splice {
-		// The new answer starts from the beginning: each of its first
-		// blocks must repeat what the client has of that block.
-		s.pending = make([]string, len(s.blocks))
-		for k := range s.blocks {
-			s.pending[k] = s.blocks[k].text.String()
-		}
-	} else {
-		trimmed := strings.TrimRight(cut.Delivered, " \t\r\n")
-		s.trimmed = cut.Delivered[len(trimmed):]
-		s.echo = leg.Echo
-	}
+	s.follow(leg, cut)
 	return nil
 }
 
