@@ -253,7 +253,7 @@ func TestCancelledStreamLoserCountsInTTFT(t *testing.T) {
 		}
 		// The slow primary, cancelled at 140ms (the hedge's first token),
 		// is the only TTFT its endpoint has seen.
-		if p95 := e.byID[eps[0].ID].Health.P95(true); p95 < 130*time.Millisecond {
+		if p95 := e.fleet.ByID(eps[0].ID).Health.P95(true); p95 < 130*time.Millisecond {
 			t.Errorf("first endpoint's TTFT p95 %v, want the cancelled loser's 140ms wait in it", p95)
 		}
 	})
