@@ -62,7 +62,8 @@ var reach = map[string][]string{
 	// rule 22); they are leaves themselves.
 	mod + "/config": slices.Concat([]string{"github.com/goccy/go-yaml", mod + "/internal/resilience", mod + "/internal/health", mod + "/internal/pricing",
 		mod + "/internal/cache", mod + "/internal/shadow", mod + "/internal/pii", mod + "/internal/convstate", mod + "/internal/llm", mod + "/internal/jsonx",
-		mod + "/internal/normalize", mod + "/internal/rollout", mod + "/internal/observe", mod + "/internal/fragment", mod + "/internal/structured"}, stageBase, schemaLib),
+		mod + "/internal/normalize", mod + "/internal/rollout", mod + "/internal/observe", mod + "/internal/fragment", mod + "/internal/structured",
+		mod + "/internal/affinity", mod + "/internal/policy"}, stageBase, schemaLib),
 	// The core's own layers: the observer events, the attempt policies, the
 	// stream relay, and the fleet (endpoints' live state, the registry,
 	// the chains' layout, replica sharing), which reaches no stage package.
@@ -78,7 +79,7 @@ var reach = map[string][]string{
 	// record split moves the parts out; the composition leaves with it).
 	mod + "/internal/engine": slices.Concat(providerReach, []string{mod + "/internal/provider",
 		mod + "/internal/resilience", mod + "/internal/route", mod + "/internal/health", mod + "/internal/normalize"},
-		[]string{mod + "/internal/pipeline", mod + "/internal/relay", mod + "/internal/policy", mod + "/internal/fleet", mod + "/internal/observe", mod + "/internal/callrec"},
+		[]string{mod + "/internal/pipeline", mod + "/internal/relay", mod + "/internal/policy", mod + "/internal/fleet", mod + "/internal/observe", mod + "/internal/callrec", mod + "/internal/affinity"},
 		[]string{mod + "/internal/cache", mod + "/internal/classify", mod + "/internal/fragment", mod + "/internal/pii", mod + "/internal/shadow", mod + "/internal/structured",
 			mod + "/internal/rollout", mod + "/internal/semcache", "github.com/coder/hnsw"}, schemaLib),
 }

@@ -23,7 +23,7 @@
 // Keel's policy and stage packages whose config types it decodes into
 // (internal/resilience, internal/pricing, internal/cache, internal/shadow,
 // internal/pii, internal/convstate, internal/normalize, internal/structured,
-// internal/fragment, internal/rollout;
+// internal/fragment, internal/rollout, internal/affinity, internal/policy;
 // internal/health is allowed too). It builds nothing: internal/assemble
 // builds a mesh from a Config.
 package config
@@ -34,11 +34,13 @@ import (
 	"os"
 	"time"
 
+	"github.com/keelmesh/keel/internal/affinity"
 	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/convstate"
 	"github.com/keelmesh/keel/internal/fragment"
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/normalize"
+	kpolicy "github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/rollout"
@@ -519,6 +521,12 @@ type Resilience struct {
 	// ProbeInterval caps the gap between probes of an unreachable endpoint
 	// (the first after 5ms, then doubling); default 50ms.
 	ProbeInterval Duration `yaml:"probe_interval"`
+	// CacheAffinity keeps a conversation on the endpoint whose prompt
+	// cache is warm (the affinity package's config: on by default).
+	CacheAffinity affinity.Config `yaml:"cache_affinity"`
+	// ColdSpend is the dollar budget hedges and moved conversations pay
+	// cold prompts from (the policy package's config: on by default).
+	ColdSpend kpolicy.ColdSpendConfig `yaml:"cold_spend"`
 	// Breaker tunes the per-endpoint circuit breakers (defaults: see
 	// resilience.BreakerConfig and docs/config.md).
 	Breaker     resilience.BreakerConfig `yaml:"breaker"`

@@ -173,9 +173,10 @@ func TestImports(t *testing.T) {
 			case path == "github.com/goccy/go-yaml", strings.HasPrefix(path, "github.com/goccy/go-yaml/"):
 			case path == "github.com/keelmesh/keel/internal/resilience", path == "github.com/keelmesh/keel/internal/health", path == "github.com/keelmesh/keel/internal/pricing", path == "github.com/keelmesh/keel/internal/cache",
 				path == "github.com/keelmesh/keel/internal/shadow", path == "github.com/keelmesh/keel/internal/pii", path == "github.com/keelmesh/keel/internal/convstate",
-				path == "github.com/keelmesh/keel/internal/normalize", path == "github.com/keelmesh/keel/internal/structured", path == "github.com/keelmesh/keel/internal/fragment", path == "github.com/keelmesh/keel/internal/rollout":
+				path == "github.com/keelmesh/keel/internal/normalize", path == "github.com/keelmesh/keel/internal/structured", path == "github.com/keelmesh/keel/internal/fragment", path == "github.com/keelmesh/keel/internal/rollout",
+				path == "github.com/keelmesh/keel/internal/affinity", path == "github.com/keelmesh/keel/internal/policy":
 			default:
-				t.Errorf("%s imports %s: config may import only the standard library, go-yaml, internal/resilience, internal/health, internal/pricing, internal/cache, internal/shadow, internal/pii, internal/convstate, internal/normalize, internal/structured, internal/fragment and internal/rollout", name, path)
+				t.Errorf("%s imports %s: config may import only the standard library, go-yaml, internal/resilience, internal/health, internal/pricing, internal/cache, internal/shadow, internal/pii, internal/convstate, internal/normalize, internal/structured, internal/fragment, internal/rollout, internal/affinity and internal/policy", name, path)
 			}
 		}
 	}

@@ -14,9 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keelmesh/keel/internal/affinity"
 	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/convstate"
 	"github.com/keelmesh/keel/internal/health"
+	kpolicy "github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/rollout"
@@ -90,6 +92,8 @@ func (v *validator) resilience() {
 	policy(v, "resilience.breaker", r.Breaker, checkBreaker)
 	policy(v, "resilience.safety_valve", r.SafetyValve.ValveConfig, resilience.ValveConfig.Validate)
 	policy(v, "resilience.rollout", r.Rollout, rollout.Config.Validate)
+	policy(v, "resilience.cache_affinity", r.CacheAffinity, affinity.Config.Validate)
+	policy(v, "resilience.cold_spend", r.ColdSpend, kpolicy.ColdSpendConfig.Validate)
 }
 
 // stores checks keys.store and the exact cache.

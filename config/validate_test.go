@@ -365,6 +365,15 @@ models:
 			},
 		},
 		{
+			name: "cache affinity and cold spend checked by their packages",
+			yaml: "resilience:\n  cache_affinity:\n    max_slowdown: 0.5\n  cold_spend:\n    ratio: -1\n    burst_usd: 2000000\n",
+			want: []string{
+				`keel.yaml:3:5: resilience.cache_affinity.max_slowdown: max slowdown 0.5 outside [1, 1000]`,
+				`keel.yaml:5:5: resilience.cold_spend.ratio: cold spend ratio -1 outside (0, 1000]`,
+				`keel.yaml:6:5: resilience.cold_spend.burst_usd: cold spend burst 2e+06 outside (0, 1e+06]`,
+			},
+		},
+		{
 			name: "safety valve threshold out of range",
 			yaml: "resilience:\n  safety_valve:\n    window: 30s\n    threshold: 1.5\n",
 			want: []string{`keel.yaml:4:5: resilience.safety_valve.threshold: expected a number between 0 and 1, got 1.5`},

@@ -163,6 +163,8 @@ func resilienceOptions(c config.Resilience) engine.Resilience {
 		DisableRecovery:          c.Recovery != nil && !*c.Recovery,
 		DisableSlowStreamHedging: c.SlowStreamHedging != nil && !*c.SlowStreamHedging,
 		SlowStream:               c.SlowStream,
+		CacheAffinity:            c.CacheAffinity,
+		ColdSpend:                c.ColdSpend,
 		ProbeInterval:            c.ProbeInterval.Std(),
 		Rollout:                  c.Rollout.Rollout(),
 		Valve:                    c.SafetyValve.ValveConfig,

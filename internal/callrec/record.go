@@ -62,6 +62,10 @@ type Record struct {
 	// Semantic is the semantic cache's part (nil unless it was looked up:
 	// an alias with it on, after the exact cache missed).
 	Semantic *Semantic
+	// Affinity is cache-aware routing's part: set when the call was
+	// served off the endpoint its conversation's prompt cache was warm
+	// on.
+	Affinity *Affinity
 	// Structured is structured output's part (nil when no contract
 	// applied and no fused answer broke one).
 	Structured *Structured
@@ -275,6 +279,21 @@ func (r *Record) CacheStatus() string {
 		return ""
 	}
 	return r.Cache.Status
+}
+
+// Affinity is cache-aware routing's part of a call's record.
+type Affinity struct {
+	// Moved is "<from>-><to>": the endpoint the conversation's prompt
+	// cache was warm on and the one that served (X-Mesh-Cache-Moved).
+	Moved string
+}
+
+// CacheMoved is Affinity.Moved ("" when the conversation did not move).
+func (r *Record) CacheMoved() string {
+	if r.Affinity == nil {
+		return ""
+	}
+	return r.Affinity.Moved
 }
 
 // SemanticStatus is the semantic cache's status ("" when not looked up).

@@ -30,6 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/keelmesh/keel/internal/affinity"
 	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/callrec"
 	complexity "github.com/keelmesh/keel/internal/classify"
@@ -164,6 +165,11 @@ type Resilience struct {
 	Valve ValveConfig
 	// Rollout sends a share of the traffic through a reduced stage.
 	Rollout Rollout
+	// CacheAffinity keeps a conversation on the endpoint whose prompt
+	// cache is warm (cacheroute.go); ColdSpend is the dollar budget hedges
+	// pay cold prompts from, and moved conversations are charged to.
+	CacheAffinity affinity.Config
+	ColdSpend     policy.ColdSpendConfig
 	// ProbeInterval caps how often an endpoint found unreachable is probed
 	// (an HTTP GET of its models list) until it answers: the first probe
 	// comes 5ms after it went down, then the gap doubles up to
@@ -204,6 +210,8 @@ type Engine struct {
 	hedge       resilience.HedgePolicy
 	opts        Resilience
 	hedgingOff  atomic.Bool
+	// cacheRt is cache-aware routing (cacheroute.go).
+	cacheRt     *cacheRouting
 	recoveryOff atomic.Bool
 	// slowStreamOff and slowStream are slow-stream hedging's switch and
 	// threshold (slowstream.go).
@@ -305,6 +313,9 @@ func New(o Options) (*Engine, error) {
 		e.probeInt = defaultProbeInterval
 	}
 	e.chain = newChain(&policy.Retry{MaxAttempts: r.MaxAttempts, Backoff: backoff, Now: now})
+	if e.cacheRt, err = newCacheRouting(r.CacheAffinity, r.ColdSpend); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
 	e.hedgingOff.Store(r.DisableHedging)
 	e.slowStreamOff, e.slowStream = r.DisableSlowStreamHedging, r.SlowStream
 	e.recoveryOff.Store(r.DisableRecovery)

@@ -63,6 +63,9 @@ type exec struct {
 	sealed bool
 	// picks is the route policy's state.
 	picks picks
+
+	// cache is the call's part in cache-aware routing (cacheroute.go).
+	cache cacheCall
 }
 
 // try is one pass through the policy chain: what to send and how.
@@ -158,7 +161,17 @@ func (x *exec) seal() {
 // run sends req through the chain until one attempt succeeds, the
 // failures say stop, or ctx ends.
 func (x *exec) run(ctx context.Context, req *llm.Request, kind policy.AttemptKind) (*attempt, error) {
-	return x.runTry(ctx, &try{req: req, pass: policy.Pass{Kind: kind}})
+	if kind != policy.AttemptPrimary {
+		return x.runTry(ctx, &try{req: req, pass: policy.Pass{Kind: kind}})
+	}
+	// Cache-aware routing (cacheroute.go): where the conversation is
+	// warm before the pass, and where it was served after it.
+	x.cacheStart()
+	a, err := x.runTry(ctx, &try{req: req, pass: policy.Pass{Kind: kind}})
+	if err == nil {
+		x.cacheServed(a)
+	}
+	return a, err
 }
 
 func (x *exec) runTry(ctx context.Context, t *try) (*attempt, error) {

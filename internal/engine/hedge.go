@@ -52,7 +52,8 @@ func (x *exec) BookHedge() bool {
 	x.mu.Lock()
 	room := x.attempts < x.e.maxAttempts
 	x.mu.Unlock()
-	if !room || !x.AnyAvailable(x.e.now()) || !x.rs.hedges.TryWithdraw() {
+	// coldHedge: the dollar budget pays its cold prompt (cacheroute.go).
+	if !room || !x.AnyAvailable(x.e.now()) || !x.rs.hedges.TryWithdraw() || !x.coldHedge() {
 		return false
 	}
 	x.mu.Lock()

@@ -121,6 +121,7 @@ func (x *exec) NoCandidate(nc *policy.NoCandidate) error {
 func (x *exec) pick(allowTried bool) (int, error) {
 	x.candidates(allowTried, x.e.now())
 	x.preferLossless()
+	x.preferWarm() // cache-aware routing (cacheroute.go)
 	ch, err := route.PickAppend(x.picks.decisions, x.picks.cands, x.policy, x.e.rnd)
 	if err != nil && errors.Is(err, route.ErrAllUnavailable) && x.relaxEjected() {
 		ch, err = route.PickAppend(x.picks.decisions, x.picks.cands, x.policy, x.e.rnd)

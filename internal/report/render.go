@@ -89,8 +89,8 @@ func fallbackCacheLine(c Cost) string {
 		parts = append(parts, fmt.Sprintf("Fallbacks re-sent %d prompts to another endpoint, costing %s (in the sums above).", c.FallbackAttempts, usd(c.FallbackUSD)))
 	}
 	if c.CacheReadTokens != 0 || c.CacheWriteTokens != 0 {
-		s := fmt.Sprintf("The providers' prompt caches read %d prompt tokens and wrote %d, saving %s against sending them uncached (writes at the 5-minute price).",
-			c.CacheReadTokens, c.CacheWriteTokens, usd(c.CacheSavedUSD))
+		s := fmt.Sprintf("The providers' prompt caches read %d prompt tokens and wrote %d (%d with the 1-hour TTL), saving %s against sending them uncached (each TTL's writes at their price).",
+			c.CacheReadTokens, c.CacheWriteTokens, c.CacheWrite1hTokens, usd(c.CacheSavedUSD))
 		if c.CacheUnpriced > 0 {
 			s += fmt.Sprintf(" %d requests with cache tokens were served by models without a price: not included.", c.CacheUnpriced)
 		}

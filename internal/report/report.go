@@ -246,18 +246,21 @@ type Cost struct {
 	FallbackUSD      float64 `json:"fallback_usd"`
 	FallbackAttempts int     `json:"fallback_attempts"`
 	// CacheReadTokens and CacheWriteTokens are the answers' prompt tokens
-	// the providers read from and wrote to their prompt caches.
+	// the providers read from and wrote to their prompt caches,
+	// CacheWrite1hTokens the part of the writes with the 1-hour TTL.
 	// CacheSavedUSD is what the reads saved against the same tokens sent
 	// uncached, less the writes' premium over the input price, at each
-	// serving model's price (Options.Prices; writes at the 5-minute price,
-	// as the log does not keep the TTL split); CacheUnpriced counts the
-	// requests with cache tokens whose model has no price (not included).
-	CacheReadTokens  int64       `json:"cache_read_tokens"`
-	CacheWriteTokens int64       `json:"cache_write_tokens"`
-	CacheSavedUSD    float64     `json:"cache_saved_usd"`
-	CacheUnpriced    int         `json:"cache_unpriced_requests"`
-	ByModel          []ModelCost `json:"by_model"`
-	Note             string      `json:"note"`
+	// serving model's price (Options.Prices), each TTL's writes at their
+	// price (rows of logs written before the split was kept at the
+	// 5-minute price); CacheUnpriced counts the requests with cache tokens
+	// whose model has no price (not included).
+	CacheReadTokens    int64       `json:"cache_read_tokens"`
+	CacheWriteTokens   int64       `json:"cache_write_tokens"`
+	CacheWrite1hTokens int64       `json:"cache_write_1h_tokens"`
+	CacheSavedUSD      float64     `json:"cache_saved_usd"`
+	CacheUnpriced      int         `json:"cache_unpriced_requests"`
+	ByModel            []ModelCost `json:"by_model"`
+	Note               string      `json:"note"`
 }
 
 // Spend is the calls' cost by virtual key and by team: each call's
@@ -467,8 +470,10 @@ func Build(rows iter.Seq2[*sqlite.Row, error], opt Options) (*Report, error) {
 		if row.TokensCacheRead != 0 || row.TokensCacheWrite != 0 {
 			r.Cost.CacheReadTokens += int64(row.TokensCacheRead)
 			r.Cost.CacheWriteTokens += int64(row.TokensCacheWrite)
+			w5m, w1h := row.TokensCacheWrite5m, row.TokensCacheWrite1h
+			r.Cost.CacheWrite1hTokens += int64(w1h)
 			if p, ok := lookupPrice(opt.Prices, row.ServedModel); ok {
-				mc.CacheSavedUSD += p.Bill(pricing.Tokens{CacheRead: row.TokensCacheRead, CacheWrite5m: row.TokensCacheWrite}).CacheSaved
+				mc.CacheSavedUSD += p.Bill(pricing.Tokens{CacheRead: row.TokensCacheRead, CacheWrite5m: w5m, CacheWrite1h: w1h}).CacheSaved
 			} else {
 				r.Cost.CacheUnpriced++
 			}

@@ -93,22 +93,26 @@ func TestReportCountsEveryToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := rep.Cost
-	// Saved: agent 100,000×(3−0.30) − 30,000×(3.75−3) (writes at the 5-minute
-	// price: the log keeps no TTL split); the hedge's cold write −100,000×0.75.
+	// Saved: agent 100,000×(3−0.30) − 10,000×(3.75−3) − 20,000×(6−3) (each
+	// TTL's writes at their price: the log keeps the split); the hedge's
+	// cold write −100,000×0.75.
 	for _, f := range []struct {
 		name      string
 		got, want float64
 	}{
 		{"total", c.TotalUSD, 3.0105}, {"hedging overhead", c.HedgeOverheadUSD, 0.0435}, {"fallback", c.FallbackUSD, 2.325},
-		{"cache saved", c.CacheSavedUSD, 0.27 - 0.0225 - 0.075}, {"spend", rep.Spend.TotalUSD, 3.0105},
+		{"cache saved", c.CacheSavedUSD, 0.27 - 0.0075 - 0.06 - 0.075}, {"spend", rep.Spend.TotalUSD, 3.0105},
 	} {
 		if !near(f.got, f.want) {
 			t.Errorf("%s: $%v, want $%v", f.name, f.got, f.want)
 		}
 	}
-	if c.HedgeLosers != 1 || c.FallbackAttempts != 1 || c.CacheReadTokens != 100_000 || c.CacheWriteTokens != 130_000 || c.CacheUnpriced != 0 {
-		t.Errorf("counts: %d losers, %d fallbacks, %d read, %d written, %d unpriced; want 1, 1, 100000, 130000, 0",
-			c.HedgeLosers, c.FallbackAttempts, c.CacheReadTokens, c.CacheWriteTokens, c.CacheUnpriced)
+	if cents(c.CacheSavedUSD) != 13 { // $0.1275
+		t.Errorf("cache saved $%v, want $0.13 to the cent", c.CacheSavedUSD)
+	}
+	if c.HedgeLosers != 1 || c.FallbackAttempts != 1 || c.CacheReadTokens != 100_000 || c.CacheWriteTokens != 130_000 || c.CacheWrite1hTokens != 20_000 || c.CacheUnpriced != 0 {
+		t.Errorf("counts: %d losers, %d fallbacks, %d read, %d written (%d for 1h), %d unpriced; want 1, 1, 100000, 130000 (20000), 0",
+			c.HedgeLosers, c.FallbackAttempts, c.CacheReadTokens, c.CacheWriteTokens, c.CacheWrite1hTokens, c.CacheUnpriced)
 	}
 	wantKeys := map[string]float64{"key_a": 0.6855, "key_b": 2.325}
 	for _, k := range rep.Spend.ByKey {
@@ -127,7 +131,7 @@ func TestReportCountsEveryToken(t *testing.T) {
 	for _, want := range []string{
 		"hedging overhead $0.0435 (1 race losers)",
 		"Fallbacks re-sent 1 prompts to another endpoint, costing $2.3250 (in the sums above).",
-		"The providers' prompt caches read 100000 prompt tokens and wrote 130000, saving $0.1725 against sending them uncached",
+		"The providers' prompt caches read 100000 prompt tokens and wrote 130000 (20000 with the 1-hour TTL), saving $0.1275 against sending them uncached",
 		"| key_a | search | 2 | $0.6855 |", "| key_b | ads | 1 | $2.3250 |",
 	} {
 		if !strings.Contains(md.String(), want) {

@@ -44,12 +44,17 @@ func tierHeaders(h setter, rec *callrec.Record) {
 	}
 }
 
-// cacheHeaders is the response caches' family: X-Mesh-Cache (known before
-// the first byte, streams included: a header, never a trailer) and
-// X-Mesh-Cache-Similarity.
+// cacheHeaders is the caches' family: X-Mesh-Cache (known before the
+// first byte, streams included: a header, never a trailer),
+// X-Mesh-Cache-Similarity, and the prompt cache's X-Mesh-Cache-Moved (a
+// conversation served off the endpoint its cache was warm on, known once
+// the first attempt won).
 func cacheHeaders(h setter, rec *callrec.Record) {
 	if c := rec.CacheStatus(); c != "" {
 		h.Set("X-Mesh-Cache", c)
+	}
+	if m := rec.CacheMoved(); m != "" {
+		h.Set("X-Mesh-Cache-Moved", headerSafe(m))
 	}
 	if sim := SimilarityHeader(rec); sim != "" {
 		h.Set("X-Mesh-Cache-Similarity", sim)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 )
@@ -202,13 +203,14 @@ func plain(s time.Time) engine.Record {
 	var x [12]byte
 	rand.Read(x[:])
 	return engine.Record{
-		RequestID: "mesh_" + hex.EncodeToString(x[:]), Start: s, Duration: 3 * time.Millisecond,
-		Format: llm.FormatAnthropic, Model: "sim-sonnet", PrimaryModel: "sim-sonnet",
-		ServedBy: "sim-sonnet/us-east/sim-anthropic", ServedModel: "sim-sonnet", ServedRegion: "us-east", ServedProvider: "sim-anthropic",
-		Status: 200, Usage: llm.Usage{InputTokens: 3, OutputTokens: 16}, Cost: 0.000249,
-		Attempts: []engine.Attempt{{Endpoint: "sim-sonnet/us-east/sim-anthropic", Model: "sim-sonnet", Region: "us-east", Kind: "primary",
-			Outcome: "ok", Status: 200, Start: s.Add(50 * time.Microsecond), End: s.Add(2900 * time.Microsecond), Bytes: 382, Winner: true,
-			InputTokens: 3, OutputTokens: 16, Cost: 0.000249}},
+		Call: callrec.Call{RequestID: "mesh_" + hex.EncodeToString(x[:]), Start: s, Duration: 3 * time.Millisecond,
+			Format: llm.FormatAnthropic, Model: "sim-sonnet"},
+		Route: callrec.Route{PrimaryModel: "sim-sonnet",
+			ServedBy: "sim-sonnet/us-east/sim-anthropic", ServedModel: "sim-sonnet", ServedRegion: "us-east", ServedProvider: "sim-anthropic",
+			Attempts: []engine.Attempt{{Endpoint: "sim-sonnet/us-east/sim-anthropic", Model: "sim-sonnet", Region: "us-east", Kind: "primary",
+				Outcome: "ok", Status: 200, Start: s.Add(50 * time.Microsecond), End: s.Add(2900 * time.Microsecond), Bytes: 382, Winner: true,
+				InputTokens: 3, OutputTokens: 16, Cost: 0.000249}}},
+		Result: callrec.Result{Status: 200, Usage: llm.Usage{InputTokens: 3, OutputTokens: 16}, Cost: 0.000249},
 	}
 }
 

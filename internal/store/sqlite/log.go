@@ -399,7 +399,7 @@ var tables = [...]struct {
 		"fallback", "attempts", "retries", "hedges", "hedge_won", "recovered", "fragments", "fragments_ok",
 		"fusions", "fusion_conflicts", "normalization_offset", "repairs", "tokens_in", "tokens_out",
 		"tokens_cache_read", "tokens_cache_write", "cost_usd", "queue_wait_ms", "stream", "domain", "legacy", "stage", "key_id", "team",
-		"cache", "semantic_cache", "cache_similarity"}},
+		"cache", "semantic_cache", "cache_similarity", "tokens_cache_write_5m", "tokens_cache_write_1h"}},
 	tAttempts: {"attempts", []string{"request_seq", "idx", "endpoint", "model", "region", "kind",
 		"outcome", "status", "start_ms", "duration_ms", "wait_ms", "bytes", "winner", "tokens_in", "tokens_out", "cost_usd"}},
 	tBodies: {"bodies", []string{"request_seq", "prompt", "answer"}},
@@ -553,7 +553,8 @@ func (l *Log) insertRows(batch []*engine.Record, bodies bool) error {
 			vInt(int64(fr.FusionConflicts)), vReal(callrec.Part(r.Normalization).Offset), vText(strings.Join(st.Repairs, "\n")),
 			vInt(int64(r.Usage.InputTokens)), vInt(int64(r.Usage.OutputTokens)), vInt(int64(r.Usage.CacheReadTokens)),
 			vInt(int64(r.Usage.CacheWriteTokens)), vReal(r.Cost), vReal(ms(r.QueueWait)), vBool(r.Stream), vText(r.Domain), vBool(r.Legacy), vText(r.Stage), vText(r.KeyID), vText(r.Team),
-			vText(r.CacheStatus()), vText(sem.Status), vReal(sem.Similarity))
+			vText(r.CacheStatus()), vText(sem.Status), vReal(sem.Similarity),
+			vInt(int64(r.Usage.CacheWriteTokens-r.Usage.CacheWrite1h())), vInt(int64(r.Usage.CacheWrite1h())))
 		for i, a := range r.Attempts {
 			var start, dur float64
 			if !a.Start.IsZero() {

@@ -111,7 +111,7 @@ func hedgedRow() *Row {
 		KeyID: "key_0123456789abcdef", Team: "search", Cache: "miss", SemanticCache: "error",
 		ServedEndpoint: "claude-x@eu", ServedModel: "claude-x", ServedRegion: "eu", ServedProvider: "anthropic",
 		Fallback: "rate_limited", Retries: 1, Hedges: 1, HedgeWon: true, Recovered: 1, QueueWait: 15 * time.Millisecond,
-		Status: 200, TokensIn: 1200, TokensOut: 340, TokensCacheRead: 800, TokensCacheWrite: 5,
+		Status: 200, TokensIn: 1200, TokensOut: 340, TokensCacheRead: 800, TokensCacheWrite: 5, TokensCacheWrite5m: 5,
 		CostUSD: 0.012345, Repairs: []string{"strip_fence", "close_brace"}, NormalizationOffset: -0.15,
 		Fragments: 3, FragmentsOK: 2, Fusions: 4, FusionConflicts: 1,
 		Attempts: []Attempt{

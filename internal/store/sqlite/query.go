@@ -47,6 +47,12 @@ type Row struct {
 	TokensOut           int
 	TokensCacheRead     int
 	TokensCacheWrite    int
+	// TokensCacheWrite5m and TokensCacheWrite1h split TokensCacheWrite by
+	// the TTL written. Rows of logs written before the split was recorded
+	// read every write as 5-minute (the cheaper price, as reports priced
+	// them before).
+	TokensCacheWrite5m int
+	TokensCacheWrite1h int
 	// CostUSD is the engine's cost estimate of the call (see engine.Record.Cost).
 	CostUSD   float64
 	QueueWait time.Duration
@@ -158,6 +164,10 @@ func selectRows(v int) string {
 	if v < 7 {
 		cached = "'', '', 0"
 	}
+	split := "r.tokens_cache_write_5m, r.tokens_cache_write_1h"
+	if v < 8 {
+		split = "NULL, NULL"
+	}
 	if v < 4 {
 		stage, usage = "''", "NULL, NULL, NULL"
 	}
@@ -169,7 +179,7 @@ func selectRows(v int) string {
 	r.mesh_error_code, r.fallback, r.retries, r.hedges, r.hedge_won, r.recovered,
 	r.fragments, r.fragments_ok, r.fusions, r.fusion_conflicts, r.normalization_offset,
 	r.repairs, r.tokens_in, r.tokens_out, r.tokens_cache_read, r.tokens_cache_write,
-	r.cost_usd, r.queue_wait_ms, r.stream, r.domain, r.legacy, ` + stage + `, ` + key + `, ` + cached + `,
+	r.cost_usd, r.queue_wait_ms, r.stream, r.domain, r.legacy, ` + stage + `, ` + key + `, ` + cached + `, ` + split + `,
 	a.idx, a.endpoint, a.model, a.region, a.kind, a.outcome, a.status, a.start_ms,
 	a.duration_ms, a.wait_ms, a.bytes, a.winner, ` + usage + `
 	FROM requests r LEFT JOIN attempts a ON a.request_seq = r.seq
@@ -198,6 +208,7 @@ func query(ctx context.Context, db *sql.DB, version int, since time.Time) iter.S
 				aWinner                               sql.NullBool
 				aIn, aOut                             sql.NullInt64
 				aCost                                 sql.NullFloat64
+				w5m, w1h                              sql.NullInt64
 			)
 			if err := rows.Scan(&row.Seq, &row.RequestID, &startNS, &dur, &ttft, &row.Format, &row.Model,
 				&row.ServedEndpoint, &row.ServedModel, &row.ServedRegion, &row.ServedProvider, &row.Status,
@@ -205,7 +216,7 @@ func query(ctx context.Context, db *sql.DB, version int, since time.Time) iter.S
 				&row.Fragments, &row.FragmentsOK, &row.Fusions, &row.FusionConflicts, &row.NormalizationOffset,
 				&repairs, &row.TokensIn, &row.TokensOut, &row.TokensCacheRead, &row.TokensCacheWrite,
 				&row.CostUSD, &wait, &row.Stream, &row.Domain, &row.Legacy, &row.Stage, &row.KeyID, &row.Team,
-				&row.Cache, &row.SemanticCache, &row.CacheSimilarity,
+				&row.Cache, &row.SemanticCache, &row.CacheSimilarity, &w5m, &w1h,
 				&idx, &aEndpoint, &aModel, &aRegion, &aKind, &aO, &aStatus, &aStart,
 				&aDur, &aWait, &aBytes, &aWinner, &aIn, &aOut, &aCost); err != nil {
 				yield(nil, fmt.Errorf("reading request log: %w", err))
@@ -217,6 +228,10 @@ func query(ctx context.Context, db *sql.DB, version int, since time.Time) iter.S
 				}
 				row.Start = time.Unix(0, startNS).UTC()
 				row.Duration, row.TTFT, row.QueueWait = dur2(dur), dur2(ttft), dur2(wait)
+				row.TokensCacheWrite5m = row.TokensCacheWrite
+				if w5m.Valid && w1h.Valid {
+					row.TokensCacheWrite5m, row.TokensCacheWrite1h = int(w5m.Int64), int(w1h.Int64)
+				}
 				if repairs != "" {
 					row.Repairs = strings.Split(repairs, "\n")
 				}

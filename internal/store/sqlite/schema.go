@@ -87,4 +87,10 @@ var migrations = []string{
 	`ALTER TABLE requests ADD COLUMN cache TEXT NOT NULL DEFAULT '';
 	ALTER TABLE requests ADD COLUMN semantic_cache TEXT NOT NULL DEFAULT '';
 	ALTER TABLE requests ADD COLUMN cache_similarity REAL NOT NULL DEFAULT 0;`,
+	// 8: the cache writes split by TTL, 5-minute and 1-hour (Anthropic's
+	// cache_creation; issue 28): they are priced apart (2× the input price
+	// for an hour against 1.25×). NULL in older rows: not recorded, the
+	// report prices those writes at the 5-minute price as before.
+	`ALTER TABLE requests ADD COLUMN tokens_cache_write_5m INTEGER;
+	ALTER TABLE requests ADD COLUMN tokens_cache_write_1h INTEGER;`,
 }
