@@ -179,7 +179,8 @@ func extract(systemPrompt string) (im *Implied, keyed, ok bool) {
 	}
 	consumed := make([]bool, len(cls)) // lines read as a list of keys
 	for i, c := range cls {
-		if consumed[i] || negated(c.text) || conditional(c.text) || tableRowRe.MatchString(c.text) {
+		if consumed[i] || negated(c.text) || conditional(c.text) || tableRowRe.MatchString(c.text) || keepKeysRe.MatchString(c.text) {
+			// "Keep every key unchanged": the input's keys, not a list.
 			continue // a table's rows are read whole, by tableKeys
 		}
 		if !demand[i] && otherOwnerRe.MatchString(c.text) && !answerWordRe.MatchString(c.text) {
@@ -319,8 +320,12 @@ func extract(systemPrompt string) (im *Implied, keyed, ok bool) {
 		return &Implied{Schema: raw, Sentence: sentenceOf(systemPrompt, cls, at), Required: req, Sources: dedupe(srcs), Sure: true}, true, true
 	}
 	exampleAt := -1 // the clause of an example object the keys came from
+	// mixed: the example object and other clauses name different keys
+	// ("store, items and total. Each item looks like {name, price}").
+	mixed := false
 	if i, ks, ts := templateKeys(systemPrompt, cls); len(ks) > 0 {
 		exampleAt = i
+		mixed = len(keys) > 0 && !sameSet(keys, ks)
 		addKeys(i, ks)
 		for k, t := range ts {
 			types[k] = t
@@ -382,7 +387,7 @@ func extract(systemPrompt string) (im *Implied, keyed, ok bool) {
 		return nil, false, false
 	}
 	count := statedCount(cls, used)
-	sure := (count == 0 || count == len(keys)) && !loose && accounted(cls, used, keys) && closedSpan(systemPrompt, cls, used, keys, exampleAt)
+	sure := (count == 0 || count == len(keys)) && !loose && !mixed && accounted(cls, used, keys) && closedSpan(systemPrompt, cls, used, keys, exampleAt) && complete(systemPrompt, cls, demand, used, keys, exampleAt, count)
 	for _, k := range keys {
 		sure = sure && identKeyRe.MatchString(k) && !slices.Contains(grammarWords, strings.ToLower(k)) && namedInPrompt(systemPrompt, k)
 	}
