@@ -40,7 +40,7 @@ func complete(prompt string, cls []clause, demand []bool, used []int, keys []str
 		}
 	}
 	for _, i := range used {
-		if !closedAtEnd(prompt, cls, i, keys) {
+		if !closedAtEnd(prompt, cls, i, keys) || !notesRead(cls[i].text, keys) || !bulletsRead(prompt, cls[i], keys) {
 			return false
 		}
 	}
@@ -81,6 +81,55 @@ func closedAtEnd(prompt string, cls []clause, i int, keys []string) bool {
 	}
 	k := m[1] + m[2]
 	return slices.Contains(keys, k) || !notKeyWord(k) || typeWord(k)
+}
+
+// notesRead reports whether every identifier clause c writes with a note
+// in parentheses ("store（门店名称）", "severity (integer)") is a key of the
+// reading: a key written so is one of the answer's.
+func notesRead(c string, keys []string) bool {
+	if !strings.ContainsAny(c, "(（") {
+		return true // the cheap common case
+	}
+	for _, m := range noteKeyRe.FindAllStringSubmatch(c, -1) {
+		if k := m[1]; !slices.Contains(keys, k) && notKeyWord(k) && !typeWord(k) {
+			return false
+		}
+	}
+	return true
+}
+
+// bulletsRead reports whether, when clause c ends in a colon, every line of
+// the bulleted or numbered list right under it in the prompt starts with a
+// key of the reading. It reads the prompt's lines, not its clauses: a
+// line's note may hold a sentence's end ("e.g. …").
+func bulletsRead(prompt string, c clause, keys []string) bool {
+	if !endsWithColon(c.text) || c.end >= len(prompt) {
+		return true
+	}
+	indent := -1
+	for ln := range strings.Lines(prompt[c.end:]) {
+		if strings.TrimSpace(ln) == "" {
+			if indent < 0 {
+				continue
+			}
+			break
+		}
+		in := len(ln) - len(strings.TrimLeft(ln, " \t"))
+		if !leadBulletRe.MatchString(ln) {
+			break
+		}
+		if indent < 0 {
+			indent = in
+		}
+		if in > indent {
+			continue // a nested value's lines
+		}
+		m := candTokenRe.FindStringSubmatch(leadBulletRe.ReplaceAllString(ln, ""))
+		if m == nil || !slices.Contains(keys, m[1]) {
+			return false
+		}
+	}
+	return true
 }
 
 // tablesRead reports whether every markdown table of the prompt that holds
@@ -215,7 +264,11 @@ var (
 	// with the list: ", plus helpfulness", "and notes", "、remark".
 	moreAfterRe = regexp.MustCompile(`(?i)^(?:,\s*)?(?:plus|as\s+well\s+as|along\s+with|together\s+with)\s+\S` +
 		"|^(?:,\\s*)?(?:and|&)\\s+(?:an?\\s+|the\\s+)?[\"`]?[A-Za-z_][A-Za-z0-9_]*[\"`]?\\s*(?:$|[(（,，:：—–.;]|\\b(?:fields?|keys?|arrays?|lists?|strings?|numbers?|scores?|flags?|booleans?|objects?|values?)\\b)" +
-		"|^[,，]\\s*[\"`]?[A-Za-z_][A-Za-z0-9_]*[\"`]?\\s*(?:$|[(（,，:：.;]|\\band\\b)|^、\\s*\\S|^(?:和|及|以及|与|还有)")
+		"|^[,，]\\s*[\"`]?[A-Za-z_][A-Za-z0-9_]*[\"`]?\\s*(?:$|[(（,，:：.;—–)）]|\\s-\\s|\\band\\b)|^、\\s*\\S|^(?:和|及|以及|与|还有)")
+	// noteKeyRe is an identifier written with a note in parentheses.
+	noteKeyRe = regexp.MustCompile(`\b([A-Za-z_][A-Za-z0-9_]*)\s*[（(][^（）()]{1,160}[)）]`)
+	// candTokenRe is the first key-like token of a line.
+	candTokenRe = regexp.MustCompile("^[\\s*\"'`“]*([A-Za-z_][A-Za-z0-9_]*|\\p{Han}+)")
 	// keepKeysRe is a clause about the input's keys kept as they are:
 	// "Keep every key unchanged", "保持所有键名不变".
 	keepKeysRe = regexp.MustCompile(`(?i)\b(?:keep|preserve|retain|leave)\b[^.;]{0,40}\b(?:keys?|field\s+names?|property\s+names?|fields|structure)\b[^.;]{0,30}\b(?:unchanged|as\s+(?:they\s+are|is)|intact|untouched|exactly|the\s+same)\b|\b(?:keep|preserve|retain)\s+(?:all\s+|every\s+|the\s+)*(?:original\s+)?(?:keys?|field\s+names?|property\s+names?)\b|\b(?:do\s+not|don't|never)\s+(?:rename|change|translate|alter|modify)\s+(?:any\s+|the\s+)?(?:keys?|field\s+names?|fields|property\s+names?)\b|(?:保持|保留|不要?(?:修改|改变|翻译|改动))[^，。；]{0,10}(?:键名|键|字段名?|结构)|(?:键名|键|字段名?)[^，。；]{0,10}(?:不变|原样)`)

@@ -44,9 +44,20 @@ const (
 // (keys kept unchanged while translating a document). The target is
 // MISSED, and the sure-but-partial reading is the defect that matters
 // (STYLE rule 23): BENCHMARKS.md and the issue note say so. This test
-// guards the measured floor (recall ≥ 77 %, at most 6 false schemas); it
-// is not the target, and the corpus is a tuning set once the reader is
-// changed while reading its misses.
+// guards the measured floor; it is not the target.
+//
+// Session 9 (branch reader5) used it as the validation set of a new Sure
+// rule (complete.go: a sure reading needs positive evidence that its key
+// list is whole), written from fresh phrasings of the six cases' kinds, not
+// from the cases: first sight on that reader, before reading any case here,
+// recall 135/174 = 77.6 %, 116 sure, 3 false schemas (all sure: the bullet
+// list whose note holds "e.g.", "(fields: …, helpfulness — each …)", the
+// receipt's "items（…包含 name 和 price）"). Those three were then read, and
+// the rule now also asks that every bulleted line under a colon and every
+// key written with a parenthesised note be read, and that a list not go on
+// past a dash note: 135/174, 116 sure, 0 false. So this corpus is a TUNING
+// set now (for safety; its recall misses were not read), and the floor is
+// what that reader reaches.
 func TestImpliedHeldOut4Corpus(t *testing.T) {
-	measureHeldOut(t, heldOut4Positives, heldOut4Negatives, 170, 70, 0.77, 6)
+	measureHeldOut(t, heldOut4Positives, heldOut4Negatives, 170, 70, 0.77, 0)
 }
