@@ -253,7 +253,7 @@ var (
 	addsMoreRe = regexp.MustCompile(`(?i)\b(?:also|additionally|in\s+addition|as\s+well|too|plus)\b[^.;]*\b(?:add|adds|include|includes|give|provide|return|output|report|put|list|attach|append|need|want|field|key)\b|\b(?:add|include|give|provide|return|report|put|attach|append)\b[^.;]*\b(?:also|as\s+well|too)\b|^(?:please\s+)?(?:add|append|attach)\s+(?:an?|the|one|another)\b|另外|此外|还要|还需|还应|再加|加上|并附|附上|同时(?:给出|返回|输出|提供|包含)`)
 	// refuseRe is a clause that forbids rather than adds: "Do not add
 	// commentary", "不要添加解释".
-	refuseRe = regexp.MustCompile(`(?i)\b(?:not|never|don't|no|nothing|without)\b|不|别|勿|禁止|无需`)
+	refuseRe = regexp.MustCompile(`(?i)\b(?:not|never|don't|no|nothing|without)\b|不要|不得|不能|不可|不需要|不用|无需|禁止|切勿|勿|别(?:加|输出|添加|写|带)`)
 	// nextItemRe is a clause that starts with one more key of a list cut
 	// at a semicolon: "changes (a list …)", "` + "`score`" + `: …".
 	nextItemRe = regexp.MustCompile("^(?:[-*•]\\s*)?(?:\"([A-Za-z_][A-Za-z0-9_]*)\"|`?([A-Za-z_][A-Za-z0-9_]*)`?)\\s*(?:$|[(（:：,，—–]|\\s-\\s|\\s+(?:is|are|holds?|gives?|for)\\b)")

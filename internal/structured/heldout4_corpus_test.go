@@ -55,9 +55,16 @@ const (
 // receipt's "items（…包含 name 和 price）"). Those three were then read, and
 // the rule now also asks that every bulleted line under a colon and every
 // key written with a parenthesised note be read, and that a list not go on
-// past a dash note: 135/174, 116 sure, 0 false. So this corpus is a TUNING
-// set now (for safety; its recall misses were not read), and the floor is
-// what that reader reaches.
+// past a dash note: 135/174, 116 sure, 0 false. So this corpus is a tuning
+// set for safety; its recall misses were not read (only the session-8
+// reader's miss names and expected keys had been glimpsed in a log).
+//
+// It then validated the key scorer (keyscore.go, the rules' fallback, fit
+// on the other tuning corpora, never on this one), run ONCE before any of
+// its misses were read: recall 145/174 = 83.3 % (from 77.6 %), 116 sure, 0
+// false schemas on 73 negatives. The scorer's weights were not changed
+// after that run; the floor below is that figure. Reading its misses from
+// now on makes it a tuning set for recall too.
 func TestImpliedHeldOut4Corpus(t *testing.T) {
-	measureHeldOut(t, heldOut4Positives, heldOut4Negatives, 170, 70, 0.77, 0)
+	measureHeldOut(t, heldOut4Positives, heldOut4Negatives, 170, 70, 0.83, 0)
 }
