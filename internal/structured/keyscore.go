@@ -77,6 +77,8 @@ const (
 	fPromptNoDemand
 	fLooseClause // its clause may ask for a JSON answer (looseDemandAt)
 	fNearLoose   // within three clauses after one that may
+	fBeforeLoose // within two clauses before one that may
+	fRuleKeys    // a key the rules' readers read from its clause, demand or not
 	nKeyFeatures
 )
 
@@ -253,6 +255,13 @@ func keyCandidates(prompt string, cls []clause) ([]candidate, []int) {
 		for j := max(i-3, 0); j < i; j++ {
 			ctx[fNearLoose] = ctx[fNearLoose] || loose[j]
 		}
+		for j := i + 1; j < len(cls) && j <= i+2; j++ {
+			ctx[fBeforeLoose] = ctx[fBeforeLoose] || loose[j]
+		}
+		var ruled []string
+		if ctx[fLooseClause] || ctx[fNearLoose] || ctx[fBeforeLoose] {
+			ruled = ruleKeys(c.text)
+		}
 		depths := braceDepths(c.text)
 		for _, loc := range candTokRe.FindAllStringIndex(c.text, -1) {
 			s, e := loc[0], loc[1]
@@ -301,10 +310,31 @@ func keyCandidates(prompt string, cls []clause) ([]candidate, []int) {
 				}
 			}
 			f[fMany] = cd.seen > 1
+			f[fRuleKeys] = f[fRuleKeys] || slices.Contains(ruled, tok)
 			f[fPromptNoDemand] = !demandSeen
 		}
 	}
 	return cands, at
+}
+
+// ruleKeys are the keys the rules' readers read from clause c as if it
+// were a demand: the rules' readings become one signal among the others.
+func ruleKeys(c string) []string {
+	var ks []string
+	ks = append(ks, keysIn(c)...)
+	sk, _, _, _ := spanKeys(c, true)
+	ks = append(ks, sk...)
+	ks = append(ks, notedKeys(c)...)
+	ks = append(ks, nounKeys(c)...)
+	ks = append(ks, parenKeys(c)...)
+	ks = append(ks, describedKeys(c)...)
+	ik, _ := includeKeys(c)
+	ks = append(ks, ik...)
+	if open := strings.IndexByte(c, '{'); open >= 0 {
+		ok, _ := objectKeys(c[open:])
+		ks = append(ks, ok...)
+	}
+	return ks
 }
 
 // clauseFeatures are the features every candidate of clause i shares.
@@ -618,12 +648,12 @@ func looseDemandAt(t string) bool {
 // the code's.
 var (
 	plainTextRe = regexp.MustCompile(`(?i)\bplain\s+(?:text|english|language|prose)\b|\bin\s+prose\b|用(?:中文|文字|自然语言)(?:回答|解释|说明)`)
-	codeWordRe  = regexp.MustCompile(`(?i)\b(?:code|snippet|function|script|program)\b|代码|函数|脚本`)
+	codeWordRe  = regexp.MustCompile(`(?i)\b(?:write|writes|writing|generate|generates|implement|implements)\s+(?:\w+\s+){0,2}(?:code|snippets?|functions?|scripts?|programs?)\b|\bcode\s+that\b|\b(?:functions?|methods?|snippets?|scripts?|programs?|classes)\b|\bjson\.\w|代码|函数|脚本`)
 	codeBlockRe = regexp.MustCompile(`(?i)\bcode\s*(?:blocks?|fences?)\b|代码块`)
 )
 
 // looseAnswerRe is a word for the answer or answering.
-var looseAnswerRe = regexp.MustCompile(`(?i)\b(?:respond|responds|reply|replies|answer|answers|return|returns|output|outputs|produce|emit|give|provide|generate|must\s+be|should\s+be)\b|输出|返回|回复|回答|给出|生成|必须是|都是`)
+var looseAnswerRe = regexp.MustCompile(`(?i)\b(?:respond|responds|reply|replies|answer|answers|return|returns|output|outputs|produce|emit|give|provide|generate|report|use|make|put|send|structure|must\s+be|should\s+be)\b|\b(?:as|into|in)\s+(?:a\s+|an\s+|valid\s+)?json\b|输出|返回|回复|回答|给出|生成|必须是|都是|(?:为|成|用|以)\s*json`)
 
 // quotedTextRe is a quotation.
 var quotedTextRe = regexp.MustCompile(`"[^"]*"|“[^”]*”`)
