@@ -424,10 +424,11 @@ func keySchema(prompt string, cls []clause, keys []string, types map[string]stri
 // a JSON answer (looseDemand) and whose keys the rules did not read: never
 // sure, so it validates and repairs the answer and is never sent upstream.
 func learnedImplied(prompt string, cls []clause) *Implied {
-	if !looseDemand(prompt, cls) {
+	loose := looseClauses(cls)
+	if !looseDemand(prompt, loose) {
 		return nil
 	}
-	keys, used := learnedKeys(prompt, cls)
+	keys, used := learnedKeys(prompt, cls, loose)
 	if len(keys) == 0 {
 		return nil
 	}

@@ -74,3 +74,21 @@ const (
 func TestImpliedHeldOut4Corpus(t *testing.T) {
 	measureHeldOut(t, heldOut4Positives, heldOut4Negatives, 170, 70, 0.87, 0)
 }
+
+// BenchmarkExtractConstraintsHeldOut4Corpus: one op is one prompt of the
+// fourth held-out corpus, positives and negatives in turn (its negatives
+// mention JSON in other senses: the prompts that reach the key scorer).
+func BenchmarkExtractConstraintsHeldOut4Corpus(b *testing.B) {
+	var all []string
+	for _, path := range []string{heldOut4Positives, heldOut4Negatives} {
+		for _, p := range readPhrasings(b, path) {
+			all = append(all, p.prompt)
+		}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		ExtractConstraints(all[i%len(all)])
+		i++
+	}
+}

@@ -132,14 +132,14 @@ func pairIndex(a, b int) int { return a*nKeyFeatures + b }
 // than two candidates pass (one key alone is too weak a signal to act on).
 // Items of a list two of whose items are keys are keys too ("a, b, c and
 // d" with a and d read): a list is read whole.
-func learnedKeys(prompt string, cls []clause) ([]string, []int) {
-	return pickKeys(prompt, cls, (*candidate).score, keyMargin)
+func learnedKeys(prompt string, cls []clause, loose []bool) ([]string, []int) {
+	return pickKeys(prompt, cls, loose, (*candidate).score, keyMargin)
 }
 
 // pickKeys is learnedKeys with the candidates scored by score, read above
 // margin.
-func pickKeys(prompt string, cls []clause, score func(*candidate) float64, margin float64) ([]string, []int) {
-	cands, at := keyCandidates(prompt, cls)
+func pickKeys(prompt string, cls []clause, loose []bool, score func(*candidate) float64, margin float64) ([]string, []int) {
+	cands, at := keyCandidates(prompt, cls, loose)
 	picked := map[string]bool{}
 	for i := range cands {
 		if score(&cands[i]) > margin {
@@ -231,8 +231,9 @@ var (
 )
 
 // keyCandidates lists the candidates of a prompt, with the clause each was
-// first seen in.
-func keyCandidates(prompt string, cls []clause) ([]candidate, []int) {
+// first seen in; loose marks the clauses that may ask for a JSON answer
+// (looseClauses).
+func keyCandidates(prompt string, cls []clause, loose []bool) ([]candidate, []int) {
 	var cands []candidate
 	var at []int
 	index := map[string]int{}
@@ -241,16 +242,13 @@ func keyCandidates(prompt string, cls []clause) ([]candidate, []int) {
 		jsonAt[i] = containsFoldASCII(c.text, "json")
 	}
 	lines := tableColumns(prompt)
-	demandSeen := false
-	loose := make([]bool, len(cls))
+	demandAt := make([]bool, len(cls))
 	for i, c := range cls {
-		if isDemand(c.text) {
-			demandSeen = true
-		}
-		loose[i] = looseDemandAt(c.text)
+		demandAt[i] = isDemand(c.text)
 	}
+	demandSeen := slices.Contains(demandAt, true)
 	for i, c := range cls {
-		ctx := clauseFeatures(cls, i, jsonAt)
+		ctx := clauseFeatures(cls, i, jsonAt, demandAt)
 		ctx[fLooseClause] = loose[i]
 		for j := max(i-3, 0); j < i; j++ {
 			ctx[fNearLoose] = ctx[fNearLoose] || loose[j]
@@ -258,6 +256,9 @@ func keyCandidates(prompt string, cls []clause) ([]candidate, []int) {
 		for j := i + 1; j < len(cls) && j <= i+2; j++ {
 			ctx[fBeforeLoose] = ctx[fBeforeLoose] || loose[j]
 		}
+		// lead is the clause's bullet or step number ("- ", "2. ").
+		lead := len(leadBulletRe.FindString(c.text))
+		ctx[fBulletLine] = lead > 0
 		var ruled []string
 		if ctx[fLooseClause] || ctx[fNearLoose] || ctx[fBeforeLoose] {
 			ruled = ruleKeys(c.text)
@@ -293,7 +294,7 @@ func keyCandidates(prompt string, cls []clause) ([]candidate, []int) {
 			for k, b := range ctx {
 				f[k] = f[k] || b
 			}
-			tokenFeatures(f, c.text, s, e, tok, han)
+			tokenFeatures(f, c.text, lead, s, e, tok, han)
 			switch d := depths[s]; {
 			case d == 1 && nextNonSpace(c.text, e) == ':':
 				f[fObjTop] = true
@@ -338,12 +339,12 @@ func ruleKeys(c string) []string {
 }
 
 // clauseFeatures are the features every candidate of clause i shares.
-func clauseFeatures(cls []clause, i int, jsonAt []bool) [nKeyFeatures]bool {
+func clauseFeatures(cls []clause, i int, jsonAt, demandAt []bool) [nKeyFeatures]bool {
 	var f [nKeyFeatures]bool
 	c := cls[i].text
 	f[fClauseJSON] = jsonAt[i]
 	f[fClauseVerb] = answerVerb.MatchString(c)
-	f[fClauseDemand] = isDemand(c)
+	f[fClauseDemand] = demandAt[i]
 	f[fClauseKeys] = keyNounRe.MatchString(c)
 	f[fClauseInput] = inputRe.MatchString(c) || otherOwnerRe.MatchString(c)
 	f[fClauseRefuse] = refuseRe.MatchString(c)
@@ -376,7 +377,7 @@ func clauseFeatures(cls []clause, i int, jsonAt []bool) [nKeyFeatures]bool {
 
 // tokenFeatures sets the features of one occurrence: its shape and the
 // words around it.
-func tokenFeatures(f *[nKeyFeatures]bool, c string, s, e int, tok string, han bool) {
+func tokenFeatures(f *[nKeyFeatures]bool, c string, lead, s, e int, tok string, han bool) {
 	lower := strings.ToLower(tok)
 	if han {
 		f[fHan] = true
@@ -401,11 +402,8 @@ func tokenFeatures(f *[nKeyFeatures]bool, c string, s, e int, tok string, han bo
 	}
 	before := strings.TrimRight(strings.TrimRight(c[:s], " \t`\"'“「*"), " \t")
 	after := strings.TrimLeft(strings.TrimLeft(c[e:], "`\"'”」*"), " \t")
-	if strings.Trim(leadBulletRe.ReplaceAllString(c[:s], ""), " \t`\"'*“「") == "" {
+	if strings.Trim(c[min(lead, s):s], " \t`\"'*“「") == "" {
 		f[fLineStart] = true
-	}
-	if leadBulletRe.MatchString(c) {
-		f[fBulletLine] = true
 	}
 	if before != "" {
 		lr := lastRune(before)
@@ -465,7 +463,7 @@ func tokenFeatures(f *[nKeyFeatures]bool, c string, s, e int, tok string, han bo
 	if typeNoteWordRe.MatchString(win) {
 		f[fNextTypeWord] = true
 	}
-	if enumCtxRe.MatchString(before) {
+	if enumCtxRe.MatchString(tail(before, 32)) {
 		f[fEnumContext] = true
 	}
 }
@@ -548,6 +546,18 @@ func tableColumns(prompt string) map[int]bool {
 	return out
 }
 
+// tail is the last n bytes of s or a little fewer, cut at a rune's start.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := len(s) - n
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
+}
+
 func lastRune(s string) rune {
 	r, _ := utf8.DecodeLastRuneInString(s)
 	return r
@@ -622,11 +632,21 @@ func nextNonSpace(c string, e int) byte {
 // answer though the rules read no demand in it: it says JSON or shows an
 // object, has a word for answering, and is not about the input, a refusal
 // or a code demand.
-func looseDemand(prompt string, cls []clause) bool {
-	if proseRe.MatchString(prompt) || plainTextRe.MatchString(prompt) {
+func looseDemand(prompt string, loose []bool) bool {
+	if !slices.Contains(loose, true) || proseRe.MatchString(prompt) || plainTextRe.MatchString(prompt) {
 		return false // "Explain in plain text", "Write plain text."
 	}
-	return slices.ContainsFunc(cls, func(c clause) bool { return looseDemandAt(c.text) })
+	return true
+}
+
+// looseClauses marks the clauses of a prompt that may ask for a JSON
+// answer (looseDemandAt).
+func looseClauses(cls []clause) []bool {
+	loose := make([]bool, len(cls))
+	for i, c := range cls {
+		loose[i] = looseDemandAt(c.text)
+	}
+	return loose
 }
 
 // looseDemandAt is looseDemand for one clause.

@@ -42,7 +42,8 @@ func trainingSet(t testing.TB, corpora [][2]string) []example {
 				if !containsFoldASCII(p.prompt, "json") && !bytes.ContainsRune([]byte(p.prompt), '{') {
 					continue
 				}
-				cands, _ := keyCandidates(p.prompt, clauses(p.prompt))
+				cls := clauses(p.prompt)
+				cands, _ := keyCandidates(p.prompt, cls, looseClauses(cls))
 				for _, cd := range cands {
 					var on []int
 					for f, b := range cd.feat {
@@ -171,10 +172,11 @@ func TestKeyScorerLeaveOneCorpusOut(t *testing.T) {
 				if side == 0 {
 					rulesNone++
 				}
-				if !looseDemand(p.prompt, cls) {
+				loose := looseClauses(cls)
+				if !looseDemand(p.prompt, loose) {
 					continue
 				}
-				keys, _ := pickKeys(p.prompt, cls, score, keyMargin)
+				keys, _ := pickKeys(p.prompt, cls, loose, score, keyMargin)
 				switch {
 				case len(keys) == 0:
 				case side == 1:
