@@ -16,8 +16,8 @@ import (
 // an example object's top level, a table's key column), and what its clause
 // says (JSON, an answer verb, a key noun, the input, a refusal, a count).
 // Each candidate's features are the union over its occurrences; the score
-// is the sum of the weights of its features and of their pairs, fit by an
-// averaged perceptron on the tuning corpora (keyscore_train_test.go, which
+// is the sum of the weights of its features and of their pairs, fit by
+// logistic regression on the tuning corpora (keyscore_train_test.go, which
 // writes keyscore_weights.go). A key read this way is a guess: it validates
 // and repairs the answer, never goes upstream (Implied.Sure is false).
 
@@ -82,14 +82,15 @@ const (
 	nKeyFeatures
 )
 
-// keyThreshold is the perceptron's decision threshold in training;
-// keyMargin the score a candidate must pass to be read as a key. In the
-// leave-one-corpus-out runs (TestKeyScorerLeaveOneCorpusOut) margins 0, 5
-// and 10 read no key on any left-out corpus's negatives; 10 keeps room for
-// phrasings none of them has, at the cost of one rescued prompt of 23.
+// keyThreshold is the decision threshold of the training loss (a logit of
+// 0: a key more likely than not); keyMargin the score a candidate must
+// pass to be read as a key. In the leave-one-corpus-out runs
+// (TestKeyScorerLeaveOneCorpusOut) margins from -10 to 10 (logits -1 to 1)
+// read no key on any left-out corpus's negatives; 0 reads the most
+// left-out positives exactly but for one.
 const (
 	keyThreshold = 0
-	keyMargin    = 10
+	keyMargin    = 0
 )
 
 // candidate is one token of a prompt that may be a key of the answer.
@@ -205,14 +206,16 @@ func listRuns(c string) [][]string {
 	return runs
 }
 
-// neverKeys are JSON literals and the verbs of a demand.
-var neverKeys = []string{"null", "true", "false", "none", "return", "respond", "reply", "returns", "responds", "replies"}
+// neverKeys are JSON literals, JSON types and the verbs of a demand ("text",
+// "date", "value" and "reply" are keys often enough to stay candidates).
+var neverKeys = []string{"null", "true", "false", "none", "return", "returns", "respond", "responds",
+	"string", "strings", "integer", "integers", "int", "number", "numbers", "float", "boolean", "booleans", "bool", "array", "arrays", "object", "objects"}
 
 // neverKey reports a word that is never a key the model may read: a word of
 // the sentence's grammar, a JSON type, a JSON literal, a demand's verb.
 func neverKey(tok string) bool {
 	l := strings.ToLower(tok)
-	return slices.Contains(grammarWords, l) || typeWord(l) || slices.Contains(neverKeys, l)
+	return slices.Contains(grammarWords, l) || slices.Contains(neverKeys, l)
 }
 
 const listItem = "[\"'`“]?(?:[A-Za-z_][A-Za-z0-9_]*|\\p{Han}{2,8})[\"'`”]?"
