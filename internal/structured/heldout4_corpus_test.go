@@ -57,7 +57,8 @@ const (
 // key written with a parenthesised note be read, and that a list not go on
 // past a dash note: 135/174, 116 sure, 0 false. So this corpus is a tuning
 // set for safety; its recall misses were not read (only the session-8
-// reader's miss names and expected keys had been glimpsed in a log).
+// reader's miss names, expected keys and some sentences it read had been
+// glimpsed in a log).
 //
 // It then validated the key scorer (keyscore.go, the rules' fallback, fit
 // on the other tuning corpora, never on this one), run ONCE before any of
