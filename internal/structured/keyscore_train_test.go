@@ -145,8 +145,8 @@ func TestTrainKeyScorer(t *testing.T) {
 // read no key from, exactly; it logs those counts (BENCHMARKS.md, session
 // 9).
 func TestKeyScorerLeaveOneCorpusOut(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fits the scorer once per corpus")
+	if testing.Short() || raceEnabled {
+		t.Skip("fits the scorer once per corpus: not under -short or -race")
 	}
 	totalRescued := 0
 	for i, c := range tuningCorpora {
