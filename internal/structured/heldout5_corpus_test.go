@@ -43,11 +43,23 @@ const (
 // named fields), or ask for JSON or a JSON array without naming keys.
 //
 // The target is recall ≥ 95 % (the expected key set exactly) and 0
-// false schemas. The floors below fail nothing: the lead measures the
-// reader on this corpus once, blind, and then sets them to the measured
-// figures. The cases must never be edited after the reader's results on
-// them are seen; once the reader is changed while reading its misses here,
-// this corpus is a tuning set and a new blind one is needed.
+// false schemas. Measured once each, blind (session 9; the harness's
+// typesMatch learned nullable type lists first, as a prompt's own JSON
+// Schema gave one): the session-8 reader (reader4) 111/164 = 67.7 %, 87
+// sure, 7 false schemas, all SURE (four with a key left out, three with a
+// nested object's keys raised to the top level), 0 on the negatives; the
+// session-9 reader (reader5: completeness evidence for sure, a learned
+// scorer where the rules read nothing) 128/164 = 78.0 %, 84 sure, 4 false
+// schemas, all SURE with a key left out ("sql and explanation" without
+// tables_used; score, feedback, strengths without weaknesses; a lead's
+// three fields without score; 图片审核 without reason), 0 on the
+// negatives. The target is MISSED. Since session 9 no reading is sent
+// upstream or re-asked for under the default (structured_output.implied:
+// guess), so a false sure reading only acts under implied: send or strict.
+// This test guards the measured floor (recall ≥ 78 %, at most 4 false
+// schemas). The cases must never be edited; once the reader is changed
+// while reading its misses here, this corpus is a tuning set and a new
+// blind one is needed.
 func TestImpliedHeldOut5Corpus(t *testing.T) {
-	measureHeldOut(t, heldOut5Positives, heldOut5Negatives, 160, 70, 0, 1000)
+	measureHeldOut(t, heldOut5Positives, heldOut5Negatives, 160, 70, 0.78, 4)
 }
