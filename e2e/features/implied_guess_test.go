@@ -31,8 +31,9 @@ import (
 // lacks one. implied: send is the opt-in to send a sure reading.
 //
 // The prompts below are written for this test (not taken from any corpus):
-// the first is read surely with a key missing (tables), the second with an
-// extra key from a nested object (start).
+// the first is read with a key missing (tables; the session-8 reader was
+// sure of it, reader5's completeness check no longer is), the second with
+// an extra key from a nested object (start).
 const (
 	impliedPartialSure = "You write SQL for our analytics warehouse. Respond in JSON with keys — query and rationale. Also include tables, a list of every table the query reads."
 	impliedNestedGuess = "Return a JSON object with `headline` and `body`. Each section inside body has `start` and `heading` keys."
@@ -114,7 +115,11 @@ func TestImpliedSendOptIn(t *testing.T) {
 	})
 	up := &bodyRecorder{next: e.rec.next}
 	e.rec.next = up
-	body := fmt.Sprintf(`{"model":"sim-sonnet","max_tokens":400,"system":%q,"messages":[{"role":"user","content":"Top customers."}]}`, impliedPartialSure)
+	const whole = "You write SQL for our analytics warehouse. Respond in JSON with keys query, rationale and tables."
+	if im, ok := structured.ExtractConstraints(whole); !ok || !im.Sure {
+		t.Fatalf("%q is not read surely; the test needs a sure reading", whole)
+	}
+	body := fmt.Sprintf(`{"model":"sim-sonnet","max_tokens":400,"system":%q,"messages":[{"role":"user","content":"Top customers."}]}`, whole)
 	resp, b := e.post(t, "/v1/messages", body, "anthropic-version", "2023-06-01")
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, b)
@@ -122,7 +127,7 @@ func TestImpliedSendOptIn(t *testing.T) {
 	up.mu.Lock()
 	sent := up.reqs[0]
 	up.mu.Unlock()
-	if !strings.Contains(sent, `"output_config"`) || !strings.Contains(sent, `"rationale"`) {
+	if !strings.Contains(sent, `"output_config"`) || !strings.Contains(sent, `"tables"`) {
 		t.Fatalf("implied: send did not send the sure reading: %s", sent)
 	}
 }

@@ -62,6 +62,10 @@ type Record struct {
 	// Semantic is the semantic cache's part (nil unless it was looked up:
 	// an alias with it on, after the exact cache missed).
 	Semantic *Semantic
+	// Affinity is cache-aware routing's part: set when the call was
+	// served off the endpoint its conversation's prompt cache was warm
+	// on.
+	Affinity *Affinity
 	// Structured is structured output's part (nil when no contract
 	// applied and no fused answer broke one).
 	Structured *Structured
@@ -122,9 +126,6 @@ type Route struct {
 	ServedProvider string
 	// Fallback is why the first choice did not serve ("" when it did).
 	Fallback string
-	// Affinity is cache-aware routing's part: nil unless it served the
-	// call's conversation elsewhere than where its prompt cache was warm.
-	Affinity *Affinity
 
 	// Candidates is the router's view at the first pick: every endpoint,
 	// its score and why it was or was not chosen.
@@ -280,6 +281,21 @@ func (r *Record) CacheStatus() string {
 	return r.Cache.Status
 }
 
+// Affinity is cache-aware routing's part of a call's record.
+type Affinity struct {
+	// Moved is "<from>-><to>": the endpoint the conversation's prompt
+	// cache was warm on and the one that served (X-Mesh-Cache-Moved).
+	Moved string
+}
+
+// CacheMoved is Affinity.Moved ("" when the conversation did not move).
+func (r *Record) CacheMoved() string {
+	if r.Affinity == nil {
+		return ""
+	}
+	return r.Affinity.Moved
+}
+
 // SemanticStatus is the semantic cache's status ("" when not looked up).
 func (r *Record) SemanticStatus() string {
 	if r.Semantic == nil {
@@ -388,20 +404,4 @@ func Part[T any](p *T) T {
 		return zero
 	}
 	return *p
-}
-
-// Affinity is cache-aware routing's part of a call it moved.
-type Affinity struct {
-	// Moved is "from->to", endpoint ids: the endpoint the conversation's
-	// prompt cache was warm on and the one that served (X-Mesh-Cache-Moved).
-	Moved string
-}
-
-// CacheMoved is the call's move off its warm endpoint ("from->to"), or
-// "" when cache-aware routing did not move it.
-func (r *Record) CacheMoved() string {
-	if r.Affinity == nil {
-		return ""
-	}
-	return r.Affinity.Moved
 }

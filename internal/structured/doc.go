@@ -1,6 +1,8 @@
 // Package structured makes model answers that must be JSON parse: it validates
 // an answer against a JSON Schema, repairs it with lossless steps only,
-// extracts an implied schema from a system prompt's format demands, builds the
+// extracts an implied schema from a system prompt's format demands (by rules,
+// and by a key scorer fit on phrasing corpora where the rules read no key),
+// builds the
 // targeted prompt for a single re-ask, and finds the guarded spans (amounts,
 // percentages, dates, identifiers, numbers) that no step may rewrite.
 //

@@ -87,6 +87,11 @@ type Implied struct {
 // Keys of what the task reads (a tool's arguments, "Each ticket arrives with
 // the fields …") are not the answer's.
 //
+// Where all of these read no key, a learned key scorer reads the prompt
+// (keyscore.go): every token that may be a key is scored from how it is
+// written and where it stands by weights fit on the tuning corpora, when a
+// clause may ask for a JSON answer (looseDemand). Its reading is never Sure.
+//
 // Lists are separated by 、 ， , ; and 和 及 与 以及; a parenthesised note
 // after a key is dropped, and a list ends at its first item that is not
 // key-like. Enumerations and ranges on the keys follow ("risk_level must be
@@ -130,6 +135,19 @@ func extract(systemPrompt string) (im *Implied, keyed, ok bool) {
 		return nil, false, false // the cheap common case
 	}
 	cls := clauses(systemPrompt)
+	if im, keyed, ok = extractRules(systemPrompt, cls); keyed {
+		return im, keyed, ok
+	}
+	// The rules read no key: the key scorer's reading, a guess never sent
+	// upstream (keyscore.go).
+	if lim := learnedImplied(systemPrompt, cls); lim != nil {
+		return lim, true, true
+	}
+	return im, keyed, ok
+}
+
+// extractRules is extract by the rules alone.
+func extractRules(systemPrompt string, cls []clause) (im *Implied, keyed, ok bool) {
 	demand := make([]bool, len(cls))
 	demanded := false
 	worded := false // a demand says JSON, not only shows an example
@@ -179,7 +197,8 @@ func extract(systemPrompt string) (im *Implied, keyed, ok bool) {
 	}
 	consumed := make([]bool, len(cls)) // lines read as a list of keys
 	for i, c := range cls {
-		if consumed[i] || negated(c.text) || conditional(c.text) || tableRowRe.MatchString(c.text) {
+		if consumed[i] || negated(c.text) || conditional(c.text) || tableRowRe.MatchString(c.text) || keepKeysRe.MatchString(c.text) {
+			// "Keep every key unchanged": the input's keys, not a list.
 			continue // a table's rows are read whole, by tableKeys
 		}
 		if !demand[i] && otherOwnerRe.MatchString(c.text) && !answerWordRe.MatchString(c.text) {
@@ -319,8 +338,12 @@ func extract(systemPrompt string) (im *Implied, keyed, ok bool) {
 		return &Implied{Schema: raw, Sentence: sentenceOf(systemPrompt, cls, at), Required: req, Sources: dedupe(srcs), Sure: true}, true, true
 	}
 	exampleAt := -1 // the clause of an example object the keys came from
+	// mixed: the example object and other clauses name different keys
+	// ("store, items and total. Each item looks like {name, price}").
+	mixed := false
 	if i, ks, ts := templateKeys(systemPrompt, cls); len(ks) > 0 {
 		exampleAt = i
+		mixed = len(keys) > 0 && !sameSet(keys, ks)
 		addKeys(i, ks)
 		for k, t := range ts {
 			types[k] = t
@@ -363,7 +386,23 @@ func extract(systemPrompt string) (im *Implied, keyed, ok bool) {
 			loose = true
 		}
 	}
-	noteTypes(systemPrompt, keys, types)
+	b, sources, err := keySchema(systemPrompt, cls, keys, types, sources)
+	if err != nil {
+		return nil, false, false
+	}
+	count := statedCount(cls, used)
+	sure := (count == 0 || count == len(keys)) && !loose && !mixed && accounted(cls, used, keys) && closedSpan(systemPrompt, cls, used, keys, exampleAt) && complete(systemPrompt, cls, demand, used, keys, exampleAt, count)
+	for _, k := range keys {
+		sure = sure && identKeyRe.MatchString(k) && !slices.Contains(grammarWords, strings.ToLower(k)) && namedInPrompt(systemPrompt, k)
+	}
+	return &Implied{Schema: b, Sentence: sentence, Required: keys, Sources: dedupe(sources), Count: count, Sure: sure}, true, true
+}
+
+// keySchema is the object schema requiring keys: their types (from types,
+// then the notes the prompt writes), enumerations and ranges; the clauses
+// that state a constraint are appended to sources.
+func keySchema(prompt string, cls []clause, keys []string, types map[string]string, sources []string) (json.RawMessage, []string, error) {
+	noteTypes(prompt, keys, types)
 	props := make(map[string]map[string]any, len(keys))
 	for _, k := range keys {
 		p := map[string]any{}
@@ -378,15 +417,30 @@ func extract(systemPrompt string) (im *Implied, keyed, ok bool) {
 		props[k] = p
 	}
 	b, err := json.Marshal(map[string]any{"type": "object", "properties": props, "required": keys})
+	return b, sources, err
+}
+
+// learnedImplied is the key scorer's reading of a prompt that may ask for
+// a JSON answer (looseDemand) and whose keys the rules did not read: never
+// sure, so it validates and repairs the answer and is never sent upstream.
+func learnedImplied(prompt string, cls []clause) *Implied {
+	loose := looseClauses(cls)
+	if !looseDemand(prompt, loose) {
+		return nil
+	}
+	keys, used := learnedKeys(prompt, cls, loose)
+	if len(keys) == 0 {
+		return nil
+	}
+	var sources []string
+	for _, i := range used {
+		sources = append(sources, cls[i].text)
+	}
+	b, sources, err := keySchema(prompt, cls, keys, map[string]string{}, sources)
 	if err != nil {
-		return nil, false, false
+		return nil
 	}
-	count := statedCount(cls, used)
-	sure := (count == 0 || count == len(keys)) && !loose && accounted(cls, used, keys) && closedSpan(systemPrompt, cls, used, keys, exampleAt)
-	for _, k := range keys {
-		sure = sure && identKeyRe.MatchString(k) && !slices.Contains(grammarWords, strings.ToLower(k)) && namedInPrompt(systemPrompt, k)
-	}
-	return &Implied{Schema: b, Sentence: sentence, Required: keys, Sources: dedupe(sources), Count: count, Sure: sure}, true, true
+	return &Implied{Schema: b, Sentence: sentenceOf(prompt, cls, used), Required: keys, Sources: dedupe(sources), Count: statedCount(cls, used)}
 }
 
 // hanProse reports whether a key read from a prompt is a fragment of a

@@ -91,18 +91,44 @@ func typesMatch(t *testing.T, im *Implied, want map[string]string) bool {
 	}
 	var s struct {
 		Properties map[string]struct {
-			Type string `json:"type"`
+			Type json.RawMessage `json:"type"`
 		} `json:"properties"`
 	}
 	if err := json.Unmarshal(im.Schema, &s); err != nil {
 		t.Fatalf("schema %s: %v", im.Schema, err)
 	}
 	for k, typ := range want {
-		if p, ok := s.Properties[k]; !ok || p.Type != typ {
+		p, ok := s.Properties[k]
+		if !ok || schemaType(p.Type) != typ {
 			return false
 		}
 	}
 	return true
+}
+
+// schemaType is a property's JSON type: the string, or for a type list
+// (a nullable field, ["string", "null"], as a prompt's own JSON Schema may
+// give it) its one non-null member; "" when there is none or several.
+func schemaType(raw json.RawMessage) string {
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return one
+	}
+	var list []string
+	if json.Unmarshal(raw, &list) != nil {
+		return ""
+	}
+	found := ""
+	for _, t := range list {
+		if t == "null" {
+			continue
+		}
+		if found != "" {
+			return ""
+		}
+		found = t
+	}
+	return found
 }
 
 // BenchmarkExtractConstraintsFreshCorpus: one op is one prompt of the fresh

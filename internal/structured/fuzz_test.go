@@ -72,6 +72,18 @@ func FuzzExtractConstraints(f *testing.F) {
 			f.Add(p.prompt)
 		}
 	}
+	for _, c := range completenessCases {
+		f.Add(c.prompt)
+	}
+	for _, p := range keptKeysNegatives {
+		f.Add(p)
+	}
+	for _, c := range scorerCases {
+		f.Add(c.prompt)
+	}
+	for _, p := range scorerNegatives {
+		f.Add(p)
+	}
 	f.Fuzz(func(t *testing.T, prompt string) {
 		im, ok := ExtractConstraints(prompt)
 		if dm, dok := ExtractJSONDemand(prompt); dok {

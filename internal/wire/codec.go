@@ -74,11 +74,17 @@ type StreamOptions struct {
 type Codec interface {
 	Format() llm.Format
 
-	// ParseRequest reads a client's request body.
+	// ParseRequest reads a client's request body, which it takes over:
+	// the result may alias body, so the caller must not modify body
+	// afterwards (the server reads each body into a buffer of its own).
 	ParseRequest(body []byte) (*llm.Request, error)
 	// EncodeRequest writes a request in this format (after
 	// PrepareUpstream for an upstream call).
 	EncodeRequest(r *llm.Request) ([]byte, error)
+	// ParseResponse reads an upstream's answer, which it takes over as
+	// ParseRequest does its body: the caller must not modify body
+	// afterwards (the provider reads each answer into a buffer of its own
+	// and keeps it as the answer's Raw).
 	ParseResponse(body []byte) (*llm.Response, error)
 	EncodeResponse(r *llm.Response) ([]byte, error)
 	ParseError(status int, h http.Header, body []byte) *llm.APIError
@@ -192,13 +198,15 @@ type anthropicCodec struct{}
 // anthropicPass: beta features the client opted into (anthropic-beta).
 var anthropicPass = []string{"Anthropic-Beta"}
 
-func (anthropicCodec) Format() llm.Format                          { return llm.FormatAnthropic }
-func (anthropicCodec) ParseRequest(b []byte) (*llm.Request, error) { return anthropic.ParseRequest(b) }
+func (anthropicCodec) Format() llm.Format { return llm.FormatAnthropic }
+func (anthropicCodec) ParseRequest(b []byte) (*llm.Request, error) {
+	return anthropic.ParseRequestOwned(b)
+}
 func (anthropicCodec) EncodeRequest(r *llm.Request) ([]byte, error) {
 	return anthropic.EncodeRequest(r)
 }
 func (anthropicCodec) ParseResponse(b []byte) (*llm.Response, error) {
-	return anthropic.ParseResponse(b)
+	return anthropic.ParseResponseOwned(b)
 }
 func (anthropicCodec) EncodeResponse(r *llm.Response) ([]byte, error) {
 	return anthropic.EncodeResponse(r)
@@ -285,7 +293,7 @@ func (anthropicCodec) PrepareUpstream(r *llm.Request, version string) []string {
 type openaiCodec struct{}
 
 func (openaiCodec) Format() llm.Format                           { return llm.FormatOpenAI }
-func (openaiCodec) ParseRequest(b []byte) (*llm.Request, error)  { return openai.ParseRequest(b) }
+func (openaiCodec) ParseRequest(b []byte) (*llm.Request, error)  { return openai.ParseRequestOwned(b) }
 func (openaiCodec) EncodeRequest(r *llm.Request) ([]byte, error) { return openai.EncodeRequest(r) }
 func (openaiCodec) EncodeUpstreamRequest(r *llm.Request) ([]byte, error) {
 	return openai.EncodeUpstreamRequest(r)
@@ -349,13 +357,13 @@ type responsesCodec struct{ openaiCodec }
 
 func (responsesCodec) Format() llm.Format { return llm.FormatResponses }
 func (responsesCodec) ParseRequest(b []byte) (*llm.Request, error) {
-	return responses.ParseRequest(b)
+	return responses.ParseRequestOwned(b)
 }
 func (responsesCodec) EncodeRequest(r *llm.Request) ([]byte, error) {
 	return responses.EncodeRequest(r)
 }
 func (responsesCodec) ParseResponse(b []byte) (*llm.Response, error) {
-	return responses.ParseResponse(b)
+	return responses.ParseResponseOwned(b)
 }
 func (responsesCodec) EncodeResponse(r *llm.Response) ([]byte, error) {
 	return responses.EncodeResponse(r)

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/llm"
 )
 
 // BenchmarkObserve is the hot-path cost of the request log: RequestDone on
@@ -191,5 +193,62 @@ func BenchmarkWriteRandomIDs(b *testing.B) {
 	b.StopTimer()
 	if cpu > 0 {
 		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	}
+}
+
+// plain is the Record of a plain call started at s, as keel serve logs one
+// at 50 clients in front of keel sim (bench/compare.py): one attempt,
+// served by the first endpoint, a random request id.
+func plain(s time.Time) engine.Record {
+	var x [12]byte
+	rand.Read(x[:])
+	return engine.Record{
+		Call: callrec.Call{RequestID: "mesh_" + hex.EncodeToString(x[:]), Start: s, Duration: 3 * time.Millisecond,
+			Format: llm.FormatAnthropic, Model: "sim-sonnet"},
+		Route: callrec.Route{PrimaryModel: "sim-sonnet",
+			ServedBy: "sim-sonnet/us-east/sim-anthropic", ServedModel: "sim-sonnet", ServedRegion: "us-east", ServedProvider: "sim-anthropic",
+			Attempts: []engine.Attempt{{Endpoint: "sim-sonnet/us-east/sim-anthropic", Model: "sim-sonnet", Region: "us-east", Kind: "primary",
+				Outcome: "ok", Status: 200, Start: s.Add(50 * time.Microsecond), End: s.Add(2900 * time.Microsecond), Bytes: 382, Winner: true,
+				InputTokens: 3, OutputTokens: 16, Cost: 0.000249}}},
+		Result: callrec.Result{Status: 200, Usage: llm.Usage{InputTokens: 3, OutputTokens: 16}, Cost: 0.000249},
+	}
+}
+
+// BenchmarkWritePlain is the writer's CPU per plain call (plain, making
+// each Record included): the request log's cost per call in keel serve,
+// less the queue and the collector's share.
+func BenchmarkWritePlain(b *testing.B) {
+	gate := make(chan struct{})
+	l, err := open(Config{Path: filepath.Join(b.TempDir(), "r.db")}, hooks{gate: gate})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	recs := make([]engine.Record, DefaultBatchSize)
+	batch := make([]*engine.Record, DefaultBatchSize)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := cpuTime()
+	start := time.Now()
+	for n := b.N; n > 0; n -= len(batch) {
+		// Start times increase, as served calls' do: the time index
+		// appends.
+		for i := range recs {
+			start = start.Add(time.Microsecond)
+			recs[i] = plain(start)
+			batch[i] = &recs[i]
+		}
+		if err := l.write(ctx, batch[:min(n, len(batch))]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu = cpuTime() - cpu
+	b.StopTimer()
+	if cpu > 0 {
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	}
+	if got := l.Written(); got != uint64(b.N) {
+		b.Fatalf("written %d, want %d", got, b.N)
 	}
 }

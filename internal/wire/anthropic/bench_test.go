@@ -156,3 +156,31 @@ func BenchmarkBrokenText(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkParseCall is the parsing one plain call costs Keel: the client's
+// request (BenchmarkEmbedded's and keel bench's body), read as the server
+// reads it (ParseRequestOwned, through the codec), and the upstream's
+// answer (the zero-latency simulator's, as keel sim sends it) as the
+// provider reads it (ParseResponseOwned).
+func BenchmarkParseCall(b *testing.B) {
+	req := []byte(`{"model":"sim-sonnet","max_tokens":16,"messages":[{"role":"user","content":"Hello there"}]}`)
+	resp := []byte(`{"id":"msg_sim_d81403a77fbbe11b","type":"message","role":"assistant","model":"sim-sonnet","content":[{"type":"text","text":"Does circuit compass anchor some span. Queue over moves partial during can guess both follow orchard"}],"stop_reason":"max_tokens","stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":16,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}`)
+	b.Run("request", func(b *testing.B) {
+		b.SetBytes(int64(len(req)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := ParseRequestOwned(req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("response", func(b *testing.B) {
+		b.SetBytes(int64(len(resp)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := ParseResponseOwned(resp); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

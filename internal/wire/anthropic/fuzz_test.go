@@ -29,7 +29,8 @@ func seedFiles(f *testing.F, dir, ext string) {
 // FuzzParseRequest checks ParseRequest never panics, rejects only with a 400
 // *llm.APIError, and that whatever it accepts has max_tokens within bounds,
 // encodes to text with no invalid UTF-8 or unpaired surrogate, and survives
-// EncodeRequest and a second parse unchanged.
+// EncodeRequest and a second parse unchanged; ParseRequestOwned reads it
+// alike.
 func FuzzParseRequest(f *testing.F) {
 	seedFiles(f, "requests", ".json")
 	for _, s := range []string{
@@ -45,6 +46,7 @@ func FuzzParseRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
+		ownedMatches(t, body)
 		r1, err := ParseRequest(body)
 		if err != nil {
 			var ae *llm.APIError
@@ -73,6 +75,26 @@ func FuzzParseRequest(f *testing.F) {
 		want := *r1
 		want.MeshBehavior = nil
 		mustEqual(t, "round trip", r2, &want)
+	})
+}
+
+// FuzzParseResponse checks ParseResponse never panics, refuses only with a
+// 502 *llm.APIError (MESH_UPSTREAM_PROTOCOL), and that ParseResponseOwned
+// reads every input alike.
+func FuzzParseResponse(f *testing.F) {
+	seedFiles(f, "responses", ".json")
+	for _, s := range []string{``, `{`, `[]`, `null`, `{"type":"message"}`, ownedAnswer,
+		`{"type":"message","role":"user"}`, `{"content":[{"type":"x","y":1}],"usage":{"z":[]}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		ownedAnswerMatches(t, body)
+		if _, err := ParseResponse(body); err != nil {
+			var ae *llm.APIError
+			if !errors.As(err, &ae) || ae.Status != 502 || ae.MeshCode != llm.MeshUpstreamProtocolFailed || ae.Message == "" {
+				t.Fatalf("error %#v is not a 502 APIError", err)
+			}
+		}
 	})
 }
 

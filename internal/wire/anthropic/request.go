@@ -39,7 +39,14 @@ func invalidJSON(body []byte) string {
 // rejected as the Messages API rejects it (see brokenText), and max_tokens
 // must be an integer from 0 to MaxTokensLimit. The result does not alias
 // body.
-func ParseRequest(body []byte) (*llm.Request, error) { return parseRequest(body, false) }
+func ParseRequest(body []byte) (*llm.Request, error) { return parseRequest(body, false, false) }
+
+// ParseRequestOwned is ParseRequest for a body its caller hands over: the
+// result may alias body (raw members such as Extra, MeshBehavior and
+// unknown blocks are slices of it), so body must not be modified
+// afterwards. It spares the copy of the whole body that ParseRequest
+// makes, one allocation as big as the prompt.
+func ParseRequestOwned(body []byte) (*llm.Request, error) { return parseRequest(body, false, true) }
 
 // ParseCountTokens parses a token-count request body (POST
 // /v1/messages/count_tokens): a Messages request without max_tokens, which
@@ -47,9 +54,11 @@ func ParseRequest(body []byte) (*llm.Request, error) { return parseRequest(body,
 // lenient: it does not refuse the Messages-only members (max_tokens,
 // stream, temperature …) that the Anthropic API refuses on this route, so
 // that an upstream, not Keel, decides what it accepts.
-func ParseCountTokens(body []byte) (*llm.Request, error) { return parseRequest(body, true) }
+func ParseCountTokens(body []byte) (*llm.Request, error) { return parseRequest(body, true, false) }
 
-func parseRequest(body []byte, count bool) (*llm.Request, error) {
+// parseRequest parses body, a token-count request when count is set; the
+// result aliases body when owned is set, a copy of it otherwise.
+func parseRequest(body []byte, count, owned bool) (*llm.Request, error) {
 	body = jsonx.TrimSpace(body)
 	if !jsonx.Valid(body) {
 		return nil, badRequest(invalidJSON(body))
@@ -60,7 +69,9 @@ func parseRequest(body []byte, count bool) (*llm.Request, error) {
 	if body[0] != '{' {
 		return nil, badRequest("request body: expected a JSON object, got " + jsonx.KindName(body))
 	}
-	body = bytes.Clone(body)
+	if !owned {
+		body = bytes.Clone(body)
+	}
 	r := &llm.Request{Format: llm.FormatAnthropic}
 	var sawModel, sawMessages, sawMeshTop, sawMeshSystem bool
 	err := eachMember(nil, body, func(k string, v []byte) error {

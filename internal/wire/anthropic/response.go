@@ -23,7 +23,17 @@ func protocolError(msg string) *llm.APIError {
 // kept as they are. A body that is not a message is an *llm.APIError with
 // status 502 and MeshCode MESH_UPSTREAM_PROTOCOL. The result does not alias
 // body.
-func ParseResponse(body []byte) (*llm.Response, error) {
+func ParseResponse(body []byte) (*llm.Response, error) { return parseResponse(body, false) }
+
+// ParseResponseOwned is ParseResponse for a body its caller hands over: the
+// result may alias body (raw members such as Extra and tool inputs are
+// slices of it), so body must not be modified afterwards. It spares the
+// copy of the whole answer that ParseResponse makes.
+func ParseResponseOwned(body []byte) (*llm.Response, error) { return parseResponse(body, true) }
+
+// parseResponse parses body; the result aliases body when owned is set, a
+// copy of it otherwise.
+func parseResponse(body []byte, owned bool) (*llm.Response, error) {
 	body = jsonx.TrimSpace(body)
 	if !jsonx.Valid(body) {
 		return nil, protocolError(invalidJSON(body))
@@ -31,7 +41,9 @@ func ParseResponse(body []byte) (*llm.Response, error) {
 	if body[0] != '{' {
 		return nil, protocolError("response body: expected a JSON object, got " + jsonx.KindName(body))
 	}
-	body = bytes.Clone(body)
+	if !owned {
+		body = bytes.Clone(body)
+	}
 	r, err := parseMessage(nil, body)
 	if err != nil {
 		return nil, protocolError(err.Error())

@@ -17,7 +17,7 @@ import (
 // FuzzParseRequest checks that ParseRequest never panics and that whatever it
 // accepts has max tokens within bounds, encodes to text with no invalid UTF-8
 // or unpaired surrogate, and survives EncodeRequest and a second
-// ParseRequest unchanged.
+// ParseRequest unchanged; ParseRequestOwned reads it alike.
 func FuzzParseRequest(f *testing.F) {
 	paths, _ := filepath.Glob("testdata/request/*.json")
 	for _, p := range paths {
@@ -38,6 +38,7 @@ func FuzzParseRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
+		ownedMatches(t, body)
 		r, err := ParseRequest(body)
 		if err != nil {
 			if _, ok := err.(*llm.APIError); !ok {

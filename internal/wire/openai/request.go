@@ -131,14 +131,27 @@ func indexParam(prefix string, i int, field string) string {
 // max_completion_tokens and max_tokens must be integers from 0 to
 // MaxTokensLimit. A body with invalid UTF-8 or an unpaired surrogate escape
 // is rejected as Chat Completions rejects it (see brokenText).
-func ParseRequest(body []byte) (*llm.Request, error) {
+func ParseRequest(body []byte) (*llm.Request, error) { return parseRequest(body, false) }
+
+// ParseRequestOwned is ParseRequest for a body its caller hands over: the
+// result may alias body (raw values such as Extra and tool parameters are
+// slices of it), so body must not be modified afterwards. It spares the
+// copy of the whole body that ParseRequest makes, one allocation as big as
+// the prompt.
+func ParseRequestOwned(body []byte) (*llm.Request, error) { return parseRequest(body, true) }
+
+// parseRequest parses body; the result aliases body when owned is set, a
+// copy of it otherwise.
+func parseRequest(body []byte, owned bool) (*llm.Request, error) {
 	if !jsonx.Valid(body) {
 		return nil, badRequest("", "request body is not valid JSON")
 	}
 	if msg := brokenText(body); msg != "" {
 		return nil, badRequest("", "%s", msg)
 	}
-	body = bytes.Clone(body) // raw values below alias this copy, not the caller's buffer
+	if !owned {
+		body = bytes.Clone(body) // raw values below alias this copy, not the caller's buffer
+	}
 	if i := jsonx.SkipWS(body, 0); i >= len(body) || body[i] != '{' {
 		return nil, badRequest("", "request body must be a JSON object")
 	}

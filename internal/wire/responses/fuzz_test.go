@@ -26,7 +26,8 @@ func seedDir(f *testing.F, dir, ext string) {
 }
 
 // FuzzParseRequest: no input makes ParseRequest panic; what it accepts
-// encodes to a body it accepts again, to the same canonical request.
+// encodes to a body it accepts again, to the same canonical request; and
+// ParseRequestOwned reads it alike.
 func FuzzParseRequest(f *testing.F) {
 	seedDir(f, "request", ".json")
 	for _, s := range []string{`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"[1]"}]}`,
@@ -35,6 +36,7 @@ func FuzzParseRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
+		ownedMatches(t, body)
 		r, err := ParseRequest(body)
 		if err != nil {
 			var ae *llm.APIError
@@ -54,10 +56,12 @@ func FuzzParseRequest(f *testing.F) {
 }
 
 // FuzzParseResponse: no answer makes ParseResponse panic; what it
-// accepts encodes to an answer it accepts again.
+// accepts encodes to an answer it accepts again; ParseResponseOwned reads
+// every input alike.
 func FuzzParseResponse(f *testing.F) {
 	seedDir(f, "response", ".json")
 	f.Fuzz(func(t *testing.T, body []byte) {
+		ownedAnswerMatches(t, body)
 		r, err := ParseResponse(body)
 		if err != nil {
 			return

@@ -101,11 +101,23 @@ const MinMaxOutputTokens = 16
 // ParseRequest decodes a Responses API request body into the canonical
 // model (see the package doc for the mapping). Every error is an
 // *llm.APIError with status 400 naming the offending field.
-func ParseRequest(body []byte) (*llm.Request, error) {
+func ParseRequest(body []byte) (*llm.Request, error) { return parseRequest(body, false) }
+
+// ParseRequestOwned is ParseRequest for a body its caller hands over: the
+// result may alias body (raw values such as Extra are slices of it), so
+// body must not be modified afterwards. It spares the copy of the whole
+// body that ParseRequest makes, one allocation as big as the input.
+func ParseRequestOwned(body []byte) (*llm.Request, error) { return parseRequest(body, true) }
+
+// parseRequest parses body; the result aliases body when owned is set, a
+// copy of it otherwise.
+func parseRequest(body []byte, owned bool) (*llm.Request, error) {
 	if !jsonx.Valid(body) {
 		return nil, badRequest("", "request body is not valid JSON")
 	}
-	body = bytes.Clone(body)
+	if !owned {
+		body = bytes.Clone(body)
+	}
 	if i := jsonx.SkipWS(body, 0); i >= len(body) || body[i] != '{' {
 		return nil, badRequest("", "request body must be a JSON object")
 	}

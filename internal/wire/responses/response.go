@@ -19,15 +19,28 @@ func protocolError(format string, args ...any) *llm.APIError {
 
 // ParseResponse decodes a Responses API answer (a response object) into
 // the canonical model. A response whose status is failed is returned as
-// its error (an *llm.APIError).
-func ParseResponse(body []byte) (*llm.Response, error) {
+// its error (an *llm.APIError). The result does not alias body.
+func ParseResponse(body []byte) (*llm.Response, error) { return parseResponse(body, false) }
+
+// ParseResponseOwned is ParseResponse for a body its caller hands over: the
+// result may alias body (raw values such as Extra are slices of it), so
+// body must not be modified afterwards. It spares the copy of the whole
+// answer that ParseResponse makes.
+func ParseResponseOwned(body []byte) (*llm.Response, error) { return parseResponse(body, true) }
+
+// parseResponse parses body; the result aliases body when owned is set, a
+// copy of it otherwise.
+func parseResponse(body []byte, owned bool) (*llm.Response, error) {
 	if !jsonx.Valid(body) {
 		return nil, protocolError("not valid JSON")
 	}
 	if i := jsonx.SkipWS(body, 0); i >= len(body) || body[i] != '{' {
 		return nil, protocolError("not a JSON object")
 	}
-	return parseResponseObject(bytes.Clone(body))
+	if !owned {
+		body = bytes.Clone(body)
+	}
+	return parseResponseObject(body)
 }
 
 func parseResponseObject(body []byte) (*llm.Response, error) {
