@@ -14,6 +14,7 @@ import (
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
+	"github.com/keelmesh/keel/internal/pick"
 	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
 	rl "github.com/keelmesh/keel/internal/relay"
@@ -63,7 +64,7 @@ type exec struct {
 	// still finishing (drained losers) no longer write into it.
 	sealed bool
 	// picks is the route policy's state.
-	picks picks
+	picks pick.State
 
 	// cache is the call's part in cache-aware routing (cacheroute.go).
 	cache cacheroute.Call
@@ -142,9 +143,7 @@ func newChain(r *policy.Retry) step {
 }
 
 func newExec(e *Engine, rs *routeState, req *llm.Request, call Call, rec *Record) *exec {
-	n := len(rs.cands)
-	b := make([]bool, 2*n)
-	x := &exec{e: e, rs: rs, req: req, call: call, rec: rec, picks: picks{tried: b[:n:n], avoid: b[n:], pin: -1}}
+	x := &exec{e: e, rs: rs, req: req, call: call, rec: rec, picks: pick.New(rs.cands, req)}
 	x.retries.Init(rs.retries, e.maxAttempts)
 	return x
 }
@@ -415,10 +414,10 @@ func (x *exec) noteOutcome(a *attempt, f *policy.Failure, status int) {
 			}
 		}
 		if f.Capacity {
-			if x.picks.overloaded == nil {
-				x.picks.overloaded = map[string]int{}
+			if x.picks.Overloaded == nil {
+				x.picks.Overloaded = map[string]int{}
 			}
-			x.picks.overloaded[a.ep.Model]++
+			x.picks.Overloaded[a.ep.Model]++
 		}
 	}
 	if x.sealed {
