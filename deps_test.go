@@ -73,6 +73,14 @@ var reach = map[string][]string{
 	mod + "/internal/fleet": slices.Concat(providerReach, []string{mod + "/internal/provider", mod + "/internal/resilience", mod + "/internal/route",
 		mod + "/internal/health"}),
 	mod + "/internal/rollout": slices.Concat(stageBase, []string{mod + "/internal/resilience", mod + "/internal/observe"}),
+	// One call's endpoint picks (which endpoints may compete, from their
+	// published views): the fleet and the router; never the engine.
+	mod + "/internal/pick": slices.Concat(providerReach, []string{mod + "/internal/provider", mod + "/internal/resilience", mod + "/internal/route",
+		mod + "/internal/health", mod + "/internal/fleet"}),
+	// What an attempt's end teaches health and the breaker: the typed
+	// failure and the attempt's result; never the engine.
+	mod + "/internal/outcome": slices.Concat(providerReach, []string{mod + "/internal/provider", mod + "/internal/resilience", mod + "/internal/health",
+		mod + "/internal/policy"}),
 	// Cache-aware routing over the engine's picks: the affinity table, the
 	// cold-spend budgets and the router's candidates; no stage package.
 	mod + "/internal/affinity": {mod + "/internal/resilience", mod + "/internal/llm"},
@@ -90,7 +98,7 @@ var reach = map[string][]string{
 	mod + "/internal/engine": slices.Concat(providerReach, []string{mod + "/internal/provider",
 		mod + "/internal/resilience", mod + "/internal/route", mod + "/internal/health", mod + "/internal/normalize"},
 		[]string{mod + "/internal/pipeline", mod + "/internal/relay", mod + "/internal/policy", mod + "/internal/fleet", mod + "/internal/observe", mod + "/internal/callrec",
-			mod + "/internal/chain", mod + "/internal/affinity", mod + "/internal/cacheroute"},
+			mod + "/internal/chain", mod + "/internal/affinity", mod + "/internal/cacheroute", mod + "/internal/pick", mod + "/internal/outcome"},
 		[]string{mod + "/internal/cache", mod + "/internal/fragment", mod + "/internal/pii", mod + "/internal/shadow", mod + "/internal/structured",
 			mod + "/internal/rollout", mod + "/internal/semcache", "github.com/coder/hnsw"}, schemaLib),
 }
@@ -127,6 +135,8 @@ var wireAll = slices.Concat(wireLeaf, []string{mod + "/internal/wire", mod + "/i
 var never = map[string][]string{
 	mod + "/internal/callrec": {mod + "/internal/engine", mod + "/internal/server", mod + "/internal/telemetry", mod + "/internal/store"},
 	mod + "/internal/chain":   {mod + "/internal/engine"},
+	mod + "/internal/pick":    {mod + "/internal/engine"},
+	mod + "/internal/outcome": {mod + "/internal/engine"},
 	mod + "/internal/engine": {mod + "/internal/server", mod + "/internal/telemetry", mod + "/internal/store",
 		mod + "/internal/keys", mod + "/config", mod + "/sim", "github.com/prometheus", "github.com/redis", "modernc.org/sqlite", "go.opentelemetry.io",
 		// The feature packages that have left the engine: the tiers'

@@ -22,7 +22,7 @@ func (x *exec) cacheStart() {
 // (cacheroute.Router.PreferWarm). Called with x.mu held, after the
 // candidates are built.
 func (x *exec) preferWarm() {
-	x.e.cacheRt.PreferWarm(&x.cache, x.picks.cands, x.rs.strategy == route.Ordered, x.policy, x.e.rnd)
+	x.e.cacheRt.PreferWarm(&x.cache, x.picks.Cands, x.rs.strategy == route.Ordered, x.policy, x.e.rnd)
 }
 
 // cacheServed notes that a served the call's primary pass; a move goes

@@ -14,6 +14,8 @@ import (
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
+	"github.com/keelmesh/keel/internal/outcome"
+	"github.com/keelmesh/keel/internal/pick"
 	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
 	rl "github.com/keelmesh/keel/internal/relay"
@@ -63,7 +65,7 @@ type exec struct {
 	// still finishing (drained losers) no longer write into it.
 	sealed bool
 	// picks is the route policy's state.
-	picks picks
+	picks pick.State
 
 	// cache is the call's part in cache-aware routing (cacheroute.go).
 	cache cacheroute.Call
@@ -142,9 +144,7 @@ func newChain(r *policy.Retry) step {
 }
 
 func newExec(e *Engine, rs *routeState, req *llm.Request, call Call, rec *Record) *exec {
-	n := len(rs.cands)
-	b := make([]bool, 2*n)
-	x := &exec{e: e, rs: rs, req: req, call: call, rec: rec, picks: picks{tried: b[:n:n], avoid: b[n:], pin: -1}}
+	x := &exec{e: e, rs: rs, req: req, call: call, rec: rec, picks: pick.New(rs.cands, req)}
 	x.retries.Init(rs.retries, e.maxAttempts)
 	return x
 }
@@ -338,7 +338,7 @@ func (a *attempt) settle(f *policy.Failure) {
 	}
 	a.settled = true
 	x.mu.Unlock()
-	o, ok := a.outcome(f)
+	o, ok := outcome.Of(a.ended(a.end), f)
 	a.hdone(o)
 	a.bdone(ok)
 	if f != nil && f.Unreachable {
@@ -356,49 +356,12 @@ func (a *attempt) settle(f *policy.Failure) {
 	x.noteOutcome(a, f, o.Status)
 }
 
-// outcome is what health (o) and the breaker (ok) learn from the attempt
-// ending with f (nil for a success).
-func (a *attempt) outcome(f *policy.Failure) (o health.Outcome, ok bool) {
-	o = health.Outcome{Latency: a.end.Sub(a.start), TTFT: a.ttft, NoLatency: a.x.side != nil && !a.x.side.Latency}
-	if a.res != nil {
-		o.Status, o.Header = a.res.Status, a.res.Header
-	}
-	if f == nil {
-		return o, true
-	}
-	if f.Cancelled() {
-		return a.cancelledOutcome(o.Latency), true
-	}
-	var pe *provider.Error
-	if errors.As(f.Err, &pe) {
-		o.Kind = healthKind(pe.Kind, f.Reason)
-	}
-	if f.Status != 0 {
-		o.Status = f.Status
-	}
-	o.RetryAfter = f.RetryAfter
-	// Only faults of the endpoint count against it, not the caller's bad
-	// request or its leaving.
-	o.Failure = f.EndpointFault()
-	// Capacity signals are not faults for the breaker: retry-after
-	// cooldowns handle them (a breaker opened on a 429 burst would keep the
-	// endpoint out long after it). Nor is unreachability: the prober brings
-	// the endpoint back, not the breaker's interval.
-	return o, !o.Failure || f.Capacity || f.Unreachable
-}
-
-// healthKind names a provider error's kind for health (reason for the
-// kinds health does not tell apart).
-func healthKind(k provider.Kind, reason string) string {
-	switch k {
-	case provider.KindConnect:
-		return health.KindConnect
-	case provider.KindReset:
-		return health.KindReset
-	case provider.KindTimeout:
-		return health.KindTimeout
-	}
-	return reason
+// ended is what a's outcome is read from (internal/outcome), its end at
+// end.
+func (a *attempt) ended(end time.Time) outcome.Attempt {
+	x := a.x
+	return outcome.Attempt{Latency: end.Sub(a.start), TTFT: a.ttft, Stream: x.req.Stream && x.side == nil,
+		NoLatency: x.side != nil && !x.side.Latency, Result: a.res}
 }
 
 // noteOutcome keeps what the call learns from a's outcome (its last
@@ -415,10 +378,10 @@ func (x *exec) noteOutcome(a *attempt, f *policy.Failure, status int) {
 			}
 		}
 		if f.Capacity {
-			if x.picks.overloaded == nil {
-				x.picks.overloaded = map[string]int{}
+			if x.picks.Overloaded == nil {
+				x.picks.Overloaded = map[string]int{}
 			}
-			x.picks.overloaded[a.ep.Model]++
+			x.picks.Overloaded[a.ep.Model]++
 		}
 	}
 	if x.sealed {
@@ -483,7 +446,8 @@ func (a *attempt) discard() {
 		a.noteUsage(&x.rec.Attempts[a.recIdx])
 	}
 	x.mu.Unlock()
-	a.hdone(a.cancelledOutcome(x.e.now().Sub(a.start)))
+	now := x.e.now()
+	a.hdone(outcome.Cancelled(a.ended(now), now.Sub(a.start)))
 	a.bdone(true)
 	a.ep.Publish()
 }

@@ -36,13 +36,13 @@ func (r *replicas) Replica(req *llm.Request, used []bool) fragment.Replica {
 	if x.spec != nil && x.spec.JSONMode {
 		rx.spec = x.spec
 	}
-	copy(rx.picks.tried, used)
+	copy(rx.picks.Tried, used)
 	rx.mu.Lock()
 	first, err := rx.pick(false)
 	rx.mu.Unlock()
 	if err == nil {
 		used[first] = true
-		rx.picks.pin = first
+		rx.picks.Pin = first
 	}
 	return &replica{r: r, rx: rx, req: req, won: -1}
 }

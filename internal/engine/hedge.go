@@ -3,7 +3,6 @@ package engine
 import (
 	"time"
 
-	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/policy"
 )
 
@@ -107,22 +106,4 @@ func (x *exec) Hedged(inline, h *attempt, delay time.Duration, won bool) {
 	if x.e.events.hedgeObs != nil {
 		x.e.events.hedge(HedgeEvent{RequestID: x.call.RequestID, Endpoint: inline.ep.ID, HedgeEndpoint: h.ep.ID, Delay: delay, Won: won})
 	}
-}
-
-// cancelledOutcome is what health learns of a, abandoned after d: its
-// latency as a lower bound and, for a stream, its time to first token, or
-// d as a lower bound of it when none came. A hedge race's loser before
-// its first token is the slow call the hedge cut short: without it, the
-// time-to-first-token percentiles the hedge delay reads would lose the
-// tail they exist to catch, and the p95 would fall into the body of the
-// distribution (hedging a further 5 % of calls for nothing).
-func (a *attempt) cancelledOutcome(d time.Duration) health.Outcome {
-	o := health.Outcome{Cancelled: true, Latency: d}
-	if a.x.req.Stream && a.x.side == nil {
-		o.TTFT = a.ttft
-		if o.TTFT == 0 {
-			o.TTFT = d
-		}
-	}
-	return o
 }

@@ -44,8 +44,8 @@ func (l *legs) Race(cut rl.Cut) rl.Race {
 	}
 	a := l.cur
 	x.mu.Lock()
-	clear(x.picks.tried)
-	x.picks.tried[a.idx] = true
+	clear(x.picks.Tried)
+	x.picks.Tried[a.idx] = true
 	x.mu.Unlock()
 	bctx, bcancel := context.WithCancelCause(l.ctx)
 	r := &race{l: l, a: a, bcancel: bcancel, out: cut.Output, after: x.e.now().Sub(a.start),

@@ -211,8 +211,8 @@ func (l *legs) Stop(cause error, u llm.Usage) (string, *llm.APIError) {
 func (l *legs) Continue(cut rl.Cut) (rl.Leg, *llm.APIError) {
 	x := l.x
 	x.mu.Lock()
-	x.picks.avoid[l.cur.idx] = true
-	clear(x.picks.tried)
+	x.picks.Avoid[l.cur.idx] = true
+	clear(x.picks.Tried)
 	x.mu.Unlock()
 	delivered := cut.Delivered
 	a, err := x.runTry(l.ctx, &try{req: x.req, pass: policy.Pass{Kind: policy.AttemptContinuation}, cont: &delivered, contOut: cut.Output})

@@ -53,12 +53,9 @@ func (c *callState) escalate() {
 // moveTo has the call's further attempts run on rs (an escalated tier),
 // its endpoints all untried.
 func (x *exec) moveTo(rs *routeState) {
-	n := len(rs.cands)
-	b := make([]bool, 2*n)
 	x.mu.Lock()
 	x.rs = rs
-	x.picks.tried, x.picks.avoid, x.picks.pin = b[:n:n], b[n:], -1
-	x.picks.overloaded = nil
+	x.picks.Move(rs.cands)
 	x.mu.Unlock()
 	x.policy.Strategy = rs.strategy
 }
