@@ -41,7 +41,7 @@ func TestSlowStreamThroughMesh(t *testing.T) {
 					path = "/v1/chat/completions"
 					body = fmt.Sprintf(`{"model":"sim-sonnet","stream":true,"temperature":0,"messages":[{"role":"user","content":%q}]}`, prompt)
 				}
-				read := func() (string, int, time.Duration) {
+				read := func(body string) (string, int, time.Duration) {
 					r := s.call(t, path, body)
 					if r.status != 200 {
 						t.Fatalf("status %d: %s", r.status, r.body)
@@ -77,16 +77,31 @@ func TestSlowStreamThroughMesh(t *testing.T) {
 					}
 					return text.String(), tokens, r.took
 				}
-				// Every region's endpoint learns its pace.
+				// Every region's endpoint learns its pace: three streams
+				// each, pinned by preferred_region (left to the router, the
+				// warm-up once never reached ap-south, where the slow call
+				// then went with no pace to be judged against).
 				var clean string
 				var tokens int
-				for range 9 {
-					clean, tokens, _ = read()
+				for _, reg := range cfg.Regions {
+					pinned := strings.Replace(body, "{", `{"mesh_behavior":{"preferred_region":"`+reg.Name+`"},`, 1)
+					for range 3 {
+						clean, tokens, _ = read(pinned)
+					}
 				}
+				s.mu.Lock()
+				for i, reg := range cfg.Regions {
+					for _, r := range s.records[3*i : 3*i+3] {
+						if r.ServedRegion != reg.Name {
+							t.Fatalf("warm-up for %s served by %s", reg.Name, r.ServedBy)
+						}
+					}
+				}
+				s.mu.Unlock()
 				if err := s.fleet.SetFaults([]sim.Fault{{Kind: sim.KindSlowStream, AfterTokens: 6, Count: 1}}); err != nil {
 					t.Fatal(err)
 				}
-				got, _, took := read()
+				got, _, took := read(body)
 				if got != clean {
 					t.Fatalf("text %q, want the uninterrupted %q", got, clean)
 				}
@@ -94,7 +109,13 @@ func TestSlowStreamThroughMesh(t *testing.T) {
 				rec := s.records[len(s.records)-1]
 				s.mu.Unlock()
 				if rec.Hedges != 1 || !rec.HedgeWon {
-					t.Errorf("hedges %d (won %v): want the slow stream raced and the continuation to win", rec.Hedges, rec.HedgeWon)
+					s.mu.Lock()
+					var served []string
+					for _, r := range s.records {
+						served = append(served, r.ServedBy)
+					}
+					s.mu.Unlock()
+					t.Errorf("hedges %d (won %v): want the slow stream raced and the continuation to win; served by %v, attempts %+v", rec.Hedges, rec.HedgeWon, served, rec.Attempts)
 				}
 				// Alone, the slow stream would take 20ms to its first token, 5ms
 				// before each of its first 6 tokens and 50ms before each other.
