@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/affinity"
+	"github.com/keelmesh/keel/internal/attempt"
 	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/cacheroute"
 	"github.com/keelmesh/keel/internal/callrec"
@@ -231,8 +232,8 @@ type Engine struct {
 	// fleet holds every endpoint, passthrough routes included.
 	fleet  fleet.Registry[*routeState]
 	models []ModelInfo
-	// chain is the attempt path, folded once (see step).
-	chain step
+	// attempts is the attempt lifecycle, its chain folded once.
+	attempts *attempt.Runner
 	// handler is the call pipeline, composed once (pipeline.go); inner is
 	// its part below the client-facing stages, which a shadow call runs.
 	handler, inner pipeline.Handler
@@ -311,13 +312,13 @@ func New(o Options) (*Engine, error) {
 	if e.probeInt <= 0 {
 		e.probeInt = defaultProbeInterval
 	}
-	e.chain = newChain(&policy.Retry{MaxAttempts: r.MaxAttempts, Backoff: backoff, Now: now})
 	if e.cacheRt, err = cacheroute.New(r.CacheAffinity, r.ColdSpend); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e.hedgingOff.Store(r.DisableHedging)
 	e.slowStreamOff, e.slowStream = r.DisableSlowStreamHedging, r.SlowStream
 	e.recoveryOff.Store(r.DisableRecovery)
+	e.attempts = e.newRunner(&policy.Retry{MaxAttempts: r.MaxAttempts, Backoff: backoff, Now: now})
 
 	if err := e.addRoutes(o); err != nil {
 		return nil, err
@@ -548,7 +549,7 @@ func (e *Engine) Refused(req *llm.Request, call Call, ae *llm.APIError) {
 // is closed, Side when its call ends.
 func (e *Engine) finishCall(c *callState) {
 	if c.x != nil {
-		c.x.seal()
+		c.x.Seal()
 	}
 	rec, served, ae := &c.rec, c.served, c.err
 	rec.Duration = e.now().Sub(rec.Start)
