@@ -157,7 +157,7 @@ type Resilience struct {
 	// too wherever hedging is): a stream whose recent pace falls as far
 	// below its endpoint's normal one as SlowStream says is raced against
 	// a continuation on another endpoint, within the hedge budget
-	// (slowstream.go, internal/relay/race.go).
+	// (internal/attempt/slowstream.go, internal/relay/race.go).
 	DisableSlowStreamHedging bool
 	SlowStream               health.PacePolicy
 	// Valve is the mesh-aware safety valve.
@@ -165,7 +165,7 @@ type Resilience struct {
 	// Rollout sends a share of the traffic through a reduced stage.
 	Rollout Rollout
 	// CacheAffinity keeps a conversation on the endpoint whose prompt
-	// cache is warm (cacheroute.go); ColdSpend is the dollar budget hedges
+	// cache is warm (internal/cacheroute); ColdSpend is the dollar budget hedges
 	// pay cold prompts from, and moved conversations are charged to.
 	CacheAffinity affinity.Config
 	ColdSpend     policy.ColdSpendConfig
@@ -210,11 +210,11 @@ type Engine struct {
 	hedge       resilience.HedgePolicy
 	opts        Resilience
 	hedgingOff  atomic.Bool
-	// cacheRt is cache-aware routing (cacheroute.go).
+	// cacheRt is cache-aware routing (internal/cacheroute).
 	cacheRt     *cacheroute.Router
 	recoveryOff atomic.Bool
 	// slowStreamOff and slowStream are slow-stream hedging's switch and
-	// threshold (slowstream.go).
+	// threshold (internal/attempt/slowstream.go).
 	slowStreamOff bool
 	slowStream    health.PacePolicy
 
