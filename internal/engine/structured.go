@@ -13,9 +13,6 @@ import (
 // StructuredOptions tune structured-output handling (structured.Settings, built from structured.Config).
 type StructuredOptions = structured.Settings
 
-// outputSpec is a call's output contract (structured.Spec).
-type outputSpec = structured.Spec
-
 // StructuredMetrics returns the structured-output counters.
 func (e *Engine) StructuredMetrics() *structured.Metrics { return e.smetrics }
 
