@@ -35,12 +35,16 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // virtual time; a Runner over them and a call's Exec on one route.
 
 // upstream is one scripted endpoint: its n-th call (from 0) waits
-// delay(n), then answers text, or status with an Anthropic error body.
+// delay(n), then answers text, or status with an Anthropic error body,
+// or, when words is set, streams them (cut: the connection breaks after
+// them, before the message's end).
 type upstream struct {
 	id     string
 	delay  func(n int) time.Duration
 	status int
 	text   string
+	words  []string
+	cut    bool
 
 	mu    sync.Mutex
 	calls int
@@ -77,6 +81,10 @@ func (us upstreams) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, req.Context().Err()
 		}
 	}
+	if u.words != nil {
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: u.stream(),
+			ContentLength: -1, Request: req}, nil
+	}
 	status, body := 200, ""
 	if u.status != 0 {
 		// Anthropic's error body (PROTOCOLS.md §1).
@@ -89,6 +97,32 @@ func (us upstreams) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(body)),
 		ContentLength: int64(len(body)), Request: req}, nil
 }
+
+// stream is u's answer as Anthropic's Messages stream (PROTOCOLS.md §1:
+// message_start, content_block_start, text deltas, then content_block_stop,
+// message_delta with the usage and message_stop unless it is cut).
+func (u *upstream) stream() io.ReadCloser {
+	ev := func(typ, data string) string { return "event: " + typ + "\ndata: " + data + "\n\n" }
+	var b strings.Builder
+	b.WriteString(ev("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"usage":{"input_tokens":7,"output_tokens":0}}}`))
+	b.WriteString(ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`))
+	for _, w := range u.words {
+		j, _ := json.Marshal(w)
+		b.WriteString(ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+string(j)+`}}`))
+	}
+	if u.cut {
+		return io.NopCloser(io.MultiReader(strings.NewReader(b.String()), errReader{io.ErrUnexpectedEOF}))
+	}
+	b.WriteString(ev("content_block_stop", `{"type":"content_block_stop","index":0}`))
+	b.WriteString(ev("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":%d}}`, len(u.words))))
+	b.WriteString(ev("message_stop", `{"type":"message_stop"}`))
+	return io.NopCloser(strings.NewReader(b.String()))
+}
+
+// errReader fails every read with err (a connection that broke).
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 // endpoints are the live endpoints of model m on the upstreams ids, in
 // order (ids "m/<id>/p").

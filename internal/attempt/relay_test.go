@@ -3,13 +3,17 @@ package attempt
 import (
 	"context"
 	"io"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/route"
 )
@@ -123,4 +127,111 @@ func TestSlowGap(t *testing.T) {
 			}
 		})
 	}
+}
+
+// streamed is the call a Relay tells how its stream ended.
+type streamed struct {
+	served *fleet.Endpoint
+	err    *llm.APIError
+	ended  int
+}
+
+func (s *streamed) Reasked() *fleet.Endpoint { return nil }
+func (s *streamed) Ended(served *fleet.Endpoint, ae *llm.APIError) {
+	s.served, s.err = served, ae
+	s.ended++
+}
+
+// read reads the relay to its end: the text the client got, and whether
+// the message ended.
+func read(t *testing.T, r *Relay) (string, bool) {
+	t.Helper()
+	var b strings.Builder
+	stopped := false
+	for {
+		ev, err := r.Next()
+		if err == io.EOF {
+			return b.String(), stopped
+		}
+		if err != nil {
+			t.Fatalf("relay: %v", err)
+		}
+		switch ev.Type {
+		case llm.EventBlockDelta:
+			b.WriteString(ev.Delta)
+		case llm.EventMessageStop:
+			stopped = true
+		case llm.EventError:
+			t.Fatalf("error event: %v", ev.Err)
+		}
+	}
+}
+
+// A stream cut mid-way is continued through the chain on another
+// endpoint (the one that failed avoided): the client gets the whole
+// answer once, the record both attempts, a recovery, and the call is
+// told the continuation served it.
+func TestRelayContinuesElsewhere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		us := upstreams{
+			"a": {id: "a", words: []string{"Once ", "upon "}, cut: true},
+			"b": {id: "b", words: []string{"a ", "time."}},
+		}
+		r := testRunner(t, us, Deps{HedgingOff: hedgingOff(), RecoveryOff: new(atomic.Bool)}, nil)
+		x, rec := newCall(r, testRoute(t, route.Ordered, endpoints(t, "a", "b")...), ask(true))
+		ctx, cancel := context.WithCancel(context.Background())
+		a, err := x.Run(ctx, x.req, policy.AttemptPrimary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &streamed{}
+		rel := NewRelay(ctx, cancel, c, a)
+		text, stopped := read(t, rel)
+		rel.Close()
+		rel.Close() // once only
+		if text != "Once upon a time." || !stopped {
+			t.Errorf("client got %q (stopped %v), want \"Once upon a time.\" ended", text, stopped)
+		}
+		if want := []string{"m/a/p primary connection_reset", "m/b/p continuation ok"}; !slices.Equal(kinds(rec), want) || rec.Recovered != 1 {
+			t.Errorf("record %q, recovered %d, want %q, 1", kinds(rec), rec.Recovered, want)
+		}
+		if c.ended != 1 || c.err != nil || c.served == nil || c.served.ID != "m/b/p" || rel.Served().ID != "m/b/p" {
+			t.Errorf("ended %d times, served by %v, error %v; want once, m/b/p, none", c.ended, c.served, c.err)
+		}
+		if us["a"].count() != 1 || us["b"].count() != 1 {
+			t.Errorf("upstream calls a %d, b %d, want 1 each", us["a"].count(), us["b"].count())
+		}
+	})
+}
+
+// With recovery off the cut stream ends with the wire's error for the
+// client, and the call is told it failed.
+func TestRelayRecoveryOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		us := upstreams{"a": {id: "a", words: []string{"Once "}, cut: true}, "b": {id: "b", words: []string{"never"}}}
+		var recoveryOff atomic.Bool
+		recoveryOff.Store(true)
+		r := testRunner(t, us, Deps{HedgingOff: hedgingOff(), RecoveryOff: &recoveryOff}, nil)
+		x, rec := newCall(r, testRoute(t, route.Ordered, endpoints(t, "a", "b")...), ask(true))
+		ctx, cancel := context.WithCancel(context.Background())
+		a, err := x.Run(ctx, x.req, policy.AttemptPrimary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &streamed{}
+		rel := NewRelay(ctx, cancel, c, a)
+		var last *llm.Event
+		for {
+			ev, err := rel.Next()
+			if err != nil {
+				break
+			}
+			last = ev
+		}
+		rel.Close()
+		if last == nil || last.Type != llm.EventError || c.err == nil || c.served != nil || us["b"].count() != 0 || len(rec.Attempts) != 1 {
+			t.Errorf("last event %+v, call error %v, served %v, b called %d, %d attempts; want an error event, the call failed, b never called",
+				last, c.err, c.served, us["b"].count(), len(rec.Attempts))
+		}
+	})
 }
