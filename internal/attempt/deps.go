@@ -37,7 +37,8 @@ import (
 
 // Deps is what the attempt lifecycle needs of the mesh, built once by the
 // engine: nothing here changes after New but the switches the engine
-// flips at run time (HedgingOff, RecoveryOff).
+// flips at run time (HedgingOff, RecoveryOff). Client, Now, Rand, Retry,
+// MaxAttempts and CacheRoute are required; the others may be left zero.
 type Deps struct {
 	// Client sends the attempts (model calls, a Side call's posts).
 	Client *provider.Client

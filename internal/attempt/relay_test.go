@@ -15,6 +15,7 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
+	rl "github.com/keelmesh/keel/internal/relay"
 	"github.com/keelmesh/keel/internal/route"
 )
 
@@ -234,4 +235,33 @@ func TestRelayRecoveryOff(t *testing.T) {
 				last, c.err, c.served, us["b"].count(), len(rec.Attempts))
 		}
 	})
+}
+
+// A slow-stream race books a hedge only when the call keeps an attempt
+// for a recovery after it and the hedge gates (BookHedge) pass; refused,
+// the slow leg goes on alone and nothing is recorded.
+func TestRaceGates(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		setup func(x *Exec, rt Route)
+	}{
+		{name: "the last attempt is a recovery's", setup: func(x *Exec, _ Route) { x.attempts = 3 }},
+		{name: "hedge budget spent", setup: func(_ *Exec, rt Route) {
+			for rt.Hedges.TryWithdraw() {
+			}
+		}},
+		{name: "call ended", setup: func(x *Exec, _ Route) { x.Seal() }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := testRunner(t, nil, Deps{}, nil)
+			rt := testRoute(t, route.Ordered, endpoints(t, "a", "b")...)
+			x, rec := newCall(r, rt, ask(true))
+			l, _ := streamLegs(t, context.Background(), x)
+			defer l.cur.discard()
+			c.setup(x, rt)
+			if race := l.Race(rl.Cut{Delivered: "Once ", Output: 1}); race != nil || rec.Hedges != 0 || len(rec.Attempts) != 1 || l.pump != nil {
+				t.Errorf("race %v, %d hedges, %d attempts, pump %v; want no race and nothing recorded", race, rec.Hedges, len(rec.Attempts), l.pump)
+			}
+		})
+	}
 }
