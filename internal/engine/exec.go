@@ -25,11 +25,12 @@ func (e *Engine) newRunner(retry *policy.Retry) *attempt.Runner {
 		CacheRoute: e.cacheRt, Prices: e.prices, MarkDown: e.markDown,
 		Calibrations: e.cals, ParamPolicy: e.paramPol, NormalizationOff: e.normOff, RelaxedStreams: e.structOpts.RelaxedStreams,
 		Deadline: errDeadline}
-	if o := e.events.attemptObs; o != nil {
-		d.OnAttempt = o.OnAttempt
+	// Nil when nobody listens: the attempts build no event then.
+	if e.events.attemptObs != nil {
+		d.OnAttempt = e.events.attempt
 	}
-	if o := e.events.hedgeObs; o != nil {
-		d.OnHedge = o.OnHedge
+	if e.events.hedgeObs != nil {
+		d.OnHedge = e.events.hedge
 	}
 	return attempt.New(d)
 }
