@@ -19,8 +19,10 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/config"
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/convstate"
 	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/keys"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/provider"
@@ -41,7 +43,7 @@ type Options struct {
 	// own tuned transport.
 	Upstream http.RoundTripper
 	// Observer receives a record of every finished call; it must not block.
-	Observer engine.Observer
+	Observer callrec.Observer
 	// Now is the engine's clock (nil: time.Now).
 	Now func() time.Time
 }
@@ -172,7 +174,7 @@ func (m *Mesh) FlushRequestLog(ctx context.Context) error {
 
 // liveEndpoints is every endpoint's live state, none before the engine is
 // built (the metrics and the dashboard are built before it).
-func (m *Mesh) liveEndpoints() []engine.EndpointStatus {
+func (m *Mesh) liveEndpoints() []fleet.Status {
 	if m.eng == nil {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/classify"
 	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/normalize/calstore"
 	"github.com/keelmesh/keel/internal/pii"
@@ -28,7 +29,7 @@ type shared struct {
 
 // engineState is what the engine shares with the other replicas: nil
 // (an interface without a value) when nothing is shared.
-func (s shared) engineState() engine.SharedState {
+func (s shared) engineState() fleet.SharedState {
 	if s.store == nil {
 		return nil
 	}
@@ -177,36 +178,36 @@ func resilienceOptions(c config.Resilience) engine.Resilience {
 // section and the models' and aliases' overrides; off unless pii.enabled.
 // The audit log, when open (the observe step), supplies the hash key
 // unless the config does.
-func piiOptions(cfg *config.Config, audit *sqlite.Audit) (engine.PIIOptions, error) {
+func piiOptions(cfg *config.Config, audit *sqlite.Audit) (pii.Options, error) {
 	p := cfg.PII
 	if !p.Enabled {
-		return engine.PIIOptions{}, nil
+		return pii.Options{}, nil
 	}
 	d, err := pii.New(p.Config)
 	if err != nil {
-		return engine.PIIOptions{}, fmt.Errorf("pii: %w", err)
+		return pii.Options{}, fmt.Errorf("pii: %w", err)
 	}
-	o := engine.PIIOptions{
-		Detector: engine.PIIDetectorFunc(func(ctx context.Context, text string) ([]pii.Match, error) {
+	o := pii.Options{
+		Detector: pii.FinderFunc(func(ctx context.Context, text string) ([]pii.Match, error) {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
 			return d.Find(text), nil
 		}),
 		Action: p.Action, FailOpen: p.FailOpen, TimeBudget: time.Duration(p.TimeBudget),
-		HashKey: []byte(p.Audit.HashKey.Value()), Routes: map[string]engine.PIIRoute{},
+		HashKey: []byte(p.Audit.HashKey.Value()), Routes: map[string]pii.Route{},
 	}
 	if len(o.HashKey) == 0 && audit != nil {
 		o.HashKey = audit.HashKey()
 	}
 	for _, md := range cfg.Models {
 		if r := md.PII; r != nil {
-			o.Routes[md.Name] = engine.PIIRoute{Action: r.Action, FailOpen: r.FailOpen}
+			o.Routes[md.Name] = pii.Route{Action: r.Action, FailOpen: r.FailOpen}
 		}
 	}
 	for _, a := range cfg.Aliases {
 		if r := a.PII; r != nil {
-			o.Routes[a.Name] = engine.PIIRoute{Action: r.Action, FailOpen: r.FailOpen}
+			o.Routes[a.Name] = pii.Route{Action: r.Action, FailOpen: r.FailOpen}
 		}
 	}
 	return o, nil
@@ -215,8 +216,8 @@ func piiOptions(cfg *config.Config, audit *sqlite.Audit) (engine.PIIOptions, err
 // caches are the exact cache (in memory, or in front of Redis) and the
 // semantic cache, each nil when off.
 type caches struct {
-	exact    engine.Cache
-	semantic *engine.Semantic
+	exact    cache.Store
+	semantic *semcache.Semantic
 }
 
 // openCaches builds the exact cache when cache.enabled, over the fleet's
@@ -225,7 +226,7 @@ type caches struct {
 func openCaches(cfg *config.Config, eps []*provider.Endpoint, sh shared, rt http.RoundTripper, now func() time.Time) (caches, error) {
 	var c caches
 	if cfg.Cache.Enabled {
-		lru, err := cache.New[*engine.CacheEntry](cfg.Cache.Config, now)
+		lru, err := cache.New[*cache.Entry](cfg.Cache.Config, now)
 		if err != nil {
 			return caches{}, fmt.Errorf("cache: %w", err)
 		}
@@ -249,7 +250,7 @@ func openCaches(cfg *config.Config, eps []*provider.Endpoint, sh shared, rt http
 // semanticCache builds the semantic cache when an alias turns it on: an
 // index bounded by cache.semantic_max_entries with the exact cache's TTL,
 // and a client of cache.embeddings sending through rt.
-func semanticCache(cfg *config.Config, rt http.RoundTripper, now func() time.Time) (*engine.Semantic, error) {
+func semanticCache(cfg *config.Config, rt http.RoundTripper, now func() time.Time) (*semcache.Semantic, error) {
 	on := false
 	for _, a := range cfg.Aliases {
 		on = on || a.SemanticCache != nil && a.SemanticCache.Enabled
@@ -257,7 +258,7 @@ func semanticCache(cfg *config.Config, rt http.RoundTripper, now func() time.Tim
 	if !on || !cfg.Cache.Enabled || cfg.Cache.Embeddings == nil {
 		return nil, nil
 	}
-	idx, err := semcache.New[*engine.CacheEntry](semcache.Config{TTL: cfg.Cache.TTL, MaxEntries: cfg.Cache.SemanticMaxEntries}, now)
+	idx, err := semcache.New[*cache.Entry](semcache.Config{TTL: cfg.Cache.TTL, MaxEntries: cfg.Cache.SemanticMaxEntries}, now)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +267,7 @@ func semanticCache(cfg *config.Config, rt http.RoundTripper, now func() time.Tim
 	if err != nil {
 		return nil, fmt.Errorf("embeddings: %w", err)
 	}
-	return &engine.Semantic{Embed: c.Embed, Index: idx}, nil
+	return &semcache.Semantic{Embed: c.Embed, Index: idx}, nil
 }
 
 // calibrations are the ones `keel calibrate` stored in the file at path

@@ -39,6 +39,7 @@ import (
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
+	"github.com/keelmesh/keel/internal/pii"
 	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/pricing"
@@ -46,6 +47,7 @@ import (
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/rollout"
 	"github.com/keelmesh/keel/internal/route"
+	"github.com/keelmesh/keel/internal/semcache"
 	"github.com/keelmesh/keel/internal/shadow"
 	"github.com/keelmesh/keel/internal/structured"
 )
@@ -117,7 +119,7 @@ type Options struct {
 	// Cache, when set, is the exact response cache: a call the policy
 	// deems safe to cache is answered from it when an identical one was
 	// answered before (cache.go); nil means no cache.
-	Cache Cache
+	Cache cache.Store
 	// CachePolicy says which requests are safe to cache.
 	CachePolicy cache.Policy
 	// Shadow sizes the pool that runs the aliases' shadow calls (used
@@ -125,10 +127,10 @@ type Options struct {
 	Shadow ShadowOptions
 	// Semantic, when set, is the semantic cache of the aliases that set
 	// SemanticThreshold (semantic.go); nil means none.
-	Semantic *Semantic
+	Semantic *semcache.Semantic
 	// PII turns personal-data detection on (pii.go); a nil Detector
 	// leaves it off.
-	PII PIIOptions
+	PII pii.Options
 }
 
 // Resilience tunes retries, hedging, breakers and health.

@@ -6,13 +6,15 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/keelmesh/keel/internal/callrec"
+
 	"github.com/keelmesh/keel/internal/llm"
 )
 
 // Issue 13: a fragment whose replicas all answered, but none with a JSON
 // object, is lost: FragmentsOK does not count it (it did, so the header said
 // "4/4" beside X-Mesh-Fragments-Lost), LostRanges names it and its
-// FragmentDetail says "invalid".
+// callrec.FragmentDetail says "invalid".
 func TestFragmentAnsweredWithoutJSONIsLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		answer := func(n int, body map[string]any) reply {
@@ -42,9 +44,9 @@ func TestFragmentAnsweredWithoutJSONIsLost(t *testing.T) {
 			t.Fatalf("%d fragment details for %d fragments", len(rec.Fragments.Details), rec.Fragments.Count)
 		}
 		for i, d := range rec.Fragments.Details {
-			want := FragmentInvalid
+			want := callrec.FragmentInvalid
 			if i == 0 {
-				want = FragmentOK
+				want = callrec.FragmentOK
 			}
 			if d.Outcome != want || len(d.Endpoints) == 0 {
 				t.Errorf("fragment %d: outcome %q, endpoints %v; want %q and the endpoints tried", i, d.Outcome, d.Endpoints, want)

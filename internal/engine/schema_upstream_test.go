@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/keelmesh/keel/internal/callrec"
+
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/provider"
@@ -181,7 +183,7 @@ func TestReaskCarriesSchemaAndViolationIsExplained(t *testing.T) {
 		req := ask(llm.FormatOpenAI, "m", false)
 		req.Messages[0].Content[0].Text = "My key is sk-ant-api03-secretsecretsecret, what is the risk?"
 		var rec *Record
-		e.obs = ObserverFunc(func(r *Record) { rec = r })
+		e.obs = callrec.ObserverFunc(func(r *Record) { rec = r })
 		_, ae := callWith(t, e, req, &Behavior{OutputSchema: riskSchema, Debug: true})
 		if ae == nil || ae.MeshCode != llm.MeshSchemaViolation || !strings.Contains(ae.Message, "confidence_score") {
 			t.Fatalf("error = %v, want MESH_SCHEMA_VIOLATION naming confidence_score", ae)

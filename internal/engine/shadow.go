@@ -21,13 +21,6 @@ import (
 // what it saw. Its cost is reported in ShadowResult.ShadowCost, apart from
 // the client's.
 
-// ShadowObserver is told about every shadowed call: compared, failed,
-// dropped or shed. It runs on a shadow worker (or, for a drop, the
-// client's goroutine) and must not block.
-type ShadowObserver interface {
-	OnShadow(shadow.Result)
-}
-
 // ShadowOptions size the shadow pool (shadow.PoolOptions).
 type ShadowOptions = shadow.PoolOptions
 

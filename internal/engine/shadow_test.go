@@ -170,7 +170,7 @@ func TestShadowNeverRetriedNorFailedOver(t *testing.T) {
 	})
 }
 
-// TestShadowAttemptEventsMarked: an AttemptObserver can tell a shadow
+// TestShadowAttemptEventsMarked: an observe.AttemptObserver can tell a shadow
 // call's attempt from the client's (AttemptEvent.Shadow), so attempts
 // counted per client call are not inflated by shadowing.
 func TestShadowAttemptEventsMarked(t *testing.T) {
@@ -336,7 +336,7 @@ func TestShadowBypassesTheCache(t *testing.T) {
 			return anthropicJSON(fmt.Sprintf(`{"n":%d}`, n))
 		}}
 		h := newHarness(t, p)
-		lru, err := cache.New[*CacheEntry](cache.Config{}, time.Now)
+		lru, err := cache.New[*cache.Entry](cache.Config{}, time.Now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -347,7 +347,7 @@ func TestShadowBypassesTheCache(t *testing.T) {
 		req := ask(llm.FormatAnthropic, "a", false)
 		zero := 0.0
 		req.Temperature = &zero
-		if res := call(t, e, req); res.err != nil || res.rec.CacheStatus() != CacheMiss {
+		if res := call(t, e, req); res.err != nil || res.rec.CacheStatus() != cache.Miss {
 			t.Fatalf("client call: %v, cache %q", res.err, res.rec.Cache)
 		}
 		if err := e.DrainShadows(context.Background()); err != nil {
