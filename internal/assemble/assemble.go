@@ -13,6 +13,7 @@ package assemble
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/keelmesh/keel/config"
 	"github.com/keelmesh/keel/internal/callrec"
+	"github.com/keelmesh/keel/internal/chain"
 	"github.com/keelmesh/keel/internal/convstate"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/fleet"
@@ -124,14 +126,17 @@ func Build(cfg *config.Config, o Options) (_ *Mesh, err error) {
 	if err != nil {
 		return nil, err
 	}
-	m.eng, err = engine.New(engine.Options{Cache: cs.exact, CachePolicy: cfg.Cache.Policy, Semantic: cs.semantic, Shared: sh.engineState(), Prices: prices.Lookup,
+	st, err := chain.Build(chain.Config{PII: piiOpts, Cache: cs.exact, CachePolicy: cfg.Cache.Policy, Semantic: cs.semantic,
+		Structured: cfg.StructuredOutput.Settings(), Metrics: m.smetrics, Fragment: cfg.Fragmentation.Settings(), Log: o.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	m.eng, err = engine.New(engine.Options{Stages: st, Shared: sh.engineState(), Prices: prices.Lookup,
 		Endpoints: ups.routed, Aliases: aliases(cfg, clf.Complexity), Client: provider.NewClient(rt), Logger: o.Logger,
-		Passthrough: ups.passthrough, Resilience: resilienceOptions(cfg.Resilience), Structured: cfg.StructuredOutput.Settings(),
-		Fragment: cfg.Fragmentation.Settings(), StructuredMetrics: m.smetrics, Calibrations: cals, ParamPolicy: cfg.Normalization.ParameterPolicy,
+		Passthrough: ups.passthrough, Resilience: resilienceOptions(cfg.Resilience), Calibrations: cals, ParamPolicy: cfg.Normalization.ParameterPolicy,
 		DisableNormalization: cfg.Normalization.Enabled != nil && !*cfg.Normalization.Enabled,
 		Shadow:               engine.ShadowOptions{Workers: cfg.Shadow.Workers, Queue: cfg.Shadow.Queue, ShedInflight: cfg.Shadow.ShedInflight, Timeout: cfg.Shadow.Timeout.Std()},
-		Observer:             obs.observer, Now: o.Now,
-		Classify: clf.Domain, PII: piiOpts})
+		Observer:             obs.observer, Now: o.Now, Classify: clf.Domain})
 	if err != nil {
 		return nil, err
 	}

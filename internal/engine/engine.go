@@ -31,7 +31,6 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/affinity"
-	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/cacheroute"
 	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/chain"
@@ -39,7 +38,6 @@ import (
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
-	"github.com/keelmesh/keel/internal/pii"
 	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/pricing"
@@ -47,9 +45,7 @@ import (
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/rollout"
 	"github.com/keelmesh/keel/internal/route"
-	"github.com/keelmesh/keel/internal/semcache"
 	"github.com/keelmesh/keel/internal/shadow"
-	"github.com/keelmesh/keel/internal/structured"
 )
 
 // Alias is an ordered chain of model names served under one name.
@@ -67,8 +63,8 @@ type Alias struct {
 	// shadow path and compares the answers (shadow.go).
 	Shadow *shadow.Config
 	// SemanticThreshold, when > 0, turns the semantic cache on for the
-	// alias: the lowest cosine similarity it serves (semantic.go). It
-	// needs Options.Cache and Options.Semantic.
+	// alias: the lowest cosine similarity it serves. It needs
+	// Options.Stages.Semantic.
 	SemanticThreshold float64
 }
 
@@ -87,13 +83,9 @@ type Options struct {
 	Passthrough []*provider.Endpoint
 
 	Resilience Resilience
-	// Structured tunes structured-output validation and repair.
-	Structured StructuredOptions
-	// Fragment tunes long-input fragmentation and fusion.
-	Fragment FragmentOptions
-	// StructuredMetrics receives the structured-output counters (nil: the
-	// engine keeps its own, see StructuredMetrics).
-	StructuredMetrics *structured.Metrics
+	// Stages are the feature stages, built (chain.Build): the engine puts
+	// them in their places in the chain (compose).
+	Stages chain.Stages
 	// Calibrations map requested temperatures between models (keel
 	// calibrate); nil means none.
 	Calibrations *normalize.Set
@@ -116,21 +108,9 @@ type Options struct {
 	// Prices prices an endpoint whose Price is zero (passthrough endpoints
 	// above all) by its upstream model name; nil leaves them unpriced.
 	Prices func(model string) (pricing.Price, bool)
-	// Cache, when set, is the exact response cache: a call the policy
-	// deems safe to cache is answered from it when an identical one was
-	// answered before (cache.go); nil means no cache.
-	Cache cache.Store
-	// CachePolicy says which requests are safe to cache.
-	CachePolicy cache.Policy
 	// Shadow sizes the pool that runs the aliases' shadow calls (used
 	// only when an alias has a Shadow).
 	Shadow ShadowOptions
-	// Semantic, when set, is the semantic cache of the aliases that set
-	// SemanticThreshold (semantic.go); nil means none.
-	Semantic *semcache.Semantic
-	// PII turns personal-data detection on (pii.go); a nil Detector
-	// leaves it off.
-	PII pii.Options
 }
 
 // Resilience tunes retries, hedging, breakers and health.
@@ -180,32 +160,21 @@ type Resilience struct {
 
 // Engine is the mesh's request pipeline.
 type Engine struct {
-	client     *provider.Client
-	classify   func(string) string
-	structOpts StructuredOptions
-	fragOpts   FragmentOptions
-	cals       *normalize.Set
-	paramPol   normalize.Policy
-	normOff    bool
-	// smetrics counts validated, repaired, re-asked and failed answers.
-	smetrics *structured.Metrics
-	// schemas compiles client schemas under structOpts.Limits, with this
-	// engine's own compile slots.
-	schemas *structured.Compiler
-	log     *slog.Logger
-	obs     Observer
-	events  events // obs under its optional interfaces (events.go)
-	now     func() time.Time
-	rnd     func(int) int
-	prices  func(string) (pricing.Price, bool)
-	// exactStage and semanticStage are the response caches (nil when
-	// off).
-	exactStage, semanticStage pipeline.Stage
-	// rolloutSt, structSt and fragSt are the rollout, structured-output
-	// and fragmentation stages (package chain).
-	rolloutSt, structSt, fragSt pipeline.Stage
-	// piiStage is Options.PII built.
-	piiStage    pipeline.Stage
+	client   *provider.Client
+	classify func(string) string
+	cals     *normalize.Set
+	paramPol normalize.Policy
+	normOff  bool
+	log      *slog.Logger
+	obs      Observer
+	events   events // obs under its optional interfaces (events.go)
+	now      func() time.Time
+	rnd      func(int) int
+	prices   func(string) (pricing.Price, bool)
+	// st are the feature stages; rolloutSt is the rollout stage (over
+	// the engine's plan and valve).
+	st          chain.Stages
+	rolloutSt   pipeline.Stage
 	maxAttempts int
 	timeout     time.Duration
 	hedge       resilience.HedgePolicy
@@ -288,7 +257,7 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: backoff: %w", err)
 	}
 	e := &Engine{stop: make(chan struct{}),
-		client: o.Client, classify: o.Classify, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices,
+		client: o.Client, classify: o.Classify, st: o.Stages, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices,
 		maxAttempts: r.MaxAttempts, timeout: r.Timeout, hedge: r.Hedge, opts: r,
 		routes: map[string]*routeState{}, shared: o.Shared,
 	}
@@ -298,13 +267,6 @@ func New(o Options) (*Engine, error) {
 		}}
 	e.sharing = fleet.Sharing{Shared: o.Shared, ByID: e.fleet.ByID, All: e.fleet.All, Budgets: e.budgets, Prober: e.prober, Log: log, Now: now,
 		Stop: e.stop, Closed: e.closed.Load}
-	if e.smetrics == nil {
-		e.smetrics = &structured.Metrics{}
-	}
-	e.schemas = structured.NewCompiler(o.Structured.Limits)
-	if e.piiStage, err = chain.PII(o.PII, log); err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
-	}
 	e.valve, e.events = rollout.NewValve(r.Valve), newEvents(o.Observer)
 	if e.rollout, err = rollout.NewPlan(r.Rollout); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -337,7 +299,7 @@ func (e *Engine) start(o Options) error {
 	if err := e.newShadows(o.Aliases, o.Shadow); err != nil {
 		return err
 	}
-	e.compose(o)
+	e.compose()
 	if e.shared != nil {
 		e.sharing.Start(&e.probes)
 	}
@@ -381,7 +343,7 @@ func (e *Engine) addRoutes(o Options) error {
 		}
 	}
 	for _, a := range t.Aliases {
-		if err := e.addAlias(a, o.Aliases[a], t.ByAlias[a], o); err != nil {
+		if err := e.addAlias(a, o.Aliases[a], t.ByAlias[a]); err != nil {
 			return err
 		}
 	}
@@ -413,15 +375,15 @@ func aliasSpecs(aliases map[string]Alias, eps []*endpoint) (map[string]fleet.Ali
 }
 
 // addAlias adds alias a's route over its chain c, and its tiers' routes.
-func (e *Engine) addAlias(a string, spec Alias, c fleet.Chain, o Options) error {
+func (e *Engine) addAlias(a string, spec Alias, c fleet.Chain) error {
 	rs, err := e.newRoute(a, c.Cands, c.Strategy)
 	if err != nil {
 		return err
 	}
 	rs.translation = spec.Translation
 	if spec.SemanticThreshold > 0 {
-		if o.Cache == nil || o.Semantic == nil {
-			return fmt.Errorf("engine: alias %q: the semantic cache needs Options.Cache and Options.Semantic", a)
+		if e.st.Semantic == nil {
+			return fmt.Errorf("engine: alias %q: the semantic cache needs the exact cache and an embedder (chain.Config.Cache, .Semantic)", a)
 		}
 		rs.semThreshold = float32(spec.SemanticThreshold)
 	}

@@ -129,7 +129,7 @@ func TestEventsAllocateNothing(t *testing.T) {
 // configured, obs as its observer and *now as its clock.
 func valveEngine(t *testing.T, cfg ValveConfig, obs Observer, now *time.Time) *Engine {
 	t.Helper()
-	e, err := New(Options{Client: provider.NewClient(http.DefaultTransport), Observer: obs,
+	e, err := newEngine(Options{Client: provider.NewClient(http.DefaultTransport), Observer: obs,
 		Now: func() time.Time { return *now }, Resilience: Resilience{Valve: cfg}})
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +242,7 @@ func TestBreakerTransitionsAreEvents(t *testing.T) {
 // TestNewRejectsBadValveThreshold: engine.New checks the valve's policy
 // with resilience.ValveConfig.Validate, as config does.
 func TestNewRejectsBadValveThreshold(t *testing.T) {
-	_, err := New(Options{Client: provider.NewClient(http.DefaultTransport), Resilience: Resilience{Valve: ValveConfig{Threshold: 2}}})
+	_, err := newEngine(Options{Client: provider.NewClient(http.DefaultTransport), Resilience: Resilience{Valve: ValveConfig{Threshold: 2}}})
 	if !errors.Is(err, resilience.ErrInvalidConfig) {
 		t.Errorf("New(threshold 2) = %v, want an error wrapping ErrInvalidConfig", err)
 	}

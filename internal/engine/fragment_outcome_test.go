@@ -7,6 +7,8 @@ import (
 	"testing/synctest"
 
 	"github.com/keelmesh/keel/internal/callrec"
+	"github.com/keelmesh/keel/internal/chain"
+	"github.com/keelmesh/keel/internal/fragment"
 
 	"github.com/keelmesh/keel/internal/llm"
 )
@@ -27,7 +29,7 @@ func TestFragmentAnsweredWithoutJSONIsLost(t *testing.T) {
 		a := &scripted{id: "a", format: llm.FormatAnthropic, script: answer}
 		b := &scripted{id: "b", format: llm.FormatAnthropic, script: answer}
 		h := newHarness(t, a, b)
-		e := h.engine(Options{Fragment: FragmentOptions{TargetTokens: 200, Redundancy: 2},
+		e := h.engine(Options{Stages: stages(t, chain.Config{Fragment: fragment.Settings{TargetTokens: 200, Redundancy: 2}}),
 			Aliases: map[string]Alias{"al": {Models: []string{"m"}}}}, h.endpoints("m", "a", "b")...)
 		out := fragmentedCall(t, e)
 		rec := out.Record
@@ -65,7 +67,7 @@ func TestFragmentReplicasStartOnDistinctEndpoints(t *testing.T) {
 		b := &scripted{id: "b", format: llm.FormatAnthropic, script: ok}
 		c := &scripted{id: "c", format: llm.FormatAnthropic, script: ok}
 		h := newHarness(t, a, b, c)
-		e := h.engine(Options{Fragment: FragmentOptions{TargetTokens: 200, Redundancy: 2}, Rand: func(n int) int { return n - 1 },
+		e := h.engine(Options{Stages: stages(t, chain.Config{Fragment: fragment.Settings{TargetTokens: 200, Redundancy: 2}}), Rand: func(n int) int { return n - 1 },
 			Aliases: map[string]Alias{"al": {Models: []string{"m"}}}}, h.endpoints("m", "a", "b", "c")...)
 		out := fragmentedCall(t, e)
 		for i, d := range out.Record.Fragments.Details {

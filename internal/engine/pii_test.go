@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/callrec"
+	"github.com/keelmesh/keel/internal/chain"
 
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pii"
@@ -169,7 +170,7 @@ func piiCall(t *testing.T, e *Engine, req *llm.Request, b *Behavior) piiAnswer {
 func piiEngine(t *testing.T, o pii.Options, script func(int, map[string]any) reply) (*Engine, *scripted) {
 	up := &scripted{id: "a", format: llm.FormatAnthropic, script: script}
 	h := newHarness(t, up)
-	return h.engine(Options{PII: o}, h.endpoints("m", "a")...), up
+	return h.engine(Options{Stages: stages(t, chain.Config{PII: o})}, h.endpoints("m", "a")...), up
 }
 
 // TestPIIRedactedUpstreamRestoredForClient: the upstream sees placeholders
@@ -441,7 +442,7 @@ func TestPIIOpenAIPassThroughStreamRestored(t *testing.T) {
 			return openaiStream(pieces("Mail "+strings.Join(ps, " or ")+" today.", 2), 0, true, 5)
 		}}
 		h := newHarness(t, up)
-		e := h.engine(Options{PII: pii.Options{Detector: regexDetector()}}, h.endpoints("m", "a")...)
+		e := h.engine(Options{Stages: stages(t, chain.Config{PII: pii.Options{Detector: regexDetector()}})}, h.endpoints("m", "a")...)
 		req := ask(llm.FormatOpenAI, "m", true)
 		req.Messages[0].Content[0].Text = "Write to " + piiEmail + " or " + piiPhone
 		out, err := e.Do(context.Background(), req, Call{RequestID: "t"})
@@ -545,7 +546,7 @@ func TestPIIClientGoneIsNoDetectionFailure(t *testing.T) {
 		var rec *Record
 		up := &scripted{id: "a", format: llm.FormatAnthropic, script: always(anthropicJSON("hi"))}
 		h := newHarness(t, up)
-		e := h.engine(Options{PII: pii.Options{Detector: det}, Observer: callrec.ObserverFunc(func(r *Record) { rec = r })}, h.endpoints("m", "a")...)
+		e := h.engine(Options{Stages: stages(t, chain.Config{PII: pii.Options{Detector: det}}), Observer: callrec.ObserverFunc(func(r *Record) { rec = r })}, h.endpoints("m", "a")...)
 		_, err := e.Do(ctx, piiAsk(llm.FormatAnthropic, false), Call{RequestID: "t"})
 		ae, _ := err.(*llm.APIError)
 		if ae == nil || ae.Status != 499 || ae.MeshCode != llm.MeshTimeout {
@@ -665,7 +666,7 @@ func TestPIIOpenAIToolArgumentsStreamRestored(t *testing.T) {
 			return reply{events: evs}
 		}}
 		h := newHarness(t, up)
-		e := h.engine(Options{PII: pii.Options{Detector: regexDetector()}}, h.endpoints("m", "a")...)
+		e := h.engine(Options{Stages: stages(t, chain.Config{PII: pii.Options{Detector: regexDetector()}})}, h.endpoints("m", "a")...)
 		req := ask(llm.FormatOpenAI, "m", true)
 		req.Messages[0].Content[0].Text = "Send it to " + piiEmail + " and " + piiPhone
 		out, err := e.Do(context.Background(), req, Call{RequestID: "t"})

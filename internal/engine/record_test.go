@@ -3,6 +3,7 @@ package engine
 import (
 	"testing"
 
+	"github.com/keelmesh/keel/internal/chain"
 	"github.com/keelmesh/keel/internal/rollout"
 
 	"github.com/keelmesh/keel/internal/cache"
@@ -46,7 +47,7 @@ func TestRecordPartsOnlyForStagesThatActed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := h.engine(Options{Cache: lru}, h.endpoints("m", "a")...)
+		e := h.engine(Options{Stages: stages(t, chain.Config{Cache: lru})}, h.endpoints("m", "a")...)
 		req := func() *llm.Request {
 			r := ask(llm.FormatAnthropic, "m", false)
 			zero := 0.0

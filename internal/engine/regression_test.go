@@ -465,7 +465,7 @@ func TestValveIgnoresFallbackToStrongerModel(t *testing.T) {
 		o := Options{Endpoints: eps, Client: provider.NewClient(h), Aliases: map[string]Alias{
 			"up":   {Models: []string{"sonnet", "opus"}, Strategy: "ordered"},
 			"down": {Models: []string{"sonnet", "haiku"}, Strategy: "ordered"}}}
-		e, err := New(o)
+		e, err := newEngine(o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -497,7 +497,7 @@ func TestHedgeAfterTheCallEndedBooksNothing(t *testing.T) {
 		eps = append(eps, &provider.Endpoint{ID: fmt.Sprintf("m/r%d/p", i), Model: "m", UpstreamModel: "m", Region: fmt.Sprintf("r%d", i),
 			Provider: "p", Format: llm.FormatAnthropic, BaseURL: "http://x.test", Capability: 1, ContextWindow: 100_000})
 	}
-	e, err := New(Options{Endpoints: eps, Client: provider.NewClient(nil), Resilience: Resilience{Valve: ValveConfig{Disabled: true}}})
+	e, err := newEngine(Options{Endpoints: eps, Client: provider.NewClient(nil), Resilience: Resilience{Valve: ValveConfig{Disabled: true}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func BenchmarkRoute(b *testing.B) {
 					Provider: "p", Format: llm.FormatAnthropic, BaseURL: "http://x.test", Capability: 1 + i%3, ContextWindow: 100_000,
 					StreamIdleTimeout: 30 * time.Second})
 			}
-			e, err := New(Options{Endpoints: eps, Client: provider.NewClient(nil), Aliases: map[string]Alias{"al": {Models: models, Strategy: "latency"}},
+			e, err := newEngine(Options{Endpoints: eps, Client: provider.NewClient(nil), Aliases: map[string]Alias{"al": {Models: models, Strategy: "latency"}},
 				Resilience: Resilience{Valve: ValveConfig{Disabled: true}}})
 			if err != nil {
 				b.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/keelmesh/keel/internal/cache"
+	"github.com/keelmesh/keel/internal/chain"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/semcache"
@@ -72,7 +73,7 @@ func TestSemanticCache(t *testing.T) {
 				return nil, errors.New("embeddings endpoint down")
 			}
 			e := h.engine(Options{Aliases: map[string]Alias{"al": {Models: []string{"m"}, SemanticThreshold: 0.9}},
-				Cache: lru, Semantic: &semcache.Semantic{Embed: embed, Index: idx},
+				Stages: stages(t, chain.Config{Cache: lru, Semantic: &semcache.Semantic{Embed: embed, Index: idx}}),
 				Classify: func(s string) string {
 					if strings.HasPrefix(s, "legal") {
 						return "legal"
@@ -107,7 +108,7 @@ func TestSemanticCache(t *testing.T) {
 // cache or no embeddings is a configuration error, not a silent no-op.
 func TestSemanticCacheNeedsItsOptions(t *testing.T) {
 	h := newHarness(t, &scripted{id: "a", format: llm.FormatAnthropic})
-	_, err := New(Options{Endpoints: h.endpoints("m", "a"), Client: provider.NewClient(h),
+	_, err := newEngine(Options{Endpoints: h.endpoints("m", "a"), Client: provider.NewClient(h),
 		Aliases: map[string]Alias{"al": {Models: []string{"m"}, SemanticThreshold: 0.9}}})
 	if err == nil || !strings.Contains(err.Error(), "semantic cache needs") {
 		t.Fatalf("New = %v, want the semantic cache's missing options named", err)
@@ -130,9 +131,10 @@ func TestSemanticCacheEmbeddingsOutageLoggedOnce(t *testing.T) {
 	}
 	var logs strings.Builder
 	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
 	e := h.engine(Options{Aliases: map[string]Alias{"al": {Models: []string{"m"}, SemanticThreshold: 0.9}},
-		Cache: lru, Semantic: &semcache.Semantic{Embed: embed, Index: idx},
-		Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))}, h.endpoints("m", "a")...)
+		Stages: stages(t, chain.Config{Cache: lru, Semantic: &semcache.Semantic{Embed: embed, Index: idx}, Log: log}),
+		Logger: log}, h.endpoints("m", "a")...)
 	zero := 0.0
 	for _, text := range []string{"boom 1", "boom 2", "fine", "boom 3"} {
 		r := ask(llm.FormatAnthropic, "al", false)

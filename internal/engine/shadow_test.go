@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/cache"
+	"github.com/keelmesh/keel/internal/chain"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/shadow"
@@ -280,7 +281,7 @@ func TestShadowConfigErrors(t *testing.T) {
 		{Percent: 10, Target: shadow.Target{Legacy: true}, DecisionRule: "score >="},
 		{Percent: 101, Target: shadow.Target{Legacy: true}},
 	} {
-		_, err := New(Options{Client: provider.NewClient(h), Endpoints: h.endpoints("m1", "p"), Aliases: map[string]Alias{"a": {Models: []string{"m1"}, Shadow: &c}}})
+		_, err := newEngine(Options{Client: provider.NewClient(h), Endpoints: h.endpoints("m1", "p"), Aliases: map[string]Alias{"a": {Models: []string{"m1"}, Shadow: &c}}})
 		if err == nil {
 			t.Errorf("config %+v accepted", c)
 		}
@@ -341,7 +342,7 @@ func TestShadowBypassesTheCache(t *testing.T) {
 			t.Fatal(err)
 		}
 		sink := &shadowSink{}
-		e := h.engine(Options{Observer: sink, Cache: lru, Aliases: map[string]Alias{
+		e := h.engine(Options{Observer: sink, Stages: stages(t, chain.Config{Cache: lru}), Aliases: map[string]Alias{
 			"a": {Models: []string{"m1"}, Shadow: &shadow.Config{Percent: 100, Target: shadow.Target{Legacy: true}}},
 		}}, h.endpoints("m1", "p")...)
 		req := ask(llm.FormatAnthropic, "a", false)

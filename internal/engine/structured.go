@@ -12,9 +12,6 @@ import (
 	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
-// StructuredOptions tune structured-output handling (structured.Settings, built from structured.Config).
-type StructuredOptions = structured.Settings
-
 // outputSpec is a call's output contract (structured.Spec).
 type outputSpec = structured.Spec
 
@@ -23,11 +20,8 @@ type outputSpec = structured.Spec
 // output tool (whose call is folded back into text).
 func (x *exec) askSchema(req *llm.Request, ep *endpoint, kind policy.AttemptKind) (*llm.Request, bool) {
 	t := structured.Target{Mode: ep.StructuredOutputs, JSONMode: wire.For(ep.Format).JSONMode()}
-	return x.spec.Ask(req, t, kind.String(), x.e.structOpts.RelaxedStreams)
+	return x.spec.Ask(req, t, kind.String(), x.e.st.RelaxedStreams)
 }
-
-// StructuredMetrics returns the structured-output counters.
-func (e *Engine) StructuredMetrics() *structured.Metrics { return e.smetrics }
 
 // reasker sends a re-ask as one more attempt of c (structured.Reasker):
 // when the attempt and retry budgets allow, up a tier when the alias
