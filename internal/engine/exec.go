@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/cacheroute"
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
@@ -403,8 +404,7 @@ func (a *attempt) noteSent(body []byte) {
 	if p := a.x.rec.PII; p != nil && p.RawUpstream {
 		return // it holds personal data (pii action log, or fail_open)
 	}
-	cut := []byte(cutUTF8(string(body[:min(len(body), maxUpstreamRequest+512)]), maxUpstreamRequest+512))
-	text := cutUTF8(redactSecrets(cut, a.ep.APIKey), maxUpstreamRequest)
+	text := callrec.UpstreamRequest(body, a.ep.APIKey)
 	x := a.x
 	x.mu.Lock()
 	if !x.sealed {

@@ -1,0 +1,38 @@
+package callrec
+
+import (
+	"bytes"
+	"regexp"
+	"unicode/utf8"
+)
+
+// maxUpstreamRequest bounds the upstream request a debug trace keeps
+// (Attempt.UpstreamRequest).
+const maxUpstreamRequest = 4 << 10
+
+// secretPattern matches the shapes of provider API keys and bearer
+// tokens: Anthropic (sk-ant-…), OpenAI and compatible (sk-…, sk-proj-…),
+// AWS access key ids (AKIA…), Google API keys (AIza…) and "Bearer …".
+var secretPattern = regexp.MustCompile(`sk-[A-Za-z0-9_\-]{16,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_\-]{35}|(?i:bearer)\s+[A-Za-z0-9._~+/\-]{16,}=*`)
+
+// UpstreamRequest is body as an Attempt's UpstreamRequest keeps it: cut at
+// 4 KiB (never inside a character), with the endpoint's own key and
+// anything shaped like an API key or bearer token replaced by [REDACTED].
+func UpstreamRequest(body []byte, key string) string {
+	cut := []byte(cutUTF8(string(body[:min(len(body), maxUpstreamRequest+512)]), maxUpstreamRequest+512))
+	if key != "" {
+		cut = bytes.ReplaceAll(cut, []byte(key), []byte("[REDACTED]"))
+	}
+	return cutUTF8(string(secretPattern.ReplaceAll(cut, []byte("[REDACTED]"))), maxUpstreamRequest)
+}
+
+// cutUTF8 cuts s to at most n bytes, never inside a character.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
