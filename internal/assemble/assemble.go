@@ -126,13 +126,17 @@ func Build(cfg *config.Config, o Options) (_ *Mesh, err error) {
 	if err != nil {
 		return nil, err
 	}
+	als, err := aliases(cfg, clf.Complexity, ups.routed)
+	if err != nil {
+		return nil, err
+	}
 	st, err := chain.Build(chain.Config{PII: piiOpts, Cache: cs.exact, CachePolicy: cfg.Cache.Policy, Semantic: cs.semantic,
 		Structured: cfg.StructuredOutput.Settings(), Metrics: m.smetrics, Fragment: cfg.Fragmentation.Settings(), Log: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	m.eng, err = engine.New(engine.Options{Stages: st, Shared: sh.engineState(), Prices: prices.Lookup,
-		Endpoints: ups.routed, Aliases: aliases(cfg, clf.Complexity), Client: provider.NewClient(rt), Logger: o.Logger,
+		Endpoints: ups.routed, Aliases: als, Client: provider.NewClient(rt), Logger: o.Logger,
 		Passthrough: ups.passthrough, Resilience: resilienceOptions(cfg.Resilience), Calibrations: cals, ParamPolicy: cfg.Normalization.ParameterPolicy,
 		DisableNormalization: cfg.Normalization.Enabled != nil && !*cfg.Normalization.Enabled,
 		Shadow:               engine.ShadowOptions{Workers: cfg.Shadow.Workers, Queue: cfg.Shadow.Queue, ShedInflight: cfg.Shadow.ShedInflight, Timeout: cfg.Shadow.Timeout.Std()},

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/keelmesh/keel/config"
@@ -72,30 +73,49 @@ func sharedStartWait(r config.Redis) time.Duration {
 
 // aliases maps the config's aliases, and the built-in auto alias when the
 // models differ in capability, onto the engine's; a tiered alias's calls
-// are classified by complexity.
-func aliases(cfg *config.Config, complexity func(string) classify.Complexity) map[string]engine.Alias {
+// are classified by complexity, its tiers laid out as routes (tiered).
+func aliases(cfg *config.Config, complexity func(string) classify.Complexity, eps []*provider.Endpoint) (map[string]engine.Alias, error) {
 	out := map[string]engine.Alias{}
 	for _, a := range cfg.Aliases {
-		ea := engine.Alias{Models: a.Models, Strategy: a.Strategy, Translation: a.Translation, Tiering: engineTiering(a.Tiering, complexity), Shadow: a.Shadow}
+		ea := engine.Alias{Models: a.Models, Strategy: a.Strategy, Translation: a.Translation, Shadow: a.Shadow}
+		if t := a.Tiering; t != nil {
+			ct := classify.Tiering{Cheap: t.Tiers.Cheap, Middle: t.Tiers.Middle, Strong: t.Tiers.Strong, Escalate: t.Escalate}
+			if err := tiered(&ea, a.Name, &tiering{Tiering: ct, Complexity: complexity}, eps); err != nil {
+				return nil, err
+			}
+		}
 		if sc := a.SemanticCache; sc != nil && sc.Enabled {
 			ea.SemanticThreshold = sc.ThresholdOrDefault()
 		}
 		out[a.Name] = ea
 	}
 	if t := autoTiering(cfg); t != nil {
-		out[config.AutoAlias] = engine.Alias{Tiering: &tiering{Tiering: *t, Complexity: complexity}}
+		var ea engine.Alias
+		if err := tiered(&ea, config.AutoAlias, &tiering{Tiering: *t, Complexity: complexity}, eps); err != nil {
+			return nil, err
+		}
+		out[config.AutoAlias] = ea
 	}
-	return out
+	return out, nil
 }
 
-// engineTiering maps an alias's tiering (tiers nested under tiers: in the
-// file) onto the classify package's flat one, classified by complexity, as
-// the engine takes it (nil when the alias has none).
-func engineTiering(t *config.Tiering, complexity func(string) classify.Complexity) engine.Tiering {
-	if t == nil {
-		return nil
+// tiered sets alias a's tiering t, checked against the configured models:
+// its tiers' routes (classify.Tiering.Order) and, when it names no models,
+// its chain (Middle, Strong, Cheap).
+func tiered(ea *engine.Alias, a string, t *tiering, eps []*provider.Endpoint) error {
+	if err := t.Check(a, func(m string) bool {
+		return slices.ContainsFunc(eps, func(ep *provider.Endpoint) bool { return ep.Model == m })
+	}); err != nil {
+		return fmt.Errorf("engine: %w", err)
 	}
-	return &tiering{Tiering: classify.Tiering{Cheap: t.Tiers.Cheap, Middle: t.Tiers.Middle, Strong: t.Tiers.Strong, Escalate: t.Escalate}, Complexity: complexity}
+	if len(ea.Models) == 0 {
+		ea.Models = t.AliasModels()
+	}
+	for i := range t.Names() {
+		ea.Tiers = append(ea.Tiers, t.Order(i))
+	}
+	ea.Tiering = t
+	return nil
 }
 
 // autoTiering is the built-in alias auto's tiering, or nil when a model or

@@ -22,10 +22,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,11 +51,13 @@ type Alias struct {
 	Models []string
 	// Strategy is "ordered" or "latency" (the default).
 	Strategy string
+	// Tiers, on a tiered alias, are its tiers' models, cheapest first,
+	// each in the order its route tries them (Tiering names the tiers).
+	Tiers [][]string
 	// Translation overrides the models' translation policy ("drop", "reject").
 	Translation string
-	// Tiering, when set, routes each call by its prompt's complexity
-	// (tiering.go); Models may then be empty: the chain is Middle, Strong,
-	// Cheap.
+	// Tiering, when set with Tiers, routes each call by its prompt's
+	// complexity (tiering.go).
 	Tiering Tiering
 	// Shadow, when set, also sends a share of the alias's calls on a
 	// shadow path and compares the answers (shadow.go).
@@ -319,9 +319,9 @@ func (e *Engine) addRoutes(o Options) error {
 		e.fleet.Add(ep)
 		eps = append(eps, ep)
 	}
-	specs, err := aliasSpecs(o.Aliases, eps)
-	if err != nil {
-		return err
+	specs := make(map[string]fleet.AliasSpec, len(o.Aliases))
+	for name, a := range o.Aliases {
+		specs[name] = fleet.AliasSpec{Models: a.Models, Strategy: a.Strategy, Tiers: a.Tiers}
 	}
 	t, err := fleet.Plan(eps, specs)
 	if err != nil {
@@ -348,30 +348,6 @@ func (e *Engine) addRoutes(o Options) error {
 		}
 	}
 	return nil
-}
-
-// aliasSpecs are the aliases' chains as fleet.Plan takes them: a tiered
-// alias's models (Middle, Strong, Cheap when it names none) and its tiers'
-// models, its tiering checked against the configured models.
-func aliasSpecs(aliases map[string]Alias, eps []*endpoint) (map[string]fleet.AliasSpec, error) {
-	specs := make(map[string]fleet.AliasSpec, len(aliases))
-	for _, name := range slices.Sorted(maps.Keys(aliases)) {
-		a := aliases[name]
-		spec := fleet.AliasSpec{Models: a.Models, Strategy: a.Strategy}
-		if t := a.Tiering; t != nil {
-			if err := t.Check(name, func(m string) bool { return slices.ContainsFunc(eps, func(ep *endpoint) bool { return ep.Model == m }) }); err != nil {
-				return nil, fmt.Errorf("engine: %w", err)
-			}
-			if len(spec.Models) == 0 {
-				spec.Models = t.AliasModels()
-			}
-			for i := range t.Names() {
-				spec.Tiers = append(spec.Tiers, t.Order(i))
-			}
-		}
-		specs[name] = spec
-	}
-	return specs, nil
 }
 
 // addAlias adds alias a's route over its chain c, and its tiers' routes.
