@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/cacheroute"
-	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/normalize"
@@ -404,7 +403,8 @@ func (a *attempt) noteSent(body []byte) {
 	if p := a.x.rec.PII; p != nil && p.RawUpstream {
 		return // it holds personal data (pii action log, or fail_open)
 	}
-	text := callrec.UpstreamRequest(body, a.ep.APIKey)
+	cut := []byte(cutUTF8(string(body[:min(len(body), maxUpstreamRequest+512)]), maxUpstreamRequest+512))
+	text := cutUTF8(redactSecrets(cut, a.ep.APIKey), maxUpstreamRequest)
 	x := a.x
 	x.mu.Lock()
 	if !x.sealed {

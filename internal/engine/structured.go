@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"unicode/utf8"
 
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
@@ -52,4 +53,15 @@ func (r *reasker) Reask(ctx context.Context, rq *llm.Request) (*pipeline.Answer,
 	x.rec.Usage.OutputTokens += r2.Usage.OutputTokens
 	r.ep = a.ep
 	return &pipeline.Answer{Response: r2, Endpoint: a.ep.Endpoint}, true
+}
+
+// cutUTF8 cuts s to at most n bytes, never inside a character.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
