@@ -29,6 +29,7 @@ import (
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/server"
+	"github.com/keelmesh/keel/internal/shadow"
 	redisstore "github.com/keelmesh/keel/internal/store/redis"
 	"github.com/keelmesh/keel/internal/store/sqlite"
 	"github.com/keelmesh/keel/internal/structured"
@@ -130,6 +131,10 @@ func Build(cfg *config.Config, o Options) (_ *Mesh, err error) {
 	if err != nil {
 		return nil, err
 	}
+	shadows, err := shadowRoutes(cfg, als, ups.routed)
+	if err != nil {
+		return nil, err
+	}
 	st, err := chain.Build(chain.Config{PII: piiOpts, Cache: cs.exact, CachePolicy: cfg.Cache.Policy, Semantic: cs.semantic,
 		Structured: cfg.StructuredOutput.Settings(), Metrics: m.smetrics, Fragment: cfg.Fragmentation.Settings(), Log: o.Logger})
 	if err != nil {
@@ -139,8 +144,8 @@ func Build(cfg *config.Config, o Options) (_ *Mesh, err error) {
 		Endpoints: ups.routed, Aliases: als, Client: provider.NewClient(rt), Logger: o.Logger,
 		Passthrough: ups.passthrough, Resilience: resilienceOptions(cfg.Resilience), Calibrations: cals, ParamPolicy: cfg.Normalization.ParameterPolicy,
 		DisableNormalization: cfg.Normalization.Enabled != nil && !*cfg.Normalization.Enabled,
-		Shadow:               engine.ShadowOptions{Workers: cfg.Shadow.Workers, Queue: cfg.Shadow.Queue, ShedInflight: cfg.Shadow.ShedInflight, Timeout: cfg.Shadow.Timeout.Std()},
-		Observer:             obs.observer, Now: o.Now, Classify: clf.Domain})
+		Shadows:              shadows, Shadow: shadow.PoolOptions{Workers: cfg.Shadow.Workers, Queue: cfg.Shadow.Queue, ShedInflight: cfg.Shadow.ShedInflight, Timeout: cfg.Shadow.Timeout.Std()},
+		Observer: obs.observer, Now: o.Now, Classify: clf.Domain})
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/keelmesh/keel/internal/pii"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/semcache"
+	"github.com/keelmesh/keel/internal/shadow"
 	redisstore "github.com/keelmesh/keel/internal/store/redis"
 	"github.com/keelmesh/keel/internal/store/sqlite"
 )
@@ -77,7 +78,7 @@ func sharedStartWait(r config.Redis) time.Duration {
 func aliases(cfg *config.Config, complexity func(string) classify.Complexity, eps []*provider.Endpoint) (map[string]engine.Alias, error) {
 	out := map[string]engine.Alias{}
 	for _, a := range cfg.Aliases {
-		ea := engine.Alias{Models: a.Models, Strategy: a.Strategy, Translation: a.Translation, Shadow: a.Shadow}
+		ea := engine.Alias{Models: a.Models, Strategy: a.Strategy, Translation: a.Translation}
 		if t := a.Tiering; t != nil {
 			ct := classify.Tiering{Cheap: t.Tiers.Cheap, Middle: t.Tiers.Middle, Strong: t.Tiers.Strong, Escalate: t.Escalate}
 			if err := tiered(&ea, a.Name, &tiering{Tiering: ct, Complexity: complexity}, eps); err != nil {
@@ -97,6 +98,24 @@ func aliases(cfg *config.Config, complexity func(string) classify.Complexity, ep
 		out[config.AutoAlias] = ea
 	}
 	return out, nil
+}
+
+// shadowRoutes resolves the aliases' shadow policies (shadow.NewRoutes):
+// each target must be a chat model of eps or an alias of als.
+func shadowRoutes(cfg *config.Config, als map[string]engine.Alias, eps []*provider.Endpoint) (map[string]*shadow.Route, error) {
+	configs := make(map[string]*shadow.Config, len(cfg.Aliases))
+	for _, a := range cfg.Aliases {
+		configs[a.Name] = a.Shadow
+	}
+	known := func(name string) bool {
+		_, alias := als[name]
+		return alias || slices.ContainsFunc(eps, func(ep *provider.Endpoint) bool { return ep.Model == name && !ep.Embedding })
+	}
+	routes, err := shadow.NewRoutes(configs, known)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	return routes, nil
 }
 
 // tiered sets alias a's tiering t, checked against the configured models:

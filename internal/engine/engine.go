@@ -59,9 +59,6 @@ type Alias struct {
 	// Tiering, when set with Tiers, routes each call by its prompt's
 	// complexity (tiering.go).
 	Tiering Tiering
-	// Shadow, when set, also sends a share of the alias's calls on a
-	// shadow path and compares the answers (shadow.go).
-	Shadow *shadow.Config
 	// SemanticThreshold, when > 0, turns the semantic cache on for the
 	// alias: the lowest cosine similarity it serves. It needs
 	// Options.Stages.Semantic.
@@ -108,9 +105,11 @@ type Options struct {
 	// Prices prices an endpoint whose Price is zero (passthrough endpoints
 	// above all) by its upstream model name; nil leaves them unpriced.
 	Prices func(model string) (pricing.Price, bool)
-	// Shadow sizes the pool that runs the aliases' shadow calls (used
-	// only when an alias has a Shadow).
-	Shadow ShadowOptions
+	// Shadows are the aliases' shadow policies, resolved
+	// (shadow.NewRoutes: their targets are configured models or aliases),
+	// by alias; nil: none. Shadow sizes the pool that runs them.
+	Shadows map[string]*shadow.Route
+	Shadow  shadow.PoolOptions
 }
 
 // Resilience tunes retries, hedging, breakers and health.
@@ -286,24 +285,21 @@ func New(o Options) (*Engine, error) {
 	if err := e.addRoutes(o); err != nil {
 		return nil, err
 	}
-	if err := e.start(o); err != nil {
-		e.Close()
-		return nil, err
-	}
+	e.start(o)
 	return e, nil
 }
 
 // start composes the call pipeline once every route exists and starts the
 // shadow pool and the replica sharing.
-func (e *Engine) start(o Options) error {
-	if err := e.newShadows(o.Aliases, o.Shadow); err != nil {
-		return err
+func (e *Engine) start(o Options) {
+	if len(o.Shadows) > 0 {
+		e.shadowRoutes = o.Shadows
+		e.shadows = shadow.NewPool(o.Shadow, e.runShadow, e.events.shadow, e.now)
 	}
 	e.compose()
 	if e.shared != nil {
 		e.sharing.Start(&e.probes)
 	}
-	return nil
 }
 
 // addRoutes adds the configured endpoints and a route per model (an

@@ -48,7 +48,8 @@ func pipelineEngine(t *testing.T, obs Observer, script func(int, map[string]any)
 	sem := &semcache.Semantic{Embed: func(context.Context, string) ([]float32, error) { return []float32{1, 0}, nil }, Index: mapIndex{}}
 	return h.engine(Options{Observer: obs, Stages: stages(t, chain.Config{Cache: lru, Semantic: sem,
 		PII: pii.Options{Detector: pii.FinderFunc(func(context.Context, string) ([]pii.Match, error) { return nil, nil })}}),
-		Aliases: map[string]Alias{"al": {Models: []string{"m"}, SemanticThreshold: 0.99, Shadow: &shadow.Config{Percent: 100, Target: shadow.Target{Model: "m"}}}},
+		Aliases: map[string]Alias{"al": {Models: []string{"m"}, SemanticThreshold: 0.99}},
+		Shadows: shadows(t, "al", shadow.Config{Percent: 100, Target: shadow.Target{Model: "m"}}),
 	}, h.endpoints("m", "a")...)
 }
 
