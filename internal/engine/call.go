@@ -10,6 +10,7 @@ import (
 
 	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/chain"
+	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/fragment"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
@@ -257,7 +258,7 @@ func (e *Engine) lookup(model string, format llm.Format, embedding bool) (rs *ro
 	}
 	if rs == nil && len(e.fleet.Templates) > 0 && model != "" {
 		var err error
-		if rs, err = e.fleet.Passthrough(model, format); errors.Is(err, ErrNoProvider) {
+		if rs, err = e.fleet.Passthrough(model, format); errors.Is(err, fleet.ErrNoProvider) {
 			return nil, true, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Code: codeModelNotFound, Message: "model " + model + ": " + err.Error()}
 		} else if err != nil {
 			return nil, false, &llm.APIError{Status: http.StatusServiceUnavailable, Type: llm.ErrOverloaded, MeshCode: llm.MeshFallbackExhausted,

@@ -76,7 +76,7 @@ type Options struct {
 	// Passthrough endpoints serve model names no model or alias claims: the
 	// one whose Format matches the client's is used with its Model and
 	// UpstreamModel set to the requested name; a client of a format none
-	// speaks gets 404 naming the missing key (ErrNoProvider).
+	// speaks gets 404 naming the missing key (fleet.ErrNoProvider).
 	Passthrough []*provider.Endpoint
 
 	Resilience Resilience
@@ -387,13 +387,9 @@ func (e *Engine) SetRecovery(on bool) { e.recoveryOff.Store(!on) }
 // Recovery reports whether mid-stream continuation is on.
 func (e *Engine) Recovery() bool { return !e.recoveryOff.Load() }
 
-// EndpointStatus is one endpoint's live state, for gauges and dashboards
-// (fleet.Status).
-type EndpointStatus = fleet.Status
-
-// Endpoints returns every endpoint's live state: the configured ones,
-// then the passthrough ones created so far.
-func (e *Engine) Endpoints() []EndpointStatus { return fleet.Statuses(e.fleet.All(), e.now()) }
+// Endpoints returns every endpoint's live state, for gauges and
+// dashboards: the configured ones, then the passthrough ones created so far.
+func (e *Engine) Endpoints() []fleet.Status { return fleet.Statuses(e.fleet.All(), e.now()) }
 
 // Call carries what the front knows about a client call besides the request.
 type Call struct {

@@ -63,10 +63,6 @@ func (e *Engine) newRoute(name string, cands []*endpoint, s route.Strategy) (*ro
 	return &routeState{name: name, cands: cands, strategy: s, retries: rb, hedges: hb}, nil
 }
 
-// ErrNoProvider is returned for a passthrough call of a wire format no
-// passthrough provider speaks.
-var ErrNoProvider = fleet.ErrNoProvider
-
 // breakerChanged reports a breaker's transition (its view was
 // republished).
 func (e *Engine) breakerChanged(ep *endpoint, from, to resilience.State) {
