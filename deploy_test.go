@@ -24,9 +24,13 @@ import (
 
 	"github.com/keelmesh/keel"
 	"github.com/keelmesh/keel/config"
+	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/observe"
+	"github.com/keelmesh/keel/internal/pii"
+	"github.com/keelmesh/keel/internal/semcache"
 	"github.com/keelmesh/keel/internal/shadow"
 	"github.com/keelmesh/keel/internal/simfleet"
 	"github.com/keelmesh/keel/internal/structured"
@@ -677,39 +681,39 @@ func exposedSeries(t *testing.T) map[string]bool {
 		}
 	}
 	mt, err := metrics.New(metrics.Options{Models: models, Regions: regions, ProviderNames: map[string]string{"sim-anthropic": "anthropic"},
-		Endpoints: func() []engine.EndpointStatus {
-			return []engine.EndpointStatus{{ID: "sim-sonnet/us-east/sim-anthropic", Model: "sim-sonnet", Region: "us-east", Provider: "sim-anthropic", Breaker: "closed"}}
+		Endpoints: func() []fleet.Status {
+			return []fleet.Status{{ID: "sim-sonnet/us-east/sim-anthropic", Model: "sim-sonnet", Region: "us-east", Provider: "sim-anthropic", Breaker: "closed"}}
 		},
 		Structured: &structured.Metrics{}, SharedStateUp: func() bool { return true }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	mt.RequestDone(&engine.Record{
+	mt.RequestDone(&callrec.Record{
 		Call: callrec.Call{Model: "sim-default", Stream: true, Duration: time.Second, TTFT: 100 * time.Millisecond},
 		Route: callrec.Route{ServedModel: "sim-opus", ServedRegion: "us-east", ServedProvider: "sim-anthropic", Domain: "code",
 			QueueWait: time.Millisecond, Fallback: "overloaded", ModelFallback: true, Legacy: true, Retries: 1, Hedges: 1, HedgeWon: true,
 			Recovered: 1,
-			Attempts:  []engine.Attempt{{Kind: "primary", Outcome: "overloaded", Start: now, End: now}, {Kind: "fallback", Outcome: "ok", Start: now, End: now}}},
+			Attempts:  []callrec.Attempt{{Kind: "primary", Outcome: "overloaded", Start: now, End: now}, {Kind: "fallback", Outcome: "ok", Start: now, End: now}}},
 		Result:        callrec.Result{Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}},
 		Normalization: &callrec.Normalization{Offset: 0.1},
 		Fragments:     &callrec.Fragments{Count: 2, OK: 2, Fusions: 1, FusionConflicts: 1},
 	})
-	mt.RequestDone(&engine.Record{Call: callrec.Call{Model: "sim-sonnet"}, Result: callrec.Result{Err: &llm.APIError{Status: 503}}})
+	mt.RequestDone(&callrec.Record{Call: callrec.Call{Model: "sim-sonnet"}, Result: callrec.Result{Err: &llm.APIError{Status: 503}}})
 	// Issue 17 and 18's series: spend by key and team, the caches, personal
 	// data found and a failed detection, a shadow comparison.
-	mt.RequestDone(&engine.Record{
+	mt.RequestDone(&callrec.Record{
 		Call:     callrec.Call{Model: "sim-haiku", KeyID: "key_0123456789abcdef", Team: "search"},
 		Route:    callrec.Route{ServedModel: "sim-haiku", ServedRegion: "us-east", ServedProvider: "sim-anthropic"},
 		Result:   callrec.Result{Cost: 0.001},
-		Cache:    &callrec.Cache{Status: engine.CacheMiss},
-		Semantic: &callrec.Semantic{Status: engine.SemanticMiss},
-		PII:      &engine.PIIReport{Action: "redact", Findings: []engine.PIIFinding{{Kind: "EMAIL"}}},
+		Cache:    &callrec.Cache{Status: cache.Miss},
+		Semantic: &callrec.Semantic{Status: semcache.StatusMiss},
+		PII:      &pii.Report{Action: "redact", Findings: []pii.Finding{{Kind: "EMAIL"}}},
 	})
-	mt.RequestDone(&engine.Record{Call: callrec.Call{Model: "sim-haiku"}, Result: callrec.Result{Err: &llm.APIError{Status: 503}}, PII: &engine.PIIReport{Action: "redact", Failed: true}})
+	mt.RequestDone(&callrec.Record{Call: callrec.Call{Model: "sim-haiku"}, Result: callrec.Result{Err: &llm.APIError{Status: 503}}, PII: &pii.Report{Action: "redact", Failed: true}})
 	mt.OnShadow(shadow.Result{Alias: "sim-default", Outcome: shadow.OutcomeCompared, ShadowCost: 0.002})
-	mt.OnBreakerState(engine.BreakerEvent{Endpoint: "sim-sonnet/us-east/sim-anthropic"})
-	mt.OnValve(engine.ValveEvent{Event: engine.ValveEventOpen})
+	mt.OnBreakerState(observe.BreakerEvent{Endpoint: "sim-sonnet/us-east/sim-anthropic"})
+	mt.OnValve(observe.ValveEvent{Event: observe.ValveEventOpen})
 
 	rr := httptest.NewRecorder()
 	mt.Handler().ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/metrics", nil))

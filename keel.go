@@ -18,7 +18,9 @@ import (
 
 	"github.com/keelmesh/keel/config"
 	"github.com/keelmesh/keel/internal/assemble"
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/inproc"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/server"
@@ -46,7 +48,7 @@ func WithUpstream(rt http.RoundTripper) Option {
 
 // WithObserver receives a record of every finished call (metrics, request
 // log, tests). It must not block.
-func WithObserver(ob engine.Observer) Option { return func(o *assemble.Options) { o.Observer = ob } }
+func WithObserver(ob callrec.Observer) Option { return func(o *assemble.Options) { o.Observer = ob } }
 
 // WithClock injects the engine's clock (tests).
 func WithClock(now func() time.Time) Option { return func(o *assemble.Options) { o.Now = now } }
@@ -103,7 +105,7 @@ func (m *Mesh) HTTPClient() *http.Client { return m.client }
 
 // Endpoints returns every upstream endpoint's live state: health,
 // breaker, ejection.
-func (m *Mesh) Endpoints() []engine.EndpointStatus { return m.built.Engine().Endpoints() }
+func (m *Mesh) Endpoints() []fleet.Status { return m.built.Engine().Endpoints() }
 
 // Engine returns the mesh's engine (for telemetry wiring and tests).
 func (m *Mesh) Engine() *engine.Engine { return m.built.Engine() }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/keelmesh/keel/config"
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/pii"
 	"github.com/keelmesh/keel/internal/store/sqlite"
 )
 
@@ -33,10 +33,10 @@ func TestAuditCommand(t *testing.T) {
 	}
 	now := time.Now()
 	for i, v := range []string{"alice@example.com", "bob@example.org", "alice@example.com"} {
-		a.RequestDone(&engine.Record{
+		a.RequestDone(&callrec.Record{
 			Call: callrec.Call{RequestID: "r" + string(rune('1'+i)), Start: now, Model: "sim-sonnet", KeyID: "key1",
 				Team: []string{"search", "ads", "search"}[i]},
-			PII: &engine.PIIReport{Action: "redact", Findings: []engine.PIIFinding{{Kind: "EMAIL", Where: "messages[0].content[0]", Start: 3, End: 3 + len(v), Hash: hash(v)}}},
+			PII: &pii.Report{Action: "redact", Findings: []pii.Finding{{Kind: "EMAIL", Where: "messages[0].content[0]", Start: 3, End: 3 + len(v), Hash: hash(v)}}},
 		})
 	}
 	if err := a.Flush(context.Background()); err != nil {
@@ -84,10 +84,10 @@ func TestReportAuditSection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.RequestDone(&engine.Record{
+	a.RequestDone(&callrec.Record{
 		Call: callrec.Call{RequestID: "p1", Start: time.Now()},
-		PII: &engine.PIIReport{Action: "block",
-			Findings: []engine.PIIFinding{{Kind: "CARD", Hash: "h1"}, {Kind: "EMAIL", Hash: "h2"}}},
+		PII: &pii.Report{Action: "block",
+			Findings: []pii.Finding{{Kind: "CARD", Hash: "h1"}, {Kind: "EMAIL", Hash: "h2"}}},
 	})
 	if err := a.Close(); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/store/sqlite"
 )
 
@@ -37,11 +36,11 @@ func reportLog(t *testing.T) string {
 	}
 	now := time.Now()
 	for i := range 10 {
-		r := &engine.Record{
+		r := &callrec.Record{
 			Call: callrec.Call{RequestID: "r", Start: now.Add(-time.Duration(i+1) * time.Minute),
 				Duration: time.Duration(i+1) * time.Millisecond, Model: "m"},
 			Route: callrec.Route{ServedModel: "m",
-				Attempts: []engine.Attempt{{Endpoint: "m@us", Model: "m", Region: "us", Kind: "primary", Outcome: "ok", Winner: true}}},
+				Attempts: []callrec.Attempt{{Endpoint: "m@us", Model: "m", Region: "us", Kind: "primary", Outcome: "ok", Winner: true}}},
 			Result: callrec.Result{Status: 200, Cost: 0.001},
 		}
 		if i < 3 {
@@ -53,7 +52,7 @@ func reportLog(t *testing.T) string {
 		}
 		l.RequestDone(r)
 	}
-	l.RequestDone(&engine.Record{Call: callrec.Call{RequestID: "old", Start: now.Add(-40 * 24 * time.Hour)}, Result: callrec.Result{Status: 200}})
+	l.RequestDone(&callrec.Record{Call: callrec.Call{RequestID: "old", Start: now.Add(-40 * 24 * time.Hour)}, Result: callrec.Result{Status: 200}})
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}

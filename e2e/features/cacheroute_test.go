@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/config"
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/sim"
 )
 
@@ -178,7 +178,7 @@ func agentStream(t *testing.T, s *simMesh, body string) http.Header {
 	return resp.Header
 }
 
-func summarize(recs []*engine.Record) agentRun {
+func summarize(recs []*callrec.Record) agentRun {
 	var r agentRun
 	var ttfts []time.Duration
 	var cost float64

@@ -20,7 +20,7 @@ import (
 
 	"github.com/keelmesh/keel"
 	"github.com/keelmesh/keel/config"
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/simfleet"
 	"github.com/keelmesh/keel/internal/store/redis/redistest"
@@ -358,8 +358,8 @@ func TestStoreFalseKeepsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var refused []*engine.Record
-	m, _ := convMesh(t, fleet, nil, keel.WithObserver(engine.ObserverFunc(func(r *engine.Record) {
+	var refused []*callrec.Record
+	m, _ := convMesh(t, fleet, nil, keel.WithObserver(callrec.ObserverFunc(func(r *callrec.Record) {
 		if r.Status == http.StatusNotFound {
 			mu.Lock()
 			refused = append(refused, r)

@@ -15,7 +15,7 @@ import (
 
 	keel "github.com/keelmesh/keel"
 	"github.com/keelmesh/keel/config"
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/callrec"
 	kreport "github.com/keelmesh/keel/internal/report"
 	"github.com/keelmesh/keel/internal/simfleet"
 	"github.com/keelmesh/keel/internal/store/sqlite"
@@ -29,7 +29,7 @@ import (
 // context window everywhere) are counted alike by all three, and the trace
 // names each fragment's byte range, endpoints and outcome.
 func TestFragmentHeadersTraceAndReportAgree(t *testing.T) {
-	var rec *engine.Record
+	var rec *callrec.Record
 	var header, lost string
 	var doc string
 	synctest.Test(t, func(t *testing.T) {
@@ -78,7 +78,7 @@ func TestFragmentHeadersTraceAndReportAgree(t *testing.T) {
 			t.Errorf("fragment %d starts at %d, want %d (contiguous cover)", i, d.Start, next)
 		}
 		next = d.End
-		if d.Outcome == engine.FragmentOK {
+		if d.Outcome == callrec.FragmentOK {
 			ok++
 		} else {
 			wantLost = append(wantLost, strconv.Itoa(d.Start)+"-"+strconv.Itoa(d.End))

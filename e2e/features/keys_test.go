@@ -25,7 +25,7 @@ import (
 
 	"github.com/keelmesh/keel"
 	"github.com/keelmesh/keel/config"
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/inproc"
 	"github.com/keelmesh/keel/internal/keys"
 	reportpkg "github.com/keelmesh/keel/internal/report"
@@ -53,7 +53,7 @@ type keyMesh struct {
 	reqlog string
 
 	mu      sync.Mutex // guards records
-	records []*engine.Record
+	records []*callrec.Record
 }
 
 func newKeyMesh(t *testing.T, simCfg sim.Config, tweak func(*config.Config)) *keyMesh {
@@ -75,7 +75,7 @@ func newKeyMesh(t *testing.T, simCfg sim.Config, tweak func(*config.Config)) *ke
 	if tweak != nil {
 		tweak(cfg)
 	}
-	k.mesh, err = keel.New(cfg, keel.WithUpstream(k.up), keel.WithObserver(engine.ObserverFunc(func(r *engine.Record) {
+	k.mesh, err = keel.New(cfg, keel.WithUpstream(k.up), keel.WithObserver(callrec.ObserverFunc(func(r *callrec.Record) {
 		k.mu.Lock()
 		k.records = append(k.records, r)
 		k.mu.Unlock()

@@ -18,7 +18,7 @@ import (
 	ooption "github.com/openai/openai-go/v3/option"
 
 	"github.com/keelmesh/keel/config"
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/sim"
 )
 
@@ -123,7 +123,7 @@ func (c *cloudSim) mesh(t *testing.T) *simMesh {
 	return newSimMesh(t, c.cfg, func(cfg *config.Config) { *cfg = *c.cloudConfig(t) })
 }
 
-func (s *simMesh) lastRecord(t *testing.T) *engine.Record {
+func (s *simMesh) lastRecord(t *testing.T) *callrec.Record {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -290,7 +290,7 @@ func TestBedrockExceptionFrameContinuedOnVertex(t *testing.T) {
 		if g, w := streamText(t, got.body), streamText(t, want.body); g != w || g == "" {
 			t.Fatalf("continued text %q, want the unbroken stream's %q", g, w)
 		}
-		if r.Recovered == 0 || r.ServedProvider != "vertex" || !slices.ContainsFunc(r.Attempts, func(a engine.Attempt) bool { return a.Provider == "bedrock-us" }) {
+		if r.Recovered == 0 || r.ServedProvider != "vertex" || !slices.ContainsFunc(r.Attempts, func(a callrec.Attempt) bool { return a.Provider == "bedrock-us" }) {
 			t.Fatalf("record: recovered %d, served by %q, attempts %+v; want a recovery on vertex after bedrock-us", r.Recovered, r.ServedProvider, r.Attempts)
 		}
 		return

@@ -16,7 +16,7 @@ import (
 
 	"github.com/keelmesh/keel"
 	"github.com/keelmesh/keel/config"
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/inproc"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/simfleet"
@@ -32,7 +32,7 @@ type simMesh struct {
 	up    *timedRecorder
 
 	mu      sync.Mutex
-	records []*engine.Record
+	records []*callrec.Record
 }
 
 func newSimMesh(t *testing.T, simCfg sim.Config, tweak func(*config.Config)) *simMesh {
@@ -48,7 +48,7 @@ func newSimMesh(t *testing.T, simCfg sim.Config, tweak func(*config.Config)) *si
 	if tweak != nil {
 		tweak(s.cfg)
 	}
-	s.mesh, err = keel.New(s.cfg, keel.WithUpstream(s.up), keel.WithObserver(engine.ObserverFunc(func(r *engine.Record) {
+	s.mesh, err = keel.New(s.cfg, keel.WithUpstream(s.up), keel.WithObserver(callrec.ObserverFunc(func(r *callrec.Record) {
 		s.mu.Lock()
 		s.records = append(s.records, r)
 		s.mu.Unlock()

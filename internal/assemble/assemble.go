@@ -13,18 +13,23 @@ package assemble
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/keelmesh/keel/config"
+	"github.com/keelmesh/keel/internal/callrec"
+	"github.com/keelmesh/keel/internal/chain"
 	"github.com/keelmesh/keel/internal/convstate"
 	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/keys"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/server"
+	"github.com/keelmesh/keel/internal/shadow"
 	redisstore "github.com/keelmesh/keel/internal/store/redis"
 	"github.com/keelmesh/keel/internal/store/sqlite"
 	"github.com/keelmesh/keel/internal/structured"
@@ -41,7 +46,7 @@ type Options struct {
 	// own tuned transport.
 	Upstream http.RoundTripper
 	// Observer receives a record of every finished call; it must not block.
-	Observer engine.Observer
+	Observer callrec.Observer
 	// Now is the engine's clock (nil: time.Now).
 	Now func() time.Time
 }
@@ -122,14 +127,25 @@ func Build(cfg *config.Config, o Options) (_ *Mesh, err error) {
 	if err != nil {
 		return nil, err
 	}
-	m.eng, err = engine.New(engine.Options{Cache: cs.exact, CachePolicy: cfg.Cache.Policy, Semantic: cs.semantic, Shared: sh.engineState(), Prices: prices.Lookup,
-		Endpoints: ups.routed, Aliases: aliases(cfg, clf.Complexity), Client: provider.NewClient(rt), Logger: o.Logger,
-		Passthrough: ups.passthrough, Resilience: resilienceOptions(cfg.Resilience), Structured: cfg.StructuredOutput.Settings(),
-		Fragment: cfg.Fragmentation.Settings(), StructuredMetrics: m.smetrics, Calibrations: cals, ParamPolicy: cfg.Normalization.ParameterPolicy,
+	als, err := aliases(cfg, clf.Complexity, ups.routed)
+	if err != nil {
+		return nil, err
+	}
+	shadows, err := shadowRoutes(cfg, als, ups.routed)
+	if err != nil {
+		return nil, err
+	}
+	st, err := chain.Build(chain.Config{PII: piiOpts, Cache: cs.exact, CachePolicy: cfg.Cache.Policy, Semantic: cs.semantic,
+		Structured: cfg.StructuredOutput.Settings(), Metrics: m.smetrics, Fragment: cfg.Fragmentation.Settings(), Log: o.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	m.eng, err = engine.New(engine.Options{Stages: st, Shared: sh.engineState(), Prices: prices.Lookup,
+		Endpoints: ups.routed, Aliases: als, Client: provider.NewClient(rt), Logger: o.Logger,
+		Passthrough: ups.passthrough, Resilience: resilienceOptions(cfg.Resilience), Calibrations: cals, ParamPolicy: cfg.Normalization.ParameterPolicy,
 		DisableNormalization: cfg.Normalization.Enabled != nil && !*cfg.Normalization.Enabled,
-		Shadow:               engine.ShadowOptions{Workers: cfg.Shadow.Workers, Queue: cfg.Shadow.Queue, ShedInflight: cfg.Shadow.ShedInflight, Timeout: cfg.Shadow.Timeout.Std()},
-		Observer:             obs.observer, Now: o.Now,
-		Classify: clf.Domain, PII: piiOpts})
+		Shadows:              shadows, Shadow: shadow.PoolOptions{Workers: cfg.Shadow.Workers, Queue: cfg.Shadow.Queue, ShedInflight: cfg.Shadow.ShedInflight, Timeout: cfg.Shadow.Timeout.Std()},
+		Observer: obs.observer, Now: o.Now, Classify: clf.Domain})
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +188,7 @@ func (m *Mesh) FlushRequestLog(ctx context.Context) error {
 
 // liveEndpoints is every endpoint's live state, none before the engine is
 // built (the metrics and the dashboard are built before it).
-func (m *Mesh) liveEndpoints() []engine.EndpointStatus {
+func (m *Mesh) liveEndpoints() []fleet.Status {
 	if m.eng == nil {
 		return nil
 	}

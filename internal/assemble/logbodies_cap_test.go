@@ -5,14 +5,13 @@ import (
 	"testing"
 
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 )
 
 // A logged body is cut at MaxLoggedBody, and the cut is noted.
 func TestLoggedBodyIsBounded(t *testing.T) {
 	big := strings.Repeat("x", 3*MaxLoggedBody)
-	r := &engine.Record{
+	r := &callrec.Record{
 		Call: callrec.Call{Format: llm.FormatOpenAI},
 		Result: callrec.Result{Request: &llm.Request{Format: llm.FormatOpenAI, Model: "m", Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: big}}}}},
 

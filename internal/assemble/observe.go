@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/keelmesh/keel/config"
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/server"
 	"github.com/keelmesh/keel/internal/store/sqlite"
 	"github.com/keelmesh/keel/internal/telemetry"
@@ -24,7 +24,7 @@ import (
 // routes that show it, and the parts later steps need (the metrics for the
 // server's unknown routes, the audit log for the personal-data hash key).
 type observers struct {
-	observer engine.Observer
+	observer callrec.Observer
 	routes   []server.Route
 	metrics  *metrics.Metrics
 	audit    *sqlite.Audit
@@ -36,8 +36,8 @@ type observers struct {
 // closes.
 func (m *Mesh) observe(cfg *config.Config, sh shared, o Options) (observers, error) {
 	var out observers
-	var obs []engine.Observer
-	add := func(ob engine.Observer, r ...server.Route) {
+	var obs []callrec.Observer
+	add := func(ob callrec.Observer, r ...server.Route) {
 		obs = append(obs, ob)
 		out.routes = append(out.routes, r...)
 	}
@@ -128,8 +128,8 @@ func (m *Mesh) newMetrics(cfg *config.Config, sh shared, providerNames map[strin
 
 // openLogs opens the SQLite observers: the request log, the shadow
 // comparisons and the personal-data audit log, each when configured.
-func (m *Mesh) openLogs(cfg *config.Config, o Options) ([]engine.Observer, error) {
-	var obs []engine.Observer
+func (m *Mesh) openLogs(cfg *config.Config, o Options) ([]callrec.Observer, error) {
+	var obs []callrec.Observer
 	if rl := cfg.RequestLog; rl.On() {
 		l, err := sqlite.Open(sqlite.Config{Path: rl.Path, RetentionDays: rl.RetentionDays, QueueSize: rl.QueueSize,
 			BatchSize: rl.BatchSize, FlushInterval: time.Duration(rl.FlushInterval), LogBodies: rl.LogBodies, Bodies: recordBodies, Logger: o.Logger})
@@ -168,7 +168,7 @@ const MaxLoggedBody = 64 << 10
 // answer it received, in the client's wire format (a stream's answer as
 // the equivalent non-streaming body), each cut at MaxLoggedBody. It runs on
 // the log's writer goroutine, off the request path.
-func recordBodies(r *engine.Record) (prompt, answer string) {
+func recordBodies(r *callrec.Record) (prompt, answer string) {
 	enc := func(f func() ([]byte, error)) string {
 		b, err := f()
 		if err != nil {

@@ -6,17 +6,20 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/keelmesh/keel/config"
 	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/classify"
 	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/normalize"
 	"github.com/keelmesh/keel/internal/normalize/calstore"
 	"github.com/keelmesh/keel/internal/pii"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/semcache"
+	"github.com/keelmesh/keel/internal/shadow"
 	redisstore "github.com/keelmesh/keel/internal/store/redis"
 	"github.com/keelmesh/keel/internal/store/sqlite"
 )
@@ -28,7 +31,7 @@ type shared struct {
 
 // engineState is what the engine shares with the other replicas: nil
 // (an interface without a value) when nothing is shared.
-func (s shared) engineState() engine.SharedState {
+func (s shared) engineState() fleet.SharedState {
 	if s.store == nil {
 		return nil
 	}
@@ -71,30 +74,67 @@ func sharedStartWait(r config.Redis) time.Duration {
 
 // aliases maps the config's aliases, and the built-in auto alias when the
 // models differ in capability, onto the engine's; a tiered alias's calls
-// are classified by complexity.
-func aliases(cfg *config.Config, complexity func(string) classify.Complexity) map[string]engine.Alias {
+// are classified by complexity, its tiers laid out as routes (tiered).
+func aliases(cfg *config.Config, complexity func(string) classify.Complexity, eps []*provider.Endpoint) (map[string]engine.Alias, error) {
 	out := map[string]engine.Alias{}
 	for _, a := range cfg.Aliases {
-		ea := engine.Alias{Models: a.Models, Strategy: a.Strategy, Translation: a.Translation, Tiering: engineTiering(a.Tiering, complexity), Shadow: a.Shadow}
+		ea := engine.Alias{Models: a.Models, Strategy: a.Strategy, Translation: a.Translation}
+		if t := a.Tiering; t != nil {
+			ct := classify.Tiering{Cheap: t.Tiers.Cheap, Middle: t.Tiers.Middle, Strong: t.Tiers.Strong, Escalate: t.Escalate}
+			if err := tiered(&ea, a.Name, &tiering{Tiering: ct, Complexity: complexity}, eps); err != nil {
+				return nil, err
+			}
+		}
 		if sc := a.SemanticCache; sc != nil && sc.Enabled {
 			ea.SemanticThreshold = sc.ThresholdOrDefault()
 		}
 		out[a.Name] = ea
 	}
 	if t := autoTiering(cfg); t != nil {
-		out[config.AutoAlias] = engine.Alias{Tiering: &tiering{Tiering: *t, Complexity: complexity}}
+		var ea engine.Alias
+		if err := tiered(&ea, config.AutoAlias, &tiering{Tiering: *t, Complexity: complexity}, eps); err != nil {
+			return nil, err
+		}
+		out[config.AutoAlias] = ea
 	}
-	return out
+	return out, nil
 }
 
-// engineTiering maps an alias's tiering (tiers nested under tiers: in the
-// file) onto the classify package's flat one, classified by complexity, as
-// the engine takes it (nil when the alias has none).
-func engineTiering(t *config.Tiering, complexity func(string) classify.Complexity) engine.Tiering {
-	if t == nil {
-		return nil
+// shadowRoutes resolves the aliases' shadow policies (shadow.NewRoutes):
+// each target must be a chat model of eps or an alias of als.
+func shadowRoutes(cfg *config.Config, als map[string]engine.Alias, eps []*provider.Endpoint) (map[string]*shadow.Route, error) {
+	configs := make(map[string]*shadow.Config, len(cfg.Aliases))
+	for _, a := range cfg.Aliases {
+		configs[a.Name] = a.Shadow
 	}
-	return &tiering{Tiering: classify.Tiering{Cheap: t.Tiers.Cheap, Middle: t.Tiers.Middle, Strong: t.Tiers.Strong, Escalate: t.Escalate}, Complexity: complexity}
+	known := func(name string) bool {
+		_, alias := als[name]
+		return alias || slices.ContainsFunc(eps, func(ep *provider.Endpoint) bool { return ep.Model == name && !ep.Embedding })
+	}
+	routes, err := shadow.NewRoutes(configs, known)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	return routes, nil
+}
+
+// tiered sets alias a's tiering t, checked against the configured models:
+// its tiers' routes (classify.Tiering.Order) and, when it names no models,
+// its chain (Middle, Strong, Cheap).
+func tiered(ea *engine.Alias, a string, t *tiering, eps []*provider.Endpoint) error {
+	if err := t.Check(a, func(m string) bool {
+		return slices.ContainsFunc(eps, func(ep *provider.Endpoint) bool { return ep.Model == m })
+	}); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	if len(ea.Models) == 0 {
+		ea.Models = t.AliasModels()
+	}
+	for i := range t.Names() {
+		ea.Tiers = append(ea.Tiers, t.Order(i))
+	}
+	ea.Tiering = t
+	return nil
 }
 
 // autoTiering is the built-in alias auto's tiering, or nil when a model or
@@ -177,36 +217,36 @@ func resilienceOptions(c config.Resilience) engine.Resilience {
 // section and the models' and aliases' overrides; off unless pii.enabled.
 // The audit log, when open (the observe step), supplies the hash key
 // unless the config does.
-func piiOptions(cfg *config.Config, audit *sqlite.Audit) (engine.PIIOptions, error) {
+func piiOptions(cfg *config.Config, audit *sqlite.Audit) (pii.Options, error) {
 	p := cfg.PII
 	if !p.Enabled {
-		return engine.PIIOptions{}, nil
+		return pii.Options{}, nil
 	}
 	d, err := pii.New(p.Config)
 	if err != nil {
-		return engine.PIIOptions{}, fmt.Errorf("pii: %w", err)
+		return pii.Options{}, fmt.Errorf("pii: %w", err)
 	}
-	o := engine.PIIOptions{
-		Detector: engine.PIIDetectorFunc(func(ctx context.Context, text string) ([]pii.Match, error) {
+	o := pii.Options{
+		Detector: pii.FinderFunc(func(ctx context.Context, text string) ([]pii.Match, error) {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
 			return d.Find(text), nil
 		}),
 		Action: p.Action, FailOpen: p.FailOpen, TimeBudget: time.Duration(p.TimeBudget),
-		HashKey: []byte(p.Audit.HashKey.Value()), Routes: map[string]engine.PIIRoute{},
+		HashKey: []byte(p.Audit.HashKey.Value()), Routes: map[string]pii.Route{},
 	}
 	if len(o.HashKey) == 0 && audit != nil {
 		o.HashKey = audit.HashKey()
 	}
 	for _, md := range cfg.Models {
 		if r := md.PII; r != nil {
-			o.Routes[md.Name] = engine.PIIRoute{Action: r.Action, FailOpen: r.FailOpen}
+			o.Routes[md.Name] = pii.Route{Action: r.Action, FailOpen: r.FailOpen}
 		}
 	}
 	for _, a := range cfg.Aliases {
 		if r := a.PII; r != nil {
-			o.Routes[a.Name] = engine.PIIRoute{Action: r.Action, FailOpen: r.FailOpen}
+			o.Routes[a.Name] = pii.Route{Action: r.Action, FailOpen: r.FailOpen}
 		}
 	}
 	return o, nil
@@ -215,8 +255,8 @@ func piiOptions(cfg *config.Config, audit *sqlite.Audit) (engine.PIIOptions, err
 // caches are the exact cache (in memory, or in front of Redis) and the
 // semantic cache, each nil when off.
 type caches struct {
-	exact    engine.Cache
-	semantic *engine.Semantic
+	exact    cache.Store
+	semantic *semcache.Semantic
 }
 
 // openCaches builds the exact cache when cache.enabled, over the fleet's
@@ -225,7 +265,7 @@ type caches struct {
 func openCaches(cfg *config.Config, eps []*provider.Endpoint, sh shared, rt http.RoundTripper, now func() time.Time) (caches, error) {
 	var c caches
 	if cfg.Cache.Enabled {
-		lru, err := cache.New[*engine.CacheEntry](cfg.Cache.Config, now)
+		lru, err := cache.New[*cache.Entry](cfg.Cache.Config, now)
 		if err != nil {
 			return caches{}, fmt.Errorf("cache: %w", err)
 		}
@@ -249,7 +289,7 @@ func openCaches(cfg *config.Config, eps []*provider.Endpoint, sh shared, rt http
 // semanticCache builds the semantic cache when an alias turns it on: an
 // index bounded by cache.semantic_max_entries with the exact cache's TTL,
 // and a client of cache.embeddings sending through rt.
-func semanticCache(cfg *config.Config, rt http.RoundTripper, now func() time.Time) (*engine.Semantic, error) {
+func semanticCache(cfg *config.Config, rt http.RoundTripper, now func() time.Time) (*semcache.Semantic, error) {
 	on := false
 	for _, a := range cfg.Aliases {
 		on = on || a.SemanticCache != nil && a.SemanticCache.Enabled
@@ -257,7 +297,7 @@ func semanticCache(cfg *config.Config, rt http.RoundTripper, now func() time.Tim
 	if !on || !cfg.Cache.Enabled || cfg.Cache.Embeddings == nil {
 		return nil, nil
 	}
-	idx, err := semcache.New[*engine.CacheEntry](semcache.Config{TTL: cfg.Cache.TTL, MaxEntries: cfg.Cache.SemanticMaxEntries}, now)
+	idx, err := semcache.New[*cache.Entry](semcache.Config{TTL: cfg.Cache.TTL, MaxEntries: cfg.Cache.SemanticMaxEntries}, now)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +306,7 @@ func semanticCache(cfg *config.Config, rt http.RoundTripper, now func() time.Tim
 	if err != nil {
 		return nil, fmt.Errorf("embeddings: %w", err)
 	}
-	return &engine.Semantic{Embed: c.Embed, Index: idx}, nil
+	return &semcache.Semantic{Embed: c.Embed, Index: idx}, nil
 }
 
 // calibrations are the ones `keel calibrate` stored in the file at path

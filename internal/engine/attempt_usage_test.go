@@ -7,6 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/keelmesh/keel/internal/chain"
+	"github.com/keelmesh/keel/internal/fragment"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pricing"
 )
@@ -44,7 +46,7 @@ func TestFragmentReplicasRecordUsageAndOneWinnerPerFragment(t *testing.T) {
 		eps := h.endpoints("m", "a", "b")
 		eps[0].Price = pricing.Price{InputPerMTok: 3, OutputPerMTok: 15}
 		eps[1].Price = pricing.Price{InputPerMTok: 1, OutputPerMTok: 5}
-		e := h.engine(Options{Fragment: FragmentOptions{TargetTokens: 200, Redundancy: 2},
+		e := h.engine(Options{Stages: stages(t, chain.Config{Fragment: fragment.Settings{TargetTokens: 200, Redundancy: 2}}),
 			Aliases: map[string]Alias{"al": {Models: []string{"m"}}}}, eps...)
 		req := ask(llm.FormatAnthropic, "al", false)
 		var doc strings.Builder

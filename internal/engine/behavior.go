@@ -11,9 +11,6 @@ import (
 // read it without importing the engine).
 type Behavior = pipeline.Behavior
 
-// Capability is a model tier, 1 (weakest) to 5 (strongest).
-type Capability = pipeline.Capability
-
 // ParseBehavior merges the body's mesh_behavior and the X-Mesh-Behavior
 // header (pipeline.ParseBehavior, with the personal-data actions a client
 // may ask for).

@@ -11,6 +11,7 @@ import (
 	"github.com/keelmesh/keel/internal/attempt"
 	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/chain"
+	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/fragment"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
@@ -195,10 +196,8 @@ func (c *callState) Replicas() fragment.Replicas {
 // admission (deadline, budgets, calibration), the rollout stage and valve,
 // structured output, fragmentation, then the core (the attempt chain and
 // the stream relay). A stage that is off is nil and costs nothing.
-func (e *Engine) compose(o Options) {
-	e.exactStage, e.semanticStage = chain.Caches(o.Cache, o.CachePolicy, o.Semantic, e.log)
-	e.rolloutSt, e.structSt = chain.Rollout(e.rollout, e.valve), chain.Structured(e.structOpts, e.schemas, e.smetrics)
-	e.fragSt = chain.Fragment(e.fragOpts, e.structOpts)
+func (e *Engine) compose() {
+	e.rolloutSt = chain.Rollout(e.rollout, e.valve)
 	outer, inner := e.stages()
 	e.inner = pipeline.Chain(pipeline.HandlerFunc(e.core), inner...)
 	e.handler = pipeline.Chain(e.inner, outer...)
@@ -207,8 +206,9 @@ func (e *Engine) compose(o Options) {
 // stages lists the pipeline's stages, outermost first: those that face the
 // client, and those a shadow call runs too.
 func (e *Engine) stages() (outer, inner []pipeline.Stage) {
-	return []pipeline.Stage{e.piiStage, e.shadowStage()},
-		[]pipeline.Stage{e.resolveStage, e.exactStage, e.semanticStage, e.admit, e.rolloutSt, e.structSt, e.fragSt}
+	s := &e.st
+	return []pipeline.Stage{s.PII, e.shadowStage()},
+		[]pipeline.Stage{e.resolveStage, s.Exact, s.Semantic, e.admit, e.rolloutSt, s.Structured, s.Fragment}
 }
 
 // resolveStage finds the call's route (its domain, the model or alias,
@@ -259,7 +259,7 @@ func (e *Engine) lookup(model string, format llm.Format, embedding bool) (rs *ro
 	}
 	if rs == nil && len(e.fleet.Templates) > 0 && model != "" {
 		var err error
-		if rs, err = e.fleet.Passthrough(model, format); errors.Is(err, ErrNoProvider) {
+		if rs, err = e.fleet.Passthrough(model, format); errors.Is(err, fleet.ErrNoProvider) {
 			return nil, true, &llm.APIError{Status: http.StatusNotFound, Type: llm.ErrNotFound, Code: codeModelNotFound, Message: "model " + model + ": " + err.Error()}
 		} else if err != nil {
 			return nil, false, &llm.APIError{Status: http.StatusServiceUnavailable, Type: llm.ErrOverloaded, MeshCode: llm.MeshFallbackExhausted,

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/pipeline"
 )
 
 // min_model_capability above the alias's primary model upgrades the call
@@ -24,7 +25,7 @@ func TestCapabilityFloorUpgradesWithinAliasChain(t *testing.T) {
 		w.Capability, m.Capability, s.Capability = 2, 4, 5
 		e := h.engine(Options{Aliases: map[string]Alias{"chain": {Models: []string{"m-weak", "m-mid", "m-strong"}, Strategy: "ordered"}}}, w, m, s)
 
-		do := func(model string, floor Capability) (*Outcome, error) {
+		do := func(model string, floor pipeline.Capability) (*Outcome, error) {
 			return e.Do(context.Background(), ask(llm.FormatAnthropic, model, false), Call{RequestID: "t", Behavior: &Behavior{MinModelCapability: floor}})
 		}
 		out, err := do("chain", 4)

@@ -22,17 +22,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/keelmesh/keel/internal/affinity"
 	"github.com/keelmesh/keel/internal/attempt"
-	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/cacheroute"
 	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/chain"
@@ -48,7 +45,6 @@ import (
 	"github.com/keelmesh/keel/internal/rollout"
 	"github.com/keelmesh/keel/internal/route"
 	"github.com/keelmesh/keel/internal/shadow"
-	"github.com/keelmesh/keel/internal/structured"
 )
 
 // Alias is an ordered chain of model names served under one name.
@@ -56,18 +52,17 @@ type Alias struct {
 	Models []string
 	// Strategy is "ordered" or "latency" (the default).
 	Strategy string
+	// Tiers, on a tiered alias, are its tiers' models, cheapest first,
+	// each in the order its route tries them (Tiering names the tiers).
+	Tiers [][]string
 	// Translation overrides the models' translation policy ("drop", "reject").
 	Translation string
-	// Tiering, when set, routes each call by its prompt's complexity
-	// (tiering.go); Models may then be empty: the chain is Middle, Strong,
-	// Cheap.
+	// Tiering, when set with Tiers, routes each call by its prompt's
+	// complexity (tiering.go).
 	Tiering Tiering
-	// Shadow, when set, also sends a share of the alias's calls on a
-	// shadow path and compares the answers (shadow.go).
-	Shadow *shadow.Config
 	// SemanticThreshold, when > 0, turns the semantic cache on for the
-	// alias: the lowest cosine similarity it serves (semantic.go). It
-	// needs Options.Cache and Options.Semantic.
+	// alias: the lowest cosine similarity it serves. It needs
+	// Options.Stages.Semantic.
 	SemanticThreshold float64
 }
 
@@ -82,17 +77,13 @@ type Options struct {
 	// Passthrough endpoints serve model names no model or alias claims: the
 	// one whose Format matches the client's is used with its Model and
 	// UpstreamModel set to the requested name; a client of a format none
-	// speaks gets 404 naming the missing key (ErrNoProvider).
+	// speaks gets 404 naming the missing key (fleet.ErrNoProvider).
 	Passthrough []*provider.Endpoint
 
 	Resilience Resilience
-	// Structured tunes structured-output validation and repair.
-	Structured StructuredOptions
-	// Fragment tunes long-input fragmentation and fusion.
-	Fragment FragmentOptions
-	// StructuredMetrics receives the structured-output counters (nil: the
-	// engine keeps its own, see StructuredMetrics).
-	StructuredMetrics *structured.Metrics
+	// Stages are the feature stages, built (chain.Build): the engine puts
+	// them in their places in the chain (compose).
+	Stages chain.Stages
 	// Calibrations map requested temperatures between models (keel
 	// calibrate); nil means none.
 	Calibrations *normalize.Set
@@ -115,21 +106,11 @@ type Options struct {
 	// Prices prices an endpoint whose Price is zero (passthrough endpoints
 	// above all) by its upstream model name; nil leaves them unpriced.
 	Prices func(model string) (pricing.Price, bool)
-	// Cache, when set, is the exact response cache: a call the policy
-	// deems safe to cache is answered from it when an identical one was
-	// answered before (cache.go); nil means no cache.
-	Cache Cache
-	// CachePolicy says which requests are safe to cache.
-	CachePolicy cache.Policy
-	// Shadow sizes the pool that runs the aliases' shadow calls (used
-	// only when an alias has a Shadow).
-	Shadow ShadowOptions
-	// Semantic, when set, is the semantic cache of the aliases that set
-	// SemanticThreshold (semantic.go); nil means none.
-	Semantic *Semantic
-	// PII turns personal-data detection on (pii.go); a nil Detector
-	// leaves it off.
-	PII PIIOptions
+	// Shadows are the aliases' shadow policies, resolved
+	// (shadow.NewRoutes: their targets are configured models or aliases),
+	// by alias; nil: none. Shadow sizes the pool that runs them.
+	Shadows map[string]*shadow.Route
+	Shadow  shadow.PoolOptions
 }
 
 // Resilience tunes retries, hedging, breakers and health.
@@ -179,32 +160,21 @@ type Resilience struct {
 
 // Engine is the mesh's request pipeline.
 type Engine struct {
-	client     *provider.Client
-	classify   func(string) string
-	structOpts StructuredOptions
-	fragOpts   FragmentOptions
-	cals       *normalize.Set
-	paramPol   normalize.Policy
-	normOff    bool
-	// smetrics counts validated, repaired, re-asked and failed answers.
-	smetrics *structured.Metrics
-	// schemas compiles client schemas under structOpts.Limits, with this
-	// engine's own compile slots.
-	schemas *structured.Compiler
-	log     *slog.Logger
-	obs     Observer
-	events  events // obs under its optional interfaces (events.go)
-	now     func() time.Time
-	rnd     func(int) int
-	prices  func(string) (pricing.Price, bool)
-	// exactStage and semanticStage are the response caches (nil when
-	// off).
-	exactStage, semanticStage pipeline.Stage
-	// rolloutSt, structSt and fragSt are the rollout, structured-output
-	// and fragmentation stages (package chain).
-	rolloutSt, structSt, fragSt pipeline.Stage
-	// piiStage is Options.PII built.
-	piiStage    pipeline.Stage
+	client   *provider.Client
+	classify func(string) string
+	cals     *normalize.Set
+	paramPol normalize.Policy
+	normOff  bool
+	log      *slog.Logger
+	obs      Observer
+	events   events // obs under its optional interfaces (events.go)
+	now      func() time.Time
+	rnd      func(int) int
+	prices   func(string) (pricing.Price, bool)
+	// st are the feature stages; rolloutSt is the rollout stage (over
+	// the engine's plan and valve).
+	st          chain.Stages
+	rolloutSt   pipeline.Stage
 	maxAttempts int
 	timeout     time.Duration
 	hedge       resilience.HedgePolicy
@@ -287,7 +257,7 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: backoff: %w", err)
 	}
 	e := &Engine{stop: make(chan struct{}),
-		client: o.Client, classify: o.Classify, structOpts: o.Structured, smetrics: o.StructuredMetrics, fragOpts: o.Fragment, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices,
+		client: o.Client, classify: o.Classify, st: o.Stages, cals: o.Calibrations, paramPol: o.ParamPolicy, normOff: o.DisableNormalization, log: log, obs: o.Observer, now: now, rnd: rnd, prices: o.Prices,
 		maxAttempts: r.MaxAttempts, timeout: r.Timeout, hedge: r.Hedge, opts: r,
 		routes: map[string]*routeState{}, shared: o.Shared,
 	}
@@ -297,13 +267,6 @@ func New(o Options) (*Engine, error) {
 		}}
 	e.sharing = fleet.Sharing{Shared: o.Shared, ByID: e.fleet.ByID, All: e.fleet.All, Budgets: e.budgets, Prober: e.prober, Log: log, Now: now,
 		Stop: e.stop, Closed: e.closed.Load}
-	if e.smetrics == nil {
-		e.smetrics = &structured.Metrics{}
-	}
-	e.schemas = structured.NewCompiler(o.Structured.Limits)
-	if e.piiStage, err = chain.PII(o.PII, log); err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
-	}
 	e.valve, e.events = rollout.NewValve(r.Valve), newEvents(o.Observer)
 	if e.rollout, err = rollout.NewPlan(r.Rollout); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -323,24 +286,21 @@ func New(o Options) (*Engine, error) {
 	if err := e.addRoutes(o); err != nil {
 		return nil, err
 	}
-	if err := e.start(o); err != nil {
-		e.Close()
-		return nil, err
-	}
+	e.start(o)
 	return e, nil
 }
 
 // start composes the call pipeline once every route exists and starts the
 // shadow pool and the replica sharing.
-func (e *Engine) start(o Options) error {
-	if err := e.newShadows(o.Aliases, o.Shadow); err != nil {
-		return err
+func (e *Engine) start(o Options) {
+	if len(o.Shadows) > 0 {
+		e.shadowRoutes = o.Shadows
+		e.shadows = shadow.NewPool(o.Shadow, e.runShadow, e.events.shadow, e.now)
 	}
-	e.compose(o)
+	e.compose()
 	if e.shared != nil {
 		e.sharing.Start(&e.probes)
 	}
-	return nil
 }
 
 // addRoutes adds the configured endpoints and a route per model (an
@@ -356,9 +316,9 @@ func (e *Engine) addRoutes(o Options) error {
 		e.fleet.Add(ep)
 		eps = append(eps, ep)
 	}
-	specs, err := aliasSpecs(o.Aliases, eps)
-	if err != nil {
-		return err
+	specs := make(map[string]fleet.AliasSpec, len(o.Aliases))
+	for name, a := range o.Aliases {
+		specs[name] = fleet.AliasSpec{Models: a.Models, Strategy: a.Strategy, Tiers: a.Tiers}
 	}
 	t, err := fleet.Plan(eps, specs)
 	if err != nil {
@@ -380,47 +340,23 @@ func (e *Engine) addRoutes(o Options) error {
 		}
 	}
 	for _, a := range t.Aliases {
-		if err := e.addAlias(a, o.Aliases[a], t.ByAlias[a], o); err != nil {
+		if err := e.addAlias(a, o.Aliases[a], t.ByAlias[a]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// aliasSpecs are the aliases' chains as fleet.Plan takes them: a tiered
-// alias's models (Middle, Strong, Cheap when it names none) and its tiers'
-// models, its tiering checked against the configured models.
-func aliasSpecs(aliases map[string]Alias, eps []*endpoint) (map[string]fleet.AliasSpec, error) {
-	specs := make(map[string]fleet.AliasSpec, len(aliases))
-	for _, name := range slices.Sorted(maps.Keys(aliases)) {
-		a := aliases[name]
-		spec := fleet.AliasSpec{Models: a.Models, Strategy: a.Strategy}
-		if t := a.Tiering; t != nil {
-			if err := t.Check(name, func(m string) bool { return slices.ContainsFunc(eps, func(ep *endpoint) bool { return ep.Model == m }) }); err != nil {
-				return nil, fmt.Errorf("engine: %w", err)
-			}
-			if len(spec.Models) == 0 {
-				spec.Models = t.AliasModels()
-			}
-			for i := range t.Names() {
-				spec.Tiers = append(spec.Tiers, t.Order(i))
-			}
-		}
-		specs[name] = spec
-	}
-	return specs, nil
-}
-
 // addAlias adds alias a's route over its chain c, and its tiers' routes.
-func (e *Engine) addAlias(a string, spec Alias, c fleet.Chain, o Options) error {
+func (e *Engine) addAlias(a string, spec Alias, c fleet.Chain) error {
 	rs, err := e.newRoute(a, c.Cands, c.Strategy)
 	if err != nil {
 		return err
 	}
 	rs.translation = spec.Translation
 	if spec.SemanticThreshold > 0 {
-		if o.Cache == nil || o.Semantic == nil {
-			return fmt.Errorf("engine: alias %q: the semantic cache needs Options.Cache and Options.Semantic", a)
+		if e.st.Semantic == nil {
+			return fmt.Errorf("engine: alias %q: the semantic cache needs the exact cache and an embedder (chain.Config.Cache, .Semantic)", a)
 		}
 		rs.semThreshold = float32(spec.SemanticThreshold)
 	}
@@ -452,13 +388,9 @@ func (e *Engine) SetRecovery(on bool) { e.recoveryOff.Store(!on) }
 // Recovery reports whether mid-stream continuation is on.
 func (e *Engine) Recovery() bool { return !e.recoveryOff.Load() }
 
-// EndpointStatus is one endpoint's live state, for gauges and dashboards
-// (fleet.Status).
-type EndpointStatus = fleet.Status
-
-// Endpoints returns every endpoint's live state: the configured ones,
-// then the passthrough ones created so far.
-func (e *Engine) Endpoints() []EndpointStatus { return fleet.Statuses(e.fleet.All(), e.now()) }
+// Endpoints returns every endpoint's live state, for gauges and
+// dashboards: the configured ones, then the passthrough ones created so far.
+func (e *Engine) Endpoints() []fleet.Status { return fleet.Statuses(e.fleet.All(), e.now()) }
 
 // Call carries what the front knows about a client call besides the request.
 type Call struct {

@@ -5,34 +5,21 @@ import (
 	"github.com/keelmesh/keel/internal/shadow"
 )
 
-// The optional observer interfaces and their events are package
-// observe's; these names keep the engine's API.
+// The attempt events the attempt lifecycle emits (package observe).
 type (
-	AttemptObserver = observe.AttemptObserver
-	HedgeObserver   = observe.HedgeObserver
-	BreakerObserver = observe.BreakerObserver
-	ValveObserver   = observe.ValveObserver
-	AttemptEvent    = observe.AttemptEvent
-	HedgeEvent      = observe.HedgeEvent
-	BreakerEvent    = observe.BreakerEvent
-	ValveEvent      = observe.ValveEvent
-)
-
-// The safety valve's event names (observe.ValveEventOpen, ValveEventClosed).
-const (
-	ValveEventOpen   = observe.ValveEventOpen
-	ValveEventClosed = observe.ValveEventClosed
+	AttemptEvent = observe.AttemptEvent
+	HedgeEvent   = observe.HedgeEvent
 )
 
 // events holds the engine's observer under each optional interface it
 // implements, nil for the others. Each method is a nil check when nobody
 // listens. The struct is written once, in New, and only read after.
 type events struct {
-	attemptObs AttemptObserver
-	hedgeObs   HedgeObserver
-	breakerObs BreakerObserver
-	valveObs   ValveObserver
-	shadowObs  ShadowObserver
+	attemptObs observe.AttemptObserver
+	hedgeObs   observe.HedgeObserver
+	breakerObs observe.BreakerObserver
+	valveObs   observe.ValveObserver
+	shadowObs  shadow.Observer
 }
 
 // newEvents asserts o's optional interfaces once.
@@ -41,33 +28,33 @@ func newEvents(o Observer) events {
 	if o == nil {
 		return ev
 	}
-	ev.attemptObs, _ = o.(AttemptObserver)
-	ev.hedgeObs, _ = o.(HedgeObserver)
-	ev.breakerObs, _ = o.(BreakerObserver)
-	ev.valveObs, _ = o.(ValveObserver)
-	ev.shadowObs, _ = o.(ShadowObserver)
+	ev.attemptObs, _ = o.(observe.AttemptObserver)
+	ev.hedgeObs, _ = o.(observe.HedgeObserver)
+	ev.breakerObs, _ = o.(observe.BreakerObserver)
+	ev.valveObs, _ = o.(observe.ValveObserver)
+	ev.shadowObs, _ = o.(shadow.Observer)
 	return ev
 }
 
-func (ev *events) attempt(a AttemptEvent) {
+func (ev *events) attempt(a observe.AttemptEvent) {
 	if ev.attemptObs != nil {
 		ev.attemptObs.OnAttempt(a)
 	}
 }
 
-func (ev *events) hedge(h HedgeEvent) {
+func (ev *events) hedge(h observe.HedgeEvent) {
 	if ev.hedgeObs != nil {
 		ev.hedgeObs.OnHedge(h)
 	}
 }
 
-func (ev *events) breaker(b BreakerEvent) {
+func (ev *events) breaker(b observe.BreakerEvent) {
 	if ev.breakerObs != nil {
 		ev.breakerObs.OnBreakerState(b)
 	}
 }
 
-func (ev *events) valve(v ValveEvent) {
+func (ev *events) valve(v observe.ValveEvent) {
 	if ev.valveObs != nil {
 		ev.valveObs.OnValve(v)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/keelmesh/keel/internal/observe"
+
 	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
@@ -20,8 +22,8 @@ type recorder struct {
 	mu       sync.Mutex // guards following
 	attempts []AttemptEvent
 	hedges   []HedgeEvent
-	breakers []BreakerEvent
-	valves   []ValveEvent
+	breakers []observe.BreakerEvent
+	valves   []observe.ValveEvent
 }
 
 func (r *recorder) counts() [4]int {
@@ -44,34 +46,38 @@ func (o allEvents) OnAttempt(ev AttemptEvent) {
 	o.r.add(func() { o.r.attempts = append(o.r.attempts, ev) })
 }
 func (o allEvents) OnHedge(ev HedgeEvent) { o.r.add(func() { o.r.hedges = append(o.r.hedges, ev) }) }
-func (o allEvents) OnBreakerState(ev BreakerEvent) {
+func (o allEvents) OnBreakerState(ev observe.BreakerEvent) {
 	o.r.add(func() { o.r.breakers = append(o.r.breakers, ev) })
 }
-func (o allEvents) OnValve(ev ValveEvent) { o.r.add(func() { o.r.valves = append(o.r.valves, ev) }) }
-func (o valveOnly) OnValve(ev ValveEvent) { o.r.add(func() { o.r.valves = append(o.r.valves, ev) }) }
+func (o allEvents) OnValve(ev observe.ValveEvent) {
+	o.r.add(func() { o.r.valves = append(o.r.valves, ev) })
+}
+func (o valveOnly) OnValve(ev observe.ValveEvent) {
+	o.r.add(func() { o.r.valves = append(o.r.valves, ev) })
+}
 func (o attemptBreaker) OnAttempt(ev AttemptEvent) {
 	o.r.add(func() { o.r.attempts = append(o.r.attempts, ev) })
 }
-func (o attemptBreaker) OnBreakerState(ev BreakerEvent) {
+func (o attemptBreaker) OnBreakerState(ev observe.BreakerEvent) {
 	o.r.add(func() { o.r.breakers = append(o.r.breakers, ev) })
 }
 
 // valveOnly and attemptBreaker implement some of the optional interfaces.
 type valveOnly struct {
-	ObserverFunc
+	callrec.ObserverFunc
 	r *recorder
 }
 
 type attemptBreaker struct {
-	ObserverFunc
+	callrec.ObserverFunc
 	r *recorder
 }
 
 func emitAll(ev *events) {
 	ev.attempt(AttemptEvent{RequestID: "r1", Endpoint: "a/us/p", Kind: "primary", Outcome: "ok", Status: 200})
 	ev.hedge(HedgeEvent{RequestID: "r1", Endpoint: "a/us/p", HedgeEndpoint: "a/eu/p", Delay: time.Second})
-	ev.breaker(BreakerEvent{Endpoint: "a/us/p", From: resilience.Closed, To: resilience.Open})
-	ev.valve(ValveEvent{Event: ValveEventOpen})
+	ev.breaker(observe.BreakerEvent{Endpoint: "a/us/p", From: resilience.Closed, To: resilience.Open})
+	ev.valve(observe.ValveEvent{Event: observe.ValveEventOpen})
 }
 
 // TestEventsOptionalInterfaces checks that each optional interface is found
@@ -85,7 +91,7 @@ func TestEventsOptionalInterfaces(t *testing.T) {
 		want [4]int // attempts, hedges, breakers, valves received
 	}{
 		{"no observer", nil, [4]int{}},
-		{"RequestDone only", ObserverFunc(func(*Record) {}), [4]int{}},
+		{"RequestDone only", callrec.ObserverFunc(func(*Record) {}), [4]int{}},
 		{"valve only", valveOnly{r: r}, [4]int{0, 0, 0, 1}},
 		{"attempt and breaker", attemptBreaker{r: r}, [4]int{1, 0, 1, 0}},
 		{"all", allEvents{r}, [4]int{1, 1, 1, 1}},
@@ -109,9 +115,9 @@ func TestEventsOptionalInterfaces(t *testing.T) {
 func TestEventsAllocateNothing(t *testing.T) {
 	r := &recorder{
 		attempts: make([]AttemptEvent, 0, 1000), hedges: make([]HedgeEvent, 0, 1000),
-		breakers: make([]BreakerEvent, 0, 1000), valves: make([]ValveEvent, 0, 1000),
+		breakers: make([]observe.BreakerEvent, 0, 1000), valves: make([]observe.ValveEvent, 0, 1000),
 	}
-	for _, obs := range []Observer{nil, ObserverFunc(func(*Record) {}), allEvents{r}} {
+	for _, obs := range []Observer{nil, callrec.ObserverFunc(func(*Record) {}), allEvents{r}} {
 		ev := newEvents(obs)
 		if n := testing.AllocsPerRun(100, func() { emitAll(&ev) }); n != 0 {
 			t.Errorf("observer %T: %v allocations per emission, want 0", obs, n)
@@ -123,7 +129,7 @@ func TestEventsAllocateNothing(t *testing.T) {
 // configured, obs as its observer and *now as its clock.
 func valveEngine(t *testing.T, cfg ValveConfig, obs Observer, now *time.Time) *Engine {
 	t.Helper()
-	e, err := New(Options{Client: provider.NewClient(http.DefaultTransport), Observer: obs,
+	e, err := newEngine(Options{Client: provider.NewClient(http.DefaultTransport), Observer: obs,
 		Now: func() time.Time { return *now }, Resilience: Resilience{Valve: cfg}})
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +157,7 @@ func TestValveEmitsEvents(t *testing.T) {
 		countCall(e, true)
 	}
 	// 3 fallbacks in 4 calls: 0.75 > 0.5 with MinRequests seen.
-	want := []ValveEvent{{Event: ValveEventOpen, FallbackRate: 0.75, Requests: 4, Threshold: 0.5, OpenUntil: t0.Add(30 * time.Second), Time: t0}}
+	want := []observe.ValveEvent{{Event: observe.ValveEventOpen, FallbackRate: 0.75, Requests: 4, Threshold: 0.5, OpenUntil: t0.Add(30 * time.Second), Time: t0}}
 	if !reflect.DeepEqual(utc(r.valves), want) {
 		t.Fatalf("valve events after tripping (-got +want):\n-%+v\n+%+v", r.valves, want)
 	}
@@ -167,7 +173,7 @@ func TestValveEmitsEvents(t *testing.T) {
 	// The hold ends; the next call counted closes the valve.
 	now = t0.Add(30 * time.Second)
 	countCall(e, false)
-	want = append(want, ValveEvent{Event: ValveEventClosed, FallbackRate: 0.5, Requests: 2, Threshold: 0.5, Time: now})
+	want = append(want, observe.ValveEvent{Event: observe.ValveEventClosed, FallbackRate: 0.5, Requests: 2, Threshold: 0.5, Time: now})
 	if !reflect.DeepEqual(utc(r.valves), want) {
 		t.Errorf("valve events after the hold (-got +want):\n-%+v\n+%+v", r.valves, want)
 	}
@@ -177,8 +183,8 @@ func TestValveEmitsEvents(t *testing.T) {
 }
 
 // utc returns evs with their times in UTC, for comparing.
-func utc(evs []ValveEvent) []ValveEvent {
-	out := make([]ValveEvent, len(evs))
+func utc(evs []observe.ValveEvent) []observe.ValveEvent {
+	out := make([]observe.ValveEvent, len(evs))
 	for i, ev := range evs {
 		out[i] = ev
 		out[i].Time = ev.Time.UTC()
@@ -192,7 +198,7 @@ func utc(evs []ValveEvent) []ValveEvent {
 // TestValveWithoutValveObserver: a trip with an observer that has
 // RequestDone alone, or none, opens the valve and reports nothing.
 func TestValveWithoutValveObserver(t *testing.T) {
-	for _, obs := range []Observer{nil, ObserverFunc(func(*Record) {})} {
+	for _, obs := range []Observer{nil, callrec.ObserverFunc(func(*Record) {})} {
 		now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 		e := valveEngine(t, ValveConfig{MinRequests: 2, Hold: time.Minute}, obs, &now)
 		countCall(e, true)
@@ -204,7 +210,7 @@ func TestValveWithoutValveObserver(t *testing.T) {
 }
 
 // TestBreakerTransitionsAreEvents: an endpoint's breaker reports each state
-// change to a BreakerObserver, with the endpoint and the virtual time.
+// change to a observe.BreakerObserver, with the endpoint and the virtual time.
 func TestBreakerTransitionsAreEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		up := &scripted{id: "up", format: llm.FormatAnthropic, script: always(anthropicError(500, "api_error", ""))}
@@ -220,7 +226,7 @@ func TestBreakerTransitionsAreEvents(t *testing.T) {
 		time.Sleep(time.Minute) // the open interval ends
 		call(t, e, ask(llm.FormatAnthropic, "m", false))
 		const id = "m/up/p"
-		want := []BreakerEvent{
+		want := []observe.BreakerEvent{
 			{Endpoint: id, From: resilience.Closed, To: resilience.Open, Time: t0},
 			{Endpoint: id, From: resilience.Open, To: resilience.HalfOpen, Time: t0.Add(time.Minute)},
 			{Endpoint: id, From: resilience.HalfOpen, To: resilience.Open, Time: t0.Add(time.Minute)},
@@ -236,7 +242,7 @@ func TestBreakerTransitionsAreEvents(t *testing.T) {
 // TestNewRejectsBadValveThreshold: engine.New checks the valve's policy
 // with resilience.ValveConfig.Validate, as config does.
 func TestNewRejectsBadValveThreshold(t *testing.T) {
-	_, err := New(Options{Client: provider.NewClient(http.DefaultTransport), Resilience: Resilience{Valve: ValveConfig{Threshold: 2}}})
+	_, err := newEngine(Options{Client: provider.NewClient(http.DefaultTransport), Resilience: Resilience{Valve: ValveConfig{Threshold: 2}}})
 	if !errors.Is(err, resilience.ErrInvalidConfig) {
 		t.Errorf("New(threshold 2) = %v, want an error wrapping ErrInvalidConfig", err)
 	}

@@ -23,7 +23,7 @@ func (e *Engine) newRunner(retry *policy.Retry) *attempt.Runner {
 	d := attempt.Deps{Client: e.client, Now: e.now, Rand: e.rnd, Retry: retry, MaxAttempts: e.maxAttempts,
 		Hedge: e.hedge, HedgingOff: &e.hedgingOff, RecoveryOff: &e.recoveryOff, SlowStreamOff: e.slowStreamOff, SlowStream: e.slowStream,
 		CacheRoute: e.cacheRt, Prices: e.prices, MarkDown: e.markDown,
-		Calibrations: e.cals, ParamPolicy: e.paramPol, NormalizationOff: e.normOff, RelaxedStreams: e.structOpts.RelaxedStreams,
+		Calibrations: e.cals, ParamPolicy: e.paramPol, NormalizationOff: e.normOff, RelaxedStreams: e.st.RelaxedStreams,
 		Deadline: errDeadline}
 	// Nil when nobody listens: the attempts build no event then.
 	if e.events.attemptObs != nil {

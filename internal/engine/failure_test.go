@@ -40,7 +40,7 @@ func TestLlamaCppContextErrorFallsBack(t *testing.T) {
 							Format: upstream, BaseURL: fleet.BaseURL(m.Regions[0], upstream), Capability: 3, ContextWindow: windows[m.Name],
 							StreamIdleTimeout: 30 * time.Second})
 					}
-					e, err := New(Options{Endpoints: eps, Client: provider.NewClient(fleet.Transport()),
+					e, err := newEngine(Options{Endpoints: eps, Client: provider.NewClient(fleet.Transport()),
 						Aliases:    map[string]Alias{"local": {Models: []string{"llama-small", "llama-big"}, Strategy: "ordered"}},
 						Resilience: Resilience{DisableHedging: true, Valve: ValveConfig{Disabled: true}}})
 					if err != nil {

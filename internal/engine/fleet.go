@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/keelmesh/keel/internal/fleet"
+	"github.com/keelmesh/keel/internal/observe"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/route"
@@ -11,16 +12,6 @@ import (
 
 // endpoint is an upstream with its live state (package fleet).
 type endpoint = fleet.Endpoint
-
-// Endpoint states, as EndpointStatus.State reports them.
-const (
-	StateHealthy     = fleet.StateHealthy
-	StateDown        = fleet.StateDown
-	StateBreakerOpen = fleet.StateBreakerOpen
-	StateHalfOpen    = fleet.StateHalfOpen
-	StateCooling     = fleet.StateCooling
-	StateEjected     = fleet.StateEjected
-)
 
 // routeState is the candidate chain of one model or alias name, with the
 // route's retry and hedge budgets (shared by every call on the route).
@@ -72,14 +63,10 @@ func (e *Engine) newRoute(name string, cands []*endpoint, s route.Strategy) (*ro
 	return &routeState{name: name, cands: cands, strategy: s, retries: rb, hedges: hb}, nil
 }
 
-// ErrNoProvider is returned for a passthrough call of a wire format no
-// passthrough provider speaks.
-var ErrNoProvider = fleet.ErrNoProvider
-
 // breakerChanged reports a breaker's transition (its view was
 // republished).
 func (e *Engine) breakerChanged(ep *endpoint, from, to resilience.State) {
-	e.events.breaker(BreakerEvent{Endpoint: ep.ID, From: from, To: to, Time: e.now()})
+	e.events.breaker(observe.BreakerEvent{Endpoint: ep.ID, From: from, To: to, Time: e.now()})
 }
 
 // Probe timing (package fleet).

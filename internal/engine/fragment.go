@@ -12,9 +12,6 @@ import (
 	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
-// FragmentOptions tune long-input fragmentation (fragment.Settings, built from fragment.Config).
-type FragmentOptions = fragment.Settings
-
 // replicas sends a call's fragments as execs of their own on its route
 // (fragment.Replicas); their attempts join the call's record.
 type replicas struct {

@@ -6,13 +6,17 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/keelmesh/keel/internal/callrec"
+	"github.com/keelmesh/keel/internal/chain"
+	"github.com/keelmesh/keel/internal/fragment"
+
 	"github.com/keelmesh/keel/internal/llm"
 )
 
 // Issue 13: a fragment whose replicas all answered, but none with a JSON
 // object, is lost: FragmentsOK does not count it (it did, so the header said
 // "4/4" beside X-Mesh-Fragments-Lost), LostRanges names it and its
-// FragmentDetail says "invalid".
+// callrec.FragmentDetail says "invalid".
 func TestFragmentAnsweredWithoutJSONIsLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		answer := func(n int, body map[string]any) reply {
@@ -25,7 +29,7 @@ func TestFragmentAnsweredWithoutJSONIsLost(t *testing.T) {
 		a := &scripted{id: "a", format: llm.FormatAnthropic, script: answer}
 		b := &scripted{id: "b", format: llm.FormatAnthropic, script: answer}
 		h := newHarness(t, a, b)
-		e := h.engine(Options{Fragment: FragmentOptions{TargetTokens: 200, Redundancy: 2},
+		e := h.engine(Options{Stages: stages(t, chain.Config{Fragment: fragment.Settings{TargetTokens: 200, Redundancy: 2}}),
 			Aliases: map[string]Alias{"al": {Models: []string{"m"}}}}, h.endpoints("m", "a", "b")...)
 		out := fragmentedCall(t, e)
 		rec := out.Record
@@ -42,9 +46,9 @@ func TestFragmentAnsweredWithoutJSONIsLost(t *testing.T) {
 			t.Fatalf("%d fragment details for %d fragments", len(rec.Fragments.Details), rec.Fragments.Count)
 		}
 		for i, d := range rec.Fragments.Details {
-			want := FragmentInvalid
+			want := callrec.FragmentInvalid
 			if i == 0 {
-				want = FragmentOK
+				want = callrec.FragmentOK
 			}
 			if d.Outcome != want || len(d.Endpoints) == 0 {
 				t.Errorf("fragment %d: outcome %q, endpoints %v; want %q and the endpoints tried", i, d.Outcome, d.Endpoints, want)
@@ -63,7 +67,7 @@ func TestFragmentReplicasStartOnDistinctEndpoints(t *testing.T) {
 		b := &scripted{id: "b", format: llm.FormatAnthropic, script: ok}
 		c := &scripted{id: "c", format: llm.FormatAnthropic, script: ok}
 		h := newHarness(t, a, b, c)
-		e := h.engine(Options{Fragment: FragmentOptions{TargetTokens: 200, Redundancy: 2}, Rand: func(n int) int { return n - 1 },
+		e := h.engine(Options{Stages: stages(t, chain.Config{Fragment: fragment.Settings{TargetTokens: 200, Redundancy: 2}}), Rand: func(n int) int { return n - 1 },
 			Aliases: map[string]Alias{"al": {Models: []string{"m"}}}}, h.endpoints("m", "a", "b", "c")...)
 		out := fragmentedCall(t, e)
 		for i, d := range out.Record.Fragments.Details {

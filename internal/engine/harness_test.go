@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmesh/keel/internal/chain"
+
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 )
@@ -240,12 +242,35 @@ func (h *harness) engine(o Options, eps ...*provider.Endpoint) *Engine {
 	o.Endpoints = append(o.Endpoints, eps...)
 	o.Client = provider.NewClient(h)
 	o.Resilience.Valve.Disabled = true
-	e, err := New(o)
+	e, err := newEngine(o)
 	if err != nil {
 		h.t.Fatalf("engine.New: %v", err)
 	}
 	h.t.Cleanup(e.Close)
 	return e
+}
+
+// newEngine is New with the feature stages o.Stages holds or, when none
+// were built, chain.Build's defaults (as every mesh has them).
+func newEngine(o Options) (*Engine, error) {
+	if o.Stages.Structured == nil {
+		st, err := chain.Build(chain.Config{})
+		if err != nil {
+			return nil, err
+		}
+		o.Stages = st
+	}
+	return New(o)
+}
+
+// stages builds the feature stages of c for a test's engine.
+func stages(t testing.TB, c chain.Config) chain.Stages {
+	t.Helper()
+	st, err := chain.Build(c)
+	if err != nil {
+		t.Fatalf("chain.Build: %v", err)
+	}
+	return st
 }
 
 // ask is a one-turn request.

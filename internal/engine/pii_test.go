@@ -13,6 +13,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/keelmesh/keel/internal/callrec"
+	"github.com/keelmesh/keel/internal/chain"
+
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pii"
 	"github.com/keelmesh/keel/internal/sse"
@@ -20,7 +23,7 @@ import (
 )
 
 // regexDetector is a small test detector: each kind by one pattern.
-func regexDetector() PIIDetector {
+func regexDetector() pii.Finder {
 	pats := []struct {
 		k  pii.Kind
 		re *regexp.Regexp
@@ -29,7 +32,7 @@ func regexDetector() PIIDetector {
 		{pii.Phone, regexp.MustCompile(`\+1 \d{3} \d{3} \d{4}`)},
 		{pii.SSN, regexp.MustCompile(`\b\d{3}-\d{2}-\d{4}\b`)},
 	}
-	return PIIDetectorFunc(func(_ context.Context, text string) ([]pii.Match, error) {
+	return pii.FinderFunc(func(_ context.Context, text string) ([]pii.Match, error) {
 		var ms []pii.Match
 		for _, p := range pats {
 			for _, ix := range p.re.FindAllStringIndex(text, -1) {
@@ -164,10 +167,10 @@ func piiCall(t *testing.T, e *Engine, req *llm.Request, b *Behavior) piiAnswer {
 	return a
 }
 
-func piiEngine(t *testing.T, o PIIOptions, script func(int, map[string]any) reply) (*Engine, *scripted) {
+func piiEngine(t *testing.T, o pii.Options, script func(int, map[string]any) reply) (*Engine, *scripted) {
 	up := &scripted{id: "a", format: llm.FormatAnthropic, script: script}
 	h := newHarness(t, up)
-	return h.engine(Options{PII: o}, h.endpoints("m", "a")...), up
+	return h.engine(Options{Stages: stages(t, chain.Config{PII: o})}, h.endpoints("m", "a")...), up
 }
 
 // TestPIIRedactedUpstreamRestoredForClient: the upstream sees placeholders
@@ -178,7 +181,7 @@ func TestPIIRedactedUpstreamRestoredForClient(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				e, up := piiEngine(t, PIIOptions{Detector: regexDetector()}, echoPlaceholders(stream))
+				e, up := piiEngine(t, pii.Options{Detector: regexDetector()}, echoPlaceholders(stream))
 				a := piiCall(t, e, piiAsk(llm.FormatAnthropic, stream), nil)
 				if a.err != nil {
 					t.Fatalf("call: %v", a.err)
@@ -209,7 +212,7 @@ func TestPIIRedactedUpstreamRestoredForClient(t *testing.T) {
 					t.Error("no delta was re-encoded: restored deltas went out as the upstream's bytes")
 				}
 				rep := a.rec.PII
-				if rep == nil || rep.Action != PIIRedact || len(rep.Findings) != 5 {
+				if rep == nil || rep.Action != pii.ActionRedact || len(rep.Findings) != 5 {
 					t.Fatalf("record PII %+v, want 5 findings under redact", rep)
 				}
 				if c := rep.Counts(); c["EMAIL"] != 2 || c["PHONE"] != 1 || c["SSN"] != 2 {
@@ -257,9 +260,9 @@ var idLike = regexp.MustCompile(`[A-Za-z0-9_-]{12,}`)
 // TestPIIDetectorErrorFailsClosed: no upstream call, 503 MESH_PII_UNAVAILABLE;
 // with fail_open the call goes through unscanned and the record keeps no body.
 func TestPIIDetectorErrorFailsClosed(t *testing.T) {
-	broken := PIIDetectorFunc(func(context.Context, string) ([]pii.Match, error) { return nil, errors.New("detector broke") })
+	broken := pii.FinderFunc(func(context.Context, string) ([]pii.Match, error) { return nil, errors.New("detector broke") })
 	synctest.Test(t, func(t *testing.T) {
-		e, up := piiEngine(t, PIIOptions{Detector: broken}, always(anthropicJSON("hi")))
+		e, up := piiEngine(t, pii.Options{Detector: broken}, always(anthropicJSON("hi")))
 		a := piiCall(t, e, piiAsk(llm.FormatAnthropic, false), nil)
 		if a.err == nil || a.err.Status != http.StatusServiceUnavailable || a.err.MeshCode != llm.MeshPIIUnavailable {
 			t.Fatalf("got %v, want 503 %s", a.err, llm.MeshPIIUnavailable)
@@ -270,7 +273,7 @@ func TestPIIDetectorErrorFailsClosed(t *testing.T) {
 	})
 	synctest.Test(t, func(t *testing.T) {
 		open := true
-		e, up := piiEngine(t, PIIOptions{Detector: broken, Routes: map[string]PIIRoute{"m": {FailOpen: &open}}}, always(anthropicJSON("hi")))
+		e, up := piiEngine(t, pii.Options{Detector: broken, Routes: map[string]pii.Route{"m": {FailOpen: &open}}}, always(anthropicJSON("hi")))
 		a := piiCall(t, e, piiAsk(llm.FormatAnthropic, false), nil)
 		if a.err != nil || up.count() != 1 {
 			t.Fatalf("fail_open: err %v, upstream calls %d; want served", a.err, up.count())
@@ -284,7 +287,7 @@ func TestPIIDetectorErrorFailsClosed(t *testing.T) {
 // TestPIIDetectionOverBudgetFailsClosed: a detector slower than the time
 // budget is given up at exactly the budget (virtual time).
 func TestPIIDetectionOverBudgetFailsClosed(t *testing.T) {
-	slow := PIIDetectorFunc(func(ctx context.Context, _ string) ([]pii.Match, error) {
+	slow := pii.FinderFunc(func(ctx context.Context, _ string) ([]pii.Match, error) {
 		select {
 		case <-time.After(time.Second):
 			return nil, nil
@@ -293,7 +296,7 @@ func TestPIIDetectionOverBudgetFailsClosed(t *testing.T) {
 		}
 	})
 	synctest.Test(t, func(t *testing.T) {
-		e, up := piiEngine(t, PIIOptions{Detector: slow, TimeBudget: 40 * time.Millisecond}, always(anthropicJSON("hi")))
+		e, up := piiEngine(t, pii.Options{Detector: slow, TimeBudget: 40 * time.Millisecond}, always(anthropicJSON("hi")))
 		start := time.Now()
 		a := piiCall(t, e, piiAsk(llm.FormatAnthropic, false), nil)
 		if a.err == nil || a.err.MeshCode != llm.MeshPIIUnavailable || !strings.Contains(a.err.Message, "time budget") {
@@ -318,18 +321,18 @@ func TestPIIActions(t *testing.T) {
 	}
 	cases := []struct {
 		name     string
-		opts     PIIOptions
+		opts     pii.Options
 		behavior *Behavior
 		wantCode string
 		wantText string
 		wantUp   int
 	}{
-		{"block", PIIOptions{Action: PIIBlock}, nil, llm.MeshPIIBlocked, "", 0},
-		{"mesh_behavior block", PIIOptions{}, &Behavior{PII: PIIBlock}, llm.MeshPIIBlocked, "", 0},
-		{"mask", PIIOptions{Action: PIIMask}, nil, "", "[PHONE] [EMAIL] [SSN] [SSN] [EMAIL]", 1},
-		{"log", PIIOptions{Action: PIILog}, nil, "", "", 1},
-		{"weaker than the route", PIIOptions{Action: PIIBlock}, &Behavior{PII: PIILog}, llm.MeshBadRequest, "", 0},
-		{"route off", PIIOptions{Routes: map[string]PIIRoute{"m": {Action: PIIOff}}}, nil, "", "", 1},
+		{"block", pii.Options{Action: pii.ActionBlock}, nil, llm.MeshPIIBlocked, "", 0},
+		{"mesh_behavior block", pii.Options{}, &Behavior{PII: pii.ActionBlock}, llm.MeshPIIBlocked, "", 0},
+		{"mask", pii.Options{Action: pii.ActionMask}, nil, "", "[PHONE] [EMAIL] [SSN] [SSN] [EMAIL]", 1},
+		{"log", pii.Options{Action: pii.ActionLog}, nil, "", "", 1},
+		{"weaker than the route", pii.Options{Action: pii.ActionBlock}, &Behavior{PII: pii.ActionLog}, llm.MeshBadRequest, "", 0},
+		{"route off", pii.Options{Routes: map[string]pii.Route{"m": {Action: pii.ActionOff}}}, nil, "", "", 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -378,7 +381,7 @@ func TestPIIActions(t *testing.T) {
 // escaped for JSON (a value with quotes), streaming and not.
 func TestPIIPlaceholdersSurviveRepairAndRestoreEscaped(t *testing.T) {
 	const name = `Bob "the Builder" O'Neil`
-	det := PIIDetectorFunc(func(ctx context.Context, text string) ([]pii.Match, error) {
+	det := pii.FinderFunc(func(ctx context.Context, text string) ([]pii.Match, error) {
 		ms, _ := regexDetector().Find(ctx, text)
 		if i := strings.Index(text, name); i >= 0 {
 			ms = append(ms, pii.Match{Kind: "NAME", Start: i, End: i + len(name)})
@@ -401,7 +404,7 @@ func TestPIIPlaceholdersSurviveRepairAndRestoreEscaped(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				e, up := piiEngine(t, PIIOptions{Detector: det}, answer(stream))
+				e, up := piiEngine(t, pii.Options{Detector: det}, answer(stream))
 				req := ask(llm.FormatAnthropic, "m", stream)
 				req.Messages[0].Content[0].Text = "Customer " + name + ", " + piiEmail + ". Give me name and email."
 				a := piiCall(t, e, req, &Behavior{OutputSchema: schema})
@@ -439,7 +442,7 @@ func TestPIIOpenAIPassThroughStreamRestored(t *testing.T) {
 			return openaiStream(pieces("Mail "+strings.Join(ps, " or ")+" today.", 2), 0, true, 5)
 		}}
 		h := newHarness(t, up)
-		e := h.engine(Options{PII: PIIOptions{Detector: regexDetector()}}, h.endpoints("m", "a")...)
+		e := h.engine(Options{Stages: stages(t, chain.Config{PII: pii.Options{Detector: regexDetector()}})}, h.endpoints("m", "a")...)
 		req := ask(llm.FormatOpenAI, "m", true)
 		req.Messages[0].Content[0].Text = "Write to " + piiEmail + " or " + piiPhone
 		out, err := e.Do(context.Background(), req, Call{RequestID: "t"})
@@ -496,7 +499,7 @@ func TestPIIOpenAIPassThroughStreamRestored(t *testing.T) {
 // only that is restored in the answer.
 func TestPIIUserPlaceholderTextLeftAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e, up := piiEngine(t, PIIOptions{Detector: regexDetector()}, echoPlaceholders(false))
+		e, up := piiEngine(t, pii.Options{Detector: regexDetector()}, echoPlaceholders(false))
 		req := ask(llm.FormatAnthropic, "m", false)
 		req.Messages[0].Content[0].Text = "Fill [EMAIL_1] in the template with " + piiEmail
 		a := piiCall(t, e, req, nil)
@@ -517,7 +520,7 @@ func TestPIIUserPlaceholderTextLeftAlone(t *testing.T) {
 // actions.
 func TestBehaviorPII(t *testing.T) {
 	b, err := ParseBehavior(json.RawMessage(`{"pii":"mask"}`), `{"pii":"block"}`)
-	if err != nil || b.PII != PIIMask {
+	if err != nil || b.PII != pii.ActionMask {
 		t.Fatalf("body mask over header block: %+v, %v", b, err)
 	}
 	for _, bad := range []string{`{"pii":"hide"}`, `{"pii":"off"}`, `{"pii":true}`} {
@@ -535,7 +538,7 @@ func TestBehaviorPII(t *testing.T) {
 func TestPIIClientGoneIsNoDetectionFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
-		det := PIIDetectorFunc(func(c context.Context, _ string) ([]pii.Match, error) {
+		det := pii.FinderFunc(func(c context.Context, _ string) ([]pii.Match, error) {
 			cancel()
 			<-c.Done()
 			return nil, c.Err()
@@ -543,7 +546,7 @@ func TestPIIClientGoneIsNoDetectionFailure(t *testing.T) {
 		var rec *Record
 		up := &scripted{id: "a", format: llm.FormatAnthropic, script: always(anthropicJSON("hi"))}
 		h := newHarness(t, up)
-		e := h.engine(Options{PII: PIIOptions{Detector: det}, Observer: ObserverFunc(func(r *Record) { rec = r })}, h.endpoints("m", "a")...)
+		e := h.engine(Options{Stages: stages(t, chain.Config{PII: pii.Options{Detector: det}}), Observer: callrec.ObserverFunc(func(r *Record) { rec = r })}, h.endpoints("m", "a")...)
 		_, err := e.Do(ctx, piiAsk(llm.FormatAnthropic, false), Call{RequestID: "t"})
 		ae, _ := err.(*llm.APIError)
 		if ae == nil || ae.Status != 499 || ae.MeshCode != llm.MeshTimeout {
@@ -560,7 +563,7 @@ func TestPIIClientGoneIsNoDetectionFailure(t *testing.T) {
 // the upstream gets the placeholder.
 func TestPIIUserIDRedacted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e, up := piiEngine(t, PIIOptions{Detector: regexDetector()}, always(anthropicJSON("hi")))
+		e, up := piiEngine(t, pii.Options{Detector: regexDetector()}, always(anthropicJSON("hi")))
 		req := ask(llm.FormatAnthropic, "m", false)
 		req.UserID = piiEmail
 		if a := piiCall(t, e, req, nil); a.err != nil {
@@ -585,8 +588,8 @@ func TestPIIDetectorBadMatchesFailClosed(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				det := PIIDetectorFunc(func(context.Context, string) ([]pii.Match, error) { return ms, nil })
-				e, up := piiEngine(t, PIIOptions{Detector: det}, always(anthropicJSON("hi")))
+				det := pii.FinderFunc(func(context.Context, string) ([]pii.Match, error) { return ms, nil })
+				e, up := piiEngine(t, pii.Options{Detector: det}, always(anthropicJSON("hi")))
 				a := piiCall(t, e, piiAsk(llm.FormatAnthropic, false), nil)
 				if a.err == nil || a.err.MeshCode != llm.MeshPIIUnavailable || up.count() != 0 {
 					t.Fatalf("got %v and %d upstream calls, want %s and none", a.err, up.count(), llm.MeshPIIUnavailable)
@@ -601,8 +604,8 @@ func TestPIIDetectorBadMatchesFailClosed(t *testing.T) {
 // call closed instead of taking the process down.
 func TestPIIDetectorPanicFailsClosed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		det := PIIDetectorFunc(func(context.Context, string) ([]pii.Match, error) { panic("detector bug") })
-		e, up := piiEngine(t, PIIOptions{Detector: det}, always(anthropicJSON("hi")))
+		det := pii.FinderFunc(func(context.Context, string) ([]pii.Match, error) { panic("detector bug") })
+		e, up := piiEngine(t, pii.Options{Detector: det}, always(anthropicJSON("hi")))
 		a := piiCall(t, e, piiAsk(llm.FormatAnthropic, false), nil)
 		if a.err == nil || a.err.MeshCode != llm.MeshPIIUnavailable || up.count() != 0 {
 			t.Fatalf("got %v and %d upstream calls, want %s and none", a.err, up.count(), llm.MeshPIIUnavailable)
@@ -618,10 +621,10 @@ func TestPIIChinesePromptRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	real := PIIDetectorFunc(func(_ context.Context, s string) ([]pii.Match, error) { return d.Find(s), nil })
+	real := pii.FinderFunc(func(_ context.Context, s string) ([]pii.Match, error) { return d.Find(s), nil })
 	const id, phone, mail = "11010519491231002X", "13812345678", "wang.fang@example.cn"
 	synctest.Test(t, func(t *testing.T) {
-		e, up := piiEngine(t, PIIOptions{Detector: real}, echoPlaceholders(true))
+		e, up := piiEngine(t, pii.Options{Detector: real}, echoPlaceholders(true))
 		req := ask(llm.FormatAnthropic, "m", true)
 		req.Messages[0].Content[0].Text = "你好，我叫王芳，身份证号" + id + "，手机" + phone + "，邮箱" + mail + "，请帮我改一下收货地址。"
 		a := piiCall(t, e, req, nil)
@@ -663,7 +666,7 @@ func TestPIIOpenAIToolArgumentsStreamRestored(t *testing.T) {
 			return reply{events: evs}
 		}}
 		h := newHarness(t, up)
-		e := h.engine(Options{PII: PIIOptions{Detector: regexDetector()}}, h.endpoints("m", "a")...)
+		e := h.engine(Options{Stages: stages(t, chain.Config{PII: pii.Options{Detector: regexDetector()}})}, h.endpoints("m", "a")...)
 		req := ask(llm.FormatOpenAI, "m", true)
 		req.Messages[0].Content[0].Text = "Send it to " + piiEmail + " and " + piiPhone
 		out, err := e.Do(context.Background(), req, Call{RequestID: "t"})

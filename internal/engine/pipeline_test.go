@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/keelmesh/keel/internal/chain"
+	"github.com/keelmesh/keel/internal/semcache"
+
 	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pii"
@@ -38,22 +41,23 @@ func pipelineEngine(t *testing.T, obs Observer, script func(int, map[string]any)
 	t.Helper()
 	up := &scripted{id: "a", format: llm.FormatAnthropic, script: script}
 	h := newHarness(t, up)
-	lru, err := cache.New[*CacheEntry](cache.Config{}, nil)
+	lru, err := cache.New[*cache.Entry](cache.Config{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sem := &Semantic{Embed: func(context.Context, string) ([]float32, error) { return []float32{1, 0}, nil }, Index: mapIndex{}}
-	return h.engine(Options{Observer: obs, Cache: lru, Semantic: sem,
-		PII:     PIIOptions{Detector: PIIDetectorFunc(func(context.Context, string) ([]pii.Match, error) { return nil, nil })},
-		Aliases: map[string]Alias{"al": {Models: []string{"m"}, SemanticThreshold: 0.99, Shadow: &shadow.Config{Percent: 100, Target: shadow.Target{Model: "m"}}}},
+	sem := &semcache.Semantic{Embed: func(context.Context, string) ([]float32, error) { return []float32{1, 0}, nil }, Index: mapIndex{}}
+	return h.engine(Options{Observer: obs, Stages: stages(t, chain.Config{Cache: lru, Semantic: sem,
+		PII: pii.Options{Detector: pii.FinderFunc(func(context.Context, string) ([]pii.Match, error) { return nil, nil })}}),
+		Aliases: map[string]Alias{"al": {Models: []string{"m"}, SemanticThreshold: 0.99}},
+		Shadows: shadows(t, "al", shadow.Config{Percent: 100, Target: shadow.Target{Model: "m"}}),
 	}, h.endpoints("m", "a")...)
 }
 
-// mapIndex is a SemanticIndex that never finds anything.
+// mapIndex is a semcache.EntryIndex that never finds anything.
 type mapIndex struct{}
 
-func (mapIndex) Nearest(string, []float32) (*CacheEntry, float32, bool) { return nil, 0, false }
-func (mapIndex) Add(string, []float32, *CacheEntry)                     {}
+func (mapIndex) Nearest(string, []float32) (*cache.Entry, float32, bool) { return nil, 0, false }
+func (mapIndex) Add(string, []float32, *cache.Entry)                     {}
 
 // TestRequestEntersEachStageOnce: a call through Engine.Do enters each
 // stage of the composed pipeline once on its way down and passes it once
@@ -188,7 +192,7 @@ func TestOneFinishPerCall(t *testing.T) {
 				}
 				out.Stream.Close()
 				out.Stream.Close()
-				if tc.cached && out.Record.CacheStatus() != CacheHit {
+				if tc.cached && out.Record.CacheStatus() != cache.Hit {
 					t.Fatalf("X-Mesh-Cache %q, want hit", out.Record.Cache)
 				}
 			}

@@ -3,6 +3,9 @@ package engine
 import (
 	"testing"
 
+	"github.com/keelmesh/keel/internal/chain"
+	"github.com/keelmesh/keel/internal/rollout"
+
 	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/llm"
@@ -33,18 +36,18 @@ func TestRecordPartsOnlyForStagesThatActed(t *testing.T) {
 		if r.rec.Cache != nil {
 			t.Errorf("cache part %+v on a mesh without a cache", r.rec.Cache)
 		}
-		if r.rec.ServedBy != "m/a/p" || len(r.rec.Attempts) != 1 || r.rec.Stage != StageFull {
+		if r.rec.ServedBy != "m/a/p" || len(r.rec.Attempts) != 1 || r.rec.Stage != rollout.StageFull {
 			t.Errorf("route part: served by %q, %d attempts, stage %q", r.rec.ServedBy, len(r.rec.Attempts), r.rec.Stage)
 		}
 	})
 	t.Run("cached", func(t *testing.T) {
 		up := &scripted{id: "a", format: llm.FormatAnthropic, script: always(anthropicJSON("hi"))}
 		h := newHarness(t, up)
-		lru, err := cache.New[*CacheEntry](cache.Config{}, nil)
+		lru, err := cache.New[*cache.Entry](cache.Config{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := h.engine(Options{Cache: lru}, h.endpoints("m", "a")...)
+		e := h.engine(Options{Stages: stages(t, chain.Config{Cache: lru})}, h.endpoints("m", "a")...)
 		req := func() *llm.Request {
 			r := ask(llm.FormatAnthropic, "m", false)
 			zero := 0.0
@@ -55,7 +58,7 @@ func TestRecordPartsOnlyForStagesThatActed(t *testing.T) {
 		if first.err != nil || second.err != nil {
 			t.Fatal(first.err, second.err)
 		}
-		if first.rec.Cache != callrec.CachePart(CacheMiss) || second.rec.Cache != callrec.CachePart(CacheHit) {
+		if first.rec.Cache != callrec.CachePart(cache.Miss) || second.rec.Cache != callrec.CachePart(cache.Hit) {
 			t.Errorf("cache parts %+v, %+v: want the shared miss, then hit", first.rec.Cache, second.rec.Cache)
 		}
 		noFeature(t, first.rec)

@@ -100,7 +100,7 @@ func recoveryEngine(t *testing.T, kind provider.Continuation, upstream llm.Forma
 			Format: upstream, BaseURL: fleet.BaseURL(r, upstream), Continuation: kind, Capability: 3, ContextWindow: 200_000,
 			StreamIdleTimeout: 30 * time.Second})
 	}
-	e, err := New(Options{Endpoints: eps, Client: provider.NewClient(fleet.Transport()),
+	e, err := newEngine(Options{Endpoints: eps, Client: provider.NewClient(fleet.Transport()),
 		Aliases:    map[string]Alias{"x": {Models: []string{"sim-x"}, Strategy: "ordered"}},
 		Resilience: Resilience{DisableHedging: true, Valve: ValveConfig{Disabled: true}}})
 	if err != nil {
@@ -228,7 +228,7 @@ func echoCase(t *testing.T, fault string, client llm.Format, maxTokens int) {
 			Capability: 3, ContextWindow: 200_000, StreamIdleTimeout: 30 * time.Second})
 	}
 	rec := &bodyRecorder{next: fleet.Transport()}
-	e, err := New(Options{Endpoints: eps, Client: provider.NewClient(rec),
+	e, err := newEngine(Options{Endpoints: eps, Client: provider.NewClient(rec),
 		Aliases:    map[string]Alias{"x": {Models: []string{"llama"}, Strategy: "ordered"}},
 		Resilience: Resilience{DisableHedging: true, Valve: ValveConfig{Disabled: true}}})
 	if err != nil {

@@ -4,13 +4,6 @@ import (
 	"github.com/keelmesh/keel/internal/rollout"
 )
 
-// Rollout stages, from least to most mesh (internal/rollout).
-const (
-	StageMonitor = rollout.StageMonitor
-	StageHedging = rollout.StageHedging
-	StageFull    = rollout.StageFull
-)
-
 // Rollout sends Percent of the traffic through Stage and the rest through
 // the monitor stage (internal/rollout).
 type Rollout = rollout.Rollout

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/keelmesh/keel/internal/callrec"
+	"github.com/keelmesh/keel/internal/chain"
+
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/provider"
@@ -139,7 +142,7 @@ func TestImpliedSchemaIsSentAndClientFormatsAreKept(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := &scripted{id: "a", format: llm.FormatAnthropic, script: always(anthropicJSON(`{"risk_level":"low","mitigation_steps":[],"confidence_score":1}`))}
 		h := newHarness(t, a)
-		e := h.engine(Options{Structured: StructuredOptions{SendImplied: true}}, h.endpoints("m", "a")...)
+		e := h.engine(Options{Stages: stages(t, chain.Config{Structured: structured.Settings{SendImplied: true}})}, h.endpoints("m", "a")...)
 		req := ask(llm.FormatAnthropic, "m", false)
 		req.System = []llm.Block{{Type: llm.BlockText, Text: "Respond in JSON format. The output must include risk_level, mitigation_steps, confidence_score."}}
 		out, ae := callWith(t, e, req, nil)
@@ -181,7 +184,7 @@ func TestReaskCarriesSchemaAndViolationIsExplained(t *testing.T) {
 		req := ask(llm.FormatOpenAI, "m", false)
 		req.Messages[0].Content[0].Text = "My key is sk-ant-api03-secretsecretsecret, what is the risk?"
 		var rec *Record
-		e.obs = ObserverFunc(func(r *Record) { rec = r })
+		e.obs = callrec.ObserverFunc(func(r *Record) { rec = r })
 		_, ae := callWith(t, e, req, &Behavior{OutputSchema: riskSchema, Debug: true})
 		if ae == nil || ae.MeshCode != llm.MeshSchemaViolation || !strings.Contains(ae.Message, "confidence_score") {
 			t.Fatalf("error = %v, want MESH_SCHEMA_VIOLATION naming confidence_score", ae)
@@ -240,8 +243,8 @@ func TestSchemaLimitsArePerEngine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := &scripted{id: "a", format: llm.FormatOpenAI, script: always(openaiJSON(`{"risk_level":"high","confidence_score":0.9}`))}
 		h := newHarness(t, a)
-		narrow := h.engine(Options{Structured: StructuredOptions{Limits: structured.Limits{MaxProperties: 1, MaxConcurrentCompiles: 1}}}, h.endpoints("m", "a")...)
-		wide := h.engine(Options{Structured: StructuredOptions{Limits: structured.Limits{MaxProperties: 10, MaxConcurrentCompiles: 4}}}, h.endpoints("m", "a")...)
+		narrow := h.engine(Options{Stages: stages(t, chain.Config{Structured: structured.Settings{Limits: structured.Limits{MaxProperties: 1, MaxConcurrentCompiles: 1}}})}, h.endpoints("m", "a")...)
+		wide := h.engine(Options{Stages: stages(t, chain.Config{Structured: structured.Settings{Limits: structured.Limits{MaxProperties: 10, MaxConcurrentCompiles: 4}}})}, h.endpoints("m", "a")...)
 		if _, ae := callWith(t, wide, ask(llm.FormatOpenAI, "m", false), &Behavior{OutputSchema: riskSchema}); ae != nil {
 			t.Fatalf("engine with max 10 properties: %v", ae)
 		}
@@ -249,7 +252,7 @@ func TestSchemaLimitsArePerEngine(t *testing.T) {
 		if ae == nil || ae.Status != 400 || !strings.Contains(ae.Message, "structured_output.max_schema_properties") {
 			t.Fatalf("engine with max 1 property, built before the other: %v, want 400 naming max_schema_properties", ae)
 		}
-		if got := narrow.schemas.Limits(); got.MaxProperties != 1 || got.MaxConcurrentCompiles != 1 {
+		if got := narrow.st.Schemas.Limits(); got.MaxProperties != 1 || got.MaxConcurrentCompiles != 1 {
 			t.Errorf("narrow engine's limits %+v after the wide one was built, want MaxProperties 1 and 1 compile slot", got)
 		}
 	})

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/keelmesh/keel/internal/cache"
+	"github.com/keelmesh/keel/internal/chain"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/semcache"
@@ -44,25 +45,25 @@ func TestSemanticCache(t *testing.T) {
 		wantCache, wantSem string
 		wantUp, wantEmbeds int
 	}{
-		{name: "paraphrase", second: req("p"), wantCache: CacheHit, wantSem: SemanticHit, wantUp: 1, wantEmbeds: 2},
-		{name: "below threshold", second: req("far"), wantCache: CacheMiss, wantSem: SemanticMiss, wantUp: 2, wantEmbeds: 2},
-		{name: "embeddings fail", second: req("boom"), wantCache: CacheMiss, wantSem: SemanticError, wantUp: 2, wantEmbeds: 2},
-		{name: "same text is an exact hit", second: req("q"), wantCache: CacheHit, wantUp: 1, wantEmbeds: 1},
-		{name: "other max_tokens", second: req("p", func(r *llm.Request) { r.MaxTokens = 65 }), wantCache: CacheMiss, wantSem: SemanticMiss, wantUp: 2, wantEmbeds: 2},
+		{name: "paraphrase", second: req("p"), wantCache: cache.Hit, wantSem: semcache.StatusHit, wantUp: 1, wantEmbeds: 2},
+		{name: "below threshold", second: req("far"), wantCache: cache.Miss, wantSem: semcache.StatusMiss, wantUp: 2, wantEmbeds: 2},
+		{name: "embeddings fail", second: req("boom"), wantCache: cache.Miss, wantSem: semcache.StatusError, wantUp: 2, wantEmbeds: 2},
+		{name: "same text is an exact hit", second: req("q"), wantCache: cache.Hit, wantUp: 1, wantEmbeds: 1},
+		{name: "other max_tokens", second: req("p", func(r *llm.Request) { r.MaxTokens = 65 }), wantCache: cache.Miss, wantSem: semcache.StatusMiss, wantUp: 2, wantEmbeds: 2},
 		{name: "other system prompt", second: req("p", func(r *llm.Request) { r.System = []llm.Block{{Type: llm.BlockText, Text: "be brief"}} }),
-			wantCache: CacheMiss, wantSem: SemanticMiss, wantUp: 2, wantEmbeds: 2},
-		{name: "other domain", second: req("legal q"), wantCache: CacheMiss, wantSem: SemanticMiss, wantUp: 2, wantEmbeds: 2},
+			wantCache: cache.Miss, wantSem: semcache.StatusMiss, wantUp: 2, wantEmbeds: 2},
+		{name: "other domain", second: req("legal q"), wantCache: cache.Miss, wantSem: semcache.StatusMiss, wantUp: 2, wantEmbeds: 2},
 		{name: "ends with a prefill", second: req("p", func(r *llm.Request) {
 			r.Messages = append(r.Messages, llm.Message{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockText, Text: "Sure"}}})
-		}), wantCache: CacheMiss, wantUp: 2, wantEmbeds: 1},
-		{name: "not cacheable", second: req("p", func(r *llm.Request) { r.Temperature = nil }), wantCache: CacheBypass, wantUp: 2, wantEmbeds: 1},
-		{name: "model without it", alias: "m", second: req("p", func(r *llm.Request) { r.Model = "m" }), wantCache: CacheMiss, wantUp: 2, wantEmbeds: 0},
+		}), wantCache: cache.Miss, wantUp: 2, wantEmbeds: 1},
+		{name: "not cacheable", second: req("p", func(r *llm.Request) { r.Temperature = nil }), wantCache: cache.Bypass, wantUp: 2, wantEmbeds: 1},
+		{name: "model without it", alias: "m", second: req("p", func(r *llm.Request) { r.Model = "m" }), wantCache: cache.Miss, wantUp: 2, wantEmbeds: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := &scripted{id: "a", format: llm.FormatAnthropic, script: func(n int, _ map[string]any) reply { return anthropicJSON("answer " + string(rune('0'+n))) }}
 			h := newHarness(t, a)
-			lru, _ := cache.New[*CacheEntry](cache.Config{}, nil)
-			idx, _ := semcache.New[*CacheEntry](semcache.Config{}, nil)
+			lru, _ := cache.New[*cache.Entry](cache.Config{}, nil)
+			idx, _ := semcache.New[*cache.Entry](semcache.Config{}, nil)
 			var embeds atomic.Int64
 			embed := func(_ context.Context, text string) ([]float32, error) {
 				embeds.Add(1)
@@ -72,7 +73,7 @@ func TestSemanticCache(t *testing.T) {
 				return nil, errors.New("embeddings endpoint down")
 			}
 			e := h.engine(Options{Aliases: map[string]Alias{"al": {Models: []string{"m"}, SemanticThreshold: 0.9}},
-				Cache: lru, Semantic: &Semantic{Embed: embed, Index: idx},
+				Stages: stages(t, chain.Config{Cache: lru, Semantic: &semcache.Semantic{Embed: embed, Index: idx}}),
 				Classify: func(s string) string {
 					if strings.HasPrefix(s, "legal") {
 						return "legal"
@@ -92,7 +93,7 @@ func TestSemanticCache(t *testing.T) {
 				t.Fatalf("cache %q semantic %q, %d upstream, %d embeddings; want %q %q %d %d",
 					r2.rec.CacheStatus(), r2.rec.SemanticStatus(), a.count(), embeds.Load(), tc.wantCache, tc.wantSem, tc.wantUp, tc.wantEmbeds)
 			}
-			if tc.wantSem == SemanticHit {
+			if tc.wantSem == semcache.StatusHit {
 				if r2.text != r1.text || r2.rec.Semantic == nil || r2.rec.Semantic.Similarity < 0.9 || similarity(r2.rec) != "0.9600" || r2.rec.Cost != 0 {
 					t.Fatalf("hit: text %q (first %q), similarity %v header %q cost %v", r2.text, r1.text, r2.rec.Semantic, similarity(r2.rec), r2.rec.Cost)
 				}
@@ -107,7 +108,7 @@ func TestSemanticCache(t *testing.T) {
 // cache or no embeddings is a configuration error, not a silent no-op.
 func TestSemanticCacheNeedsItsOptions(t *testing.T) {
 	h := newHarness(t, &scripted{id: "a", format: llm.FormatAnthropic})
-	_, err := New(Options{Endpoints: h.endpoints("m", "a"), Client: provider.NewClient(h),
+	_, err := newEngine(Options{Endpoints: h.endpoints("m", "a"), Client: provider.NewClient(h),
 		Aliases: map[string]Alias{"al": {Models: []string{"m"}, SemanticThreshold: 0.9}}})
 	if err == nil || !strings.Contains(err.Error(), "semantic cache needs") {
 		t.Fatalf("New = %v, want the semantic cache's missing options named", err)
@@ -120,8 +121,8 @@ func TestSemanticCacheNeedsItsOptions(t *testing.T) {
 func TestSemanticCacheEmbeddingsOutageLoggedOnce(t *testing.T) {
 	a := &scripted{id: "a", format: llm.FormatAnthropic, script: func(n int, _ map[string]any) reply { return anthropicJSON("answer") }}
 	h := newHarness(t, a)
-	lru, _ := cache.New[*CacheEntry](cache.Config{}, nil)
-	idx, _ := semcache.New[*CacheEntry](semcache.Config{}, nil)
+	lru, _ := cache.New[*cache.Entry](cache.Config{}, nil)
+	idx, _ := semcache.New[*cache.Entry](semcache.Config{}, nil)
 	embed := func(_ context.Context, text string) ([]float32, error) {
 		if strings.HasPrefix(text, "boom") {
 			return nil, errors.New("404 model_not_found")
@@ -130,9 +131,10 @@ func TestSemanticCacheEmbeddingsOutageLoggedOnce(t *testing.T) {
 	}
 	var logs strings.Builder
 	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
 	e := h.engine(Options{Aliases: map[string]Alias{"al": {Models: []string{"m"}, SemanticThreshold: 0.9}},
-		Cache: lru, Semantic: &Semantic{Embed: embed, Index: idx},
-		Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))}, h.endpoints("m", "a")...)
+		Stages: stages(t, chain.Config{Cache: lru, Semantic: &semcache.Semantic{Embed: embed, Index: idx}, Log: log}),
+		Logger: log}, h.endpoints("m", "a")...)
 	zero := 0.0
 	for _, text := range []string{"boom 1", "boom 2", "fine", "boom 3"} {
 		r := ask(llm.FormatAnthropic, "al", false)
@@ -167,7 +169,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 // similarity is the X-Mesh-Cache-Similarity value the server sets
 // (server.cacheHeaders): a semantic hit's similarity to 4 decimals.
 func similarity(rec *Record) string {
-	if rec.SemanticStatus() != SemanticHit {
+	if rec.SemanticStatus() != semcache.StatusHit {
 		return ""
 	}
 	return strconv.FormatFloat(rec.Semantic.Similarity, 'f', 4, 64)

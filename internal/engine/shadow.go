@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/shadow"
@@ -20,33 +19,6 @@ import (
 // they are real traffic on those endpoints, and the router should know
 // what it saw. Its cost is reported in ShadowResult.ShadowCost, apart from
 // the client's.
-
-// ShadowObserver is told about every shadowed call: compared, failed,
-// dropped or shed. It runs on a shadow worker (or, for a drop, the
-// client's goroutine) and must not block.
-type ShadowObserver interface {
-	OnShadow(shadow.Result)
-}
-
-// ShadowOptions size the shadow pool (shadow.PoolOptions).
-type ShadowOptions = shadow.PoolOptions
-
-// newShadows resolves each alias's shadow policy and starts the pool when
-// one has a shadow; it runs in New after every route exists.
-func (e *Engine) newShadows(aliases map[string]Alias, o ShadowOptions) error {
-	configs := make(map[string]*shadow.Config, len(aliases))
-	for name, a := range aliases {
-		configs[name] = a.Shadow
-	}
-	var err error
-	if e.shadowRoutes, err = shadow.NewRoutes(configs, func(name string) bool { return e.routes[name] != nil }); err != nil {
-		return fmt.Errorf("engine: %w", err)
-	}
-	if len(e.shadowRoutes) > 0 {
-		e.shadows = shadow.NewPool(o, e.runShadow, e.events.shadow, e.now)
-	}
-	return nil
-}
 
 // shadowStage is the pool's stage over the engine's routes and record;
 // nil when no alias has a shadow.

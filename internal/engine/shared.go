@@ -9,27 +9,6 @@ import (
 // they lease tokens from (package fleet; store/redis implements it).
 type SharedState = fleet.SharedState
 
-// Observation is an endpoint state change one replica saw, for the others.
-type Observation = fleet.Observation
-
-// ObservationKind says what an Observation reports.
-type ObservationKind = fleet.ObservationKind
-
-// Observation kinds (see package fleet).
-const (
-	ObsDown          = fleet.ObsDown
-	ObsUp            = fleet.ObsUp
-	ObsEjected       = fleet.ObsEjected
-	ObsCooling       = fleet.ObsCooling
-	ObsBreakerOpen   = fleet.ObsBreakerOpen
-	ObsBreakerClosed = fleet.ObsBreakerClosed
-	ObsHeadroom      = fleet.ObsHeadroom
-	ObsLatency       = fleet.ObsLatency
-)
-
-// Lease is one budget's exchange with its global bucket.
-type Lease = fleet.Lease
-
 // budgets lists every route's retry and hedge budgets with their keys.
 func (e *Engine) budgets() []fleet.Budget {
 	var out []fleet.Budget

@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/keelmesh/keel/internal/fleet"
+
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/resilience"
 )
@@ -26,9 +28,9 @@ type bus struct {
 
 type member struct {
 	b     *bus
-	apply func(Observation)
+	apply func(fleet.Observation)
 	mu    sync.Mutex
-	sent  []Observation
+	sent  []fleet.Observation
 }
 
 func (b *bus) join() *member {
@@ -39,18 +41,18 @@ func (b *bus) join() *member {
 	return m
 }
 
-func (m *member) Start(apply func(Observation), _ func() []Observation) {
+func (m *member) Start(apply func(fleet.Observation), _ func() []fleet.Observation) {
 	m.b.mu.Lock()
 	m.apply = apply
 	m.b.mu.Unlock()
 }
 
-func (m *member) Publish(o Observation) {
+func (m *member) Publish(o fleet.Observation) {
 	m.mu.Lock()
 	m.sent = append(m.sent, o)
 	m.mu.Unlock()
 	m.b.mu.Lock()
-	var to []func(Observation)
+	var to []func(fleet.Observation)
 	for _, o2 := range m.b.members {
 		if o2 != m && o2.apply != nil {
 			to = append(to, o2.apply)
@@ -62,10 +64,10 @@ func (m *member) Publish(o Observation) {
 	}
 }
 
-func (m *member) published(kind ObservationKind) []Observation {
+func (m *member) published(kind fleet.ObservationKind) []fleet.Observation {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []Observation
+	var out []fleet.Observation
 	for _, o := range m.sent {
 		if o.Kind == kind {
 			out = append(out, o)
@@ -74,7 +76,7 @@ func (m *member) published(kind ObservationKind) []Observation {
 	return out
 }
 
-func (m *member) Lease(_ context.Context, ls []Lease) error {
+func (m *member) Lease(_ context.Context, ls []fleet.Lease) error {
 	b := m.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -134,8 +136,8 @@ func TestSharedCooldown(t *testing.T) {
 			t.Fatalf("first call: %+v", r)
 		}
 		seen := time.Now()
-		if got := endpointState(two, "m/a/p"); got != StateCooling {
-			t.Fatalf("the other engine sees a as %q, want %q", got, StateCooling)
+		if got := endpointState(two, "m/a/p"); got != fleet.StateCooling {
+			t.Fatalf("the other engine sees a as %q, want %q", got, fleet.StateCooling)
 		}
 		for time.Since(seen) < time.Second-60*time.Millisecond {
 			if r := call(t, two, ask(llm.FormatAnthropic, "al", false)); r.err != nil || r.text != "b" {
@@ -176,10 +178,10 @@ func TestSharedDownAndBack(t *testing.T) {
 		if r := call(t, one, ask(llm.FormatAnthropic, "al", false)); r.err != nil || r.text != "b" {
 			t.Fatalf("call with a down: %+v", r)
 		}
-		if got := endpointState(two, "m/a/p"); got != StateDown {
-			t.Fatalf("the other engine sees a as %q, want %q", got, StateDown)
+		if got := endpointState(two, "m/a/p"); got != fleet.StateDown {
+			t.Fatalf("the other engine sees a as %q, want %q", got, fleet.StateDown)
 		}
-		if n := len(m2.published(ObsDown)); n != 0 {
+		if n := len(m2.published(fleet.ObsDown)); n != 0 {
 			t.Errorf("the engine told of the outage published it back %d times", n)
 		}
 		before := a.count()
@@ -195,11 +197,11 @@ func TestSharedDownAndBack(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // two probe intervals
 		synctest.Wait()
 		for _, e := range []*Engine{one, two} {
-			if got := endpointState(e, "m/a/p"); got != StateHealthy {
+			if got := endpointState(e, "m/a/p"); got != fleet.StateHealthy {
 				t.Errorf("a is %q after it answers probes again, want healthy", got)
 			}
 		}
-		if n := len(m1.published(ObsUp)) + len(m2.published(ObsUp)); n < 1 {
+		if n := len(m1.published(fleet.ObsUp)) + len(m2.published(fleet.ObsUp)); n < 1 {
 			t.Error("no engine published that a is reachable again")
 		}
 	})
@@ -221,8 +223,8 @@ func TestSharedBreakerOpen(t *testing.T) {
 		for range 2 {
 			call(t, one, ask(llm.FormatAnthropic, "m", false))
 		}
-		if got := endpointState(two, "m/a/p"); got != StateBreakerOpen {
-			t.Fatalf("the other engine sees a as %q, want %q", got, StateBreakerOpen)
+		if got := endpointState(two, "m/a/p"); got != fleet.StateBreakerOpen {
+			t.Fatalf("the other engine sees a as %q, want %q", got, fleet.StateBreakerOpen)
 		}
 		before := a.count()
 		if r := call(t, two, ask(llm.FormatAnthropic, "m", false)); r.err == nil || r.err.MeshCode != llm.MeshCircuitOpen {
@@ -232,8 +234,8 @@ func TestSharedBreakerOpen(t *testing.T) {
 			t.Error("the other engine sent to an endpoint whose breaker it was told is open")
 		}
 		time.Sleep(time.Second)
-		if got := endpointState(two, "m/a/p"); got != StateHalfOpen {
-			t.Errorf("after the open interval the other engine sees a as %q, want %q", got, StateHalfOpen)
+		if got := endpointState(two, "m/a/p"); got != fleet.StateHalfOpen {
+			t.Errorf("after the open interval the other engine sees a as %q, want %q", got, fleet.StateHalfOpen)
 		}
 	})
 }

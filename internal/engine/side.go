@@ -145,7 +145,7 @@ func (e *Engine) redactSide(ctx context.Context, c *callState, texts *llm.Reques
 	pc := pipeline.Call{Request: texts, ID: call.RequestID, Header: call.ClientHeader, Behavior: call.Behavior, TraceParent: call.TraceParent,
 		KeyID: call.KeyID, Team: call.Team, Record: c}
 	sent := texts
-	_, err := e.piiStage(pipeline.HandlerFunc(func(_ context.Context, pc *pipeline.Call) (*pipeline.Answer, error) {
+	_, err := e.st.PII(pipeline.HandlerFunc(func(_ context.Context, pc *pipeline.Call) (*pipeline.Answer, error) {
 		sent = pc.Request
 		return &pipeline.Answer{}, nil
 	})).Serve(ctx, &pc)

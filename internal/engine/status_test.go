@@ -6,6 +6,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/keelmesh/keel/internal/fleet"
+
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/resilience"
@@ -28,14 +30,14 @@ func TestEndpointStatusState(t *testing.T) {
 		state   string
 		breaker string
 	}{
-		{name: "answers", reply: anthropicJSON("ok"), calls: 1, state: StateHealthy, breaker: "closed"},
-		{name: "connection refused", refused: true, calls: 1, state: StateDown, breaker: "closed"},
-		{name: "back after a probe", refused: true, calls: 1, wait: firstProbe, state: StateHealthy, breaker: "closed"},
-		{name: "500s open the breaker", reply: anthropicError(500, "api_error", ""), calls: 3, state: StateBreakerOpen, breaker: "open"},
-		{name: "open interval over", reply: anthropicError(500, "api_error", ""), calls: 3, wait: time.Minute, state: StateHalfOpen, breaker: "half-open"},
-		{name: "429 with retry-after", reply: anthropicError(429, "rate_limit_error", "30"), calls: 1, state: StateCooling, breaker: "closed"},
-		{name: "retry-after over", reply: anthropicError(429, "rate_limit_error", "30"), calls: 1, wait: 30 * time.Second, state: StateHealthy, breaker: "closed"},
-		{name: "503s eject", reply: anthropicError(503, "overloaded_error", ""), calls: 2, state: StateEjected, breaker: "closed"},
+		{name: "answers", reply: anthropicJSON("ok"), calls: 1, state: fleet.StateHealthy, breaker: "closed"},
+		{name: "connection refused", refused: true, calls: 1, state: fleet.StateDown, breaker: "closed"},
+		{name: "back after a probe", refused: true, calls: 1, wait: firstProbe, state: fleet.StateHealthy, breaker: "closed"},
+		{name: "500s open the breaker", reply: anthropicError(500, "api_error", ""), calls: 3, state: fleet.StateBreakerOpen, breaker: "open"},
+		{name: "open interval over", reply: anthropicError(500, "api_error", ""), calls: 3, wait: time.Minute, state: fleet.StateHalfOpen, breaker: "half-open"},
+		{name: "429 with retry-after", reply: anthropicError(429, "rate_limit_error", "30"), calls: 1, state: fleet.StateCooling, breaker: "closed"},
+		{name: "retry-after over", reply: anthropicError(429, "rate_limit_error", "30"), calls: 1, wait: 30 * time.Second, state: fleet.StateHealthy, breaker: "closed"},
+		{name: "503s eject", reply: anthropicError(503, "overloaded_error", ""), calls: 2, state: fleet.StateEjected, breaker: "closed"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -6,15 +6,8 @@ import (
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/policy"
-	"github.com/keelmesh/keel/internal/structured"
 	"github.com/keelmesh/keel/internal/wire/translate"
 )
-
-// StructuredOptions tune structured-output handling (structured.Settings, built from structured.Config).
-type StructuredOptions = structured.Settings
-
-// StructuredMetrics returns the structured-output counters.
-func (e *Engine) StructuredMetrics() *structured.Metrics { return e.smetrics }
 
 // reasker sends a re-ask as one more attempt of c (structured.Reasker):
 // when the attempt and retry budgets allow, up a tier when the alias

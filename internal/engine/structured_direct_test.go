@@ -7,8 +7,11 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/keelmesh/keel/internal/chain"
+	"github.com/keelmesh/keel/internal/fragment"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
+	"github.com/keelmesh/keel/internal/structured"
 )
 
 // Issue 25: a structured-output feature must never make a call worse than
@@ -34,7 +37,7 @@ func TestImpliedSchemaCountIsNotAKey(t *testing.T) {
 			answer := `{"question":"What is Keel?","answer":"A mesh."}`
 			a := &scripted{id: "a", format: llm.FormatAnthropic, script: always(anthropicJSON(answer))}
 			h := newHarness(t, a)
-			e := h.engine(Options{Structured: StructuredOptions{SendImplied: send}}, h.endpoints("m", "a")...)
+			e := h.engine(Options{Stages: stages(t, chain.Config{Structured: structured.Settings{SendImplied: send}})}, h.endpoints("m", "a")...)
 			req := ask(llm.FormatAnthropic, "m", false)
 			req.System = []llm.Block{{Type: llm.BlockText, Text: qaPrompt}}
 			out, ae := callWith(t, e, req, nil)
@@ -85,7 +88,7 @@ func TestImpliedSchemaNeverFailsTheCall(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				a := &scripted{id: "a", format: llm.FormatAnthropic, script: always(anthropicJSON(prose))}
 				h := newHarness(t, a)
-				e := h.engine(Options{Structured: StructuredOptions{StrictImplied: strict, SendImplied: strict}}, h.endpoints("m", "a")...)
+				e := h.engine(Options{Stages: stages(t, chain.Config{Structured: structured.Settings{StrictImplied: strict, SendImplied: strict}})}, h.endpoints("m", "a")...)
 				req := ask(llm.FormatAnthropic, "m", false)
 				req.System = []llm.Block{{Type: llm.BlockText, Text: sys}}
 				out, ae := callWith(t, e, req, nil)
@@ -261,7 +264,7 @@ func TestFragmentedGuessNeverFails(t *testing.T) {
 			a := &scripted{id: "a", format: llm.FormatAnthropic, script: prose}
 			b := &scripted{id: "b", format: llm.FormatAnthropic, script: prose}
 			h := newHarness(t, a, b)
-			e := h.engine(Options{Fragment: FragmentOptions{TargetTokens: 200, Redundancy: 2},
+			e := h.engine(Options{Stages: stages(t, chain.Config{Fragment: fragment.Settings{TargetTokens: 200, Redundancy: 2}}),
 				Aliases: map[string]Alias{"al": {Models: []string{"m"}}}}, h.endpoints("m", "a", "b")...)
 			req := ask(llm.FormatAnthropic, "al", false)
 			req.Messages[0].Content[0].Text = longDoc()
@@ -308,7 +311,7 @@ func TestFragmentedJSONModeReachesEveryFragment(t *testing.T) {
 		a := &scripted{id: "a", format: llm.FormatAnthropic, script: answer}
 		b := &scripted{id: "b", format: llm.FormatAnthropic, script: answer}
 		h := newHarness(t, a, b)
-		e := h.engine(Options{Fragment: FragmentOptions{TargetTokens: 200, Redundancy: 2},
+		e := h.engine(Options{Stages: stages(t, chain.Config{Fragment: fragment.Settings{TargetTokens: 200, Redundancy: 2}}),
 			Aliases: map[string]Alias{"al": {Models: []string{"m"}}}}, h.endpoints("m", "a", "b")...)
 		req := ask(llm.FormatOpenAI, "al", false)
 		req.Messages[0].Content[0].Text = longDoc()
@@ -343,7 +346,7 @@ func TestJSONModeRelaxedStreamIsFolded(t *testing.T) {
 			return anthropicToolStream("keel_output", `{"status":"ok"}`)
 		}}
 		h := newHarness(t, a)
-		e := h.engine(Options{Structured: StructuredOptions{RelaxedStreams: true}}, h.endpoints("m", "a")...)
+		e := h.engine(Options{Stages: stages(t, chain.Config{Structured: structured.Settings{RelaxedStreams: true}})}, h.endpoints("m", "a")...)
 		req := ask(llm.FormatOpenAI, "m", true)
 		req.ResponseFormat = &llm.ResponseFormat{Type: "json_object"}
 		res := call(t, e, req)

@@ -52,7 +52,7 @@ func tailFleet(t *testing.T, lat sim.LatencySpec, faults ...sim.Fault) (*sim.Fle
 func tailEngine(t *testing.T, fleet *sim.Fleet, eps []*provider.Endpoint, r Resilience) *Engine {
 	t.Helper()
 	r.Valve.Disabled = true
-	e, err := New(Options{Endpoints: eps, Client: provider.NewClient(fleet.Transport()),
+	e, err := newEngine(Options{Endpoints: eps, Client: provider.NewClient(fleet.Transport()),
 		Aliases: map[string]Alias{"t": {Models: []string{"sim-t"}, Strategy: "ordered"}}, Resilience: r})
 	if err != nil {
 		t.Fatal(err)
@@ -369,7 +369,7 @@ func slowEngine(t *testing.T, kind provider.Continuation, upstream llm.Format, r
 	if r.Hedge.Floor == 0 {
 		r.Hedge = resilience.HedgePolicy{Floor: 30 * time.Millisecond, Ceiling: 30 * time.Millisecond}
 	}
-	e, err := New(Options{Endpoints: eps, Client: provider.NewClient(fleet.Transport()),
+	e, err := newEngine(Options{Endpoints: eps, Client: provider.NewClient(fleet.Transport()),
 		Aliases: map[string]Alias{"x": {Models: []string{"sim-x"}, Strategy: "ordered"}}, Resilience: r})
 	if err != nil {
 		t.Fatal(err)

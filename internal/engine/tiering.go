@@ -3,18 +3,12 @@ package engine
 import "github.com/keelmesh/keel/internal/callrec"
 
 // Tiering routes a tiered alias's calls by the complexity of the prompt
-// (classify.Tiering with a classifier, built by internal/assemble): the
-// engine lays its tiers out as routes, puts each call on one, and
-// escalates a re-ask.
+// (classify.Tiering with a classifier, built by internal/assemble, which
+// lays the alias's tiers out as Alias.Tiers): the engine puts each call
+// on one tier's route and escalates a re-ask.
 type Tiering interface {
-	// Check reports a tier naming no model known reports true for.
-	Check(alias string, known func(model string) bool) error
-	// AliasModels is the alias's chain when it names no models.
-	AliasModels() []string
-	// Names are the tiers' names, cheapest first; Order(i) the models of
-	// tier i in the order its route tries them.
+	// Names are the tiers' names, cheapest first.
 	Names() []string
-	Order(i int) []string
 	// Tier classifies prompt: its tier and its complexity class.
 	Tier(prompt string) (tier int, class string)
 	// Escalation is the tier a re-ask of a call on tier i moves to.

@@ -66,7 +66,7 @@ func TestVersionRulesFollowTheEndpoint(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			up := &anthropicUpstream{}
-			e, err := New(Options{
+			e, err := newEngine(Options{
 				Endpoints: []*provider.Endpoint{{ID: "a", Model: "m", UpstreamModel: "m", Region: "r", Provider: "p", Format: llm.FormatAnthropic,
 					BaseURL: tc.baseURL, AnthropicVersion: tc.declared, Capability: 3, ContextWindow: 200_000}},
 				Client:     provider.NewClient(up),

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/store/sqlite"
 )
@@ -22,24 +21,24 @@ import (
 // price is an attempt of m-a at $3 in and $15 out per million tokens.
 func price(in, out int) float64 { return (float64(in)*3 + float64(out)*15) / 1e6 }
 
-func costFixture() []*engine.Record {
-	at := func(ep, kind, outcome string, status int, win bool, in, out int) engine.Attempt {
-		return engine.Attempt{Endpoint: ep, Model: "m-a", Region: strings.TrimPrefix(ep, "m-a@"), Kind: kind, Outcome: outcome, Status: status,
+func costFixture() []*callrec.Record {
+	at := func(ep, kind, outcome string, status int, win bool, in, out int) callrec.Attempt {
+		return callrec.Attempt{Endpoint: ep, Model: "m-a", Region: strings.TrimPrefix(ep, "m-a@"), Kind: kind, Outcome: outcome, Status: status,
 			Winner: win, InputTokens: in, OutputTokens: out, Cost: price(in, out)}
 	}
-	rec := func(i int, stage string, legacy bool, cost float64, atts ...engine.Attempt) *engine.Record {
-		return &engine.Record{
+	rec := func(i int, stage string, legacy bool, cost float64, atts ...callrec.Attempt) *callrec.Record {
+		return &callrec.Record{
 			Call: callrec.Call{RequestID: "r", Start: base.Add(time.Duration(i) * time.Minute), Duration: time.Millisecond,
 				Format: llm.FormatAnthropic, Model: "m-req"},
 			Route:  callrec.Route{ServedBy: "m-a@us", ServedModel: "m-a", ServedRegion: "us", Stage: stage, Legacy: legacy, Attempts: atts},
 			Result: callrec.Result{Status: 200, Cost: cost},
 		}
 	}
-	failed := func(i, status int, code string, a engine.Attempt) *engine.Record {
-		return &engine.Record{
+	failed := func(i, status int, code string, a callrec.Attempt) *callrec.Record {
+		return &callrec.Record{
 			Call: callrec.Call{RequestID: "e", Start: base.Add(time.Duration(i) * time.Minute), Duration: time.Millisecond,
 				Format: llm.FormatAnthropic, Model: "m-req"},
-			Route:  callrec.Route{Stage: "full", Attempts: []engine.Attempt{a}},
+			Route:  callrec.Route{Stage: "full", Attempts: []callrec.Attempt{a}},
 			Result: callrec.Result{Status: status, Err: &llm.APIError{Status: status, MeshCode: code}},
 		}
 	}
@@ -60,7 +59,7 @@ func costFixture() []*engine.Record {
 		at("m-a@eu", "hedge", "ok", 200, true, 1000, 60),
 		at("m-a@ap", "hedge", "", 0, false, 1000, 50))
 	hedged.Hedges, hedged.HedgeWon = 2, true
-	return []*engine.Record{
+	return []*callrec.Record{
 		frag, hedged,
 		// The monitor stage: plain path by design, the valve closed.
 		rec(2, "monitor", true, 0.001, at("m-a@us", "primary", "ok", 200, false, 0, 0)),

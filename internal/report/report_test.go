@@ -16,7 +16,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/store/sqlite"
 )
@@ -46,15 +45,15 @@ var base = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 //     path, legacy); i == 2 went through the open safety valve (legacy).
 //
 // and 5 calls before base, which the report must leave out.
-func fixture() []*engine.Record {
-	var out []*engine.Record
-	att := func(s time.Time, ep, model, region, kind, outcome string, win bool) engine.Attempt {
-		return engine.Attempt{Endpoint: ep, Model: model, Region: region, Kind: kind, Outcome: outcome,
+func fixture() []*callrec.Record {
+	var out []*callrec.Record
+	att := func(s time.Time, ep, model, region, kind, outcome string, win bool) callrec.Attempt {
+		return callrec.Attempt{Endpoint: ep, Model: model, Region: region, Kind: kind, Outcome: outcome,
 			Start: s, End: s.Add(time.Millisecond), Winner: win}
 	}
 	for i := range 200 {
 		s := base.Add(time.Duration(i) * time.Minute)
-		r := &engine.Record{
+		r := &callrec.Record{
 			Call: callrec.Call{RequestID: "r", Start: s, Duration: time.Duration(i%60+1) * time.Millisecond, Format: llm.FormatOpenAI,
 				Model: "m-req", Stream: i%3 == 0},
 			Result: callrec.Result{Status: 200},
@@ -70,14 +69,14 @@ func fixture() []*engine.Record {
 		case i%50 == 49:
 			r.Status = 503
 			r.Err = &llm.APIError{Status: 503, MeshCode: "mesh_fallback_exhausted"}
-			r.Attempts = []engine.Attempt{att(s, "m-a@us", "m-a", "us", "primary", "server_error", false)}
+			r.Attempts = []callrec.Attempt{att(s, "m-a@us", "m-a", "us", "primary", "server_error", false)}
 		case i%10 == 0:
 			r.Fallback, r.Retries = "overloaded", 1
-			r.Attempts = []engine.Attempt{att(s, "m-a@us", "m-a", "us", "primary", "overloaded", false), att(s, "m-b@eu", "m-b", "eu", "retry", "ok", true)}
+			r.Attempts = []callrec.Attempt{att(s, "m-a@us", "m-a", "us", "primary", "overloaded", false), att(s, "m-b@eu", "m-b", "eu", "retry", "ok", true)}
 			serve("m-b", "eu")
 		case i%25 == 1:
 			r.Fallback, r.Retries = "rate_limited", 1
-			r.Attempts = []engine.Attempt{att(s, "m-b@eu", "m-b", "eu", "primary", "rate_limited", false), att(s, "m-a@us", "m-a", "us", "retry", "ok", true)}
+			r.Attempts = []callrec.Attempt{att(s, "m-b@eu", "m-b", "eu", "primary", "rate_limited", false), att(s, "m-a@us", "m-a", "us", "retry", "ok", true)}
 			serve("m-a", "us")
 		case i%20 == 5:
 			r.Hedges, r.HedgeWon = 1, i%40 == 5
@@ -85,11 +84,11 @@ func fixture() []*engine.Record {
 			if r.HedgeWon {
 				p, h = h, p
 			}
-			r.Attempts = []engine.Attempt{att(s, "m-b@eu", "m-b", "eu", "primary", p, !r.HedgeWon), att(s, "m-b@us", "m-b", "us", "hedge", h, r.HedgeWon)}
+			r.Attempts = []callrec.Attempt{att(s, "m-b@eu", "m-b", "eu", "primary", p, !r.HedgeWon), att(s, "m-b@us", "m-b", "us", "hedge", h, r.HedgeWon)}
 			serve("m-b", "eu")
 		default:
 			m := map[bool]string{true: "m-a", false: "m-b"}[i%2 == 0]
-			r.Attempts = []engine.Attempt{att(s, m+"@us", m, "us", "primary", "ok", true)}
+			r.Attempts = []callrec.Attempt{att(s, m+"@us", m, "us", "primary", "ok", true)}
 			serve(m, "us")
 		}
 		for j := range r.Attempts {
@@ -125,13 +124,13 @@ func fixture() []*engine.Record {
 		out = append(out, r)
 	}
 	for i := range 5 {
-		out = append(out, &engine.Record{Call: callrec.Call{RequestID: "old", Start: base.Add(-time.Duration(i+1) * time.Hour)}, Route: callrec.Route{Fallback: "overloaded"}, Result: callrec.Result{Status: 200}})
+		out = append(out, &callrec.Record{Call: callrec.Call{RequestID: "old", Start: base.Add(-time.Duration(i+1) * time.Hour)}, Route: callrec.Route{Fallback: "overloaded"}, Result: callrec.Result{Status: 200}})
 	}
 	return out
 }
 
 // writeLog writes recs to a new request log and returns its path.
-func writeLog(t *testing.T, recs []*engine.Record) string {
+func writeLog(t *testing.T, recs []*callrec.Record) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "requests.db")
 	l, err := sqlite.Open(sqlite.Config{Path: path, Now: func() time.Time { return base.Add(4 * time.Hour) }})

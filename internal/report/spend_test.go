@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 )
 
@@ -15,8 +14,8 @@ import (
 // the request log's key_id and team columns: each call's full cost (a
 // hedged call's loser included), calls without a key apart.
 func TestReportSpendByKeyAndTeam(t *testing.T) {
-	rec := func(i int, key, team string, cost float64, atts ...engine.Attempt) *engine.Record {
-		return &engine.Record{
+	rec := func(i int, key, team string, cost float64, atts ...callrec.Attempt) *callrec.Record {
+		return &callrec.Record{
 			Call: callrec.Call{RequestID: "r", Start: base.Add(time.Duration(i) * time.Minute), Duration: time.Millisecond,
 				Format: llm.FormatAnthropic, Model: "m", KeyID: key, Team: team},
 			Route:  callrec.Route{ServedBy: "m@us", ServedModel: "m", ServedRegion: "us", Stage: "full", Attempts: atts},
@@ -24,10 +23,10 @@ func TestReportSpendByKeyAndTeam(t *testing.T) {
 		}
 	}
 	hedged := rec(3, "key_b", "search", 0.004,
-		engine.Attempt{Endpoint: "m@us", Model: "m", Region: "us", Kind: "primary", Outcome: "ok", Winner: true, InputTokens: 10, OutputTokens: 1, Cost: 0.003},
-		engine.Attempt{Endpoint: "m@eu", Model: "m", Region: "eu", Kind: "hedge", Outcome: "cancelled_loser", InputTokens: 10, OutputTokens: 1, Cost: 0.001})
+		callrec.Attempt{Endpoint: "m@us", Model: "m", Region: "us", Kind: "primary", Outcome: "ok", Winner: true, InputTokens: 10, OutputTokens: 1, Cost: 0.003},
+		callrec.Attempt{Endpoint: "m@eu", Model: "m", Region: "eu", Kind: "hedge", Outcome: "cancelled_loser", InputTokens: 10, OutputTokens: 1, Cost: 0.001})
 	hedged.Hedges = 1
-	rep := build(t, writeLog(t, []*engine.Record{
+	rep := build(t, writeLog(t, []*callrec.Record{
 		rec(0, "key_a", "search", 0.01),
 		rec(1, "key_a", "search", 0.02),
 		rec(2, "key_c", "ads", 0.5),

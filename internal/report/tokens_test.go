@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/store/sqlite"
@@ -31,12 +30,12 @@ func TestReportCountsEveryToken(t *testing.T) {
 		return p.Bill(pricing.Tokens{Input: u.InputTokens, CacheRead: u.CacheReadTokens, CacheWrite5m: u.CacheWriteTokens - w1h,
 			CacheWrite1h: w1h, Output: u.OutputTokens, Reasoning: u.ReasoningTokens}).Total
 	}
-	att := func(ep, model, kind, outcome string, winner bool, p pricing.Price, u llm.Usage) engine.Attempt {
-		return engine.Attempt{Endpoint: ep, Model: model, Region: strings.SplitN(ep, "@", 2)[1], Kind: kind, Outcome: outcome, Winner: winner,
+	att := func(ep, model, kind, outcome string, winner bool, p pricing.Price, u llm.Usage) callrec.Attempt {
+		return callrec.Attempt{Endpoint: ep, Model: model, Region: strings.SplitN(ep, "@", 2)[1], Kind: kind, Outcome: outcome, Winner: winner,
 			InputTokens: u.PromptTokens(), OutputTokens: u.OutputTokens, Cost: cost(p, u)}
 	}
-	rec := func(i int, key, team, model string, u llm.Usage, atts ...engine.Attempt) *engine.Record {
-		r := &engine.Record{
+	rec := func(i int, key, team, model string, u llm.Usage, atts ...callrec.Attempt) *callrec.Record {
+		r := &callrec.Record{
 			Call: callrec.Call{RequestID: "r", Start: base.Add(time.Duration(i) * time.Minute), Duration: time.Millisecond,
 				Format: llm.FormatAnthropic, Model: model, KeyID: key, Team: team},
 			Route:  callrec.Route{ServedModel: model, Stage: "full", Attempts: atts},
@@ -64,7 +63,7 @@ func TestReportCountsEveryToken(t *testing.T) {
 
 	long := llm.Usage{InputTokens: 150_000, OutputTokens: 1_000}
 	fellBack := rec(2, "key_b", "ads", "claude-opus-4-1", long,
-		engine.Attempt{Endpoint: "s@us", Model: "claude-sonnet-4-5", Region: "us", Kind: "primary", Outcome: "context_window", Status: 400},
+		callrec.Attempt{Endpoint: "s@us", Model: "claude-sonnet-4-5", Region: "us", Kind: "primary", Outcome: "context_window", Status: 400},
 		att("o@us", "claude-opus-4-1", "fallback", "ok", false, opus, long))
 	fellBack.Fallback = "context_window"
 
@@ -82,7 +81,7 @@ func TestReportCountsEveryToken(t *testing.T) {
 		}
 	}
 
-	path := writeLog(t, []*engine.Record{agent, hedged, fellBack})
+	path := writeLog(t, []*callrec.Record{agent, hedged, fellBack})
 	rd, err := sqlite.OpenReader(path)
 	if err != nil {
 		t.Fatal(err)

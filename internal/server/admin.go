@@ -7,16 +7,16 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/rollout"
 )
 
 // features is the admin API's view of the runtime switches.
 type features struct {
-	Hedging     *bool              `json:"hedging,omitempty"`
-	Recovery    *bool              `json:"recovery,omitempty"`
-	Rollout     *engine.Rollout    `json:"rollout,omitempty"`
-	SafetyValve *engine.ValveState `json:"safety_valve,omitempty"`
+	Hedging     *bool            `json:"hedging,omitempty"`
+	Recovery    *bool            `json:"recovery,omitempty"`
+	Rollout     *rollout.Rollout `json:"rollout,omitempty"`
+	SafetyValve *rollout.State   `json:"safety_valve,omitempty"`
 }
 
 // adminAuthorized checks the admin token, answering 404 when the admin
@@ -67,9 +67,9 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var req struct {
-			Hedging  *bool           `json:"hedging"`
-			Recovery *bool           `json:"recovery"`
-			Rollout  *engine.Rollout `json:"rollout"`
+			Hedging  *bool            `json:"hedging"`
+			Recovery *bool            `json:"recovery"`
+			Rollout  *rollout.Rollout `json:"rollout"`
 		}
 		d := json.NewDecoder(bytes.NewReader(body))
 		d.DisallowUnknownFields()

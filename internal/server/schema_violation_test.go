@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
 )
 
 // X-Mesh-Schema-Violation names the keys an answer delivered as the model
@@ -21,12 +20,12 @@ func TestSchemaViolationHeader(t *testing.T) {
 		{[]string{"a,b", "50%"}, "a%2Cb,50%25"},
 		{nil, "true"},
 	} {
-		rec := &engine.Record{Structured: &callrec.Structured{Contract: &engine.Structured{Required: tc.required}}}
+		rec := &callrec.Record{Structured: &callrec.Structured{Contract: &callrec.StructuredTrace{Required: tc.required}}}
 		if got := SchemaViolationHeader(rec); got != tc.want {
 			t.Errorf("keys %q: header %q, want %q", tc.required, got, tc.want)
 		}
 	}
-	if got := SchemaViolationHeader(&engine.Record{}); got != "true" {
+	if got := SchemaViolationHeader(&callrec.Record{}); got != "true" {
 		t.Errorf("no schema record: %q", got)
 	}
 }

@@ -27,7 +27,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/sse"
 	"github.com/keelmesh/keel/internal/wire"
@@ -371,7 +373,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, f llm.Form
 
 // callTokens is what a call used for a key's tokens per minute: every
 // attempt's prompt and output, or the client's usage when that is more.
-func callTokens(rec *engine.Record) int {
+func callTokens(rec *callrec.Record) int {
 	n := 0
 	for _, a := range rec.Attempts {
 		n += a.InputTokens + a.OutputTokens
@@ -464,8 +466,8 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		call.Timeout = d
 	}
 	// final is the call's Record once the engine finishes it.
-	var final *engine.Record
-	call.Done = func(rec *engine.Record) { final = rec }
+	var final *callrec.Record
+	call.Done = func(rec *callrec.Record) { final = rec }
 	if caller != nil {
 		call.KeyID, call.Team = caller.Labels()
 		settle, ae := caller.Admit(r.Context(), req)
@@ -475,7 +477,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 			s.logRequest(r, rid, req, nil, ae, start)
 			return
 		}
-		call.Done = func(rec *engine.Record) {
+		call.Done = func(rec *callrec.Record) {
 			final = rec
 			settle(rec.Cost, callTokens(rec))
 		}
@@ -640,7 +642,7 @@ func (t streamTrailer) Set(k, v string) {
 	t.h.Set(k, v)
 }
 
-func (s *Server) logRequest(r *http.Request, rid string, req *llm.Request, rec *engine.Record, ae *llm.APIError, start time.Time) {
+func (s *Server) logRequest(r *http.Request, rid string, req *llm.Request, rec *callrec.Record, ae *llm.APIError, start time.Time) {
 	if !s.log.Enabled(r.Context(), slog.LevelInfo) {
 		return
 	}
@@ -710,7 +712,7 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request, f llm.Format
 }
 
 // wireModel is m as the models routes show it.
-func wireModel(m engine.ModelInfo) wire.Model {
+func wireModel(m fleet.ModelInfo) wire.Model {
 	wm := wire.Model{ID: m.Name, Alias: m.Alias, Capability: m.Capability, ContextWindow: m.ContextWindow, Regions: m.Regions}
 	if m.Embedding {
 		wm.Kind = "embedding"

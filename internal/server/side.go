@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/keys"
@@ -224,12 +225,12 @@ func (s *Server) runSide(w http.ResponseWriter, r *http.Request, caller Caller, 
 		if ae != nil {
 			return ae, false
 		}
-		call.Done = func(rec *engine.Record) { settle(rec.Cost, callTokens(rec)) }
+		call.Done = func(rec *callrec.Record) { settle(rec.Cost, callTokens(rec)) }
 	}
 	out, err := s.eng.Side(r.Context(), c.side, call)
 	if errors.Is(err, engine.ErrNoSideEndpoint) {
 		if call.Done != nil {
-			call.Done(&engine.Record{}) // nothing was sent: the reservation is returned
+			call.Done(&callrec.Record{}) // nothing was sent: the reservation is returned
 		}
 		return errNoCounter, false
 	}

@@ -104,6 +104,13 @@ const (
 	OutcomeShed = "shed"
 )
 
+// Observer is told about every shadowed call: compared, failed, dropped
+// or shed. It runs on a shadow worker (or, for a drop, the client's
+// goroutine) and must not block.
+type Observer interface {
+	OnShadow(Result)
+}
+
 // Result is one shadowed call.
 type Result struct {
 	Time      time.Time `json:"time"`

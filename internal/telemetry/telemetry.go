@@ -1,46 +1,47 @@
 // Package telemetry holds Keel's observers of the engine: each subpackage
-// turns the engine.Record of a finished call, or the engine's events, into
+// turns the callrec.Record of a finished call, or the engine's events, into
 // one kind of signal — metrics (Prometheus), tracing (OpenTelemetry spans),
 // debugtrace (the per-request debug trace ring), dashboard (the live web
 // page) and alert (the safety valve's webhook) — and semconv names the
 // OpenTelemetry GenAI conventions they follow. The engine imports none of
 // them; the wiring (cmd, keel.New) hands them to the engine as one
-// engine.Observer built by Multi.
+// callrec.Observer built by Multi.
 package telemetry
 
 import (
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/callrec"
+	"github.com/keelmesh/keel/internal/observe"
 	"github.com/keelmesh/keel/internal/shadow"
 )
 
 // Multi returns an Observer that hands each Record to every non-nil
 // observer, in order, on the caller's goroutine, and each optional event
-// (engine.AttemptObserver, HedgeObserver, BreakerObserver, ValveObserver,
+// (observe.AttemptObserver, HedgeObserver, BreakerObserver, ValveObserver,
 // ShadowObserver)
 // to those of them that implement its interface. It is safe for concurrent
 // use when each observer is; it never blocks unless one of them does.
 // With no non-nil observer it returns nil, which the engine treats as none;
 // with one it returns that observer itself.
-func Multi(obs ...engine.Observer) engine.Observer {
+func Multi(obs ...callrec.Observer) callrec.Observer {
 	var m multi
 	for _, o := range obs {
 		if o == nil {
 			continue
 		}
 		m.done = append(m.done, o)
-		if a, ok := o.(engine.AttemptObserver); ok {
+		if a, ok := o.(observe.AttemptObserver); ok {
 			m.attempt = append(m.attempt, a)
 		}
-		if h, ok := o.(engine.HedgeObserver); ok {
+		if h, ok := o.(observe.HedgeObserver); ok {
 			m.hedge = append(m.hedge, h)
 		}
-		if b, ok := o.(engine.BreakerObserver); ok {
+		if b, ok := o.(observe.BreakerObserver); ok {
 			m.breaker = append(m.breaker, b)
 		}
-		if v, ok := o.(engine.ValveObserver); ok {
+		if v, ok := o.(observe.ValveObserver); ok {
 			m.valve = append(m.valve, v)
 		}
-		if s, ok := o.(engine.ShadowObserver); ok {
+		if s, ok := o.(shadow.Observer); ok {
 			m.shadow = append(m.shadow, s)
 		}
 	}
@@ -56,39 +57,39 @@ func Multi(obs ...engine.Observer) engine.Observer {
 // multi implements every optional interface, so the engine always finds
 // them; each method loops over the observers that have it (often none).
 type multi struct {
-	done    []engine.Observer
-	attempt []engine.AttemptObserver
-	hedge   []engine.HedgeObserver
-	breaker []engine.BreakerObserver
-	valve   []engine.ValveObserver
-	shadow  []engine.ShadowObserver
+	done    []callrec.Observer
+	attempt []observe.AttemptObserver
+	hedge   []observe.HedgeObserver
+	breaker []observe.BreakerObserver
+	valve   []observe.ValveObserver
+	shadow  []shadow.Observer
 }
 
-func (m *multi) RequestDone(r *engine.Record) {
+func (m *multi) RequestDone(r *callrec.Record) {
 	for _, o := range m.done {
 		o.RequestDone(r)
 	}
 }
 
-func (m *multi) OnAttempt(ev engine.AttemptEvent) {
+func (m *multi) OnAttempt(ev observe.AttemptEvent) {
 	for _, o := range m.attempt {
 		o.OnAttempt(ev)
 	}
 }
 
-func (m *multi) OnHedge(ev engine.HedgeEvent) {
+func (m *multi) OnHedge(ev observe.HedgeEvent) {
 	for _, o := range m.hedge {
 		o.OnHedge(ev)
 	}
 }
 
-func (m *multi) OnBreakerState(ev engine.BreakerEvent) {
+func (m *multi) OnBreakerState(ev observe.BreakerEvent) {
 	for _, o := range m.breaker {
 		o.OnBreakerState(ev)
 	}
 }
 
-func (m *multi) OnValve(ev engine.ValveEvent) {
+func (m *multi) OnValve(ev observe.ValveEvent) {
 	for _, o := range m.valve {
 		o.OnValve(ev)
 	}

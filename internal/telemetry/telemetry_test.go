@@ -7,24 +7,24 @@ import (
 	"testing"
 
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/observe"
 )
 
 func TestMulti(t *testing.T) {
 	var got []string
-	obs := func(name string) engine.Observer {
-		return engine.ObserverFunc(func(r *engine.Record) { got = append(got, name+":"+r.RequestID) })
+	obs := func(name string) callrec.Observer {
+		return callrec.ObserverFunc(func(r *callrec.Record) { got = append(got, name+":"+r.RequestID) })
 	}
 	cases := []struct {
 		name   string
-		in     []engine.Observer
+		in     []callrec.Observer
 		isNil  bool
 		called []string
 	}{
 		{"none", nil, true, nil},
-		{"only nils", []engine.Observer{nil, nil}, true, nil},
-		{"one", []engine.Observer{nil, obs("a")}, false, []string{"a:r"}},
-		{"in order", []engine.Observer{obs("a"), nil, obs("b"), obs("c")}, false, []string{"a:r", "b:r", "c:r"}},
+		{"only nils", []callrec.Observer{nil, nil}, true, nil},
+		{"one", []callrec.Observer{nil, obs("a")}, false, []string{"a:r"}},
+		{"in order", []callrec.Observer{obs("a"), nil, obs("b"), obs("c")}, false, []string{"a:r", "b:r", "c:r"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -34,7 +34,7 @@ func TestMulti(t *testing.T) {
 				t.Fatalf("Multi nil = %v, want %v", m == nil, c.isNil)
 			}
 			if m != nil {
-				m.RequestDone(&engine.Record{Call: callrec.Call{RequestID: "r"}})
+				m.RequestDone(&callrec.Record{Call: callrec.Call{RequestID: "r"}})
 			}
 			if !reflect.DeepEqual(got, c.called) {
 				t.Errorf("calls %v, want %v", got, c.called)
@@ -50,13 +50,13 @@ type events struct {
 	log  *[]string
 }
 
-func (e events) RequestDone(*engine.Record)         { *e.log = append(*e.log, e.name+":done") }
-func (e events) OnAttempt(engine.AttemptEvent)      { *e.log = append(*e.log, e.name+":attempt") }
-func (e events) OnHedge(engine.HedgeEvent)          { *e.log = append(*e.log, e.name+":hedge") }
-func (e events) OnBreakerState(engine.BreakerEvent) { *e.log = append(*e.log, e.name+":breaker") }
-func (e events) OnValve(engine.ValveEvent)          { *e.log = append(*e.log, e.name+":valve") }
-func (v valveOnly) OnValve(engine.ValveEvent)       { *v.log = append(*v.log, v.name+":valve") }
-func (v valveOnly) RequestDone(*engine.Record)      { *v.log = append(*v.log, v.name+":done") }
+func (e events) RequestDone(*callrec.Record)         { *e.log = append(*e.log, e.name+":done") }
+func (e events) OnAttempt(observe.AttemptEvent)      { *e.log = append(*e.log, e.name+":attempt") }
+func (e events) OnHedge(observe.HedgeEvent)          { *e.log = append(*e.log, e.name+":hedge") }
+func (e events) OnBreakerState(observe.BreakerEvent) { *e.log = append(*e.log, e.name+":breaker") }
+func (e events) OnValve(observe.ValveEvent)          { *e.log = append(*e.log, e.name+":valve") }
+func (v valveOnly) OnValve(observe.ValveEvent)       { *v.log = append(*v.log, v.name+":valve") }
+func (v valveOnly) RequestDone(*callrec.Record)      { *v.log = append(*v.log, v.name+":done") }
 
 type valveOnly events
 
@@ -64,30 +64,30 @@ type valveOnly events
 // observers that implement its interface, in order, and skips the others.
 func TestMultiForwardsEvents(t *testing.T) {
 	var got []string
-	plain := engine.ObserverFunc(func(*engine.Record) { got = append(got, "plain:done") })
+	plain := callrec.ObserverFunc(func(*callrec.Record) { got = append(got, "plain:done") })
 	m := Multi(events{"a", &got}, plain, nil, valveOnly{"v", &got}, events{"b", &got})
 	type all interface {
-		engine.AttemptObserver
-		engine.HedgeObserver
-		engine.BreakerObserver
-		engine.ValveObserver
+		observe.AttemptObserver
+		observe.HedgeObserver
+		observe.BreakerObserver
+		observe.ValveObserver
 	}
 	mo, ok := m.(all)
 	if !ok {
 		t.Fatalf("Multi's observer %T lacks an optional interface", m)
 	}
-	m.RequestDone(&engine.Record{})
-	mo.OnAttempt(engine.AttemptEvent{})
-	mo.OnHedge(engine.HedgeEvent{})
-	mo.OnBreakerState(engine.BreakerEvent{})
-	mo.OnValve(engine.ValveEvent{})
+	m.RequestDone(&callrec.Record{})
+	mo.OnAttempt(observe.AttemptEvent{})
+	mo.OnHedge(observe.HedgeEvent{})
+	mo.OnBreakerState(observe.BreakerEvent{})
+	mo.OnValve(observe.ValveEvent{})
 	want := []string{"a:done", "plain:done", "v:done", "b:done", "a:attempt", "b:attempt", "a:hedge", "b:hedge",
 		"a:breaker", "b:breaker", "a:valve", "v:valve", "b:valve"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("calls (-got +want):\n-%v\n+%v", got, want)
 	}
 	// One observer is returned as is, keeping exactly its own interfaces.
-	if _, ok := Multi(plain).(engine.ValveObserver); ok {
+	if _, ok := Multi(plain).(observe.ValveObserver); ok {
 		t.Error("Multi of one RequestDone-only observer is a ValveObserver")
 	}
 }

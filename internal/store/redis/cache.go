@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/cache"
-	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 )
@@ -16,7 +15,7 @@ import (
 // cacheQueue bounds the answers waiting to be written to Redis.
 const cacheQueue = 1024
 
-// Cache is the exact response cache of a fleet: engine.Cache with this
+// Cache is the exact response cache of a fleet: cache.Store with this
 // replica's in-process LRU in front of PREFIX+"cache:"+KEY (the answer as
 // JSON, expiring with the cache's TTL). Get reads the LRU, then Redis
 // (one round trip bounded by the store's timeout; an error or a timeout
@@ -26,7 +25,7 @@ const cacheQueue = 1024
 // Close (the Store's) ends the writer.
 type Cache struct {
 	s        *Store
-	local    *cache.LRU[*engine.CacheEntry]
+	local    *cache.LRU[*cache.Entry]
 	endpoint func(id string) *provider.Endpoint
 	out      chan cacheWrite
 	dropped  atomic.Int64
@@ -52,7 +51,7 @@ type storedAnswer struct {
 // Cache returns the fleet's response cache in front of local; endpoint
 // resolves a stored endpoint id (an answer whose endpoint this replica
 // does not serve is a miss).
-func (s *Store) Cache(local *cache.LRU[*engine.CacheEntry], endpoint func(id string) *provider.Endpoint) *Cache {
+func (s *Store) Cache(local *cache.LRU[*cache.Entry], endpoint func(id string) *provider.Endpoint) *Cache {
 	c := &Cache{s: s, local: local, endpoint: endpoint, out: make(chan cacheWrite, cacheQueue)}
 	s.wg.Add(1)
 	go c.write()
@@ -64,7 +63,7 @@ func (c *Cache) key(k string) string {
 }
 
 // Get returns the answer stored under key here or in the fleet.
-func (c *Cache) Get(key string) (*engine.CacheEntry, bool) {
+func (c *Cache) Get(key string) (*cache.Entry, bool) {
 	if e, ok := c.local.Get(key); ok {
 		return e, true
 	}
@@ -90,13 +89,13 @@ func (c *Cache) Get(key string) (*engine.CacheEntry, bool) {
 		}
 		sa.Response.Raw, sa.Response.RawFormat = raw, sa.RawFormat
 	}
-	e := &engine.CacheEntry{Response: sa.Response, Endpoint: ep}
+	e := &cache.Entry{Response: sa.Response, Endpoint: ep}
 	c.local.PutUntil(key, e, int64(len(b)), sa.Expires)
 	return e, true
 }
 
 // Put stores e under key here and, in the background, in the fleet.
-func (c *Cache) Put(key string, e *engine.CacheEntry, size int64) {
+func (c *Cache) Put(key string, e *cache.Entry, size int64) {
 	c.local.Put(key, e, size)
 	ttl := c.local.TTL()
 	sa := storedAnswer{Response: e.Response, RawFormat: e.Response.RawFormat, Expires: time.Now().Add(ttl)}
@@ -151,4 +150,4 @@ func unnull(bs []llm.Block) {
 	}
 }
 
-var _ engine.Cache = (*Cache)(nil)
+var _ cache.Store = (*Cache)(nil)

@@ -1,5 +1,5 @@
 // Package redis shares a mesh's endpoint observations and budgets between
-// its replicas through Redis: it implements engine.SharedState with
+// its replicas through Redis: it implements fleet.SharedState with
 // github.com/redis/go-redis/v9.
 //
 // What each replica observes (an endpoint down or back, an ejection, a
@@ -40,7 +40,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/keelmesh/keel/config"
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/fleet"
 )
 
 // Timing of the link to Redis.
@@ -100,7 +100,7 @@ type Store struct {
 	// linked is closed the first time the store links (fleet state read).
 	linked     chan struct{}
 	linkedOnce sync.Once
-	out        chan engine.Observation
+	out        chan fleet.Observation
 	dropped    atomic.Int64
 	stop       chan struct{}
 	// base is cancelled by Close, ending the goroutines' commands.
@@ -153,7 +153,7 @@ func New(cfg config.Redis, log *slog.Logger) (*Store, error) {
 	s := &Store{
 		client: goredis.NewClient(opt), prefix: prefix, channel: prefix + "obs", timeout: timeout,
 		id: hex.EncodeToString(b[:]), log: log, now: time.Now,
-		out: make(chan engine.Observation, queueSize), stop: make(chan struct{}), linked: make(chan struct{}),
+		out: make(chan fleet.Observation, queueSize), stop: make(chan struct{}), linked: make(chan struct{}),
 	}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -178,9 +178,9 @@ func (s *Store) Linked() <-chan struct{} { return s.linked }
 // Dropped counts observations not sent: the queue was full or Redis down.
 func (s *Store) Dropped() int64 { return s.dropped.Load() }
 
-// Start implements engine.SharedState: it starts the subscriber and the
+// Start implements fleet.SharedState: it starts the subscriber and the
 // writer. Call it once.
-func (s *Store) Start(apply func(engine.Observation), current func() []engine.Observation) {
+func (s *Store) Start(apply func(fleet.Observation), current func() []fleet.Observation) {
 	if !s.started.CompareAndSwap(false, true) {
 		return
 	}
@@ -189,9 +189,9 @@ func (s *Store) Start(apply func(engine.Observation), current func() []engine.Ob
 	go s.write()
 }
 
-// Publish implements engine.SharedState: it queues o for the writer, or
+// Publish implements fleet.SharedState: it queues o for the writer, or
 // drops it when the queue is full.
-func (s *Store) Publish(o engine.Observation) {
+func (s *Store) Publish(o fleet.Observation) {
 	select {
 	case s.out <- o:
 	default:
@@ -235,7 +235,7 @@ func (s *Store) fail(what string, err error) {
 
 // subscribe keeps a subscription to the channel, applying the other
 // replicas' observations, and reconnects with backoff when it breaks.
-func (s *Store) subscribe(apply func(engine.Observation), current func() []engine.Observation) {
+func (s *Store) subscribe(apply func(fleet.Observation), current func() []fleet.Observation) {
 	defer s.wg.Done()
 	wait := firstRetry
 	logged := false
@@ -269,7 +269,7 @@ func (s *Store) subscribe(apply func(engine.Observation), current func() []engin
 // session is one connection: subscribe, read the fleet's state, publish
 // this replica's, then apply messages until the connection fails. linked
 // reports that it got that far.
-func (s *Store) session(ctx context.Context, apply func(engine.Observation), current func() []engine.Observation) (linked bool, err error) {
+func (s *Store) session(ctx context.Context, apply func(fleet.Observation), current func() []fleet.Observation) (linked bool, err error) {
 	ps := s.client.Subscribe(ctx)
 	s.mu.Lock()
 	if s.closed {
@@ -335,12 +335,12 @@ type wire struct {
 	Headroom float64 `json:"h,omitempty"`
 }
 
-func (s *Store) decode(payload string) (engine.Observation, bool) {
+func (s *Store) decode(payload string) (fleet.Observation, bool) {
 	var w wire
 	if err := json.Unmarshal([]byte(payload), &w); err != nil || w.Replica == s.id || w.Endpoint == "" {
-		return engine.Observation{}, false
+		return fleet.Observation{}, false
 	}
-	o := engine.Observation{Endpoint: w.Endpoint, Kind: engine.ObservationKind(w.Kind), Headroom: w.Headroom}
+	o := fleet.Observation{Endpoint: w.Endpoint, Kind: fleet.ObservationKind(w.Kind), Headroom: w.Headroom}
 	if w.Until != 0 {
 		o.Until = time.UnixMilli(w.Until)
 	}
@@ -348,7 +348,7 @@ func (s *Store) decode(payload string) (engine.Observation, bool) {
 }
 
 // sync reads every endpoint's hash and applies what is still in force.
-func (s *Store) sync(ctx context.Context, apply func(engine.Observation)) error {
+func (s *Store) sync(ctx context.Context, apply func(fleet.Observation)) error {
 	var keys []string
 	iter := s.client.Scan(ctx, 0, s.prefix+"ep:*", 256).Iterator()
 	for iter.Next(ctx) {
@@ -380,22 +380,22 @@ func (s *Store) sync(ctx context.Context, apply func(engine.Observation)) error 
 
 // stateObservations turns an endpoint's hash into the observations still
 // in force at now.
-func stateObservations(id string, h map[string]string, now time.Time) []engine.Observation {
-	var out []engine.Observation
+func stateObservations(id string, h map[string]string, now time.Time) []fleet.Observation {
+	var out []fleet.Observation
 	if h[fDown] == "1" {
-		out = append(out, engine.Observation{Endpoint: id, Kind: engine.ObsDown})
+		out = append(out, fleet.Observation{Endpoint: id, Kind: fleet.ObsDown})
 	}
 	for _, f := range []struct {
 		field string
-		kind  engine.ObservationKind
-	}{{fEjected, engine.ObsEjected}, {fCooling, engine.ObsCooling}, {fOpen, engine.ObsBreakerOpen}} {
+		kind  fleet.ObservationKind
+	}{{fEjected, fleet.ObsEjected}, {fCooling, fleet.ObsCooling}, {fOpen, fleet.ObsBreakerOpen}} {
 		ms, err := strconv.ParseInt(h[f.field], 10, 64)
 		if err == nil && time.UnixMilli(ms).After(now) {
-			out = append(out, engine.Observation{Endpoint: id, Kind: f.kind, Until: time.UnixMilli(ms)})
+			out = append(out, fleet.Observation{Endpoint: id, Kind: f.kind, Until: time.UnixMilli(ms)})
 		}
 	}
 	if v, err := strconv.ParseFloat(h[fHeadroom], 64); err == nil {
-		out = append(out, engine.Observation{Endpoint: id, Kind: engine.ObsHeadroom, Headroom: v})
+		out = append(out, fleet.Observation{Endpoint: id, Kind: fleet.ObsHeadroom, Headroom: v})
 	}
 	return out
 }
@@ -406,7 +406,7 @@ func stateObservations(id string, h map[string]string, now time.Time) []engine.O
 func (s *Store) write() {
 	defer s.wg.Done()
 	ctx := s.base
-	batch := make([]engine.Observation, 0, maxBatch)
+	batch := make([]fleet.Observation, 0, maxBatch)
 	for {
 		select {
 		case <-s.stop:
@@ -436,12 +436,12 @@ func (s *Store) write() {
 
 // send writes a batch: each observation into its endpoint's hash (or the
 // latency hash) and, but for latency summaries, onto the channel.
-func (s *Store) send(ctx context.Context, batch []engine.Observation) error {
+func (s *Store) send(ctx context.Context, batch []fleet.Observation) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	pipe := s.client.Pipeline()
 	for _, o := range batch {
-		if o.Kind == engine.ObsLatency {
+		if o.Kind == fleet.ObsLatency {
 			k := s.prefix + "latency:" + o.Endpoint
 			pipe.HSet(ctx, k, s.id, fmt.Sprintf("p50_ms=%.3f p95_ms=%.3f at=%d",
 				float64(o.P50)/1e6, float64(o.P95)/1e6, s.now().UnixMilli()))
@@ -456,19 +456,19 @@ func (s *Store) send(ctx context.Context, batch []engine.Observation) error {
 		}
 		k := s.prefix + "ep:" + o.Endpoint
 		switch o.Kind {
-		case engine.ObsDown:
+		case fleet.ObsDown:
 			pipe.HSet(ctx, k, fDown, "1")
-		case engine.ObsUp:
+		case fleet.ObsUp:
 			pipe.HSet(ctx, k, fDown, "0")
-		case engine.ObsEjected:
+		case fleet.ObsEjected:
 			pipe.HSet(ctx, k, fEjected, w.Until)
-		case engine.ObsCooling:
+		case fleet.ObsCooling:
 			pipe.HSet(ctx, k, fCooling, w.Until)
-		case engine.ObsBreakerOpen:
+		case fleet.ObsBreakerOpen:
 			pipe.HSet(ctx, k, fOpen, w.Until)
-		case engine.ObsBreakerClosed:
+		case fleet.ObsBreakerClosed:
 			pipe.HSet(ctx, k, fOpen, "0")
-		case engine.ObsHeadroom:
+		case fleet.ObsHeadroom:
 			pipe.HSet(ctx, k, fHeadroom, strconv.FormatFloat(o.Headroom, 'g', 4, 64))
 		default:
 			continue
@@ -481,8 +481,8 @@ func (s *Store) send(ctx context.Context, batch []engine.Observation) error {
 	return err
 }
 
-// Lease implements engine.SharedState: every lease in one pipeline.
-func (s *Store) Lease(ctx context.Context, leases []engine.Lease) error {
+// Lease implements fleet.SharedState: every lease in one pipeline.
+func (s *Store) Lease(ctx context.Context, leases []fleet.Lease) error {
 	if len(leases) == 0 {
 		return nil
 	}

@@ -8,7 +8,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/keelmesh/keel/config"
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/store/redis/redistest"
 )
 
@@ -19,17 +19,17 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // replica is a Store started with an apply that records observations.
 type replica struct {
 	*Store
-	got chan engine.Observation
+	got chan fleet.Observation
 }
 
-func newReplica(t *testing.T, url string, current ...engine.Observation) *replica {
+func newReplica(t *testing.T, url string, current ...fleet.Observation) *replica {
 	t.Helper()
 	st, err := New(config.Redis{URL: config.Secret(url), KeyPrefix: "test:"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{Store: st, got: make(chan engine.Observation, 64)}
-	st.Start(func(o engine.Observation) { r.got <- o }, func() []engine.Observation { return current })
+	r := &replica{Store: st, got: make(chan fleet.Observation, 64)}
+	st.Start(func(o fleet.Observation) { r.got <- o }, func() []fleet.Observation { return current })
 	t.Cleanup(func() { st.Close() })
 	return r
 }
@@ -47,14 +47,14 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // next returns the next observation r applies, failing after d.
-func (r *replica) next(t *testing.T, d time.Duration) engine.Observation {
+func (r *replica) next(t *testing.T, d time.Duration) fleet.Observation {
 	t.Helper()
 	select {
 	case o := <-r.got:
 		return o
 	case <-time.After(d):
 		t.Fatalf("no observation within %v", d)
-		return engine.Observation{}
+		return fleet.Observation{}
 	}
 }
 
@@ -64,10 +64,10 @@ func TestObservationReachesTheOtherReplicasOnly(t *testing.T) {
 	waitFor(t, 5*time.Second, "both replicas linked", func() bool { return a.Up() && b.Up() })
 	until := time.Now().Add(time.Second).Truncate(time.Millisecond)
 	start := time.Now()
-	a.Publish(engine.Observation{Endpoint: "m/eu/p", Kind: engine.ObsCooling, Until: until})
+	a.Publish(fleet.Observation{Endpoint: "m/eu/p", Kind: fleet.ObsCooling, Until: until})
 	got := b.next(t, time.Second)
 	lag := time.Since(start)
-	want := engine.Observation{Endpoint: "m/eu/p", Kind: engine.ObsCooling, Until: until}
+	want := fleet.Observation{Endpoint: "m/eu/p", Kind: fleet.ObsCooling, Until: until}
 	if got.Endpoint != want.Endpoint || got.Kind != want.Kind || !got.Until.Equal(want.Until) {
 		t.Errorf("b applied %+v, want %+v", got, want)
 	}
@@ -87,12 +87,12 @@ func TestLateReplicaReadsTheFleetState(t *testing.T) {
 	a := newReplica(t, srv.URL())
 	waitFor(t, 5*time.Second, "a linked", a.Up)
 	until := time.Now().Add(10 * time.Second).Truncate(time.Millisecond)
-	for _, o := range []engine.Observation{
-		{Endpoint: "m/us/p", Kind: engine.ObsDown},
-		{Endpoint: "m/eu/p", Kind: engine.ObsCooling, Until: until},
-		{Endpoint: "m/eu/p", Kind: engine.ObsEjected, Until: time.Now().Add(-time.Second)}, // over: not applied
-		{Endpoint: "m/ap/p", Kind: engine.ObsBreakerOpen, Until: until},
-		{Endpoint: "m/ap/p", Kind: engine.ObsBreakerClosed},
+	for _, o := range []fleet.Observation{
+		{Endpoint: "m/us/p", Kind: fleet.ObsDown},
+		{Endpoint: "m/eu/p", Kind: fleet.ObsCooling, Until: until},
+		{Endpoint: "m/eu/p", Kind: fleet.ObsEjected, Until: time.Now().Add(-time.Second)}, // over: not applied
+		{Endpoint: "m/ap/p", Kind: fleet.ObsBreakerOpen, Until: until},
+		{Endpoint: "m/ap/p", Kind: fleet.ObsBreakerClosed},
 	} {
 		a.Publish(o)
 	}
@@ -103,14 +103,14 @@ func TestLateReplicaReadsTheFleetState(t *testing.T) {
 	})
 	start := time.Now()
 	c := newReplica(t, srv.URL())
-	got := map[string]engine.Observation{}
+	got := map[string]fleet.Observation{}
 	for range 2 {
 		o := c.next(t, time.Second)
 		got[o.Endpoint+" "+string(o.Kind)] = o
 	}
 	if o, ok := got["m/us/p down"]; !ok {
 		t.Errorf("the late replica did not learn m/us/p is down: %v", got)
-	} else if o.Kind != engine.ObsDown {
+	} else if o.Kind != fleet.ObsDown {
 		t.Errorf("got %+v", o)
 	}
 	if o := got["m/eu/p cooling"]; !o.Until.Equal(until) {
@@ -131,24 +131,24 @@ func TestLeaseIsOneBucketForEveryReplica(t *testing.T) {
 	tests := []struct {
 		name    string
 		r       *replica
-		lease   engine.Lease
+		lease   fleet.Lease
 		granted int64
 	}{
-		{"a new bucket starts full", a, engine.Lease{Key: "retry/m", Want: 3000, Burst: 5000}, 3000},
-		{"the other replica gets the rest", b, engine.Lease{Key: "retry/m", Want: 3000, Burst: 5000}, 2000},
-		{"empty", a, engine.Lease{Key: "retry/m", Want: 1000, Burst: 5000}, 0},
-		{"deposits refill it", b, engine.Lease{Key: "retry/m", Deposit: 1500, Want: 1000, Burst: 5000}, 1000},
-		{"what is left", a, engine.Lease{Key: "retry/m", Want: 1000, Burst: 5000}, 500},
-		{"deposits stop at the burst", a, engine.Lease{Key: "retry/m", Deposit: 99000, Burst: 5000}, 0},
-		{"a take comes out of the deposit before the burst applies", a, engine.Lease{Key: "retry/m", Deposit: 4000, Want: 8000, Burst: 5000}, 8000},
-		{"and the rest is capped", b, engine.Lease{Key: "retry/m", Deposit: 4000, Want: 9000, Burst: 5000}, 5000},
-		{"full again", b, engine.Lease{Key: "retry/m", Deposit: 5000, Want: 5000, Burst: 5000}, 5000},
-		{"and empty", b, engine.Lease{Key: "retry/m", Want: 1, Burst: 5000}, 0},
-		{"another key is another bucket", a, engine.Lease{Key: "hedge/m", Want: 1000, Burst: 2000}, 1000},
+		{"a new bucket starts full", a, fleet.Lease{Key: "retry/m", Want: 3000, Burst: 5000}, 3000},
+		{"the other replica gets the rest", b, fleet.Lease{Key: "retry/m", Want: 3000, Burst: 5000}, 2000},
+		{"empty", a, fleet.Lease{Key: "retry/m", Want: 1000, Burst: 5000}, 0},
+		{"deposits refill it", b, fleet.Lease{Key: "retry/m", Deposit: 1500, Want: 1000, Burst: 5000}, 1000},
+		{"what is left", a, fleet.Lease{Key: "retry/m", Want: 1000, Burst: 5000}, 500},
+		{"deposits stop at the burst", a, fleet.Lease{Key: "retry/m", Deposit: 99000, Burst: 5000}, 0},
+		{"a take comes out of the deposit before the burst applies", a, fleet.Lease{Key: "retry/m", Deposit: 4000, Want: 8000, Burst: 5000}, 8000},
+		{"and the rest is capped", b, fleet.Lease{Key: "retry/m", Deposit: 4000, Want: 9000, Burst: 5000}, 5000},
+		{"full again", b, fleet.Lease{Key: "retry/m", Deposit: 5000, Want: 5000, Burst: 5000}, 5000},
+		{"and empty", b, fleet.Lease{Key: "retry/m", Want: 1, Burst: 5000}, 0},
+		{"another key is another bucket", a, fleet.Lease{Key: "hedge/m", Want: 1000, Burst: 2000}, 1000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ls := []engine.Lease{tt.lease}
+			ls := []fleet.Lease{tt.lease}
 			if err := tt.r.Lease(ctx, ls); err != nil {
 				t.Fatal(err)
 			}
@@ -165,7 +165,7 @@ func TestLeaseIsOneBucketForEveryReplica(t *testing.T) {
 func TestRedisDownAndBack(t *testing.T) {
 	srv := redistest.Start(t)
 	until := time.Now().Add(time.Minute).Truncate(time.Millisecond)
-	a := newReplica(t, srv.URL(), engine.Observation{Endpoint: "m/eu/p", Kind: engine.ObsCooling, Until: until})
+	a := newReplica(t, srv.URL(), fleet.Observation{Endpoint: "m/eu/p", Kind: fleet.ObsCooling, Until: until})
 	b := newReplica(t, srv.URL())
 	waitFor(t, 5*time.Second, "both linked", func() bool { return a.Up() && b.Up() })
 	for len(b.got) > 0 {
@@ -175,19 +175,19 @@ func TestRedisDownAndBack(t *testing.T) {
 	waitFor(t, 3*time.Second, "a reports Redis down", func() bool { return !a.Up() })
 	ctx := context.Background()
 	start := time.Now()
-	if err := a.Lease(ctx, []engine.Lease{{Key: "retry/m", Want: 1000, Burst: 5000}}); err == nil {
+	if err := a.Lease(ctx, []fleet.Lease{{Key: "retry/m", Want: 1000, Burst: 5000}}); err == nil {
 		t.Error("a lease succeeded with Redis down")
 	}
 	if d := time.Since(start); d > 500*time.Millisecond {
 		t.Errorf("a failed lease took %v", d)
 	}
 	before := a.Dropped()
-	a.Publish(engine.Observation{Endpoint: "m/us/p", Kind: engine.ObsDown})
+	a.Publish(fleet.Observation{Endpoint: "m/us/p", Kind: fleet.ObsDown})
 	waitFor(t, time.Second, "the observation published while down counted as dropped", func() bool { return a.Dropped() > before })
 	srv.Restart()
 	waitFor(t, 5*time.Second, "both linked again", func() bool { return a.Up() && b.Up() })
 	o := b.next(t, 2*time.Second)
-	if o.Endpoint != "m/eu/p" || o.Kind != engine.ObsCooling || !o.Until.Equal(until) {
+	if o.Endpoint != "m/eu/p" || o.Kind != fleet.ObsCooling || !o.Until.Equal(until) {
 		t.Errorf("after the restart b applied %+v, want a's cooldown", o)
 	}
 }
@@ -201,7 +201,7 @@ func TestRedisSlow(t *testing.T) {
 	waitFor(t, 5*time.Second, "a linked", a.Up)
 	srv.Pause()
 	start := time.Now()
-	err := a.Lease(context.Background(), []engine.Lease{{Key: "retry/m", Want: 1000, Burst: 5000}})
+	err := a.Lease(context.Background(), []fleet.Lease{{Key: "retry/m", Want: 1000, Burst: 5000}})
 	if err == nil {
 		t.Error("a lease succeeded with Redis paused")
 	}

@@ -13,13 +13,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/callrec"
 )
 
 // The personal-data audit log (issue 18 item 4) lives in a database file of
 // its own, independent of the request log and of Redis: one row per value
 // found in a call, with a keyed hash of the value, never the value, and a
-// row for a call whose detection failed. An *Audit is an engine.Observer:
+// row for a call whose detection failed. An *Audit is an callrec.Observer:
 // RequestDone never blocks and does no I/O (a bounded queue, dropped and
 // counted when full); one writer goroutine inserts batches and deletes rows
 // past the retention at Open and hourly. Every method is safe for
@@ -55,12 +55,12 @@ type Audit struct {
 	lifecycle
 	cfg   AuditConfig
 	key   []byte
-	queue chan *engine.Record
+	queue chan *callrec.Record
 
 	dropped atomic.Uint64
 }
 
-var _ engine.Observer = (*Audit)(nil)
+var _ callrec.Observer = (*Audit)(nil)
 
 const auditSchema = `
 CREATE TABLE IF NOT EXISTS audit_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
@@ -110,7 +110,7 @@ func OpenAudit(cfg AuditConfig) (*Audit, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening audit log %s: %w", cfg.Path, err)
 	}
-	a := &Audit{lifecycle: newLifecycle("audit log", db), cfg: cfg, queue: make(chan *engine.Record, cfg.QueueSize)}
+	a := &Audit{lifecycle: newLifecycle("audit log", db), cfg: cfg, queue: make(chan *callrec.Record, cfg.QueueSize)}
 	if err := a.init(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening audit log %s: %w", cfg.Path, err)
@@ -141,7 +141,7 @@ func (a *Audit) init() error {
 }
 
 // HashKey is the HMAC key the engine must hash values with
-// (engine.PIIOptions.HashKey).
+// (pii.Options.HashKey).
 func (a *Audit) HashKey() []byte { return a.key }
 
 // Dropped counts Records not queued (queue full or closed).
@@ -149,7 +149,7 @@ func (a *Audit) Dropped() uint64 { return a.dropped.Load() }
 
 // RequestDone queues r when detection ran on it and found something or
 // failed. It never blocks.
-func (a *Audit) RequestDone(r *engine.Record) {
+func (a *Audit) RequestDone(r *callrec.Record) {
 	if r == nil || r.PII == nil || len(r.PII.Findings) == 0 && !r.PII.Failed {
 		return
 	}
@@ -201,7 +201,7 @@ func (a *Audit) run() {
 
 // write inserts every queued Record in one transaction.
 func (a *Audit) write() error {
-	var recs []*engine.Record
+	var recs []*callrec.Record
 	for len(recs) < cap(a.queue) {
 		select {
 		case r := <-a.queue:
@@ -221,7 +221,7 @@ func (a *Audit) write() error {
 	return err
 }
 
-func (a *Audit) insert(recs []*engine.Record) error {
+func (a *Audit) insert(recs []*callrec.Record) error {
 	ctx := context.Background()
 	tx, err := a.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -260,7 +260,7 @@ const (
 	AuditSentUnscanned = "sent_unscanned" // detection failed, fail_open sent it
 )
 
-func auditOutcome(r *engine.Record) string {
+func auditOutcome(r *callrec.Record) string {
 	switch {
 	case r.PII.Failed && r.PII.RawUpstream:
 		return AuditSentUnscanned

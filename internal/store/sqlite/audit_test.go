@@ -9,16 +9,16 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/pii"
 )
 
-func auditRecord(id string, at time.Time, values ...string) *engine.Record {
-	r := &engine.Record{Call: callrec.Call{RequestID: id, Start: at, Model: "m", KeyID: "k1", Team: "search"},
-		PII: &engine.PIIReport{Action: engine.PIIRedact}}
+func auditRecord(id string, at time.Time, values ...string) *callrec.Record {
+	r := &callrec.Record{Call: callrec.Call{RequestID: id, Start: at, Model: "m", KeyID: "k1", Team: "search"},
+		PII: &pii.Report{Action: pii.ActionRedact}}
 	for i, v := range values {
 		// the hash as the engine makes it is opaque here: any hex that is not the value
-		r.PII.Findings = append(r.PII.Findings, engine.PIIFinding{Kind: "EMAIL", Where: "messages[0].content[0]", Start: i * 10, End: i*10 + len(v), Hash: "h" + string(rune('a'+i))})
+		r.PII.Findings = append(r.PII.Findings, pii.Finding{Kind: "EMAIL", Where: "messages[0].content[0]", Start: i * 10, End: i*10 + len(v), Hash: "h" + string(rune('a'+i))})
 	}
 	return r
 }
@@ -40,10 +40,10 @@ func TestAuditRowsHoldHashesOnly(t *testing.T) {
 	}
 	a.RequestDone(auditRecord("r1", now, "alice@example.com", "bob@example.org"))
 	blocked := auditRecord("r2", now, "carol@example.net")
-	blocked.PII.Action, blocked.Err = engine.PIIBlock, &llm.APIError{MeshCode: llm.MeshPIIBlocked}
+	blocked.PII.Action, blocked.Err = pii.ActionBlock, &llm.APIError{MeshCode: llm.MeshPIIBlocked}
 	a.RequestDone(blocked)
-	a.RequestDone(&engine.Record{Call: callrec.Call{RequestID: "r3", Start: now}, PII: &engine.PIIReport{Action: engine.PIIRedact, Failed: true}})
-	a.RequestDone(&engine.Record{Call: callrec.Call{RequestID: "r4", Start: now}, PII: &engine.PIIReport{Action: engine.PIIRedact}}) // nothing found: no row
+	a.RequestDone(&callrec.Record{Call: callrec.Call{RequestID: "r3", Start: now}, PII: &pii.Report{Action: pii.ActionRedact, Failed: true}})
+	a.RequestDone(&callrec.Record{Call: callrec.Call{RequestID: "r4", Start: now}, PII: &pii.Report{Action: pii.ActionRedact}}) // nothing found: no row
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}

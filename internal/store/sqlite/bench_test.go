@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 )
 
@@ -137,7 +136,7 @@ func BenchmarkWrite(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	batch := make([]*engine.Record, DefaultBatchSize)
+	batch := make([]*callrec.Record, DefaultBatchSize)
 	for i := range batch {
 		batch[i] = rec
 	}
@@ -171,8 +170,8 @@ func BenchmarkWriteRandomIDs(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	recs := make([]engine.Record, DefaultBatchSize)
-	batch := make([]*engine.Record, DefaultBatchSize)
+	recs := make([]callrec.Record, DefaultBatchSize)
+	batch := make([]*callrec.Record, DefaultBatchSize)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -199,15 +198,15 @@ func BenchmarkWriteRandomIDs(b *testing.B) {
 // plain is the Record of a plain call started at s, as keel serve logs one
 // at 50 clients in front of keel sim (bench/compare.py): one attempt,
 // served by the first endpoint, a random request id.
-func plain(s time.Time) engine.Record {
+func plain(s time.Time) callrec.Record {
 	var x [12]byte
 	rand.Read(x[:])
-	return engine.Record{
+	return callrec.Record{
 		Call: callrec.Call{RequestID: "mesh_" + hex.EncodeToString(x[:]), Start: s, Duration: 3 * time.Millisecond,
 			Format: llm.FormatAnthropic, Model: "sim-sonnet"},
 		Route: callrec.Route{PrimaryModel: "sim-sonnet",
 			ServedBy: "sim-sonnet/us-east/sim-anthropic", ServedModel: "sim-sonnet", ServedRegion: "us-east", ServedProvider: "sim-anthropic",
-			Attempts: []engine.Attempt{{Endpoint: "sim-sonnet/us-east/sim-anthropic", Model: "sim-sonnet", Region: "us-east", Kind: "primary",
+			Attempts: []callrec.Attempt{{Endpoint: "sim-sonnet/us-east/sim-anthropic", Model: "sim-sonnet", Region: "us-east", Kind: "primary",
 				Outcome: "ok", Status: 200, Start: s.Add(50 * time.Microsecond), End: s.Add(2900 * time.Microsecond), Bytes: 382, Winner: true,
 				InputTokens: 3, OutputTokens: 16, Cost: 0.000249}}},
 		Result: callrec.Result{Status: 200, Usage: llm.Usage{InputTokens: 3, OutputTokens: 16}, Cost: 0.000249},
@@ -224,8 +223,8 @@ func BenchmarkWritePlain(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	recs := make([]engine.Record, DefaultBatchSize)
-	batch := make([]*engine.Record, DefaultBatchSize)
+	recs := make([]callrec.Record, DefaultBatchSize)
+	batch := make([]*callrec.Record, DefaultBatchSize)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()

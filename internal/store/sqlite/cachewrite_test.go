@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 )
 
@@ -16,9 +15,9 @@ import (
 func TestCacheWriteSplit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "requests.db")
 	l := openTest(t, Config{Path: path}, hooks{})
-	rec := &engine.Record{Call: callrec.Call{RequestID: "split", Start: t0}, Result: callrec.Result{Status: 200, Usage: llm.Usage{InputTokens: 10, CacheReadTokens: 100,
+	rec := &callrec.Record{Call: callrec.Call{RequestID: "split", Start: t0}, Result: callrec.Result{Status: 200, Usage: llm.Usage{InputTokens: 10, CacheReadTokens: 100,
 		CacheWriteTokens: 30_000, CacheWrite5mTokens: 10_000, CacheWrite1hTokens: 20_000}}}
-	old := &engine.Record{Call: callrec.Call{RequestID: "old", Start: t0.Add(1)}, Result: callrec.Result{Status: 200, Usage: llm.Usage{CacheWriteTokens: 7}}}
+	old := &callrec.Record{Call: callrec.Call{RequestID: "old", Start: t0.Add(1)}, Result: callrec.Result{Status: 200, Usage: llm.Usage{CacheWriteTokens: 7}}}
 	l.RequestDone(rec)
 	l.RequestDone(old)
 	if err := l.Flush(context.Background()); err != nil {

@@ -3,7 +3,7 @@
 // Go), written off the hot path; and, in a file of its own, the
 // personal-data audit log (audit.go).
 //
-// A *Log is an engine.Observer. RequestDone never blocks and does no I/O: it
+// A *Log is an callrec.Observer. RequestDone never blocks and does no I/O: it
 // puts the Record on a bounded queue, and when the queue is full the Record is
 // dropped and counted (Dropped). A single writer goroutine owns every write:
 // every FlushInterval, or as soon as BatchSize Records are queued, it takes
@@ -34,7 +34,6 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
 )
 
 // Defaults of Config's zero fields.
@@ -74,7 +73,7 @@ type Config struct {
 	LogBodies bool
 	// Bodies returns the prompt and answer of a Record. It is called on the
 	// writer goroutine, only when LogBodies is set; nil stores no bodies.
-	Bodies func(r *engine.Record) (prompt, answer string)
+	Bodies func(r *callrec.Record) (prompt, answer string)
 	// Now is the clock of retention (default time.Now).
 	Now func() time.Time
 	// Logger receives write failures; nil discards.
@@ -120,7 +119,7 @@ func (c Config) withDefaults() (Config, error) {
 type Log struct {
 	lifecycle
 	cfg   Config
-	queue chan *engine.Record
+	queue chan *callrec.Record
 	kick  chan struct{} // a batch is ready: wakes the writer before its tick
 	hooks hooks
 	w     writer // the writer goroutine's (see writer)
@@ -130,7 +129,7 @@ type Log struct {
 	failed  atomic.Uint64
 }
 
-var _ engine.Observer = (*Log)(nil)
+var _ callrec.Observer = (*Log)(nil)
 
 // hooks are test hooks of open.
 type hooks struct {
@@ -161,7 +160,7 @@ func open(cfg Config, h hooks) (*Log, error) {
 	l := &Log{
 		cfg:       cfg,
 		lifecycle: newLifecycle("request log", db),
-		queue:     make(chan *engine.Record, cfg.QueueSize),
+		queue:     make(chan *callrec.Record, cfg.QueueSize),
 		kick:      make(chan struct{}, 1),
 		hooks:     h,
 	}
@@ -247,7 +246,7 @@ func schemaVersion(ctx context.Context, db *sql.DB) (int, error) {
 // RequestDone queues r for the writer. It never blocks: when the queue is
 // full, or the Log is closed, r is dropped and counted by Dropped. r must not
 // be modified afterwards (the engine's Record contract).
-func (l *Log) RequestDone(r *engine.Record) {
+func (l *Log) RequestDone(r *callrec.Record) {
 	if r == nil {
 		return
 	}
@@ -305,7 +304,7 @@ func (l *Log) run() {
 		}
 	}
 	ctx := context.Background()
-	batch := make([]*engine.Record, 0, l.cfg.BatchSize)
+	batch := make([]*callrec.Record, 0, l.cfg.BatchSize)
 	lastPrune := l.cfg.Now()
 	tick := time.NewTicker(l.cfg.FlushInterval)
 	defer tick.Stop()
@@ -474,7 +473,7 @@ func (w *writer) close() {
 
 // write inserts batch in one transaction. On failure the whole batch is
 // counted in Failed and logged.
-func (l *Log) write(ctx context.Context, batch []*engine.Record) error {
+func (l *Log) write(ctx context.Context, batch []*callrec.Record) error {
 	if l.hooks.discard {
 		return nil
 	}
@@ -502,7 +501,7 @@ func (l *Log) write(ctx context.Context, batch []*engine.Record) error {
 //
 // After a failure the transaction is rolled back and the writer's
 // connection closed; the next batch starts afresh.
-func (l *Log) insert(_ context.Context, batch []*engine.Record) error {
+func (l *Log) insert(_ context.Context, batch []*callrec.Record) error {
 	w := &l.w
 	if w.conn == nil {
 		c, err := openRaw(l.cfg.Path)
@@ -531,7 +530,7 @@ func (l *Log) insert(_ context.Context, batch []*engine.Record) error {
 }
 
 // insertRows inserts the rows of batch, in the writer's transaction.
-func (l *Log) insertRows(batch []*engine.Record, bodies bool) error {
+func (l *Log) insertRows(batch []*callrec.Record, bodies bool) error {
 	w := &l.w
 	seq, err := w.conn.queryInt64(w.maxSeq)
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 )
 
@@ -78,14 +77,14 @@ func flush(t *testing.T, l *Log) {
 }
 
 // hedged is a streamed call whose hedge won after a 429 fallback.
-func hedged() *engine.Record {
+func hedged() *callrec.Record {
 	s := t0.Add(time.Minute)
-	return &engine.Record{
+	return &callrec.Record{
 		Call: callrec.Call{RequestID: "req-hedged", Start: s, Duration: 812345678 * time.Nanosecond, TTFT: 98765432 * time.Nanosecond,
 			Format: llm.FormatAnthropic, Model: "claude-x", Stream: true, KeyID: "key_0123456789abcdef", Team: "search"},
 		Route: callrec.Route{Domain: "code", Legacy: true, Stage: "hedging", ServedBy: "claude-x@eu", ServedModel: "claude-x",
 			ServedRegion: "eu", ServedProvider: "anthropic", Fallback: "rate_limited", Retries: 1, Hedges: 1, HedgeWon: true, Recovered: 1,
-			QueueWait: 15 * time.Millisecond, Attempts: []engine.Attempt{
+			QueueWait: 15 * time.Millisecond, Attempts: []callrec.Attempt{
 				{Endpoint: "claude-x@us", Model: "claude-x", Region: "us", Kind: "primary", Outcome: "rate_limited", Status: 429,
 					Start: s.Add(time.Millisecond), End: s.Add(21 * time.Millisecond), Bytes: 120},
 				{Endpoint: "claude-x@eu", Model: "claude-x", Region: "eu", Kind: "retry", Outcome: "cancelled_loser",
@@ -127,21 +126,21 @@ func hedgedRow() *Row {
 }
 
 func TestRoundTrip(t *testing.T) {
-	failed := &engine.Record{
+	failed := &callrec.Record{
 		Call: callrec.Call{RequestID: "req-failed", Start: t0.Add(2 * time.Minute), Duration: 3 * time.Second, Format: llm.FormatOpenAI,
 			Model: "gpt-y"},
 		Route: callrec.Route{Fallback: "overloaded",
-			Attempts: []engine.Attempt{{Endpoint: "gpt-y@us", Kind: "primary", Outcome: "overloaded", Status: 529,
+			Attempts: []callrec.Attempt{{Endpoint: "gpt-y@us", Kind: "primary", Outcome: "overloaded", Status: 529,
 				Start: t0.Add(2 * time.Minute), End: t0.Add(2*time.Minute + time.Second)}}},
 		Result: callrec.Result{Status: 503, Err: &llm.APIError{Status: 503, MeshCode: "mesh_fallback_exhausted", Message: "gave up"}},
 	}
 	failedRow := &Row{Seq: 2, RequestID: "req-failed", Start: t0.Add(2 * time.Minute), Duration: 3 * time.Second,
 		Format: "openai", Model: "gpt-y", Status: 503, Fallback: "overloaded", MeshErrorCode: "mesh_fallback_exhausted",
 		Attempts: []Attempt{{Endpoint: "gpt-y@us", Kind: "primary", Outcome: "overloaded", Status: 529, Duration: time.Second, UsageRecorded: true}}}
-	bare := &engine.Record{Call: callrec.Call{RequestID: "req-bare", Start: t0.Add(3 * time.Minute)}, Result: callrec.Result{Status: 400}}
+	bare := &callrec.Record{Call: callrec.Call{RequestID: "req-bare", Start: t0.Add(3 * time.Minute)}, Result: callrec.Result{Status: 400}}
 	bareRow := &Row{Seq: 3, RequestID: "req-bare", Start: t0.Add(3 * time.Minute), Status: 400, Format: "unknown"}
 	// A semantic cache hit: no attempt, the similarity recorded.
-	semantic := &engine.Record{
+	semantic := &callrec.Record{
 		Call:     callrec.Call{RequestID: "req-semantic", Start: t0.Add(4 * time.Minute), Format: llm.FormatOpenAI, Model: "support"},
 		Route:    callrec.Route{ServedBy: "gpt-y@us", ServedModel: "gpt-y"},
 		Result:   callrec.Result{Status: 200},
@@ -153,13 +152,13 @@ func TestRoundTrip(t *testing.T) {
 
 	tests := []struct {
 		name  string
-		in    []*engine.Record
+		in    []*callrec.Record
 		since time.Time
 		want  []*Row
 	}{
-		{name: "all", in: []*engine.Record{hedged(), failed, bare, semantic}, since: t0, want: []*Row{hedgedRow(), failedRow, bareRow, semanticRow}},
-		{name: "since excludes older", in: []*engine.Record{hedged(), failed, bare}, since: t0.Add(2 * time.Minute), want: []*Row{failedRow, bareRow}},
-		{name: "none", in: []*engine.Record{hedged()}, since: t0.Add(time.Hour), want: nil},
+		{name: "all", in: []*callrec.Record{hedged(), failed, bare, semantic}, since: t0, want: []*Row{hedgedRow(), failedRow, bareRow, semanticRow}},
+		{name: "since excludes older", in: []*callrec.Record{hedged(), failed, bare}, since: t0.Add(2 * time.Minute), want: []*Row{failedRow, bareRow}},
+		{name: "none", in: []*callrec.Record{hedged()}, since: t0.Add(time.Hour), want: nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -194,10 +193,10 @@ func TestWriterOpensThePathAsIs(t *testing.T) {
 			dir := t.TempDir()
 			t.Chdir(dir)
 			long := strings.Repeat("é", 5000) // 10,000 bytes
-			l := openTest(t, Config{Path: name, LogBodies: true, Bodies: func(r *engine.Record) (string, string) {
+			l := openTest(t, Config{Path: name, LogBodies: true, Bodies: func(r *callrec.Record) (string, string) {
 				return long, "答"
 			}}, hooks{})
-			r := &engine.Record{Call: callrec.Call{RequestID: "req-é", Start: t0.Add(time.Minute), Model: "模型"}, Result: callrec.Result{Status: 200}}
+			r := &callrec.Record{Call: callrec.Call{RequestID: "req-é", Start: t0.Add(time.Minute), Model: "模型"}, Result: callrec.Result{Status: 200}}
 			l.RequestDone(r)
 			flush(t, l)
 			got := collect(t, l.Query(context.Background(), t0))
@@ -252,9 +251,9 @@ func TestFullQueueDropsWithoutBlocking(t *testing.T) {
 func TestRetention(t *testing.T) {
 	clock := &fakeClock{now: t0}
 	path := filepath.Join(t.TempDir(), "requests.db")
-	at := func(id string, ago time.Duration) *engine.Record {
-		return &engine.Record{Call: callrec.Call{RequestID: id, Start: clock.Now().Add(-ago)},
-			Route: callrec.Route{Attempts: []engine.Attempt{{Endpoint: "e", Kind: "primary"}}}}
+	at := func(id string, ago time.Duration) *callrec.Record {
+		return &callrec.Record{Call: callrec.Call{RequestID: id, Start: clock.Now().Add(-ago)},
+			Route: callrec.Route{Attempts: []callrec.Attempt{{Endpoint: "e", Kind: "primary"}}}}
 	}
 	ids := func(l *Log) string {
 		var s []string
@@ -307,7 +306,7 @@ func TestBodies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			called := 0
-			l := openTest(t, Config{LogBodies: tt.logBodies, Bodies: func(*engine.Record) (string, string) {
+			l := openTest(t, Config{LogBodies: tt.logBodies, Bodies: func(*callrec.Record) (string, string) {
 				called++
 				return "the prompt", "the answer"
 			}}, hooks{})
@@ -506,7 +505,7 @@ func TestWALMode(t *testing.T) {
 func TestSeqAcrossBatches(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "requests.db")
-	cfg := Config{Path: path, LogBodies: true, Bodies: func(r *engine.Record) (string, string) {
+	cfg := Config{Path: path, LogBodies: true, Bodies: func(r *callrec.Record) (string, string) {
 		return "prompt of " + r.RequestID, "answer of " + r.RequestID
 	}}
 	// Each Log's writer is held: the test calls write, the writer's code
@@ -514,18 +513,18 @@ func TestSeqAcrossBatches(t *testing.T) {
 	openHeld := func() *Log { return openTest(t, cfg, hooks{gate: make(chan struct{})}) }
 
 	n := 0
-	var want []*engine.Record // the Records written, in order
+	var want []*callrec.Record // the Records written, in order
 	// batch makes size Records; the nth starts n seconds after t0 and has
 	// n%5 attempts, so that attempts rows span chunks unevenly.
-	batch := func(size int) []*engine.Record {
-		var b []*engine.Record
+	batch := func(size int) []*callrec.Record {
+		var b []*callrec.Record
 		for range size {
 			n++
 			start := t0.Add(time.Duration(n) * time.Second)
-			r := &engine.Record{Call: callrec.Call{RequestID: fmt.Sprintf("req-%03d", n), Start: start, Model: "m"},
+			r := &callrec.Record{Call: callrec.Call{RequestID: fmt.Sprintf("req-%03d", n), Start: start, Model: "m"},
 				Result: callrec.Result{Status: 200}}
 			for i := range n % 5 {
-				r.Attempts = append(r.Attempts, engine.Attempt{Endpoint: fmt.Sprintf("%s/%d", r.RequestID, i),
+				r.Attempts = append(r.Attempts, callrec.Attempt{Endpoint: fmt.Sprintf("%s/%d", r.RequestID, i),
 					Kind: "retry", Status: 500 + i, Bytes: int64(n),
 					Start: start.Add(time.Duration(i) * time.Millisecond), End: start.Add(time.Duration(i+1) * time.Millisecond)})
 			}
@@ -554,7 +553,7 @@ func TestSeqAcrossBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	poisoned := batch(50)
-	poisoned[45].Attempts = append(poisoned[45].Attempts, engine.Attempt{Endpoint: "poison"})
+	poisoned[45].Attempts = append(poisoned[45].Attempts, callrec.Attempt{Endpoint: "poison"})
 	if err := l.write(ctx, poisoned); err == nil || !strings.Contains(err.Error(), "poisoned attempt") {
 		t.Fatalf("poisoned batch: %v, want the trigger's error", err)
 	}

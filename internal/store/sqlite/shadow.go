@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/shadow"
 )
 
@@ -55,7 +55,7 @@ type ShadowConfig struct {
 	Logger *slog.Logger
 }
 
-// ShadowStore writes shadow comparisons (an engine.ShadowObserver) and
+// ShadowStore writes shadow comparisons (an shadow.Observer) and
 // reads them back for keel shadow report. OnShadow never blocks: results
 // are queued for one writer goroutine, which writes them in batches of up
 // to 256 per transaction at least every 200ms. Safe for concurrent use.
@@ -67,7 +67,7 @@ type ShadowStore struct {
 	dropped atomic.Uint64
 }
 
-var _ engine.ShadowObserver = (*ShadowStore)(nil)
+var _ shadow.Observer = (*ShadowStore)(nil)
 
 // shadowBatch and shadowTick bound how many results one transaction
 // writes and how long a result waits.
@@ -130,8 +130,8 @@ func (s *ShadowStore) OnShadow(r shadow.Result) {
 }
 
 // RequestDone does nothing: the store reads only shadow results. It
-// makes the store an engine.Observer, so telemetry.Multi can carry it.
-func (s *ShadowStore) RequestDone(*engine.Record) {}
+// makes the store an callrec.Observer, so telemetry.Multi can carry it.
+func (s *ShadowStore) RequestDone(*callrec.Record) {}
 
 // Dropped counts results not written because the queue was full or the
 // store closed.

@@ -1,6 +1,6 @@
 // Package alert posts the safety valve's openings and closings to a
 // webhook (resilience.safety_valve.webhook). A *Webhook is an
-// engine.ValveObserver: OnValve runs on the request's goroutine, so it only
+// observe.ValveObserver: OnValve runs on the request's goroutine, so it only
 // queues the event — a bounded queue, an event arriving when it is full is
 // dropped and counted — and one goroutine of the Webhook's own posts the
 // queue in order, each post bounded by a timeout. The engine itself does
@@ -30,7 +30,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/callrec"
+	"github.com/keelmesh/keel/internal/observe"
 )
 
 // Defaults for Options' zero values.
@@ -74,7 +75,7 @@ type Webhook struct {
 	client  *http.Client
 	log     *slog.Logger
 
-	queue chan engine.ValveEvent
+	queue chan observe.ValveEvent
 	// base is the parent of every post's context; Shutdown cancels it
 	// when its own context ends first.
 	base   context.Context
@@ -117,19 +118,19 @@ func New(o Options) (*Webhook, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	w := &Webhook{url: o.URL, timeout: o.Timeout, client: o.Client, log: o.Logger,
-		queue: make(chan engine.ValveEvent, o.QueueSize), done: make(chan struct{})}
+		queue: make(chan observe.ValveEvent, o.QueueSize), done: make(chan struct{})}
 	w.base, w.cancel = context.WithCancel(context.Background())
 	go w.run()
 	return w, nil
 }
 
-// RequestDone does nothing: a Webhook is an engine.Observer only to be
+// RequestDone does nothing: a Webhook is an callrec.Observer only to be
 // composed with the others (telemetry.Multi) for its OnValve.
-func (w *Webhook) RequestDone(*engine.Record) {}
+func (w *Webhook) RequestDone(*callrec.Record) {}
 
 // OnValve queues ev for posting and returns at once; when the queue is
 // full, or Shutdown has begun, ev is dropped and counted.
-func (w *Webhook) OnValve(ev engine.ValveEvent) {
+func (w *Webhook) OnValve(ev observe.ValveEvent) {
 	w.mu.Lock()
 	closed := w.closed
 	if !closed {
@@ -201,7 +202,7 @@ type payload struct {
 // so the connection can be reused.
 const maxDrain = 4 << 10
 
-func (w *Webhook) post(ev engine.ValveEvent) error {
+func (w *Webhook) post(ev observe.ValveEvent) error {
 	body, err := json.Marshal(payload{Event: ev.Event, FallbackRate: ev.FallbackRate, Time: ev.Time.UTC(), WindowRequests: ev.Requests})
 	if err != nil {
 		return fmt.Errorf("encoding body: %w", err)

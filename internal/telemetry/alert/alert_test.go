@@ -14,7 +14,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/callrec"
+	"github.com/keelmesh/keel/internal/observe"
 	"github.com/keelmesh/keel/internal/telemetry"
 )
 
@@ -23,9 +24,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.FixedZone("CEST", 2*3600))
 
 var (
-	opened = engine.ValveEvent{Event: engine.ValveEventOpen, FallbackRate: 0.0625, Requests: 112, Threshold: 0.05,
+	opened = observe.ValveEvent{Event: observe.ValveEventOpen, FallbackRate: 0.0625, Requests: 112, Threshold: 0.05,
 		OpenUntil: t0.Add(30 * time.Second), Time: t0}
-	closed = engine.ValveEvent{Event: engine.ValveEventClosed, FallbackRate: 0, Requests: 3, Threshold: 0.05, Time: t0.Add(31 * time.Second)}
+	closed = observe.ValveEvent{Event: observe.ValveEventClosed, FallbackRate: 0, Requests: 3, Threshold: 0.05, Time: t0.Add(31 * time.Second)}
 )
 
 // hook is an httptest server that records the posts it gets.
@@ -216,13 +217,13 @@ func TestNewRejectsBadOptions(t *testing.T) {
 func TestReceivesValveEventsThroughMulti(t *testing.T) {
 	h := newHook(t, http.StatusOK)
 	w := newWebhook(t, Options{URL: h.URL, Client: h.Client()})
-	obs := telemetry.Multi(engine.ObserverFunc(func(*engine.Record) {}), w)
-	vo, ok := obs.(engine.ValveObserver)
+	obs := telemetry.Multi(callrec.ObserverFunc(func(*callrec.Record) {}), w)
+	vo, ok := obs.(observe.ValveObserver)
 	if !ok {
-		t.Fatalf("Multi's observer %T is not an engine.ValveObserver", obs)
+		t.Fatalf("Multi's observer %T is not an observe.ValveObserver", obs)
 	}
 	vo.OnValve(opened)
-	obs.RequestDone(&engine.Record{})
+	obs.RequestDone(&callrec.Record{})
 	if err := w.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}

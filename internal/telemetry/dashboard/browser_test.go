@@ -16,35 +16,35 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/health"
 )
 
-// fleet is a two-region endpoint set whose us-east region can be killed.
-type fleet struct {
+// regions is a two-region endpoint set whose us-east region can be killed.
+type regions struct {
 	mu     sync.Mutex // guards killed
 	killed bool
 }
 
-func (f *fleet) kill() { f.mu.Lock(); f.killed = true; f.mu.Unlock() }
+func (f *regions) kill() { f.mu.Lock(); f.killed = true; f.mu.Unlock() }
 
-func (f *fleet) endpoints() []engine.EndpointStatus {
+func (f *regions) endpoints() []fleet.Status {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	us := engine.EndpointStatus{ID: "claude-sonnet/us-east/anthropic", Model: "claude-sonnet", Region: "us-east", Provider: "anthropic", State: engine.StateHealthy, Breaker: "closed",
+	us := fleet.Status{ID: "claude-sonnet/us-east/anthropic", Model: "claude-sonnet", Region: "us-east", Provider: "anthropic", State: fleet.StateHealthy, Breaker: "closed",
 		Health: health.Snapshot{P95: 420 * time.Millisecond, InFlight: 4, ErrorRate: 0.01, Requests: 100, Headroom: 0.8}}
-	eu := engine.EndpointStatus{ID: "claude-sonnet/eu-west/anthropic", Model: "claude-sonnet", Region: "eu-west", Provider: "anthropic", State: engine.StateHealthy, Breaker: "closed",
+	eu := fleet.Status{ID: "claude-sonnet/eu-west/anthropic", Model: "claude-sonnet", Region: "eu-west", Provider: "anthropic", State: fleet.StateHealthy, Breaker: "closed",
 		Health: health.Snapshot{P95: 510 * time.Millisecond, InFlight: 3, ErrorRate: 0.02, Requests: 100, Headroom: 0.9}}
-	idle := engine.EndpointStatus{ID: "claude-sonnet-backup/ap-southeast/anthropic", Model: "claude-sonnet-backup", Region: "ap-southeast", Provider: "anthropic", State: engine.StateHealthy, Breaker: "closed",
+	idle := fleet.Status{ID: "claude-sonnet-backup/ap-southeast/anthropic", Model: "claude-sonnet-backup", Region: "ap-southeast", Provider: "anthropic", State: fleet.StateHealthy, Breaker: "closed",
 		Health: health.Snapshot{Headroom: 1}}
 	if f.killed {
 		// As the engine reports a region refusing connections: down, its
 		// breaker untouched (issue 13: this showed as healthy).
-		us.State = engine.StateDown
+		us.State = fleet.StateDown
 		us.Health.ErrorRate, us.Health.InFlight = 1, 0
 		eu.Health.InFlight = 9
 	}
-	return []engine.EndpointStatus{us, eu, idle}
+	return []fleet.Status{us, eu, idle}
 }
 
 // chromium finds the browser. Where it is missing the test skips, except
@@ -102,7 +102,7 @@ const clippedJS = `(() => {
 // (path in the log).
 func TestBrowserShowsFallbackRateRise(t *testing.T) {
 	bin := chromium(t)
-	fl := &fleet{}
+	fl := &regions{}
 	d, err := New(Options{Interval: 100 * time.Millisecond, Endpoints: fl.endpoints})
 	if err != nil {
 		t.Fatal(err)
@@ -113,8 +113,8 @@ func TestBrowserShowsFallbackRateRise(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	served := func(i int, region, fallback string) *engine.Record {
-		return &engine.Record{
+	served := func(i int, region, fallback string) *callrec.Record {
+		return &callrec.Record{
 			Call: callrec.Call{RequestID: fmt.Sprintf("req-%04d", i), Model: "claude-sonnet", KeyID: "k_team", Team: "search"},
 			Route: callrec.Route{Fallback: fallback, ServedBy: "claude-sonnet/" + region + "/anthropic", ServedModel: "claude-sonnet",
 				ServedRegion: region},

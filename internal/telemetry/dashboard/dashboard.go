@@ -13,7 +13,7 @@
 // 10-second steps (calls, errors, fallback rate, p50/p99 per served model),
 // which the page charts.
 //
-// A *Dashboard is an engine.Observer and is safe for concurrent use.
+// A *Dashboard is an callrec.Observer and is safe for concurrent use.
 // RequestDone never blocks: it takes one short mutex to update the current
 // bucket and, when pages are open, nudges their streams without waiting.
 // Each open event stream runs on its request's goroutine: it pushes a
@@ -35,7 +35,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/sse"
 )
 
@@ -61,7 +61,7 @@ type Options struct {
 	RecentFallbacks int
 	// Endpoints, when set, is read for every snapshot
 	// (engine.Engine.Endpoints).
-	Endpoints func() []engine.EndpointStatus
+	Endpoints func() []fleet.Status
 	// Now is the clock (nil = time.Now).
 	Now func() time.Time
 }
@@ -71,7 +71,7 @@ type Options struct {
 type Dashboard struct {
 	now       func() time.Time
 	interval  time.Duration
-	endpoints func() []engine.EndpointStatus
+	endpoints func() []fleet.Status
 
 	mu      sync.Mutex // guards following
 	buckets []bucket   // one per second of the window, indexed by unix second mod len
@@ -159,7 +159,7 @@ func New(o Options) (*Dashboard, error) {
 }
 
 // RequestDone counts one finished call in the current second.
-func (d *Dashboard) RequestDone(r *engine.Record) {
+func (d *Dashboard) RequestDone(r *callrec.Record) {
 	now := d.now()
 	sec := now.Unix()
 	d.mu.Lock()
@@ -369,7 +369,7 @@ type Endpoint struct {
 	Model    string `json:"model"`
 	Region   string `json:"region"`
 	Provider string `json:"provider"`
-	// State is what routing sees (engine.EndpointStatus.State): down,
+	// State is what routing sees (fleet.Status.State): down,
 	// breaker_open, half_open, cooling, ejected or healthy.
 	State   string `json:"state"`
 	Breaker string `json:"breaker"`

@@ -19,7 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/sse"
@@ -38,8 +38,8 @@ type clock struct {
 func (c *clock) now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
-func rec(fallback string) *engine.Record {
-	r := &engine.Record{Call: callrec.Call{RequestID: "r", Model: "claude-sonnet"},
+func rec(fallback string) *callrec.Record {
+	r := &callrec.Record{Call: callrec.Call{RequestID: "r", Model: "claude-sonnet"},
 		Route: callrec.Route{ServedBy: "claude-sonnet/eu-west/anthropic"}, Result: callrec.Result{Status: 200}}
 	r.Fallback = fallback
 	return r
@@ -148,11 +148,11 @@ func TestRecentFallbacksNewestFirst(t *testing.T) {
 // Issue 13, seen 6: the state is the engine's (a down endpoint showed
 // healthy), and an idle endpoint has no p95 or error rate rather than 0.
 func TestSnapshotEndpoints(t *testing.T) {
-	d, _ := New(Options{Endpoints: func() []engine.EndpointStatus {
-		return []engine.EndpointStatus{
-			{ID: "m/us-east/p", Model: "m", Region: "us-east", Provider: "p", State: engine.StateDown, Breaker: "closed",
+	d, _ := New(Options{Endpoints: func() []fleet.Status {
+		return []fleet.Status{
+			{ID: "m/us-east/p", Model: "m", Region: "us-east", Provider: "p", State: fleet.StateDown, Breaker: "closed",
 				Health: health.Snapshot{P95: 1500 * time.Microsecond, InFlight: 3, ErrorRate: 1, Requests: 8, Headroom: 0.5}},
-			{ID: "m/eu-west/p", Model: "m", Region: "eu-west", Provider: "p", State: engine.StateHealthy, Breaker: "closed",
+			{ID: "m/eu-west/p", Model: "m", Region: "eu-west", Provider: "p", State: fleet.StateHealthy, Breaker: "closed",
 				Health: health.Snapshot{Headroom: 1}},
 		}
 	}})
@@ -384,7 +384,7 @@ func TestSpendByModelKeyAndTeam(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []*engine.Record{
+	for _, r := range []*callrec.Record{
 		{Call: callrec.Call{KeyID: "k1", Team: "search"}, Route: callrec.Route{ServedModel: "sim-opus"}, Result: callrec.Result{Cost: 0.25}},
 		{Call: callrec.Call{KeyID: "k1", Team: "search"}, Route: callrec.Route{ServedModel: "sim-opus"}, Result: callrec.Result{Cost: 0.5}},
 		{Call: callrec.Call{KeyID: "k2", Team: "ads"}, Route: callrec.Route{ServedModel: "sim-haiku"}, Result: callrec.Result{Cost: 0.125}},
@@ -409,7 +409,7 @@ func TestSpendByModelKeyAndTeam(t *testing.T) {
 		t.Errorf("total %v, want 0.96875", s.SpendUSD)
 	}
 	for i := range maxSpendRows + 10 {
-		d.RequestDone(&engine.Record{Call: callrec.Call{KeyID: fmt.Sprint("key-", i)}, Route: callrec.Route{ServedModel: "m"}, Result: callrec.Result{Cost: 1}})
+		d.RequestDone(&callrec.Record{Call: callrec.Call{KeyID: fmt.Sprint("key-", i)}, Route: callrec.Route{ServedModel: "m"}, Result: callrec.Result{Cost: 1}})
 	}
 	s = d.Snapshot()
 	if len(s.Spend) != maxSpendRows+1 {

@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/pipeline"
 )
 
 // DefaultCapacity is the ring size when NewStore is given 0.
@@ -31,7 +31,7 @@ const DefaultCapacity = 1024
 // Store is the ring of debug traces.
 type Store struct {
 	mu   sync.Mutex // guards following
-	ring []*engine.Record
+	ring []*callrec.Record
 	next int            // slot the next Put writes
 	byID map[string]int // request id → slot
 }
@@ -45,12 +45,12 @@ func NewStore(capacity int) (*Store, error) {
 	if capacity == 0 {
 		capacity = DefaultCapacity
 	}
-	return &Store{ring: make([]*engine.Record, capacity), byID: make(map[string]int, capacity)}, nil
+	return &Store{ring: make([]*callrec.Record, capacity), byID: make(map[string]int, capacity)}, nil
 }
 
 // RequestDone stores r when the call asked for a debug trace
-// (r.Behavior.Debug). It makes Store an engine.Observer.
-func (s *Store) RequestDone(r *engine.Record) {
+// (r.Behavior.Debug). It makes Store an callrec.Observer.
+func (s *Store) RequestDone(r *callrec.Record) {
 	if r.Behavior != nil && r.Behavior.Debug {
 		s.Put(r)
 	}
@@ -59,7 +59,7 @@ func (s *Store) RequestDone(r *engine.Record) {
 // Put stores r under r.RequestID, replacing a trace with the same id and
 // dropping the oldest when the ring is full. r must not be modified after
 // (engine Records are not). A Record without a request id is ignored.
-func (s *Store) Put(r *engine.Record) {
+func (s *Store) Put(r *callrec.Record) {
 	if r == nil || r.RequestID == "" {
 		return
 	}
@@ -81,7 +81,7 @@ func (s *Store) Put(r *engine.Record) {
 func (s *Store) Get(id string) (*Trace, bool) {
 	s.mu.Lock()
 	i, ok := s.byID[id]
-	var r *engine.Record
+	var r *callrec.Record
 	if ok {
 		r = s.ring[i]
 	}
@@ -174,12 +174,12 @@ type Trace struct {
 
 // RequestStage is what the client asked for and how Keel parsed it.
 type RequestStage struct {
-	Format      string           `json:"format"`
-	Model       string           `json:"model"`
-	Stream      bool             `json:"stream"`
-	Domain      string           `json:"domain"`
-	Options     *engine.Behavior `json:"options"`
-	TraceParent string           `json:"traceparent,omitempty"`
+	Format      string             `json:"format"`
+	Model       string             `json:"model"`
+	Stream      bool               `json:"stream"`
+	Domain      string             `json:"domain"`
+	Options     *pipeline.Behavior `json:"options"`
+	TraceParent string             `json:"traceparent,omitempty"`
 }
 
 // RouteStage is the router's view at the first pick.
@@ -335,7 +335,7 @@ type Error struct {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // View builds the JSON view of r.
-func View(r *engine.Record) *Trace {
+func View(r *callrec.Record) *Trace {
 	fr, st := callrec.Part(r.Fragments), callrec.Part(r.Structured)
 	t := &Trace{
 		RequestID: r.RequestID, Start: r.Start, DurationMS: ms(r.Duration), Status: r.Status,

@@ -12,23 +12,23 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/pipeline"
 )
 
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
-func hedgedRetried(id string) *engine.Record {
+func hedgedRetried(id string) *callrec.Record {
 	hedge := true
-	return &engine.Record{
+	return &callrec.Record{
 		Call: callrec.Call{RequestID: id, Start: t0, Duration: 900 * time.Millisecond, Format: llm.FormatAnthropic, Model: "claude-sonnet",
-			Behavior: &engine.Behavior{Debug: true, Hedge: &hedge, PreferredRegion: "us-east"}},
+			Behavior: &pipeline.Behavior{Debug: true, Hedge: &hedge, PreferredRegion: "us-east"}},
 		Route: callrec.Route{Domain: "finance", ServedBy: "claude-sonnet/eu-west/anthropic", ServedModel: "claude-sonnet",
 			ServedRegion: "eu-west", ServedProvider: "anthropic", Fallback: "overloaded", Retries: 1, Hedges: 1, HedgeWon: true,
-			QueueWait: 50 * time.Millisecond, Candidates: []engine.Candidate{
+			QueueWait: 50 * time.Millisecond, Candidates: []callrec.Candidate{
 				{Endpoint: "claude-sonnet/us-east/anthropic", ExpectedMS: 210, Chosen: true, Reason: "lowest expected latency"},
 				{Endpoint: "claude-sonnet/eu-west/anthropic", ExpectedMS: 260, InFlight: 3, Reason: "higher expected latency"},
-			}, Attempts: []engine.Attempt{
+			}, Attempts: []callrec.Attempt{
 				{Endpoint: "claude-sonnet/us-east/anthropic", Model: "claude-sonnet", Region: "us-east", Kind: "primary", Outcome: "overloaded", Status: 529,
 					Start: t0, End: t0.Add(100 * time.Millisecond)},
 				{Endpoint: "claude-sonnet/us-west/anthropic", Model: "claude-sonnet", Region: "us-west", Kind: "retry", Outcome: "canceled",
@@ -190,7 +190,7 @@ func TestRing(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, id := range c.puts {
-				s.Put(&engine.Record{Call: callrec.Call{RequestID: id}})
+				s.Put(&callrec.Record{Call: callrec.Call{RequestID: id}})
 			}
 			for _, id := range c.present {
 				if _, ok := s.Get(id); !ok {
@@ -215,9 +215,9 @@ func TestRing(t *testing.T) {
 // Only calls that asked for a trace are kept by the observer.
 func TestObserverKeepsDebugCallsOnly(t *testing.T) {
 	s, _ := NewStore(8)
-	s.RequestDone(&engine.Record{Call: callrec.Call{RequestID: "plain"}})
-	s.RequestDone(&engine.Record{Call: callrec.Call{RequestID: "opts", Behavior: &engine.Behavior{}}})
-	s.RequestDone(&engine.Record{Call: callrec.Call{RequestID: "dbg", Behavior: &engine.Behavior{Debug: true}}})
+	s.RequestDone(&callrec.Record{Call: callrec.Call{RequestID: "plain"}})
+	s.RequestDone(&callrec.Record{Call: callrec.Call{RequestID: "opts", Behavior: &pipeline.Behavior{}}})
+	s.RequestDone(&callrec.Record{Call: callrec.Call{RequestID: "dbg", Behavior: &pipeline.Behavior{Debug: true}}})
 	if got := s.IDs(); !reflect.DeepEqual(got, []string{"dbg"}) {
 		t.Errorf("stored %v, want [dbg]", got)
 	}

@@ -3,7 +3,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/structured"
 )
 
@@ -24,11 +24,11 @@ func BreakerStateValue(state string) float64 {
 // endpointCollector reads the engine's endpoint states at scrape time. The
 // endpoint label is bounded by the configured endpoints.
 type endpointCollector struct {
-	endpoints                                                         func() []engine.EndpointStatus
+	endpoints                                                         func() []fleet.Status
 	breaker, ejected, cooling, inFlight, p95, ewma, errRate, headroom *prometheus.Desc
 }
 
-func newEndpointCollector(f func() []engine.EndpointStatus) *endpointCollector {
+func newEndpointCollector(f func() []fleet.Status) *endpointCollector {
 	l := []string{"endpoint", "model", "region", "provider"}
 	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, l, nil) }
 	return &endpointCollector{

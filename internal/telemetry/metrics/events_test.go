@@ -3,14 +3,14 @@ package metrics
 import (
 	"testing"
 
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/observe"
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/shadow"
 )
 
 var (
-	_ engine.BreakerObserver = (*Metrics)(nil)
-	_ engine.ValveObserver   = (*Metrics)(nil)
+	_ observe.BreakerObserver = (*Metrics)(nil)
+	_ observe.ValveObserver   = (*Metrics)(nil)
 )
 
 // TestEventCounters: breaker transitions and valve state changes are
@@ -29,7 +29,7 @@ func TestEventCounters(t *testing.T) {
 	}
 
 	us, eu := "claude-sonnet/us-east", "claude-sonnet/eu-west"
-	for _, ev := range []engine.BreakerEvent{
+	for _, ev := range []observe.BreakerEvent{
 		{Endpoint: us, From: resilience.Closed, To: resilience.Open},
 		{Endpoint: us, From: resilience.Open, To: resilience.HalfOpen},
 		{Endpoint: us, From: resilience.HalfOpen, To: resilience.Open},
@@ -39,7 +39,7 @@ func TestEventCounters(t *testing.T) {
 	} {
 		m.OnBreakerState(ev)
 	}
-	for _, ev := range []engine.ValveEvent{{Event: engine.ValveEventOpen}, {Event: engine.ValveEventClosed}, {Event: engine.ValveEventOpen}, {Event: "unknown"}} {
+	for _, ev := range []observe.ValveEvent{{Event: observe.ValveEventOpen}, {Event: observe.ValveEventClosed}, {Event: observe.ValveEventOpen}, {Event: "unknown"}} {
 		m.OnValve(ev)
 	}
 
@@ -69,7 +69,7 @@ func TestEventCounters(t *testing.T) {
 	}
 }
 
-var _ engine.ShadowObserver = (*Metrics)(nil)
+var _ shadow.Observer = (*Metrics)(nil)
 
 // TestShadowCounters: shadow calls are counted by alias and result, and
 // their spend goes to mesh_shadow_spend_usd_total, never to

@@ -4,12 +4,12 @@
 // the OpenTelemetry GenAI client metrics under their Prometheus names, and
 // per-endpoint health gauges read from the engine at scrape time.
 //
-// A *Metrics is an engine.Observer: RequestDone updates counters from one
-// engine.Record. It is also an engine.BreakerObserver and
-// engine.ValveObserver, counting breaker transitions
+// A *Metrics is an callrec.Observer: RequestDone updates counters from one
+// callrec.Record. It is also an observe.BreakerObserver and
+// observe.ValveObserver, counting breaker transitions
 // (mesh_breaker_transitions_total) and safety valve openings and closings
 // (mesh_safety_valve_transitions_total) as they happen, and an
-// engine.ShadowObserver, counting shadow calls by alias and result
+// shadow.Observer, counting shadow calls by alias and result
 // (mesh_shadow_calls_total: equal, differ, error, dropped, shed) and their
 // spend apart from the client's (mesh_shadow_spend_usd_total). It is safe for
 // concurrent use and never blocks: label children are cached behind atomic
@@ -63,9 +63,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/observe"
+	"github.com/keelmesh/keel/internal/semcache"
 	"github.com/keelmesh/keel/internal/shadow"
 	"github.com/keelmesh/keel/internal/structured"
 	"github.com/keelmesh/keel/internal/telemetry/semconv"
@@ -94,7 +97,7 @@ type Options struct {
 	ProviderNames map[string]string
 	// Endpoints, when set, is read at every scrape for the per-endpoint
 	// gauges (engine.Engine.Endpoints).
-	Endpoints func() []engine.EndpointStatus
+	Endpoints func() []fleet.Status
 	// Structured, when set, is read at every scrape for
 	// mesh_structured_total and mesh_structured_repair_steps_total.
 	Structured *structured.Metrics
@@ -279,10 +282,10 @@ func New(o Options) (*Metrics, error) {
 		[]string{"model", "key", "team"})
 	cacheV := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_cache_requests_total",
 		Help: "Client calls by the response cache's part (X-Mesh-Cache): hit (answered from the cache), miss, bypass; none counted without a cache. Hit rate = hit / (hit + miss)."}, []string{"result"})
-	m.cacheHit, m.cacheMiss, m.cacheBypass = cacheV.WithLabelValues(engine.CacheHit), cacheV.WithLabelValues(engine.CacheMiss), cacheV.WithLabelValues(engine.CacheBypass)
+	m.cacheHit, m.cacheMiss, m.cacheBypass = cacheV.WithLabelValues(cache.Hit), cacheV.WithLabelValues(cache.Miss), cacheV.WithLabelValues(cache.Bypass)
 	semV := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_semantic_cache_requests_total",
 		Help: "Calls to aliases with the semantic cache on that the exact cache missed, by the semantic cache's part: hit (answered from a similar prompt's answer; also counted as a hit in mesh_cache_requests_total), miss, error (the embeddings call failed or timed out: served as a miss)."}, []string{"result"})
-	m.semHit, m.semMiss, m.semError = semV.WithLabelValues(engine.SemanticHit), semV.WithLabelValues(engine.SemanticMiss), semV.WithLabelValues(engine.SemanticError)
+	m.semHit, m.semMiss, m.semError = semV.WithLabelValues(semcache.StatusHit), semV.WithLabelValues(semcache.StatusMiss), semV.WithLabelValues(semcache.StatusError)
 	m.piiV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_pii_detections_total",
 		Help: "Personal-data values found in requests, by kind (EMAIL, PHONE, CARD, IBAN, CN_ID, SSN, IPV4, IPV6, SECRET or a custom kind) and the action applied (redact, mask, block, log); never a value."}, []string{"kind", "action"})
 	m.piiFailV = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mesh_pii_detection_failures_total",
@@ -364,7 +367,7 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // RequestDone updates the metrics from one finished call. It never blocks.
-func (m *Metrics) RequestDone(r *engine.Record) {
+func (m *Metrics) RequestDone(r *callrec.Record) {
 	if int(r.Format) < len(m.byFormat) {
 		m.byFormat[r.Format].Inc()
 	}
@@ -383,19 +386,19 @@ func (m *Metrics) RequestDone(r *engine.Record) {
 		s.legacy.Inc()
 	}
 	switch r.CacheStatus() {
-	case engine.CacheHit:
+	case cache.Hit:
 		m.cacheHit.Inc()
-	case engine.CacheMiss:
+	case cache.Miss:
 		m.cacheMiss.Inc()
-	case engine.CacheBypass:
+	case cache.Bypass:
 		m.cacheBypass.Inc()
 	}
 	switch r.SemanticStatus() {
-	case engine.SemanticHit:
+	case semcache.StatusHit:
 		m.semHit.Inc()
-	case engine.SemanticMiss:
+	case semcache.StatusMiss:
 		m.semMiss.Inc()
-	case engine.SemanticError:
+	case semcache.StatusError:
 		m.semError.Inc()
 	}
 	if p := r.PII; p != nil {
@@ -444,7 +447,7 @@ func (m *Metrics) RequestDone(r *engine.Record) {
 }
 
 // spendCounter is r's mesh_spend_usd_total child.
-func (m *Metrics) spendCounter(r *engine.Record) prometheus.Counter {
+func (m *Metrics) spendCounter(r *callrec.Record) prometheus.Counter {
 	model := r.ServedModel
 	if model == "" {
 		model = r.Model
@@ -487,17 +490,17 @@ func (m *Metrics) UnknownRoute(method string) {
 }
 
 // OnBreakerState counts one breaker transition. It never blocks.
-func (m *Metrics) OnBreakerState(ev engine.BreakerEvent) {
+func (m *Metrics) OnBreakerState(ev observe.BreakerEvent) {
 	m.breakerV.WithLabelValues(ev.Endpoint, ev.From.String(), ev.To.String()).Inc()
 }
 
 // OnValve counts the safety valve opening or closing (an event of another
 // name is not counted). It never blocks.
-func (m *Metrics) OnValve(ev engine.ValveEvent) {
+func (m *Metrics) OnValve(ev observe.ValveEvent) {
 	switch ev.Event {
-	case engine.ValveEventOpen:
+	case observe.ValveEventOpen:
 		m.valveTo[0].Inc()
-	case engine.ValveEventClosed:
+	case observe.ValveEventClosed:
 		m.valveTo[1].Inc()
 	}
 }
@@ -524,7 +527,7 @@ func addInt(c prometheus.Counter, n int) {
 	}
 }
 
-func (m *Metrics) seriesFor(r *engine.Record) *series {
+func (m *Metrics) seriesFor(r *callrec.Record) *series {
 	mi, ri, di := m.models.index(r.Model), m.regions.index(r.ServedRegion), m.domains.index(r.Domain)
 	p := &m.series[(mi*m.regions.len()+ri)*m.domains.len()+di]
 	if s := p.Load(); s != nil {
@@ -555,7 +558,7 @@ func (s *series) requestCounter(m *Metrics, outcome int) prometheus.Counter {
 	return *p.Load()
 }
 
-func requestOutcome(r *engine.Record) int {
+func requestOutcome(r *callrec.Record) int {
 	if r.Err == nil {
 		return 0
 	}
@@ -585,7 +588,7 @@ func kindIndex(kind string) int {
 	return len(attemptKinds) - 1
 }
 
-func (m *Metrics) observeGenAI(s *series, r *engine.Record) {
+func (m *Metrics) observeGenAI(s *series, r *callrec.Record) {
 	respModel := m.models.index(r.ServedModel)
 	if r.ServedModel == "" {
 		respModel = -1 // no response model: the label stays empty

@@ -15,10 +15,12 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
+	"github.com/keelmesh/keel/internal/pii"
 	"github.com/keelmesh/keel/internal/structured"
 )
 
@@ -96,16 +98,16 @@ func histSum(fams map[string]*dto.MetricFamily, name string, want map[string]str
 	return sum
 }
 
-func okRecord(i int) *engine.Record {
+func okRecord(i int) *callrec.Record {
 	region := "us-east"
 	if i%2 == 1 {
 		region = "eu-west"
 	}
-	return &engine.Record{
+	return &callrec.Record{
 		Call: callrec.Call{RequestID: fmt.Sprintf("req-%d", i), Start: t0, Duration: 300 * time.Millisecond, Model: "claude-sonnet"},
 		Route: callrec.Route{Domain: "finance", ServedBy: "claude-sonnet/" + region, ServedModel: "claude-sonnet", ServedRegion: region,
 			ServedProvider: "anthropic-prod",
-			Attempts:       []engine.Attempt{{Endpoint: "claude-sonnet/" + region, Kind: "primary", Outcome: "ok", Winner: true}}},
+			Attempts:       []callrec.Attempt{{Endpoint: "claude-sonnet/" + region, Kind: "primary", Outcome: "ok", Winner: true}}},
 		Result: callrec.Result{Status: 200, Usage: llm.Usage{InputTokens: 100, CacheReadTokens: 20, OutputTokens: 50}},
 	}
 }
@@ -125,14 +127,14 @@ func TestScriptedRunExactCounters(t *testing.T) {
 			r.Retries = 1
 			r.QueueWait = 40 * time.Millisecond
 			r.Normalization = &callrec.Normalization{Offset: -0.2}
-			r.Attempts = []engine.Attempt{
+			r.Attempts = []callrec.Attempt{
 				{Endpoint: "claude-sonnet/us-east", Kind: "primary", Outcome: "overloaded", Status: 529},
 				{Endpoint: "claude-sonnet/eu-west", Kind: "retry", Outcome: "ok", Winner: true, Wait: 40 * time.Millisecond},
 			}
 		case i == 50 || i == 51: // 2 hedged calls, one won by the hedge
 			r.Hedges = 1
 			r.HedgeWon = i == 51
-			r.Attempts = append(r.Attempts, engine.Attempt{Kind: "hedge", Outcome: "canceled"})
+			r.Attempts = append(r.Attempts, callrec.Attempt{Kind: "hedge", Outcome: "canceled"})
 			if r.HedgeWon {
 				r.Attempts[0].Outcome, r.Attempts[0].Winner = "canceled", false
 				r.Attempts[1].Outcome, r.Attempts[1].Winner = "ok", true
@@ -144,7 +146,7 @@ func TestScriptedRunExactCounters(t *testing.T) {
 			r.Fragments = &callrec.Fragments{Count: 4, OK: 3, Fusions: 10, FusionConflicts: 2}
 		case i == 70: // a stream continued once elsewhere
 			r.Stream, r.TTFT, r.Recovered, r.Retries = true, 80*time.Millisecond, 1, 1
-			r.Attempts = append(r.Attempts, engine.Attempt{Kind: "continuation", Outcome: "ok", Winner: true})
+			r.Attempts = append(r.Attempts, callrec.Attempt{Kind: "continuation", Outcome: "ok", Winner: true})
 			r.Attempts[0].Outcome, r.Attempts[0].Winner = "connection_reset", false
 		}
 		m.RequestDone(r)
@@ -218,20 +220,20 @@ func TestScriptedRunExactCounters(t *testing.T) {
 func TestLabelBounding(t *testing.T) {
 	cases := []struct {
 		name string
-		rec  engine.Record
+		rec  callrec.Record
 		want map[string]string
 	}{
-		{"known", engine.Record{Call: callrec.Call{Model: "claude-haiku"}, Route: callrec.Route{ServedRegion: "us-east", Domain: "code"}},
+		{"known", callrec.Record{Call: callrec.Call{Model: "claude-haiku"}, Route: callrec.Route{ServedRegion: "us-east", Domain: "code"}},
 			map[string]string{"model": "claude-haiku", "region": "us-east", "domain": "code"}},
-		{"unknown model", engine.Record{Call: callrec.Call{Model: "gpt-unknown-9"}, Route: callrec.Route{ServedRegion: "us-east", Domain: "legal"}},
+		{"unknown model", callrec.Record{Call: callrec.Call{Model: "gpt-unknown-9"}, Route: callrec.Route{ServedRegion: "us-east", Domain: "legal"}},
 			map[string]string{"model": "other", "region": "us-east", "domain": "legal"}},
-		{"unknown region and domain", engine.Record{Call: callrec.Call{Model: "claude-sonnet"}, Route: callrec.Route{ServedRegion: "mars-1", Domain: "astrology"}},
+		{"unknown region and domain", callrec.Record{Call: callrec.Call{Model: "claude-sonnet"}, Route: callrec.Route{ServedRegion: "mars-1", Domain: "astrology"}},
 
 			map[string]string{"model": "claude-sonnet", "region": "other", "domain": "other"}},
-		{"failed call has no region", engine.Record{Call: callrec.Call{Model: "claude-sonnet"}, Route: callrec.Route{Domain: "medical"}, Result: callrec.Result{Err: &llm.APIError{Status: 504, MeshCode: llm.MeshTimeout}}},
+		{"failed call has no region", callrec.Record{Call: callrec.Call{Model: "claude-sonnet"}, Route: callrec.Route{Domain: "medical"}, Result: callrec.Result{Err: &llm.APIError{Status: 504, MeshCode: llm.MeshTimeout}}},
 
 			map[string]string{"model": "claude-sonnet", "region": "none", "domain": "medical", "outcome": "timeout"}},
-		{"upstream 4xx", engine.Record{Call: callrec.Call{Model: "claude-sonnet"}, Route: callrec.Route{Domain: "general"}, Result: callrec.Result{Err: &llm.APIError{Status: 401, Type: llm.ErrAuthentication}}},
+		{"upstream 4xx", callrec.Record{Call: callrec.Call{Model: "claude-sonnet"}, Route: callrec.Route{Domain: "general"}, Result: callrec.Result{Err: &llm.APIError{Status: 401, Type: llm.ErrAuthentication}}},
 
 			map[string]string{"outcome": "error_4xx", "domain": "general"}},
 	}
@@ -289,18 +291,18 @@ func TestDynamicLabelCap(t *testing.T) {
 
 type fakeEndpoints struct {
 	mu  sync.Mutex // guards eps
-	eps []engine.EndpointStatus
+	eps []fleet.Status
 }
 
-func (f *fakeEndpoints) get() []engine.EndpointStatus {
+func (f *fakeEndpoints) get() []fleet.Status {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]engine.EndpointStatus(nil), f.eps...)
+	return append([]fleet.Status(nil), f.eps...)
 }
 
 // Endpoint gauges are read from the engine at scrape time.
 func TestEndpointGauges(t *testing.T) {
-	fe := &fakeEndpoints{eps: []engine.EndpointStatus{
+	fe := &fakeEndpoints{eps: []fleet.Status{
 		{ID: "claude-sonnet/us-east", Model: "claude-sonnet", Region: "us-east", Provider: "anthropic-prod", Breaker: "open",
 			Health: health.Snapshot{P95: 250 * time.Millisecond, InFlight: 7, Ejected: true, Headroom: 0.25, ErrorRate: 0.5}},
 		{ID: "claude-sonnet/eu-west", Model: "claude-sonnet", Region: "eu-west", Provider: "anthropic-prod", Breaker: "half-open",
@@ -420,7 +422,7 @@ func BenchmarkObserve(b *testing.B) {
 	r := okRecord(0)
 	r.Fallback = "overloaded"
 	r.Retries, r.Hedges = 1, 1
-	r.Attempts = []engine.Attempt{
+	r.Attempts = []callrec.Attempt{
 		{Kind: "primary", Outcome: "overloaded"},
 		{Kind: "retry", Outcome: "ok", Winner: true},
 		{Kind: "hedge", Outcome: "canceled"},
@@ -488,8 +490,8 @@ func TestCacheRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []string{engine.CacheHit, engine.CacheHit, engine.CacheMiss, engine.CacheBypass, engine.CacheHit, ""} {
-		m.RequestDone(&engine.Record{Call: callrec.Call{Model: "sim-sonnet"}, Cache: &callrec.Cache{Status: c}})
+	for _, c := range []string{cache.Hit, cache.Hit, cache.Miss, cache.Bypass, cache.Hit, ""} {
+		m.RequestDone(&callrec.Record{Call: callrec.Call{Model: "sim-sonnet"}, Cache: &callrec.Cache{Status: c}})
 	}
 	fams := scrape(t, m.Handler())
 	for result, want := range map[string]float64{"hit": 3, "miss": 1, "bypass": 1} {
@@ -507,11 +509,11 @@ func TestPIIDetections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := func(kind string) engine.PIIFinding { return engine.PIIFinding{Kind: kind, Hash: "ab"} }
-	m.RequestDone(&engine.Record{Call: callrec.Call{Model: "sim-sonnet"}, PII: &engine.PIIReport{Action: "redact", Findings: []engine.PIIFinding{f("EMAIL"), f("EMAIL"), f("CARD")}}})
-	m.RequestDone(&engine.Record{Call: callrec.Call{Model: "sim-sonnet"}, PII: &engine.PIIReport{Action: "block", Findings: []engine.PIIFinding{f("EMAIL")}}})
-	m.RequestDone(&engine.Record{Call: callrec.Call{Model: "sim-sonnet"}, PII: &engine.PIIReport{Action: "redact", Failed: true}})
-	m.RequestDone(&engine.Record{Call: callrec.Call{Model: "sim-sonnet"}, PII: &engine.PIIReport{Action: "redact", Failed: true, RawUpstream: true}})
+	f := func(kind string) pii.Finding { return pii.Finding{Kind: kind, Hash: "ab"} }
+	m.RequestDone(&callrec.Record{Call: callrec.Call{Model: "sim-sonnet"}, PII: &pii.Report{Action: "redact", Findings: []pii.Finding{f("EMAIL"), f("EMAIL"), f("CARD")}}})
+	m.RequestDone(&callrec.Record{Call: callrec.Call{Model: "sim-sonnet"}, PII: &pii.Report{Action: "block", Findings: []pii.Finding{f("EMAIL")}}})
+	m.RequestDone(&callrec.Record{Call: callrec.Call{Model: "sim-sonnet"}, PII: &pii.Report{Action: "redact", Failed: true}})
+	m.RequestDone(&callrec.Record{Call: callrec.Call{Model: "sim-sonnet"}, PII: &pii.Report{Action: "redact", Failed: true, RawUpstream: true}})
 	fams := scrape(t, m.Handler())
 	for _, c := range []struct {
 		name   string
@@ -537,7 +539,7 @@ func TestClientRequestsByFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range []llm.Format{llm.FormatResponses, llm.FormatResponses, llm.FormatAnthropic, llm.FormatOpenAI} {
-		m.RequestDone(&engine.Record{Call: callrec.Call{Model: "claude-sonnet", Format: f}})
+		m.RequestDone(&callrec.Record{Call: callrec.Call{Model: "claude-sonnet", Format: f}})
 	}
 	fams := scrape(t, m.Handler())
 	for format, want := range map[string]float64{"responses": 2, "anthropic": 1, "openai": 1} {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/fleet"
 )
 
 const rulesDir = "../../../deploy/prometheus"
@@ -44,11 +44,11 @@ func TestPromtool(t *testing.T) {
 // metric cannot silently empty a dashboard or an alert.
 func TestRulesReadExportedSeries(t *testing.T) {
 	m, err := New(Options{Models: []string{"m"}, Regions: []string{"r"}, NoRuntimeMetrics: true,
-		Endpoints: func() []engine.EndpointStatus { return []engine.EndpointStatus{{ID: "m/r", Breaker: "closed"}} }})
+		Endpoints: func() []fleet.Status { return []fleet.Status{{ID: "m/r", Breaker: "closed"}} }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.RequestDone(&engine.Record{
+	m.RequestDone(&callrec.Record{
 		Call:      callrec.Call{Model: "m"},
 		Route:     callrec.Route{ServedRegion: "r", Domain: "code", Fallback: "overloaded", QueueWait: time.Millisecond},
 		Fragments: &callrec.Fragments{Count: 1, OK: 1, Fusions: 1, FusionConflicts: 1},

@@ -1,7 +1,7 @@
 // Package tracing turns each finished call into OpenTelemetry spans: one
 // span for the client's request and one child span per upstream attempt
 // (retries, hedges, fallbacks and continuations are siblings under it), all
-// built after the call from the engine.Record's timestamps, with the GenAI
+// built after the call from the callrec.Record's timestamps, with the GenAI
 // semantic-convention attributes (internal/telemetry/semconv) and Keel's own
 // mesh.* attributes. A client's W3C traceparent is continued: the request
 // span is its child and shares its trace id.
@@ -10,7 +10,7 @@
 // configured, and nowhere by default: a Tracer built without an endpoint is
 // disabled and RequestDone returns at once.
 //
-// A *Tracer is an engine.Observer, safe for concurrent use. RequestDone
+// A *Tracer is an callrec.Observer, safe for concurrent use. RequestDone
 // never blocks on the network: the exporter batches spans on its own
 // goroutine (a full queue drops spans). Shutdown flushes and stops it.
 package tracing
@@ -30,7 +30,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/keelmesh/keel/internal/engine"
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/telemetry/semconv"
 )
 
@@ -108,7 +108,7 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 }
 
 // RequestDone records r's spans. It returns at once when disabled.
-func (t *Tracer) RequestDone(r *engine.Record) {
+func (t *Tracer) RequestDone(r *callrec.Record) {
 	if t.tracer == nil {
 		return
 	}
@@ -174,7 +174,7 @@ func (t *Tracer) RequestDone(r *engine.Record) {
 }
 
 // attempt records one upstream attempt as a CLIENT child span.
-func (t *Tracer) attempt(ctx context.Context, r *engine.Record, a *engine.Attempt, callEnd time.Time) {
+func (t *Tracer) attempt(ctx context.Context, r *callrec.Record, a *callrec.Attempt, callEnd time.Time) {
 	attrs := []attribute.KeyValue{
 		attribute.String(semconv.AttrOperationName, semconv.OperationChat),
 		attribute.String(semconv.AttrProviderName, t.providerName(providerOf(a.Endpoint))),
@@ -217,7 +217,7 @@ func (t *Tracer) attempt(ctx context.Context, r *engine.Record, a *engine.Attemp
 
 // usage appends the winner's token counts. gen_ai.usage.input_tokens
 // includes cached tokens (PROTOCOLS §4.1).
-func (t *Tracer) usage(attrs []attribute.KeyValue, r *engine.Record) []attribute.KeyValue {
+func (t *Tracer) usage(attrs []attribute.KeyValue, r *callrec.Record) []attribute.KeyValue {
 	u := r.Usage
 	attrs = append(attrs,
 		attribute.Int(semconv.AttrUsageInputTokens, u.PromptTokens()),
@@ -255,7 +255,7 @@ func providerOf(endpoint string) string {
 
 // errorType is error.type for a failed call: the mesh code when Keel
 // decided the outcome, else the upstream's error type, else its status.
-func errorType(r *engine.Record) string {
+func errorType(r *callrec.Record) string {
 	switch e := r.Err; {
 	case e.MeshCode != "":
 		return e.MeshCode

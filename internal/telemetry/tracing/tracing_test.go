@@ -26,7 +26,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/engine"
 	"github.com/keelmesh/keel/internal/llm"
 )
 
@@ -41,13 +40,13 @@ var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
 // hedgedRetried is a call whose primary attempt was overloaded, whose
 // retry was hedged, and whose hedge won.
-func hedgedRetried(traceparent string) *engine.Record {
-	return &engine.Record{
+func hedgedRetried(traceparent string) *callrec.Record {
+	return &callrec.Record{
 		Call: callrec.Call{RequestID: "req-1", Format: llm.FormatResponses, Start: t0, Duration: 900 * time.Millisecond,
 			Model: "claude-sonnet", TraceParent: traceparent},
 		Route: callrec.Route{Domain: "finance", ServedBy: "claude-sonnet/eu-west/anthropic", ServedModel: "claude-sonnet",
 			ServedRegion: "eu-west", ServedProvider: "anthropic", Fallback: "overloaded", Retries: 1, Hedges: 1, HedgeWon: true,
-			QueueWait: 50 * time.Millisecond, Attempts: []engine.Attempt{
+			QueueWait: 50 * time.Millisecond, Attempts: []callrec.Attempt{
 				{Endpoint: "claude-sonnet/us-east/anthropic", Model: "claude-sonnet", Region: "us-east", Kind: "primary", Outcome: "overloaded", Status: 529,
 					Start: t0, End: t0.Add(100 * time.Millisecond)},
 				{Endpoint: "claude-sonnet/us-west/anthropic", Model: "claude-sonnet", Region: "us-west", Kind: "retry", Outcome: "canceled",
@@ -189,9 +188,9 @@ func TestHedgedRetriedSpans(t *testing.T) {
 
 func TestFailedCallSpan(t *testing.T) {
 	tr, rec := newRecorded(t)
-	tr.RequestDone(&engine.Record{
+	tr.RequestDone(&callrec.Record{
 		Call:   callrec.Call{RequestID: "req-2", Start: t0, Duration: time.Second, Model: "claude-sonnet"},
-		Route:  callrec.Route{Attempts: []engine.Attempt{{Endpoint: "claude-sonnet/us-east/anthropic", Kind: "primary", Outcome: "timeout", Start: t0}}},
+		Route:  callrec.Route{Attempts: []callrec.Attempt{{Endpoint: "claude-sonnet/us-east/anthropic", Kind: "primary", Outcome: "timeout", Start: t0}}},
 		Result: callrec.Result{Status: 504, Err: &llm.APIError{Status: 504, MeshCode: llm.MeshTimeout, Message: "deadline passed"}},
 	})
 	spans := rec.Ended()
