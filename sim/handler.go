@@ -650,7 +650,7 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 	}
 	rh.set("X-Sim-Queue-Ms", queueMs)
 
-	ttft, factor := ep.draw()
+	ttft, factor := ep.draw(f.cfg.Seed, f.cfg.RequestDraws, ans.h)
 	uncached := ans.usage.InputTokens
 	if plan != nil {
 		uncached -= plan.apply(ep.cache, time.Now(), spec.PromptCache.min(), &ans.usage)

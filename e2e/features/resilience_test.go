@@ -35,7 +35,7 @@ type simMesh struct {
 	records []*engine.Record
 }
 
-func newSimMesh(t *testing.T, simCfg sim.Config, tweak func(*config.Config)) *simMesh {
+func newSimMesh(t *testing.T, simCfg sim.Config, tweak func(*config.Config), opts ...keel.Option) *simMesh {
 	t.Helper()
 	fleet, err := sim.New(simCfg)
 	if err != nil {
@@ -48,11 +48,11 @@ func newSimMesh(t *testing.T, simCfg sim.Config, tweak func(*config.Config)) *si
 	if tweak != nil {
 		tweak(s.cfg)
 	}
-	s.mesh, err = keel.New(s.cfg, keel.WithUpstream(s.up), keel.WithObserver(engine.ObserverFunc(func(r *engine.Record) {
+	s.mesh, err = keel.New(s.cfg, append([]keel.Option{keel.WithUpstream(s.up), keel.WithObserver(engine.ObserverFunc(func(r *engine.Record) {
 		s.mu.Lock()
 		s.records = append(s.records, r)
 		s.mu.Unlock()
-	})))
+	}))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,9 @@ type Options struct {
 	Observer engine.Observer
 	// Now is the engine's clock (nil: time.Now).
 	Now func() time.Time
+	// Rand is the engine's random choice, a uniform int in [0, n) (nil:
+	// math/rand/v2); it must be safe for concurrent use.
+	Rand func(n int) int
 }
 
 // Mesh is a built engine and HTTP front, with everything they opened.
@@ -125,7 +128,7 @@ func Build(cfg *config.Config, o Options) (_ *Mesh, err error) {
 	m.eng, err = engine.New(engine.Options{Cache: cs.exact, CachePolicy: cfg.Cache.Policy, Semantic: cs.semantic, Shared: sh.engineState(), Prices: prices.Lookup,
 		Endpoints: ups.routed, Aliases: aliases(cfg, clf.Complexity), Client: provider.NewClient(rt), Logger: o.Logger,
 		Passthrough: ups.passthrough, Resilience: resilienceOptions(cfg.Resilience), Structured: cfg.StructuredOutput.Settings(),
-		Fragment: cfg.Fragmentation.Settings(), StructuredMetrics: m.smetrics, Calibrations: cals, ParamPolicy: cfg.Normalization.ParameterPolicy,
+		Fragment: cfg.Fragmentation.Settings(), Rand: o.Rand, StructuredMetrics: m.smetrics, Calibrations: cals, ParamPolicy: cfg.Normalization.ParameterPolicy,
 		DisableNormalization: cfg.Normalization.Enabled != nil && !*cfg.Normalization.Enabled,
 		Shadow:               engine.ShadowOptions{Workers: cfg.Shadow.Workers, Queue: cfg.Shadow.Queue, ShedInflight: cfg.Shadow.ShedInflight, Timeout: cfg.Shadow.Timeout.Std()},
 		Observer:             obs.observer, Now: o.Now,

@@ -36,6 +36,11 @@ func (x *exec) cacheServed(a *attempt) {
 	}
 }
 
+// cacheContinued notes that the continuation a carries the stream now.
+func (x *exec) cacheContinued(a *attempt) {
+	x.e.cacheRt.Continued(&x.cache, x.rs.name, a.idx, a.ep.ID, x.e.now())
+}
+
 // coldHedge reports whether the route's cold-spend budget pays a hedge of
 // the call at the dearest price among the route's endpoints.
 func (x *exec) coldHedge() bool {

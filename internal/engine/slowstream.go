@@ -112,6 +112,7 @@ func (r *race) Won(u llm.Usage) {
 	r.a.discard()
 	b, _, _ := r.Continuation()
 	l.cur, l.buf, l.pump = b, nil, bp
+	x.cacheContinued(b)
 	x.mu.Lock()
 	x.rec.HedgeWon = true
 	x.rec.Attempts[b.recIdx].Winner = true

@@ -221,6 +221,7 @@ func (l *legs) Continue(cut rl.Cut) (rl.Leg, *llm.APIError) {
 	}
 	x.rec.Recovered++
 	l.cur, l.buf, l.pump = a, a.first, nil
+	x.cacheContinued(a)
 	leg := rl.Leg{Splice: a.splice}
 	if n := len(a.req.Messages); !a.splice && n > 0 && a.req.Messages[n-1].Role == llm.RoleAssistant {
 		leg.Echo = a.req.Messages[n-1].Text()
