@@ -658,6 +658,13 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 	if p := ep.lat.PrefillPerKTok; p > 0 {
 		ttft += time.Duration(int64(p) * int64(uncached) / 1000)
 	}
+	if fault != nil && fault.Kind == KindSlowStart {
+		s := fault.Factor
+		if s < 1 {
+			s = 10
+		}
+		ttft = time.Duration(float64(ttft) * s)
+	}
 	if fault != nil && fault.Kind == KindSlow {
 		s := fault.Factor
 		if s == 0 {

@@ -347,3 +347,22 @@ func TestRequestDrawsIgnoreArrivalOrder(t *testing.T) {
 		t.Errorf("median %v, want about 30ms", med)
 	}
 }
+
+// slow_start delays the first token only: a non-streaming call takes
+// Factor × the time to first token plus the usual time per token.
+func TestSlowStartFault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := oneEndpoint(0)
+		f := mustNew(t, cfg)
+		f.AddFault(Fault{Kind: KindSlowStart, Factor: 4, Count: 1})
+		h := memHarness(f)
+		d := callDuration(cfg, "slow")
+		for i, want := range []time.Duration{d + 3*testTTFT, d} {
+			out := make(chan timedResult, 1)
+			timedCall(t.Context(), h, "x", "slow", time.Now(), out)
+			if r := <-out; r.err != nil || r.took != want {
+				t.Errorf("call %d took %v (%v), want %v", i, r.took, r.err, want)
+			}
+		}
+	})
+}
