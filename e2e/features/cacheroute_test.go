@@ -56,6 +56,7 @@ type agentRun struct {
 	hitCalls, warmableCall int
 	moved, movedHeaders    int
 	movedByHedge           int // moves made by a hedge that won on a cold endpoint
+	sessions               int
 	costPerSession         float64
 	p50, p99               time.Duration
 	hedges                 int
@@ -75,6 +76,7 @@ type agentRun struct {
 // upstream reported any usage (Keel bills them nothing; coldUnreported
 // is their prompts priced as cold writes, an upper estimate).
 type costSplit struct {
+	sessions                                 int
 	uncached, write5m, write1h, read, output float64
 	extra, rewrite                           float64
 	unreported                               int
@@ -86,7 +88,7 @@ func (c costSplit) total() float64 {
 }
 
 func (c costSplit) String() string {
-	per := func(v float64) float64 { return v / agentSessions }
+	per := func(v float64) float64 { return v / float64(c.sessions) }
 	return fmt.Sprintf("$/session: uncached input %.4f, cache writes 5m %.4f (re-cached prefixes %.4f) 1h %.4f, cache reads %.4f, output %.4f, other attempts %.4f; total %.4f; %d hedge losers cancelled before any usage (≤ $%.4f/session cold)",
 		per(c.uncached), per(c.write5m), per(c.rewrite), per(c.write1h), per(c.read), per(c.output), per(c.extra), per(c.total()), c.unreported, per(c.coldUnreported))
 }
@@ -272,7 +274,7 @@ func runAgents(t *testing.T, seed int64, tweak func(*config.Config)) agentRun {
 		s.mu.Lock()
 		recs := slices.Clone(s.records)
 		s.mu.Unlock()
-		run = summarize(recs)
+		run = summarize(recs, agentSessions, agentPrice(), agentSystem)
 		run.movedHeaders = moved
 	})
 	return run
@@ -314,12 +316,15 @@ func agentStream(t *testing.T, s *simMesh, body string) http.Header {
 	return resp.Header
 }
 
-func summarize(recs []*engine.Record) agentRun {
+// summarize measures a run of sessions whose system prompts, the same in
+// every session, hold shared tokens; p is the model's price.
+func summarize(recs []*engine.Record, sessions int, p sim.Price, shared int) agentRun {
 	var r agentRun
 	var ttfts []time.Duration
 	var cost float64
-	p := agentPrice()
-	r.bound = costBound(p, recs, agentSystem)
+	r.sessions, r.split.sessions = sessions, sessions
+	r.bound = costBound(p, recs, shared)
+	r.bound.sessions = sessions
 	prev := map[string]map[int]int{} // a session's prompt at each turn
 	for _, rec := range recs {
 		s, k := turnOf(rec)
@@ -353,9 +358,9 @@ func summarize(recs []*engine.Record) agentRun {
 		r.read += u.CacheReadTokens
 		r.written += u.CacheWriteTokens
 		// Every turn after a session's first could read its prefix.
-		if !strings.Contains(rec.Request.Messages[len(rec.Request.Messages)-1].Text(), "fix the failing tests") {
+		if _, k := turnOf(rec); k > 1 {
 			r.warmableCall++
-			if u.CacheReadTokens > agentSystem { // more than the system prompt
+			if u.CacheReadTokens > shared { // more than the system prompt
 				r.hitCalls++
 			}
 		}
@@ -371,7 +376,7 @@ func summarize(recs []*engine.Record) agentRun {
 	}
 	slices.Sort(ttfts)
 	r.p50, r.p99 = ttfts[len(ttfts)/2], ttfts[(len(ttfts)*99+99)/100-1]
-	r.costPerSession = cost / agentSessions
+	r.costPerSession = cost / float64(sessions)
 	return r
 }
 
@@ -405,16 +410,17 @@ func codingAgents(t *testing.T, seed int64) {
 	}
 	checkCostSplit(t, latencyOnly, aware)
 	// The targets are cost ≤ 0.6× at p99 TTFT ≤ 1.1×. Measured
-	// over eight runs (BENCHMARKS.md, Session 9): cost 0.65–0.78×, p99
-	// 0.12–1.18× (seven runs ≤ 0.28× or at 0.96×, one at 1.18×). The cost
-	// target is out of reach here: cache-aware routing sits near this
-	// workload's floor (each turn's new 10,000 tokens written at 1.25× the
-	// input price, the degraded region's conversations re-cached once
-	// elsewhere), while latency-only routing keeps most conversations warm
-	// by herding them onto the fastest region until it fills. The p99 is
-	// decided by a transient, the calls queued on us-east as it degrades
-	// before health shows it. The test holds what every run met, with a
-	// margin: the runs differ (see the type's comment).
+	// over eight runs before runs were reproducible (BENCHMARKS.md,
+	// Session 9): cost 0.65–0.78×, p99 0.12–1.18×; now, with the seeds
+	// fixed (Session 10), seed 1: cost 0.587×, p99 0.168×; seeds 2–6:
+	// cost 0.674–0.728×, p99 0.35–0.81×. Cache-aware routing sits near
+	// this workload's floor (each turn's new 10,000 tokens written at
+	// 1.25× the input price, the degraded region's conversations
+	// re-cached once elsewhere), while latency-only routing keeps most
+	// conversations warm by herding them onto the fastest region until it
+	// fills. The p99 is decided by a transient, the calls queued on
+	// us-east as it degrades before health shows it. The test holds what
+	// every seed met, with a margin (KEEL_AGENT_SEEDS runs others).
 	if aware.costPerSession > 0.85*latencyOnly.costPerSession {
 		t.Errorf("cache-aware $%.4f per session, want ≤ 0.85 × latency-only's $%.4f", aware.costPerSession, latencyOnly.costPerSession)
 	}
@@ -428,6 +434,15 @@ func codingAgents(t *testing.T, seed int64) {
 		t.Errorf("moves: cache-aware %d recorded, %d X-Mesh-Cache-Moved headers; latency-only %d, %d (want equal; none)",
 			aware.moved, aware.movedHeaders, latencyOnly.moved, latencyOnly.movedHeaders)
 	}
+	// The oracle's bound (checkCostSplit) is 0.587× latency-only's cost
+	// at seed 1 and 0.604–0.627× at seeds 2–6: the target ≤ 0.6× is within
+	// any routing's reach at seed 1 only. Cache-aware routing costs 1.000×
+	// the bound at seed 1 (no conversation was warm on us-east when it
+	// slowed) and 1.12–1.16× at seeds 2–6, the excess the re-caching of
+	// the conversations moved off us-east (16–23 moves).
+	if aware.split.total() > 1.2*aware.bound.total() {
+		t.Errorf("cache-aware $%.4f per session, want ≤ 1.2 × the oracle's $%.4f", aware.costPerSession, aware.bound.total()/agentSessions)
+	}
 }
 
 // checkCostSplit logs each arm's dollars by kind and the oracle's bound,
@@ -439,13 +454,13 @@ func checkCostSplit(t *testing.T, latencyOnly, aware agentRun) {
 	t.Logf("latency-only %v", latencyOnly.split)
 	t.Logf("cache-aware  %v", aware.split)
 	t.Logf("oracle bound %v", aware.bound)
-	b := aware.bound.total()
+	b, n := aware.bound.total(), float64(aware.sessions)
 	t.Logf("bound: $%.4f per session, %.3f× latency-only; cache-aware is %.3f× the bound, latency-only %.3f×",
-		b/agentSessions, b/agentSessions/latencyOnly.costPerSession, aware.costPerSession*agentSessions/b, latencyOnly.costPerSession*agentSessions/b)
+		b/n, b/n/latencyOnly.costPerSession, aware.costPerSession*n/b, latencyOnly.costPerSession*n/b)
 	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-6*max(1, math.Abs(b)) }
 	for _, r := range []agentRun{latencyOnly, aware} {
-		if !near(r.split.total(), r.costPerSession*agentSessions) {
-			t.Errorf("cost split adds up to $%.6f, the records to $%.6f", r.split.total(), r.costPerSession*agentSessions)
+		if !near(r.split.total(), r.costPerSession*n) {
+			t.Errorf("cost split adds up to $%.6f, the records to $%.6f", r.split.total(), r.costPerSession*n)
 		}
 		if r.split.total() < b {
 			t.Errorf("an arm costs $%.6f, below the oracle's $%.6f", r.split.total(), b)

@@ -41,8 +41,14 @@ func newSimMesh(t *testing.T, simCfg sim.Config, tweak func(*config.Config), opt
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &simMesh{fleet: fleet, up: &timedRecorder{next: fleet.Transport()}}
-	s.cfg = simfleet.Config(fleet, "http://sim.test")
+	return startSimMesh(t, fleet, simfleet.Config(fleet, "http://sim.test"), tweak, opts...)
+}
+
+// startSimMesh builds a mesh of cfg in front of fleet (see newSimMesh).
+func startSimMesh(t *testing.T, fleet *sim.Fleet, cfg *config.Config, tweak func(*config.Config), opts ...keel.Option) *simMesh {
+	t.Helper()
+	s := &simMesh{fleet: fleet, up: &timedRecorder{next: fleet.Transport()}, cfg: cfg}
+	var err error
 	off := false
 	s.cfg.RequestLog.Enabled = &off
 	if tweak != nil {
