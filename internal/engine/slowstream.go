@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/policy"
 	rl "github.com/keelmesh/keel/internal/relay"
@@ -16,14 +17,25 @@ import (
 // race (internal/relay/race.go).
 
 // SlowGap is the gap above which the current leg is slow: its endpoint's
-// normal pace times the threshold; 0 while the pace is unknown or when
-// the call may not hedge.
+// normal pace (until it has one, its model's on the route's other
+// endpoints: health.PeerGap) times the threshold; 0 while the pace is
+// unknown or when the call may not hedge.
 func (l *legs) SlowGap() time.Duration {
 	x := l.x
 	if x.e.slowStreamOff || !x.mayHedge() {
 		return 0
 	}
-	return x.e.slowStream.SlowGap(l.cur.ep.Pace.Gap())
+	ep, cands := l.cur.ep, x.rs.cands
+	gap := ep.Pace.Gap()
+	if gap == 0 {
+		gap = health.PeerGap(len(cands), func(i int) *health.Pace {
+			if cands[i].Model != ep.Model {
+				return nil
+			}
+			return &cands[i].Pace
+		})
+	}
+	return x.e.slowStream.SlowGap(gap)
 }
 
 // Paced teaches the current leg's endpoint its normal pace.
