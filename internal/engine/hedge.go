@@ -47,12 +47,16 @@ func (x *exec) HedgeDelay(a *attempt) time.Duration {
 // BookHedge reserves a hedge: room in the call's attempts, an endpoint
 // available (untried or not: see HedgeTry), a token of the route's hedge
 // budget, and a call not ended; it counts the hedge on the record.
-func (x *exec) BookHedge() bool {
+func (x *exec) BookHedge() bool { return x.book(x.rs.hedges.TryWithdraw) }
+
+// book is BookHedge with budget the call-count budget drawn on (a
+// slow-stream race draws on its own: slowstream.go).
+func (x *exec) book(budget func() bool) bool {
 	x.mu.Lock()
 	room := x.attempts < x.e.maxAttempts
 	x.mu.Unlock()
 	// coldHedge: the dollar budget pays its cold prompt (cacheroute.go).
-	if !room || !x.AnyAvailable(x.e.now()) || !x.rs.hedges.TryWithdraw() || !x.coldHedge() {
+	if !room || !x.AnyAvailable(x.e.now()) || !budget() || !x.coldHedge() {
 		return false
 	}
 	x.mu.Lock()

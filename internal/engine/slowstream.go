@@ -42,14 +42,14 @@ func (l *legs) SlowGap() time.Duration {
 func (l *legs) Paced(gap time.Duration) { l.cur.ep.Pace.Observe(gap) }
 
 // Race books a hedge (the call's attempt cap, less the one attempt a
-// recovery may need; an endpoint available; the route's hedge budget) and
+// recovery may need; an endpoint available; the route's race budget) and
 // starts the continuation of cut: on an endpoint other than the slow
 // leg's while one is available, else on the same (a fresh request is a
 // fresh draw). The slow leg is read by a pump from now on, so that the
 // relay can wait on both legs at once.
 func (l *legs) Race(cut rl.Cut) rl.Race {
 	x := l.x
-	if x.Attempts() >= x.e.maxAttempts-1 || !x.BookHedge() {
+	if x.Attempts() >= x.e.maxAttempts-1 || !x.book(func() bool { return x.e.races.TryWithdraw(x.rs) }) {
 		// The last attempt is kept for a recovery: a slow stream still
 		// answers, a cut one does not.
 		return nil

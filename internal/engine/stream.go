@@ -29,6 +29,7 @@ type relay struct {
 func newRelay(ctx context.Context, cancel context.CancelFunc, c *callState, a *attempt) *relay {
 	s := &relay{legs: legs{ctx: ctx, x: c.x, cur: a, buf: a.first}, c: c, cancel: cancel}
 	s.r.Init(&s.legs, c.x)
+	c.x.e.races.OnStream(c.x.rs)
 	return s
 }
 
