@@ -86,6 +86,15 @@ var reach = map[string][]string{
 	mod + "/internal/affinity": {mod + "/internal/resilience", mod + "/internal/llm"},
 	mod + "/internal/cacheroute": slices.Concat(providerReach, []string{mod + "/internal/provider", mod + "/internal/resilience", mod + "/internal/policy",
 		mod + "/internal/route", mod + "/internal/affinity"}),
+	// The attempt lifecycle (a call's attempts through the policies, their
+	// booking, hedging, settling, the stream relay's legs): the core's
+	// layers and the record (whose parts' types reach the stage packages
+	// it names); never the engine or chain's stage builders.
+	mod + "/internal/attempt": slices.Concat(providerReach, schemaLib, []string{mod + "/internal/provider", mod + "/internal/resilience",
+		mod + "/internal/route", mod + "/internal/health", mod + "/internal/normalize", mod + "/internal/pipeline", mod + "/internal/relay",
+		mod + "/internal/policy", mod + "/internal/fleet", mod + "/internal/observe", mod + "/internal/callrec", mod + "/internal/affinity",
+		mod + "/internal/cacheroute", mod + "/internal/pick", mod + "/internal/outcome", mod + "/internal/structured",
+		mod + "/internal/cache", mod + "/internal/fragment", mod + "/internal/pii"}),
 	// The stages' hooks over the engine's calls (chain.Call): the stage
 	// packages and the record, never the engine.
 	mod + "/internal/chain": slices.Concat(stageBase, schemaLib, []string{mod + "/internal/callrec", mod + "/internal/cache", mod + "/internal/semcache",
@@ -98,7 +107,8 @@ var reach = map[string][]string{
 	mod + "/internal/engine": slices.Concat(providerReach, []string{mod + "/internal/provider",
 		mod + "/internal/resilience", mod + "/internal/route", mod + "/internal/health", mod + "/internal/normalize"},
 		[]string{mod + "/internal/pipeline", mod + "/internal/relay", mod + "/internal/policy", mod + "/internal/fleet", mod + "/internal/observe", mod + "/internal/callrec",
-			mod + "/internal/chain", mod + "/internal/affinity", mod + "/internal/cacheroute", mod + "/internal/pick", mod + "/internal/outcome"},
+			mod + "/internal/chain", mod + "/internal/affinity", mod + "/internal/cacheroute", mod + "/internal/pick", mod + "/internal/outcome",
+			mod + "/internal/attempt"},
 		[]string{mod + "/internal/cache", mod + "/internal/fragment", mod + "/internal/pii", mod + "/internal/shadow", mod + "/internal/structured",
 			mod + "/internal/rollout", mod + "/internal/semcache", "github.com/coder/hnsw"}, schemaLib),
 }
@@ -137,6 +147,8 @@ var never = map[string][]string{
 	mod + "/internal/chain":   {mod + "/internal/engine"},
 	mod + "/internal/pick":    {mod + "/internal/engine"},
 	mod + "/internal/outcome": {mod + "/internal/engine"},
+	mod + "/internal/attempt": {mod + "/internal/engine", mod + "/internal/chain", mod + "/internal/server", mod + "/internal/telemetry",
+		mod + "/internal/store", mod + "/sim"},
 	mod + "/internal/engine": {mod + "/internal/server", mod + "/internal/telemetry", mod + "/internal/store",
 		mod + "/internal/keys", mod + "/config", mod + "/sim", "github.com/prometheus", "github.com/redis", "modernc.org/sqlite", "go.opentelemetry.io",
 		// The feature packages that have left the engine: the tiers'

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/keelmesh/keel/internal/attempt"
 	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/chain"
 	"github.com/keelmesh/keel/internal/fragment"
@@ -166,16 +167,16 @@ func (c *callState) Record() *Record                { return &c.rec }
 func (c *callState) ShadowRun() bool                { return c.shadowRun }
 func (c *callState) ShadowLegacy() bool             { return c.shadowLegacy }
 func (c *callState) Threshold() float32             { return c.semThreshold }
-func (c *callState) Legacy() bool                   { return c.x.legacy }
-func (c *callState) SetLegacy()                     { c.x.legacy, c.rec.Legacy = true, true }
+func (c *callState) Legacy() bool                   { return c.x.Legacy }
+func (c *callState) SetLegacy()                     { c.x.Legacy, c.rec.Legacy = true, true }
 func (c *callState) Fused() bool                    { return c.fused }
 func (c *callState) FusedBy(ep *provider.Endpoint)  { c.served, c.fused = c.frag.eps[ep], true }
 func (c *callState) Contract() *structured.Part     { return c.structured }
-func (c *callState) SetContract(p *structured.Part) { c.structured, c.x.spec = p, p.Upstream }
+func (c *callState) SetContract(p *structured.Part) { c.structured, c.x.Spec = p, p.Upstream }
 func (c *callState) CreditReask()                   { c.reasked, c.served = c.reask.ep, c.reask.ep }
-func (c *callState) OutputTool() bool               { return c.relay != nil && c.relay.legs.cur.tool }
+func (c *callState) OutputTool() bool               { return c.relay != nil && c.relay.Tool() }
 func (c *callState) Fail(ctx context.Context, err error) error {
-	return c.x.clientError(ctx, err)
+	return c.x.ClientError(ctx, err)
 }
 
 func (c *callState) Reasker() structured.Reasker {
@@ -295,7 +296,7 @@ func (e *Engine) admit(next pipeline.Handler) pipeline.Handler {
 			// A fused stream is made: its attempts all ended.
 			c.cancel()
 			if c.x != nil {
-				c.x.seal()
+				c.x.Seal()
 			}
 		}
 		return ans, err
@@ -314,11 +315,11 @@ func (e *Engine) admitted(ctx context.Context, c *callState, pc *pipeline.Call, 
 				Message: fmt.Sprintf("mesh_behavior.calibration_id: no calibration %q (keel calibrate stores them)", b.CalibrationID)}
 		}
 	}
-	x := newExec(e, rs, pc.Request, call, rec)
+	x := e.newExec(rs, pc.Request, call, rec)
 	c.x = x
-	x.policy = e.policy(rs, call.Behavior)
-	x.policy.Domain = rec.Domain
-	x.shadow = c.shadowRun
+	x.Policy = e.policy(rs, call.Behavior)
+	x.Policy.Domain = rec.Domain
+	x.Shadow = c.shadowRun
 	return next.Serve(ctx, pc)
 }
 
@@ -326,12 +327,12 @@ func (e *Engine) admitted(ctx context.Context, c *callState, pc *pipeline.Call, 
 func (e *Engine) core(ctx context.Context, pc *pipeline.Call) (*pipeline.Answer, error) {
 	c := callOf(pc)
 	rec, x, req := &c.rec, c.x, pc.Request
-	won, err := x.run(ctx, req, policy.AttemptPrimary)
+	won, err := x.Run(ctx, req, policy.AttemptPrimary)
 	if err != nil {
-		return nil, x.clientError(ctx, err)
+		return nil, x.ClientError(ctx, err)
 	}
-	rec.Drop(won.res.Dropped)
-	if won.res.Stream == nil {
+	rec.Drop(won.Result().Dropped)
+	if won.Result().Stream == nil {
 		return e.answer(c, won), nil
 	}
 	return e.stream(ctx, c, won, c.cancel), nil
@@ -339,21 +340,20 @@ func (e *Engine) core(ctx context.Context, pc *pipeline.Call) (*pipeline.Answer,
 
 // answer is a non-streamed winner's answer, a forced output tool folded
 // into text.
-func (e *Engine) answer(c *callState, won *attempt) *pipeline.Answer {
-	won.settle(nil)
-	won.release()
-	resp := won.res.Response
+func (e *Engine) answer(c *callState, won *attempt.Attempt) *pipeline.Answer {
+	won.Succeeded()
+	resp := won.Result().Response
 	c.rec.Usage = resp.Usage
-	if won.tool {
+	if won.Tool() {
 		translate.FoldOutputTool(resp)
 	}
-	c.served = won.ep
-	return &pipeline.Answer{Endpoint: won.ep.Endpoint, Header: won.res.Header, Response: resp}
+	c.served = won.Endpoint()
+	return &pipeline.Answer{Endpoint: c.served.Endpoint, Header: won.Result().Header, Response: resp}
 }
 
 // stream is a streamed winner's answer: the relay.
-func (e *Engine) stream(ctx context.Context, c *callState, won *attempt, cancel context.CancelFunc) *pipeline.Answer {
-	st := newRelay(ctx, cancel, c, won)
+func (e *Engine) stream(ctx context.Context, c *callState, won *attempt.Attempt, cancel context.CancelFunc) *pipeline.Answer {
+	st := attempt.NewRelay(ctx, cancel, c, won)
 	c.relay = st
-	return &pipeline.Answer{Endpoint: won.ep.Endpoint, Header: won.res.Header, Events: st, Served: st.Served}
+	return &pipeline.Answer{Endpoint: won.Endpoint().Endpoint, Header: won.Result().Header, Events: st, Served: st.Served}
 }

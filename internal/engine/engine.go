@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/keelmesh/keel/internal/affinity"
+	"github.com/keelmesh/keel/internal/attempt"
 	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/cacheroute"
 	"github.com/keelmesh/keel/internal/callrec"
@@ -157,7 +158,7 @@ type Resilience struct {
 	// too wherever hedging is): a stream whose recent pace falls as far
 	// below its endpoint's normal one as SlowStream says is raced against
 	// a continuation on another endpoint, within SlowStreamBudget
-	// (slowstream.go, internal/relay/race.go).
+	// (internal/attempt/slowstream.go, internal/relay/race.go).
 	DisableSlowStreamHedging bool
 	SlowStream               health.PacePolicy
 	// SlowStreamBudget caps slow-stream races per route, apart from the
@@ -168,7 +169,7 @@ type Resilience struct {
 	// Rollout sends a share of the traffic through a reduced stage.
 	Rollout Rollout
 	// CacheAffinity keeps a conversation on the endpoint whose prompt
-	// cache is warm (cacheroute.go); ColdSpend is the dollar budget hedges
+	// cache is warm (internal/cacheroute); ColdSpend is the dollar budget hedges
 	// pay cold prompts from, and moved conversations are charged to.
 	CacheAffinity affinity.Config
 	ColdSpend     policy.ColdSpendConfig
@@ -213,11 +214,12 @@ type Engine struct {
 	hedge       resilience.HedgePolicy
 	opts        Resilience
 	hedgingOff  atomic.Bool
-	// cacheRt is cache-aware routing (cacheroute.go).
+	// cacheRt is cache-aware routing (internal/cacheroute).
 	cacheRt     *cacheroute.Router
 	recoveryOff atomic.Bool
 	// slowStreamOff and slowStream are slow-stream hedging's switch and
-	// threshold, races its budgets (slowstream.go).
+	// threshold (internal/attempt/slowstream.go), races the races'
+	// budgets.
 	slowStreamOff bool
 	slowStream    health.PacePolicy
 	races         *rl.RaceBudgets
@@ -236,8 +238,8 @@ type Engine struct {
 	// fleet holds every endpoint, passthrough routes included.
 	fleet  fleet.Registry[*routeState]
 	models []ModelInfo
-	// chain is the attempt path, folded once (see step).
-	chain step
+	// attempts is the attempt lifecycle, its chain folded once.
+	attempts *attempt.Runner
 	// handler is the call pipeline, composed once (pipeline.go); inner is
 	// its part below the client-facing stages, which a shadow call runs.
 	handler, inner pipeline.Handler
@@ -316,7 +318,6 @@ func New(o Options) (*Engine, error) {
 	if e.probeInt <= 0 {
 		e.probeInt = defaultProbeInterval
 	}
-	e.chain = newChain(&policy.Retry{MaxAttempts: r.MaxAttempts, Backoff: backoff, Now: now})
 	if e.cacheRt, err = cacheroute.New(r.CacheAffinity, r.ColdSpend); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -326,6 +327,7 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: slow stream budget: %w", err)
 	}
 	e.recoveryOff.Store(r.DisableRecovery)
+	e.attempts = e.newRunner(&policy.Retry{MaxAttempts: r.MaxAttempts, Backoff: backoff, Now: now})
 
 	if err := e.addRoutes(o); err != nil {
 		return nil, err
@@ -556,7 +558,7 @@ func (e *Engine) Refused(req *llm.Request, call Call, ae *llm.APIError) {
 // is closed, Side when its call ends.
 func (e *Engine) finishCall(c *callState) {
 	if c.x != nil {
-		c.x.seal()
+		c.x.Seal()
 	}
 	rec, served, ae := &c.rec, c.served, c.err
 	rec.Duration = e.now().Sub(rec.Start)

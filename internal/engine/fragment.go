@@ -24,26 +24,19 @@ type replicas struct {
 	eps map[*provider.Endpoint]*endpoint
 }
 
-func (r *replicas) Width() int { return len(r.x.rs.cands) }
+func (r *replicas) Width() int { return r.x.Width() }
 
 // Replica is an exec of its own, pinned to the first candidate no earlier
 // replica of the fragment started on. JSON mode is the client's own demand
 // on every answer: each fragment is asked in the form its endpoint takes.
 func (r *replicas) Replica(req *llm.Request, used []bool) fragment.Replica {
 	x := r.x
-	rx := newExec(x.e, x.rs, req, x.call, &Record{})
-	rx.policy, rx.legacy = x.policy, x.legacy
-	if x.spec != nil && x.spec.JSONMode {
-		rx.spec = x.spec
+	rx := x.Fork(req)
+	rx.Policy, rx.Legacy = x.Policy, x.Legacy
+	if x.Spec != nil && x.Spec.JSONMode {
+		rx.Spec = x.Spec
 	}
-	copy(rx.picks.Tried, used)
-	rx.mu.Lock()
-	first, err := rx.pick(false)
-	rx.mu.Unlock()
-	if err == nil {
-		used[first] = true
-		rx.picks.Pin = first
-	}
+	rx.PinFirst(used)
 	return &replica{r: r, rx: rx, req: req, won: -1}
 }
 
@@ -51,19 +44,18 @@ func (r *replicas) Replica(req *llm.Request, used []bool) fragment.Replica {
 // record, the answering one marked the winner when it has text.
 func (r *replicas) Merge(ctx context.Context, req *llm.Request) *llm.Response {
 	x := r.x
-	mx := newExec(x.e, x.rs, req, x.call, &Record{})
-	mx.policy = x.policy
+	mx := x.Fork(req)
+	mx.Policy = x.Policy
 	var out *llm.Response
-	if a, err := mx.run(ctx, req, policy.AttemptMerge); err == nil {
-		a.settle(nil)
-		a.release()
-		if a.res.Response.Text() != "" {
-			out = a.res.Response
-			mx.rec.Attempts[a.recIdx].Winner = true
+	if a, err := mx.Run(ctx, req, policy.AttemptMerge); err == nil {
+		a.Succeeded()
+		if a.Result().Response.Text() != "" {
+			out = a.Result().Response
+			mx.Record().Attempts[a.Index()].Winner = true
 		}
 	}
-	mx.seal()
-	x.rec.Attempts = append(x.rec.Attempts, mx.rec.Attempts...)
+	mx.Seal()
+	x.Record().Attempts = append(x.Record().Attempts, mx.Record().Attempts...)
 	return out
 }
 
@@ -81,30 +73,30 @@ type replica struct {
 }
 
 func (p *replica) Run(ctx context.Context) (*llm.Response, error) {
-	a, err := p.rx.run(ctx, p.req, policy.AttemptFragment)
+	a, err := p.rx.Run(ctx, p.req, policy.AttemptFragment)
 	var resp *llm.Response
 	at := -1
 	if err == nil {
-		a.settle(nil)
-		a.release()
-		resp = a.res.Response
-		if a.tool {
+		a.Succeeded()
+		resp = a.Result().Response
+		if a.Tool() {
 			translate.FoldOutputTool(resp)
 		}
-		p.ep, at = a.ep, a.recIdx
+		p.ep, at = a.Endpoint(), a.Index()
 	}
-	p.rx.seal()
-	r, rec := p.r, p.r.x.rec
+	p.rx.Seal()
+	r, rec := p.r, p.r.x.Record()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if at >= 0 {
 		at += len(rec.Attempts)
 	}
 	p.won = at
-	rec.Attempts = append(rec.Attempts, p.rx.rec.Attempts...)
-	rec.Retries += p.rx.rec.Retries
-	rec.Hedges += p.rx.rec.Hedges
-	for _, at := range p.rx.rec.Attempts {
+	prec := p.rx.Record()
+	rec.Attempts = append(rec.Attempts, prec.Attempts...)
+	rec.Retries += prec.Retries
+	rec.Hedges += prec.Hedges
+	for _, at := range prec.Attempts {
 		if !slices.Contains(p.endpoints, at.Endpoint) {
 			p.endpoints = append(p.endpoints, at.Endpoint)
 		}
@@ -126,6 +118,6 @@ func (p *replica) Served() *provider.Endpoint {
 
 func (p *replica) Won() {
 	if p.won >= 0 {
-		p.r.x.rec.Attempts[p.won].Winner = true
+		p.r.x.Record().Attempts[p.won].Winner = true
 	}
 }

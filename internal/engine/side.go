@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/keelmesh/keel/internal/attempt"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/policy"
@@ -117,24 +118,24 @@ func (e *Engine) Side(ctx context.Context, s Side, call Call) (*SideOutcome, err
 	rs.retries.OnRequest()
 	rs.hedges.OnRequest()
 	rec.PrimaryModel, c.primaryCap = rs.cands[0].Model, rs.cands[0].Capability
-	x := newExec(e, rs, req, call, rec)
+	x := e.newExec(rs, req, call, rec)
 	c.x = x
-	x.policy = e.policy(rs, call.Behavior)
-	x.side = &s
-	won, err := x.run(ctx, req, policy.AttemptPrimary)
+	x.Policy = e.policy(rs, call.Behavior)
+	x.Side = &attempt.Side{Request: s.Request, Answer: s.Answer, Latency: s.Latency}
+	won, err := x.Run(ctx, req, policy.AttemptPrimary)
 	if err != nil {
-		c.err = x.clientError(ctx, err)
+		c.err = x.ClientError(ctx, err)
 		e.finishCall(c)
 		return nil, c.err
 	}
-	won.settle(nil)
-	won.release()
-	if r := won.res.Response; r != nil {
+	won.Succeeded()
+	res := won.Result()
+	if r := res.Response; r != nil {
 		rec.Usage = r.Usage
 	}
-	c.served = won.ep
+	c.served = won.Endpoint()
 	e.finishCall(c)
-	return &SideOutcome{Endpoint: won.ep.Endpoint, Result: won.res, Record: rec}, nil
+	return &SideOutcome{Endpoint: c.served.Endpoint, Result: res, Record: rec}, nil
 }
 
 // redactSide runs the personal-data stage over a Side call's texts (as a
@@ -193,25 +194,6 @@ func (e *Engine) sideRoute(s Side) (*routeState, *llm.APIError) {
 	}
 	e.sides[k] = sr
 	return sr, nil
-}
-
-// sideSend is the attempt of a Side call (send's, for x.side).
-func (x *exec) sideSend(a *attempt) (*provider.Result, error) {
-	pc := provider.Call{ClientHeader: x.call.ClientHeader, Received: &a.bytes}
-	if b := x.call.Behavior; b != nil && b.Debug {
-		pc.Sent = a.noteSent
-	}
-	url, body := x.side.Request(a.ep.Endpoint)
-	res, err := x.e.client.Post(a.ctx, a.ep.Endpoint, url, body, pc)
-	if err != nil {
-		return nil, err
-	}
-	u, err := x.side.Answer(res.Body)
-	if err != nil {
-		return nil, &provider.Error{Kind: provider.KindProtocol, Endpoint: a.ep.ID, Err: fmt.Errorf("reading the answer: %w", err)}
-	}
-	res.Response = &llm.Response{Usage: u}
-	return res, nil
 }
 
 // notServed is the message of the 404 for a call naming model, which the

@@ -2,29 +2,16 @@ package engine
 
 import (
 	"context"
-	"unicode/utf8"
 
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pipeline"
 	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/structured"
-	"github.com/keelmesh/keel/internal/wire"
 	"github.com/keelmesh/keel/internal/wire/translate"
 )
 
 // StructuredOptions tune structured-output handling (structured.Settings, built from structured.Config).
 type StructuredOptions = structured.Settings
-
-// outputSpec is a call's output contract (structured.Spec).
-type outputSpec = structured.Spec
-
-// askSchema returns req asking ep's model for the call's contract in the
-// form ep takes (structured.Spec.Ask), and whether that is the forced
-// output tool (whose call is folded back into text).
-func (x *exec) askSchema(req *llm.Request, ep *endpoint, kind policy.AttemptKind) (*llm.Request, bool) {
-	t := structured.Target{Mode: ep.StructuredOutputs, JSONMode: wire.For(ep.Format).JSONMode()}
-	return x.spec.Ask(req, t, kind.String(), x.e.structOpts.RelaxedStreams)
-}
 
 // StructuredMetrics returns the structured-output counters.
 func (e *Engine) StructuredMetrics() *structured.Metrics { return e.smetrics }
@@ -43,31 +30,19 @@ func (r *reasker) Reask(ctx context.Context, rq *llm.Request) (*pipeline.Answer,
 		return nil, false
 	}
 	r.c.escalate()
-	a, err := x.run(ctx, rq, policy.AttemptReask)
+	a, err := x.Run(ctx, rq, policy.AttemptReask)
 	if err != nil {
 		return nil, true
 	}
-	a.settle(nil)
-	a.release()
-	r2 := a.res.Response
+	a.Succeeded()
+	r2 := a.Result().Response
 	if r2 == nil {
 		return nil, true
 	}
-	if a.tool {
+	if a.Tool() {
 		translate.FoldOutputTool(r2)
 	}
-	x.rec.Usage.OutputTokens += r2.Usage.OutputTokens
-	r.ep = a.ep
-	return &pipeline.Answer{Response: r2, Endpoint: a.ep.Endpoint}, true
-}
-
-// cutUTF8 cuts s to at most n bytes, never inside a character.
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	x.Record().Usage.OutputTokens += r2.Usage.OutputTokens
+	r.ep = a.Endpoint()
+	return &pipeline.Answer{Response: r2, Endpoint: r.ep.Endpoint}, true
 }

@@ -46,16 +46,6 @@ func (c *callState) escalate() {
 		return
 	}
 	c.tier = next
-	c.x.moveTo(c.tiers.routes[next])
+	c.x.MoveTo(c.tiers.routes[next].route())
 	c.rec.Tier.Name, c.rec.Tier.Escalated = c.tiers.cfg.Names()[next], true
-}
-
-// moveTo has the call's further attempts run on rs (an escalated tier),
-// its endpoints all untried.
-func (x *exec) moveTo(rs *routeState) {
-	x.mu.Lock()
-	x.rs = rs
-	x.picks.Move(rs.cands)
-	x.mu.Unlock()
-	x.policy.Strategy = rs.strategy
 }

@@ -4,7 +4,7 @@
 // per model, a pinned first endpoint, the preference for endpoints that can
 // carry the whole request, and panic routing past ejection. It decides
 // which endpoints may compete; the router (internal/route) chooses among
-// them, and the caller (the engine's route policy) books the choice.
+// them, and the caller (internal/attempt's route policy) books the choice.
 //
 // A State is not safe for concurrent use: its caller holds the lock that
 // guards the call's attempts (hedges pick concurrently).

@@ -1,8 +1,9 @@
-package engine
+package attempt
 
 import (
 	"bytes"
 	"regexp"
+	"unicode/utf8"
 )
 
 // maxUpstreamRequest bounds the upstream request a debug trace keeps.
@@ -20,4 +21,15 @@ func redactSecrets(body []byte, key string) string {
 		body = bytes.ReplaceAll(body, []byte(key), []byte("[REDACTED]"))
 	}
 	return string(secretPattern.ReplaceAll(body, []byte("[REDACTED]")))
+}
+
+// cutUTF8 cuts s to at most n bytes, never inside a character.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -1,4 +1,4 @@
-package engine
+package attempt
 
 import (
 	"context"
@@ -22,10 +22,10 @@ import (
 // unknown or when the call may not hedge.
 func (l *legs) SlowGap() time.Duration {
 	x := l.x
-	if x.e.slowStreamOff || !x.mayHedge() {
+	if x.r.d.SlowStreamOff || !x.mayHedge() {
 		return 0
 	}
-	ep, cands := l.cur.ep, x.rs.cands
+	ep, cands := l.cur.ep, x.route.Cands
 	gap := ep.Pace.Gap()
 	if gap == 0 {
 		gap = health.PeerGap(len(cands), func(i int) *health.Pace {
@@ -35,7 +35,7 @@ func (l *legs) SlowGap() time.Duration {
 			return &cands[i].Pace
 		})
 	}
-	return x.e.slowStream.SlowGap(gap)
+	return x.r.d.SlowStream.SlowGap(gap)
 }
 
 // Paced teaches the current leg's endpoint its normal pace.
@@ -49,7 +49,7 @@ func (l *legs) Paced(gap time.Duration) { l.cur.ep.Pace.Observe(gap) }
 // relay can wait on both legs at once.
 func (l *legs) Race(cut rl.Cut) rl.Race {
 	x := l.x
-	if x.Attempts() >= x.e.maxAttempts-1 || !x.book(func() bool { return x.e.races.TryWithdraw(x.rs) }) {
+	if x.Attempts() >= x.r.d.MaxAttempts-1 || !x.book(func() bool { return x.r.d.Races.TryWithdraw(x.route.Key) }) {
 		// The last attempt is kept for a recovery: a slow stream still
 		// answers, a cut one does not.
 		return nil
@@ -60,22 +60,22 @@ func (l *legs) Race(cut rl.Cut) rl.Race {
 	x.picks.Tried[a.idx] = true
 	x.mu.Unlock()
 	bctx, bcancel := context.WithCancelCause(l.ctx)
-	r := &race{l: l, a: a, bcancel: bcancel, out: cut.Output, after: x.e.now().Sub(a.start),
-		patience: 2 * x.e.hedge.Delay(a.ep.Health.P95(true))}
+	r := &race{l: l, a: a, bcancel: bcancel, out: cut.Output, after: x.r.d.Now().Sub(a.start),
+		patience: 2 * x.r.d.Hedge.Delay(a.ep.Health.P95(true))}
 	l.startPump()
 	delivered := cut.Delivered
-	t := &try{req: x.req, pass: policy.Pass{Kind: policy.AttemptHedge, AllowTried: !x.HasUntried(x.e.now())}, cont: &delivered, contOut: cut.Output}
-	r.Contest = rl.StartContest(l.pump, func() (rl.Made[*attempt], error) {
+	t := &try{req: x.req, pass: policy.Pass{Kind: policy.AttemptHedge, AllowTried: !x.HasUntried(x.r.d.Now())}, cont: &delivered, contOut: cut.Output}
+	r.Contest = rl.StartContest(l.pump, func() (rl.Made[*Attempt], error) {
 		b, err := x.runTry(bctx, t)
 		if err != nil {
-			return rl.Made[*attempt]{}, err
+			return rl.Made[*Attempt]{}, err
 		}
 		leg := rl.Leg{Splice: b.splice}
 		if n := len(b.req.Messages); !b.splice && n > 0 && b.req.Messages[n-1].Role == llm.RoleAssistant {
 			leg.Echo = b.req.Messages[n-1].Text()
 		}
-		return rl.Made[*attempt]{Attempt: b, Leg: leg, First: b.first, Next: b.res.Stream.Next}, nil
-	}, func(b *attempt) {
+		return rl.Made[*Attempt]{Attempt: b, Leg: leg, First: b.first, Next: b.res.Stream.Next}, nil
+	}, func(b *Attempt) {
 		x.loser(b)
 		b.discard()
 	})
@@ -85,9 +85,9 @@ func (l *legs) Race(cut rl.Cut) rl.Race {
 // race is a slow-stream hedge in flight (relay.Race): a, the slow leg,
 // against its continuation (the Contest's pumps read both).
 type race struct {
-	*rl.Contest[*attempt]
+	*rl.Contest[*Attempt]
 	l       *legs
-	a       *attempt
+	a       *Attempt
 	bcancel context.CancelCauseFunc
 	// patience is twice the hedge delay of a's endpoint; out the output
 	// tokens the client has.
@@ -118,7 +118,7 @@ func (r *race) Won(u llm.Usage) {
 	l, x := r.l, r.l.x
 	ap, bp := r.Pumps()
 	ap.End(r.a.cancel)
-	r.a.end = x.e.now()
+	r.a.end = x.r.d.Now()
 	l.costOf(r.a, u)
 	x.loser(r.a)
 	r.a.discard()
@@ -137,7 +137,7 @@ func (r *race) Won(u llm.Usage) {
 func (r *race) Lost(u llm.Usage) {
 	x := r.l.x
 	if b, made := r.Lose(func() { r.bcancel(errLostRace) }); made {
-		b.end = x.e.now()
+		b.end = x.r.d.Now()
 		r.l.costOf(b, u)
 		x.loser(b)
 		b.discard()
@@ -151,11 +151,11 @@ var errLostRace = errors.New("the slow-stream race was decided")
 
 // loser records a, which lost a race, as a cancelled loser unless its
 // outcome is known.
-func (x *exec) loser(a *attempt) {
+func (x *Exec) loser(a *Attempt) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if r := &x.rec.Attempts[a.recIdx]; !x.sealed && r.Outcome == "" {
-		r.End, r.Outcome = x.e.now(), "cancelled_loser"
+		r.End, r.Outcome = x.r.d.Now(), "cancelled_loser"
 	}
 }
 

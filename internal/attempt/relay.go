@@ -1,9 +1,10 @@
-package engine
+package attempt
 
 import (
 	"context"
 	"net/http"
 
+	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
@@ -11,54 +12,66 @@ import (
 	"github.com/keelmesh/keel/internal/wire"
 )
 
-// relay is a streamed call's innermost Events: the stream relay
+// Relay is a streamed call's innermost Events: the stream relay
 // (internal/relay) over the call's attempts (legs). Close settles the last
-// attempt, completes the record's stream fields and tells end how the
-// stream ended; it does not finish the call (Engine.Do's finish does, once
-// the outermost stream is closed). A relay is used by one goroutine.
-type relay struct {
+// attempt, completes the record's stream fields and tells the call how
+// the stream ended; it does not finish the call (the engine's finish does,
+// once the outermost stream is closed). A Relay is used by one goroutine.
+type Relay struct {
 	r      rl.Relay
 	legs   legs
-	c      *callState
+	c      Streamed
 	cancel context.CancelFunc
 	closed bool
 }
 
-// newRelay relays the answer of c's winning attempt a; cancel is the
+// Streamed is the call a Relay streams for: the endpoint credited with a
+// re-asked answer, and where the stream's end is told.
+type Streamed interface {
+	// Reasked is the endpoint whose re-asked answer replaced the first
+	// (the structured stage's strict streams); nil when none did.
+	Reasked() *fleet.Endpoint
+	// Ended says how the stream ended: the endpoint credited with the
+	// answer (nil when it failed) and the client's error (nil when it
+	// completed).
+	Ended(served *fleet.Endpoint, ae *llm.APIError)
+}
+
+// NewRelay relays the answer of the winning attempt a of c; cancel is the
 // call's deadline's.
-func newRelay(ctx context.Context, cancel context.CancelFunc, c *callState, a *attempt) *relay {
-	s := &relay{legs: legs{ctx: ctx, x: c.x, cur: a, buf: a.first}, c: c, cancel: cancel}
-	s.r.Init(&s.legs, c.x)
-	c.x.e.races.OnStream(c.x.rs)
+func NewRelay(ctx context.Context, cancel context.CancelFunc, c Streamed, a *Attempt) *Relay {
+	s := &Relay{legs: legs{ctx: ctx, x: a.x, cur: a, buf: a.first}, c: c, cancel: cancel}
+	s.r.Init(&s.legs, a.x)
+	a.x.r.d.Races.OnStream(a.x.route.Key)
 	return s
 }
 
-// end says how the stream ended: the endpoint credited with the answer
-// (nil when it failed) and the client's error (nil when it completed).
-func (s *relay) end(served *endpoint, ae *llm.APIError) { s.c.served, s.c.err = served, ae }
+// Tool reports that the current leg forced the output tool (its call is
+// folded back into text).
+func (s *Relay) Tool() bool { return s.legs.cur.tool }
 
 // Next returns the next event for the client; io.EOF after its end.
-func (s *relay) Next() (*llm.Event, error) { return s.r.Next() }
+func (s *Relay) Next() (*llm.Event, error) { return s.r.Next() }
 
 // Ready reports whether Next returns without waiting on an upstream.
-func (s *relay) Ready() bool { return s.r.Ready() }
+func (s *Relay) Ready() bool { return s.r.Ready() }
 
 // Served is the endpoint serving the stream now.
-func (s *relay) Served() *provider.Endpoint { return s.served().Endpoint }
+func (s *Relay) Served() *provider.Endpoint { return s.served().Endpoint }
 
 // served is the endpoint credited with the answer: the one whose re-asked
 // answer replaced the first (the structured stage's strict streams), else
 // the current.
-func (s *relay) served() *endpoint {
-	if s.c.reasked != nil {
-		return s.c.reasked
+func (s *Relay) served() *fleet.Endpoint {
+	if ep := s.c.Reasked(); ep != nil {
+		return ep
 	}
 	return s.legs.cur.ep
 }
 
 // Close ends the stream, cancels the upstream, settles the attempt and
 // completes the record's stream fields; it tells end how the stream ended.
-func (s *relay) Close() error {
+func (s *Relay) Close() error {
 	if s.closed {
 		return nil
 	}
@@ -73,7 +86,7 @@ func (s *relay) Close() error {
 		cur.res.Stream.Close()
 	}
 	s.cancel()
-	x.seal()
+	x.Seal()
 	rec := x.rec
 	if u, ok := s.r.Usage(); ok {
 		rec.Usage = u
@@ -86,11 +99,11 @@ func (s *relay) Close() error {
 	}
 	switch {
 	case failed:
-		s.end(nil, endErr)
+		s.c.Ended(nil, endErr)
 	case !s.r.Finished():
-		s.end(s.served(), &llm.APIError{Status: 499, Type: llm.ErrAPI, Message: "client closed the stream"})
+		s.c.Ended(s.served(), &llm.APIError{Status: 499, Type: llm.ErrAPI, Message: "client closed the stream"})
 	default:
-		s.end(s.served(), nil)
+		s.c.Ended(s.served(), nil)
 	}
 	return nil
 }
@@ -100,8 +113,8 @@ func (s *relay) Close() error {
 // continuations through the call's attempt chain.
 type legs struct {
 	ctx context.Context
-	x   *exec
-	cur *attempt
+	x   *Exec
+	cur *Attempt
 	buf []*llm.Event
 	// lent is the event the client got last unchanged and lentFrom the
 	// upstream stream it came from: once the client is done with it, the
@@ -154,14 +167,14 @@ func (l *legs) Recycle() {
 }
 
 func (l *legs) Diverged(u llm.Usage, err error) {
-	l.cur.end = l.x.e.now()
+	l.cur.end = l.x.r.d.Now()
 	l.cost(u)
 	l.cur.settle(policy.Diverged(err))
 }
 
 func (l *legs) End(u llm.Usage, finished bool) {
 	x := l.x
-	l.cur.end = x.e.now()
+	l.cur.end = x.r.d.Now()
 	l.cost(u)
 	if finished {
 		l.cur.settle(nil)
@@ -184,7 +197,7 @@ func (l *legs) End(u llm.Usage, finished bool) {
 func (l *legs) Stop(cause error, u llm.Usage) (string, *llm.APIError) {
 	x := l.x
 	f := policy.Classify(cause)
-	l.cur.end = x.e.now()
+	l.cur.end = x.r.d.Now()
 	l.cost(u)
 	l.cur.settle(f)
 	l.cur.cancel()
@@ -197,7 +210,7 @@ func (l *legs) Stop(cause error, u llm.Usage) (string, *llm.APIError) {
 		return f.Reason, &llm.APIError{Status: http.StatusOK, Type: llm.ErrTimeout, MeshCode: llm.MeshTimeout, Message: "stream cancelled or past its deadline"}
 	case f.Decision == policy.DecideFail:
 		return f.Reason, rl.CannotContinue(f.Reason, "the failure is not retryable")
-	case x.e.recoveryOff.Load() || x.legacy:
+	case off(x.r.d.RecoveryOff) || x.Legacy:
 		return f.Reason, rl.CannotContinue(f.Reason, "mid-stream recovery is off")
 	}
 	return f.Reason, nil
@@ -218,7 +231,7 @@ func (l *legs) Continue(cut rl.Cut) (rl.Leg, *llm.APIError) {
 	delivered := cut.Delivered
 	a, err := x.runTry(l.ctx, &try{req: x.req, pass: policy.Pass{Kind: policy.AttemptContinuation}, cont: &delivered, contOut: cut.Output})
 	if err != nil {
-		return rl.Leg{}, x.clientError(l.ctx, err)
+		return rl.Leg{}, x.ClientError(l.ctx, err)
 	}
 	x.rec.Recovered++
 	l.cur, l.buf, l.pump = a, a.first, nil
@@ -235,7 +248,7 @@ func (l *legs) Continue(cut rl.Cut) (rl.Leg, *llm.APIError) {
 func (l *legs) cost(u llm.Usage) { l.costOf(l.cur, u) }
 
 // costOf writes a's own usage u and its cost into its record.
-func (l *legs) costOf(a *attempt, u llm.Usage) {
+func (l *legs) costOf(a *Attempt, u llm.Usage) {
 	x := l.x
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -244,5 +257,5 @@ func (l *legs) costOf(a *attempt, u llm.Usage) {
 	}
 	r := &x.rec.Attempts[a.recIdx]
 	r.InputTokens, r.OutputTokens = u.PromptTokens(), u.OutputTokens
-	r.Cost = x.e.cost(a.ep, u)
+	r.Cost = x.r.Cost(a.ep, u)
 }

@@ -1,4 +1,4 @@
-package engine
+package attempt
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/keelmesh/keel/internal/callrec"
 	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/pick"
@@ -21,8 +22,8 @@ import (
 // counted, recorded, in flight. Pick and booking hold x.mu, so a hedge
 // never books the endpoint the call's goroutine just booked.
 func routePolicy(next step) step {
-	return func(ctx context.Context, x *exec, t *try) (*attempt, error) {
-		e := x.e
+	return func(ctx context.Context, x *Exec, t *try) (*Attempt, error) {
+		d := &x.r.d
 		x.mu.Lock()
 		if x.sealed || t.pass.Kind == policy.AttemptHedge && t.hg != nil && t.hg.Closed() {
 			// A hedge launched as the call ended, or as its pass was
@@ -31,7 +32,7 @@ func routePolicy(next step) step {
 			x.mu.Unlock()
 			return nil, errSealed
 		}
-		if x.attempts >= e.maxAttempts {
+		if x.attempts >= d.MaxAttempts {
 			x.mu.Unlock()
 			return nil, &policy.NoCandidate{Exhausted: true}
 		}
@@ -40,7 +41,7 @@ func routePolicy(next step) step {
 			// The caller chose the first endpoint (a fragment's replicas
 			// start on distinct ones); it is used while it is available.
 			x.picks.Pin = -1
-			if why, _ := x.rs.cands[p].View().Unavailable(e.now()); why == fleet.Available && !x.picks.Tried[p] {
+			if why, _ := x.route.Cands[p].View().Unavailable(d.Now()); why == fleet.Available && !x.picks.Tried[p] {
 				i = p
 			}
 		}
@@ -52,11 +53,11 @@ func routePolicy(next step) step {
 				return nil, nc
 			}
 		}
-		ep := x.rs.cands[i]
+		ep := x.route.Cands[i]
 		x.picks.Tried[i] = true
-		a := &attempt{x: x, ep: ep, idx: i, kind: t.pass.Kind, start: e.now(), recIdx: len(x.rec.Attempts)}
+		a := &Attempt{x: x, ep: ep, idx: i, kind: t.pass.Kind, start: d.Now(), recIdx: len(x.rec.Attempts)}
 		a.ctx, a.cancel = context.WithCancel(ctx)
-		x.rec.Attempts = append(x.rec.Attempts, Attempt{Endpoint: ep.ID, Model: ep.Model, Region: ep.Region, Provider: ep.Provider, Start: a.start, Kind: t.pass.Kind.String(), Wait: t.pass.Wait})
+		x.rec.Attempts = append(x.rec.Attempts, callrec.Attempt{Endpoint: ep.ID, Model: ep.Model, Region: ep.Region, Provider: ep.Provider, Start: a.start, Kind: t.pass.Kind.String(), Wait: t.pass.Wait})
 		x.mu.Unlock()
 		t.pass.Wait = 0
 		if t.hg != nil {
@@ -73,13 +74,13 @@ func routePolicy(next step) step {
 }
 
 // NoCandidate is the call's error when no endpoint could be booked.
-func (x *exec) NoCandidate(nc *policy.NoCandidate) error {
+func (x *Exec) NoCandidate(nc *policy.NoCandidate) error {
 	switch {
 	case nc.Exhausted:
 		return x.Exhausted(llm.MeshFallbackExhausted, "every attempt failed")
 	case nc.Filtered && x.attempts == 0:
 		return &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest,
-			Message: "no endpoint of " + x.rs.name + " meets the request's constraints: " + nc.Err.Error()}
+			Message: "no endpoint of " + x.route.Name + " meets the request's constraints: " + nc.Err.Error()}
 	case nc.Filtered:
 		return x.Exhausted(llm.MeshFallbackExhausted, "no other model can serve the request: "+nc.Err.Error())
 	case x.attempts == 0 && nc.BreakerOpen:
@@ -91,20 +92,20 @@ func (x *exec) NoCandidate(nc *policy.NoCandidate) error {
 // pick chooses the next endpoint from the candidates' published views;
 // allowTried lets endpoints already tried in this run compete again.
 // Called with x.mu held.
-func (x *exec) pick(allowTried bool) (int, error) {
-	x.picks.Build(x.legacy, allowTried, x.e.now())
+func (x *Exec) pick(allowTried bool) (int, error) {
+	x.picks.Build(x.Legacy, allowTried, x.r.d.Now())
 	x.picks.PreferLossless()
 	x.preferWarm() // cache-aware routing (cacheroute.go)
-	ch, err := route.PickAppend(x.picks.Decisions, x.picks.Cands, x.policy, x.e.rnd)
+	ch, err := route.PickAppend(x.picks.Decisions, x.picks.Cands, x.Policy, x.r.d.Rand)
 	if err != nil && errors.Is(err, route.ErrAllUnavailable) && x.picks.RelaxEjected() {
-		ch, err = route.PickAppend(x.picks.Decisions, x.picks.Cands, x.policy, x.e.rnd)
+		ch, err = route.PickAppend(x.picks.Decisions, x.picks.Cands, x.Policy, x.r.d.Rand)
 	}
 	x.picks.Decisions = ch.Decisions
 	if !x.picks.Recorded {
 		x.picks.Recorded = true
-		x.rec.Candidates = make([]Candidate, 0, len(ch.Decisions))
+		x.rec.Candidates = make([]callrec.Candidate, 0, len(ch.Decisions))
 		for i, d := range ch.Decisions {
-			x.rec.Candidates = append(x.rec.Candidates, Candidate{Endpoint: d.ID, ExpectedMS: d.Score,
+			x.rec.Candidates = append(x.rec.Candidates, callrec.Candidate{Endpoint: d.ID, ExpectedMS: d.Score,
 				InFlight: x.picks.Cands[i].InFlight, Chosen: d.Reason == route.ReasonChosen, Reason: pick.ReasonText(d)})
 		}
 	}
@@ -116,24 +117,50 @@ func (x *exec) pick(allowTried bool) (int, error) {
 
 // HasUntried reports whether an endpoint not yet tried in this run is
 // available now.
-func (x *exec) HasUntried(now time.Time) bool {
+func (x *Exec) HasUntried(now time.Time) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.picks.HasUntried(x.legacy, now)
+	return x.picks.HasUntried(x.Legacy, now)
 }
 
 // AnyAvailable reports whether an endpoint is available now, tried or not
 // (one that failed a stream only when it is the route's only endpoint).
-func (x *exec) AnyAvailable(now time.Time) bool {
+func (x *Exec) AnyAvailable(now time.Time) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.picks.AnyAvailable(x.legacy, now)
+	return x.picks.AnyAvailable(x.Legacy, now)
 }
 
 // Soonest is when the first endpoint cooling down after a retry-after
 // comes back; zero when none is cooling.
-func (x *exec) Soonest(now time.Time) time.Time {
+func (x *Exec) Soonest(now time.Time) time.Time {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.picks.Soonest(x.legacy, now)
+	return x.picks.Soonest(x.Legacy, now)
+}
+
+// PinFirst has the call start on the first endpoint no earlier call of a
+// fan-out started on: used marks the endpoints taken (it is copied into
+// the call's tried set and the pick marked in it); the pin holds while
+// the endpoint is available (a fragment's replicas start on distinct
+// endpoints).
+func (x *Exec) PinFirst(used []bool) {
+	copy(x.picks.Tried, used)
+	x.mu.Lock()
+	first, err := x.pick(false)
+	x.mu.Unlock()
+	if err == nil {
+		used[first] = true
+		x.picks.Pin = first
+	}
+}
+
+// MoveTo has the call's further attempts run on rt (an escalated tier),
+// its endpoints all untried.
+func (x *Exec) MoveTo(rt Route) {
+	x.mu.Lock()
+	x.route = rt
+	x.picks.Move(rt.Cands)
+	x.mu.Unlock()
+	x.Policy.Strategy = rt.Strategy
 }
