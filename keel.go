@@ -53,6 +53,11 @@ func WithObserver(ob callrec.Observer) Option { return func(o *assemble.Options)
 // WithClock injects the engine's clock (tests).
 func WithClock(now func() time.Time) Option { return func(o *assemble.Options) { o.Now = now } }
 
+// WithRand injects the engine's random choice (tests that must give the
+// same run twice): rnd(n) returns a uniform int in [0, n) and must be safe
+// for concurrent use.
+func WithRand(rnd func(n int) int) Option { return func(o *assemble.Options) { o.Rand = rnd } }
+
 // New builds a Mesh from a validated config (internal/assemble does the
 // building).
 func New(cfg *config.Config, opts ...Option) (*Mesh, error) {

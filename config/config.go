@@ -510,12 +510,15 @@ type Resilience struct {
 	Hedge resilience.HedgePolicy `yaml:",inline"`
 	// SlowStreamHedging races a stream that slows down mid-way (its recent
 	// pace SlowStream's threshold times below its endpoint's normal one)
-	// against a continuation on another endpoint, within the hedge
-	// budget; default true (off wherever hedging is).
+	// against a continuation on another endpoint, within
+	// SlowStreamBudget; default true (off wherever hedging is).
 	SlowStreamHedging *bool `yaml:"slow_stream_hedging"`
 	// SlowStream's key, slow_stream_threshold (default 4), sits in this
 	// section.
 	SlowStream health.PacePolicy `yaml:",inline"`
+	// SlowStreamBudget caps slow-stream races per route, apart from
+	// HedgeBudget: default ratio 0.05 of the streams, burst 10.
+	SlowStreamBudget resilience.BudgetConfig `yaml:"slow_stream_budget"`
 	// Recovery continues a stream that breaks mid-way on another endpoint; default true.
 	Recovery *bool `yaml:"recovery"`
 	// ProbeInterval caps the gap between probes of an unreachable endpoint

@@ -87,6 +87,7 @@ func (v *validator) resilience() {
 	v.duration("resilience.probe_interval", r.ProbeInterval)
 	policy(v, "resilience.retry_budget", r.RetryBudget, checkBudget)
 	policy(v, "resilience.hedge_budget", r.HedgeBudget, checkBudget)
+	policy(v, "resilience.slow_stream_budget", r.SlowStreamBudget, checkBudget)
 	policy(v, "resilience", r.Hedge, resilience.HedgePolicy.Validate)
 	policy(v, "resilience", r.SlowStream, health.PacePolicy.Validate)
 	policy(v, "resilience.breaker", r.Breaker, checkBreaker)

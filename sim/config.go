@@ -69,9 +69,21 @@ const (
 // it, so changing a Config after New has no effect on the fleet.
 type Config struct {
 	// Seed makes answers, latencies and fault draws reproducible.
-	Seed    int64        `json:"seed"`
-	Models  []ModelSpec  `json:"models"`
-	Regions []RegionSpec `json:"regions"`
+	Seed int64 `json:"seed"`
+	// RequestDraws draws each call's latency (time to first token, the
+	// heavy tail) from a generator seeded by
+	// the call itself — the fleet's seed, the endpoint, the conversation
+	// and how many times the endpoint has had that conversation before —
+	// instead of from one generator per endpoint taken in arrival order.
+	// Calls that arrive at the same instant (goroutines woken together in
+	// a testing/synctest bubble run in the scheduler's order) then draw
+	// the same whatever their order, so a run is the same run every time.
+	// A real provider's latency is no function of the request; this only
+	// fixes which draw a call gets. False, the default, keeps the
+	// per-endpoint generators.
+	RequestDraws bool         `json:"request_draws,omitempty"`
+	Models       []ModelSpec  `json:"models"`
+	Regions      []RegionSpec `json:"regions"`
 	// Faults are active from the start; see Fleet.SetFaults.
 	Faults []Fault `json:"faults,omitempty"`
 	// Azure, when set, serves Azure OpenAI's routes too (see AzureSpec).

@@ -83,7 +83,8 @@
 // Each endpoint (a model in a region) has a finite number of slots with a
 // FIFO queue beyond them, a lognormal time to first token, a per-token
 // delay and a heavy tail; faults (rate limits, overload, 5xx, resets,
-// hangs, cut, failing or stalled streams, malformed JSON, slowdowns) are
+// hangs, cut, failing or stalled streams, malformed JSON, slowdowns of a
+// whole call, of its first token or of a stream's pace) are
 // injected by rule, at a seeded rate or for an exact number of calls, and
 // regions can be taken down, from Go or from the /sim control API.
 //

@@ -37,6 +37,13 @@ const (
 	// KindSlow makes the call Factor times slower (default: the endpoint's
 	// TailFactor, or 10 when that is unset).
 	KindSlow = "slow"
+	// KindSlowStart makes the call's time to first token Factor times
+	// longer (default 10) and leaves its output pace as it is: a provider
+	// short of capacity that holds requests before it starts them, whose
+	// first token comes late while the tokens then come at the model's
+	// speed (time to first token and output speed are measured and vary
+	// apart per provider: artificialanalysis.ai/models/claude-4-sonnet/providers).
+	KindSlowStart = "slow_start"
 	// KindContentFilter refuses the prompt as a provider's content filter
 	// does: on Azure's routes (AzureSpec) a 400 with code content_filter
 	// and each category's verdict
@@ -63,7 +70,7 @@ const kindRegionDown = "region_down"
 var faultKinds = map[string]bool{
 	KindRateLimit: true, KindOverloaded: true, KindServerError: true, KindReset: true,
 	KindHang: true, KindStreamCut: true, KindStreamError: true, KindStall: true, KindNoTerminator: true,
-	KindMalformedJSON: true, KindSlow: true, KindContentFilter: true, KindModelNotReady: true,
+	KindMalformedJSON: true, KindSlow: true, KindSlowStart: true, KindContentFilter: true, KindModelNotReady: true,
 	KindSlowStream: true,
 }
 

@@ -66,8 +66,12 @@ type endpoint struct {
 	// cache is the endpoint's prompt cache (nil without one).
 	cache *promptStore
 
-	mu        sync.Mutex // guards following
-	rng       rng
+	mu  sync.Mutex // guards following
+	rng rng
+	// seen counts the calls of each conversation (its hash) the endpoint
+	// has drawn for (Config.RequestDraws); cleared when it reaches
+	// maxSeen.
+	seen      map[uint64]uint64
 	byStatus  map[int]int64
 	byFault   map[string]int64
 	tailHits  int64
@@ -509,20 +513,44 @@ func (ep *endpoint) rateWindow(now time.Time, tokens int) (int, int, time.Time, 
 	return ep.winCount, ep.winTokens, ep.winStart.Add(time.Minute), ep.winReset
 }
 
-// draw returns the time to first token and the tail factor of one call.
-func (ep *endpoint) draw() (time.Duration, float64) {
+// maxSeen bounds an endpoint's count of conversations for
+// Config.RequestDraws (a long-running fleet forgets, and starts counting
+// again).
+const maxSeen = 1 << 16
+
+// callRNG is the generator of one call of conversation h on the endpoint
+// (Config.RequestDraws): seeded by h and by how many calls of it came
+// before. Called with ep.mu held.
+func (ep *endpoint) callRNG(seed int64, h uint64) rng {
+	if ep.seen == nil || len(ep.seen) >= maxSeen {
+		ep.seen = map[uint64]uint64{}
+	}
+	n := ep.seen[h]
+	ep.seen[h] = n + 1
+	return newRNG(hashString(uint64(seed)^h^(n+1)*0x9e3779b97f4a7c15, ep.name))
+}
+
+// draw returns the time to first token and the tail factor of one call of
+// conversation h: from the call's own generator when perCall
+// (Config.RequestDraws), else from the endpoint's.
+func (ep *endpoint) draw(seed int64, perCall bool, h uint64) (time.Duration, float64) {
 	l := &ep.lat
 	if l.TTFTSigma == 0 && l.TailProb == 0 {
 		return l.TTFT.D(), 1
 	}
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
+	r := &ep.rng
+	if perCall {
+		cr := ep.callRNG(seed, h)
+		r = &cr
+	}
 	ttft := l.TTFT.D()
 	if l.TTFTSigma > 0 && ttft > 0 {
-		ttft = time.Duration(float64(ttft) * math.Exp(l.TTFTSigma*ep.rng.normal()))
+		ttft = time.Duration(float64(ttft) * math.Exp(l.TTFTSigma*r.normal()))
 	}
 	factor := 1.0
-	if l.TailProb > 0 && ep.rng.float() < l.TailProb {
+	if l.TailProb > 0 && r.float() < l.TailProb {
 		factor = l.TailFactor
 		ep.tailHits++
 	}

@@ -650,13 +650,20 @@ func (f *Fleet) serveAPI(w http.ResponseWriter, r *http.Request, regionName stri
 	}
 	rh.set("X-Sim-Queue-Ms", queueMs)
 
-	ttft, factor := ep.draw()
+	ttft, factor := ep.draw(f.cfg.Seed, f.cfg.RequestDraws, ans.h)
 	uncached := ans.usage.InputTokens
 	if plan != nil {
 		uncached -= plan.apply(ep.cache, time.Now(), spec.PromptCache.min(), &ans.usage)
 	}
 	if p := ep.lat.PrefillPerKTok; p > 0 {
 		ttft += time.Duration(int64(p) * int64(uncached) / 1000)
+	}
+	if fault != nil && fault.Kind == KindSlowStart {
+		s := fault.Factor
+		if s < 1 {
+			s = 10
+		}
+		ttft = time.Duration(float64(ttft) * s)
 	}
 	if fault != nil && fault.Kind == KindSlow {
 		s := fault.Factor

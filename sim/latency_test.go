@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -269,7 +270,7 @@ func TestLognormalTTFT(t *testing.T) {
 	ep := &endpoint{lat: LatencySpec{TTFT: Duration(30 * time.Millisecond), TTFTSigma: 0.5}, rng: newRNG(1)}
 	var ds []time.Duration
 	for range 4001 {
-		d, f := ep.draw()
+		d, f := ep.draw(1, false, 0)
 		if f != 1 {
 			t.Fatalf("factor %v without a tail", f)
 		}
@@ -307,6 +308,61 @@ func TestConcurrencyLimit(t *testing.T) {
 		want := []time.Duration{d, d, d, 2 * d, 2 * d, 2 * d, 3 * d}
 		if !slices.Equal(took, want) {
 			t.Errorf("durations %v, want %v", took, want)
+		}
+	})
+}
+
+// With Config.RequestDraws a call's latency is its own: the same calls in
+// another order draw the same, and a conversation's next call on the
+// endpoint draws afresh (a hedge or a retry is a fresh draw), still
+// lognormal about the median.
+func TestRequestDrawsIgnoreArrivalOrder(t *testing.T) {
+	lat := LatencySpec{TTFT: Duration(30 * time.Millisecond), TTFTSigma: 0.5, TailProb: 0.05, TailFactor: 20}
+	order := func(hs ...uint64) map[[2]uint64]time.Duration {
+		ep := &endpoint{name: "m@r", lat: lat, rng: newRNG(1)}
+		got := map[[2]uint64]time.Duration{}
+		seen := map[uint64]uint64{}
+		for _, h := range hs {
+			d, f := ep.draw(7, true, h)
+			got[[2]uint64{h, seen[h]}] = time.Duration(float64(d) * f)
+			seen[h]++
+		}
+		return got
+	}
+	a, b := order(1, 2, 1, 3), order(3, 1, 1, 2)
+	if !maps.Equal(a, b) {
+		t.Errorf("draws depend on arrival order: %v and %v", a, b)
+	}
+	if a[[2]uint64{1, 0}] == a[[2]uint64{1, 1}] {
+		t.Errorf("a conversation's second call drew its first's %v", a[[2]uint64{1, 0}])
+	}
+	ep := &endpoint{name: "m@r", lat: LatencySpec{TTFT: lat.TTFT, TTFTSigma: 0.5}}
+	var ds []time.Duration
+	for h := range uint64(4001) {
+		d, _ := ep.draw(7, true, h%97)
+		ds = append(ds, d)
+	}
+	slices.Sort(ds)
+	if med := ds[len(ds)/2]; med < 28*time.Millisecond || med > 32*time.Millisecond {
+		t.Errorf("median %v, want about 30ms", med)
+	}
+}
+
+// slow_start delays the first token only: a non-streaming call takes
+// Factor × the time to first token plus the usual time per token.
+func TestSlowStartFault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := oneEndpoint(0)
+		f := mustNew(t, cfg)
+		f.AddFault(Fault{Kind: KindSlowStart, Factor: 4, Count: 1})
+		h := memHarness(f)
+		d := callDuration(cfg, "slow")
+		for i, want := range []time.Duration{d + 3*testTTFT, d} {
+			out := make(chan timedResult, 1)
+			timedCall(t.Context(), h, "x", "slow", time.Now(), out)
+			if r := <-out; r.err != nil || r.took != want {
+				t.Errorf("call %d took %v (%v), want %v", i, r.took, r.err, want)
+			}
 		}
 	})
 }

@@ -35,24 +35,30 @@ type simMesh struct {
 	records []*callrec.Record
 }
 
-func newSimMesh(t *testing.T, simCfg sim.Config, tweak func(*config.Config)) *simMesh {
+func newSimMesh(t *testing.T, simCfg sim.Config, tweak func(*config.Config), opts ...keel.Option) *simMesh {
 	t.Helper()
 	fleet, err := sim.New(simCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &simMesh{fleet: fleet, up: &timedRecorder{next: fleet.Transport()}}
-	s.cfg = simfleet.Config(fleet, "http://sim.test")
+	return startSimMesh(t, fleet, simfleet.Config(fleet, "http://sim.test"), tweak, opts...)
+}
+
+// startSimMesh builds a mesh of cfg in front of fleet (see newSimMesh).
+func startSimMesh(t *testing.T, fleet *sim.Fleet, cfg *config.Config, tweak func(*config.Config), opts ...keel.Option) *simMesh {
+	t.Helper()
+	s := &simMesh{fleet: fleet, up: &timedRecorder{next: fleet.Transport()}, cfg: cfg}
+	var err error
 	off := false
 	s.cfg.RequestLog.Enabled = &off
 	if tweak != nil {
 		tweak(s.cfg)
 	}
-	s.mesh, err = keel.New(s.cfg, keel.WithUpstream(s.up), keel.WithObserver(callrec.ObserverFunc(func(r *callrec.Record) {
+	s.mesh, err = keel.New(s.cfg, append([]keel.Option{keel.WithUpstream(s.up), keel.WithObserver(callrec.ObserverFunc(func(r *callrec.Record) {
 		s.mu.Lock()
 		s.records = append(s.records, r)
 		s.mu.Unlock()
-	})))
+	}))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,3 +128,54 @@ func TestSlowStreamThroughMesh(t *testing.T) {
 		})
 	}
 }
+
+// A stream on an endpoint that has learned no pace of its own yet is
+// judged by the model's pace elsewhere: only us-east has streamed, and a
+// stream crawling in eu-west (where the router sent it) is raced and
+// finished by a continuation, its text the uninterrupted answer's. (It
+// was never judged: an endpoint new to streaming crawled to its end.)
+func TestSlowStreamJudgedByModelPace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := sim.DefaultConfig()
+		for i := range cfg.Regions {
+			cfg.Regions[i].Latency = sim.LatencySpec{Concurrency: 64, TTFT: sim.Duration(20 * time.Millisecond), PerToken: sim.Duration(5 * time.Millisecond)}
+		}
+		s := newSimMesh(t, cfg, func(c *config.Config) { c.Resilience.Hedge.Floor = 50 * time.Millisecond })
+		defer s.mesh.Close()
+		body := msgBody("sim-sonnet", "Tell me a long story about a lighthouse keeper.", `,"stream":true,"temperature":0`)
+		pinned := func(region string) string {
+			return strings.Replace(body, "{", `{"mesh_behavior":{"preferred_region":"`+region+`"},`, 1)
+		}
+		text := func(r result) string {
+			var b strings.Builder
+			next := anthropic.NewStreamReader(bytes.NewReader(r.body)).Next
+			for {
+				ev, err := next()
+				if err == io.EOF {
+					return b.String()
+				}
+				if err != nil {
+					t.Fatalf("reading the stream: %v\n%s", err, r.body)
+				}
+				if ev.Type == llm.EventBlockDelta {
+					b.WriteString(ev.Delta)
+				}
+			}
+		}
+		var clean string
+		for range 3 {
+			clean = text(s.call(t, "/v1/messages", pinned("us-east")))
+		}
+		if err := s.fleet.SetFaults([]sim.Fault{{Kind: sim.KindSlowStream, Region: "eu-west", AfterTokens: 6, Count: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		got := text(s.call(t, "/v1/messages", pinned("eu-west")))
+		s.mu.Lock()
+		rec := s.records[len(s.records)-1]
+		s.mu.Unlock()
+		if rec.Attempts[0].Region != "eu-west" || rec.Hedges != 1 || !rec.HedgeWon || got != clean {
+			t.Errorf("first attempt in %s, hedges %d (won %v), text %q; want the eu-west stream raced and finished by the continuation, text %q",
+				rec.Attempts[0].Region, rec.Hedges, rec.HedgeWon, got, clean)
+		}
+	})
+}

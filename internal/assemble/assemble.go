@@ -49,6 +49,9 @@ type Options struct {
 	Observer callrec.Observer
 	// Now is the engine's clock (nil: time.Now).
 	Now func() time.Time
+	// Rand is the engine's random choice, a uniform int in [0, n) (nil:
+	// math/rand/v2); it must be safe for concurrent use.
+	Rand func(n int) int
 }
 
 // Mesh is a built engine and HTTP front, with everything they opened.
@@ -141,7 +144,7 @@ func Build(cfg *config.Config, o Options) (_ *Mesh, err error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	m.eng, err = engine.New(engine.Options{Stages: st, Shared: sh.engineState(), Prices: prices.Lookup,
-		Endpoints: ups.routed, Aliases: als, Client: provider.NewClient(rt), Logger: o.Logger,
+		Endpoints: ups.routed, Aliases: als, Client: provider.NewClient(rt), Logger: o.Logger, Rand: o.Rand,
 		Passthrough: ups.passthrough, Resilience: resilienceOptions(cfg.Resilience), Calibrations: cals, ParamPolicy: cfg.Normalization.ParameterPolicy,
 		DisableNormalization: cfg.Normalization.Enabled != nil && !*cfg.Normalization.Enabled,
 		Shadows:              shadows, Shadow: shadow.PoolOptions{Workers: cfg.Shadow.Workers, Queue: cfg.Shadow.Queue, ShedInflight: cfg.Shadow.ShedInflight, Timeout: cfg.Shadow.Timeout.Std()},

@@ -205,6 +205,7 @@ func resilienceOptions(c config.Resilience) engine.Resilience {
 		DisableRecovery:          c.Recovery != nil && !*c.Recovery,
 		DisableSlowStreamHedging: c.SlowStreamHedging != nil && !*c.SlowStreamHedging,
 		SlowStream:               c.SlowStream,
+		SlowStreamBudget:         c.SlowStreamBudget,
 		CacheAffinity:            c.CacheAffinity,
 		ColdSpend:                c.ColdSpend,
 		ProbeInterval:            c.ProbeInterval.Std(),

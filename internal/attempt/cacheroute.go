@@ -36,6 +36,11 @@ func (x *Exec) cacheServed(a *Attempt) {
 	}
 }
 
+// cacheContinued notes that the continuation a carries the stream now.
+func (x *Exec) cacheContinued(a *Attempt) {
+	x.r.d.CacheRoute.Continued(&x.cache, x.route.Name, a.idx, a.ep.ID, x.r.d.Now())
+}
+
 // coldHedge reports whether the route's cold-spend budget pays a hedge of
 // the call at the dearest price among the route's endpoints.
 func (x *Exec) coldHedge() bool {

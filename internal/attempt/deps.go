@@ -31,6 +31,7 @@ import (
 	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/provider"
+	rl "github.com/keelmesh/keel/internal/relay"
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/route"
 )
@@ -57,6 +58,9 @@ type Deps struct {
 	// threshold (slowstream.go).
 	SlowStreamOff bool
 	SlowStream    health.PacePolicy
+	// Races are the slow-stream races' budgets, one per Route.Key (nil:
+	// no race is sent).
+	Races *rl.RaceBudgets
 	// CacheRoute is cache-aware routing (cacheroute.go).
 	CacheRoute *cacheroute.Router
 	// Prices prices an endpoint without a price of its own by its

@@ -48,12 +48,16 @@ func (x *Exec) HedgeDelay(a *Attempt) time.Duration {
 // BookHedge reserves a hedge: room in the call's attempts, an endpoint
 // available (untried or not: see HedgeTry), a token of the route's hedge
 // budget, and a call not ended; it counts the hedge on the record.
-func (x *Exec) BookHedge() bool {
+func (x *Exec) BookHedge() bool { return x.book(x.route.Hedges.TryWithdraw) }
+
+// book is BookHedge with budget the call-count budget drawn on (a
+// slow-stream race draws on its own: slowstream.go).
+func (x *Exec) book(budget func() bool) bool {
 	x.mu.Lock()
 	room := x.attempts < x.r.d.MaxAttempts
 	x.mu.Unlock()
 	// coldHedge: the dollar budget pays its cold prompt (cacheroute.go).
-	if !room || !x.AnyAvailable(x.r.d.Now()) || !x.route.Hedges.TryWithdraw() || !x.coldHedge() {
+	if !room || !x.AnyAvailable(x.r.d.Now()) || !budget() || !x.coldHedge() {
 		return false
 	}
 	x.mu.Lock()

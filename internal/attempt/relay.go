@@ -42,6 +42,7 @@ type Streamed interface {
 func NewRelay(ctx context.Context, cancel context.CancelFunc, c Streamed, a *Attempt) *Relay {
 	s := &Relay{legs: legs{ctx: ctx, x: a.x, cur: a, buf: a.first}, c: c, cancel: cancel}
 	s.r.Init(&s.legs, a.x)
+	a.x.r.d.Races.OnStream(a.x.route.Key)
 	return s
 }
 
@@ -234,6 +235,7 @@ func (l *legs) Continue(cut rl.Cut) (rl.Leg, *llm.APIError) {
 	}
 	x.rec.Recovered++
 	l.cur, l.buf, l.pump = a, a.first, nil
+	x.cacheContinued(a)
 	leg := rl.Leg{Splice: a.splice}
 	if n := len(a.req.Messages); !a.splice && n > 0 && a.req.Messages[n-1].Role == llm.RoleAssistant {
 		leg.Echo = a.req.Messages[n-1].Text()

@@ -16,6 +16,7 @@ import (
 	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
 	rl "github.com/keelmesh/keel/internal/relay"
+	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/route"
 )
 
@@ -238,22 +239,30 @@ func TestRelayRecoveryOff(t *testing.T) {
 }
 
 // A slow-stream race books a hedge only when the call keeps an attempt
-// for a recovery after it and the hedge gates (BookHedge) pass; refused,
-// the slow leg goes on alone and nothing is recorded.
+// for a recovery after it and the hedge gates (BookHedge's, with the
+// route's race budget in place of its hedge budget) pass; refused, the
+// slow leg goes on alone and nothing is recorded. (That a spent hedge
+// budget does not stop a race: the engine's
+// TestSlowStreamRacesKeepTheirOwnBudget.)
 func TestRaceGates(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		setup func(x *Exec, rt Route)
 	}{
 		{name: "the last attempt is a recovery's", setup: func(x *Exec, _ Route) { x.attempts = 3 }},
-		{name: "hedge budget spent", setup: func(_ *Exec, rt Route) {
-			for rt.Hedges.TryWithdraw() {
+		{name: "race budget spent", setup: func(x *Exec, rt Route) {
+			for x.r.d.Races.TryWithdraw(rt.Key) {
 			}
 		}},
+		{name: "no race budget", setup: func(x *Exec, _ Route) { x.r.d.Races = nil }},
 		{name: "call ended", setup: func(x *Exec, _ Route) { x.Seal() }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := testRunner(t, nil, Deps{}, nil)
+			races, err := rl.NewRaceBudgets(resilience.BudgetConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := testRunner(t, nil, Deps{Races: races}, nil)
 			rt := testRoute(t, route.Ordered, endpoints(t, "a", "b")...)
 			x, rec := newCall(r, rt, ask(true))
 			l, _ := streamLegs(t, context.Background(), x)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/keelmesh/keel/internal/health"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/policy"
 	rl "github.com/keelmesh/keel/internal/relay"
@@ -16,28 +17,39 @@ import (
 // race (internal/relay/race.go).
 
 // SlowGap is the gap above which the current leg is slow: its endpoint's
-// normal pace times the threshold; 0 while the pace is unknown or when
-// the call may not hedge.
+// normal pace (until it has one, its model's on the route's other
+// endpoints: health.PeerGap) times the threshold; 0 while the pace is
+// unknown or when the call may not hedge.
 func (l *legs) SlowGap() time.Duration {
 	x := l.x
 	if x.r.d.SlowStreamOff || !x.mayHedge() {
 		return 0
 	}
-	return x.r.d.SlowStream.SlowGap(l.cur.ep.Pace.Gap())
+	ep, cands := l.cur.ep, x.route.Cands
+	gap := ep.Pace.Gap()
+	if gap == 0 {
+		gap = health.PeerGap(len(cands), func(i int) *health.Pace {
+			if cands[i].Model != ep.Model {
+				return nil
+			}
+			return &cands[i].Pace
+		})
+	}
+	return x.r.d.SlowStream.SlowGap(gap)
 }
 
 // Paced teaches the current leg's endpoint its normal pace.
 func (l *legs) Paced(gap time.Duration) { l.cur.ep.Pace.Observe(gap) }
 
 // Race books a hedge (the call's attempt cap, less the one attempt a
-// recovery may need; an endpoint available; the route's hedge budget) and
+// recovery may need; an endpoint available; the route's race budget) and
 // starts the continuation of cut: on an endpoint other than the slow
 // leg's while one is available, else on the same (a fresh request is a
 // fresh draw). The slow leg is read by a pump from now on, so that the
 // relay can wait on both legs at once.
 func (l *legs) Race(cut rl.Cut) rl.Race {
 	x := l.x
-	if x.Attempts() >= x.r.d.MaxAttempts-1 || !x.BookHedge() {
+	if x.Attempts() >= x.r.d.MaxAttempts-1 || !x.book(func() bool { return x.r.d.Races.TryWithdraw(x.route.Key) }) {
 		// The last attempt is kept for a recovery: a slow stream still
 		// answers, a cut one does not.
 		return nil
@@ -112,6 +124,7 @@ func (r *race) Won(u llm.Usage) {
 	r.a.discard()
 	b, _, _ := r.Continuation()
 	l.cur, l.buf, l.pump = b, nil, bp
+	x.cacheContinued(b)
 	x.mu.Lock()
 	x.rec.HedgeWon = true
 	x.rec.Attempts[b.recIdx].Winner = true

@@ -7,7 +7,8 @@
 //
 // The engine calls Start before a call's primary pass, PreferWarm at each
 // pick (on the router's candidates, in the route's order), Served when an
-// attempt served the primary pass, and ColdHedge before it sends a hedge.
+// attempt served the primary pass, Continued when a continuation takes a
+// stream over, and ColdHedge before it sends a hedge.
 // It reaches no stage package and not the engine.
 package cacheroute
 
@@ -187,6 +188,22 @@ func (r *Router) Served(c *Call, rt any, routeName string, idx int, id string, p
 		c.warm, c.warmID, c.cached = idx, id, c.tokens
 	}
 	return moved
+}
+
+// Continued notes that a continuation on the candidate idx (endpoint id)
+// now carries the call's stream (a mid-stream recovery, or a slow-stream
+// race the continuation won), on the route named routeName: the
+// continuation sent the conversation's prompt there, its cache
+// breakpoints with it, and that endpoint finished the answer, so the
+// conversation's next call goes there. Nothing is said (the answer's
+// header has gone) nor charged (the continuation was paid for as a
+// recovery or a hedge).
+func (r *Router) Continued(c *Call, routeName string, idx int, id string, now time.Time) {
+	if !c.on || r.table == nil || c.key.Hash == 0 {
+		return
+	}
+	r.table.Put(routeName, c.key, id, c.tokens, now)
+	c.warm, c.warmID, c.cached = idx, id, c.tokens
 }
 
 // ColdHedge reports whether the cold-spend budget of the route keyed rt

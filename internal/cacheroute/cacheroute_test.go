@@ -108,3 +108,37 @@ func TestOffAndLegacy(t *testing.T) {
 		}
 	}
 }
+
+// A continuation that takes a stream over makes its endpoint the warm
+// one: the next turn keeps to it, and nothing is said as a move.
+func TestContinuedMovesTheTable(t *testing.T) {
+	r, err := New(affinity.Config{}, policy.ColdSpendConfig{Disabled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, h := conversation()
+	ids := []string{"a", "b", "c"}
+	id := func(i int) string { return ids[i] }
+	var turn Call
+	r.Start(&turn, true, false, "m", req, h, 3, id, t0)
+	if moved := r.Served(&turn, "rt", "m", 0, "a", pricing.Price{}, false, t0); moved != "" {
+		t.Fatalf("first turn moved %q", moved)
+	}
+	r.Continued(&turn, "m", 2, "c", t0.Add(time.Second))
+	var next Call
+	r.Start(&next, true, false, "m", req, h, 3, id, t0.Add(2*time.Second))
+	cs := cands(20*time.Millisecond, 20*time.Millisecond, 25*time.Millisecond)
+	r.PreferWarm(&next, cs, false, route.Policy{}, func(int) int { return 0 })
+	if !cs[2].Available || cs[0].Available || cs[1].Available {
+		t.Fatalf("candidates %+v, want only c (where the continuation finished the answer) available", cs)
+	}
+	if moved := r.Served(&next, "rt", "m", 2, "c", pricing.Price{}, false, t0.Add(2*time.Second)); moved != "" {
+		t.Errorf("next turn on c said moved %q, want nothing", moved)
+	}
+	var off Call // not a model call's primary pass: no effect
+	r.Start(&off, false, false, "m", req, h, 3, id, t0)
+	r.Continued(&off, "m", 0, "a", t0.Add(3*time.Second))
+	if e, _ := r.Table().Get("m", affinity.KeyOf(req, h), t0.Add(3*time.Second)); e.Endpoint != "c" {
+		t.Errorf("warm endpoint %q after a side call's continuation, want c", e.Endpoint)
+	}
+}

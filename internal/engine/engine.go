@@ -41,6 +41,7 @@ import (
 	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/pricing"
 	"github.com/keelmesh/keel/internal/provider"
+	rl "github.com/keelmesh/keel/internal/relay"
 	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/rollout"
 	"github.com/keelmesh/keel/internal/route"
@@ -137,10 +138,13 @@ type Resilience struct {
 	// DisableSlowStreamHedging turns slow-stream hedging off (it is off
 	// too wherever hedging is): a stream whose recent pace falls as far
 	// below its endpoint's normal one as SlowStream says is raced against
-	// a continuation on another endpoint, within the hedge budget
+	// a continuation on another endpoint, within SlowStreamBudget
 	// (internal/attempt/slowstream.go, internal/relay/race.go).
 	DisableSlowStreamHedging bool
 	SlowStream               health.PacePolicy
+	// SlowStreamBudget caps slow-stream races per route, apart from the
+	// hedges (default ratio 0.05 of the streams, burst 10).
+	SlowStreamBudget resilience.BudgetConfig
 	// Valve is the mesh-aware safety valve.
 	Valve ValveConfig
 	// Rollout sends a share of the traffic through a reduced stage.
@@ -184,9 +188,11 @@ type Engine struct {
 	cacheRt     *cacheroute.Router
 	recoveryOff atomic.Bool
 	// slowStreamOff and slowStream are slow-stream hedging's switch and
-	// threshold (internal/attempt/slowstream.go).
+	// threshold (internal/attempt/slowstream.go), races the races'
+	// budgets.
 	slowStreamOff bool
 	slowStream    health.PacePolicy
+	races         *rl.RaceBudgets
 
 	valve    *rollout.Valve
 	rollout  *rollout.Plan
@@ -280,6 +286,9 @@ func New(o Options) (*Engine, error) {
 	}
 	e.hedgingOff.Store(r.DisableHedging)
 	e.slowStreamOff, e.slowStream = r.DisableSlowStreamHedging, r.SlowStream
+	if e.races, err = rl.NewRaceBudgets(r.SlowStreamBudget); err != nil {
+		return nil, fmt.Errorf("engine: slow stream budget: %w", err)
+	}
 	e.recoveryOff.Store(r.DisableRecovery)
 	e.attempts = e.newRunner(&policy.Retry{MaxAttempts: r.MaxAttempts, Backoff: backoff, Now: now})
 

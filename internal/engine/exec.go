@@ -21,7 +21,7 @@ type (
 // folded into its chain.
 func (e *Engine) newRunner(retry *policy.Retry) *attempt.Runner {
 	d := attempt.Deps{Client: e.client, Now: e.now, Rand: e.rnd, Retry: retry, MaxAttempts: e.maxAttempts,
-		Hedge: e.hedge, HedgingOff: &e.hedgingOff, RecoveryOff: &e.recoveryOff, SlowStreamOff: e.slowStreamOff, SlowStream: e.slowStream,
+		Hedge: e.hedge, HedgingOff: &e.hedgingOff, RecoveryOff: &e.recoveryOff, SlowStreamOff: e.slowStreamOff, SlowStream: e.slowStream, Races: e.races,
 		CacheRoute: e.cacheRt, Prices: e.prices, MarkDown: e.markDown,
 		Calibrations: e.cals, ParamPolicy: e.paramPol, NormalizationOff: e.normOff, RelaxedStreams: e.st.RelaxedStreams,
 		Deadline: errDeadline}

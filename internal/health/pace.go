@@ -45,6 +45,31 @@ func (p *Pace) Gap() time.Duration {
 	return time.Duration(math.Float64frombits(p.bits.Load()))
 }
 
+// PeerGap is the normal gap to judge a stream of an endpoint by when the
+// endpoint has learned no pace of its own yet (its Pace.Gap is 0): the
+// mean of the learned gaps of its peers, the other endpoints serving the
+// same model — peer(i), for i < n, is the i-th one's Pace, or nil for an
+// endpoint of another model. A model streams at much the same pace
+// wherever it is served, and without this an endpoint new to the fleet,
+// or never streamed to yet, let its first streams crawl unjudged. 0 when
+// no peer has learned a pace either.
+func PeerGap(n int, peer func(i int) *Pace) time.Duration {
+	var sum time.Duration
+	k := 0
+	for i := range n {
+		if p := peer(i); p != nil {
+			if g := p.Gap(); g > 0 {
+				sum += g
+				k++
+			}
+		}
+	}
+	if k == 0 {
+		return 0
+	}
+	return sum / time.Duration(k)
+}
+
 // PacePolicy says when a stream is slow against its endpoint's Pace. The
 // zero value is the default; Keel's config decodes the key
 // resilience.slow_stream_threshold into it. A plain value, safe for

@@ -54,3 +54,30 @@ func TestPacePolicy(t *testing.T) {
 		})
 	}
 }
+
+// PeerGap is the mean of the peers' learned gaps, leaving out the
+// unlearned and those of other models (nil); 0 when none has learned.
+func TestPeerGap(t *testing.T) {
+	learned := func(d time.Duration) *Pace {
+		var p Pace
+		p.Observe(d)
+		return &p
+	}
+	for _, tc := range []struct {
+		name  string
+		peers []*Pace
+		want  time.Duration
+	}{
+		{"none", nil, 0},
+		{"none learned", []*Pace{{}, {}}, 0},
+		{"other models only", []*Pace{nil, nil}, 0},
+		{"one learned", []*Pace{{}, learned(5 * time.Millisecond), nil}, 5 * time.Millisecond},
+		{"mean of the learned", []*Pace{learned(4 * time.Millisecond), {}, learned(8 * time.Millisecond), nil}, 6 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := PeerGap(len(tc.peers), func(i int) *Pace { return tc.peers[i] }); got != tc.want {
+				t.Errorf("PeerGap = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
