@@ -1,5 +1,6 @@
 // Package engine is the core of the call pipeline (ARCHITECTURE.md): it
-// composes the stages — personal data (internal/pii), shadow sampling
+// composes the stages, handed to it built (Options.Stages: chain.Build,
+// which internal/assemble calls) — personal data (internal/pii), shadow sampling
 // (internal/shadow), route resolution, the exact and semantic caches
 // (internal/cache, internal/semcache), then its core: the deadline,
 // structured output, the rollout stage and valve, fragmentation, and the
