@@ -141,10 +141,6 @@ type Resilience struct {
 	// (slowstream.go, internal/relay/race.go).
 	DisableSlowStreamHedging bool
 	SlowStream               health.PacePolicy
-	// Valve is the mesh-aware safety valve.
-	Valve ValveConfig
-	// Rollout sends a share of the traffic through a reduced stage.
-	Rollout Rollout
 	// CacheAffinity keeps a conversation on the endpoint whose prompt
 	// cache is warm (cacheroute.go); ColdSpend is the dollar budget hedges
 	// pay cold prompts from, and moved conversations are charged to.
@@ -171,10 +167,8 @@ type Engine struct {
 	now      func() time.Time
 	rnd      func(int) int
 	prices   func(string) (pricing.Price, bool)
-	// st are the feature stages; rolloutSt is the rollout stage (over
-	// the engine's plan and valve).
+	// st are the feature stages, the rollout plan and the valve.
 	st          chain.Stages
-	rolloutSt   pipeline.Stage
 	maxAttempts int
 	timeout     time.Duration
 	hedge       resilience.HedgePolicy
@@ -237,8 +231,8 @@ func New(o Options) (*Engine, error) {
 	if err := r.SlowStream.Validate(); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	if err := r.Valve.Validate(); err != nil {
-		return nil, fmt.Errorf("engine: safety valve threshold: %w", err)
+	if o.Stages.Valve == nil || o.Stages.Plan == nil {
+		return nil, errors.New("engine: Options.Stages not built (chain.Build)")
 	}
 	log := o.Logger
 	if log == nil {
@@ -267,10 +261,7 @@ func New(o Options) (*Engine, error) {
 		}}
 	e.sharing = fleet.Sharing{Shared: o.Shared, ByID: e.fleet.ByID, All: e.fleet.All, Budgets: e.budgets, Prober: e.prober, Log: log, Now: now,
 		Stop: e.stop, Closed: e.closed.Load}
-	e.valve, e.events = rollout.NewValve(r.Valve), newEvents(o.Observer)
-	if e.rollout, err = rollout.NewPlan(r.Rollout); err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
-	}
+	e.valve, e.rollout, e.events = o.Stages.Valve, o.Stages.Plan, newEvents(o.Observer)
 	e.probeInt = r.ProbeInterval
 	if e.probeInt <= 0 {
 		e.probeInt = defaultProbeInterval

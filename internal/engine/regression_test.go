@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/keelmesh/keel/internal/chain"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/policy"
 	"github.com/keelmesh/keel/internal/provider"
@@ -497,7 +498,7 @@ func TestHedgeAfterTheCallEndedBooksNothing(t *testing.T) {
 		eps = append(eps, &provider.Endpoint{ID: fmt.Sprintf("m/r%d/p", i), Model: "m", UpstreamModel: "m", Region: fmt.Sprintf("r%d", i),
 			Provider: "p", Format: llm.FormatAnthropic, BaseURL: "http://x.test", Capability: 1, ContextWindow: 100_000})
 	}
-	e, err := newEngine(Options{Endpoints: eps, Client: provider.NewClient(nil), Resilience: Resilience{Valve: ValveConfig{Disabled: true}}})
+	e, err := newEngine(Options{Endpoints: eps, Client: provider.NewClient(nil), Stages: stages(t, chain.Config{})})
 	if err != nil {
 		t.Fatal(err)
 	}

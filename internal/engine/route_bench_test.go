@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmesh/keel/internal/chain"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 )
@@ -26,7 +27,7 @@ func BenchmarkRoute(b *testing.B) {
 					StreamIdleTimeout: 30 * time.Second})
 			}
 			e, err := newEngine(Options{Endpoints: eps, Client: provider.NewClient(nil), Aliases: map[string]Alias{"al": {Models: models, Strategy: "latency"}},
-				Resilience: Resilience{Valve: ValveConfig{Disabled: true}}})
+				Stages: stages(b, chain.Config{})})
 			if err != nil {
 				b.Fatal(err)
 			}
