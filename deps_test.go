@@ -101,10 +101,10 @@ var reach = map[string][]string{
 		"github.com/coder/hnsw", mod + "/internal/pii", mod + "/internal/rollout", mod + "/internal/resilience", mod + "/internal/observe",
 		mod + "/internal/fragment", mod + "/internal/structured"}),
 	// The engine: the layers below it, and (the last lines) the stage
-	// packages it still reaches: it takes the stages chain.Build built,
-	// builds the rollout stage over its own plan and valve, runs the
-	// shadow calls and implements chain.Call (ARCHITECTURE.md: what still
-	// ties the engine to the stage packages).
+	// packages it still reaches: it takes the stages chain.Build built
+	// (the rollout plan and valve among them), runs the shadow calls and
+	// implements chain.Call (ARCHITECTURE.md: what still ties the engine
+	// to the stage packages).
 	mod + "/internal/engine": slices.Concat(providerReach, []string{mod + "/internal/provider",
 		mod + "/internal/resilience", mod + "/internal/route", mod + "/internal/health", mod + "/internal/normalize"},
 		[]string{mod + "/internal/pipeline", mod + "/internal/relay", mod + "/internal/policy", mod + "/internal/fleet", mod + "/internal/observe", mod + "/internal/callrec",

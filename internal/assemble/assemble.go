@@ -139,7 +139,8 @@ func Build(cfg *config.Config, o Options) (_ *Mesh, err error) {
 		return nil, err
 	}
 	st, err := chain.Build(chain.Config{PII: piiOpts, Cache: cs.exact, CachePolicy: cfg.Cache.Policy, Semantic: cs.semantic,
-		Structured: cfg.StructuredOutput.Settings(), Metrics: m.smetrics, Fragment: cfg.Fragmentation.Settings(), Log: o.Logger})
+		Structured: cfg.StructuredOutput.Settings(), Metrics: m.smetrics, Fragment: cfg.Fragmentation.Settings(), Log: o.Logger,
+		Rollout: cfg.Resilience.Rollout.Rollout(), Valve: cfg.Resilience.SafetyValve.ValveConfig})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}

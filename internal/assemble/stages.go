@@ -190,9 +190,9 @@ func classifier(cfg *config.Config) (*classify.Classifier, error) {
 }
 
 // resilienceOptions maps the config section onto the engine's options. The
-// budgets, hedge bounds, breaker and safety valve are the resilience
-// package's own config structs and pass straight through; their
-// constructors (for the valve, ValveConfig.WithDefaults) fill the defaults.
+// budgets, hedge bounds and breaker are the resilience package's own config
+// structs and pass straight through; their constructors fill the defaults.
+// The rollout and the safety valve go to the rollout stage (chain.Config).
 func resilienceOptions(c config.Resilience) engine.Resilience {
 	return engine.Resilience{
 		MaxAttempts:              c.MaxAttempts,
@@ -209,8 +209,6 @@ func resilienceOptions(c config.Resilience) engine.Resilience {
 		CacheAffinity:            c.CacheAffinity,
 		ColdSpend:                c.ColdSpend,
 		ProbeInterval:            c.ProbeInterval.Std(),
-		Rollout:                  c.Rollout.Rollout(),
-		Valve:                    c.SafetyValve.ValveConfig,
 	}
 }
 

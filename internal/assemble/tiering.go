@@ -3,8 +3,8 @@ package assemble
 import "github.com/keelmesh/keel/internal/classify"
 
 // tiering is a tiered alias's tiers (classify.Tiering) with the
-// classifier that puts each call on one: what the engine's Alias.Tiering
-// takes.
+// classifier that puts each call on one: aliases lays the alias's tiers
+// out with it, and the engine's Alias.Tiering takes it.
 type tiering struct {
 	classify.Tiering
 	// Complexity classifies a prompt (nil: the shipped

@@ -1,12 +1,15 @@
 package chain
 
 import (
+	"fmt"
 	"log/slog"
 
 	"github.com/keelmesh/keel/internal/cache"
 	"github.com/keelmesh/keel/internal/fragment"
 	"github.com/keelmesh/keel/internal/pii"
 	"github.com/keelmesh/keel/internal/pipeline"
+	"github.com/keelmesh/keel/internal/resilience"
+	"github.com/keelmesh/keel/internal/rollout"
 	"github.com/keelmesh/keel/internal/semcache"
 	"github.com/keelmesh/keel/internal/structured"
 )
@@ -31,6 +34,10 @@ type Config struct {
 	Metrics    *structured.Metrics
 	// Fragment tunes long-input fragmentation and fusion.
 	Fragment fragment.Settings
+	// Rollout sends a share of the traffic through a reduced stage; Valve
+	// is the mesh-aware safety valve (the zero value: its defaults, on).
+	Rollout rollout.Rollout
+	Valve   resilience.ValveConfig
 	// Log receives the stages' warnings (nil: discard).
 	Log *slog.Logger
 }
@@ -40,7 +47,12 @@ type Config struct {
 // process-wide state: each Build compiles schemas with its own Compiler
 // under its own limits.
 type Stages struct {
-	PII, Exact, Semantic, Structured, Fragment pipeline.Stage
+	PII, Exact, Semantic, Rollout, Structured, Fragment pipeline.Stage
+	// Plan and Valve are the rollout stage's: the admin API switches the
+	// plan at run time, and the engine counts every finished call toward
+	// the valve.
+	Plan  *rollout.Plan
+	Valve *rollout.Valve
 	// Schemas compiles the clients' schemas for the structured stage,
 	// under this mesh's limits and with its own compile slots.
 	Schemas *structured.Compiler
@@ -55,8 +67,16 @@ func Build(c Config) (Stages, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if err := c.Valve.Validate(); err != nil {
+		return Stages{}, fmt.Errorf("safety valve threshold: %w", err)
+	}
 	var s Stages
 	var err error
+	if s.Plan, err = rollout.NewPlan(c.Rollout); err != nil {
+		return Stages{}, err
+	}
+	s.Valve = rollout.NewValve(c.Valve)
+	s.Rollout = Rollout(s.Plan, s.Valve)
 	if s.PII, err = PII(c.PII, log); err != nil {
 		return Stages{}, err
 	}

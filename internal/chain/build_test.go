@@ -1,8 +1,11 @@
 package chain
 
 import (
+	"errors"
 	"testing"
 
+	"github.com/keelmesh/keel/internal/resilience"
+	"github.com/keelmesh/keel/internal/rollout"
 	"github.com/keelmesh/keel/internal/semcache"
 	"github.com/keelmesh/keel/internal/structured"
 )
@@ -33,5 +36,24 @@ func TestBuild(t *testing.T) {
 	}
 	if both.Schemas == zero.Schemas || both.Schemas.Limits().MaxProperties != 3 || zero.Schemas.Limits().MaxProperties == 3 {
 		t.Errorf("schema compilers shared or limits crossed: %+v, %+v", both.Schemas.Limits(), zero.Schemas.Limits())
+	}
+}
+
+// Build checks the safety valve's policy with resilience.ValveConfig.Validate,
+// as config does (moved from the engine with the valve's building), and a
+// bad rollout; it builds the rollout stage over its own plan and valve.
+func TestBuildRolloutAndValve(t *testing.T) {
+	if _, err := Build(Config{Valve: resilience.ValveConfig{Threshold: 2}}); !errors.Is(err, resilience.ErrInvalidConfig) {
+		t.Errorf("Build(threshold 2) = %v, want an error wrapping ErrInvalidConfig", err)
+	}
+	if _, err := Build(Config{Rollout: rollout.Rollout{Stage: "nope", Percent: 10}}); err == nil {
+		t.Error("Build accepted an unknown rollout stage")
+	}
+	s, err := Build(Config{Rollout: rollout.Rollout{Stage: rollout.StageHedging, Percent: 30}, Valve: resilience.ValveConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Rollout == nil || s.Plan.Get() != (rollout.Rollout{Stage: rollout.StageHedging, Percent: 30}) || s.Valve.Enabled() {
+		t.Errorf("rollout stage %t, plan %+v, valve enabled %t", s.Rollout != nil, s.Plan.Get(), s.Valve.Enabled())
 	}
 }

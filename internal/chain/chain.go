@@ -4,9 +4,12 @@
 // each with the hooks that write its part into the call's record
 // (internal/callrec) and read what the other stages decided.
 //
-// It reaches the engine only through Call, the small per-call view the
-// engine's call state implements, and never imports the engine: the
-// engine composes the stages it builds (stages() in internal/engine).
+// Build builds them once per mesh from Config, each part its stage
+// package's own config type (internal/assemble fills it from the config
+// file), and the engine takes the Stages built and composes them
+// (stages() in internal/engine). The package reaches the engine only
+// through Call, the small per-call view the engine's call state
+// implements, and never imports it.
 package chain
 
 import (

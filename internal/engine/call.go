@@ -10,7 +10,6 @@ import (
 
 	"github.com/keelmesh/keel/internal/attempt"
 	"github.com/keelmesh/keel/internal/callrec"
-	"github.com/keelmesh/keel/internal/chain"
 	"github.com/keelmesh/keel/internal/fleet"
 	"github.com/keelmesh/keel/internal/fragment"
 	"github.com/keelmesh/keel/internal/llm"
@@ -197,7 +196,6 @@ func (c *callState) Replicas() fragment.Replicas {
 // structured output, fragmentation, then the core (the attempt chain and
 // the stream relay). A stage that is off is nil and costs nothing.
 func (e *Engine) compose() {
-	e.rolloutSt = chain.Rollout(e.rollout, e.valve)
 	outer, inner := e.stages()
 	e.inner = pipeline.Chain(pipeline.HandlerFunc(e.core), inner...)
 	e.handler = pipeline.Chain(e.inner, outer...)
@@ -208,7 +206,7 @@ func (e *Engine) compose() {
 func (e *Engine) stages() (outer, inner []pipeline.Stage) {
 	s := &e.st
 	return []pipeline.Stage{s.PII, e.shadowStage()},
-		[]pipeline.Stage{e.resolveStage, s.Exact, s.Semantic, e.admit, e.rolloutSt, s.Structured, s.Fragment}
+		[]pipeline.Stage{e.resolveStage, s.Exact, s.Semantic, e.admit, s.Rollout, s.Structured, s.Fragment}
 }
 
 // resolveStage finds the call's route (its domain, the model or alias,

@@ -1,5 +1,6 @@
 // Package engine is the core of the call pipeline (ARCHITECTURE.md): it
-// composes the stages — personal data (internal/pii), shadow sampling
+// composes the stages, handed to it built (Options.Stages: chain.Build,
+// which internal/assemble calls) — personal data (internal/pii), shadow sampling
 // (internal/shadow), route resolution, the exact and semantic caches
 // (internal/cache, internal/semcache), then its core: the deadline,
 // structured output, the rollout stage and valve, fragmentation, and the
@@ -145,10 +146,6 @@ type Resilience struct {
 	// SlowStreamBudget caps slow-stream races per route, apart from the
 	// hedges (default ratio 0.05 of the streams, burst 10).
 	SlowStreamBudget resilience.BudgetConfig
-	// Valve is the mesh-aware safety valve.
-	Valve ValveConfig
-	// Rollout sends a share of the traffic through a reduced stage.
-	Rollout Rollout
 	// CacheAffinity keeps a conversation on the endpoint whose prompt
 	// cache is warm (internal/cacheroute); ColdSpend is the dollar budget hedges
 	// pay cold prompts from, and moved conversations are charged to.
@@ -175,10 +172,8 @@ type Engine struct {
 	now      func() time.Time
 	rnd      func(int) int
 	prices   func(string) (pricing.Price, bool)
-	// st are the feature stages; rolloutSt is the rollout stage (over
-	// the engine's plan and valve).
+	// st are the feature stages, the rollout plan and the valve.
 	st          chain.Stages
-	rolloutSt   pipeline.Stage
 	maxAttempts int
 	timeout     time.Duration
 	hedge       resilience.HedgePolicy
@@ -243,8 +238,8 @@ func New(o Options) (*Engine, error) {
 	if err := r.SlowStream.Validate(); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	if err := r.Valve.Validate(); err != nil {
-		return nil, fmt.Errorf("engine: safety valve threshold: %w", err)
+	if o.Stages.Valve == nil || o.Stages.Plan == nil {
+		return nil, errors.New("engine: Options.Stages not built (chain.Build)")
 	}
 	log := o.Logger
 	if log == nil {
@@ -273,10 +268,7 @@ func New(o Options) (*Engine, error) {
 		}}
 	e.sharing = fleet.Sharing{Shared: o.Shared, ByID: e.fleet.ByID, All: e.fleet.All, Budgets: e.budgets, Prober: e.prober, Log: log, Now: now,
 		Stop: e.stop, Closed: e.closed.Load}
-	e.valve, e.events = rollout.NewValve(r.Valve), newEvents(o.Observer)
-	if e.rollout, err = rollout.NewPlan(r.Rollout); err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
-	}
+	e.valve, e.rollout, e.events = o.Stages.Valve, o.Stages.Plan, newEvents(o.Observer)
 	e.probeInt = r.ProbeInterval
 	if e.probeInt <= 0 {
 		e.probeInt = defaultProbeInterval

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"net/http"
 	"reflect"
 	"sync"
@@ -9,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/keelmesh/keel/internal/chain"
 	"github.com/keelmesh/keel/internal/observe"
 
 	"github.com/keelmesh/keel/internal/callrec"
@@ -127,10 +127,14 @@ func TestEventsAllocateNothing(t *testing.T) {
 
 // valveEngine builds an Engine with no endpoints, its safety valve as
 // configured, obs as its observer and *now as its clock.
-func valveEngine(t *testing.T, cfg ValveConfig, obs Observer, now *time.Time) *Engine {
+func valveEngine(t *testing.T, cfg resilience.ValveConfig, obs Observer, now *time.Time) *Engine {
 	t.Helper()
+	st, err := chain.Build(chain.Config{Valve: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
 	e, err := newEngine(Options{Client: provider.NewClient(http.DefaultTransport), Observer: obs,
-		Now: func() time.Time { return *now }, Resilience: Resilience{Valve: cfg}})
+		Now: func() time.Time { return *now }, Stages: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +154,7 @@ func TestValveEmitsEvents(t *testing.T) {
 	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	now := t0
 	r := &recorder{}
-	e := valveEngine(t, ValveConfig{Threshold: 0.5, Window: 10 * time.Second, MinRequests: 4, Hold: 30 * time.Second}, allEvents{r}, &now)
+	e := valveEngine(t, resilience.ValveConfig{Threshold: 0.5, Window: 10 * time.Second, MinRequests: 4, Hold: 30 * time.Second}, allEvents{r}, &now)
 
 	countCall(e, false)
 	for range 3 {
@@ -200,7 +204,7 @@ func utc(evs []observe.ValveEvent) []observe.ValveEvent {
 func TestValveWithoutValveObserver(t *testing.T) {
 	for _, obs := range []Observer{nil, callrec.ObserverFunc(func(*Record) {})} {
 		now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-		e := valveEngine(t, ValveConfig{MinRequests: 2, Hold: time.Minute}, obs, &now)
+		e := valveEngine(t, resilience.ValveConfig{MinRequests: 2, Hold: time.Minute}, obs, &now)
 		countCall(e, true)
 		countCall(e, true)
 		if !e.Valve().Open {
@@ -237,13 +241,4 @@ func TestBreakerTransitionsAreEvents(t *testing.T) {
 			t.Errorf("breaker events (-got +want):\n-%+v\n+%+v", r.breakers, want)
 		}
 	})
-}
-
-// TestNewRejectsBadValveThreshold: engine.New checks the valve's policy
-// with resilience.ValveConfig.Validate, as config does.
-func TestNewRejectsBadValveThreshold(t *testing.T) {
-	_, err := newEngine(Options{Client: provider.NewClient(http.DefaultTransport), Resilience: Resilience{Valve: ValveConfig{Threshold: 2}}})
-	if !errors.Is(err, resilience.ErrInvalidConfig) {
-		t.Errorf("New(threshold 2) = %v, want an error wrapping ErrInvalidConfig", err)
-	}
 }

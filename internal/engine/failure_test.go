@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/keelmesh/keel/internal/chain"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/sim"
@@ -42,7 +43,7 @@ func TestLlamaCppContextErrorFallsBack(t *testing.T) {
 					}
 					e, err := newEngine(Options{Endpoints: eps, Client: provider.NewClient(fleet.Transport()),
 						Aliases:    map[string]Alias{"local": {Models: []string{"llama-small", "llama-big"}, Strategy: "ordered"}},
-						Resilience: Resilience{DisableHedging: true, Valve: ValveConfig{Disabled: true}}})
+						Resilience: Resilience{DisableHedging: true}, Stages: stages(t, chain.Config{})})
 					if err != nil {
 						t.Fatal(err)
 					}

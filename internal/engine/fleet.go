@@ -41,24 +41,9 @@ func (e *Engine) newEndpoint(pe *provider.Endpoint) (*endpoint, error) {
 }
 
 func (e *Engine) newRoute(name string, cands []*endpoint, s route.Strategy) (*routeState, error) {
-	rc, hc := e.opts.RetryBudget, e.opts.HedgeBudget
-	if e.shared != nil {
-		rc.OnEmpty, hc.OnEmpty = e.sharing.Kick, e.sharing.Kick
-	}
-	rb, err := resilience.NewBudget(rc)
+	rb, hb, err := e.sharing.NewBudgets(e.opts.RetryBudget, e.opts.HedgeBudget)
 	if err != nil {
-		return nil, fmt.Errorf("engine: retry budget: %w", err)
-	}
-	hb, err := resilience.NewHedgeBudget(hc)
-	if err != nil {
-		return nil, fmt.Errorf("engine: hedge budget: %w", err)
-	}
-	if e.shared != nil {
-		// Leases of the fleet's buckets from the start, holding one token
-		// each until the first lease (as a lease would): full buckets of
-		// their own would add a burst per replica to the fleet's.
-		rb.Share(true, 1)
-		hb.Share(true, 1)
+		return nil, fmt.Errorf("engine: %w", err)
 	}
 	return &routeState{name: name, cands: cands, strategy: s, retries: rb, hedges: hb}, nil
 }

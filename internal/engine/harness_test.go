@@ -241,7 +241,9 @@ func (h *harness) engine(o Options, eps ...*provider.Endpoint) *Engine {
 	h.t.Helper()
 	o.Endpoints = append(o.Endpoints, eps...)
 	o.Client = provider.NewClient(h)
-	o.Resilience.Valve.Disabled = true
+	if o.Stages.Structured == nil {
+		o.Stages = stages(h.t, chain.Config{})
+	}
 	e, err := newEngine(o)
 	if err != nil {
 		h.t.Fatalf("engine.New: %v", err)
@@ -263,9 +265,11 @@ func newEngine(o Options) (*Engine, error) {
 	return New(o)
 }
 
-// stages builds the feature stages of c for a test's engine.
+// stages builds the feature stages of c for a test's engine, its safety
+// valve off (as the harness's engines have it).
 func stages(t testing.TB, c chain.Config) chain.Stages {
 	t.Helper()
+	c.Valve.Disabled = true
 	st, err := chain.Build(c)
 	if err != nil {
 		t.Fatalf("chain.Build: %v", err)

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/keelmesh/keel/internal/chain"
+	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/semcache"
 
 	"github.com/keelmesh/keel/internal/cache"
@@ -200,5 +203,14 @@ func TestOneFinishPerCall(t *testing.T) {
 				t.Fatalf("Done ran %d times, observers %d; want 1 and 1", dones, obs.count(tc.name))
 			}
 		})
+	}
+}
+
+// New refuses options whose stages were not built (chain.Build): an
+// engine without its rollout plan and valve would fail its first call.
+func TestNewNeedsBuiltStages(t *testing.T) {
+	_, err := New(Options{Client: provider.NewClient(http.DefaultTransport)})
+	if err == nil || !strings.Contains(err.Error(), "chain.Build") {
+		t.Fatalf("New without stages = %v, want an error naming chain.Build", err)
 	}
 }

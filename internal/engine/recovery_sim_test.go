@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/keelmesh/keel/internal/chain"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/sim"
@@ -102,7 +103,7 @@ func recoveryEngine(t *testing.T, kind provider.Continuation, upstream llm.Forma
 	}
 	e, err := newEngine(Options{Endpoints: eps, Client: provider.NewClient(fleet.Transport()),
 		Aliases:    map[string]Alias{"x": {Models: []string{"sim-x"}, Strategy: "ordered"}},
-		Resilience: Resilience{DisableHedging: true, Valve: ValveConfig{Disabled: true}}})
+		Resilience: Resilience{DisableHedging: true}, Stages: stages(t, chain.Config{})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func echoCase(t *testing.T, fault string, client llm.Format, maxTokens int) {
 	rec := &bodyRecorder{next: fleet.Transport()}
 	e, err := newEngine(Options{Endpoints: eps, Client: provider.NewClient(rec),
 		Aliases:    map[string]Alias{"x": {Models: []string{"llama"}, Strategy: "ordered"}},
-		Resilience: Resilience{DisableHedging: true, Valve: ValveConfig{Disabled: true}}})
+		Resilience: Resilience{DisableHedging: true}, Stages: stages(t, chain.Config{})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/keelmesh/keel/internal/chain"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 	"github.com/keelmesh/keel/internal/resilience"
@@ -51,9 +52,8 @@ func tailFleet(t *testing.T, lat sim.LatencySpec, faults ...sim.Fault) (*sim.Fle
 // resilience.
 func tailEngine(t *testing.T, fleet *sim.Fleet, eps []*provider.Endpoint, r Resilience) *Engine {
 	t.Helper()
-	r.Valve.Disabled = true
 	e, err := newEngine(Options{Endpoints: eps, Client: provider.NewClient(fleet.Transport()),
-		Aliases: map[string]Alias{"t": {Models: []string{"sim-t"}, Strategy: "ordered"}}, Resilience: r})
+		Aliases: map[string]Alias{"t": {Models: []string{"sim-t"}, Strategy: "ordered"}}, Resilience: r, Stages: stages(t, chain.Config{})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,12 +372,11 @@ func slowEngine(t *testing.T, kind provider.Continuation, upstream llm.Format, r
 			Format: upstream, BaseURL: fleet.BaseURL(reg, upstream), Continuation: kind, Capability: 3, ContextWindow: 200_000,
 			StreamIdleTimeout: 30 * time.Second})
 	}
-	r.Valve.Disabled = true
 	if r.Hedge.Floor == 0 {
 		r.Hedge = resilience.HedgePolicy{Floor: 30 * time.Millisecond, Ceiling: 30 * time.Millisecond}
 	}
 	e, err := newEngine(Options{Endpoints: eps, Client: provider.NewClient(fleet.Transport()),
-		Aliases: map[string]Alias{"x": {Models: []string{"sim-x"}, Strategy: "ordered"}}, Resilience: r})
+		Aliases: map[string]Alias{"x": {Models: []string{"sim-x"}, Strategy: "ordered"}}, Resilience: r, Stages: stages(t, chain.Config{})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,15 +1,13 @@
 package engine
 
 import (
-	"github.com/keelmesh/keel/internal/resilience"
 	"github.com/keelmesh/keel/internal/rollout"
 )
 
-// ValveConfig tunes the mesh-aware safety valve (see resilience.ValveConfig
-// for its fields and defaults; the valve itself is rollout.Valve). Each
-// opening and closing is logged and reported to the observer as a
-// ValveEvent (the alert webhook is such an observer, in telemetry).
-type ValveConfig = resilience.ValveConfig
+// The mesh-aware safety valve is rollout.Valve, built with the rollout
+// stage (chain.Build; its config is resilience.ValveConfig). Each opening
+// and closing is logged and reported to the observer as a ValveEvent (the
+// alert webhook is such an observer, in telemetry).
 
 // ValveState is the safety valve's state for the admin API and dashboards.
 type ValveState = rollout.State

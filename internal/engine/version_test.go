@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/keelmesh/keel/internal/chain"
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/provider"
 )
@@ -70,7 +71,7 @@ func TestVersionRulesFollowTheEndpoint(t *testing.T) {
 				Endpoints: []*provider.Endpoint{{ID: "a", Model: "m", UpstreamModel: "m", Region: "r", Provider: "p", Format: llm.FormatAnthropic,
 					BaseURL: tc.baseURL, AnthropicVersion: tc.declared, Capability: 3, ContextWindow: 200_000}},
 				Client:     provider.NewClient(up),
-				Resilience: Resilience{DisableHedging: true, Valve: ValveConfig{Disabled: true}},
+				Resilience: Resilience{DisableHedging: true}, Stages: stages(t, chain.Config{}),
 			})
 			if err != nil {
 				t.Fatal(err)

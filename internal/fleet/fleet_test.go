@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -277,4 +278,38 @@ func b2s(obs []Observation) string {
 		s = append(s, string(o.Kind))
 	}
 	return fmt.Sprint(s)
+}
+
+// NewBudgets: a route's own budgets are full buckets; shared ones start as
+// leases holding one token each, and a shared budget that runs empty
+// kicks the lease loop; a bad config names the budget.
+func TestNewBudgets(t *testing.T) {
+	var local Sharing
+	r, h, err := local.NewBudgets(resilience.BudgetConfig{}, resilience.BudgetConfig{Burst: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Shared() || h.Shared() || r.Available() != 10 || h.Available() != 3 || h.Ratio() != resilience.DefaultHedgeRatio {
+		t.Errorf("local budgets: shared %t/%t, available %v/%v, hedge ratio %v; want own full buckets (10, 3) and the hedge default ratio",
+			r.Shared(), h.Shared(), r.Available(), h.Available(), h.Ratio())
+	}
+	shared := Sharing{Shared: &board{}}
+	r, h, err = shared.NewBudgets(resilience.BudgetConfig{}, resilience.BudgetConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Shared() || !h.Shared() || r.Available() != 1 || h.Available() != 1 {
+		t.Errorf("shared budgets: shared %t/%t, available %v/%v; want leases holding one token each", r.Shared(), h.Shared(), r.Available(), h.Available())
+	}
+	if !r.TryWithdraw() || r.TryWithdraw() {
+		t.Fatal("a shared budget holding one token did not give exactly one")
+	}
+	select {
+	case <-shared.kicks():
+	default:
+		t.Error("an empty shared budget did not kick the lease loop")
+	}
+	if _, _, err := local.NewBudgets(resilience.BudgetConfig{}, resilience.BudgetConfig{Ratio: -1}); !errors.Is(err, resilience.ErrInvalidConfig) || !strings.Contains(err.Error(), "hedge budget") {
+		t.Errorf("bad hedge budget: %v", err)
+	}
 }

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"sync"
@@ -367,6 +368,28 @@ func (s *Sharing) Start(wg *sync.WaitGroup) {
 		l := Leases{Shared: s.Shared, Budgets: s.Budgets, Endpoints: s.All, Now: s.Now, Stop: s.Stop, Kick: s.kicks()}
 		l.Run()
 	}()
+}
+
+// NewBudgets returns a route's retry and hedge budgets (rc, hc): its own or,
+// when the replicas share state, leases of the fleet's buckets from the
+// start, holding one token each until the first lease (as a lease would:
+// full buckets of their own would add a burst per replica to the
+// fleet's), each kicking the lease loop when it runs empty.
+func (s *Sharing) NewBudgets(rc, hc resilience.BudgetConfig) (retries, hedges *resilience.Budget, err error) {
+	if s.Shared != nil {
+		rc.OnEmpty, hc.OnEmpty = s.Kick, s.Kick
+	}
+	if retries, err = resilience.NewBudget(rc); err != nil {
+		return nil, nil, fmt.Errorf("retry budget: %w", err)
+	}
+	if hedges, err = resilience.NewHedgeBudget(hc); err != nil {
+		return nil, nil, fmt.Errorf("hedge budget: %w", err)
+	}
+	if s.Shared != nil {
+		retries.Share(true, 1)
+		hedges.Share(true, 1)
+	}
+	return retries, hedges, nil
 }
 
 // Kick asks for a lease round now (a shared budget refused a withdrawal);
