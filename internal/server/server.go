@@ -392,7 +392,9 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 	}
 	start := time.Now()
 	rid := s.requestID()
-	hs := headerSet{h: w.Header(), vals: make([]string, 0, 14)}
+	st := &apiCall{}
+	st.hs = headerSet{h: w.Header(), vals: st.vals[:0]}
+	hs := &st.hs
 	hs.Set("X-Mesh-Request-Id", rid)
 	body, held, ae := s.readBody(w, r)
 	if ae != nil {
@@ -463,9 +465,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		}
 		call.Timeout = d
 	}
-	// final is the call's Record once the engine finishes it.
-	var final *engine.Record
-	call.Done = func(rec *engine.Record) { final = rec }
+	call.Done = st.done
 	if caller != nil {
 		call.KeyID, call.Team = caller.Labels()
 		settle, ae := caller.Admit(r.Context(), req)
@@ -475,14 +475,11 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 			s.logRequest(r, rid, req, nil, ae, start)
 			return
 		}
-		call.Done = func(rec *engine.Record) {
-			final = rec
-			settle(rec.Cost, callTokens(rec))
-		}
+		st.settle = settle
 	}
 	out, err := s.eng.Do(r.Context(), req, call)
 	if err != nil {
-		if final != nil {
+		if final := st.final; final != nil {
 			w.Header().Set("X-Mesh-Cost", FormatCost(final.Cost))
 			errorHeaders(w.Header(), final)
 		}
@@ -495,7 +492,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		s.logRequest(r, rid, req, nil, ae, start)
 		return
 	}
-	answerHeaders(&hs, out.Endpoint, out.Record)
+	answerHeaders(hs, out.Endpoint, out.Record)
 	codec := wire.For(f)
 	if id := upstreamRequestID(out.Header); id != "" {
 		hs.Set(codec.RequestIDHeader(), id)
@@ -530,6 +527,25 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 	}
 	s.stream(w, r, f, req, out, sk)
 	s.logRequest(r, rid, req, out.Record, out.Record.Err, start)
+}
+
+// apiCall is a model call's state in the server, in one allocation: its
+// answer's header values and the Record the engine finishes it with.
+type apiCall struct {
+	hs   headerSet
+	vals [14]string // hs's first backing array: a response's dozen headers
+	// final is the call's Record once the engine finishes it; settle, when
+	// a key admitted the call, settles it then.
+	final  *engine.Record
+	settle func(usd float64, tokens int)
+}
+
+// done is the call's engine.Call.Done.
+func (c *apiCall) done(rec *engine.Record) {
+	c.final = rec
+	if c.settle != nil {
+		c.settle(rec.Cost, callTokens(rec))
+	}
 }
 
 // headerSet sets headers, slicing every value out of one backing array: a
