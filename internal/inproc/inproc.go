@@ -178,12 +178,15 @@ func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*h
 	ctx, cancel := context.WithCancelCause(t.context(req))
 	defer cancel(errHandlerDone)
 	sreq := req.WithContext(ctx) // shallow: the handler reads, never writes, the request
+	x := &bufferedExchange{}
 	sreq.Body, sreq.ContentLength = http.NoBody, 0
 	if read {
-		sreq.Body, sreq.ContentLength = newMemBody(body), int64(len(body))
+		x.reqBody.Reset(body)
+		sreq.Body, sreq.ContentLength = &x.reqBody, int64(len(body))
 	}
 	serverSide(sreq)
-	w := &responseWriter{header: make(http.Header, 16), buffered: true, ctx: req.Context()} // an answer's dozen headers without growing
+	w := &x.w
+	*w = responseWriter{header: make(http.Header, 16), buffered: true, ctx: req.Context()} // an answer's dozen headers without growing
 	var fail error
 	func() {
 		defer func() {
@@ -204,7 +207,8 @@ func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*h
 	if w.err != nil {
 		return nil, w.err
 	}
-	resp := w.response(req)
+	resp := &x.resp
+	w.fill(resp, req)
 	if fail == nil {
 		resp.ContentLength = int64(w.buf.Len())
 	}
@@ -213,9 +217,20 @@ func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*h
 	if fail != nil {
 		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(w.buf.Bytes()), errReader{fail}))
 	} else {
-		resp.Body = newMemBody(w.buf.Bytes())
+		x.body.Reset(w.buf.Bytes())
+		resp.Body = &x.body
 	}
 	return resp, nil
+}
+
+// bufferedExchange is what a buffered exchange allocates, in one
+// allocation: the handler's writer, the request's body as the handler
+// reads it, the answer and its body.
+type bufferedExchange struct {
+	w       responseWriter
+	reqBody memBody
+	resp    http.Response
+	body    memBody
 }
 
 // serverSide fills the fields a server sets on the requests it serves.
@@ -248,7 +263,14 @@ func (t *Transport) panicError(v any, headerSent bool) error {
 // client, the Trailer header is not in Header: it names Trailer's keys,
 // with nil values until the body's EOF.
 func (w *responseWriter) response(req *http.Request) *http.Response {
-	resp := &http.Response{
+	resp := new(http.Response)
+	w.fill(resp, req)
+	return resp
+}
+
+// fill sets resp to the answer's head (response's).
+func (w *responseWriter) fill(resp *http.Response, req *http.Request) {
+	*resp = http.Response{
 		Status:        statusLine(w.status),
 		StatusCode:    w.status,
 		Proto:         "HTTP/1.1",
@@ -264,7 +286,6 @@ func (w *responseWriter) response(req *http.Request) *http.Response {
 			resp.Trailer[k] = nil
 		}
 	}
-	return resp
 }
 
 // mergeTrailer adds the trailers the handler sent to resp.Trailer.
