@@ -483,18 +483,19 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		}
 		return nil, &Error{Kind: KindProtocol, Endpoint: ep.ID, Err: err}
 	}
-	out := *prepared
+	a := &attempt{out: *prepared}
+	out := &a.out
 	out.Model = ep.UpstreamModel
 	codec := wire.For(ep.Format)
 	version := ep.APIVersion(call.ClientHeader)
-	dropped := append(slices.Clone(tr.Dropped), codec.PrepareUpstream(&out, version)...)
+	dropped := append(slices.Clone(tr.Dropped), codec.PrepareUpstream(out, version)...)
 	pf := ep.Platform
 	if pf != nil {
 		// The platform's URL names the model (and, on Bedrock, the stream).
 		out.Model = ""
 		out.Stream = out.Stream && pf.KeepsStream()
 	}
-	body, err := codec.EncodeRequest(&out)
+	body, err := codec.EncodeRequest(out)
 	if err != nil {
 		return nil, &Error{Kind: KindProtocol, Endpoint: ep.ID, Err: fmt.Errorf("encoding request: %w", err)}
 	}
@@ -513,7 +514,7 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 	}
 
 	actx, cancel := context.WithCancelCause(ctx)
-	a := &attempt{cancel: cancel}
+	a.cancel = cancel
 	a.begin(ep.RequestTimeout)
 	release := a.release
 	u, err := c.url(ep, req.Stream)
@@ -868,13 +869,14 @@ func authError(ep *Endpoint, err error) *Error {
 			Message: fmt.Sprintf("provider %s (%s) cannot authenticate: %v", ep.Provider, ep.Platform.Name(), err)}}
 }
 
-// attempt is one upstream attempt's own state, in one allocation: its
-// context's cancel, its one timer and the request's header values and
-// body. The timer bounds the wait for the answer's head by the response
+// attempt is one upstream attempt's own state, in one allocation: the
+// request as sent, its context's cancel, its one timer and the request's
+// header values and body. The timer bounds the wait for the answer's head by the response
 // header timeout (cause errHeaderTimeout) and the whole attempt by the
 // request timeout (context.DeadlineExceeded): armed for whichever comes
 // first, moved to the request's deadline once the head is in.
 type attempt struct {
+	out      llm.Request // the request as this endpoint gets it
 	cancel   context.CancelCauseFunc
 	timer    *time.Timer // nil without either timeout
 	deadline time.Time   // the request timeout's moment; zero: none
