@@ -430,7 +430,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 			writeError(w, f, ae)
 			// Counted and logged as a refused call: an operator sees
 			// follow-ups naming responses Keel does not hold.
-			refused := engine.Call{RequestID: rid, ClientHeader: r.Header, TraceParent: r.Header.Get("Traceparent")}
+			refused := engine.Call{RequestID: rid, ClientHeader: r.Header, TraceParent: headerValue(r.Header, "Traceparent")}
 			if caller != nil {
 				refused.KeyID, refused.Team = caller.Labels()
 			}
@@ -444,19 +444,19 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 			Message: fmt.Sprintf("the request has %d messages; server.max_messages allows at most %d", n, s.maxMessages)})
 		return
 	}
-	beh, err := engine.ParseBehavior(req.MeshBehavior, r.Header.Get("X-Mesh-Behavior"))
+	beh, err := engine.ParseBehavior(req.MeshBehavior, headerValue(r.Header, "X-Mesh-Behavior"))
 	if err != nil {
 		writeError(w, f, asAPIError(err))
 		return
 	}
-	if isTrue(r.Header.Get("X-Mesh-Debug")) || isTrue(r.Header.Get("Mesh-Debug-Mode")) {
+	if isTrue(headerValue(r.Header, "X-Mesh-Debug")) || isTrue(headerValue(r.Header, "Mesh-Debug-Mode")) {
 		beh.Debug = true
 	}
 	if beh.Debug {
 		w.Header().Set("X-Mesh-Trace-Id", rid)
 	}
-	call := engine.Call{RequestID: rid, ClientHeader: r.Header, Behavior: beh, TraceParent: r.Header.Get("Traceparent")}
-	if v := r.Header.Get("X-Mesh-Timeout"); v != "" {
+	call := engine.Call{RequestID: rid, ClientHeader: r.Header, Behavior: beh, TraceParent: headerValue(r.Header, "Traceparent")}
+	if v := headerValue(r.Header, "X-Mesh-Timeout"); v != "" {
 		d, err := parseTimeout(v)
 		if err != nil {
 			writeError(w, f, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest,
@@ -699,10 +699,20 @@ func upstreamRequestID(h http.Header) string {
 	if h == nil {
 		return ""
 	}
-	if id := h.Get("Request-Id"); id != "" {
+	if id := headerValue(h, "Request-Id"); id != "" {
 		return id
 	}
-	return h.Get("X-Request-Id")
+	return headerValue(h, "X-Request-Id")
+}
+
+// headerValue is h.Get(key) for a key already in canonical form (every
+// constant name here): the map's lookup without Get's canonicalisation,
+// which scanned each name byte by byte on every call.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 func asAPIError(err error) *llm.APIError {
