@@ -391,7 +391,7 @@ func (w *responseWriter) WriteHeader(code int) {
 	} else {
 		w.snapshot = w.header.Clone()
 	}
-	if w.snapshot.Get("Content-Type") == "" && w.buf.Len() > 0 {
+	if ct := w.snapshot["Content-Type"]; (len(ct) == 0 || ct[0] == "") && w.buf.Len() > 0 { // Get("Content-Type") without canonicalising the constant
 		w.snapshot.Set("Content-Type", http.DetectContentType(w.buf.Bytes()))
 	}
 	for _, decl := range w.snapshot["Trailer"] {
