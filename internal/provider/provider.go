@@ -496,6 +496,9 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		out.Stream = out.Stream && pf.KeepsStream()
 	}
 	body, err := codec.EncodeRequest(out)
+	// The request is in body now: a stream, which keeps the attempt for
+	// its whole life, must not keep the request's parts too.
+	a.out = llm.Request{}
 	if err != nil {
 		return nil, &Error{Kind: KindProtocol, Endpoint: ep.ID, Err: fmt.Errorf("encoding request: %w", err)}
 	}
@@ -522,12 +525,19 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		release()
 		return nil, &Error{Kind: KindConnect, Endpoint: ep.ID, Err: err}
 	}
-	a.body.reset(body)
+	rb := &a.body
+	if req.Stream {
+		// A stream keeps its attempt: the body, which the transport may
+		// still be sending, gets its own reader so it is not kept with it.
+		rb = newBytesBody(body)
+	} else {
+		rb.reset(body)
+	}
 	hreq := (&http.Request{
 		Method: http.MethodPost, URL: u, Host: u.Host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header:        make(http.Header, 6+len(ep.Header)),
-		Body:          &a.body,
+		Body:          rb,
 		GetBody:       func() (io.ReadCloser, error) { return newBytesBody(body), nil },
 		ContentLength: int64(len(body)),
 	}).WithContext(actx)

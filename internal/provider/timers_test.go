@@ -132,3 +132,23 @@ func TestAttemptTimeouts(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamKeepsNoRequest: a stream keeps its attempt (its cancel and
+// timer) for its whole life, but not the request: neither the request's
+// parts nor its encoded body, which can be a long prompt.
+func TestStreamKeepsNoRequest(t *testing.T) {
+	c := NewClient(slowUpstream(0, 0, timerStream))
+	ep := &Endpoint{ID: "m/r/p", Model: "m", UpstreamModel: "m", Provider: "p", Format: llm.FormatAnthropic,
+		BaseURL: "http://upstream.invalid", RequestTimeout: time.Minute}
+	req := &llm.Request{Format: llm.FormatAnthropic, Model: "m", MaxTokens: 8, HasMaxTokens: true, Stream: true,
+		Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: strings.Repeat("a long prompt ", 100)}}}}}
+	res, err := c.Do(context.Background(), ep, req, Call{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Stream.Close()
+	a := res.Stream.(*stream).end
+	if a.out.Messages != nil || a.out.Model != "" || a.body.b != nil || a.body.Len() != 0 {
+		t.Errorf("the stream's attempt keeps the request: %d messages, model %q, %d body bytes", len(a.out.Messages), a.out.Model, len(a.body.b))
+	}
+}
