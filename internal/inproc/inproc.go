@@ -175,6 +175,15 @@ var errHandlerDone = errors.New("inproc: handler returned")
 // serveBuffered runs the handler on the caller's goroutine and answers
 // with what it wrote.
 func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*http.Response, error) {
+	x, err := t.exchangeBuffered(req, body, read)
+	if err != nil {
+		return nil, err
+	}
+	return &x.resp, nil
+}
+
+// exchangeBuffered is serveBuffered's exchange; the answer is its resp.
+func (t *Transport) exchangeBuffered(req *http.Request, body []byte, read bool) (*bufferedExchange, error) {
 	ctx, cancel := context.WithCancelCause(t.context(req))
 	defer cancel(errHandlerDone)
 	sreq := req.WithContext(ctx) // shallow: the handler reads, never writes, the request
@@ -196,6 +205,10 @@ func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*h
 		}()
 		t.Handler.ServeHTTP(w, sreq)
 	}()
+	// The handler is done with the request's body: the answer, which
+	// shares x's allocation, must not keep it (a long prompt) for as long
+	// as the caller keeps the answer.
+	x.reqBody.Reset(nil)
 	if w.status == 0 {
 		if fail != nil {
 			w.decide(fail)
@@ -220,7 +233,7 @@ func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*h
 		x.body.Reset(w.buf.Bytes())
 		resp.Body = &x.body
 	}
-	return resp, nil
+	return x, nil
 }
 
 // bufferedExchange is what a buffered exchange allocates, in one

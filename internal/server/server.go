@@ -393,6 +393,10 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 	start := time.Now()
 	rid := s.requestID()
 	st := &apiCall{}
+	// The answer's header map holds st's values array; once the call is
+	// served, st holds nothing else (an embedded caller may keep the
+	// header, and with it st, long after the call).
+	defer st.clear()
 	st.hs = headerSet{h: w.Header(), vals: st.vals[:0]}
 	hs := &st.hs
 	hs.Set("X-Mesh-Request-Id", rid)
@@ -539,6 +543,9 @@ type apiCall struct {
 	final  *engine.Record
 	settle func(usd float64, tokens int)
 }
+
+// clear drops what st refers to but the header values.
+func (c *apiCall) clear() { c.final, c.settle, c.hs.h = nil, nil, nil }
 
 // done is the call's engine.Call.Done.
 func (c *apiCall) done(rec *engine.Record) {
