@@ -175,15 +175,27 @@ var errHandlerDone = errors.New("inproc: handler returned")
 // serveBuffered runs the handler on the caller's goroutine and answers
 // with what it wrote.
 func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*http.Response, error) {
+	x, err := t.exchangeBuffered(req, body, read)
+	if err != nil {
+		return nil, err
+	}
+	return &x.resp, nil
+}
+
+// exchangeBuffered is serveBuffered's exchange; the answer is its resp.
+func (t *Transport) exchangeBuffered(req *http.Request, body []byte, read bool) (*bufferedExchange, error) {
 	ctx, cancel := context.WithCancelCause(t.context(req))
 	defer cancel(errHandlerDone)
 	sreq := req.WithContext(ctx) // shallow: the handler reads, never writes, the request
+	x := &bufferedExchange{}
 	sreq.Body, sreq.ContentLength = http.NoBody, 0
 	if read {
-		sreq.Body, sreq.ContentLength = newMemBody(body), int64(len(body))
+		x.reqBody.Reset(body)
+		sreq.Body, sreq.ContentLength = &x.reqBody, int64(len(body))
 	}
 	serverSide(sreq)
-	w := &responseWriter{header: make(http.Header, 16), buffered: true, ctx: req.Context()} // an answer's dozen headers without growing
+	w := &x.w
+	*w = responseWriter{header: make(http.Header, 16), buffered: true, ctx: req.Context()} // an answer's dozen headers without growing
 	var fail error
 	func() {
 		defer func() {
@@ -193,6 +205,10 @@ func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*h
 		}()
 		t.Handler.ServeHTTP(w, sreq)
 	}()
+	// The handler is done with the request's body: the answer, which
+	// shares x's allocation, must not keep it (a long prompt) for as long
+	// as the caller keeps the answer.
+	x.reqBody.Reset(nil)
 	if w.status == 0 {
 		if fail != nil {
 			w.decide(fail)
@@ -204,7 +220,8 @@ func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*h
 	if w.err != nil {
 		return nil, w.err
 	}
-	resp := w.response(req)
+	resp := &x.resp
+	w.fill(resp, req)
 	if fail == nil {
 		resp.ContentLength = int64(w.buf.Len())
 	}
@@ -213,9 +230,20 @@ func (t *Transport) serveBuffered(req *http.Request, body []byte, read bool) (*h
 	if fail != nil {
 		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(w.buf.Bytes()), errReader{fail}))
 	} else {
-		resp.Body = newMemBody(w.buf.Bytes())
+		x.body.Reset(w.buf.Bytes())
+		resp.Body = &x.body
 	}
-	return resp, nil
+	return x, nil
+}
+
+// bufferedExchange is what a buffered exchange allocates, in one
+// allocation: the handler's writer, the request's body as the handler
+// reads it, the answer and its body.
+type bufferedExchange struct {
+	w       responseWriter
+	reqBody memBody
+	resp    http.Response
+	body    memBody
 }
 
 // serverSide fills the fields a server sets on the requests it serves.
@@ -248,7 +276,14 @@ func (t *Transport) panicError(v any, headerSent bool) error {
 // client, the Trailer header is not in Header: it names Trailer's keys,
 // with nil values until the body's EOF.
 func (w *responseWriter) response(req *http.Request) *http.Response {
-	resp := &http.Response{
+	resp := new(http.Response)
+	w.fill(resp, req)
+	return resp
+}
+
+// fill sets resp to the answer's head (response's).
+func (w *responseWriter) fill(resp *http.Response, req *http.Request) {
+	*resp = http.Response{
 		Status:        statusLine(w.status),
 		StatusCode:    w.status,
 		Proto:         "HTTP/1.1",
@@ -264,7 +299,6 @@ func (w *responseWriter) response(req *http.Request) *http.Response {
 			resp.Trailer[k] = nil
 		}
 	}
-	return resp
 }
 
 // mergeTrailer adds the trailers the handler sent to resp.Trailer.
@@ -370,7 +404,7 @@ func (w *responseWriter) WriteHeader(code int) {
 	} else {
 		w.snapshot = w.header.Clone()
 	}
-	if w.snapshot.Get("Content-Type") == "" && w.buf.Len() > 0 {
+	if ct := w.snapshot["Content-Type"]; (len(ct) == 0 || ct[0] == "") && w.buf.Len() > 0 { // Get("Content-Type") without canonicalising the constant
 		w.snapshot.Set("Content-Type", http.DetectContentType(w.buf.Bytes()))
 	}
 	for _, decl := range w.snapshot["Trailer"] {

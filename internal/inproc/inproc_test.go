@@ -668,3 +668,34 @@ func TestStatusLine(t *testing.T) {
 		}
 	}
 }
+
+// TestBufferedAnswerKeepsNoRequestBody: a buffered exchange's answer
+// shares one allocation with the request body the handler read; once the
+// handler is done, that allocation no longer holds the body's bytes (a
+// caller may keep the answer long after the call).
+func TestBufferedAnswerKeepsNoRequestBody(t *testing.T) {
+	var seen string
+	tr := &Transport{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			seen = string(b)
+			io.WriteString(w, "ok")
+		}),
+		Buffered: func(*http.Request, []byte) bool { return true },
+	}
+	prompt := strings.Repeat("a long prompt ", 100)
+	req, _ := http.NewRequest(http.MethodPost, "http://keel.invalid/v1/messages", strings.NewReader(prompt))
+	x, err := tr.exchangeBuffered(req, []byte(prompt), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen != prompt {
+		t.Fatalf("the handler read %d bytes, want the %d sent", len(seen), len(prompt))
+	}
+	if n := x.reqBody.Size(); n != 0 {
+		t.Errorf("the answer's allocation still holds %d bytes of the request body", n)
+	}
+	if b, _ := io.ReadAll(x.resp.Body); string(b) != "ok" {
+		t.Errorf("answer %q", b)
+	}
+}

@@ -131,6 +131,14 @@ func readBody(req *http.Request) ([]byte, error) {
 	if req.Body == nil || req.Body == http.NoBody {
 		return nil, nil
 	}
+	if bb, ok := req.Body.(*bytesBody); ok {
+		// The provider's own body, in memory and never changed: its bytes
+		// as they are, not a copy.
+		if b, whole := bb.unread(); whole && int64(len(b)) == req.ContentLength {
+			bb.Close()
+			return b, nil
+		}
+	}
 	b := make([]byte, 0, req.ContentLength)
 	b, err := readFull(req.Body, b)
 	req.Body.Close()
@@ -240,7 +248,8 @@ func (t *H1Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request
 		resp.Body = http.NoBody
 		return resp, nil
 	case resp.ContentLength > 0:
-		b.r = &io.LimitedReader{R: c.br, N: resp.ContentLength}
+		b.lr = io.LimitedReader{R: c.br, N: resp.ContentLength}
+		b.r = &b.lr
 	case chunked(resp):
 		b.r = httputil.NewChunkedReader(c.br)
 		b.chunked = true
@@ -363,6 +372,7 @@ type h1Body struct {
 	t       *H1Transport
 	c       *h1Conn
 	r       io.Reader
+	lr      io.LimitedReader // r's storage for a body of known length
 	chunked bool
 	stop    func() bool
 	ctx     context.Context

@@ -571,3 +571,36 @@ func TestH1ServerRestartPurgesThePool(t *testing.T) {
 		t.Fatalf("%d of 3 calls failed after the server dropped its connections; a stale reused connection is sent again once, so none may", failures)
 	}
 }
+
+// TestH1ProviderBodyUncopied: the provider's in-memory body goes out as
+// its bytes, whole; one partly read already, or whose length disagrees
+// with ContentLength, is read and checked as any other body.
+func TestH1ProviderBodyUncopied(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%d %s", r.ContentLength, b)
+	}))
+	defer srv.Close()
+	tr := newH1(t)
+	send := func(body *bytesBody, n int64) (string, error) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/messages", nil)
+		req.Body, req.ContentLength = body, n
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			return "", err
+		}
+		return readAll(t, resp), nil
+	}
+	whole := []byte(`{"model":"m"}`)
+	if got, err := send(newBytesBody(whole), int64(len(whole))); err != nil || got != `13 {"model":"m"}` {
+		t.Fatalf("whole body: %q, %v", got, err)
+	}
+	read := newBytesBody(whole)
+	read.Read(make([]byte, 3))
+	if got, err := send(read, int64(len(whole)-3)); err != nil || got != `10 odel":"m"}` {
+		t.Fatalf("partly read body: %q, %v (want the unread rest)", got, err)
+	}
+	if _, err := send(newBytesBody(whole), 5); err == nil {
+		t.Fatal("a body longer than its ContentLength was sent")
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/keelmesh/keel/internal/llm"
 	"github.com/keelmesh/keel/internal/wire"
@@ -52,11 +51,9 @@ func (c *Client) Post(ctx context.Context, ep *Endpoint, rawURL string, body []b
 		call.Sent(body)
 	}
 	actx, cancel := context.WithCancelCause(ctx)
-	defer cancel(context.Canceled)
-	if ep.RequestTimeout > 0 {
-		t := time.AfterFunc(ep.RequestTimeout, func() { cancel(context.DeadlineExceeded) })
-		defer t.Stop()
-	}
+	a := &attempt{cancel: cancel}
+	a.begin(ep.RequestTimeout)
+	defer a.release()
 	hreq := (&http.Request{
 		Method: http.MethodPost, URL: u, Host: u.Host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
@@ -84,7 +81,9 @@ func (c *Client) Post(ctx context.Context, ep *Endpoint, rawURL string, body []b
 		}
 		addHeaders(h, codec, call.ClientHeader, ep)
 	}
-	resp, err := c.roundTrip(hreq, ep, cancel)
+	a.awaitHeader(ep.ResponseHeaderTimeout)
+	resp, err := c.rt.RoundTrip(hreq)
+	a.headed()
 	if err != nil {
 		e := classifyTransportErr(ep.ID, err, context.Cause(actx), ctx)
 		e.BeforeResponse = true

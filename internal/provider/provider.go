@@ -483,18 +483,22 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		}
 		return nil, &Error{Kind: KindProtocol, Endpoint: ep.ID, Err: err}
 	}
-	out := *prepared
+	a := &attempt{out: *prepared}
+	out := &a.out
 	out.Model = ep.UpstreamModel
 	codec := wire.For(ep.Format)
 	version := ep.APIVersion(call.ClientHeader)
-	dropped := append(slices.Clone(tr.Dropped), codec.PrepareUpstream(&out, version)...)
+	dropped := append(slices.Clone(tr.Dropped), codec.PrepareUpstream(out, version)...)
 	pf := ep.Platform
 	if pf != nil {
 		// The platform's URL names the model (and, on Bedrock, the stream).
 		out.Model = ""
 		out.Stream = out.Stream && pf.KeepsStream()
 	}
-	body, err := codec.EncodeRequest(&out)
+	body, err := codec.EncodeRequest(out)
+	// The request is in body now: a stream, which keeps the attempt for
+	// its whole life, must not keep the request's parts too.
+	a.out = llm.Request{}
 	if err != nil {
 		return nil, &Error{Kind: KindProtocol, Endpoint: ep.ID, Err: fmt.Errorf("encoding request: %w", err)}
 	}
@@ -513,32 +517,35 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 	}
 
 	actx, cancel := context.WithCancelCause(ctx)
-	ends := attemptEnd{cancel: cancel}
-	if ep.RequestTimeout > 0 {
-		ends.timer = time.AfterFunc(ep.RequestTimeout, func() { cancel(context.DeadlineExceeded) })
-	}
-	release := ends.release // a call, not a closure: a buffered answer allocates none
+	a.cancel = cancel
+	a.begin(ep.RequestTimeout)
+	release := a.release
 	u, err := c.url(ep, req.Stream)
 	if err != nil {
 		release()
 		return nil, &Error{Kind: KindConnect, Endpoint: ep.ID, Err: err}
 	}
+	rb := &a.body
+	if req.Stream {
+		// A stream keeps its attempt: the body, which the transport may
+		// still be sending, gets its own reader so it is not kept with it.
+		rb = newBytesBody(body)
+	} else {
+		rb.reset(body)
+	}
 	hreq := (&http.Request{
 		Method: http.MethodPost, URL: u, Host: u.Host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header:        make(http.Header, 6+len(ep.Header)),
-		Body:          newBytesBody(body),
+		Body:          rb,
 		GetBody:       func() (io.ReadCloser, error) { return newBytesBody(body), nil },
 		ContentLength: int64(len(body)),
 	}).WithContext(actx)
-	// Header values share one backing array; the names are canonical.
-	vals := make([]string, 0, 4)
-	h := hreq.Header
-	set := func(k, v string) {
-		vals = append(vals, v)
-		n := len(vals)
-		h[k] = vals[n-1 : n : n]
-	}
+	// Header values share the attempt's backing array; the names are
+	// canonical.
+	a.h = hreq.Header
+	set := a.set
+	h := a.h
 	set("Content-Type", "application/json")
 	set("Accept", "application/json")
 	if pf != nil {
@@ -561,7 +568,9 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		addHeaders(h, codec, call.ClientHeader, ep)
 	}
 
-	resp, err := c.roundTrip(hreq, ep, cancel)
+	a.awaitHeader(ep.ResponseHeaderTimeout)
+	resp, err := c.rt.RoundTrip(hreq)
+	a.headed()
 	if err != nil {
 		cause := context.Cause(actx)
 		release()
@@ -620,8 +629,7 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		body:    resp.Body,
 		ctx:     actx,
 		parent:  ctx,
-		cancel:  cancel,
-		release: ends.release,
+		end:     a,
 		idle:    ep.StreamIdleTimeout,
 	}
 	var sb io.Reader = resp.Body
@@ -684,8 +692,7 @@ type stream struct {
 	body      io.ReadCloser
 	ctx       context.Context
 	parent    context.Context
-	cancel    context.CancelCauseFunc
-	release   func()
+	end       *attempt
 	next      func() (*llm.Event, error)
 	recycle   func(*llm.Event) // the reader's Recycle, when it has one
 	pending   func() bool      // the reader's Pending, when it has one
@@ -777,8 +784,7 @@ func (s *stream) Close() error {
 		io.CopyN(io.Discard, s.body, 4<<10)
 	}
 	err := s.body.Close()
-	s.cancel(context.Canceled)
-	s.release()
+	s.end.release()
 	return err
 }
 
@@ -852,16 +858,6 @@ func addHeaders(h http.Header, codec wire.Codec, client http.Header, ep *Endpoin
 	}
 }
 
-// roundTrip sends hreq, cancelling it (errHeaderTimeout) when ep's
-// response header takes longer than its ResponseHeaderTimeout.
-func (c *Client) roundTrip(hreq *http.Request, ep *Endpoint, cancel context.CancelCauseFunc) (*http.Response, error) {
-	if ep.ResponseHeaderTimeout > 0 {
-		t := time.AfterFunc(ep.ResponseHeaderTimeout, func() { cancel(errHeaderTimeout) })
-		defer t.Stop()
-	}
-	return c.rt.RoundTrip(hreq)
-}
-
 // parseError reads an error answer in ep's shape: its platform's, else
 // its format's.
 func parseError(ep *Endpoint, codec wire.Codec, resp *http.Response, b []byte) *llm.APIError {
@@ -883,28 +879,111 @@ func authError(ep *Endpoint, err error) *Error {
 			Message: fmt.Sprintf("provider %s (%s) cannot authenticate: %v", ep.Provider, ep.Platform.Name(), err)}}
 }
 
-// attemptEnd ends an upstream attempt: stops its request timer and cancels
-// its context.
-type attemptEnd struct {
-	timer  *time.Timer // nil without a request timeout
-	cancel context.CancelCauseFunc
+// attempt is one upstream attempt's own state, in one allocation: the
+// request as sent, its context's cancel, its one timer and the request's
+// header values and body. The timer bounds the wait for the answer's head by the response
+// header timeout (cause errHeaderTimeout) and the whole attempt by the
+// request timeout (context.DeadlineExceeded): armed for whichever comes
+// first, moved to the request's deadline once the head is in.
+type attempt struct {
+	out      llm.Request // the request as this endpoint gets it
+	cancel   context.CancelCauseFunc
+	timer    *time.Timer // nil without either timeout
+	deadline time.Time   // the request timeout's moment; zero: none
+	// heading is set while the timer stands for the header timeout.
+	heading atomic.Bool
+
+	body bytesBody
+	h    http.Header
+	vals [6]string // the request header's values, sliced by set
+	n    int
 }
 
-func (a attemptEnd) release() {
+// begin arms the request timeout (0: none) at the attempt's start.
+func (a *attempt) begin(request time.Duration) {
+	if request > 0 {
+		a.deadline = time.Now().Add(request)
+		a.timer = time.AfterFunc(request, a.fire)
+	}
+}
+
+// awaitHeader bounds the wait for the answer's head (0: no bound) from
+// now, when that ends before the request's deadline.
+func (a *attempt) awaitHeader(d time.Duration) {
+	switch {
+	case d <= 0:
+	case a.timer == nil:
+		a.heading.Store(true)
+		a.timer = time.AfterFunc(d, a.fire)
+	case time.Until(a.deadline) > d && a.timer.Stop():
+		a.heading.Store(true)
+		a.timer.Reset(d)
+	}
+}
+
+// headed ends the header's bound (the head arrived, or the round trip
+// failed): the request's deadline, if any, stands again.
+func (a *attempt) headed() {
+	if !a.heading.Load() || !a.timer.Stop() {
+		return // no header bound, or it fired: the attempt is cancelled
+	}
+	a.heading.Store(false)
+	if !a.deadline.IsZero() {
+		a.timer.Reset(time.Until(a.deadline))
+	}
+}
+
+// fire cancels the attempt with the cause of the bound that ran out.
+func (a *attempt) fire() {
+	if a.heading.Load() {
+		a.cancel(errHeaderTimeout)
+		return
+	}
+	a.cancel(context.DeadlineExceeded)
+}
+
+// release ends the attempt: stops its timer and cancels its context.
+func (a *attempt) release() {
 	if a.timer != nil {
 		a.timer.Stop()
 	}
 	a.cancel(context.Canceled)
 }
 
+// set sets a request header, its value sliced out of the attempt's array
+// while it has room.
+func (a *attempt) set(k, v string) {
+	if a.n == len(a.vals) {
+		a.h[k] = []string{v}
+		return
+	}
+	a.vals[a.n] = v
+	a.n++
+	a.h[k] = a.vals[a.n-1 : a.n : a.n]
+}
+
 // bytesBody is a request body read from memory: io.NopCloser over a
-// bytes.Reader in one allocation instead of two.
-type bytesBody struct{ bytes.Reader }
+// bytes.Reader in one allocation instead of two. It keeps its bytes, so
+// that H1Transport takes them as they are instead of reading a copy.
+type bytesBody struct {
+	bytes.Reader
+	b []byte
+}
 
 func newBytesBody(b []byte) *bytesBody {
 	r := &bytesBody{}
-	r.Reset(b)
+	r.reset(b)
 	return r
+}
+
+func (r *bytesBody) reset(b []byte) {
+	r.Reset(b)
+	r.b = b
+}
+
+// unread is the whole body when none of it has been read yet.
+func (r *bytesBody) unread() ([]byte, bool) {
+	return r.b, r.Len() == len(r.b)
 }
 
 // Close does nothing: the bytes stay with the caller.

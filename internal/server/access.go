@@ -180,7 +180,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, f llm.Format) boo
 			Message: fmt.Sprintf("Host %q is not allowed: list it in server.allowed_hosts", r.Host)})
 		return false
 	}
-	if o := r.Header.Get("Origin"); o != "" && !s.access.originAllowed(o, r.Host) {
+	if o := headerValue(r.Header, "Origin"); o != "" && !s.access.originAllowed(o, r.Host) {
 		writeError(w, f, &llm.APIError{Status: http.StatusForbidden, Type: llm.ErrPermission, MeshCode: llm.MeshBadRequest,
 			Message: fmt.Sprintf("cross-site request from Origin %q refused: list the origin in server.allowed_origins", o)})
 		return false
@@ -208,7 +208,7 @@ func (s *Server) jsonBody(w http.ResponseWriter, r *http.Request, f llm.Format) 
 	if s.embedded(r) {
 		return true
 	}
-	ct := r.Header.Get("Content-Type")
+	ct := headerValue(r.Header, "Content-Type")
 	if ct == "" {
 		return true
 	}

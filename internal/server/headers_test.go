@@ -182,3 +182,27 @@ func TestAnswerHeaders(t *testing.T) {
 		t.Errorf("trailer (-got +want):\n- %v\n+ %v", tr, wantTr)
 	}
 }
+
+// TestHeaderValueIsGet: headerValue answers as http.Header.Get for every
+// canonical name the server reads, whatever case the client sent.
+func TestHeaderValueIsGet(t *testing.T) {
+	names := []string{"Traceparent", "X-Mesh-Behavior", "X-Mesh-Debug", "Mesh-Debug-Mode", "X-Mesh-Timeout", "Origin", "Content-Type", "Request-Id", "X-Request-Id"}
+	for _, n := range names {
+		if c := http.CanonicalHeaderKey(n); c != n {
+			t.Fatalf("%q is not canonical (%q): headerValue needs canonical names", n, c)
+		}
+	}
+	for _, h := range []http.Header{
+		nil,
+		{},
+		{"X-Mesh-Debug": {"true"}, "Traceparent": {"00-abc-def-01", "second"}, "Origin": {""}},
+		{"x-mesh-debug": {"true"}, "content-type": {"application/json"}}, // set in the map as sent: Get does not see them either
+		{"Content-Type": {"application/json; charset=utf-8"}, "Request-Id": {"req_1"}, "X-Request-Id": {"req_2"}},
+	} {
+		for _, n := range names {
+			if got, want := headerValue(h, n), h.Get(n); got != want {
+				t.Errorf("headerValue(%v, %q) = %q, Get = %q", h, n, got, want)
+			}
+		}
+	}
+}

@@ -394,7 +394,13 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 	}
 	start := time.Now()
 	rid := s.requestID()
-	hs := headerSet{h: w.Header(), vals: make([]string, 0, 14)}
+	st := &apiCall{}
+	// The answer's header map holds st's values array; once the call is
+	// served, st holds nothing else (an embedded caller may keep the
+	// header, and with it st, long after the call).
+	defer st.clear()
+	st.hs = headerSet{h: w.Header(), vals: st.vals[:0]}
+	hs := &st.hs
 	hs.Set("X-Mesh-Request-Id", rid)
 	body, held, ae := s.readBody(w, r)
 	if ae != nil {
@@ -430,7 +436,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 			writeError(w, f, ae)
 			// Counted and logged as a refused call: an operator sees
 			// follow-ups naming responses Keel does not hold.
-			refused := engine.Call{RequestID: rid, ClientHeader: r.Header, TraceParent: r.Header.Get("Traceparent")}
+			refused := engine.Call{RequestID: rid, ClientHeader: r.Header, TraceParent: headerValue(r.Header, "Traceparent")}
 			if caller != nil {
 				refused.KeyID, refused.Team = caller.Labels()
 			}
@@ -444,19 +450,19 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 			Message: fmt.Sprintf("the request has %d messages; server.max_messages allows at most %d", n, s.maxMessages)})
 		return
 	}
-	beh, err := engine.ParseBehavior(req.MeshBehavior, r.Header.Get("X-Mesh-Behavior"))
+	beh, err := engine.ParseBehavior(req.MeshBehavior, headerValue(r.Header, "X-Mesh-Behavior"))
 	if err != nil {
 		writeError(w, f, asAPIError(err))
 		return
 	}
-	if isTrue(r.Header.Get("X-Mesh-Debug")) || isTrue(r.Header.Get("Mesh-Debug-Mode")) {
+	if isTrue(headerValue(r.Header, "X-Mesh-Debug")) || isTrue(headerValue(r.Header, "Mesh-Debug-Mode")) {
 		beh.Debug = true
 	}
 	if beh.Debug {
 		w.Header().Set("X-Mesh-Trace-Id", rid)
 	}
-	call := engine.Call{RequestID: rid, ClientHeader: r.Header, Behavior: beh, TraceParent: r.Header.Get("Traceparent")}
-	if v := r.Header.Get("X-Mesh-Timeout"); v != "" {
+	call := engine.Call{RequestID: rid, ClientHeader: r.Header, Behavior: beh, TraceParent: headerValue(r.Header, "Traceparent")}
+	if v := headerValue(r.Header, "X-Mesh-Timeout"); v != "" {
 		d, err := parseTimeout(v)
 		if err != nil {
 			writeError(w, f, &llm.APIError{Status: http.StatusBadRequest, Type: llm.ErrInvalidRequest, MeshCode: llm.MeshBadRequest,
@@ -465,9 +471,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		}
 		call.Timeout = d
 	}
-	// final is the call's Record once the engine finishes it.
-	var final *callrec.Record
-	call.Done = func(rec *callrec.Record) { final = rec }
+	call.Done = st.done
 	if caller != nil {
 		call.KeyID, call.Team = caller.Labels()
 		settle, ae := caller.Admit(r.Context(), req)
@@ -477,14 +481,11 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 			s.logRequest(r, rid, req, nil, ae, start)
 			return
 		}
-		call.Done = func(rec *callrec.Record) {
-			final = rec
-			settle(rec.Cost, callTokens(rec))
-		}
+		st.settle = settle
 	}
 	out, err := s.eng.Do(r.Context(), req, call)
 	if err != nil {
-		if final != nil {
+		if final := st.final; final != nil {
 			w.Header().Set("X-Mesh-Cost", FormatCost(final.Cost))
 			errorHeaders(w.Header(), final)
 		}
@@ -497,7 +498,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 		s.logRequest(r, rid, req, nil, ae, start)
 		return
 	}
-	answerHeaders(&hs, out.Endpoint, out.Record)
+	answerHeaders(hs, out.Endpoint, out.Record)
 	codec := wire.For(f)
 	if id := upstreamRequestID(out.Header); id != "" {
 		hs.Set(codec.RequestIDHeader(), id)
@@ -532,6 +533,28 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, f llm.Format, calle
 	}
 	s.stream(w, r, f, req, out, sk)
 	s.logRequest(r, rid, req, out.Record, out.Record.Err, start)
+}
+
+// apiCall is a model call's state in the server, in one allocation: its
+// answer's header values and the Record the engine finishes it with.
+type apiCall struct {
+	hs   headerSet
+	vals [14]string // hs's first backing array: a response's dozen headers
+	// final is the call's Record once the engine finishes it; settle, when
+	// a key admitted the call, settles it then.
+	final  *callrec.Record
+	settle func(usd float64, tokens int)
+}
+
+// clear drops what st refers to but the header values.
+func (c *apiCall) clear() { c.final, c.settle, c.hs.h = nil, nil, nil }
+
+// done is the call's engine.Call.Done.
+func (c *apiCall) done(rec *callrec.Record) {
+	c.final = rec
+	if c.settle != nil {
+		c.settle(rec.Cost, callTokens(rec))
+	}
 }
 
 // headerSet sets headers, slicing every value out of one backing array: a
@@ -685,10 +708,20 @@ func upstreamRequestID(h http.Header) string {
 	if h == nil {
 		return ""
 	}
-	if id := h.Get("Request-Id"); id != "" {
+	if id := headerValue(h, "Request-Id"); id != "" {
 		return id
 	}
-	return h.Get("X-Request-Id")
+	return headerValue(h, "X-Request-Id")
+}
+
+// headerValue is h.Get(key) for a key already in canonical form (every
+// constant name here): the map's lookup without Get's canonicalisation,
+// which scanned each name byte by byte on every call.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 func asAPIError(err error) *llm.APIError {

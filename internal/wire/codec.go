@@ -263,8 +263,10 @@ func (anthropicCodec) APIVersion(endpoint string, client http.Header) string {
 		return endpoint
 	}
 	if client != nil {
-		if v := client.Get("Anthropic-Version"); v != "" { // canonical: Get would allocate to canonicalize
-			return v
+		// The canonical name looked up as is: Get would canonicalise the
+		// constant again on every call.
+		if v := client["Anthropic-Version"]; len(v) > 0 && v[0] != "" {
+			return v[0]
 		}
 	}
 	return DefaultAnthropicVersion

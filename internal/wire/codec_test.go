@@ -68,6 +68,16 @@ func TestPrepareUpstream(t *testing.T) {
 	if v := For(llm.FormatOpenAI).APIVersion("x", nil); v != "" {
 		t.Errorf("openai version %q", v)
 	}
+	// As Header.Get: the first value, an empty one or none meaning the
+	// default; a name stored in another case is not the header.
+	for _, h := range []http.Header{{}, {"Anthropic-Version": {}}, {"Anthropic-Version": {""}}, {"anthropic-version": {"2024-01-01"}}} {
+		if v := For(llm.FormatAnthropic).APIVersion("", h); v != DefaultAnthropicVersion || h.Get("Anthropic-Version") != "" {
+			t.Errorf("APIVersion over %v = %q, want the default", h, v)
+		}
+	}
+	if v := For(llm.FormatAnthropic).APIVersion("", http.Header{"Anthropic-Version": {"2024-01-01", "2023-06-01"}}); v != "2024-01-01" {
+		t.Errorf("two client versions: %q, want the first", v)
+	}
 }
 
 // The Responses API is served at /v1/responses and /responses; its
