@@ -461,7 +461,7 @@ func TestValveIgnoresFallbackToStrongerModel(t *testing.T) {
 		o := Options{Endpoints: eps, Client: provider.NewClient(h), Aliases: map[string]Alias{
 			"up":   {Models: []string{"sonnet", "opus"}, Strategy: "ordered"},
 			"down": {Models: []string{"sonnet", "haiku"}, Strategy: "ordered"}}}
-		e, err := New(o)
+		e, err := newEngine(o)
 		if err != nil {
 			t.Fatal(err)
 		}
