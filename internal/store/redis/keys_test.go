@@ -21,7 +21,10 @@ var keyPrice = pricing.Price{InputPerMTok: 1, OutputPerMTok: 2}
 
 func newKeyStore(t *testing.T, url string) *KeyStore {
 	t.Helper()
-	st, err := New(config.Redis{URL: config.Secret(url), KeyPrefix: "test:"}, nil)
+	// A generous timeout: the 250ms default is a production bound, and a
+	// loaded CI machine exceeded it (a replica then answered "key store
+	// unavailable" in TestFleetLimitsExactAcrossReplicas).
+	st, err := New(config.Redis{URL: config.Secret(url), KeyPrefix: "test:", Timeout: config.Duration(5 * time.Second)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
