@@ -131,16 +131,30 @@ func ExtractJSONDemand(systemPrompt string) (*Implied, bool) {
 // extract is ExtractConstraints and ExtractJSONDemand: keyed is false for a
 // demand without keys.
 func extract(systemPrompt string) (im *Implied, keyed, ok bool) {
+	return extractWith(systemPrompt, (*candidate).score)
+}
+
+// extractWith is extract with the key scorer's candidates scored by score
+// (the committed weights in production; weights fit without one corpus in
+// the leave-one-corpus-out measurement).
+func extractWith(systemPrompt string, score func(*candidate) float64) (im *Implied, keyed, ok bool) {
 	if !containsFoldASCII(systemPrompt, "json") && !strings.Contains(systemPrompt, "{") {
 		return nil, false, false // the cheap common case
 	}
 	cls := clauses(systemPrompt)
 	if im, keyed, ok = extractRules(systemPrompt, cls); keyed {
+		if im.Sure && !scorerAgrees(systemPrompt, cls, im.Required, score) {
+			// A second opinion: the key scorer, fit on every corpus,
+			// reads another key set from the prompt. A sure reading is
+			// one that may be sent upstream; two readers that disagree
+			// are no evidence the key list is whole (keyscore.go).
+			im.Sure = false
+		}
 		return im, keyed, ok
 	}
 	// The rules read no key: the key scorer's reading, a guess never sent
 	// upstream (keyscore.go).
-	if lim := learnedImplied(systemPrompt, cls); lim != nil {
+	if lim := learnedImplied(systemPrompt, cls, score); lim != nil {
 		return lim, true, true
 	}
 	return im, keyed, ok
@@ -423,12 +437,12 @@ func keySchema(prompt string, cls []clause, keys []string, types map[string]stri
 // learnedImplied is the key scorer's reading of a prompt that may ask for
 // a JSON answer (looseDemand) and whose keys the rules did not read: never
 // sure, so it validates and repairs the answer and is never sent upstream.
-func learnedImplied(prompt string, cls []clause) *Implied {
+func learnedImplied(prompt string, cls []clause, score func(*candidate) float64) *Implied {
 	loose := looseClauses(cls)
 	if !looseDemand(prompt, loose) {
 		return nil
 	}
-	keys, used := learnedKeys(prompt, cls, loose)
+	keys, used := pickKeys(prompt, cls, loose, score, keyMargin)
 	if len(keys) == 0 {
 		return nil
 	}
