@@ -28,9 +28,13 @@ const (
 // multi-section prompts. Negatives mention JSON, fields, keys, schemas,
 // tables or parameters in other senses.
 //
-// No floors yet (minimum recall 0, up to 1000 false schemas): the reader
-// engineer sets them once the reader is tuned. minPos and minNeg guard
-// against a truncated file.
+// First sight (session 9's reader, before the key scorer was fit on it):
+// 204/309 = 66.0 %, 2 false schemas, both sure (a table's optional row
+// read as required; "names" read from a paragraph describing the fields),
+// 0 on the negatives. With a scorer fit without it (leave one corpus out)
+// 206/309 = 66.7 %, 1 false sure; fit with it (session 10, reader6)
+// 217/309 = 70.2 %, 0 false schemas: the floor this test guards. minPos and
+// minNeg guard against a truncated file.
 func TestImpliedTrain6Corpus(t *testing.T) {
-	measureHeldOut(t, train6Positives, train6Negatives, 300, 100, 0, 1000)
+	measureHeldOut(t, train6Positives, train6Negatives, 300, 100, 0.70, 0)
 }
