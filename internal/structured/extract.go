@@ -170,7 +170,7 @@ func extractRules(systemPrompt string, cls []clause) (im *Implied, keyed, ok boo
 		if asksForCode(c.text) {
 			continue // "写一个函数，…返回序列化后的 JSON 字符串": the code's JSON
 		}
-		if isDemand(c.text) || terseDemandRe.MatchString(stripBullet(c.text)) && !negated(c.text) || bareJSONObjectRe.MatchString(stripBullet(c.text)) && jsonHeadingAt(cls, i) {
+		if c.demand || terseDemandRe.MatchString(stripBullet(c.text)) && !negated(c.text) || bareJSONObjectRe.MatchString(stripBullet(c.text)) && jsonHeadingAt(cls, i) {
 			worded = true
 		} else if !exampleDemand(cls, i) {
 			continue
@@ -968,6 +968,7 @@ var (
 type clause struct {
 	text       string
 	start, end int
+	demand     bool // isDemand(text), read once for the rules and the key scorer
 }
 
 // clauses splits text at line breaks and sentence ends (". ", "; ", "。",
@@ -979,7 +980,7 @@ func clauses(text string) []clause {
 		raw := text[start:end]
 		if s := strings.TrimSpace(raw); s != "" {
 			lead := len(raw) - len(strings.TrimLeft(raw, " \t\r\n"))
-			out = append(out, clause{text: s, start: start + lead, end: next})
+			out = append(out, clause{text: s, start: start + lead, end: next, demand: isDemand(s)})
 		}
 		start = next
 	}

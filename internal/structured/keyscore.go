@@ -265,7 +265,7 @@ func keyCandidates(prompt string, cls []clause, loose []bool) ([]candidate, []in
 	lines := tableColumns(prompt)
 	demandAt := make([]bool, len(cls))
 	for i, c := range cls {
-		demandAt[i] = isDemand(c.text)
+		demandAt[i] = c.demand
 	}
 	demandSeen := slices.Contains(demandAt, true)
 	promptCode := codeWordRe.MatchString(prompt)
@@ -286,6 +286,11 @@ func keyCandidates(prompt string, cls []clause, loose []bool) ([]candidate, []in
 			ruled = ruleKeys(c.text)
 		}
 		depths := braceDepths(c.text)
+		eg := len(c.text) + 1 // where "e.g." or "例如" first ends in the clause
+		if loc := egRe.FindStringIndex(c.text); loc != nil {
+			eg = loc[1]
+		}
+		parens := parenDepths(c.text)
 		for _, loc := range candTokRe.FindAllStringIndex(c.text, -1) {
 			s, e := loc[0], loc[1]
 			tok := c.text[s:e]
@@ -336,8 +341,8 @@ func keyCandidates(prompt string, cls []clause, loose []bool) ([]candidate, []in
 			f[fRuleKeys] = f[fRuleKeys] || slices.Contains(ruled, tok)
 			f[fPromptNoDemand] = !demandSeen
 			f[fPromptCode] = promptCode
-			f[fAfterEg] = f[fAfterEg] || egRe.MatchString(c.text[:s])
-			f[fInParen] = f[fInParen] || inParen(c.text[:s])
+			f[fAfterEg] = f[fAfterEg] || s >= eg
+			f[fInParen] = f[fInParen] || parens[s] > 0
 			f[fObjOutside] = f[fObjOutside] || depths != nil && depths[s] == 0
 		}
 	}
@@ -494,18 +499,26 @@ func tokenFeatures(f *[nKeyFeatures]bool, c string, lead, s, e int, tok string, 
 	}
 }
 
-// inParen reports whether the end of before is inside an open ( or （.
-func inParen(before string) bool {
+// parenDepths maps each byte offset of c inside ( or （ to its depth, nil
+// when c has no parenthesis.
+func parenDepths(c string) map[int]int {
+	if !strings.ContainsAny(c, "(（") {
+		return nil
+	}
+	d := map[int]int{}
 	depth := 0
-	for _, r := range before {
+	for i, r := range c {
 		switch r {
 		case '(', '（':
 			depth++
 		case ')', '）':
 			depth = max(depth-1, 0)
 		}
+		if depth > 0 {
+			d[i] = depth
+		}
 	}
-	return depth > 0
+	return d
 }
 
 // egRe introduces an example: keys after it are an illustration.
