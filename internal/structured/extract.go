@@ -91,6 +91,8 @@ type Implied struct {
 // (keyscore.go): every token that may be a key is scored from how it is
 // written and where it stands by weights fit on the tuning corpora, when a
 // clause may ask for a JSON answer (looseDemand). Its reading is never Sure.
+// It is also the second opinion on the rules: a reading of the rules is Sure
+// only when the scorer reads no key or the same keys (scorerAgrees).
 //
 // Lists are separated by 、 ， , ; and 和 及 与 以及; a parenthesised note
 // after a key is dropped, and a list ends at its first item that is not
