@@ -60,9 +60,9 @@ const (
 // a TUNING set: the key scorer is fit on it (keyscore_train_test.go). With
 // a scorer fit without it the reader reads 128/164 = 78.0 % with 1 false
 // schema (TestKeyScorerLeaveOneCorpusOut: the scorer's second opinion
-// takes sure from three of the four); fit with it, 132/164 = 80.5 % and 1
+// takes sure from three of the four); fit with it, 134/164 = 81.7 % and 1
 // false schema (图片审核: safe, labels without reason, which the scorer
 // reads alike), the floor this test guards.
 func TestImpliedHeldOut5Corpus(t *testing.T) {
-	measureHeldOut(t, heldOut5Positives, heldOut5Negatives, 160, 70, 0.80, 1)
+	measureHeldOut(t, heldOut5Positives, heldOut5Negatives, 160, 70, 0.81, 1)
 }
