@@ -137,10 +137,10 @@ func pairIndex(a, b int) int { return a*nKeyFeatures + b }
 // scorerAgrees reports whether the key scorer, run on a prompt the rules
 // read keys from, reads no key or the same key set: the check a sure
 // reading must pass. Measured leave-one-corpus-out
-// (TestImpliedLeaveOneCorpusOut), the disagreement caught three of the
+// (TestKeyScorerLeaveOneCorpusOut), the disagreement caught three of the
 // fifth blind corpus's four sure readings with a key left out
 // ("sql and explanation" when tables_used was asked too), at the cost of
-// about one sure reading in twelve of the tuning corpora (still read,
+// about one right sure reading in 25 of the other corpora (still read,
 // not sent).
 func scorerAgrees(prompt string, cls []clause, keys []string, score func(*candidate) float64) bool {
 	loose := looseClauses(cls)
