@@ -90,7 +90,7 @@ const (
 // keyMargin is the score (logits ×10) a candidate must pass to be read as
 // a key where the rules read none; agreeMargin the one the second opinion
 // on a sure reading reads keys at (scorerAgrees). Leave one corpus out
-// (TestKeyScorerLeaveOneCorpusOut, eleven corpora), margins 0 to 20 read no
+// (TestKeyScorerLeaveOneCorpusOut, ten corpora), margins 0 to 20 read no
 // key from any left-out negative once a prompt asking for a summary in
 // Chinese is prose (plainTextRe); 20 reads one or two fewer left-out
 // positives than 0.
