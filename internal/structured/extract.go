@@ -91,6 +91,8 @@ type Implied struct {
 // (keyscore.go): every token that may be a key is scored from how it is
 // written and where it stands by weights fit on the tuning corpora, when a
 // clause may ask for a JSON answer (looseDemand). Its reading is never Sure.
+// It is also the second opinion on the rules: a reading of the rules is Sure
+// only when the scorer reads no key or the same keys (scorerAgrees).
 //
 // Lists are separated by 、 ， , ; and 和 及 与 以及; a parenthesised note
 // after a key is dropped, and a list ends at its first item that is not
@@ -131,16 +133,30 @@ func ExtractJSONDemand(systemPrompt string) (*Implied, bool) {
 // extract is ExtractConstraints and ExtractJSONDemand: keyed is false for a
 // demand without keys.
 func extract(systemPrompt string) (im *Implied, keyed, ok bool) {
+	return extractWith(systemPrompt, (*candidate).score)
+}
+
+// extractWith is extract with the key scorer's candidates scored by score
+// (the committed weights in production; weights fit without one corpus in
+// the leave-one-corpus-out measurement).
+func extractWith(systemPrompt string, score func(*candidate) float64) (im *Implied, keyed, ok bool) {
 	if !containsFoldASCII(systemPrompt, "json") && !strings.Contains(systemPrompt, "{") {
 		return nil, false, false // the cheap common case
 	}
 	cls := clauses(systemPrompt)
 	if im, keyed, ok = extractRules(systemPrompt, cls); keyed {
+		if im.Sure && !scorerAgrees(systemPrompt, cls, im.Required, score) {
+			// A second opinion: the key scorer, fit on every corpus,
+			// reads another key set from the prompt. A sure reading is
+			// one that may be sent upstream; two readers that disagree
+			// are no evidence the key list is whole (keyscore.go).
+			im.Sure = false
+		}
 		return im, keyed, ok
 	}
 	// The rules read no key: the key scorer's reading, a guess never sent
 	// upstream (keyscore.go).
-	if lim := learnedImplied(systemPrompt, cls); lim != nil {
+	if lim := learnedImplied(systemPrompt, cls, score); lim != nil {
 		return lim, true, true
 	}
 	return im, keyed, ok
@@ -156,7 +172,7 @@ func extractRules(systemPrompt string, cls []clause) (im *Implied, keyed, ok boo
 		if asksForCode(c.text) {
 			continue // "写一个函数，…返回序列化后的 JSON 字符串": the code's JSON
 		}
-		if isDemand(c.text) || terseDemandRe.MatchString(stripBullet(c.text)) && !negated(c.text) || bareJSONObjectRe.MatchString(stripBullet(c.text)) && jsonHeadingAt(cls, i) {
+		if c.demand || terseDemandRe.MatchString(stripBullet(c.text)) && !negated(c.text) || bareJSONObjectRe.MatchString(stripBullet(c.text)) && jsonHeadingAt(cls, i) {
 			worded = true
 		} else if !exampleDemand(cls, i) {
 			continue
@@ -423,12 +439,12 @@ func keySchema(prompt string, cls []clause, keys []string, types map[string]stri
 // learnedImplied is the key scorer's reading of a prompt that may ask for
 // a JSON answer (looseDemand) and whose keys the rules did not read: never
 // sure, so it validates and repairs the answer and is never sent upstream.
-func learnedImplied(prompt string, cls []clause) *Implied {
+func learnedImplied(prompt string, cls []clause, score func(*candidate) float64) *Implied {
 	loose := looseClauses(cls)
 	if !looseDemand(prompt, loose) {
 		return nil
 	}
-	keys, used := learnedKeys(prompt, cls, loose)
+	keys, used := pickKeys(prompt, cls, loose, score, keyMargin)
 	if len(keys) == 0 {
 		return nil
 	}
@@ -954,6 +970,7 @@ var (
 type clause struct {
 	text       string
 	start, end int
+	demand     bool // isDemand(text), read once for the rules and the key scorer
 }
 
 // clauses splits text at line breaks and sentence ends (". ", "; ", "。",
@@ -965,7 +982,7 @@ func clauses(text string) []clause {
 		raw := text[start:end]
 		if s := strings.TrimSpace(raw); s != "" {
 			lead := len(raw) - len(strings.TrimLeft(raw, " \t\r\n"))
-			out = append(out, clause{text: s, start: start + lead, end: next})
+			out = append(out, clause{text: s, start: start + lead, end: next, demand: isDemand(s)})
 		}
 		start = next
 	}

@@ -119,3 +119,30 @@ func TestImpliedSureAccountsForEveryKey(t *testing.T) {
 		}
 	}
 }
+
+// TestImpliedSureNeedsScorerAgreement: the fifth blind corpus's four false
+// schemas were sure readings with a key left out, each past every
+// completeness check ("`sql` — …; `explanation` — …; `tables_used` — …"
+// read without tables_used). Phrasings written fresh for the kind, not the
+// corpus's cases: the rules read them sure with a key missing; the key
+// scorer reads the whole list, so the reading is not sure (not sent under
+// implied: send). Closed lists the scorer reads alike stay sure.
+func TestImpliedSureNeedsScorerAgreement(t *testing.T) {
+	tests := []struct {
+		prompt string
+		want   []string // what the rules read
+		sure   bool
+	}{
+		{"Turn the support chat into a ticket. Return a JSON object: `title` — a short headline; `priority` — low, normal or high; `tags_list` — array of tags.", []string{"title", "priority"}, false},
+		{"Review the pull request diff. Your answer must be JSON with the keys verdict, comments, blocking, nits — comments and nits are arrays of strings.", []string{"verdict", "comments", "blocking"}, false},
+		{"You rate hotel reviews. Answer in JSON with this structure:\ncleanliness: 1-5\nstaff: 1-5\nvalue_for_money: 1-5\nsummary: one sentence", []string{"cleanliness", "staff", "value_for_money", "summary"}, true},
+		{"Classify the email. Reply with JSON containing category, urgency and reply_needed, reply_needed being a boolean.", []string{"category", "urgency", "reply_needed"}, true},
+		{"请把用户的反馈整理成 JSON：category（类别）、sentiment（情感）、summary（摘要）、urgent（是否紧急）。", []string{"category", "sentiment", "summary", "urgent"}, true},
+	}
+	for _, tt := range tests {
+		im, ok := ExtractConstraints(tt.prompt)
+		if !ok || !slices.Equal(im.Required, tt.want) || im.Sure != tt.sure {
+			t.Errorf("%q: got %+v (ok %v), want keys %q sure %v", tt.prompt, im, ok, tt.want, tt.sure)
+		}
+	}
+}

@@ -15,6 +15,9 @@ var scorerCases = []struct {
 	{"json-mode-emit", `You are in JSON mode. Emit {"city": ..., "nights": ..., "budget": ...} for each travel request.`, []string{"city", "nights", "budget"}},
 	{"zh-fenced-reply-format", "请严格按照下面的格式回复：\n```json\n{\n  \"category\": \"分类\",\n  \"answer\": \"回答\"\n}\n```", []string{"category", "answer"}},
 	{"zh-structure-shape", `根据简历制定面试问题。请按此 JSON 结构返回：{"role": "", "questions": [], "focus_areas": []}`, []string{"role", "questions", "focus_areas"}},
+	// A demand that also names the input ("从…识别文本中提取…并以 JSON 输出").
+	{"zh-demand-names-input", "你是体检中心的报告助手。请从体检报告的识别文本中提取以下项目并以 JSON 输出：身高、体重、血压、血糖。", []string{"身高", "体重", "血压", "血糖"}},
+	{"zh-demand-names-input-return", "你是物流客服。请从运单截图的文字中读出以下信息并以 JSON 返回：寄件人、收件人、运单号。", []string{"寄件人", "收件人", "运单号"}},
 }
 
 // scorerNegatives may look like a demand to a reader of words, but ask for
@@ -25,6 +28,7 @@ var scorerNegatives = []string{
 	`Each webhook delivery is a JSON body like {"event": "order.paid", "order_id": "o_1"}. Explain in plain text how to verify it.`,
 	"When you write code that outputs JSON, keep keys in snake_case: user_id, created_at.",
 	"Translate the values of this JSON into French. Keep every key unchanged and return the whole document as JSON.",
+	"如果用户需要，用JSON输出，包含 name 和 age。",
 }
 
 // TestImpliedScorerFallback: where the rules read no key, the key scorer's
