@@ -199,12 +199,10 @@ func SpecFor(ctx context.Context, comp *Compiler, c Settings, req *llm.Request, 
 	}
 	if !c.DisableImplied && len(req.Tools) == 0 {
 		if sys := req.SystemText(); sys != "" {
-			imp, ok := ExtractConstraints(sys)
-			if !ok {
-				// "Respond only in JSON.": no keys, the answer is still
-				// validated and repaired as JSON, never sent upstream.
-				imp, ok = ExtractJSONDemand(sys)
-			}
+			// A keyless demand ("Respond only in JSON.") is read too: the
+			// answer is still validated and repaired as JSON, never sent
+			// upstream. Readings are kept per prompt (readcache.go).
+			imp, ok := promptReadings.read(sys)
 			if ok {
 				sp, err := compile(imp.Schema, "implied")
 				if err != nil {
