@@ -75,6 +75,32 @@ type Exec struct {
 
 	// cache is the call's part in cache-aware routing (cacheroute.go).
 	cache cacheroute.Call
+
+	// try0 is the first pass Run makes and att0 the first attempt booked
+	// (under mu), inside the call's allocation; later ones are allocated,
+	// so none is ever reused.
+	try0, att0   bool
+	firstTry     try
+	firstAttempt Attempt
+}
+
+// newTry is a pass sending req as kind.
+func (x *Exec) newTry(req *llm.Request, kind policy.AttemptKind) *try {
+	if !x.try0 {
+		x.try0 = true
+		x.firstTry = try{req: req, pass: policy.Pass{Kind: kind}}
+		return &x.firstTry
+	}
+	return &try{req: req, pass: policy.Pass{Kind: kind}}
+}
+
+// newAttempt is a fresh Attempt, zero. Called with x.mu held.
+func (x *Exec) newAttempt() *Attempt {
+	if !x.att0 {
+		x.att0 = true
+		return &x.firstAttempt
+	}
+	return new(Attempt)
 }
 
 // try is one pass through the policy chain: what to send and how.
@@ -152,7 +178,8 @@ func newChain(r *policy.Retry) step {
 // NewExec starts a call's attempts on rt: req as the client sent it (after
 // the stages above), its record rec.
 func (r *Runner) NewExec(rt Route, req *llm.Request, call Call, rec *callrec.Record) *Exec {
-	x := &Exec{r: r, route: rt, req: req, call: call, rec: rec, picks: pick.New(rt.Cands, req)}
+	x := &Exec{r: r, route: rt, req: req, call: call, rec: rec}
+	x.picks.Init(rt.Cands, req)
 	x.retries.Init(rt.Retries, r.d.MaxAttempts)
 	return x
 }
@@ -183,12 +210,12 @@ func (x *Exec) Seal() {
 // failures say stop, or ctx ends.
 func (x *Exec) Run(ctx context.Context, req *llm.Request, kind policy.AttemptKind) (*Attempt, error) {
 	if kind != policy.AttemptPrimary {
-		return x.runTry(ctx, &try{req: req, pass: policy.Pass{Kind: kind}})
+		return x.runTry(ctx, x.newTry(req, kind))
 	}
 	// Cache-aware routing (cacheroute.go): where the conversation is
 	// warm before the pass, and where it was served after it.
 	x.cacheStart()
-	a, err := x.runTry(ctx, &try{req: req, pass: policy.Pass{Kind: kind}})
+	a, err := x.runTry(ctx, x.newTry(req, kind))
 	if err == nil {
 		x.cacheServed(a)
 	}
