@@ -126,17 +126,20 @@ func (t *try) Pass() *policy.Pass { return &t.pass }
 
 // Attempt is one upstream attempt in flight or done.
 type Attempt struct {
-	x      *Exec
-	ep     *fleet.Endpoint
-	idx    int
-	kind   policy.AttemptKind
-	start  time.Time
-	ctx    context.Context
-	cancel context.CancelFunc
-	req    *llm.Request // what was sent: normalised for ep
-	hdone  func(health.Outcome)
-	bdone  func(ok bool)
-	recIdx int
+	x     *Exec
+	ep    *fleet.Endpoint
+	idx   int
+	kind  policy.AttemptKind
+	start time.Time
+	// ctx is the attempt's own context; cancelCause cancels it. The
+	// provider uses the pair for its timeouts (provider.Call.Cancel)
+	// instead of deriving a context of its own.
+	ctx         context.Context
+	cancelCause context.CancelCauseFunc
+	req         *llm.Request // what was sent: normalised for ep
+	hdone       func(health.Outcome)
+	bdone       func(ok bool)
+	recIdx      int
 	// splice: ep was re-asked for the whole answer (it cannot continue
 	// one); only what follows the text the client has may be forwarded.
 	splice bool
@@ -300,7 +303,7 @@ func send(ctx context.Context, x *Exec, t *try) (*Attempt, error) {
 	a.end = x.r.d.Now()
 	if a.err != nil {
 		a.fail = policy.Classify(a.err)
-		if a.fail.Kind == policy.KindCanceled && a.ctx.Err() != nil && (ctx.Err() == nil || context.Cause(ctx) == errLostRace) {
+		if a.fail.Kind == policy.KindCanceled && a.cancelled() && (ctx.Err() == nil || context.Cause(ctx) == errLostRace) {
 			// Cancelled because another attempt won, not by the caller.
 			a.fail = policy.Loser(a.fail)
 		}
@@ -330,7 +333,7 @@ func (x *Exec) modelCall(a *Attempt, t *try) (*provider.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	pc := provider.Call{ClientHeader: x.call.Header, Translation: x.route.Translation, Received: &a.bytes}
+	pc := provider.Call{ClientHeader: x.call.Header, Translation: x.route.Translation, Received: &a.bytes, Cancel: a.cancelCause}
 	if b := x.call.Behavior; b != nil && b.Debug {
 		pc.Sent = a.noteSent
 	}
@@ -497,6 +500,17 @@ func (a *Attempt) discard() {
 	a.hdone(outcome.Cancelled(a.ended(now), now.Sub(a.start)))
 	a.bdone(true)
 	a.ep.Publish()
+}
+
+// cancel cancels the attempt's context (a lost race, a released or
+// abandoned attempt).
+func (a *Attempt) cancel() { a.cancelCause(nil) }
+
+// cancelled reports whether the attempt's context was cancelled by the
+// engine or an ancestor, not by the provider's own timeouts or end
+// (provider.OwnCause).
+func (a *Attempt) cancelled() bool {
+	return a.ctx.Err() != nil && !provider.OwnCause(context.Cause(a.ctx))
 }
 
 // release frees a finished non-streaming winner.
