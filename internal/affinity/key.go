@@ -71,8 +71,8 @@ type Key struct {
 func KeyOf(req *llm.Request, h http.Header) Key {
 	k := Key{TTL: ttlOf(req)}
 	switch {
-	case headerValue(h, SessionHeader) != "":
-		k.Source, k.Hash = SourceHeader, hashString("h\x00"+headerValue(h, SessionHeader))
+	case llm.HeaderValue(h, SessionHeader) != "":
+		k.Source, k.Hash = SourceHeader, hashString("h\x00"+llm.HeaderValue(h, SessionHeader))
 	case cacheKey(req) != "":
 		k.Source, k.Hash = SourceCacheKey, hashString("k\x00"+cacheKey(req))
 	case req.UserID != "":
@@ -84,16 +84,6 @@ func KeyOf(req *llm.Request, h http.Header) Key {
 		k.Hash = 1 // 0 means none
 	}
 	return k
-}
-
-// headerValue is h.Get(key) for a key already in canonical form: the map's
-// lookup without Get's canonicalisation, which scanned the constant name
-// byte by byte on every call.
-func headerValue(h http.Header, key string) string {
-	if v := h[key]; len(v) > 0 {
-		return v[0]
-	}
-	return ""
 }
 
 // cacheKey is req's prompt_cache_key, "" when absent or not a string.

@@ -3,9 +3,11 @@ package affinity
 import (
 	"net/http"
 	"testing"
+
+	"github.com/keelmesh/keel/internal/llm"
 )
 
-// TestHeaderValueIsGet: headerValue answers as http.Header.Get for the
+// TestHeaderValueIsGet: llm.HeaderValue answers as http.Header.Get for the
 // session header, whatever case the client sent.
 func TestHeaderValueIsGet(t *testing.T) {
 	if c := http.CanonicalHeaderKey(SessionHeader); c != SessionHeader {
@@ -18,7 +20,7 @@ func TestHeaderValueIsGet(t *testing.T) {
 		{"X-Mesh-Session": {""}},
 		{"x-mesh-session": {"s1"}}, // set in the map as sent: Get does not see it either
 	} {
-		if got, want := headerValue(h, SessionHeader), h.Get(SessionHeader); got != want {
+		if got, want := llm.HeaderValue(h, SessionHeader), h.Get(SessionHeader); got != want {
 			t.Errorf("headerValue(%v) = %q, Get = %q", h, got, want)
 		}
 	}

@@ -531,7 +531,7 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		}
 		var betas []string
 		if pf.BetasInBody() && call.ClientHeader != nil {
-			betas = call.ClientHeader.Values("Anthropic-Beta")
+			betas = call.ClientHeader["Anthropic-Beta"] // Values, the name canonical
 		}
 		body = envelope(body, version, betas)
 	}
@@ -893,7 +893,7 @@ func (c *Client) Probe(ctx context.Context, ep *Endpoint) error {
 func addHeaders(h http.Header, codec wire.Codec, client http.Header, ep *Endpoint) {
 	if client != nil && codec != nil {
 		for _, k := range codec.PassHeaders() {
-			if v := client.Values(k); len(v) > 0 {
+			if v := client[k]; len(v) > 0 { // Values(k): PassHeaders are canonical
 				h[k] = v
 			}
 		}

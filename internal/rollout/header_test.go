@@ -3,9 +3,11 @@ package rollout
 import (
 	"net/http"
 	"testing"
+
+	"github.com/keelmesh/keel/internal/llm"
 )
 
-// TestHeaderValueIsGet: headerValue answers as http.Header.Get for the
+// TestHeaderValueIsGet: llm.HeaderValue answers as http.Header.Get for the
 // rollout key's header, whatever case the client sent.
 func TestHeaderValueIsGet(t *testing.T) {
 	if c := http.CanonicalHeaderKey(KeyHeader); c != KeyHeader {
@@ -18,7 +20,7 @@ func TestHeaderValueIsGet(t *testing.T) {
 		{"X-Mesh-Rollout-Key": {""}},
 		{"x-mesh-rollout-key": {"k1"}}, // set in the map as sent: Get does not see it either
 	} {
-		if got, want := headerValue(h, KeyHeader), h.Get(KeyHeader); got != want {
+		if got, want := llm.HeaderValue(h, KeyHeader), h.Get(KeyHeader); got != want {
 			t.Errorf("headerValue(%v) = %q, Get = %q", h, got, want)
 		}
 	}

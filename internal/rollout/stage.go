@@ -2,8 +2,9 @@ package rollout
 
 import (
 	"context"
-	"net/http"
 	"time"
+
+	"github.com/keelmesh/keel/internal/llm"
 
 	"github.com/keelmesh/keel/internal/pipeline"
 )
@@ -32,16 +33,6 @@ type Hooks struct {
 // canonical form.
 const KeyHeader = "X-Mesh-Rollout-Key"
 
-// headerValue is h.Get(key) for a key already in canonical form: the map's
-// lookup without Get's canonicalisation, which scanned the constant name
-// byte by byte on every call.
-func headerValue(h http.Header, key string) string {
-	if v := h[key]; len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
-
 // NewStage returns the rollout stage: it picks the call's stage from plan
 // by its rollout key (Key: the X-Mesh-Rollout-Key header, the end user,
 // the request id) and its path from the stage and valve (PathFor), records
@@ -49,7 +40,7 @@ func headerValue(h http.Header, key string) string {
 func NewStage(plan *Plan, valve *Valve, h Hooks) pipeline.Stage {
 	return func(next pipeline.Handler) pipeline.Handler {
 		return pipeline.HandlerFunc(func(ctx context.Context, c *pipeline.Call) (*pipeline.Answer, error) {
-			stage := plan.Stage(Key(headerValue(c.Header, KeyHeader), c.Request.UserID, c.ID))
+			stage := plan.Stage(Key(llm.HeaderValue(c.Header, KeyHeader), c.Request.UserID, c.ID))
 			if h.Monitor(c) {
 				stage = StageMonitor
 			}
