@@ -71,8 +71,8 @@ type Key struct {
 func KeyOf(req *llm.Request, h http.Header) Key {
 	k := Key{TTL: ttlOf(req)}
 	switch {
-	case h.Get(SessionHeader) != "":
-		k.Source, k.Hash = SourceHeader, hashString("h\x00"+h.Get(SessionHeader))
+	case llm.HeaderValue(h, SessionHeader) != "":
+		k.Source, k.Hash = SourceHeader, hashString("h\x00"+llm.HeaderValue(h, SessionHeader))
 	case cacheKey(req) != "":
 		k.Source, k.Hash = SourceCacheKey, hashString("k\x00"+cacheKey(req))
 	case req.UserID != "":

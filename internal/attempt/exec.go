@@ -75,6 +75,32 @@ type Exec struct {
 
 	// cache is the call's part in cache-aware routing (cacheroute.go).
 	cache cacheroute.Call
+
+	// try0 is the first pass Run makes and att0 the first attempt booked
+	// (under mu), inside the call's allocation; later ones are allocated,
+	// so none is ever reused.
+	try0, att0   bool
+	firstTry     try
+	firstAttempt Attempt
+}
+
+// newTry is a pass sending req as kind.
+func (x *Exec) newTry(req *llm.Request, kind policy.AttemptKind) *try {
+	if !x.try0 {
+		x.try0 = true
+		x.firstTry = try{req: req, pass: policy.Pass{Kind: kind}}
+		return &x.firstTry
+	}
+	return &try{req: req, pass: policy.Pass{Kind: kind}}
+}
+
+// newAttempt is a fresh Attempt, zero. Called with x.mu held.
+func (x *Exec) newAttempt() *Attempt {
+	if !x.att0 {
+		x.att0 = true
+		return &x.firstAttempt
+	}
+	return new(Attempt)
 }
 
 // try is one pass through the policy chain: what to send and how.
@@ -100,17 +126,20 @@ func (t *try) Pass() *policy.Pass { return &t.pass }
 
 // Attempt is one upstream attempt in flight or done.
 type Attempt struct {
-	x      *Exec
-	ep     *fleet.Endpoint
-	idx    int
-	kind   policy.AttemptKind
-	start  time.Time
-	ctx    context.Context
-	cancel context.CancelFunc
-	req    *llm.Request // what was sent: normalised for ep
-	hdone  func(health.Outcome)
-	bdone  func(ok bool)
-	recIdx int
+	x     *Exec
+	ep    *fleet.Endpoint
+	idx   int
+	kind  policy.AttemptKind
+	start time.Time
+	// ctx is the attempt's own context; cancelCause cancels it. The
+	// provider uses the pair for its timeouts (provider.Call.Cancel)
+	// instead of deriving a context of its own.
+	ctx         context.Context
+	cancelCause context.CancelCauseFunc
+	req         *llm.Request // what was sent: normalised for ep
+	hdone       func(health.Outcome)
+	bdone       func(ok bool)
+	recIdx      int
 	// splice: ep was re-asked for the whole answer (it cannot continue
 	// one); only what follows the text the client has may be forwarded.
 	splice bool
@@ -152,7 +181,8 @@ func newChain(r *policy.Retry) step {
 // NewExec starts a call's attempts on rt: req as the client sent it (after
 // the stages above), its record rec.
 func (r *Runner) NewExec(rt Route, req *llm.Request, call Call, rec *callrec.Record) *Exec {
-	x := &Exec{r: r, route: rt, req: req, call: call, rec: rec, picks: pick.New(rt.Cands, req)}
+	x := &Exec{r: r, route: rt, req: req, call: call, rec: rec}
+	x.picks.Init(rt.Cands, req)
 	x.retries.Init(rt.Retries, r.d.MaxAttempts)
 	return x
 }
@@ -183,12 +213,12 @@ func (x *Exec) Seal() {
 // failures say stop, or ctx ends.
 func (x *Exec) Run(ctx context.Context, req *llm.Request, kind policy.AttemptKind) (*Attempt, error) {
 	if kind != policy.AttemptPrimary {
-		return x.runTry(ctx, &try{req: req, pass: policy.Pass{Kind: kind}})
+		return x.runTry(ctx, x.newTry(req, kind))
 	}
 	// Cache-aware routing (cacheroute.go): where the conversation is
 	// warm before the pass, and where it was served after it.
 	x.cacheStart()
-	a, err := x.runTry(ctx, &try{req: req, pass: policy.Pass{Kind: kind}})
+	a, err := x.runTry(ctx, x.newTry(req, kind))
 	if err == nil {
 		x.cacheServed(a)
 	}
@@ -273,7 +303,7 @@ func send(ctx context.Context, x *Exec, t *try) (*Attempt, error) {
 	a.end = x.r.d.Now()
 	if a.err != nil {
 		a.fail = policy.Classify(a.err)
-		if a.fail.Kind == policy.KindCanceled && a.ctx.Err() != nil && (ctx.Err() == nil || context.Cause(ctx) == errLostRace) {
+		if a.fail.Kind == policy.KindCanceled && a.cancelled() && (ctx.Err() == nil || context.Cause(ctx) == errLostRace) {
 			// Cancelled because another attempt won, not by the caller.
 			a.fail = policy.Loser(a.fail)
 		}
@@ -303,7 +333,7 @@ func (x *Exec) modelCall(a *Attempt, t *try) (*provider.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	pc := provider.Call{ClientHeader: x.call.Header, Translation: x.route.Translation, Received: &a.bytes}
+	pc := provider.Call{ClientHeader: x.call.Header, Translation: x.route.Translation, Received: &a.bytes, Cancel: a.cancelCause}
 	if b := x.call.Behavior; b != nil && b.Debug {
 		pc.Sent = a.noteSent
 	}
@@ -470,6 +500,17 @@ func (a *Attempt) discard() {
 	a.hdone(outcome.Cancelled(a.ended(now), now.Sub(a.start)))
 	a.bdone(true)
 	a.ep.Publish()
+}
+
+// cancel cancels the attempt's context (a lost race, a released or
+// abandoned attempt).
+func (a *Attempt) cancel() { a.cancelCause(nil) }
+
+// cancelled reports whether the attempt's context was cancelled by the
+// engine or an ancestor, not by the provider's own timeouts or end
+// (provider.OwnCause).
+func (a *Attempt) cancelled() bool {
+	return a.ctx.Err() != nil && !provider.OwnCause(context.Cause(a.ctx))
 }
 
 // release frees a finished non-streaming winner.

@@ -55,8 +55,9 @@ func routePolicy(next step) step {
 		}
 		ep := x.route.Cands[i]
 		x.picks.Tried[i] = true
-		a := &Attempt{x: x, ep: ep, idx: i, kind: t.pass.Kind, start: d.Now(), recIdx: len(x.rec.Attempts)}
-		a.ctx, a.cancel = context.WithCancel(ctx)
+		a := x.newAttempt()
+		*a = Attempt{x: x, ep: ep, idx: i, kind: t.pass.Kind, start: d.Now(), recIdx: len(x.rec.Attempts)}
+		a.ctx, a.cancelCause = context.WithCancelCause(ctx)
 		x.rec.Attempts = append(x.rec.Attempts, callrec.Attempt{Endpoint: ep.ID, Model: ep.Model, Region: ep.Region, Provider: ep.Provider, Start: a.start, Kind: t.pass.Kind.String(), Wait: t.pass.Wait})
 		x.mu.Unlock()
 		t.pass.Wait = 0

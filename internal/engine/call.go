@@ -69,6 +69,13 @@ type callState struct {
 	// one on the legacy path.
 	shadow                  *shadow.Part
 	shadowRun, shadowLegacy bool
+
+	// out is the call's Outcome and ans the first answer the core made,
+	// inside the call's allocation (the Outcome's Record keeps it anyway);
+	// later answers are allocated, so none is reused.
+	out     Outcome
+	ans     pipeline.Answer
+	ansUsed bool
 }
 
 // callOf is the engine's state of a pipeline call.
@@ -95,7 +102,8 @@ func (e *Engine) outcome(c *callState, ans *pipeline.Answer, err error) *Outcome
 		c.served, c.err = nil, asAPIError(err)
 		return nil
 	}
-	out := &Outcome{Endpoint: ans.Endpoint, Header: ans.Header, Record: &c.rec, Response: ans.Response}
+	out := &c.out
+	*out = Outcome{Endpoint: ans.Endpoint, Header: ans.Header, Record: &c.rec, Response: ans.Response}
 	if ans.Events != nil {
 		out.Response = nil
 		out.Stream = &Stream{ev: ans.Events, c: c, ans: ans, e: e}
@@ -346,7 +354,14 @@ func (e *Engine) answer(c *callState, won *attempt.Attempt) *pipeline.Answer {
 		translate.FoldOutputTool(resp)
 	}
 	c.served = won.Endpoint()
-	return &pipeline.Answer{Endpoint: c.served.Endpoint, Header: won.Result().Header, Response: resp}
+	var a *pipeline.Answer
+	if c.ansUsed {
+		a = new(pipeline.Answer)
+	} else {
+		c.ansUsed, a = true, &c.ans
+	}
+	*a = pipeline.Answer{Endpoint: c.served.Endpoint, Header: won.Result().Header, Response: resp}
+	return a
 }
 
 // stream is a streamed winner's answer: the relay.

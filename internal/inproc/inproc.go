@@ -141,8 +141,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, w.err
 	}
 	resp := w.response(req)
-	if cl := w.snapshot.Get("Content-Length"); cl != "" {
-		if n, err := strconv.ParseInt(cl, 10, 64); err == nil {
+	if cl := w.snapshot["Content-Length"]; len(cl) > 0 && cl[0] != "" { // Get("Content-Length") without canonicalising the constant
+		if n, err := strconv.ParseInt(cl[0], 10, 64); err == nil {
 			resp.ContentLength = n
 		}
 	}

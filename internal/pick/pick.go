@@ -46,24 +46,37 @@ type State struct {
 	// (in whyBuf for routes of up to 16 endpoints: no allocation).
 	whys   []fleet.Unavailability
 	whyBuf [16]fleet.Unavailability
+	// triedBuf, candBuf and decBuf back Tried and Avoid, Cands and
+	// Decisions for routes of up to 8 endpoints: a State lives inside its
+	// call's allocation, so these cost none of their own.
+	triedBuf [16]bool
+	candBuf  [8]route.Candidate
+	decBuf   [8]route.Decision
 	// lossy caches, per wire format, whether translating the request into
 	// it would lose content (translate.Report.Lost).
 	lossy map[llm.Format]bool
 }
 
-// New is the picks of a call sending req on the route of eps, nothing
-// tried.
-func New(eps []*fleet.Endpoint, req *llm.Request) State {
-	s := State{req: req, Pin: -1}
+// Init makes s the picks of a call sending req on the route of eps,
+// nothing tried. s must not be copied afterwards: its slices may use its
+// own buffers.
+func (s *State) Init(eps []*fleet.Endpoint, req *llm.Request) {
+	*s = State{req: req, Pin: -1}
+	s.Decisions = s.decBuf[:0]
 	s.Move(eps)
-	return s
 }
 
 // Move has further picks go to eps (an escalated tier's route), every
 // endpoint untried and none avoided or overloaded.
 func (s *State) Move(eps []*fleet.Endpoint) {
 	n := len(eps)
-	b := make([]bool, 2*n)
+	var b []bool
+	if 2*n <= len(s.triedBuf) {
+		b = s.triedBuf[:2*n]
+		clear(b)
+	} else {
+		b = make([]bool, 2*n)
+	}
 	s.eps, s.Tried, s.Avoid, s.Pin, s.Overloaded = eps, b[:n:n], b[n:], -1, nil
 }
 
@@ -73,7 +86,11 @@ func (s *State) Move(eps []*fleet.Endpoint) {
 // endpoint with no success yet competes with the best warm one's latency.
 func (s *State) Build(legacy, allowTried bool, now time.Time) {
 	if s.Cands == nil {
-		s.Cands = make([]route.Candidate, 0, len(s.eps))
+		if len(s.eps) <= len(s.candBuf) {
+			s.Cands = s.candBuf[:0]
+		} else {
+			s.Cands = make([]route.Candidate, 0, len(s.eps))
+		}
 		s.whys = s.whyBuf[:0]
 	}
 	s.Cands, s.whys = s.Cands[:0], s.whys[:0]

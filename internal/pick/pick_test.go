@@ -87,7 +87,8 @@ func TestBuildSaysWhyEachCandidateIsOut(t *testing.T) {
 			for _, ep := range e {
 				ep.Publish()
 			}
-			s := New(e, plain())
+			var s State
+			s.Init(e, plain())
 			tc.set(&s, e)
 			s.Build(tc.legacy, tc.allowTried, now)
 			eq(t, reasons(&s), tc.want)
@@ -103,7 +104,8 @@ func TestRelaxEjectedAndBreakerLeftOut(t *testing.T) {
 	e[0].Health.Eject(now.Add(time.Minute))
 	e[0].Publish()
 	e[1].MarkDown()
-	s := New(e, plain())
+	var s State
+	s.Init(e, plain())
 	s.Build(false, false, now)
 	eq(t, reasons(&s), []string{"ejected", "unreachable"})
 	if !s.RelaxEjected() {
@@ -130,7 +132,8 @@ func TestPreferLossless(t *testing.T) {
 	}
 	now := time.Now()
 	e := eps(t, [2]string{"m", "openai"}, [2]string{"m", "anthropic"})
-	s := New(e, req)
+	var s State
+	s.Init(e, req)
 	s.Build(false, false, now)
 	s.PreferLossless()
 	eq(t, reasons(&s), []string{"lossy_translation", ""})
@@ -146,7 +149,8 @@ func TestPreferLossless(t *testing.T) {
 func TestAvailabilityAndSoonest(t *testing.T) {
 	now := time.Now()
 	e := eps(t, [2]string{"m", "anthropic"}, [2]string{"n", "anthropic"})
-	s := New(e, plain())
+	var s State
+	s.Init(e, plain())
 	if !s.HasUntried(false, now) || !s.AnyAvailable(false, now) || !s.Soonest(false, now).IsZero() {
 		t.Fatal("fresh: untried and available, nothing cooling")
 	}

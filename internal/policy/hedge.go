@@ -67,7 +67,7 @@ func Hedge[C HedgeCall[T, A], T Try, A comparable](next Step[C, T, A]) Step[C, T
 		if !c.Hedgeable(t) {
 			return next(ctx, c, t)
 		}
-		hg := &Hedger[C, T, A]{c: c, ctx: ctx, next: next, t: t, results: make(chan hedgeResult[A], MaxHedges)}
+		hg := &Hedger[C, T, A]{c: c, ctx: ctx, next: next, t: t}
 		c.Hedging(t, hg)
 		a, err := next(ctx, c, t)
 		c.Hedging(t, nil)
@@ -83,15 +83,17 @@ type hedgeResult[A any] struct {
 // Hedger is one hedged pass. mu guards the fields below it; the timer's
 // goroutine launches hedges, hedge goroutines report on results.
 type Hedger[C HedgeCall[T, A], T Try, A comparable] struct {
-	c       C
-	ctx     context.Context
-	next    Step[C, T, A]
-	t       T
-	results chan hedgeResult[A]
+	c    C
+	ctx  context.Context
+	next Step[C, T, A]
+	t    T
 
-	mu    sync.Mutex
-	timer *time.Timer
-	delay time.Duration
+	mu sync.Mutex
+	// results is made, under mu, as the first hedge launches (most passes
+	// launch none); it is read only once pending said a hedge ran.
+	results chan hedgeResult[A]
+	timer   *time.Timer
+	delay   time.Duration
 	// all is the pass's attempts, the inline one first, then the booked
 	// hedges (in buf: a pass books at most 1 + MaxHedges).
 	all       []A
@@ -140,6 +142,9 @@ func (hg *Hedger[C, T, A]) fire() {
 	defer hg.mu.Unlock()
 	if hg.done || hg.hasWinner || hg.launched >= MaxHedges || !hg.c.BookHedge() {
 		return
+	}
+	if hg.results == nil {
+		hg.results = make(chan hedgeResult[A], MaxHedges)
 	}
 	hg.launched++
 	hg.pending++

@@ -109,7 +109,7 @@ func (t *H1Transport) handles(req *http.Request) (string, bool) {
 	if req.URL.Scheme != "http" || req.URL.User != nil || (req.Body != nil && req.Body != http.NoBody && req.ContentLength < 0) {
 		return "", false
 	}
-	if h := req.Header.Get("Upgrade"); h != "" {
+	if h := req.Header["Upgrade"]; len(h) > 0 && h[0] != "" { // Get("Upgrade") without canonicalising the constant
 		return "", false
 	}
 	host := req.URL.Host

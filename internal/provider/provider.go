@@ -466,6 +466,29 @@ type Call struct {
 	// read from the upstream (an error body, an answer, a stream as it is
 	// read).
 	Received *atomic.Int64
+	// Cancel, when set, cancels ctx, which is then this attempt's own
+	// context (shared with nothing else): Do cancels it for its timeouts
+	// and as it ends, with causes of its own (OwnCause), instead of
+	// deriving a cancellable context of its own under ctx. Any other
+	// cause (the caller's cancel, an ancestor's) fails the attempt as
+	// cancelled, as a cancelled ctx does without Cancel.
+	Cancel context.CancelCauseFunc
+}
+
+// errRequestTimeout is the cause a caller's attempt context (Call.Cancel)
+// is cancelled with when the request timeout ends; the attempt fails with
+// context.DeadlineExceeded, as without Call.Cancel. errEnded is the cause
+// once Do or the stream is done with it.
+var (
+	errRequestTimeout = errors.New("request timeout")
+	errEnded          = errors.New("upstream attempt ended")
+)
+
+// OwnCause reports whether cause is one Do cancels a caller's attempt
+// context (Call.Cancel) with: its timeouts and its end. Any other cause
+// was the caller's.
+func OwnCause(cause error) bool {
+	return cause == errHeaderTimeout || cause == errRequestTimeout || cause == ErrIdleTimeout || cause == errEnded
 }
 
 // Do sends req to ep. The request is not modified. On success with a stream
@@ -508,7 +531,7 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		}
 		var betas []string
 		if pf.BetasInBody() && call.ClientHeader != nil {
-			betas = call.ClientHeader.Values("Anthropic-Beta")
+			betas = call.ClientHeader["Anthropic-Beta"] // Values, the name canonical
 		}
 		body = envelope(body, version, betas)
 	}
@@ -516,7 +539,12 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		call.Sent(body)
 	}
 
-	actx, cancel := context.WithCancelCause(ctx)
+	actx, cancel := ctx, call.Cancel
+	if cancel == nil {
+		actx, cancel = context.WithCancelCause(ctx)
+	} else {
+		a.shared = true
+	}
 	a.cancel = cancel
 	a.begin(ep.RequestTimeout)
 	release := a.release
@@ -574,7 +602,7 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 	if err != nil {
 		cause := context.Cause(actx)
 		release()
-		e := classifyTransportErr(ep.ID, err, cause, ctx)
+		e := a.classify(ep.ID, err, cause, ctx)
 		e.BeforeResponse = true
 		return nil, e
 	}
@@ -587,7 +615,7 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 			call.Received.Add(int64(len(b)))
 		}
 		if rerr != nil && len(b) == 0 {
-			return nil, classifyTransportErr(ep.ID, rerr, context.Cause(actx), ctx)
+			return nil, a.classify(ep.ID, rerr, context.Cause(actx), ctx)
 		}
 		return nil, statusError(ep, codec, resp, b)
 	}
@@ -600,7 +628,7 @@ func (c *Client) Do(ctx context.Context, ep *Endpoint, req *llm.Request, call Ca
 		if rerr != nil {
 			cause := context.Cause(actx)
 			release()
-			return nil, classifyTransportErr(ep.ID, rerr, cause, ctx)
+			return nil, a.classify(ep.ID, rerr, cause, ctx)
 		}
 		release()
 		r, err := codec.ParseResponse(b)
@@ -748,7 +776,7 @@ func (s *stream) nextRaw() (*llm.Event, error) {
 		if errors.Is(err, io.ErrUnexpectedEOF) && cause == nil {
 			return nil, &Error{Kind: KindReset, Endpoint: s.ep.ID, Err: err}
 		}
-		return nil, classifyTransportErr(s.ep.ID, err, cause, s.parent)
+		return nil, s.end.classify(s.ep.ID, err, cause, s.parent)
 	}
 	if s.idleTimer != nil {
 		now := time.Now()
@@ -786,6 +814,23 @@ func (s *stream) Close() error {
 	err := s.body.Close()
 	s.end.release()
 	return err
+}
+
+// classify is classifyTransportErr for this attempt: cause is its
+// context's cause, parent the context Do was given. When that context is
+// the caller's own (Call.Cancel), a cause not of Do's own says the caller
+// (or an ancestor) cancelled it, as a cancelled parent does otherwise.
+func (a *attempt) classify(id string, err, cause error, parent context.Context) *Error {
+	if !a.shared {
+		return classifyTransportErr(id, err, cause, parent)
+	}
+	switch {
+	case cause == errRequestTimeout:
+		cause = context.DeadlineExceeded
+	case cause != nil && !OwnCause(cause):
+		return &Error{Kind: KindCanceled, Endpoint: id, Err: cause}
+	}
+	return classifyTransportErr(id, err, cause, context.Background())
 }
 
 func classifyTransportErr(id string, err, cause error, parent context.Context) *Error {
@@ -848,7 +893,7 @@ func (c *Client) Probe(ctx context.Context, ep *Endpoint) error {
 func addHeaders(h http.Header, codec wire.Codec, client http.Header, ep *Endpoint) {
 	if client != nil && codec != nil {
 		for _, k := range codec.PassHeaders() {
-			if v := client.Values(k); len(v) > 0 {
+			if v := client[k]; len(v) > 0 { // Values(k): PassHeaders are canonical
 				h[k] = v
 			}
 		}
@@ -892,6 +937,9 @@ type attempt struct {
 	deadline time.Time   // the request timeout's moment; zero: none
 	// heading is set while the timer stands for the header timeout.
 	heading atomic.Bool
+	// shared: the context is the caller's (Call.Cancel), cancelled with
+	// Do's own causes.
+	shared bool
 
 	body bytesBody
 	h    http.Header
@@ -939,6 +987,10 @@ func (a *attempt) fire() {
 		a.cancel(errHeaderTimeout)
 		return
 	}
+	if a.shared {
+		a.cancel(errRequestTimeout)
+		return
+	}
 	a.cancel(context.DeadlineExceeded)
 }
 
@@ -946,6 +998,10 @@ func (a *attempt) fire() {
 func (a *attempt) release() {
 	if a.timer != nil {
 		a.timer.Stop()
+	}
+	if a.shared {
+		a.cancel(errEnded)
+		return
 	}
 	a.cancel(context.Canceled)
 }

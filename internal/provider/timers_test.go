@@ -90,46 +90,56 @@ func TestAttemptTimeouts(t *testing.T) {
 		{name: "stream in time", headerTO: 2 * time.Second, request: 5 * time.Second, header: time.Second, body: time.Second, stream: true,
 			wantAt: 2 * time.Second},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				answer := timerAnswer
-				if tc.stream {
-					answer = timerStream
-				}
-				c := NewClient(slowUpstream(tc.header, tc.body, answer))
-				ep := &Endpoint{ID: "m/r/p", Model: "m", UpstreamModel: "m", Provider: "p", Format: llm.FormatAnthropic,
-					BaseURL: "http://upstream.invalid", ResponseHeaderTimeout: tc.headerTO, RequestTimeout: tc.request}
-				req := &llm.Request{Format: llm.FormatAnthropic, Model: "m", MaxTokens: 8, HasMaxTokens: true, Stream: tc.stream,
-					Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "hi"}}}}}
-				start := time.Now()
-				res, err := c.Do(context.Background(), ep, req, Call{})
-				if err == nil && res.Stream != nil {
-					for err == nil {
-						_, err = res.Stream.Next()
+		for _, own := range []bool{false, true} {
+			name := tc.name
+			if own {
+				name += ", the caller's context (Call.Cancel)"
+			}
+			t.Run(name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					answer := timerAnswer
+					if tc.stream {
+						answer = timerStream
 					}
-					res.Stream.Close()
-					if err == io.EOF {
-						err = nil
+					c := NewClient(slowUpstream(tc.header, tc.body, answer))
+					ep := &Endpoint{ID: "m/r/p", Model: "m", UpstreamModel: "m", Provider: "p", Format: llm.FormatAnthropic,
+						BaseURL: "http://upstream.invalid", ResponseHeaderTimeout: tc.headerTO, RequestTimeout: tc.request}
+					req := &llm.Request{Format: llm.FormatAnthropic, Model: "m", MaxTokens: 8, HasMaxTokens: true, Stream: tc.stream,
+						Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "hi"}}}}}
+					start := time.Now()
+					ctx, call := context.Background(), Call{}
+					if own {
+						ctx, call.Cancel = context.WithCancelCause(ctx)
 					}
-				}
-				if at := time.Since(start); at != tc.wantAt {
-					t.Errorf("ended after %v, want %v", at, tc.wantAt)
-				}
-				if tc.wantCause == nil {
-					if err != nil {
-						t.Fatalf("err %v, want success", err)
+					res, err := c.Do(ctx, ep, req, call)
+					if err == nil && res.Stream != nil {
+						for err == nil {
+							_, err = res.Stream.Next()
+						}
+						res.Stream.Close()
+						if err == io.EOF {
+							err = nil
+						}
 					}
-					return
-				}
-				var pe *Error
-				if !errors.As(err, &pe) || pe.Kind != KindTimeout || !errors.Is(pe.Err, tc.wantCause) {
-					t.Fatalf("err %v, want a timeout caused by %v", err, tc.wantCause)
-				}
-				if pe.BeforeResponse != tc.wantBeforeResponse {
-					t.Errorf("BeforeResponse %v, want %v", pe.BeforeResponse, tc.wantBeforeResponse)
-				}
+					if at := time.Since(start); at != tc.wantAt {
+						t.Errorf("ended after %v, want %v", at, tc.wantAt)
+					}
+					if tc.wantCause == nil {
+						if err != nil {
+							t.Fatalf("err %v, want success", err)
+						}
+						return
+					}
+					var pe *Error
+					if !errors.As(err, &pe) || pe.Kind != KindTimeout || !errors.Is(pe.Err, tc.wantCause) {
+						t.Fatalf("err %v, want a timeout caused by %v", err, tc.wantCause)
+					}
+					if pe.BeforeResponse != tc.wantBeforeResponse {
+						t.Errorf("BeforeResponse %v, want %v", pe.BeforeResponse, tc.wantBeforeResponse)
+					}
+				})
 			})
-		})
+		}
 	}
 }
 
@@ -151,4 +161,71 @@ func TestStreamKeepsNoRequest(t *testing.T) {
 	if a.out.Messages != nil || a.out.Model != "" || a.body.b != nil || a.body.Len() != 0 {
 		t.Errorf("the stream's attempt keeps the request: %d messages, model %q, %d body bytes", len(a.out.Messages), a.out.Model, len(a.body.b))
 	}
+}
+
+// TestCallerCancelsAttempt: the caller cancelling the attempt fails it as
+// cancelled with the caller's cause, in the head's wait and in the body,
+// whether Do derived a context of its own or used the caller's
+// (Call.Cancel); with Call.Cancel, Do ends the caller's context with a
+// cause of its own (OwnCause), which the caller tells from its own
+// cancel. In virtual time.
+func TestCallerCancelsAttempt(t *testing.T) {
+	stop := errors.New("the caller's reason")
+	for _, tc := range []struct {
+		name         string
+		header, body time.Duration
+		wantBefore   bool
+	}{
+		{name: "waiting for the head", header: 5 * time.Second, wantBefore: true},
+		{name: "in the body", header: time.Second, body: 5 * time.Second},
+	} {
+		for _, own := range []bool{false, true} {
+			name := tc.name
+			if own {
+				name += ", the caller's context (Call.Cancel)"
+			}
+			t.Run(name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					c := NewClient(slowUpstream(tc.header, tc.body, timerAnswer))
+					ep := &Endpoint{ID: "m/r/p", Model: "m", UpstreamModel: "m", Provider: "p", Format: llm.FormatAnthropic,
+						BaseURL: "http://upstream.invalid", ResponseHeaderTimeout: time.Minute, RequestTimeout: time.Minute}
+					req := &llm.Request{Format: llm.FormatAnthropic, Model: "m", MaxTokens: 8, HasMaxTokens: true,
+						Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "hi"}}}}}
+					ctx, cancel := context.WithCancelCause(context.Background())
+					call := Call{}
+					if own {
+						call.Cancel = cancel
+					}
+					time.AfterFunc(3*time.Second, func() { cancel(stop) })
+					_, err := c.Do(ctx, ep, req, call)
+					var pe *Error
+					if !errors.As(err, &pe) || pe.Kind != KindCanceled || pe.Err != stop {
+						t.Fatalf("err %v, want cancelled by %v", err, stop)
+					}
+					if pe.BeforeResponse != tc.wantBefore {
+						t.Errorf("BeforeResponse %v, want %v", pe.BeforeResponse, tc.wantBefore)
+					}
+					if OwnCause(context.Cause(ctx)) {
+						t.Errorf("the caller's cause %v counted as Do's own", context.Cause(ctx))
+					}
+				})
+			})
+		}
+	}
+	t.Run("Do ends the caller's context with a cause of its own", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			c := NewClient(slowUpstream(time.Second, time.Second, timerAnswer))
+			ep := &Endpoint{ID: "m/r/p", Model: "m", UpstreamModel: "m", Provider: "p", Format: llm.FormatAnthropic,
+				BaseURL: "http://upstream.invalid", RequestTimeout: time.Minute}
+			req := &llm.Request{Format: llm.FormatAnthropic, Model: "m", MaxTokens: 8, HasMaxTokens: true,
+				Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "hi"}}}}}
+			ctx, cancel := context.WithCancelCause(context.Background())
+			if _, err := c.Do(ctx, ep, req, Call{Cancel: cancel}); err != nil {
+				t.Fatal(err)
+			}
+			if ctx.Err() == nil || !OwnCause(context.Cause(ctx)) {
+				t.Errorf("after Do: err %v, cause %v; want ended with a cause of Do's own", ctx.Err(), context.Cause(ctx))
+			}
+		})
+	})
 }

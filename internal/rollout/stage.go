@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/keelmesh/keel/internal/llm"
+
 	"github.com/keelmesh/keel/internal/pipeline"
 )
 
@@ -27,6 +29,10 @@ type Hooks struct {
 	Monitor func(c *pipeline.Call) bool
 }
 
+// KeyHeader is the request header naming a call's rollout key, in
+// canonical form.
+const KeyHeader = "X-Mesh-Rollout-Key"
+
 // NewStage returns the rollout stage: it picks the call's stage from plan
 // by its rollout key (Key: the X-Mesh-Rollout-Key header, the end user,
 // the request id) and its path from the stage and valve (PathFor), records
@@ -34,7 +40,7 @@ type Hooks struct {
 func NewStage(plan *Plan, valve *Valve, h Hooks) pipeline.Stage {
 	return func(next pipeline.Handler) pipeline.Handler {
 		return pipeline.HandlerFunc(func(ctx context.Context, c *pipeline.Call) (*pipeline.Answer, error) {
-			stage := plan.Stage(Key(c.Header.Get("X-Mesh-Rollout-Key"), c.Request.UserID, c.ID))
+			stage := plan.Stage(Key(llm.HeaderValue(c.Header, KeyHeader), c.Request.UserID, c.ID))
 			if h.Monitor(c) {
 				stage = StageMonitor
 			}

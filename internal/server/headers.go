@@ -73,7 +73,7 @@ func SimilarityHeader(rec *callrec.Record) string {
 // piiHeaders is personal data's family: X-Mesh-PII.
 func piiHeaders(h setter, rec *callrec.Record) {
 	if p := PIIHeader(rec); p != "" {
-		h.Set("X-Mesh-PII", p)
+		h.Set("X-Mesh-Pii", p) // X-Mesh-PII, canonical as it is sent
 	}
 }
 

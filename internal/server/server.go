@@ -558,16 +558,16 @@ func (c *apiCall) done(rec *callrec.Record) {
 }
 
 // headerSet sets headers, slicing every value out of one backing array: a
-// response's dozen headers cost one allocation, not one each.
+// response's dozen headers cost one allocation, not one each. Its names
+// are canonical (the constants of this package, TestSetNamesCanonical;
+// the codecs' RequestIDHeader, wire's TestRequestIDHeaderCanonical): Set
+// does not canonicalise them again on every call.
 type headerSet struct {
 	h    http.Header
 	vals []string
 }
 
 func (s *headerSet) Set(k, v string) {
-	if ck := http.CanonicalHeaderKey(k); ck != k {
-		k = ck
-	}
 	if len(s.vals) == cap(s.vals) {
 		s.vals = make([]string, 0, 8)
 	}

@@ -185,7 +185,7 @@ type Model struct {
 // client sent anthropic-version, as the Anthropic SDK always does,
 // OpenAI's otherwise.
 func FromHeader(h http.Header) Codec {
-	if h.Get("Anthropic-Version") != "" {
+	if llm.HeaderValue(h, "Anthropic-Version") != "" {
 		return codecs[llm.FormatAnthropic]
 	}
 	return codecs[llm.FormatOpenAI]

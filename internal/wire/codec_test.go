@@ -96,3 +96,16 @@ func TestResponsesPaths(t *testing.T) {
 		t.Errorf("continues %v, key %q, name %q", c.Continues(), c.KeyEnv(), c.Format())
 	}
 }
+
+// TestHeaderNamesCanonical: the codecs' RequestIDHeader and PassHeaders
+// are canonical names: the server sets the first without canonicalising
+// it again and the provider reads the others as map keys (Values).
+func TestHeaderNamesCanonical(t *testing.T) {
+	for _, c := range Codecs() {
+		for _, k := range append([]string{c.RequestIDHeader()}, c.PassHeaders()...) {
+			if k != "" && http.CanonicalHeaderKey(k) != k {
+				t.Errorf("%v: header %q is not canonical (%q)", c.Format(), k, http.CanonicalHeaderKey(k))
+			}
+		}
+	}
+}
