@@ -197,9 +197,15 @@ const (
 // byte exactly (a borrow can mark a byte above a special one, never one
 // below it).
 func special8(x uint64) uint64 {
+	return quoteOrBackslash8(x) | (x-ones*0x20)&^x&highs
+}
+
+// quoteOrBackslash8 is special8 for quotes and backslashes only (StringEnd's
+// test: it does not check control characters).
+func quoteOrBackslash8(x uint64) uint64 {
 	q := x ^ (ones * '"')
 	s := x ^ (ones * '\\')
-	return ((q-ones)&^q | (s-ones)&^s | (x-ones*0x20)&^x) & highs
+	return ((q-ones)&^q | (s-ones)&^s) & highs
 }
 
 func isHex(c byte) bool {
