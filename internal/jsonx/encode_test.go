@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestAppendString(t *testing.T) {
@@ -122,11 +123,64 @@ func BenchmarkAppendString(b *testing.B) {
 // FuzzAppendString: the output is one valid JSON string, with no control
 // character, U+2028 or U+2029 left raw, that decodes to the input with each
 // byte of invalid UTF-8 made U+FFFD (what encoding/json reads and writes).
+// appendStringBodySlow is AppendStringBody byte at a time, as it was
+// before its word-at-a-time scan: the fuzz target's oracle for the bytes.
+func appendStringBodySlow(b []byte, s string) []byte {
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		// U+2028 and U+2029 are escaped like encoding/json does, for JSONP safety.
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(b, s[start:]...)
+}
+
 func FuzzAppendString(f *testing.F) {
 	for _, s := range []string{"", "plain", `a"b\c`, "\n\r\t\x00\x1f\b\f", "a\u2028b\u2029", "a\xffb\xc3", "héllo 世界 😀", "\xed\xa0\x80"} {
 		f.Add(s)
 	}
+	f.Add("0123456789abcdef\"0123456\\789é€😀\x01abcdefgh\xff12345678\u2028")
 	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := AppendStringBody(nil, s), appendStringBodySlow(nil, s); string(got) != string(want) {
+			t.Fatalf("AppendStringBody(%q) = %s, byte at a time %s", s, got, want)
+		}
 		out := AppendString([]byte("x"), s)[1:]
 		if !json.Valid(out) {
 			t.Fatalf("AppendString(%q) = %s, not valid JSON", s, out)

@@ -3,6 +3,7 @@ package jsonx
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -122,9 +123,13 @@ func FuzzMembers(f *testing.F) {
 		if n := CountElements(in); n != len(elems) {
 			t.Fatalf("CountElements = %d, EachElement saw %d", n, len(elems))
 		}
+		// The walkers never panic or loop either, with any callback result.
+		_, _ = WalkMembers(in, func(k, v []byte) (int, error) { return len(v), nil })
+		_, _ = WalkElements(in, func(_ int, v []byte) (int, error) { return len(v), nil })
 		if !json.Valid(in) {
 			return
 		}
+		checkWalk(t, in, keys, vals, elems)
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(in, &obj) == nil {
 			seen := map[string]bool{}
@@ -182,5 +187,79 @@ func TestReplaceMembers(t *testing.T) {
 				t.Errorf("(-got +want):\n-%s\n+%s", got, tc.want)
 			}
 		})
+	}
+}
+
+// checkWalk checks that WalkMembers and WalkElements see in (valid JSON)
+// as EachMember and EachElement do, the nested values consumed by
+// recursive walks, and report in's length without its trailing space, with
+// more bytes after it or not.
+func checkWalk(t *testing.T, in []byte, keys, vals, elems []string) {
+	t.Helper()
+	want := len(TrimSpace(in)) + SkipWS(in, 0)
+	for _, tail := range []string{"", `,"x":[1]}]`} {
+		b := append(append([]byte{}, in...), tail...)
+		var wk, wv []string
+		n, err := WalkMembers(b, func(k, v []byte) (int, error) {
+			m := walkAll(v)
+			wk, wv = append(wk, string(k)), append(wv, string(v[:m]))
+			return m, nil
+		})
+		if err == nil {
+			if n != want || !slices.Equal(wk, keys) || !slices.Equal(wv, vals) {
+				t.Fatalf("WalkMembers(%q) = %d, %q %q; want %d, EachMember's %q %q", b, n, wk, wv, want, keys, vals)
+			}
+		} else if err != ErrNotObject || keys != nil {
+			t.Fatalf("WalkMembers(%q): %v", b, err)
+		}
+		var we []string
+		n, err = WalkElements(b, func(_ int, v []byte) (int, error) {
+			m := walkAll(v)
+			we = append(we, string(v[:m]))
+			return m, nil
+		})
+		if err == nil {
+			if n != want || !slices.Equal(we, elems) {
+				t.Fatalf("WalkElements(%q) = %d, %q; want %d, EachElement's %q", b, n, we, want, elems)
+			}
+		} else if err != ErrNotArray || elems != nil {
+			t.Fatalf("WalkElements(%q): %v", b, err)
+		}
+	}
+}
+
+// walkAll consumes the value v starts with by walking every nested
+// container, and checks the result against Len.
+func walkAll(v []byte) int {
+	var n int
+	switch {
+	case len(v) > 0 && v[0] == '{':
+		n, _ = WalkMembers(v, func(_, v []byte) (int, error) { return walkAll(v), nil })
+	case len(v) > 0 && v[0] == '[':
+		n, _ = WalkElements(v, func(_ int, v []byte) (int, error) { return walkAll(v), nil })
+	default:
+		return len(v)
+	}
+	if n != Len(v) {
+		panic(fmt.Sprintf("walked %d bytes of %q, Len %d", n, v, Len(v)))
+	}
+	return n
+}
+
+func TestWalk(t *testing.T) {
+	for _, in := range []string{`{}`, `[]`, ` { } `, `{"a":1,"b":[1,{"c":"}"}],"d":{"e":[]}}`, ` [ 1 , "x" , null, [ ] , {"a" : [2]} ] `, `"s"`, `12`, `{"\"":"]"}`} {
+		var keys, vals, elems []string
+		_ = EachMember([]byte(in), func(k, v []byte) error {
+			keys, vals = append(keys, string(k)), append(vals, string(v))
+			return nil
+		})
+		_ = EachElement([]byte(in), func(_ int, v []byte) error {
+			elems = append(elems, string(v))
+			return nil
+		})
+		checkWalk(t, []byte(in), keys, vals, elems)
+	}
+	if _, err := WalkMembers([]byte(`{"a":1}`), func(k, v []byte) (int, error) { return 0, ErrNotString }); err != ErrNotString {
+		t.Errorf("WalkMembers returned %v, want fn's error", err)
 	}
 }

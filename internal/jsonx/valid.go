@@ -13,6 +13,7 @@ package jsonx
 import (
 	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 )
 
 // Valid reports whether b is exactly one JSON value with optional
@@ -144,13 +145,18 @@ func memberStart(b []byte, i int) int {
 func validStringEnd(b []byte, i int) int {
 	i++
 	for i < len(b) {
-		// Eight plain bytes (no quote, backslash or control character) at
-		// a time: a prompt is mostly one long run of them.
-		for i+8 <= len(b) && plain8(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
-		}
-		if i >= len(b) {
-			return -1
+		// Eight bytes at a time: a prompt is mostly one long run of plain
+		// bytes (no quote, backslash or control character); in a word
+		// that is not all plain, step to its first special byte at once
+		// (a short string, a key, ends within one word: trying the word
+		// again at every byte up to its quote cost most of this scan).
+		if i+8 <= len(b) {
+			m := special8(binary.LittleEndian.Uint64(b[i:]))
+			if m == 0 {
+				i += 8
+				continue
+			}
+			i += bits.TrailingZeros64(m) / 8
 		}
 		c := b[i]
 		switch {
@@ -184,14 +190,22 @@ const (
 	highs = 0x8080808080808080
 )
 
-// plain8 reports whether none of the eight bytes in x is a quote, a
-// backslash or below 0x20 (exact: the classic has-zero-byte and
-// has-byte-less-than tests, which have no false negatives or positives as
-// booleans).
-func plain8(x uint64) bool {
+// special8 returns the high bits of the bytes of x (little-endian: b[i]
+// in the lowest byte) that may be a quote, a backslash or below 0x20: 0
+// when none is (the classic has-zero-byte and has-byte-less-than tests,
+// exact as booleans), and otherwise its lowest set bit is in the first such
+// byte exactly (a borrow can mark a byte above a special one, never one
+// below it).
+func special8(x uint64) uint64 {
+	return quoteOrBackslash8(x) | (x-ones*0x20)&^x&highs
+}
+
+// quoteOrBackslash8 is special8 for quotes and backslashes only (StringEnd's
+// test: it does not check control characters).
+func quoteOrBackslash8(x uint64) uint64 {
 	q := x ^ (ones * '"')
 	s := x ^ (ones * '\\')
-	return ((q-ones)&^q|(s-ones)&^s|(x-ones*0x20)&^x)&highs == 0
+	return ((q-ones)&^q | (s-ones)&^s) & highs
 }
 
 func isHex(c byte) bool {

@@ -2,6 +2,7 @@ package jsonx
 
 import (
 	"encoding/json"
+	"math/bits"
 	"strings"
 	"testing"
 )
@@ -51,20 +52,26 @@ func FuzzValidJSON(f *testing.F) {
 	})
 }
 
-// FuzzPlain8 checks the eight-byte test against the byte-by-byte rule.
+// FuzzPlain8 checks the eight-byte test against the byte-by-byte rule:
+// special8 is 0 exactly when no byte is special, and otherwise its lowest
+// set bit is in the first special byte.
 func FuzzPlain8(f *testing.F) {
 	f.Add(uint64(0x4142434445464748))
 	f.Add(uint64(0x22005c1f7f80ff20))
+	f.Add(uint64(0x2121212121212223)) // a borrow from the first byte
+	f.Add(uint64(0x1f2020202020205c))
 	f.Fuzz(func(t *testing.T, x uint64) {
-		want := true
+		first := 8
 		for k := range 8 {
 			c := byte(x >> (8 * k))
 			if c == '"' || c == '\\' || c < 0x20 {
-				want = false
+				first = k
+				break
 			}
 		}
-		if got := plain8(x); got != want {
-			t.Fatalf("plain8(%#x) = %v, want %v", x, got, want)
+		m := special8(x)
+		if got := bits.TrailingZeros64(m) / 8; (m == 0) != (first == 8) || m != 0 && got != first {
+			t.Fatalf("special8(%#x) = %#x: first special byte %d, want %d", x, m, got, first)
 		}
 	})
 }

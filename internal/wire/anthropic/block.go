@@ -1,7 +1,9 @@
 package anthropic
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 
 	"github.com/keelmesh/keel/internal/jsonx"
 	"github.com/keelmesh/keel/internal/llm"
@@ -10,22 +12,47 @@ import (
 // parseContent reads a content value that is a string (one text block, isString
 // true) or an array of blocks.
 func parseContent(path *fpath, v []byte) (blocks []llm.Block, isString bool, err error) {
+	blocks, isString, _, err = parseContentN(path, v)
+	return blocks, isString, err
+}
+
+// parseContentN is parseContent for a value that may run on past its end
+// (an array open-ended, as jsonx.WalkMembers passes it); it returns the
+// value's length too. The array is walked once: its length is not counted
+// first, so the blocks' slice is made at its final size for one block and
+// up to four, and grows past that.
+func parseContentN(path *fpath, v []byte) (blocks []llm.Block, isString bool, n int, err error) {
 	if len(v) > 0 && v[0] == '"' {
-		return stringContent(path, v)
+		blocks, isString, err = stringContent(path, v)
+		return blocks, isString, len(v), err
 	}
 	if len(v) == 0 || v[0] != '[' {
-		return nil, false, errAt(path, "expected a string or an array of content blocks, got %s", jsonx.KindName(v))
+		return nil, false, 0, errAt(path, "expected a string or an array of content blocks, got %s", jsonx.KindName(v))
 	}
-	blocks = make([]llm.Block, 0, jsonx.CountElements(v))
-	err = eachElem(path, v, func(i int, e []byte) error {
-		b, err := parseBlock(joinIndex(path, i), e)
+	var first llm.Block
+	count := 0
+	n, err = walkElems(path, v, func(i int, e []byte) (int, error) {
+		b, n, err := parseBlockN(joinIndex(path, i), e)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		blocks = append(blocks, b)
-		return nil
+		switch count++; count {
+		case 1:
+			first = b
+		case 2:
+			blocks = append(make([]llm.Block, 0, 4), first, b)
+		default:
+			blocks = append(blocks, b)
+		}
+		return n, nil
 	})
-	return blocks, false, err
+	switch count {
+	case 0:
+		blocks = []llm.Block{}
+	case 1:
+		blocks = []llm.Block{first}
+	}
+	return blocks, false, n, err
 }
 
 // stringContent reads content that is a string. It is parseContent's string
@@ -58,28 +85,96 @@ func blockType(path *fpath, v []byte) (string, error) {
 	return typ, nil
 }
 
+// leadingType returns the raw value of the "type" member of the block
+// object v when it is the block's first member and a string, as the SDKs
+// and the API write blocks.
+func leadingType(v []byte) ([]byte, bool) {
+	if len(v) == 0 || v[0] != '{' {
+		return nil, false
+	}
+	i := jsonx.SkipWS(v, 1)
+	if !bytes.HasPrefix(v[i:], []byte(`"type"`)) {
+		return nil, false
+	}
+	i = jsonx.SkipWS(v, i+len(`"type"`))
+	if i >= len(v) || v[i] != ':' {
+		return nil, false
+	}
+	if i = jsonx.SkipWS(v, i+1); i >= len(v) || v[i] != '"' {
+		return nil, false
+	}
+	return v[i:jsonx.StringEnd(v, i)], true
+}
+
+// errTypeAgain stops parseTyped's walk of a block whose type was read from
+// its first member at a second "type" member: the last one is the block's
+// type (as in blockType), so the block is read again the long way.
+var errTypeAgain = errors.New("a second type member")
+
 // parseBlock reads one content block. Types this codec does not model, and
 // image blocks whose source is neither base64 nor url, are kept verbatim in
 // Block.Raw; unknown members of known types go to Block.Extra.
 func parseBlock(path *fpath, v []byte) (llm.Block, error) {
+	b, _, err := parseBlockN(path, v)
+	return b, err
+}
+
+// parseBlockN is parseBlock for a block that may run on past its end; it
+// returns the block's length too. A block whose type comes first (and only
+// there) is walked once; otherwise blockType finds the type first.
+func parseBlockN(path *fpath, v []byte) (llm.Block, int, error) {
+	if raw, ok := leadingType(v); ok {
+		typ, err := unquote(join(path, "type"), raw)
+		if err != nil {
+			return llm.Block{}, 0, err
+		}
+		if b, n, err := parseTyped(path, v, typ, true); err != errTypeAgain {
+			return b, n, err
+		}
+	}
+	v = jsonx.Bound(v)
 	typ, err := blockType(path, v)
 	if err != nil {
-		return llm.Block{}, err
+		return llm.Block{}, 0, err
 	}
+	return parseTyped(path, v, typ, false)
+}
+
+// parseTyped reads the block v of type typ (parseBlockN's walk). With
+// leading set, typ was read from the first member, and a second "type"
+// member ends the walk with errTypeAgain.
+func parseTyped(path *fpath, v []byte, typ string, leading bool) (llm.Block, int, error) {
 	b := llm.Block{Type: llm.BlockType(typ)}
 	switch b.Type {
 	case llm.BlockText, llm.BlockImage, llm.BlockToolUse, llm.BlockToolResult, llm.BlockThinking, llm.BlockRedactedThinking:
 	default:
-		b.Raw = json.RawMessage(v)
-		return b, nil
+		b.Raw = json.RawMessage(jsonx.Bound(v))
+		return b, len(b.Raw), nil
 	}
-	unmodelled, sawText := false, false
+	unmodelled, sawText, types := false, false, 0
 	var nested fpath // the path of tool_result content blocks (see detach)
-	err = eachMember(path, v, func(k string, val []byte) error {
+	n, err := walkMembers(path, v, func(k string, val []byte) (int, error) {
 		p := join(path, k)
 		var err error
+		if k == "content" && b.Type == llm.BlockToolResult {
+			if jsonx.IsNull(val) {
+				return len(val), nil
+			}
+			if len(val) > 0 && val[0] == '"' {
+				b.Content, b.ContentIsString, err = stringContent(p, val)
+				return len(val), err
+			}
+			var n int
+			nested = detach(p)
+			b.Content, b.ContentIsString, n, err = parseContentN(&nested, val)
+			return n, err
+		}
+		val = jsonx.Bound(val)
 		switch {
 		case k == "type":
+			if types++; leading && types > 1 {
+				return 0, errTypeAgain
+			}
 		case k == "text" && b.Type == llm.BlockText:
 			b.Text, err = unquote(p, val)
 			sawText = true
@@ -89,21 +184,11 @@ func parseBlock(path *fpath, v []byte) (llm.Block, error) {
 			b.Name, err = str(p, val)
 		case k == "input" && b.Type == llm.BlockToolUse:
 			if len(val) == 0 || val[0] != '{' {
-				return errAt(p, "expected an object, got %s", jsonx.KindName(val))
+				return 0, errAt(p, "expected an object, got %s", jsonx.KindName(val))
 			}
 			b.Input = json.RawMessage(val)
 		case k == "tool_use_id" && b.Type == llm.BlockToolResult:
 			b.ToolUseID, err = str(p, val)
-		case k == "content" && b.Type == llm.BlockToolResult:
-			if jsonx.IsNull(val) {
-				return nil
-			}
-			if len(val) > 0 && val[0] == '"' {
-				b.Content, b.ContentIsString, err = stringContent(p, val)
-			} else {
-				nested = detach(p)
-				b.Content, b.ContentIsString, err = parseContent(&nested, val)
-			}
 		case k == "is_error" && b.Type == llm.BlockToolResult:
 			b.IsError, err = boolean(p, val)
 		case k == "source" && b.Type == llm.BlockImage:
@@ -118,33 +203,33 @@ func parseBlock(path *fpath, v []byte) (llm.Block, error) {
 		default:
 			jsonx.SetMember(&b.Extra, k, val)
 		}
-		return err
+		return len(val), err
 	})
 	if err != nil {
-		return llm.Block{}, err
+		return llm.Block{}, 0, err
 	}
 	if unmodelled {
-		return llm.Block{Type: b.Type, Raw: json.RawMessage(v)}, nil
+		return llm.Block{Type: b.Type, Raw: json.RawMessage(v[:n])}, n, nil
 	}
 	switch b.Type {
 	case llm.BlockText:
 		if !sawText {
-			return llm.Block{}, errAt(join(path, "text"), "field required")
+			return llm.Block{}, 0, errAt(join(path, "text"), "field required")
 		}
 	case llm.BlockImage:
 		if b.Image == nil {
-			return llm.Block{}, errAt(join(path, "source"), "field required")
+			return llm.Block{}, 0, errAt(join(path, "source"), "field required")
 		}
 	case llm.BlockToolUse:
 		if b.Input == nil {
-			return llm.Block{}, errAt(join(path, "input"), "field required")
+			return llm.Block{}, 0, errAt(join(path, "input"), "field required")
 		}
 	case llm.BlockToolResult:
 		if b.ToolUseID == "" {
-			return llm.Block{}, errAt(join(path, "tool_use_id"), "field required")
+			return llm.Block{}, 0, errAt(join(path, "tool_use_id"), "field required")
 		}
 	}
-	return b, nil
+	return b, n, nil
 }
 
 // parseImageSource reads an image source. It returns nil (and no error) for

@@ -107,6 +107,31 @@ func eachMember(path *fpath, v []byte, fn func(key string, val []byte) error) er
 	})
 }
 
+// walkMembers is eachMember for an object v starts with that may run on
+// past its end: fn gets an object or array value open-ended and returns the
+// length of the value (see jsonx.WalkMembers), so that a nested value is
+// walked once, not skipped first. It returns the object's length.
+func walkMembers(path *fpath, v []byte, fn func(key string, val []byte) (int, error)) (int, error) {
+	if len(v) == 0 || v[0] != '{' {
+		return 0, errAt(path, "expected an object, got %s", jsonx.KindName(v))
+	}
+	return jsonx.WalkMembers(v, func(k, val []byte) (int, error) {
+		key, err := unquote(path, k)
+		if err != nil {
+			return 0, err
+		}
+		return fn(key, val)
+	})
+}
+
+// walkElems is walkMembers for an array: eachElem's counterpart.
+func walkElems(path *fpath, v []byte, fn func(i int, val []byte) (int, error)) (int, error) {
+	if len(v) == 0 || v[0] != '[' {
+		return 0, errAt(path, "expected an array, got %s", jsonx.KindName(v))
+	}
+	return jsonx.WalkElements(v, fn)
+}
+
 // knownKeys holds the member names and enumerated values the codec looks
 // for or commonly sees, in byte order: knownKeys.Lookup returns raw (the
 // bytes between the quotes of a string without escapes) as the table's

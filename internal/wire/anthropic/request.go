@@ -74,37 +74,43 @@ func parseRequest(body []byte, count, owned bool) (*llm.Request, error) {
 	}
 	r := &llm.Request{Format: llm.FormatAnthropic}
 	var sawModel, sawMessages, sawMeshTop, sawMeshSystem bool
-	err := eachMember(nil, body, func(k string, v []byte) error {
+	// messages are read where they are, the rest bounded first (see
+	// walkMembers).
+	_, err := walkMembers(nil, body, func(k string, v []byte) (int, error) {
 		p := root(k)
 		var err error
+		if k == "messages" {
+			var n int
+			sawMessages = true
+			r.Messages, n, err = parseMessages(p, v)
+			return n, err
+		}
+		v = jsonx.Bound(v)
 		switch k {
 		case "model":
 			r.Model, err = unquote(p, v)
 			sawModel = true
 		case "max_tokens":
 			if jsonx.IsNull(v) {
-				return nil
+				return len(v), nil
 			}
 			r.MaxTokens, err = tokenCount(p, v)
 			r.HasMaxTokens = true
 		case "system":
 			sawMeshSystem, err = parseSystem(r, v)
-		case "messages":
-			sawMessages = true
-			r.Messages, err = parseMessages(p, v)
 		case "tools":
 			if jsonx.IsNull(v) {
-				return nil
+				return len(v), nil
 			}
 			r.Tools, err = parseTools(p, v)
 		case "tool_choice":
 			if jsonx.IsNull(v) {
-				return nil
+				return len(v), nil
 			}
 			r.ToolChoice, err = parseToolChoice(p, v)
 		case "stop_sequences":
 			if jsonx.IsNull(v) {
-				return nil
+				return len(v), nil
 			}
 			r.StopSequences = make([]string, 0, 2)
 			err = eachElem(p, v, func(i int, e []byte) error {
@@ -118,14 +124,14 @@ func parseRequest(body []byte, count, owned bool) (*llm.Request, error) {
 			r.TopP, err = optFloat(p, v)
 		case "top_k":
 			if jsonx.IsNull(v) {
-				return nil
+				return len(v), nil
 			}
 			var n int
 			n, err = integer(p, v)
 			r.TopK = &n
 		case "metadata":
 			if jsonx.IsNull(v) {
-				return nil
+				return len(v), nil
 			}
 			err = eachMember(p, v, func(mk string, mv []byte) error {
 				if mk == "user_id" {
@@ -140,14 +146,14 @@ func parseRequest(body []byte, count, owned bool) (*llm.Request, error) {
 			r.Stream, err = boolean(p, v)
 		case "mesh_behavior":
 			if len(v) == 0 || v[0] != '{' {
-				return errAt(p, "expected an object, got %s", jsonx.KindName(v))
+				return 0, errAt(p, "expected an object, got %s", jsonx.KindName(v))
 			}
 			r.MeshBehavior = json.RawMessage(v)
 			sawMeshTop = true
 		default:
 			jsonx.SetMember(&r.Extra, k, v)
 		}
-		return err
+		return len(v), err
 	})
 	if err != nil {
 		return nil, badRequest(err.Error())
@@ -241,14 +247,24 @@ func parseSystem(r *llm.Request, v []byte) (sawMesh bool, err error) {
 	return false, err
 }
 
-func parseMessages(path *fpath, v []byte) ([]llm.Message, error) {
-	msgs := make([]llm.Message, 0, jsonx.CountElements(v))
-	err := eachElem(path, v, func(i int, e []byte) error {
+// parseMessages reads the messages array, which may run on past its end (see
+// walkMembers), and returns its length too. The array is walked once, not
+// counted first: the slice starts at 4 messages and grows past that.
+func parseMessages(path *fpath, v []byte) ([]llm.Message, int, error) {
+	msgs := make([]llm.Message, 0, 4)
+	n, err := walkElems(path, v, func(i int, e []byte) (int, error) {
 		p := joinIndex(path, i)
 		var m llm.Message
 		var sawRole, sawContent bool
-		err := eachMember(p, e, func(k string, mv []byte) error {
+		n, err := walkMembers(p, e, func(k string, mv []byte) (int, error) {
 			var err error
+			if k == "content" {
+				var n int
+				m.Content, m.ContentIsString, n, err = parseContentN(join(p, k), mv)
+				sawContent = true
+				return n, err
+			}
+			mv = jsonx.Bound(mv)
 			switch k {
 			case "role":
 				var role string
@@ -262,26 +278,23 @@ func parseMessages(path *fpath, v []byte) ([]llm.Message, error) {
 					}
 				}
 				sawRole = true
-			case "content":
-				m.Content, m.ContentIsString, err = parseContent(join(p, k), mv)
-				sawContent = true
 			default:
 				jsonx.SetMember(&m.Extra, k, mv)
 			}
-			return err
+			return len(mv), err
 		})
 		switch {
 		case err != nil:
-			return err
+			return 0, err
 		case !sawRole:
-			return errAt(join(p, "role"), "field required")
+			return 0, errAt(join(p, "role"), "field required")
 		case !sawContent:
-			return errAt(join(p, "content"), "field required")
+			return 0, errAt(join(p, "content"), "field required")
 		}
 		msgs = append(msgs, m)
-		return nil
+		return n, nil
 	})
-	return msgs, err
+	return msgs, n, err
 }
 
 func parseTools(path *fpath, v []byte) ([]llm.Tool, error) {

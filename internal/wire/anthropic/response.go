@@ -55,9 +55,29 @@ func parseResponse(body []byte, owned bool) (*llm.Response, error) {
 // message_start event).
 func parseMessage(path *fpath, v []byte) (*llm.Response, error) {
 	r := &llm.Response{}
-	err := eachMember(path, v, func(k string, mv []byte) error {
+	// content and usage are read where they are, the rest bounded first
+	// (see walkMembers).
+	_, err := walkMembers(path, v, func(k string, mv []byte) (int, error) {
 		p := join(path, k)
 		var err error
+		switch k {
+		case "content":
+			if jsonx.IsNull(mv) {
+				return len(mv), nil
+			}
+			var n int
+			r.Content, _, n, err = parseContentN(p, mv)
+			if err == nil && mv[0] == '"' {
+				err = errAt(p, "expected an array, got a string")
+			}
+			return n, err
+		case "usage":
+			if jsonx.IsNull(mv) {
+				return len(mv), nil
+			}
+			return parseUsage(p, mv, &r.Usage)
+		}
+		mv = jsonx.Bound(mv)
 		switch k {
 		case "id":
 			r.ID, err = str(p, mv)
@@ -73,29 +93,16 @@ func parseMessage(path *fpath, v []byte) (*llm.Response, error) {
 			}
 		case "model":
 			r.Model, err = str(p, mv)
-		case "content":
-			if jsonx.IsNull(mv) {
-				return nil
-			}
-			r.Content, _, err = parseContent(p, mv)
-			if err == nil && mv[0] == '"' {
-				err = errAt(p, "expected an array, got a string")
-			}
 		case "stop_reason":
 			var s string
 			s, err = str(p, mv)
 			r.StopReason = llm.StopReason(s)
 		case "stop_sequence":
 			r.StopSequence, err = str(p, mv)
-		case "usage":
-			if jsonx.IsNull(mv) {
-				return nil
-			}
-			err = parseUsage(p, mv, &r.Usage)
 		default:
 			jsonx.SetMember(&r.Extra, k, mv)
 		}
-		return err
+		return len(mv), err
 	})
 	if err != nil {
 		return nil, err
@@ -106,7 +113,8 @@ func parseMessage(path *fpath, v []byte) (*llm.Response, error) {
 	return r, nil
 }
 
-// parseUsage reads a usage object into u, overwriting the counts it carries.
+// parseUsage reads a usage object into u, overwriting the counts it carries,
+// and returns its length (v may run on past it: see walkMembers).
 // output_tokens_details.thinking_tokens becomes ReasoningTokens; other members
 // of output_tokens_details stay in Extra["output_tokens_details"] and are
 // merged back by appendUsage.
@@ -115,8 +123,9 @@ func parseMessage(path *fpath, v []byte) (*llm.Response, error) {
 // on the stack (see fpath).
 //
 //go:noinline
-func parseUsage(path *fpath, v []byte, u *llm.Usage) error {
-	return eachMember(path, v, func(k string, uv []byte) error {
+func parseUsage(path *fpath, v []byte, u *llm.Usage) (int, error) {
+	return walkMembers(path, v, func(k string, uv []byte) (int, error) {
+		uv = jsonx.Bound(uv)
 		p := join(path, k)
 		var err error
 		switch k {
@@ -134,7 +143,7 @@ func parseUsage(path *fpath, v []byte, u *llm.Usage) error {
 			// Extra, an object of nothing else as {} so that it is written back.
 			if len(uv) == 0 || uv[0] != '{' {
 				jsonx.SetMember(&u.Extra, k, uv)
-				return nil
+				return len(uv), nil
 			}
 			rest := []byte{'{'}
 			err = eachMember(p, uv, func(dk string, dv []byte) error {
@@ -154,7 +163,7 @@ func parseUsage(path *fpath, v []byte, u *llm.Usage) error {
 		case "output_tokens_details":
 			if len(uv) == 0 || uv[0] != '{' {
 				jsonx.SetMember(&u.Extra, k, uv)
-				return nil
+				return len(uv), nil
 			}
 			var rest []byte
 			err = eachMember(p, uv, func(dk string, dv []byte) error {
@@ -176,7 +185,7 @@ func parseUsage(path *fpath, v []byte, u *llm.Usage) error {
 		default:
 			jsonx.SetMember(&u.Extra, k, uv)
 		}
-		return err
+		return len(uv), err
 	})
 }
 

@@ -376,7 +376,7 @@ func (s *StreamReader) decode(ev *llm.Event) error {
 		}
 		if usage != nil {
 			ev.Usage = &llm.Usage{}
-			if err := parseUsage(root("usage"), usage, ev.Usage); err != nil {
+			if _, err := parseUsage(root("usage"), usage, ev.Usage); err != nil {
 				return err
 			}
 		}
