@@ -1,11 +1,9 @@
 package features_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -82,32 +80,13 @@ func w2Fleet(t *testing.T, seed int64) (sim.Config, *simfleet.Clouds) {
 	return c, cl
 }
 
-// w2Body is session s's request at turn (from 1).
+// w2Body is session s's request at turn (from 1): each later turn adds
+// 6,000-9,000 words (drawn per session and turn), up to w2Cap in all.
 func w2Body(s, turn int) string {
-	j := func(v string) string { b, _ := json.Marshal(v); return string(b) }
-	var b strings.Builder
-	b.WriteString(`{"model":"sim-sonnet","max_tokens":100,"stream":true,"system":[{"type":"text","text":`)
-	b.WriteString(j(words("You are a coding agent.", w2System)))
-	b.WriteString(`,"cache_control":{"type":"ephemeral"}}],"messages":[`)
-	msg := func(role, text string, mark bool) {
-		b.WriteString(`{"role":"` + role + `","content":[{"type":"text","text":` + j(text))
-		if mark {
-			b.WriteString(`,"cache_control":{"type":"ephemeral"}`)
-		}
-		b.WriteString(`}]},`)
-	}
-	msg("user", words(fmt.Sprintf("Session %d: fix the failing tests.", s), w2First), turn == 1)
-	total := w2System + w2First
-	for k := 2; k <= turn; k++ {
-		reply := fmt.Sprintf("Turn %d: I read the next file.", k-1)
-		msg("assistant", reply, false)
-		total += len(strings.Fields(reply))
+	return conversationBody(s, turn, w2System, w2First, func(k, total int) int {
 		n := 6_000 + rand.New(rand.NewPCG(uint64(s), uint64(k))).IntN(3_001)
-		n = max(min(n, w2Cap-total), 1)
-		total += n
-		msg("user", words(fmt.Sprintf("Session %d tool result %d:", s, k), n), k == turn)
-	}
-	return strings.TrimSuffix(b.String(), ",") + `]}`
+		return max(min(n, w2Cap-total), 1)
+	})
 }
 
 // runThreeProviders runs workload 2 through a mesh configured by tweak.

@@ -195,10 +195,20 @@ func words(tag string, n int) string {
 // conversation so far, breakpoints on the system prompt and the last
 // message.
 func agentBody(s, turn int) string {
+	return conversationBody(s, turn, agentSystem, agentFirst, func(int, int) int { return agentStep })
+}
+
+// conversationBody is session s's streamed request at turn (from 1) of a
+// coding agent's conversation: a system prompt of system words, a first
+// message of first words, then per later turn k an assistant reply and a
+// tool result of step(k, total) words, total being the conversation's words
+// before it; breakpoints on the system prompt and the last message, as
+// Claude Code sends them.
+func conversationBody(s, turn, system, first int, step func(k, total int) int) string {
 	j := func(v string) string { b, _ := json.Marshal(v); return string(b) }
 	var b strings.Builder
 	b.WriteString(`{"model":"sim-sonnet","max_tokens":100,"stream":true,"system":[{"type":"text","text":`)
-	b.WriteString(j(words("You are a coding agent.", agentSystem)))
+	b.WriteString(j(words("You are a coding agent.", system)))
 	b.WriteString(`,"cache_control":{"type":"ephemeral"}}],"messages":[`)
 	msg := func(role, text string, mark bool) {
 		b.WriteString(`{"role":"` + role + `","content":[{"type":"text","text":` + j(text))
@@ -207,13 +217,17 @@ func agentBody(s, turn int) string {
 		}
 		b.WriteString(`}]},`)
 	}
-	msg("user", words(fmt.Sprintf("Session %d: fix the failing tests.", s), agentFirst), turn == 1)
+	msg("user", words(fmt.Sprintf("Session %d: fix the failing tests.", s), first), turn == 1)
+	total := system + first
 	for k := 2; k <= turn; k++ {
-		msg("assistant", fmt.Sprintf("Turn %d: I read the next file.", k-1), false)
-		msg("user", words(fmt.Sprintf("Session %d tool result %d:", s, k), agentStep), k == turn)
+		reply := fmt.Sprintf("Turn %d: I read the next file.", k-1)
+		msg("assistant", reply, false)
+		total += len(strings.Fields(reply))
+		n := step(k, total)
+		total += n
+		msg("user", words(fmt.Sprintf("Session %d tool result %d:", s, k), n), k == turn)
 	}
-	out := strings.TrimSuffix(b.String(), ",")
-	return out + `]}`
+	return strings.TrimSuffix(b.String(), ",") + `]}`
 }
 
 // agentSeeds are the seeds the workloads run with: the simulator's (its
